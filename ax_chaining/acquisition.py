@@ -1,0 +1,523 @@
+r"""Chaining-UCB and GP-UCB as BoTorch acquisition functions.
+
+Both use the same iteration index ``t``: by default the number of observations
+the model holds, plus the number of pending points, plus one. In Algorithm 1 of
+Contal et al. (2015) the ``t``-th query is chosen from ``t - 1`` observations,
+and the ``n_0`` initial points of their experiments count as observations.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.acquisition.analytic import UpperConfidenceBound
+from botorch.acquisition.input_constructors import acqf_input_constructor
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.exceptions import UnsupportedError
+from botorch.models.model import Model
+from botorch.utils.transforms import t_batch_mode_transform
+from torch import Tensor
+
+from ax_chaining.chaining import (
+    ChainingResult,
+    CoverMethod,
+    HRadius,
+    _check_delta,
+    _check_positive_int,
+    chaining_covers,
+)
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
+from ax_chaining.posterior import (
+    Path,
+    candidate_posterior,
+    num_training_points,
+    pending_noise,
+    prior_variance,
+)
+
+__all__ = [
+    "GPUCB",
+    "ChainingUCB",
+    "default_t",
+    "gp_ucb_beta",
+]
+
+
+def default_t(model: Model, num_pending: int = 0) -> int:
+    """Iteration index: observations in ``model`` + pending points + 1.
+
+    Args:
+        model: A BoTorch model conditioned on its training data.
+        num_pending: Number of pending points conditioned on as well.
+
+    Returns:
+        ``t >= 1``.
+    """
+    n = num_training_points(model)
+    if n is None:
+        raise ValueError(
+            f"Cannot count the observations of a {type(model).__name__}; pass t= "
+            "explicitly (number of observations plus one)."
+        )
+    if n == 0:
+        raise ValueError(
+            "The model has no training data; Chaining-UCB needs a model conditioned "
+            "on at least one observation (run an initial design first)."
+        )
+    return n + num_pending + 1
+
+
+def gp_ucb_beta(num_candidates: int, t: int, delta: float = 0.05) -> float:
+    r"""GP-UCB schedule of Srinivas et al. (2010, Theorem 1), finite :math:`X`.
+
+    .. math::
+
+        \beta_t = 2 \log\big(|X|\, t^2 \pi^2 / (6 \delta)\big).
+    """
+    num_candidates = _check_positive_int("num_candidates", num_candidates)
+    t = _check_positive_int("t", t)
+    delta = _check_delta(delta)
+    return 2.0 * math.log(num_candidates * t**2 * math.pi**2 / (6.0 * delta))
+
+
+def _check_candidates(candidates: Any, model: Model) -> Tensor:
+    if not isinstance(candidates, Tensor):
+        raise TypeError(
+            f"candidates must be a torch.Tensor of shape N x d, got "
+            f"{type(candidates).__name__}."
+        )
+    if candidates.ndim != 2:
+        raise ValueError(
+            f"candidates must be a 2-D tensor of shape N x d, got shape "
+            f"{tuple(candidates.shape)}."
+        )
+    if candidates.shape[0] == 0:
+        raise ValueError("candidates is empty: Chaining-UCB needs N >= 1 candidates.")
+    if not candidates.is_floating_point():
+        raise TypeError(f"candidates must be floating point, got {candidates.dtype}.")
+    if not torch.isfinite(candidates).all():
+        bad = (~torch.isfinite(candidates)).any(dim=-1).nonzero().squeeze(-1)
+        raise ValueError(
+            f"candidates contains NaN or inf in {bad.numel()} row(s), first at row "
+            f"{int(bad[0])}; every candidate must be finite."
+        )
+    d = _input_dim(model)
+    if d is not None and candidates.shape[-1] != d:
+        raise ValueError(
+            f"candidates has d={candidates.shape[-1]} columns, but the model was "
+            f"trained on d={d} inputs."
+        )
+    return candidates
+
+
+def _input_dim(model: Model) -> int | None:
+    original = getattr(model, "_original_train_inputs", None)
+    if original is not None:
+        return int(original.shape[-1])
+    if getattr(model, "input_transform", None) is not None:
+        return None  # transformed inputs may have another width
+    inputs = getattr(model, "train_inputs", None)
+    if inputs and inputs[0] is not None:
+        return int(inputs[0].shape[-1])
+    models = getattr(model, "models", None)
+    if models:
+        return _input_dim(models[0])
+    return None
+
+
+class ChainingUCB(AcquisitionFunction):
+    r"""Chaining-UCB (Contal, Malherbe and Vayatis, 2015) on a finite candidate set.
+
+    A GP-UCB whose exploration bonus is calibrated from covering numbers of the
+    candidate set :math:`X` under the posterior pseudo-distance
+    :math:`d_t(x, x') = \sqrt{\sigma_t^2(x) - 2 k_t(x, x') + \sigma_t^2(x')}`:
+
+    .. math::
+
+        \mathrm{ChainingUCB}(x) = \mu_t(x)
+            + \sum_{i:\, \sigma_t^{\min} \le \epsilon_i < \sigma_t(x)} H_i,
+        \qquad
+        H_i = \epsilon_i \sqrt{2 \log\frac{(|T_i| + 1)\, i^2 t^2 \pi^4}{36 \delta}},
+
+    with radii :math:`\epsilon_i = s\, 2^{1-i}`, nested greedy covers
+    :math:`T_i` (Algorithms 1 and 2 of the paper), :math:`\sigma_t^{\min} =
+    \min_{x \in X} \sigma_t(x)`, and :math:`\mu_t, \sigma_t, k_t` the posterior of
+    the latent function (no observation noise). For ``maximize=False`` the mean
+    enters with a minus sign, as in :class:`UpperConfidenceBound`.
+
+    The covers are built once, at construction (and again when pending points
+    change). ``forward`` evaluates at any ``X``, not only at candidates; the bonus
+    is a step function of :math:`\sigma_t(x)`.
+
+    Defaults and deviations from the paper (each can be changed):
+
+    * ``scale`` :math:`s`: the paper's kernel has :math:`k(x, x) \le 1` and
+      :math:`s = 1`. The default is the largest prior standard deviation over the
+      candidates, so multiplying the objective by :math:`c > 0` multiplies every
+      :math:`H_i` by :math:`c` and leaves the selected point unchanged.
+    * ``t``: observations + pending points + 1, shared with :class:`GPUCB`.
+    * ``sigma_floor``: relative floor on :math:`\sigma_t^{\min}` (noise-free
+      data give :math:`\sigma_t^{\min} = 0` and infinitely many levels).
+    * ``h_radius``: ``"algorithm"`` writes :math:`H_i` with :math:`\epsilon_i`
+      (the box of Algorithm 1, default); ``"proof"`` with :math:`\epsilon_{i-1}`.
+    * ``path`` / ``cover``: the dense exact path with greedy covers (default when
+      it fits in the memory budget), or rows on demand with farthest-first
+      nested covers for large candidate sets (see :mod:`ax_chaining.chaining`).
+
+    Example:
+        >>> model = SingleTaskGP(train_X, train_Y)
+        >>> candidates = torch.rand(1000, 2, dtype=torch.float64)
+        >>> acqf = ChainingUCB(model, candidates)
+        >>> x_next, _ = optimize_acqf_discrete(acqf, q=1, choices=candidates)
+        >>> acqf.chaining.cover_sizes, acqf.regret_bound(x_next.unsqueeze(0))
+
+    Args:
+        model: A fitted single-outcome model (or multi-output with a
+            ``posterior_transform``) with a Gaussian posterior.
+        candidates: ``N x d`` tensor, the finite search space :math:`X`, in the
+            same input space as the ``X`` passed to ``forward``.
+        delta: Confidence parameter :math:`\delta \in (0, 1)`.
+        t: Iteration index :math:`t \ge 1`; default observations + pending + 1.
+        posterior_transform: Maps a multi-output posterior to a single output.
+        maximize: If True, consider the problem a maximization problem.
+        X_pending: ``p x d`` points already chosen but not yet observed; they are
+            conditioned on with their posterior mean as observations (GP-BUCB).
+        scale: :math:`s`, the radius of the first level; default the largest prior
+            standard deviation over the candidates.
+        sigma_floor: Floor on :math:`\sigma_t^{\min}`, relative to ``scale``.
+        h_radius: ``"algorithm"`` or ``"proof"``.
+        path: ``"auto"``, ``"dense"`` or ``"low_rank"``.
+        cover: ``"greedy"`` or ``"farthest_first"``; default greedy on the dense
+            path and farthest-first on the low-rank path.
+        max_cover_size: Size cap for farthest-first covers (default
+            ``min(N, 4096)`` on the low-rank path); deeper levels use
+            :math:`|T_i| \le N`.
+        memory_budget: Bytes the largest allocations may take (default 4 GiB).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        candidates: Tensor,
+        delta: float = 0.05,
+        t: int | None = None,
+        posterior_transform: PosteriorTransform | None = None,
+        maximize: bool = True,
+        X_pending: Tensor | None = None,
+        scale: float | None = None,
+        sigma_floor: float = 1e-6,
+        h_radius: HRadius = "algorithm",
+        path: Path = "auto",
+        cover: CoverMethod | None = None,
+        max_cover_size: int | None = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    ) -> None:
+        super().__init__(model=model)
+        if posterior_transform is None and model.num_outputs != 1:
+            raise UnsupportedError(
+                "Must specify a posterior_transform when using a multi-output model "
+                f"(the model has {model.num_outputs} outputs)."
+            )
+        if posterior_transform is not None and not isinstance(
+            posterior_transform, PosteriorTransform
+        ):
+            raise UnsupportedError(
+                "posterior_transform must be a PosteriorTransform, got "
+                f"{type(posterior_transform).__name__}."
+            )
+        self.posterior_transform = posterior_transform
+        self.maximize = maximize
+        self.delta = _check_delta(delta)
+        if t is not None:
+            t = _check_positive_int("t", t)
+        elif num_training_points(model) == 0:
+            default_t(model)  # raises the no-training-data error
+        self._t = t
+        self.register_buffer("candidates", _check_candidates(candidates, model))
+        if scale is not None:
+            scale = float(scale)
+            if not (scale > 0 and math.isfinite(scale)):
+                raise ValueError(f"scale must be a finite positive number, got {scale}.")
+        self._scale = scale
+        self._options = dict(
+            sigma_floor=sigma_floor,
+            h_radius=h_radius,
+            path=path,
+            cover=cover,
+            max_cover_size=max_cover_size,
+            memory_budget=int(memory_budget),
+        )
+        self.set_X_pending(X_pending)
+
+    @property
+    def t(self) -> int:
+        """The iteration index used in :math:`H_i`."""
+        return self.chaining.t
+
+    @property
+    def scale(self) -> float:
+        """The radius :math:`s` of the first level."""
+        return self.chaining.scale
+
+    def set_X_pending(self, X_pending: Tensor | None = None) -> None:
+        r"""Condition on pending points and rebuild the covers.
+
+        A pending point is treated as observed at its posterior mean, which leaves
+        :math:`\mu_t` unchanged and shrinks :math:`k_t` exactly as a real
+        observation would (GP-BUCB, Desautels et al., 2014).
+
+        Args:
+            X_pending: ``p x d`` pending points, or None.
+        """
+        if X_pending is not None:
+            if X_pending.ndim != 2 or X_pending.shape[-1] != self.candidates.shape[-1]:
+                raise ValueError(
+                    f"X_pending must have shape p x {self.candidates.shape[-1]}, got "
+                    f"{tuple(X_pending.shape)}."
+                )
+            X_pending = X_pending.detach().to(self.candidates)
+            if X_pending.shape[0] == 0:
+                X_pending = None
+        self.X_pending = X_pending
+        self._build()
+
+    @torch.no_grad()
+    def _build(self) -> None:
+        opts = self._options
+        p = 0 if self.X_pending is None else self.X_pending.shape[0]
+        t = self._t if self._t is not None else default_t(self.model, p)
+        post = candidate_posterior(
+            self.model,
+            self.candidates,
+            posterior_transform=self.posterior_transform,
+            X_pending=self.X_pending,
+            path=opts["path"],
+            memory_budget=opts["memory_budget"],
+        )
+        if self._scale is not None:
+            scale = self._scale
+        else:
+            prior_var = prior_variance(
+                self.model, self.candidates, self.posterior_transform
+            )
+            scale = float(prior_var.max().clamp_min(0).sqrt())
+            if not scale > 0:
+                raise ValueError(
+                    "The prior variance is 0 on every candidate; pass scale= "
+                    "explicitly."
+                )
+        cover = opts["cover"] or ("greedy" if post.path == "dense" else "farthest_first")
+        max_cover_size = opts["max_cover_size"]
+        if max_cover_size is None and post.path == "low_rank":
+            max_cover_size = min(post.distance.n, 4096)
+        self.chaining: ChainingResult = chaining_covers(
+            post.distance,
+            t=t,
+            delta=self.delta,
+            scale=scale,
+            sigma_floor=opts["sigma_floor"],
+            h_radius=opts["h_radius"],
+            cover=cover,
+            max_cover_size=max_cover_size,
+        )
+        self.chaining.info.update(path=post.path)
+        self.candidate_mean = post.mean
+        self.candidate_sigma = post.distance.sigma
+        if p:
+            self._pending_noise = pending_noise(
+                self.model, self.X_pending, self.posterior_transform
+            )
+
+    def _mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """Posterior mean and std at ``X`` (``b x 1 x d``), given pending points."""
+        if self.X_pending is None:
+            posterior = self.model.posterior(
+                X, posterior_transform=self.posterior_transform
+            )
+            mean = posterior.mean.squeeze(-1).squeeze(-1)
+            var = posterior.variance.squeeze(-1).squeeze(-1)
+            return mean, var.clamp_min(0).sqrt()
+        p = self.X_pending.shape[0]
+        P = self.X_pending.expand(*X.shape[:-2], p, X.shape[-1])
+        posterior = self.model.posterior(
+            torch.cat([X, P], dim=-2), posterior_transform=self.posterior_transform
+        )
+        mean = posterior.mean[..., 0, 0]
+        cov = posterior.distribution.covariance_matrix  # ... x (1 + p) x (1 + p)
+        S = cov[..., 1:, 1:] + torch.diag_embed(self._pending_noise.to(cov))
+        c = cov[..., 1:, :1]
+        solved = torch.linalg.solve(S, c)
+        var = cov[..., 0, 0] - (c * solved).sum(dim=(-2, -1))
+        return mean, var.clamp_min(0).sqrt()
+
+    @t_batch_mode_transform(expected_q=1)
+    def forward(self, X: Tensor) -> Tensor:
+        r"""Evaluate Chaining-UCB at ``X``.
+
+        Args:
+            X: A ``(b1 x ... bk) x 1 x d``-dim batched tensor of design points.
+
+        Returns:
+            A ``(b1 x ... bk)``-dim tensor of Chaining-UCB values.
+        """
+        mean, sigma = self._mean_and_sigma(X)
+        return (mean if self.maximize else -mean) + self.chaining.bonus(sigma)
+
+    @t_batch_mode_transform(expected_q=1, assert_output_shape=False)
+    def regret_bound(self, X: Tensor) -> Tensor:
+        r"""The paper's regret certificate (Eq. (ucb)) at ``X``.
+
+        With probability at least :math:`1 - \delta`, the point :math:`x` that
+        Chaining-UCB selects satisfies
+
+        .. math::
+
+            \sup_{x^\star \in X} f(x^\star) - f(x) \le 3 \sum_{i:\, \epsilon_i <
+            \sigma_t(x)} \epsilon_{i-1} \sqrt{2 u_i}, \quad u_i = \log
+            \frac{(|T_i| + 1)\, i^2 t^2 \pi^4}{36 \delta},
+
+        summed over all levels, with :math:`|T_i| \le N` beyond the computed ones
+        (see :meth:`ChainingResult.regret_bound`). The guarantee assumes the
+        model's prior is the true one and is stated for the selected point.
+
+        Args:
+            X: A ``(b1 x ... bk) x 1 x d``-dim batched tensor of design points.
+
+        Returns:
+            A ``(b1 x ... bk)``-dim tensor of bounds, in objective units.
+        """
+        with torch.no_grad():
+            _, sigma = self._mean_and_sigma(X)
+        return self.chaining.regret_bound(sigma)
+
+
+class GPUCB(UpperConfidenceBound):
+    r"""GP-UCB with the schedule of Srinivas et al. (2010) for a finite set.
+
+    .. math::
+
+        \mathrm{UCB}(x) = \mu_t(x) + \sqrt{\beta_t}\, \sigma_t(x), \qquad
+        \beta_t = 2 \log\big(|X|\, t^2 \pi^2 / (6 \delta)\big),
+
+    the competitor of Chaining-UCB in Contal et al. (2015). ``t`` follows the
+    same convention as :class:`ChainingUCB` (observations + pending + 1).
+
+    Example:
+        >>> model = SingleTaskGP(train_X, train_Y)
+        >>> acqf = GPUCB(model, num_candidates=candidates.shape[0])
+        >>> x_next, _ = optimize_acqf_discrete(acqf, q=1, choices=candidates)
+
+    Args:
+        model: A fitted single-outcome GP model.
+        num_candidates: :math:`|X|`, the size of the finite search space.
+        delta: Confidence parameter :math:`\delta \in (0, 1)`.
+        t: Iteration index; default observations + pending + 1.
+        posterior_transform: Maps a multi-output posterior to a single output.
+        maximize: If True, consider the problem a maximization problem.
+        X_pending: Pending points; they count in the default ``t`` only (the
+            analytic UCB does not condition on them).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        num_candidates: int,
+        delta: float = 0.05,
+        t: int | None = None,
+        posterior_transform: PosteriorTransform | None = None,
+        maximize: bool = True,
+        X_pending: Tensor | None = None,
+    ) -> None:
+        p = 0 if X_pending is None else int(X_pending.shape[0])
+        t = _check_positive_int("t", t) if t is not None else default_t(model, p)
+        beta = gp_ucb_beta(num_candidates, t, delta)
+        super().__init__(
+            model=model,
+            beta=beta,
+            posterior_transform=posterior_transform,
+            maximize=maximize,
+        )
+        self.num_candidates = int(num_candidates)
+        self.delta = float(delta)
+        self.t = t
+
+
+@acqf_input_constructor(ChainingUCB)
+def construct_inputs_chaining_ucb(
+    model: Model,
+    candidates: Tensor,
+    posterior_transform: PosteriorTransform | None = None,
+    delta: float = 0.05,
+    t: int | None = None,
+    maximize: bool = True,
+    X_pending: Tensor | None = None,
+    scale: float | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    r"""Construct kwargs for :class:`ChainingUCB`.
+
+    Args:
+        model: The model.
+        candidates: ``N x d`` candidate set (in the model's input space).
+        posterior_transform: Optional posterior transform.
+        delta: Confidence parameter.
+        t: Iteration index (default observations + pending + 1).
+        maximize: If True, maximize.
+        X_pending: Pending points.
+        scale: Radius of the first level (default: largest prior std).
+        options: Further keyword arguments of :class:`ChainingUCB`
+            (``sigma_floor``, ``h_radius``, ``path``, ``cover``,
+            ``max_cover_size``, ``memory_budget``).
+
+    Returns:
+        A dict mapping kwarg names of the constructor to values.
+    """
+    return {
+        "model": model,
+        "candidates": candidates,
+        "posterior_transform": posterior_transform,
+        "delta": delta,
+        "t": t,
+        "maximize": maximize,
+        "X_pending": X_pending,
+        "scale": scale,
+        **options,
+    }
+
+
+@acqf_input_constructor(GPUCB)
+def construct_inputs_gp_ucb(
+    model: Model,
+    num_candidates: int,
+    posterior_transform: PosteriorTransform | None = None,
+    delta: float = 0.05,
+    t: int | None = None,
+    maximize: bool = True,
+    X_pending: Tensor | None = None,
+) -> dict[str, Any]:
+    r"""Construct kwargs for :class:`GPUCB`.
+
+    Args:
+        model: The model.
+        num_candidates: Size of the finite search space.
+        posterior_transform: Optional posterior transform.
+        delta: Confidence parameter.
+        t: Iteration index (default observations + pending + 1).
+        maximize: If True, maximize.
+        X_pending: Pending points (counted in the default ``t``).
+
+    Returns:
+        A dict mapping kwarg names of the constructor to values.
+    """
+    return {
+        "model": model,
+        "num_candidates": num_candidates,
+        "posterior_transform": posterior_transform,
+        "delta": delta,
+        "t": t,
+        "maximize": maximize,
+        "X_pending": X_pending,
+    }

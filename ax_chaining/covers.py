@@ -1,0 +1,256 @@
+r"""Epsilon-covers of a finite set under a pseudo-distance.
+
+A subset :math:`T` of a finite set :math:`X` is an :math:`\epsilon`-*cover* when
+every :math:`x \in X` has :math:`d(x, T) = \min_{x' \in T} d(x, x') \le \epsilon`.
+The covering number :math:`N(X, d, \epsilon)` is the size of the smallest one;
+finding it is NP-hard (it is a minimum dominating set of the graph with an edge
+between :math:`x` and :math:`x'` iff :math:`d(x, x') \le \epsilon`).
+
+This module is the bottom floor of the engine: tensors in, indices out. It works
+on *squared* distances, ``dist2``, because that is what a Gaussian-process
+posterior gives without a square root, and ``d <= eps`` iff ``d^2 <= eps^2``.
+
+* :func:`greedy_cover` is Algorithm 2 of Contal, Malherbe and Vayatis (2015),
+  the greedy dominating set, whose size is within a factor
+  :math:`1 + \ln \Delta` of the optimum (:math:`\Delta` the maximum degree).
+* :func:`farthest_first_order` is Gonzalez' farthest-first traversal on rows
+  computed on demand. Every prefix of the order is a cover whose radius is read
+  off the traversal, so one pass gives nested covers for every radius without an
+  ``N x N`` matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+__all__ = ["farthest_first_order", "greedy_cover", "is_cover"]
+
+
+def _check_dist2(dist2: Tensor) -> None:
+    if not isinstance(dist2, Tensor):
+        raise TypeError(f"dist2 must be a torch.Tensor, got {type(dist2).__name__}.")
+    if dist2.ndim != 2 or dist2.shape[0] != dist2.shape[1]:
+        raise ValueError(
+            f"dist2 must be a square N x N matrix, got shape {tuple(dist2.shape)}."
+        )
+    if not dist2.is_floating_point():
+        raise TypeError(f"dist2 must be a floating point tensor, got {dist2.dtype}.")
+
+
+def _check_eps(eps: float) -> float:
+    eps = float(eps)
+    if not eps > 0 or eps == float("inf"):
+        raise ValueError(f"eps must be a finite positive number, got {eps}.")
+    return eps
+
+
+def _as_index(candidates: Tensor | None, n: int, device: torch.device) -> Tensor:
+    """Sorted unique indices (so that ties go to the lowest original index)."""
+    if candidates is None:
+        return torch.arange(n, device=device)
+    candidates = torch.as_tensor(candidates, device=device)
+    if candidates.dtype == torch.bool:
+        if candidates.shape != (n,):
+            raise ValueError(
+                f"candidates as a mask must have shape ({n},), got "
+                f"{tuple(candidates.shape)}."
+            )
+        return candidates.nonzero().squeeze(-1)
+    if candidates.ndim != 1 or candidates.is_floating_point():
+        raise TypeError(
+            "candidates must be a 1-D integer index tensor or a boolean mask, got "
+            f"dtype {candidates.dtype} and shape {tuple(candidates.shape)}."
+        )
+    if candidates.numel() and (candidates.min() < 0 or candidates.max() >= n):
+        raise ValueError(
+            f"candidates must index into 0..{n - 1}, got values in "
+            f"[{int(candidates.min())}, {int(candidates.max())}]."
+        )
+    return torch.unique(candidates)  # sorted
+
+
+def greedy_dominating_set(adjacency: Tensor) -> Tensor:
+    r"""Greedy dominating set of a graph given by a boolean adjacency matrix.
+
+    This is the loop of Algorithm 2: while points are uncovered, pick the
+    uncovered point whose ball holds the most uncovered points (ties to the
+    lowest index), and mark its ball covered.
+
+    Once the largest degree among uncovered points is 1, every uncovered point
+    holds only itself, and plain greedy would pick them one at a time in index
+    order. They are appended at once, which returns the same sequence in one step
+    (the same shortcut as the authors' own implementation).
+
+    Args:
+        adjacency: ``m x m`` symmetric boolean tensor,
+            ``adjacency[x, x'] = d(x, x') <= eps``, with a true diagonal.
+
+    Returns:
+        A 1-D long tensor of row indices in selection order.
+    """
+    m = adjacency.shape[0]
+    device = adjacency.device
+    uncovered = torch.ones(m, dtype=torch.bool, device=device)
+    # degree[x] = number of uncovered x' in the ball of x (Algorithm 2, line 4).
+    # The graph is symmetric, so the points whose degree drops when a set R is
+    # covered are read off the rows of R (contiguous) rather than its columns.
+    degree = adjacency.sum(dim=1, dtype=torch.int32)
+    chosen: list[Tensor] = []
+    minus_one = torch.tensor(-1, dtype=torch.int32, device=device)
+    step = max(1, 2**20 // max(m, 1))
+    while True:
+        masked = torch.where(uncovered, degree, minus_one)
+        best = torch.argmax(masked)  # first maximum: ties go to the lowest index
+        top = int(masked[best])
+        if top <= 1:
+            # Every uncovered point now holds only itself (or nothing is left).
+            # Round-off asymmetry in the distances can only make a degree too
+            # small, so taking all remaining points keeps the cover valid.
+            chosen.append(uncovered.nonzero().squeeze(-1))
+            break
+        chosen.append(best.reshape(1))
+        newly = (adjacency[best] & uncovered).nonzero().squeeze(-1)
+        uncovered[newly] = False
+        # Fixed-size blocks keep the temporaries small and reusable: large,
+        # varying allocations are served by fresh mmaps and page faults.
+        for start in range(0, newly.numel(), step):
+            block = adjacency.index_select(0, newly[start : start + step])
+            degree -= block.sum(dim=0, dtype=torch.int32)
+    if not chosen:
+        return torch.empty(0, dtype=torch.long, device=device)
+    return torch.cat(chosen)
+
+
+def greedy_cover(
+    dist2: Tensor, eps: float, candidates: Tensor | None = None
+) -> Tensor:
+    r"""Greedy :math:`\epsilon`-cover (Algorithm 2 of Contal et al., 2015).
+
+    With :math:`G[x, x'] = \mathbb{1}\{d(x, x') \le \epsilon\}` and
+    :math:`\bar X` the points not yet covered, repeat until :math:`\bar X` is empty:
+
+    .. math::
+
+        x \gets \arg\max_{x \in \bar X} \sum_{x' \in \bar X} G[x, x'], \qquad
+        T \gets T \cup \{x\}, \qquad
+        \bar X \gets \bar X \setminus \{x' : G[x, x'] = 1\}.
+
+    Centres are chosen among the uncovered points, as in the paper. Ties in
+    degree go to the lowest index, so the result is deterministic.
+
+    Example:
+        >>> dist2 = torch.tensor([[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]])
+        >>> greedy_cover(dist2, eps=1.0)
+        tensor([1])
+
+    Args:
+        dist2: ``N x N`` tensor of squared pseudo-distances :math:`d(x, x')^2`.
+            Round-off negatives are treated as 0 and the diagonal as 0.
+        eps: The cover radius :math:`\epsilon > 0` (a distance, not squared).
+        candidates: Optional 1-D index tensor (or length-``N`` boolean mask)
+            restricting both the points to cover and the centres to that subset
+            (the paper's :math:`\bar X` in Algorithm 1).
+
+    Returns:
+        A 1-D long tensor with the chosen indices (into ``0..N-1``) in selection
+        order. Every point of ``candidates`` is within ``eps`` of one of them.
+    """
+    _check_dist2(dist2)
+    eps = _check_eps(eps)
+    idx = _as_index(candidates, dist2.shape[0], dist2.device)
+    if idx.numel() == 0:
+        return idx
+    if torch.isnan(dist2[idx[:, None], idx[None, :]]).any():
+        raise ValueError("dist2 contains NaN on the candidates to cover.")
+    adjacency = dist2[idx[:, None], idx[None, :]] <= eps * eps
+    # A pseudo-distance is symmetric; round-off in dist2 may not be. Keep an edge
+    # only when both directions are within eps, so the cover stays valid.
+    adjacency &= adjacency.T.clone()
+    adjacency.fill_diagonal_(True)
+    return idx[greedy_dominating_set(adjacency)]
+
+
+def farthest_first_order(
+    dist2_rows: Callable[[Tensor], Tensor],
+    n: int,
+    start: int,
+    max_size: int,
+    stop_radius: float = 0.0,
+    *,
+    device: torch.device | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[Tensor, Tensor]:
+    r"""Farthest-first traversal (Gonzalez, 1985) on rows computed on demand.
+
+    Starting from ``start``, repeatedly add the point farthest from the points
+    chosen so far. After ``k`` points the prefix ``order[:k]`` is a cover of all
+    ``n`` points with radius ``radii[k - 1]`` (the largest distance from a point
+    to the prefix), and it is a 2-approximation of the optimal ``k``-centre
+    radius. Prefixes are nested, so one traversal gives nested covers for every
+    radius: the cover for ``eps`` is the shortest prefix with radius ``<= eps``.
+
+    Costs ``len(order)`` rows of ``n`` distances and ``O(n)`` memory.
+
+    Args:
+        dist2_rows: Maps a 1-D index tensor of length ``b`` to the ``b x n``
+            squared distances from those points to all points.
+        n: Number of points.
+        start: Index of the first centre.
+        max_size: Stop after this many centres.
+        stop_radius: Stop once the cover radius is at most this distance.
+        device: Device of the index tensors (default: that of the first row).
+        dtype: Floating dtype of the returned radii.
+
+    Returns:
+        ``(order, radii)``: the centres in traversal order and, for each prefix
+        length ``k``, the cover radius of ``order[:k]`` (a distance, not squared).
+    """
+    if not 0 <= start < n:
+        raise ValueError(f"start must be in 0..{n - 1}, got {start}.")
+    if max_size < 1:
+        raise ValueError(f"max_size must be at least 1, got {max_size}.")
+    first = dist2_rows(torch.tensor([start], device=device))[0]
+    device = first.device
+    mind2 = first.clamp_min(0).to(dtype)
+    mind2[start] = 0.0
+    order = [start]
+    radii2 = []
+    stop2 = float(stop_radius) ** 2
+    while True:
+        far = int(torch.argmax(mind2))
+        r2 = float(mind2[far])
+        radii2.append(r2)
+        if r2 <= stop2 or len(order) >= max_size:
+            break
+        order.append(far)
+        row = dist2_rows(torch.tensor([far], device=device))[0].clamp_min(0)
+        torch.minimum(mind2, row.to(dtype), out=mind2)
+        mind2[far] = 0.0
+    radii = torch.tensor(radii2, dtype=dtype, device=device).sqrt()
+    return torch.tensor(order, dtype=torch.long, device=device), radii
+
+
+def is_cover(dist2: Tensor, cover: Tensor, eps: float, points: Tensor | None = None):
+    """Whether every point (of ``points``, default all) is within ``eps`` of ``cover``.
+
+    Args:
+        dist2: ``N x N`` squared distances.
+        cover: 1-D index tensor of centres.
+        eps: Radius (a distance, not squared).
+        points: Optional 1-D index tensor of the points that must be covered.
+
+    Returns:
+        True if ``d(x, cover) <= eps`` for every point ``x``.
+    """
+    _check_dist2(dist2)
+    idx = _as_index(points, dist2.shape[0], dist2.device)
+    if idx.numel() == 0:
+        return True
+    if cover.numel() == 0:
+        return False
+    d2 = dist2[cover[:, None], idx[None, :]].clamp_min(0)
+    d2[cover[:, None] == idx[None, :]] = 0.0
+    return bool((d2.min(dim=0).values <= float(eps) ** 2).all())

@@ -1,0 +1,229 @@
+r"""The posterior pseudo-distance :math:`d_t`, dense or as rows on demand.
+
+For a Gaussian process posterior with covariance :math:`k_t` and variance
+:math:`\sigma_t^2(x) = k_t(x, x)`, Section 2 of Contal et al. (2015) defines
+
+.. math::
+
+    d_t(x, x')^2 = \sigma_t^2(x) - 2 k_t(x, x') + \sigma_t^2(x')
+                 = \mathrm{Var}[f(x) - f(x') \mid \text{data}].
+
+The engine only ever needs *rows* of :math:`d_t^2` (the distances from a few
+points to all candidates), so a :class:`PseudoDistance` exposes ``rows(idx)``:
+
+* :class:`DenseDistance` holds the ``N x N`` matrix (exact, fast, ``O(N^2)``
+  memory);
+* :class:`LowRankDistance` computes rows from the prior kernel and a low-rank
+  posterior correction :math:`k_t(x, x') = k(x, x') - w(x)^\top w(x')` with
+  :math:`w(x) = L^{-1} k_n(x)` (``O(N r)`` memory, ``r`` training points).
+
+Round-off can make :math:`d_t^2` slightly negative; it is clamped to 0, and
+:math:`d_t(x, x) = 0` exactly. Pure torch: no BoTorch or GPyTorch here.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "DEFAULT_MEMORY_BUDGET",
+    "DenseDistance",
+    "LowRankDistance",
+    "MemoryBudgetError",
+    "PseudoDistance",
+    "dense_memory_bytes",
+    "format_bytes",
+]
+
+#: Default memory budget for the engine's largest allocations, in bytes (4 GiB).
+DEFAULT_MEMORY_BUDGET: int = 4 * 2**30
+
+
+class MemoryBudgetError(ValueError):
+    """A computation would allocate more than the stated memory budget."""
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable size, e.g. ``'1.5 GiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
+    r"""Peak bytes of the dense path for ``n`` candidates.
+
+    ``copies`` full ``n x n`` matrices of ``dtype`` (the posterior covariance and
+    its temporaries while it is computed) plus one boolean ``n x n`` adjacency
+    matrix for the greedy cover.
+    """
+    itemsize = torch.finfo(dtype).bits // 8
+    return int(math.ceil(copies * n * n * itemsize + n * n))
+
+
+def _chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
+    return max(1, min(n, block_bytes // max(1, n * itemsize)))
+
+
+class PseudoDistance(ABC):
+    r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row.
+
+    Subclasses provide :meth:`rows`; everything else is derived from it and
+    from :attr:`variance`.
+
+    Args:
+        variance: ``N`` posterior variances :math:`\sigma_t^2(x)`; negatives from
+            round-off are clamped to 0.
+        block_bytes: Largest temporary block (in bytes) built when many rows are
+            needed at once.
+    """
+
+    def __init__(self, variance: Tensor, block_bytes: int = 16 * 2**20) -> None:
+        if variance.ndim != 1:
+            raise ValueError(
+                f"variance must be 1-D, got shape {tuple(variance.shape)}."
+            )
+        if not torch.isfinite(variance).all():
+            raise ValueError("variance contains NaN or inf.")
+        self.variance = variance.clamp_min(0)
+        self.block_bytes = int(block_bytes)
+
+    @property
+    def n(self) -> int:
+        """Number of points."""
+        return self.variance.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.variance.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.variance.dtype
+
+    @property
+    def sigma(self) -> Tensor:
+        r"""Posterior standard deviations :math:`\sigma_t(x)`."""
+        return self.variance.sqrt()
+
+    @abstractmethod
+    def rows(self, idx: Tensor) -> Tensor:
+        r"""``len(idx) x N`` squared distances :math:`d_t^2(x_i, \cdot)` (a new tensor)."""
+
+    def _dist2_from_cov(self, cov: Tensor, idx: Tensor) -> Tensor:
+        """Turn covariance rows of ``idx`` into squared distances, in place."""
+        d2 = cov.mul_(-2.0).add_(self.variance).add_(self.variance[idx, None])
+        d2.clamp_(min=0.0)
+        d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
+        return d2
+
+    def _row_chunks(self, idx: Tensor):
+        step = _chunk_rows(self.n, self.variance.element_size(), self.block_bytes)
+        for start in range(0, idx.numel(), step):
+            yield idx[start : start + step]
+
+    def adjacency(self, idx: Tensor, eps: float) -> Tensor:
+        r"""Boolean ``m x m`` matrix :math:`d_t(x_a, x_b) \le \epsilon` over ``idx``."""
+        eps2 = float(eps) ** 2
+        out = torch.empty(idx.numel(), idx.numel(), dtype=torch.bool, device=self.device)
+        start = 0
+        for chunk in self._row_chunks(idx):
+            out[start : start + chunk.numel()] = self.rows(chunk)[:, idx] <= eps2
+            start += chunk.numel()
+        return out
+
+    def min_dist2(self, idx: Tensor) -> Tensor:
+        r"""``N`` squared distances from every point to the set ``idx``."""
+        best = torch.full((self.n,), math.inf, dtype=self.dtype, device=self.device)
+        for chunk in self._row_chunks(idx):
+            torch.minimum(best, self.rows(chunk).min(dim=0).values, out=best)
+        return best
+
+
+class DenseDistance(PseudoDistance):
+    r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`.
+
+    Built from the posterior covariance, which is turned into squared distances
+    in place (so the matrix is allocated once).
+
+    Example:
+        >>> cov = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
+        >>> DenseDistance(cov).rows(torch.tensor([0]))
+        tensor([[0., 1.]])
+
+    Args:
+        covariance: ``N x N`` symmetric posterior covariance :math:`k_t`.
+        inplace: Overwrite ``covariance`` with the squared distances instead of
+            copying it.
+        block_bytes: See :class:`PseudoDistance`.
+    """
+
+    def __init__(
+        self,
+        covariance: Tensor,
+        inplace: bool = False,
+        block_bytes: int = 16 * 2**20,
+    ) -> None:
+        if covariance.ndim != 2 or covariance.shape[0] != covariance.shape[1]:
+            raise ValueError(
+                "covariance must be a square N x N matrix, got shape "
+                f"{tuple(covariance.shape)}."
+            )
+        super().__init__(torch.diagonal(covariance).clone(), block_bytes)
+        dist2 = covariance if inplace else covariance.clone()
+        idx = torch.arange(self.n, device=self.device)
+        self.dist2 = self._dist2_from_cov(dist2, idx)
+
+    def rows(self, idx: Tensor) -> Tensor:
+        return self.dist2[idx.to(device=self.device, dtype=torch.long)]
+
+    def adjacency(self, idx: Tensor, eps: float) -> Tensor:
+        if idx.numel() == self.n:  # idx is sorted and unique: all points
+            return self.dist2 <= float(eps) ** 2
+        return super().adjacency(idx, eps)
+
+class LowRankDistance(PseudoDistance):
+    r"""Pseudo-distance from a prior kernel and a low-rank posterior correction.
+
+    For an exact GP with ``r`` observations, the posterior covariance over the
+    candidates is :math:`k_t(x, x') = k(x, x') - w(x)^\top w(x')`, where the
+    columns of ``factor`` are :math:`w(x) = L^{-1} k_n(x)` and :math:`L L^\top`
+    is the Cholesky factorization of the noisy training covariance
+    :math:`K_n + \eta^2 I`. Rows are computed on demand, so memory is ``O(N r)``
+    plus one block.
+
+    Args:
+        prior_rows: Maps a 1-D index tensor to the ``len(idx) x N`` prior
+            covariance rows :math:`k(x_i, \cdot)` over the candidates.
+        prior_variance: ``N`` prior variances :math:`k(x, x)`.
+        factor: ``r x N`` matrix whose columns are :math:`w(x)`.
+        block_bytes: See :class:`PseudoDistance`.
+    """
+
+    def __init__(
+        self,
+        prior_rows: Callable[[Tensor], Tensor],
+        prior_variance: Tensor,
+        factor: Tensor,
+        block_bytes: int = 16 * 2**20,
+    ) -> None:
+        if factor.ndim != 2 or factor.shape[-1] != prior_variance.shape[-1]:
+            raise ValueError(
+                f"factor must be r x N with N = {prior_variance.shape[-1]}, got "
+                f"shape {tuple(factor.shape)}."
+            )
+        super().__init__(prior_variance - factor.square().sum(dim=0), block_bytes)
+        self.prior_rows = prior_rows
+        self.factor = factor
+
+    def rows(self, idx: Tensor) -> Tensor:
+        idx = idx.to(device=self.device, dtype=torch.long)
+        cov = self.prior_rows(idx).addmm_(self.factor[:, idx].T, self.factor, alpha=-1.0)
+        return self._dist2_from_cov(cov, idx)

@@ -1,0 +1,349 @@
+r"""From a BoTorch model to the engine: posterior mean, :math:`d_t` and the scale.
+
+This is the only module that reads BoTorch models for the engine. It builds
+
+* the posterior mean :math:`\mu_t` over the candidates,
+* a :class:`~ax_chaining.distances.PseudoDistance` for :math:`d_t` (the latent
+  function, no observation noise), conditioned on pending points with their
+  posterior mean as hallucinated observations (exact for the covariance, which
+  does not depend on the observed values),
+* the largest prior standard deviation over the candidates (the default scale).
+
+Two routes compute :math:`d_t`:
+
+``"dense"``
+    The ``N x N`` posterior covariance. For exact single-output GPs with a
+    Gaussian likelihood and no or a ``Standardize`` outcome transform it is built
+    in place as :math:`K - W^\top W` (one ``N x N`` matrix); for any other model
+    it comes from ``model.posterior(candidates).distribution`` (about three).
+``"low_rank"``
+    Rows of :math:`d_t` on demand from the prior kernel and :math:`W`, with
+    ``O(N r)`` memory; exact single-output GPs only.
+
+``path="auto"`` takes the dense route when it fits in half the memory budget
+(the greedy covers need the other half), else the low-rank one; it raises
+:class:`~ax_chaining.distances.MemoryBudgetError` when neither fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from botorch.acquisition.objective import (
+    PosteriorTransform,
+    ScalarizedPosteriorTransform,
+)
+from botorch.exceptions import UnsupportedError
+from botorch.models import ModelListGP
+from botorch.models.model import Model
+from botorch.models.transforms.outcome import Standardize
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.models import ExactGP
+from linear_operator.utils.cholesky import psd_safe_cholesky
+from torch import Tensor
+
+from ax_chaining.distances import (
+    DEFAULT_MEMORY_BUDGET,
+    DenseDistance,
+    LowRankDistance,
+    MemoryBudgetError,
+    PseudoDistance,
+    dense_memory_bytes,
+    format_bytes,
+)
+
+__all__ = [
+    "CandidatePosterior",
+    "candidate_posterior",
+    "num_training_points",
+    "prior_variance",
+    "supports_low_rank",
+]
+
+Path = Literal["auto", "dense", "low_rank"]
+
+#: Candidates per call when a quantity is computed in chunks.
+_CHUNK = 8192
+
+
+@dataclass
+class CandidatePosterior:
+    """Posterior quantities over the candidates that the engine consumes.
+
+    Attributes:
+        mean: ``N`` posterior means of the (transformed) objective.
+        distance: The pseudo-distance :math:`d_t` over the candidates.
+        path: Which route built ``distance``: ``"dense"`` or ``"low_rank"``.
+    """
+
+    mean: Tensor
+    distance: PseudoDistance
+    path: str
+
+
+def num_training_points(model: Model) -> int | None:
+    """Number of observations the model is conditioned on, or None if unknown."""
+    if isinstance(model, ModelListGP):
+        counts = [num_training_points(m) for m in model.models]
+        return None if any(c is None for c in counts) else max(counts)
+    inputs = getattr(model, "train_inputs", None)
+    if not inputs or inputs[0] is None:
+        return None
+    return int(inputs[0].shape[-2])
+
+
+def supports_low_rank(model: Model, posterior_transform: PosteriorTransform | None):
+    """Whether the low-rank route reproduces ``model.posterior`` exactly."""
+    if posterior_transform is not None or not isinstance(model, ExactGP):
+        return False
+    if getattr(model, "num_outputs", None) != 1:
+        return False
+    if not isinstance(model.likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood)):
+        return False
+    transform = getattr(model, "outcome_transform", None)
+    if transform is not None and not isinstance(transform, Standardize):
+        return False
+    inputs = model.train_inputs
+    return inputs is not None and inputs[0].ndim == 2 and hasattr(model, "covar_module")
+
+
+def _outcome_variance_scale(model: Model, like: Tensor) -> Tensor:
+    """Factor that maps model-space variances to outcome units, per output."""
+    transform = getattr(model, "outcome_transform", None)
+    if transform is None:
+        return torch.ones(1, dtype=like.dtype, device=like.device)
+    if isinstance(transform, Standardize):
+        return transform.stdvs.to(like).reshape(-1).square()
+    raise UnsupportedError(
+        f"Cannot infer the prior scale through a {type(transform).__name__} outcome "
+        "transform; pass scale= explicitly (the largest prior standard deviation of "
+        "the objective over the candidates)."
+    )
+
+
+def prior_variance(
+    model: Model, X: Tensor, posterior_transform: PosteriorTransform | None = None
+) -> Tensor:
+    r"""Prior variance :math:`k(x, x)` of the objective at ``X``, in outcome units.
+
+    Supports GPyTorch models with a ``covar_module`` (single output, or batched
+    multi-output with a :class:`ScalarizedPosteriorTransform`, outputs
+    independent a priori), :class:`ModelListGP`, and ``Standardize`` outcome
+    transforms.
+
+    Args:
+        model: A BoTorch model.
+        X: ``N x d`` inputs in the model's raw input space.
+        posterior_transform: None or a ``ScalarizedPosteriorTransform``.
+
+    Returns:
+        ``N`` prior variances.
+    """
+    if isinstance(model, ModelListGP):
+        per_output = torch.stack(
+            [prior_variance(m, X) for m in model.models], dim=-1
+        )  # N x m
+    else:
+        covar_module = getattr(model, "covar_module", None)
+        if covar_module is None:
+            raise UnsupportedError(
+                f"Cannot read the prior of a {type(model).__name__} (no covar_module); "
+                "pass scale= explicitly."
+            )
+        with torch.no_grad():
+            Xt = model.transform_inputs(X)
+            chunks = [
+                covar_module(Xt[i : i + _CHUNK], diag=True)
+                for i in range(0, Xt.shape[0], _CHUNK)
+            ]
+        var = torch.cat(chunks, dim=-1)  # N, or m x N for batched multi-output
+        var = var.reshape(-1, X.shape[0]).T  # N x m
+        per_output = var * _outcome_variance_scale(model, var)
+    if posterior_transform is None:
+        if per_output.shape[-1] != 1:
+            raise UnsupportedError(
+                "Must specify a posterior_transform when using a multi-output model."
+            )
+        return per_output[:, 0]
+    if isinstance(posterior_transform, ScalarizedPosteriorTransform):
+        weights = posterior_transform.weights.to(per_output)
+        return (per_output * weights.square()).sum(dim=-1)
+    raise UnsupportedError(
+        f"Cannot infer the prior scale through a {type(posterior_transform).__name__}; "
+        "pass scale= explicitly."
+    )
+
+
+def _posterior_mean(
+    model: Model, X: Tensor, posterior_transform: PosteriorTransform | None
+) -> Tensor:
+    with torch.no_grad():
+        chunks = [
+            model.posterior(X[i : i + _CHUNK], posterior_transform=posterior_transform)
+            .mean.reshape(-1)
+            for i in range(0, X.shape[0], _CHUNK)
+        ]
+    return torch.cat(chunks)
+
+
+def pending_noise(
+    model: Model, X_pending: Tensor, posterior_transform: PosteriorTransform | None
+) -> Tensor:
+    """Observation-noise variance a hallucinated observation at ``X_pending`` gets."""
+    with torch.no_grad():
+        noisy = model.posterior(
+            X_pending, observation_noise=True, posterior_transform=posterior_transform
+        ).variance.reshape(-1)
+        latent = model.posterior(
+            X_pending, posterior_transform=posterior_transform
+        ).variance.reshape(-1)
+    return (noisy - latent).clamp_min(0)
+
+
+class _LowRankFactors:
+    r"""Prior kernel and :math:`W = L^{-1} K(X_n, Z)` of an exact single-output GP."""
+
+    def __init__(self, model: ExactGP, Z: Tensor) -> None:
+        covar_module = model.covar_module
+        self.Zt = model.transform_inputs(Z)
+        train_X = model.train_inputs[0]
+        self.covar_module = covar_module
+        self.out_var = _outcome_variance_scale(model, Z)[0]
+        noise = model.likelihood.noise.reshape(-1)
+        K_train = covar_module(train_X).to_dense()
+        K_train = K_train + torch.diag_embed(noise.expand(train_X.shape[0]))
+        L = psd_safe_cholesky(K_train)
+        cross = covar_module(train_X, self.Zt).to_dense()
+        self.factor = torch.linalg.solve_triangular(L, cross, upper=False)
+        self.factor.mul_(self.out_var.sqrt())
+
+    def prior_rows(self, idx: Tensor, cols: int | None = None) -> Tensor:
+        """Prior covariance rows of ``Z[idx]`` against the first ``cols`` of Z."""
+        rows = self.covar_module(self.Zt[idx], self.Zt[:cols]).to_dense()
+        return rows.mul_(self.out_var)
+
+    def prior_variance(self) -> Tensor:
+        var = torch.cat(
+            [
+                self.covar_module(self.Zt[i : i + _CHUNK], diag=True)
+                for i in range(0, self.Zt.shape[0], _CHUNK)
+            ]
+        )
+        return var * self.out_var
+
+
+def _condition_factor_on_pending(
+    factors: _LowRankFactors, n: int, noise: Tensor
+) -> Tensor:
+    """Append the rows that conditioning on the last ``p`` points of Z adds to W."""
+    p = noise.numel()
+    pend = torch.arange(n, n + p, device=factors.factor.device)
+    cov_pz = factors.prior_rows(pend).addmm_(
+        factors.factor[:, pend].T, factors.factor, alpha=-1.0
+    )  # p x (N + p)
+    S = cov_pz[:, n:] + torch.diag_embed(noise)
+    A = psd_safe_cholesky(S)
+    extra = torch.linalg.solve_triangular(A, cov_pz[:, :n], upper=False)
+    return torch.cat([factors.factor[:, :n], extra], dim=0)
+
+
+def _memory_error(n: int, need: int, budget: int, what: str) -> MemoryBudgetError:
+    return MemoryBudgetError(
+        f"{what} for N={n} candidates needs about {format_bytes(need)}, above "
+        f"memory_budget={format_bytes(budget)}. Pass a larger memory_budget, use "
+        "path='low_rank' (exact single-output GPs), or use fewer candidates."
+    )
+
+
+def candidate_posterior(
+    model: Model,
+    candidates: Tensor,
+    posterior_transform: PosteriorTransform | None = None,
+    X_pending: Tensor | None = None,
+    path: Path = "auto",
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> CandidatePosterior:
+    r"""Posterior mean and pseudo-distance over ``candidates``.
+
+    Args:
+        model: A fitted BoTorch model.
+        candidates: ``N x d`` candidates in the model's raw input space.
+        posterior_transform: Optional transform to a single-output posterior.
+        X_pending: Optional ``p x d`` points conditioned on with their posterior
+            mean as observations.
+        path: ``"auto"``, ``"dense"`` or ``"low_rank"`` (see the module docstring).
+        memory_budget: Bytes the largest allocations may take.
+
+    Returns:
+        A :class:`CandidatePosterior`.
+    """
+    n = candidates.shape[0]
+    itemsize = candidates.element_size()
+    low_rank_ok = supports_low_rank(model, posterior_transform)
+    if path not in ("auto", "dense", "low_rank"):
+        raise ValueError(f"path must be 'auto', 'dense' or 'low_rank', got {path!r}.")
+    if path == "low_rank" and not low_rank_ok:
+        raise UnsupportedError(
+            "path='low_rank' needs an exact single-output GP (ExactGP with a Gaussian "
+            "likelihood, no or a Standardize outcome transform, no "
+            f"posterior_transform); got {type(model).__name__}."
+        )
+    r = num_training_points(model) or 0
+    p = 0 if X_pending is None else X_pending.shape[0]
+    dense_need = dense_memory_bytes(n, candidates.dtype, 1.0 if low_rank_ok else 3.0)
+    low_rank_need = (r + 2 * p + 4) * (n + p) * itemsize + 256 * 2**20
+    if path == "auto":
+        if dense_need <= memory_budget // 2 or not low_rank_ok:
+            path = "dense"
+        else:
+            path = "low_rank"
+    if path == "dense" and dense_need > memory_budget:
+        raise _memory_error(n, dense_need, memory_budget, "The dense path")
+    if path == "low_rank" and low_rank_need > memory_budget:
+        raise _memory_error(n, low_rank_need, memory_budget, "The low-rank path")
+
+    model.eval()
+    mean = _posterior_mean(model, candidates, posterior_transform)
+    noise = None
+    if p:
+        noise = pending_noise(model, X_pending, posterior_transform)
+    Z = candidates if not p else torch.cat([candidates, X_pending.to(candidates)])
+    block_bytes = max(2**20, min(16 * 2**20, memory_budget // 16))
+
+    with torch.no_grad():
+        if low_rank_ok:
+            factors = _LowRankFactors(model, Z)
+            factor = factors.factor[:, :n]
+            if p:
+                factor = _condition_factor_on_pending(factors, n, noise)
+            if path == "low_rank":
+                prior_var = factors.prior_variance()[:n]
+                distance = LowRankDistance(
+                    lambda idx: factors.prior_rows(idx, n),
+                    prior_var,
+                    factor,
+                    block_bytes=block_bytes,
+                )
+            else:
+                cov = factors.covar_module(factors.Zt[:n]).to_dense()
+                cov.mul_(factors.out_var).addmm_(factor.T, factor, alpha=-1.0)
+                distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
+        else:
+            post = model.posterior(Z, posterior_transform=posterior_transform)
+            try:
+                cov = post.distribution.covariance_matrix
+            except AttributeError as e:
+                raise UnsupportedError(
+                    f"{type(post).__name__} has no Gaussian covariance; Chaining-UCB "
+                    "needs a Gaussian posterior."
+                ) from e
+            cov = cov.reshape(Z.shape[0], Z.shape[0])
+            if p:
+                S = cov[n:, n:] + torch.diag_embed(noise)
+                A = psd_safe_cholesky(S)
+                extra = torch.linalg.solve_triangular(A, cov[n:, :n], upper=False)
+                cov = cov[:n, :n].addmm_(extra.T, extra, alpha=-1.0)
+            distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
+    return CandidatePosterior(mean=mean, distance=distance, path=path)

@@ -1,0 +1,212 @@
+"""Algorithm 1 (levels, nested covers, H_i, bonus) and the pseudo-distances."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ax_chaining import (
+    DenseDistance,
+    LowRankDistance,
+    chaining_covers,
+    is_cover,
+    num_levels,
+)
+
+DELTA = 0.05
+PI4_36 = math.pi**4 / 36
+
+
+def u(size: int, i: int, t: int, delta: float = DELTA) -> float:
+    """u_i written out: log((|T_i| + 1) i^2 t^2 pi^4 / (36 delta))."""
+    return math.log((size + 1) * i**2 * t**2 * PI4_36 / delta)
+
+
+# Three independent posterior values with sigma = 1, 0.5, 0.25:
+# d^2(i, j) = s_i^2 + s_j^2, so d(0,1)^2 = 1.25, d(0,2)^2 = 1.0625, d(1,2)^2 = 0.3125.
+INDEPENDENT = torch.diag(torch.tensor([1.0, 0.25, 0.0625], dtype=torch.float64))
+
+
+def test_hand_case_levels_covers_and_H():
+    res = chaining_covers(DenseDistance(INDEPENDENT), t=1, delta=DELTA, scale=1.0)
+    # sigma_min = 0.25 -> L = ceil(1 - log2(0.25)) = 3, eps = 1, 0.5, 0.25.
+    assert res.eps.tolist() == [1.0, 0.5, 0.25]
+    assert res.sigma_min == 0.25
+    # Level 1 (eps^2 = 1): only (1,2) are adjacent; 1 has degree 2 and is taken,
+    # then 0 alone. Level 2 (eps^2 = 0.25): d(2, T_1)^2 = 0.3125 > 0.25, so 2 is
+    # added. Level 3: nothing is farther than 0.25 from T_2.
+    assert [c.tolist() for c in res.covers] == [[1, 0], [1, 0, 2], [1, 0, 2]]
+    assert res.cover_sizes.tolist() == [2, 3, 3]
+    expected_H = [
+        1.0 * math.sqrt(2 * u(2, 1, 1)),
+        0.5 * math.sqrt(2 * u(3, 2, 1)),
+        0.25 * math.sqrt(2 * u(3, 3, 1)),
+    ]
+    torch.testing.assert_close(res.H, torch.tensor(expected_H, dtype=torch.float64))
+    # Numbers, once: pi^4/36/0.05 = 54.11616, x3 = 162.3485, log = 5.089768,
+    # H_1 = sqrt(2 x 5.089768) = 3.190531.
+    assert res.H[0].item() == pytest.approx(3.190531, rel=1e-6)
+    # bonus(sigma) sums H_i over 0.25 <= eps_i < sigma.
+    sigma = torch.tensor([1.0, 0.5, 0.25], dtype=torch.float64)
+    bonus = res.bonus(sigma)
+    torch.testing.assert_close(
+        bonus,
+        torch.tensor(
+            [expected_H[1] + expected_H[2], expected_H[2], 0.0], dtype=torch.float64
+        ),
+    )
+    # With means 0, 0.5, 0.9 the upper bounds are 2.81, 1.47, 0.9: x_0 is chosen.
+    mean = torch.tensor([0.0, 0.5, 0.9], dtype=torch.float64)
+    assert int(torch.argmax(mean + bonus)) == 0
+
+
+def test_hand_case_t_and_proof_radius():
+    res = chaining_covers(
+        DenseDistance(INDEPENDENT), t=7, delta=0.1, scale=1.0, h_radius="proof"
+    )
+    expected = 2 * 0.5 * math.sqrt(2 * u(3, 2, 7, delta=0.1))
+    assert res.H[1].item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_regret_bound_by_hand():
+    res = chaining_covers(DenseDistance(INDEPENDENT), t=1, delta=DELTA, scale=1.0)
+    sigma = torch.tensor([0.3], dtype=torch.float64)
+    # eps_i < 0.3 for i >= 3 (0.25, 0.125, ...): |T_3| = 3 and |T_i| <= N = 3
+    # beyond, each term 3 * eps_{i-1} sqrt(2 u_i).
+    expected = sum(
+        3 * 2 * 2.0 ** (1 - i) * math.sqrt(2 * u(3, i, 1)) for i in range(3, 200)
+    )
+    assert res.regret_bound(sigma).item() == pytest.approx(expected, rel=1e-12)
+    assert res.regret_bound(torch.zeros(2, dtype=torch.float64)).tolist() == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("sigma_min", "scale", "expected"),
+    [(0.25, 1.0, 3), (0.3, 1.0, 3), (0.2, 1.0, 4), (1.0, 1.0, 1), (1.5, 1.0, 1),
+     (2.0, 1.0, 0), (0.5, 2.0, 3), (1e-6, 1.0, 21)],
+)
+def test_num_levels(sigma_min, scale, expected):
+    assert num_levels(sigma_min, scale) == expected
+    # The definition: eps_L <= sigma_min < eps_{L-1}.
+    if expected:
+        assert scale * 2.0 ** (1 - expected) <= sigma_min
+
+
+def test_sigma_floor_bounds_levels_for_noise_free_data():
+    cov = torch.diag(torch.tensor([1.0, 0.0, 0.5], dtype=torch.float64))
+    res = chaining_covers(DenseDistance(cov), t=3, scale=1.0, sigma_floor=1e-3)
+    assert res.sigma_min == 0.0
+    assert res.sigma_min_used == pytest.approx(1e-3)
+    assert res.num_levels == num_levels(1e-3, 1.0) == 11
+    with pytest.raises(ValueError, match="sigma_floor"):
+        chaining_covers(DenseDistance(cov), t=3, scale=1.0, sigma_floor=0.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"t": 0}, "t must be >= 1"),
+        ({"t": 1.5}, "t must be an integer"),
+        ({"delta": 0.0}, "delta"),
+        ({"delta": 1.0}, "delta"),
+        ({"scale": 0.0}, "scale"),
+        ({"scale": float("inf")}, "scale"),
+        ({"sigma_floor": -1.0}, "sigma_floor"),
+        ({"h_radius": "box"}, "h_radius"),
+        ({"cover": "optimal"}, "cover"),
+        ({"max_cover_size": 0}, "max_cover_size"),
+    ],
+)
+def test_chaining_bad_input(kwargs, match):
+    args = {"t": 2} | kwargs
+    with pytest.raises((ValueError, TypeError), match=match):
+        chaining_covers(DenseDistance(INDEPENDENT), **args)
+
+
+def test_distance_rows_clamp_and_zero_diagonal():
+    cov = torch.tensor([[1.0, 1.0 + 1e-12], [1.0 + 1e-12, 1.0]], dtype=torch.float64)
+    d2 = DenseDistance(cov).rows(torch.tensor([0, 1]))
+    assert torch.all(d2 >= 0) and d2.diagonal().tolist() == [0.0, 0.0]
+
+
+def _random_features(n: int, r: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, r, generator=g, dtype=torch.float64)
+
+
+def test_low_rank_matches_dense():
+    phi = _random_features(40, 6, 0)  # prior covariance phi phi^T
+    train = _random_features(5, 6, 1)
+    K = phi @ phi.T
+    k_cross = train @ phi.T  # 5 x 40
+    C = train @ train.T + 0.1 * torch.eye(5, dtype=torch.float64)
+    L = torch.linalg.cholesky(C)
+    W = torch.linalg.solve_triangular(L, k_cross, upper=False)
+    posterior = K - W.T @ W
+    dense = DenseDistance(posterior)
+    low = LowRankDistance(lambda idx: K[idx].clone(), K.diagonal().clone(), W)
+    idx = torch.tensor([3, 0, 17])
+    torch.testing.assert_close(low.rows(idx), dense.rows(idx))
+    torch.testing.assert_close(low.variance, dense.variance)
+    eps = 0.7
+    torch.testing.assert_close(low.adjacency(idx, eps), dense.adjacency(idx, eps))
+    res_dense = chaining_covers(dense, t=6, scale=3.0)
+    res_low = chaining_covers(low, t=6, scale=3.0)
+    assert res_dense.cover_sizes.tolist() == res_low.cover_sizes.tolist()
+
+
+covariances = st.tuples(
+    st.integers(2, 40), st.integers(1, 5), st.integers(0, 10_000)
+).map(lambda a: _random_features(*a) @ _random_features(*a).T / a[1])
+
+
+@given(cov=covariances, method=st.sampled_from(["greedy", "farthest_first"]))
+def test_covers_are_nested_and_valid(cov, method):
+    cov = cov + 1e-3 * torch.eye(cov.shape[0], dtype=torch.float64)
+    distance = DenseDistance(cov)
+    scale = float(cov.diagonal().max().sqrt())
+    res = chaining_covers(distance, t=4, scale=scale, cover=method)
+    d2 = distance.dist2
+    previous: list[int] = []
+    for i in range(res.num_levels):
+        cover = res.covers[i]
+        assert cover.tolist()[: len(previous)] == previous  # T_{i-1} in T_i
+        assert is_cover(d2, cover, float(res.eps[i]) * (1 + 1e-9))
+        assert res.cover_sizes[i] == cover.numel()
+        previous = cover.tolist()
+    # H_i is decreasing in i; every eps_i halves.
+    assert torch.all(res.H[1:] < res.H[:-1])
+    torch.testing.assert_close(res.eps[1:], res.eps[:-1] / 2)
+
+
+def test_farthest_first_cap_uses_N_bound():
+    cov = torch.eye(50, dtype=torch.float64) * 0.8  # all pairwise d = sqrt(1.6)
+    res = chaining_covers(
+        DenseDistance(cov), t=2, scale=1.0, cover="farthest_first", max_cover_size=10
+    )
+    # Level 1 (eps = 1 < sqrt(1.6)) needs all 50 points: capped at 10, |T_1| <= 50.
+    assert res.bounded.tolist()[0] is True
+    assert res.cover_sizes.tolist()[0] == 50
+    assert res.H[0].item() == pytest.approx(math.sqrt(2 * u(50, 1, 2)), rel=1e-12)
+    assert res.covers[0].numel() == 10
+
+
+@given(cov=covariances, c=st.sampled_from([0.25, 0.5, 2.0, 8.0, 1024.0]))
+def test_scale_equivariance_of_engine(cov, c):
+    cov = cov + 1e-3 * torch.eye(cov.shape[0], dtype=torch.float64)
+    scale = float(cov.diagonal().max().sqrt())
+    base = chaining_covers(DenseDistance(cov), t=3, scale=scale)
+    scaled = chaining_covers(DenseDistance(cov * c * c), t=3, scale=scale * c)
+    assert base.cover_sizes.tolist() == scaled.cover_sizes.tolist()
+    torch.testing.assert_close(scaled.H, base.H * c)
+    torch.testing.assert_close(scaled.eps, base.eps * c)
+
+
+def test_summary_lists_levels():
+    res = chaining_covers(DenseDistance(INDEPENDENT), t=1, scale=1.0)
+    text = res.summary()
+    assert text.count("\n") == res.num_levels and "|T_i|" in text
