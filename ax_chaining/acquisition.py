@@ -114,17 +114,17 @@ def _check_candidates(candidates: Any, model: Model) -> Tensor:
 
 
 def _input_dim(model: Model) -> int | None:
+    models = getattr(model, "models", None)
+    if models:
+        return _input_dim(models[0])
     original = getattr(model, "_original_train_inputs", None)
     if original is not None:
         return int(original.shape[-1])
     if getattr(model, "input_transform", None) is not None:
         return None  # transformed inputs may have another width
     inputs = getattr(model, "train_inputs", None)
-    if inputs and inputs[0] is not None:
+    if inputs and isinstance(inputs[0], torch.Tensor):
         return int(inputs[0].shape[-1])
-    models = getattr(model, "models", None)
-    if models:
-        return _input_dim(models[0])
     return None
 
 
@@ -240,7 +240,9 @@ class ChainingUCB(AcquisitionFunction):
         if scale is not None:
             scale = float(scale)
             if not (scale > 0 and math.isfinite(scale)):
-                raise ValueError(f"scale must be a finite positive number, got {scale}.")
+                raise ValueError(
+                    f"scale must be a finite positive number, got {scale}."
+                )
         self._scale = scale
         self._options = dict(
             sigma_floor=sigma_floor,
@@ -309,7 +311,9 @@ class ChainingUCB(AcquisitionFunction):
                     "The prior variance is 0 on every candidate; pass scale= "
                     "explicitly."
                 )
-        cover = opts["cover"] or ("greedy" if post.path == "dense" else "farthest_first")
+        cover = opts["cover"] or (
+            "greedy" if post.path == "dense" else "farthest_first"
+        )
         max_cover_size = opts["max_cover_size"]
         if max_cover_size is None and post.path == "low_rank":
             max_cover_size = min(post.distance.n, 4096)

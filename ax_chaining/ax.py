@@ -51,12 +51,13 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import torch
+from ax.adapter.adapter_utils import extract_objective_weight_matrix
 from ax.adapter.base import Adapter
 from ax.adapter.registry import Generators
+from ax.api.configs import RangeParameterConfig
 from ax.core.data import Data
 from ax.core.experiment import Experiment
 from ax.core.generator_run import GeneratorRun
-from ax.core.objective import MultiObjective, ScalarizedObjective
 from ax.core.observation import ObservationFeatures
 from ax.core.optimization_config import MultiObjectiveOptimizationConfig
 from ax.core.parameter import (
@@ -518,8 +519,9 @@ def _check_experiment(experiment: Experiment) -> None:
     opt = experiment.optimization_config
     if opt is None:
         return  # the Client reports this itself
-    if isinstance(opt, MultiObjectiveOptimizationConfig) or isinstance(
-        opt.objective, MultiObjective
+    if (
+        isinstance(opt, MultiObjectiveOptimizationConfig)
+        or opt.objective.is_multi_objective
     ):
         raise UnsupportedError(
             "Chaining-UCB supports a single objective; the experiment's optimization "
@@ -626,8 +628,11 @@ class _SpecNodeStorage:
             kwargs.update(
                 generator_specs=node.generator_specs,
                 pausing_criteria=node.pausing_criteria,
+                best_model_selector=node.best_model_selector,
+                should_deduplicate=node.should_deduplicate,
                 input_constructors=node.input_constructors,
                 previous_node_name=node._previous_node_name,
+                trial_type=node._trial_type,
                 suggested_experiment_status=node.suggested_experiment_status,
             )
         return kwargs
@@ -647,7 +652,8 @@ class UniformCandidateNode(_SpecNodeStorage, ExternalGenerationNode):
     :math:`X` (seeded by ``candidate_spec.seed``) that is not yet used by a trial
     of the experiment, so an initial design has no repeats while :math:`X` lasts
     and a reloaded experiment continues the same sequence. Once every candidate
-    is used, the least used ones are repeated.
+    is used, the least used ones are repeated (or ``SearchSpaceExhausted`` is
+    raised if ``candidate_spec.exclude_evaluated``).
 
     Args:
         name: Node name.
@@ -709,6 +715,13 @@ class UniformCandidateNode(_SpecNodeStorage, ExternalGenerationNode):
                 best, best_count = int(i), c
                 if c == 0:
                     break
+        if best_count > 0 and self.candidate_spec.exclude_evaluated:
+            raise SearchSpaceExhausted(
+                f"All {int(allowed.sum())} candidates (matching the fixed parameters) "
+                "are already used and `exclude_evaluated=True`; the candidate set is "
+                "exhausted during the initialization (init_trials is larger than "
+                "the candidate set)."
+            )
         return dict(self._rows[best])
 
     def _gen(
@@ -872,34 +885,57 @@ class CandidateSetNode(_SpecNodeStorage, GenerationNode):
         if isinstance(acq, CandidateSetAcquisition):
             acqf = acq.acqf
             meta["acquisition_function"] = type(acqf).__name__
-            for attr in ("t", "delta"):
-                if hasattr(acqf, attr):
-                    meta[attr] = getattr(acqf, attr)
+            # Plain Python numbers: gen_metadata is stored in JSON.
+            if hasattr(acqf, "t"):
+                meta["t"] = int(acqf.t)
+            if hasattr(acqf, "delta"):
+                meta["delta"] = float(acqf.delta)
             if isinstance(acqf, ChainingUCB):
                 meta["cover_sizes"] = [int(s) for s in acqf.chaining.cover_sizes]
                 meta["scale"] = float(acqf.chaining.scale)
             if acq.last_regret_bound is not None:
                 bound = [float(b) for b in acq.last_regret_bound.reshape(-1)]
-                std = _objective_std(adapter, experiment)
+                factor = _objective_scale(adapter, experiment, acq)
                 meta["regret_bound_model_units"] = bound
-                meta["objective_std"] = std
+                meta["objective_scale"] = factor
                 meta["regret_bound"] = (
-                    [b * std for b in bound] if std is not None else None
+                    [b * factor for b in bound] if factor is not None else None
                 )
         gr._gen_metadata = {**(gr.gen_metadata or {}), GEN_METADATA_KEY: meta}
 
 
-def _objective_std(adapter: Adapter, experiment: Experiment) -> float | None:
-    """Ax's ``StandardizeY`` scale of the objective, to report in its units."""
+def _objective_scale(
+    adapter: Adapter, experiment: Experiment, acq: CandidateSetAcquisition
+) -> float | None:
+    """Factor from the model's objective units to the user's objective units.
+
+    The acquisition function sees ``sum_i w_i y_i`` with ``y_i`` standardized by
+    Ax's ``StandardizeY`` and ``w`` the transformed objective weights (Ax scales
+    the weights of a scalarized objective by the outcome scales, not those of a
+    single metric). In user units the objective is ``sum_i c_i (s_i y_i + m_i)``
+    with ``c`` the user's weights and ``s`` the scales, so differences scale by
+    ``c_i s_i / w_i``, the same for every outcome.
+    """
     opt = experiment.optimization_config
-    if opt is None or isinstance(opt.objective, ScalarizedObjective | MultiObjective):
+    if opt is None or opt.objective.is_multi_objective:
         return None
-    sigs = opt.objective.metric_signatures
+    outcomes = list(adapter.outcomes)
+    raw = np.asarray(extract_objective_weight_matrix(opt.objective, outcomes))
+    raw = raw.reshape(-1, len(outcomes)).sum(axis=0)
+    model = acq.objective_weights
+    if model is None:
+        return None
+    model = model.detach().cpu().double().numpy().reshape(-1, len(outcomes)).sum(0)
     st = adapter.transforms.get("StandardizeY")
-    if st is None:
-        return 1.0  # no standardization: model units are objective units
-    std = getattr(st, "Ystd", {}).get(sigs[0])
-    return None if std is None else float(std)
+    ystd = getattr(st, "Ystd", {}) if st is not None else {}
+    scales = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
+    used = model != 0
+    if not used.any():
+        return None
+    ratios = np.abs(raw[used] * scales[used] / model[used])
+    if not np.allclose(ratios, ratios[0], rtol=1e-6, atol=0.0):
+        return None
+    return float(ratios[0])
 
 
 # ---------------------------------------------------------------------------
@@ -932,6 +968,26 @@ class CandidateSetAcquisition(Acquisition):
 
     Multi-objective configurations and outcome constraints raise
     ``UnsupportedError``.
+
+    Example:
+        >>> GeneratorSpec(
+        ...     generator_enum=Generators.BOTORCH_MODULAR,
+        ...     generator_kwargs={
+        ...         "botorch_acqf_class": ChainingUCB,
+        ...         "acquisition_class": CandidateSetAcquisition,
+        ...     },
+        ... )  # inside a CandidateSetNode, which supplies the candidates
+
+    Args:
+        surrogate: The fitted Ax ``Surrogate``.
+        search_space_digest: Ax's transformed search space.
+        torch_opt_config: Objective weights, pending points, fixed features.
+        botorch_acqf_class: The BoTorch acquisition function class.
+        botorch_acqf_options: Its keyword arguments (e.g. ``delta``, ``beta``).
+        botorch_acqf_classes_with_options: Not supported (one class only).
+        n: Number of candidates to generate.
+        options: ``candidates`` (``N x d`` tensor, required) and ``selectable``
+            (``N`` boolean mask), plus Ax ``Acquisition`` options.
     """
 
     def __init__(
@@ -1148,6 +1204,7 @@ def _model_node(
     candidate_spec: CandidateSetSpec,
     surrogate_spec: SurrogateSpec | None,
     transition_criteria: Sequence[TransitionCriterion] | None,
+    torch_device: str | torch.device | None = None,
 ) -> CandidateSetNode:
     if surrogate_spec is not None and not isinstance(surrogate_spec, SurrogateSpec):
         raise TypeError(
@@ -1165,6 +1222,9 @@ def _model_node(
     }
     if surrogate_spec is not None:
         generator_kwargs["surrogate_spec"] = surrogate_spec
+    if torch_device is not None:
+        # Ax's TorchAdapter puts data, model and candidates on this device.
+        generator_kwargs["torch_device"] = torch.device(torch_device)
     return CandidateSetNode(
         name=name,
         generator_specs=[
@@ -1188,6 +1248,34 @@ def _check_delta(delta: Any) -> float:
     return float(delta)
 
 
+# ChainingUCB arguments that the node sets itself (or Ax supplies).
+_NOT_ENGINE_OPTIONS = frozenset(
+    {"self", "model", "candidates", "delta", "t", "posterior_transform", "maximize"}
+    | {"X_pending", "scale"}
+)
+
+
+def _check_engine_options(engine_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Fail at construction, not at the first model-based trial, on a typo."""
+    if engine_options is None:
+        return {}
+    if not isinstance(engine_options, Mapping):
+        raise TypeError(
+            "`engine_options` must be a mapping of ChainingUCB keyword arguments, "
+            f"got {type(engine_options).__name__}."
+        )
+    allowed = set(inspect.signature(ChainingUCB.__init__).parameters)
+    allowed -= _NOT_ENGINE_OPTIONS
+    unknown = sorted(set(engine_options) - allowed)
+    if unknown:
+        raise TypeError(
+            f"`engine_options` has unknown key(s) {unknown}; expected ChainingUCB "
+            f"keyword arguments among {sorted(allowed)} (delta and scale are "
+            "arguments of their own)."
+        )
+    return dict(engine_options)
+
+
 def chaining_ucb_node(
     name: str = "ChainingUCB",
     *,
@@ -1199,6 +1287,7 @@ def chaining_ucb_node(
     exclude_pending: bool = True,
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
     surrogate_spec: SurrogateSpec | None = None,
+    torch_device: str | torch.device | None = None,
     scale: float | None = None,
     engine_options: Mapping[str, Any] | None = None,
     transition_criteria: Sequence[TransitionCriterion] | None = None,
@@ -1225,6 +1314,8 @@ def chaining_ucb_node(
         max_candidates: Largest allowed candidate set (memory guard).
         surrogate_spec: Ax ``SurrogateSpec`` (e.g. from
             :func:`precomputed_kernel_surrogate_spec`).
+        torch_device: Device of the model and the candidate set (e.g.
+            ``"cuda"``); default Ax's (CPU).
         scale: Radius of the first chaining level (default: the largest prior
             standard deviation over the candidates).
         engine_options: Further ``ChainingUCB`` keyword arguments
@@ -1245,7 +1336,7 @@ def chaining_ucb_node(
     options: dict[str, Any] = {"delta": _check_delta(delta)}
     if scale is not None:
         options["scale"] = float(scale)
-    options.update(dict(engine_options or {}))
+    options.update(_check_engine_options(engine_options))
     spec = candidate_spec or _spec(
         candidates,
         num_candidates,
@@ -1255,7 +1346,13 @@ def chaining_ucb_node(
         exclude_pending,
     )
     return _model_node(
-        name, ChainingUCB, options, spec, surrogate_spec, transition_criteria
+        name,
+        ChainingUCB,
+        options,
+        spec,
+        surrogate_spec,
+        transition_criteria,
+        torch_device,
     )
 
 
@@ -1270,6 +1367,7 @@ def ucb_node(
     exclude_pending: bool = True,
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
     surrogate_spec: SurrogateSpec | None = None,
+    torch_device: str | torch.device | None = None,
     transition_criteria: Sequence[TransitionCriterion] | None = None,
     candidate_spec: CandidateSetSpec | None = None,
 ) -> CandidateSetNode:
@@ -1297,6 +1395,7 @@ def ucb_node(
         spec,
         surrogate_spec,
         transition_criteria,
+        torch_device,
     )
 
 
@@ -1311,6 +1410,7 @@ def gp_ucb_node(
     exclude_pending: bool = True,
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
     surrogate_spec: SurrogateSpec | None = None,
+    torch_device: str | torch.device | None = None,
     transition_criteria: Sequence[TransitionCriterion] | None = None,
     candidate_spec: CandidateSetSpec | None = None,
 ) -> CandidateSetNode:
@@ -1335,6 +1435,7 @@ def gp_ucb_node(
         spec,
         surrogate_spec,
         transition_criteria,
+        torch_device,
     )
 
 
@@ -1403,6 +1504,7 @@ def chaining_generation_strategy(
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
     init: Literal["uniform", "sobol"] = "uniform",
     surrogate_spec: SurrogateSpec | None = None,
+    torch_device: str | torch.device | None = None,
     scale: float | None = None,
     engine_options: Mapping[str, Any] | None = None,
     name: str = "Chaining-UCB",
@@ -1423,6 +1525,8 @@ def chaining_generation_strategy(
         init: ``"uniform"`` (default; draws from the candidate set) or
             ``"sobol"`` (Ax's Sobol over the search space).
         surrogate_spec: Ax ``SurrogateSpec``; default Ax's GP.
+        torch_device: Device of the model and the candidate set (e.g.
+            ``"cuda"``); default Ax's (CPU).
         scale: Radius of the first chaining level (see ``ChainingUCB``).
         engine_options: Further ``ChainingUCB`` keyword arguments.
         name: Strategy name.
@@ -1449,6 +1553,7 @@ def chaining_generation_strategy(
     main = chaining_ucb_node(
         delta=delta,
         surrogate_spec=surrogate_spec,
+        torch_device=torch_device,
         scale=scale,
         engine_options=engine_options,
         candidate_spec=spec,
@@ -1468,6 +1573,7 @@ def ucb_generation_strategy(
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
     init: Literal["uniform", "sobol"] = "uniform",
     surrogate_spec: SurrogateSpec | None = None,
+    torch_device: str | torch.device | None = None,
     name: str = "UCB",
 ) -> GenerationStrategy:
     """Initialization, then BoTorch's ``UpperConfidenceBound`` over the same set.
@@ -1486,7 +1592,12 @@ def ucb_generation_strategy(
         exclude_evaluated,
         exclude_pending,
     )
-    main = ucb_node(beta=beta, surrogate_spec=surrogate_spec, candidate_spec=spec)
+    main = ucb_node(
+        beta=beta,
+        surrogate_spec=surrogate_spec,
+        torch_device=torch_device,
+        candidate_spec=spec,
+    )
     return _strategy(name, main, spec, init_trials, init)
 
 
@@ -1502,6 +1613,7 @@ def gp_ucb_generation_strategy(
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
     init: Literal["uniform", "sobol"] = "uniform",
     surrogate_spec: SurrogateSpec | None = None,
+    torch_device: str | torch.device | None = None,
     name: str = "GP-UCB",
 ) -> GenerationStrategy:
     """Initialization, then GP-UCB (Srinivas et al.) over the same set.
@@ -1519,7 +1631,12 @@ def gp_ucb_generation_strategy(
         exclude_evaluated,
         exclude_pending,
     )
-    main = gp_ucb_node(delta=delta, surrogate_spec=surrogate_spec, candidate_spec=spec)
+    main = gp_ucb_node(
+        delta=delta,
+        surrogate_spec=surrogate_spec,
+        torch_device=torch_device,
+        candidate_spec=spec,
+    )
     return _strategy(name, main, spec, init_trials, init)
 
 
@@ -1528,7 +1645,9 @@ def gp_ucb_generation_strategy(
 # ---------------------------------------------------------------------------
 
 
-def candidate_index_parameter(num_items: int, name: str = "item") -> Any:
+def candidate_index_parameter(
+    num_items: int, name: str = "item"
+) -> RangeParameterConfig:
     """An Ax parameter config for an item index ``0 .. num_items - 1``.
 
     With :func:`precomputed_kernel_surrogate_spec`, this optimizes over any
@@ -1541,8 +1660,6 @@ def candidate_index_parameter(num_items: int, name: str = "item") -> Any:
     Returns:
         ``RangeParameterConfig(name, bounds=(0, n - 1), parameter_type="int")``.
     """
-    from ax.api.configs import RangeParameterConfig
-
     num_items = _check_positive_int("num_items", num_items)
     if num_items < 2:
         raise ValueError(f"`num_items` must be at least 2, got {num_items}.")
@@ -1551,16 +1668,17 @@ def candidate_index_parameter(num_items: int, name: str = "item") -> Any:
     )
 
 
-def precomputed_kernel_surrogate_spec(
-    gram: Tensor, *, scale_kernel: bool = False
-) -> SurrogateSpec:
+def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
     """An Ax ``SurrogateSpec`` whose GP covariance is a precomputed Gram matrix.
 
     For a search space with a single integer item-index parameter with bounds
     ``[0, n - 1]`` (:func:`candidate_index_parameter`): Ax's default ``Normalize``
     input transform maps the index to ``[0, 1]`` and
     :class:`~ax_chaining.kernels.PrecomputedKernel` (``normalized_inputs=True``)
-    maps it back to a row of ``gram``.
+    maps it back to a row of ``gram``. The Gram matrix is the prior covariance of
+    the standardized objective, as in the paper (no learned output scale; an
+    instance-valued ``ScaleKernel(base_kernel=...)`` option would not survive
+    Ax's JSON storage).
 
     Note:
         Ax stores the generator's arguments, hence ``gram``, with every
@@ -1569,9 +1687,6 @@ def precomputed_kernel_surrogate_spec(
     Args:
         gram: ``n x n`` symmetric PSD Gram matrix of the items (the paper
             normalizes it so that ``k(g, g) = 1``).
-        scale_kernel: Wrap the kernel in a ``ScaleKernel`` with a learned output
-            scale. Default False: the Gram matrix is the prior covariance of the
-            standardized objective, as in the paper.
 
     Returns:
         A ``SurrogateSpec`` for ``chaining_generation_strategy(surrogate_spec=...)``.
@@ -1590,22 +1705,11 @@ def precomputed_kernel_surrogate_spec(
         raise TypeError(f"`gram` must be a torch.Tensor, got {type(gram).__name__}.")
     # Validate now (shape, symmetry) rather than at the first model fit.
     PrecomputedKernel(gram, normalized_inputs=True)
-    if scale_kernel:
-        from gpytorch.kernels import ScaleKernel
-
-        config = ModelConfig(
-            botorch_model_class=SingleTaskGP,
-            covar_module_class=ScaleKernel,
-            covar_module_options={
-                "base_kernel": PrecomputedKernel(gram, normalized_inputs=True)
-            },
-        )
-    else:
-        config = ModelConfig(
-            botorch_model_class=SingleTaskGP,
-            covar_module_class=PrecomputedKernel,
-            covar_module_options={"gram": gram, "normalized_inputs": True},
-        )
+    config = ModelConfig(
+        botorch_model_class=SingleTaskGP,
+        covar_module_class=PrecomputedKernel,
+        covar_module_options={"gram": gram, "normalized_inputs": True},
+    )
     return SurrogateSpec(model_configs=[config])
 
 

@@ -153,7 +153,7 @@ class ChainingResult:
         return self.eps.numel()
 
     def bonus(self, sigma: Tensor) -> Tensor:
-        r"""Exploration bonus :math:`\sum_{i:\,\sigma^{\min} \le \epsilon_i < \sigma} H_i`.
+        r"""Exploration bonus :math:`\sum_{i:\,\sigma^{\min}\le\epsilon_i<\sigma} H_i`.
 
         Args:
             sigma: Tensor of posterior standard deviations, any shape.
@@ -355,6 +355,7 @@ def _farthest_first_levels(
         start=start,
         max_size=max_cover_size,
         stop_radius=eps[-1],
+        batch_size=distance.row_batch,
         device=distance.device,
         dtype=distance.dtype,
     )

@@ -28,6 +28,9 @@ from torch import Tensor
 
 __all__ = ["farthest_first_order", "greedy_cover", "is_cover"]
 
+# Squared fraction of the current cover radius a batched pool point must reach.
+_POOL_RATIO2 = 0.75**2
+
 
 def _check_dist2(dist2: Tensor) -> None:
     if not isinstance(dist2, Tensor):
@@ -124,9 +127,7 @@ def greedy_dominating_set(adjacency: Tensor) -> Tensor:
     return torch.cat(chosen)
 
 
-def greedy_cover(
-    dist2: Tensor, eps: float, candidates: Tensor | None = None
-) -> Tensor:
+def greedy_cover(dist2: Tensor, eps: float, candidates: Tensor | None = None) -> Tensor:
     r"""Greedy :math:`\epsilon`-cover (Algorithm 2 of Contal et al., 2015).
 
     With :math:`G[x, x'] = \mathbb{1}\{d(x, x') \le \epsilon\}` and
@@ -180,6 +181,7 @@ def farthest_first_order(
     max_size: int,
     stop_radius: float = 0.0,
     *,
+    batch_size: int = 1,
     device: torch.device | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> tuple[Tensor, Tensor]:
@@ -192,7 +194,17 @@ def farthest_first_order(
     radius. Prefixes are nested, so one traversal gives nested covers for every
     radius: the cover for ``eps`` is the shortest prefix with radius ``<= eps``.
 
-    Costs ``len(order)`` rows of ``n`` distances and ``O(n)`` memory.
+    With ``batch_size = b > 1`` the rows are computed ``2b`` at a time, which
+    amortizes the per-call cost of a kernel evaluation: the farthest point and a
+    seeded random sample of the points at least 3/4 of the current radius away
+    form a pool of ``2b``, and up to ``b`` centres are taken from it one by one,
+    each the pool point farthest from the centres so far, while it is still at
+    least 3/4 of the current radius away from them. Every chosen centre's
+    row is known, so the radii stay exact and every prefix is still a valid
+    cover; only the order may differ from the exact traversal (``b = 1``).
+
+    Costs about ``len(order)`` rows (``2 len(order)`` when batched) of ``n``
+    distances and ``O(n)`` memory besides one block of rows.
 
     Args:
         dist2_rows: Maps a 1-D index tensor of length ``b`` to the ``b x n``
@@ -201,6 +213,7 @@ def farthest_first_order(
         start: Index of the first centre.
         max_size: Stop after this many centres.
         stop_radius: Stop once the cover radius is at most this distance.
+        batch_size: Centres taken per block of rows (1: exact traversal).
         device: Device of the index tensors (default: that of the first row).
         dtype: Floating dtype of the returned radii.
 
@@ -212,23 +225,47 @@ def farthest_first_order(
         raise ValueError(f"start must be in 0..{n - 1}, got {start}.")
     if max_size < 1:
         raise ValueError(f"max_size must be at least 1, got {max_size}.")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
     first = dist2_rows(torch.tensor([start], device=device))[0]
     device = first.device
     mind2 = first.clamp_min(0).to(dtype)
     mind2[start] = 0.0
     order = [start]
-    radii2 = []
+    radii2 = [float(mind2.max())]
     stop2 = float(stop_radius) ** 2
-    while True:
-        far = int(torch.argmax(mind2))
-        r2 = float(mind2[far])
-        radii2.append(r2)
-        if r2 <= stop2 or len(order) >= max_size:
-            break
-        order.append(far)
-        row = dist2_rows(torch.tensor([far], device=device))[0].clamp_min(0)
-        torch.minimum(mind2, row.to(dtype), out=mind2)
-        mind2[far] = 0.0
+    pool_size = 1 if batch_size == 1 else 2 * batch_size
+    gen = torch.Generator().manual_seed(start)
+    while radii2[-1] > stop2 and len(order) < max_size:
+        if pool_size == 1:
+            pool = mind2.argmax().reshape(1)
+        else:
+            # The pool: the farthest point plus a seeded random sample of the
+            # points nearly as far. A sample spreads over the far region, where
+            # the top-k alone would crowd into one corner of it.
+            far_set = (mind2 >= _POOL_RATIO2 * radii2[-1]).nonzero().squeeze(-1)
+            pick = torch.randperm(far_set.numel(), generator=gen)[: pool_size - 1]
+            pool = torch.cat([mind2.argmax().reshape(1), far_set[pick.to(device)]])
+        rows = dist2_rows(pool).clamp_min(0).to(dtype)
+        pool_mind2 = mind2[pool]
+        for _ in range(min(batch_size, max_size - len(order))):
+            j = int(torch.argmax(pool_mind2))
+            # Take a pool point only while it is nearly as far as the farthest
+            # point overall; otherwise fetch a new pool. Centres then stay at
+            # least 3/4 of the current radius apart, close to the exact order.
+            if float(pool_mind2[j]) < _POOL_RATIO2 * radii2[-1] or not (
+                float(pool_mind2[j]) > 0.0
+            ):
+                break
+            far = int(pool[j])
+            order.append(far)
+            torch.minimum(mind2, rows[j], out=mind2)
+            mind2[far] = 0.0
+            pool_mind2 = torch.minimum(pool_mind2, rows[j, pool])
+            pool_mind2[j] = 0.0
+            radii2.append(float(mind2.max()))
+            if radii2[-1] <= stop2 or len(order) >= max_size:
+                break
     radii = torch.tensor(radii2, dtype=dtype, device=device).sqrt()
     return torch.tensor(order, dtype=torch.long, device=device), radii
 

@@ -85,6 +85,10 @@ class PseudoDistance(ABC):
             needed at once.
     """
 
+    #: Rows worth computing together in a farthest-first traversal: 1 where a
+    #: row is a cheap lookup, more where each call has a fixed cost.
+    row_batch: int = 1
+
     def __init__(self, variance: Tensor, block_bytes: int = 16 * 2**20) -> None:
         if variance.ndim != 1:
             raise ValueError(
@@ -115,7 +119,7 @@ class PseudoDistance(ABC):
 
     @abstractmethod
     def rows(self, idx: Tensor) -> Tensor:
-        r"""``len(idx) x N`` squared distances :math:`d_t^2(x_i, \cdot)` (a new tensor)."""
+        r"""``len(idx) x N`` squared :math:`d_t^2(x_i, \cdot)` (new tensor)."""
 
     def _dist2_from_cov(self, cov: Tensor, idx: Tensor) -> Tensor:
         """Turn covariance rows of ``idx`` into squared distances, in place."""
@@ -132,7 +136,9 @@ class PseudoDistance(ABC):
     def adjacency(self, idx: Tensor, eps: float) -> Tensor:
         r"""Boolean ``m x m`` matrix :math:`d_t(x_a, x_b) \le \epsilon` over ``idx``."""
         eps2 = float(eps) ** 2
-        out = torch.empty(idx.numel(), idx.numel(), dtype=torch.bool, device=self.device)
+        out = torch.empty(
+            idx.numel(), idx.numel(), dtype=torch.bool, device=self.device
+        )
         start = 0
         for chunk in self._row_chunks(idx):
             out[start : start + chunk.numel()] = self.rows(chunk)[:, idx] <= eps2
@@ -189,6 +195,7 @@ class DenseDistance(PseudoDistance):
             return self.dist2 <= float(eps) ** 2
         return super().adjacency(idx, eps)
 
+
 class LowRankDistance(PseudoDistance):
     r"""Pseudo-distance from a prior kernel and a low-rank posterior correction.
 
@@ -198,6 +205,9 @@ class LowRankDistance(PseudoDistance):
     is the Cholesky factorization of the noisy training covariance
     :math:`K_n + \eta^2 I`. Rows are computed on demand, so memory is ``O(N r)``
     plus one block.
+
+    Each call to ``prior_rows`` evaluates a kernel (with fixed costs per call),
+    so farthest-first traversals take rows in batches of :attr:`row_batch`.
 
     Args:
         prior_rows: Maps a 1-D index tensor to the ``len(idx) x N`` prior
@@ -220,10 +230,13 @@ class LowRankDistance(PseudoDistance):
                 f"shape {tuple(factor.shape)}."
             )
         super().__init__(prior_variance - factor.square().sum(dim=0), block_bytes)
+        self.row_batch = 32
         self.prior_rows = prior_rows
         self.factor = factor
 
     def rows(self, idx: Tensor) -> Tensor:
         idx = idx.to(device=self.device, dtype=torch.long)
-        cov = self.prior_rows(idx).addmm_(self.factor[:, idx].T, self.factor, alpha=-1.0)
+        cov = self.prior_rows(idx).addmm_(
+            self.factor[:, idx].T, self.factor, alpha=-1.0
+        )
         return self._dist2_from_cov(cov, idx)

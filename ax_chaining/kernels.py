@@ -60,6 +60,10 @@ class PrecomputedKernel(Kernel):
     for a :math:`10^4 \times 10^4` float64 Gram (800 MB). Pickling stores the full
     matrix.
 
+    The kernel is piecewise constant in its input, hence not differentiable with
+    respect to it: optimize acquisition functions over the finite candidate set
+    (e.g. ``botorch.optim.optimize_acqf_discrete``), not by gradient ascent.
+
     The output is returned on the input's device and with the input's floating
     dtype. For efficiency, move the kernel to the input's device beforehand
     (``kernel.to(X)``); otherwise the lookup happens on the Gram's device and only

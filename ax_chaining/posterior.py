@@ -100,7 +100,9 @@ def supports_low_rank(model: Model, posterior_transform: PosteriorTransform | No
         return False
     if getattr(model, "num_outputs", None) != 1:
         return False
-    if not isinstance(model.likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood)):
+    if not isinstance(
+        model.likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood)
+    ):
         return False
     transform = getattr(model, "outcome_transform", None)
     if transform is not None and not isinstance(transform, Standardize):
@@ -181,8 +183,9 @@ def _posterior_mean(
 ) -> Tensor:
     with torch.no_grad():
         chunks = [
-            model.posterior(X[i : i + _CHUNK], posterior_transform=posterior_transform)
-            .mean.reshape(-1)
+            model.posterior(
+                X[i : i + _CHUNK], posterior_transform=posterior_transform
+            ).mean.reshape(-1)
             for i in range(0, X.shape[0], _CHUNK)
         ]
     return torch.cat(chunks)

@@ -86,8 +86,16 @@ def test_regret_bound_by_hand():
 
 @pytest.mark.parametrize(
     ("sigma_min", "scale", "expected"),
-    [(0.25, 1.0, 3), (0.3, 1.0, 3), (0.2, 1.0, 4), (1.0, 1.0, 1), (1.5, 1.0, 1),
-     (2.0, 1.0, 0), (0.5, 2.0, 3), (1e-6, 1.0, 21)],
+    [
+        (0.25, 1.0, 3),
+        (0.3, 1.0, 3),
+        (0.2, 1.0, 4),
+        (1.0, 1.0, 1),
+        (1.5, 1.0, 1),
+        (2.0, 1.0, 0),
+        (0.5, 2.0, 3),
+        (1e-6, 1.0, 21),
+    ],
 )
 def test_num_levels(sigma_min, scale, expected):
     assert num_levels(sigma_min, scale) == expected

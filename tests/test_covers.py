@@ -82,9 +82,7 @@ def test_greedy_cover_nan_distance():
 
 points_2d = st.integers(min_value=1, max_value=30).flatmap(
     lambda n: st.lists(
-        st.tuples(
-            st.floats(-5, 5, allow_nan=False), st.floats(-5, 5, allow_nan=False)
-        ),
+        st.tuples(st.floats(-5, 5, allow_nan=False), st.floats(-5, 5, allow_nan=False)),
         min_size=n,
         max_size=n,
     )
@@ -152,12 +150,15 @@ def test_farthest_first_by_hand():
     )
 
 
-@given(points=points_2d, data=st.data())
-def test_farthest_first_prefixes_are_nested_covers(points, data):
+@given(points=points_2d, data=st.data(), batch=st.sampled_from([1, 2, 5]))
+def test_farthest_first_prefixes_are_nested_covers(points, data, batch):
     d2 = _d2(points)
     n = d2.shape[0]
     start = data.draw(st.integers(0, n - 1))
-    order, radii = farthest_first_order(lambda idx: d2[idx], n, start, max_size=n)
+    order, radii = farthest_first_order(
+        lambda idx: d2[idx], n, start, max_size=n, batch_size=batch
+    )
+    assert len(set(order.tolist())) == order.numel()
     assert order.numel() == radii.numel()
     assert torch.all(radii[1:] <= radii[:-1] + 1e-12)  # radius never grows
     for k in range(1, order.numel() + 1):

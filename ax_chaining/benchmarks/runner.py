@@ -1,0 +1,841 @@
+r"""The experiments of Contal, Malherbe & Vayatis (2015), Section 4, with BoTorch.
+
+Protocol (the paper's, with the choices it leaves open written down):
+
+* A finite search space of ``N`` candidates (``N = 10^4`` in the paper), from
+  :func:`~ax_chaining.benchmarks.problems.se_problem`,
+  :func:`~ax_chaining.benchmarks.problems.himmelblau_problem` or
+  :func:`~ax_chaining.benchmarks.problems.graph_problem`; run ``r`` uses problem
+  seed ``r``.
+* Observations ``y = f(x) + 0.05 * eps`` with ``eps ~ N(0, 1)``; ``delta = 0.05``
+  for Chaining-UCB and GP-UCB.
+* ``n_init = 10`` initial points drawn uniformly from the candidates, without
+  replacement, and observed with noise. Every method of a run starts from the
+  same initial points and observations.
+* Every method uses the same GP: an exact ``SingleTaskGP`` with the fixed noise
+  variance ``0.05^2``, no input or outcome transform, and the problem's kernel
+  from :meth:`~ax_chaining.benchmarks.problems.DiscreteProblem.get_covar_module`
+  (the true prior for SE and graphs; for Himmelblau an isotropic SE kernel
+  learned once per run by marginal likelihood on 500 random noisy candidates,
+  seed ``r``). Nothing is refitted during a run. The prior mean is the constant
+  0 (the true one) when the kernel is the true prior; when it is learned
+  (Himmelblau) the prior mean is the constant mean of the ``n_init`` initial
+  observations, the same for every method.
+* ``T`` queries per method. Acquisition methods maximize over the ``N``
+  candidates with ``optimize_acqf_discrete`` and may re-query a candidate (the
+  observations are noisy). ``random`` draws uniformly among the candidates not
+  evaluated yet (initial points included), as the paper's Random search.
+* Randomness: three ``torch.Generator`` per run, seeded from ``r`` and
+  independent of the method: one for the initial design and its noise
+  (``10_000 + r``), one for the noise of the queries (``20_000 + r``; query ``n``
+  of every method gets the same standard normal draw) and one for the choices of
+  ``random`` (``30_000 + r``).
+
+Recorded per run and query ``n = 1..T`` (``x_n`` is the ``n``-th query after the
+initial design):
+
+* ``simple_regret[n-1]`` :math:`S_n = \max_X f - \max f(x)` over the initial
+  points and ``x_1..x_n``: the initial points count as observations (they were
+  evaluated), the index ``n`` counts queries only. ``simple_regret_init`` is
+  :math:`S_0` (initial design alone) and ``simple_regret_queries`` the same
+  quantity with the maximum over ``x_1..x_n`` only (the paper's literal
+  definition on the queried points).
+* ``cumulative_regret[n-1]`` :math:`R_n = \sum_{t \le n} (\max_X f - f(x_t))`
+  over the queries (the initial design is not charged).
+* ``step_seconds[n-1]``: wall time to build the model and the acquisition
+  function and to maximize it (or to draw the random point); the observation is
+  not timed.
+
+Example:
+    >>> results = run_benchmark(
+    ...     problems=["se"], methods=["chaining", "random"], runs=2, iters=5,
+    ...     n=200, out="results/tiny",
+    ... )
+    >>> summary = summarize(results)
+    >>> print(format_summary_markdown(summary))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from botorch.acquisition import (
+    AcquisitionFunction,
+    LogExpectedImprovement,
+    UpperConfidenceBound,
+)
+from botorch.exceptions import InputDataWarning
+from botorch.models import SingleTaskGP
+from botorch.optim import optimize_acqf_discrete
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from ax_chaining.acquisition import GPUCB, ChainingUCB
+from ax_chaining.benchmarks.problems import (
+    DEFAULT_NOISE_STD,
+    DiscreteProblem,
+    graph_problem,
+    himmelblau_problem,
+    se_problem,
+)
+
+__all__ = [
+    "CHECKPOINTS",
+    "METHODS",
+    "PAPER_CONFIG",
+    "PROBLEMS",
+    "SMALL_CONFIG",
+    "BenchmarkConfig",
+    "format_summary_markdown",
+    "load_results",
+    "make_problem",
+    "result_path",
+    "run_benchmark",
+    "run_method",
+    "summarize",
+    "write_summary",
+]
+
+#: Methods, in the order of tables and legends.
+METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "ucb", "logei", "random")
+#: The paper's three problems.
+PROBLEMS: tuple[str, ...] = ("se", "himmelblau", "graph")
+#: Query numbers at which the summary reports :math:`S_n` (those ``<= T``; ``T``
+#: itself is added when it is not one of them).
+CHECKPOINTS: tuple[int, ...] = (10, 25, 50, 100)
+#: Version of the per-run JSON layout; files of another version are recomputed.
+FORMAT_VERSION = 1
+#: Labels for tables and figures.
+METHOD_LABELS: dict[str, str] = {
+    "chaining": "Chaining-UCB",
+    "gp-ucb": "GP-UCB",
+    "ucb": "UCB (beta=0.2)",
+    "logei": "LogEI",
+    "random": "Random",
+}
+PROBLEM_LABELS: dict[str, str] = {
+    "se": "SE kernel",
+    "himmelblau": "Himmelblau",
+    "graph": "Graph kernel",
+}
+
+_INIT_SEED_OFFSET = 10_000
+_NOISE_SEED_OFFSET = 20_000
+_RANDOM_SEED_OFFSET = 30_000
+_DTYPE = torch.float64
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    r"""Size and constants of one experiment (one ``--out`` directory).
+
+    Args:
+        n: Number of candidates ``N``.
+        iters: Number of queries ``T`` after the initial design.
+        runs: Number of runs (seeds ``0..runs-1``).
+        n_init: Size of the initial design.
+        noise_std: Observation noise standard deviation.
+        delta: Confidence parameter of Chaining-UCB and GP-UCB.
+        ucb_beta: ``beta`` of the stock BoTorch ``UpperConfidenceBound``.
+        kernel_subset: Candidates used to learn the kernel when the problem
+            needs it (Himmelblau).
+    """
+
+    n: int = 10_000
+    iters: int = 100
+    runs: int = 32
+    n_init: int = 10
+    noise_std: float = DEFAULT_NOISE_STD
+    delta: float = 0.05
+    ucb_beta: float = 0.2
+    kernel_subset: int = 500
+
+    def run_key(self) -> dict[str, Any]:
+        """The fields a stored run must match to be reused (all but ``runs``)."""
+        d = asdict(self)
+        d.pop("runs")
+        return d
+
+
+#: The paper's experiment: ``N = 10^4``, 32 runs, 100 queries.
+PAPER_CONFIG = BenchmarkConfig()
+#: The ``--small`` preset: a few minutes per problem on two cores.
+SMALL_CONFIG = BenchmarkConfig(n=1000, iters=40, runs=8)
+
+
+# ---------------------------------------------------------------------------
+# Problems and models
+# ---------------------------------------------------------------------------
+
+
+def make_problem(
+    name: str, n: int, seed: int, cache_dir: str | os.PathLike | None = None
+) -> DiscreteProblem:
+    r"""Build one of the paper's problems.
+
+    Args:
+        name: ``"se"``, ``"himmelblau"`` or ``"graph"``.
+        n: Number of candidates.
+        seed: Problem seed (the run index in :func:`run_benchmark`).
+        cache_dir: Cache directory of the SE samples (default: the problem
+            module's, ``$AX_CHAINING_CACHE`` or ``~/.cache/ax_chaining``).
+
+    Returns:
+        The :class:`~ax_chaining.benchmarks.problems.DiscreteProblem`.
+    """
+    if name == "se":
+        return se_problem(n=n, seed=seed, cache_dir=cache_dir)
+    if name == "himmelblau":
+        return himmelblau_problem(n=n, seed=seed)
+    if name == "graph":
+        return graph_problem(n=n, seed=seed)
+    raise ValueError(f"Unknown problem {name!r}; expected one of {PROBLEMS}.")
+
+
+def _kernel_description(kernel: Kernel) -> dict[str, Any]:
+    """JSON-serializable hyperparameters of the (fixed) kernel."""
+    desc: dict[str, Any] = {"class": type(kernel).__name__}
+    base = getattr(kernel, "base_kernel", None)
+    if base is not None:
+        desc["base"] = type(base).__name__
+        desc["outputscale"] = float(kernel.outputscale)
+        if getattr(base, "lengthscale", None) is not None:
+            desc["lengthscale"] = base.lengthscale.detach().reshape(-1).tolist()
+    elif getattr(kernel, "lengthscale", None) is not None:
+        desc["lengthscale"] = kernel.lengthscale.detach().reshape(-1).tolist()
+    return desc
+
+
+def _fixed_model(
+    train_X: Tensor, train_Y: Tensor, kernel: Kernel, noise_std: float, mean: float
+) -> SingleTaskGP:
+    """Exact GP with fixed kernel, fixed noise and fixed constant mean."""
+    with warnings.catch_warnings():
+        # The data are deliberately not standardized: the prior is fixed.
+        warnings.simplefilter("ignore", InputDataWarning)
+        model = SingleTaskGP(
+            train_X,
+            train_Y,
+            train_Yvar=torch.full_like(train_Y, noise_std**2),
+            covar_module=kernel,
+            outcome_transform=None,
+            input_transform=None,
+        )
+    model.mean_module.constant = mean
+    model.requires_grad_(False)
+    return model.eval()
+
+
+def _acquisition(
+    method: str, model: SingleTaskGP, candidates: Tensor, config: BenchmarkConfig
+) -> AcquisitionFunction:
+    if method == "chaining":
+        return ChainingUCB(model, candidates, delta=config.delta)
+    if method == "gp-ucb":
+        return GPUCB(model, num_candidates=candidates.shape[0], delta=config.delta)
+    if method == "ucb":
+        return UpperConfidenceBound(model, beta=config.ucb_beta)
+    if method == "logei":
+        # Noisy observations: the incumbent is the best posterior mean at the
+        # observed points, not the best (noise-inflated) observation.
+        with torch.no_grad():
+            best_f = model.posterior(model.train_inputs[0]).mean.max()
+        return LogExpectedImprovement(model, best_f=best_f)
+    raise ValueError(f"Unknown method {method!r}; expected one of {METHODS}.")
+
+
+def _row_index(X: Tensor, x: Tensor) -> int:
+    """Index of the first candidate equal to ``x``."""
+    hits = (X == x.reshape(1, -1)).all(dim=-1).nonzero()
+    if hits.numel() == 0:  # pragma: no cover - optimize_acqf_discrete returns rows
+        raise RuntimeError("The optimizer returned a point outside the candidates.")
+    return int(hits[0, 0])
+
+
+# ---------------------------------------------------------------------------
+# One run of one method
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _RunSetup:
+    """What every method of one run shares."""
+
+    problem: DiscreteProblem
+    kernel: Kernel
+    init_idx: list[int]
+    init_y: list[float]
+    prior_mean: float
+    kernel_seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _setup_run(
+    problem: DiscreteProblem, seed: int, config: BenchmarkConfig
+) -> _RunSetup:
+    start = time.perf_counter()
+    kernel = problem.get_covar_module(n_subset=config.kernel_subset, seed=seed)
+    kernel_seconds = time.perf_counter() - start
+    if config.n_init > problem.n:
+        raise ValueError(f"n_init={config.n_init} exceeds N={problem.n}.")
+    gen = torch.Generator().manual_seed(_INIT_SEED_OFFSET + seed)
+    init_idx = torch.randperm(problem.n, generator=gen)[: config.n_init]
+    init_y = problem.f[init_idx] + config.noise_std * torch.randn(
+        config.n_init, generator=gen, dtype=_DTYPE
+    )
+    # With a learned kernel the true prior mean is unknown; centre on the mean
+    # of the initial design (the same for every method) rather than at 0.
+    prior_mean = float(init_y.mean()) if problem.learn_hyperparameters else 0.0
+    return _RunSetup(
+        problem=problem,
+        kernel=kernel,
+        init_idx=init_idx.tolist(),
+        init_y=init_y.tolist(),
+        prior_mean=prior_mean,
+        kernel_seconds=kernel_seconds,
+    )
+
+
+def run_method(
+    problem: DiscreteProblem,
+    method: str,
+    seed: int,
+    config: BenchmarkConfig,
+    setup: _RunSetup | None = None,
+    callback: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    r"""Run one method on one problem instance for ``config.iters`` queries.
+
+    Args:
+        problem: The problem instance (built with seed ``seed``).
+        method: One of :data:`METHODS`.
+        seed: Run index; seeds the initial design and the noise.
+        config: Sizes and constants.
+        setup: Shared kernel and initial design (computed when None; pass it to
+            reuse the Himmelblau kernel fit across methods).
+        callback: Called with the query number after each query.
+
+    Returns:
+        A JSON-serializable record (see the module docstring for the fields).
+
+    Example:
+        >>> problem = make_problem("graph", n=200, seed=0)
+        >>> record = run_method(problem, "chaining", 0, BenchmarkConfig(n=200))
+        >>> record["simple_regret"][-1]
+    """
+    if method not in METHODS:
+        raise ValueError(f"Unknown method {method!r}; expected one of {METHODS}.")
+    if setup is None:
+        setup = _setup_run(problem, seed, config)
+    X, f = problem.X, problem.f
+    f_max = float(f.max())
+    noise_gen = torch.Generator().manual_seed(_NOISE_SEED_OFFSET + seed)
+    random_gen = torch.Generator().manual_seed(_RANDOM_SEED_OFFSET + seed)
+    idx = list(setup.init_idx)
+    ys = list(setup.init_y)
+    evaluated = torch.zeros(problem.n, dtype=torch.bool)
+    evaluated[idx] = True
+    best_init = float(f[idx].max())
+    best, best_queries, cum = best_init, -math.inf, 0.0
+    queries: list[int] = []
+    y_queries: list[float] = []
+    simple, simple_q, cumulative, seconds = [], [], [], []
+    diagnostics: dict[str, list[float]] = {}
+    for step in range(1, config.iters + 1):
+        start = time.perf_counter()
+        if method == "random":
+            free = (~evaluated).nonzero().squeeze(-1)
+            if free.numel() == 0:  # every candidate evaluated: draw from all
+                free = torch.arange(problem.n)
+            nxt = int(free[torch.randint(free.numel(), (1,), generator=random_gen)])
+        else:
+            train_X = X[torch.tensor(idx)]
+            train_Y = torch.tensor(ys, dtype=_DTYPE).unsqueeze(-1)
+            model = _fixed_model(
+                train_X, train_Y, setup.kernel, config.noise_std, setup.prior_mean
+            )
+            acqf = _acquisition(method, model, X, config)
+            with torch.no_grad():
+                x, _ = optimize_acqf_discrete(acqf, q=1, choices=X, unique=False)
+            nxt = _row_index(X, x[0])
+            if method == "chaining":
+                diagnostics.setdefault("num_levels", []).append(
+                    acqf.chaining.num_levels
+                )
+                diagnostics.setdefault("regret_bound", []).append(
+                    float(acqf.regret_bound(x.unsqueeze(0)))
+                )
+            elif method == "gp-ucb":
+                diagnostics.setdefault("beta", []).append(float(acqf.beta))
+        seconds.append(time.perf_counter() - start)
+        y = float(f[nxt]) + config.noise_std * float(
+            torch.randn(1, generator=noise_gen, dtype=_DTYPE)
+        )
+        idx.append(nxt)
+        ys.append(y)
+        evaluated[nxt] = True
+        queries.append(nxt)
+        y_queries.append(y)
+        fx = float(f[nxt])
+        best = max(best, fx)
+        best_queries = max(best_queries, fx)
+        cum += f_max - fx
+        simple.append(f_max - best)
+        simple_q.append(f_max - best_queries)
+        cumulative.append(cum)
+        if callback is not None:
+            callback(step)
+    return {
+        "format_version": FORMAT_VERSION,
+        "complete": True,
+        "problem": problem.name,
+        "method": method,
+        "seed": int(seed),
+        "config": config.run_key(),
+        "f_max": f_max,
+        "argmax": problem.argmax,
+        "init_indices": setup.init_idx,
+        "init_y": setup.init_y,
+        "prior_mean": setup.prior_mean,
+        "kernel": _kernel_description(setup.kernel),
+        "kernel_seconds": setup.kernel_seconds,
+        "queries": queries,
+        "y": y_queries,
+        "f_queries": [float(f[i]) for i in queries],
+        "simple_regret_init": f_max - best_init,
+        "simple_regret": simple,
+        "simple_regret_queries": simple_q,
+        "cumulative_regret": cumulative,
+        "step_seconds": seconds,
+        "diagnostics": diagnostics,
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------
+
+
+def result_path(out: str | os.PathLike, problem: str, method: str, seed: int) -> Path:
+    """Where the record of ``(problem, method, seed)`` is stored under ``out``."""
+    return Path(out) / problem / method / f"run{seed:03d}.json"
+
+
+def _write_json_atomic(obj: Any, path: Path) -> None:
+    # Write to a temporary file in the same directory, then rename: an
+    # interrupted run never leaves a truncated file that resume would trust.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(obj, fh)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _load_complete(path: Path, config: BenchmarkConfig) -> dict[str, Any] | None:
+    """The stored record if it is complete and matches ``config``, else None."""
+    try:
+        with open(path) as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    ok = (
+        isinstance(record, dict)
+        and record.get("format_version") == FORMAT_VERSION
+        and record.get("complete") is True
+        and record.get("config") == config.run_key()
+        and len(record.get("simple_regret", ())) == config.iters
+    )
+    return record if ok else None
+
+
+def _check_no_conflict(path: Path, config: BenchmarkConfig) -> None:
+    """Refuse to overwrite a complete run made with another configuration."""
+    try:
+        with open(path) as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        return  # unreadable or partial: recompute it
+    if record.get("complete") and record.get("config") != config.run_key():
+        raise ValueError(
+            f"{path} holds a run with another configuration "
+            f"({record.get('config')}); use another --out directory or --force."
+        )
+
+
+# ---------------------------------------------------------------------------
+# The experiment
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Task:
+    problem: str
+    seed: int
+    methods: tuple[str, ...]
+    config: BenchmarkConfig
+    out: str
+    cache_dir: str | None
+    threads: int | None
+
+
+def _run_task(task: _Task) -> list[tuple[str, str, int, float]]:
+    """Build one problem instance and run the missing methods on it."""
+    if task.threads is not None:
+        torch.set_num_threads(task.threads)
+    warnings.filterwarnings("ignore", category=InputDataWarning)
+    problem = make_problem(task.problem, task.config.n, task.seed, task.cache_dir)
+    setup = _setup_run(problem, task.seed, task.config)
+    done = []
+    for method in task.methods:
+        start = time.perf_counter()
+        record = run_method(problem, method, task.seed, task.config, setup=setup)
+        _write_json_atomic(
+            record, result_path(task.out, task.problem, method, task.seed)
+        )
+        done.append((task.problem, method, task.seed, time.perf_counter() - start))
+    return done
+
+
+def run_benchmark(
+    problems: Sequence[str] = PROBLEMS,
+    methods: Sequence[str] = METHODS,
+    runs: int = 32,
+    iters: int = 100,
+    n: int = 10_000,
+    out: str | os.PathLike = "results/paper",
+    jobs: int = 1,
+    threads: int | None = None,
+    force: bool = False,
+    progress: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    config: BenchmarkConfig | None = None,
+) -> list[dict[str, Any]]:
+    r"""Run (or resume) the paper's experiment and return every run's record.
+
+    One JSON file is written per ``(problem, method, run)`` (see
+    :func:`result_path`), atomically and only once the run is complete; a file
+    that exists, is complete and was made with the same configuration is
+    reused, so an interrupted call can simply be repeated.
+
+    Args:
+        problems: Problem names, a subset of :data:`PROBLEMS`.
+        methods: Method names, a subset of :data:`METHODS`.
+        runs: Number of runs (problem seeds ``0..runs-1``).
+        iters: Queries per run after the initial design.
+        n: Number of candidates.
+        out: Output directory.
+        jobs: Worker processes; each runs whole ``(problem, seed)`` tasks (all
+            methods of a run share the problem instance and the kernel fit).
+        threads: Torch threads per process (default: 1 when ``jobs > 1``, else
+            torch's default).
+        force: Recompute runs even when a complete file exists.
+        progress: Show a ``tqdm`` progress bar (one tick per method and run).
+        cache_dir: SE problem cache directory.
+        config: Full configuration; when given, ``runs``, ``iters`` and ``n``
+            are ignored.
+
+    Returns:
+        The list of records of the requested runs, in problem, method, seed
+        order.
+
+    Example:
+        >>> records = run_benchmark(["graph"], ["chaining", "random"], runs=2,
+        ...                         iters=5, n=150, out="/tmp/bench")
+    """
+    from tqdm.auto import tqdm
+
+    config = config or BenchmarkConfig(n=n, iters=iters, runs=runs)
+    problems = _validate_names(problems, PROBLEMS, "problem")
+    methods = _validate_names(methods, METHODS, "method")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}.")
+    if threads is None and jobs > 1:
+        threads = 1
+    out = Path(out)
+    tasks: list[_Task] = []
+    for problem in problems:
+        for seed in range(config.runs):
+            todo = []
+            for method in methods:
+                path = result_path(out, problem, method, seed)
+                if not force and _load_complete(path, config) is not None:
+                    continue
+                if not force:
+                    _check_no_conflict(path, config)
+                todo.append(method)
+            if todo:
+                tasks.append(
+                    _Task(
+                        problem,
+                        seed,
+                        tuple(todo),
+                        config,
+                        str(out),
+                        None if cache_dir is None else str(cache_dir),
+                        threads,
+                    )
+                )
+    total = sum(len(t.methods) for t in tasks)
+    bar = tqdm(total=total, desc="runs", unit="run", disable=not progress or not total)
+    try:
+        if jobs == 1:
+            for task in tasks:
+                for prob, method, seed, sec in _run_task(task):
+                    bar.set_postfix_str(f"{prob}/{method}/run{seed} {sec:.0f}s")
+                    bar.update(1)
+        else:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                futures = [pool.submit(_run_task, task) for task in tasks]
+                for future in as_completed(futures):
+                    for prob, method, seed, sec in future.result():
+                        bar.set_postfix_str(f"{prob}/{method}/run{seed} {sec:.0f}s")
+                        bar.update(1)
+    finally:
+        bar.close()
+    return load_results(out, problems, methods, config)
+
+
+def _validate_names(
+    names: Iterable[str], allowed: Sequence[str], what: str
+) -> list[str]:
+    names = list(dict.fromkeys(names))  # de-duplicate, keep order
+    bad = [x for x in names if x not in allowed]
+    if bad or not names:
+        raise ValueError(
+            f"Unknown or missing {what}(s) {bad}; expected some of {list(allowed)}."
+        )
+    return names
+
+
+def load_results(
+    out: str | os.PathLike,
+    problems: Sequence[str] = PROBLEMS,
+    methods: Sequence[str] = METHODS,
+    config: BenchmarkConfig | None = None,
+) -> list[dict[str, Any]]:
+    r"""Load the complete records stored under ``out``.
+
+    Args:
+        out: Output directory of :func:`run_benchmark`.
+        problems: Problems to load.
+        methods: Methods to load.
+        config: If given, only seeds ``0..config.runs-1`` whose configuration
+            matches; otherwise every complete record found.
+
+    Returns:
+        The records, in problem, method, seed order.
+    """
+    records = []
+    for problem in problems:
+        for method in methods:
+            folder = Path(out) / problem / method
+            if config is not None:
+                paths = [
+                    result_path(out, problem, method, s) for s in range(config.runs)
+                ]
+            else:
+                paths = sorted(folder.glob("run*.json"))
+            for path in paths:
+                if config is not None:
+                    record = _load_complete(path, config)
+                else:
+                    try:
+                        with open(path) as fh:
+                            record = json.load(fh)
+                    except (OSError, ValueError):
+                        record = None
+                    if not (isinstance(record, dict) and record.get("complete")):
+                        record = None
+                if record is not None:
+                    records.append(record)
+    return records
+
+
+# ---------------------------------------------------------------------------
+# Summary
+# ---------------------------------------------------------------------------
+
+
+def _mean_se(values: np.ndarray) -> tuple[Any, Any]:
+    """Mean and standard error over axis 0 (floats for 1-D input, else arrays)."""
+    mean = values.mean(axis=0)
+    if values.shape[0] > 1:
+        se = values.std(axis=0, ddof=1) / math.sqrt(values.shape[0])
+    else:
+        se = np.zeros_like(mean)
+    if values.ndim == 1:
+        return float(mean), float(se)
+    return mean, se
+
+
+def summarize(
+    records: Sequence[dict[str, Any]], checkpoints: Sequence[int] = CHECKPOINTS
+) -> dict[str, Any]:
+    r"""Mean and standard error of :math:`S_n` per problem and method.
+
+    Args:
+        records: Run records of :func:`run_method` (any mix of problems and
+            methods; each ``(problem, method)`` group must share its ``T``).
+        checkpoints: Query numbers ``n`` at which :math:`S_n` is reported; those
+            above ``T`` are dropped and ``T`` is added.
+
+    Returns:
+        ``{"rows": [...], "curves": {...}}``. Each row has ``problem``,
+        ``method``, ``runs``, ``n`` (candidates), ``T``, ``S_{k}_mean`` and
+        ``S_{k}_se`` for each checkpoint ``k``, ``auc_mean`` / ``auc_se`` (area
+        under the :math:`S_n` curve, :math:`\sum_{n=1}^T S_n`, whose run mean is
+        the area under the mean curve), ``R_T_mean`` / ``R_T_se`` (cumulative
+        regret after ``T`` queries), ``seconds_per_step`` (mean wall time) and
+        ``checkpoints``. ``curves[problem][method]`` holds ``mean`` and ``se``
+        of :math:`S_n` for ``n = 0..T`` (``n = 0``: initial design alone) and of
+        :math:`R_n` for ``n = 1..T``.
+    """
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["problem"], r["method"]), []).append(r)
+    problem_order = {p: i for i, p in enumerate(PROBLEMS)}
+    method_order = {m: i for i, m in enumerate(METHODS)}
+    keys = sorted(
+        groups,
+        key=lambda k: (problem_order.get(k[0], 99), k[0], method_order.get(k[1], 99)),
+    )
+    rows, curves = [], {}
+    for problem, method in keys:
+        group = sorted(groups[(problem, method)], key=lambda r: r["seed"])
+        lengths = {len(r["simple_regret"]) for r in group}
+        if len(lengths) != 1:
+            raise ValueError(
+                f"Runs of {problem}/{method} have different lengths {lengths}."
+            )
+        T = lengths.pop()
+        S = np.array([[r["simple_regret_init"], *r["simple_regret"]] for r in group])
+        R = np.array([r["cumulative_regret"] for r in group])
+        secs = np.array([r["step_seconds"] for r in group])
+        cps = [k for k in checkpoints if k <= T]
+        if T not in cps:
+            cps.append(T)
+        row: dict[str, Any] = {
+            "problem": problem,
+            "method": method,
+            "runs": len(group),
+            "n": group[0]["config"]["n"],
+            "T": T,
+            "checkpoints": cps,
+        }
+        for k in cps:
+            row[f"S_{k}_mean"], row[f"S_{k}_se"] = _mean_se(S[:, k])
+        row["auc_mean"], row["auc_se"] = _mean_se(S[:, 1:].sum(axis=1))
+        row["R_T_mean"], row["R_T_se"] = _mean_se(R[:, -1])
+        row["seconds_per_step"] = float(secs.mean())
+        rows.append(row)
+        s_mean, s_se = _mean_se(S)
+        r_mean, r_se = _mean_se(R)
+        curves.setdefault(problem, {})[method] = {
+            "simple_regret_mean": np.asarray(s_mean).tolist(),
+            "simple_regret_se": np.asarray(s_se).tolist(),
+            "cumulative_regret_mean": np.asarray(r_mean).tolist(),
+            "cumulative_regret_se": np.asarray(r_se).tolist(),
+        }
+    return {"rows": rows, "curves": curves}
+
+
+def format_summary_markdown(summary: dict[str, Any]) -> str:
+    r"""One markdown table per problem: :math:`S_n` mean ± s.e., AUC, ``R_T``.
+
+    Args:
+        summary: The output of :func:`summarize`.
+
+    Returns:
+        Markdown text.
+    """
+    by_problem: dict[str, list[dict[str, Any]]] = {}
+    for row in summary["rows"]:
+        by_problem.setdefault(row["problem"], []).append(row)
+    blocks = []
+    for problem, rows in by_problem.items():
+        cps = rows[0]["checkpoints"]
+        head = (
+            ["method"]
+            + [f"S_{k}" for k in cps]
+            + ["AUC (sum S_n)", "R_T", "s/step", "runs"]
+        )
+        lines = [
+            f"**{PROBLEM_LABELS.get(problem, problem)}** (N = {rows[0]['n']}, "
+            f"T = {rows[0]['T']} queries after 10 initial points)",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|",
+        ]
+        best = {k: min(r[f"S_{k}_mean"] for r in rows) for k in cps}
+        for r in rows:
+            cells = [METHOD_LABELS.get(r["method"], r["method"])]
+            for k in cps:
+                text = f"{r[f'S_{k}_mean']:.3f} ± {r[f'S_{k}_se']:.3f}"
+                # Bold the lowest mean of each column (ties included).
+                cells.append(f"**{text}**" if r[f"S_{k}_mean"] == best[k] else text)
+            cells.append(f"{r['auc_mean']:.2f} ± {r['auc_se']:.2f}")
+            cells.append(f"{r['R_T_mean']:.1f} ± {r['R_T_se']:.1f}")
+            cells.append(f"{r['seconds_per_step']:.3f}")
+            cells.append(str(r["runs"]))
+            lines.append("| " + " | ".join(cells) + " |")
+        blocks.append("\n".join(lines))
+    note = (
+        "S_n: simple regret max f - max f(x) over the 10 initial points and the "
+        "first n queries, mean ± standard error over runs (lower is better; bold: "
+        "lowest mean). AUC: sum of S_n over n = 1..T. R_T: cumulative regret of "
+        "the T queries. s/step: mean wall time of one query."
+    )
+    return "\n\n".join(blocks) + "\n\n" + note + "\n"
+
+
+def summary_json_lines(summary: dict[str, Any]) -> list[str]:
+    """One compact JSON object per summary row (machine-readable output)."""
+    return [json.dumps({"summary_row": row}, sort_keys=True) for row in summary["rows"]]
+
+
+def write_summary(
+    summary: dict[str, Any],
+    out: str | os.PathLike,
+    extra: dict[str, Any] | None = None,
+) -> tuple[Path, Path]:
+    r"""Write ``summary.md`` and ``summary.json`` under ``out`` (atomically).
+
+    Args:
+        summary: The output of :func:`summarize`.
+        out: Output directory.
+        extra: Additional JSON fields (e.g. the configuration and command).
+
+    Returns:
+        The paths of the markdown and JSON files.
+    """
+    out = Path(out)
+    md_path, json_path = out / "summary.md", out / "summary.json"
+    md = format_summary_markdown(summary)
+    out.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out, prefix="summary.md", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(md)
+    os.replace(tmp, md_path)
+    _write_json_atomic({**(extra or {}), **summary}, json_path)
+    return md_path, json_path

@@ -1,0 +1,218 @@
+r"""Speed and memory of one Chaining-UCB step, against stock UCB in the same run.
+
+The problem is the paper's SE setting: ``N`` candidates uniform in a square of
+side 20, an isotropic SE kernel with lengthscale 1 and variance 1, and ``r``
+observations (default 50) at random candidates. One *step* is what a BoTorch
+loop does per query: build the acquisition function, then score every candidate
+with ``optimize_acqf_discrete``. Each (method, N) runs in a fresh subprocess so
+that its peak resident memory (``ru_maxrss``) is its own; the figure includes the
+interpreter with torch, BoTorch and GPyTorch imported (reported as
+``baseline_rss_mb``).
+
+Two subcommands print one JSON line per result:
+
+``python -m ax_chaining.benchmarks speed --n 1000 10000 100000 1000000``
+    median seconds and peak RSS for ChainingUCB (path chosen automatically)
+    and ``UpperConfidenceBound(beta=0.2)``, and their ratio.
+``python -m ax_chaining.benchmarks speed --compare-covers --n 10000``
+    exact greedy covers (dense path) against farthest-first covers (low-rank
+    path) on the same posterior: cover sizes per level, their ratio, and whether
+    the selected point differs (and by how much in acquisition value).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+DTYPE = torch.float64
+
+
+def _problem(n: int, num_obs: int, seed: int):
+    from botorch.models import SingleTaskGP
+    from gpytorch.kernels import RBFKernel, ScaleKernel
+
+    g = torch.Generator().manual_seed(seed)
+    C = 20.0 * torch.rand(n, 2, generator=g, dtype=DTYPE)
+    obs = torch.randperm(n, generator=g)[:num_obs]
+    X = C[obs]
+    Y = torch.sin(X[:, :1]) + torch.cos(X[:, 1:]) + 0.05 * torch.randn(
+        num_obs, 1, generator=g, dtype=DTYPE
+    )
+    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
+    kernel.base_kernel.lengthscale = 1.0
+    kernel.outputscale = 1.0
+    model = SingleTaskGP(X, Y, covar_module=kernel, outcome_transform=None)
+    model.likelihood.noise = 0.05**2
+    return model.eval(), C
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _worker(args: argparse.Namespace) -> dict:
+    from botorch.acquisition import UpperConfidenceBound
+    from botorch.optim import optimize_acqf_discrete
+
+    from ax_chaining import ChainingUCB
+
+    baseline = _rss_mb()
+    model, C = _problem(args.n, args.obs, args.seed)
+    times = []
+    info: dict = {}
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        with torch.no_grad():
+            if args.method == "chaining":
+                acqf = ChainingUCB(model, C, path=args.path)
+            else:
+                acqf = UpperConfidenceBound(model, beta=0.2)
+            x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
+        times.append(time.perf_counter() - start)
+        if args.method == "chaining":
+            res = acqf.chaining
+            info = {
+                "path": res.info["path"],
+                "cover": res.cover_method,
+                "levels": res.num_levels,
+                "cover_sizes": res.cover_sizes.tolist(),
+                "bounded_levels": int(res.bounded.sum()),
+            }
+    return {
+        "method": args.method,
+        "n": args.n,
+        "obs": args.obs,
+        "repeats": args.repeats,
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "peak_rss_mb": _rss_mb(),
+        "baseline_rss_mb": baseline,
+        **info,
+    }
+
+
+def _run_worker(method: str, n: int, args: argparse.Namespace) -> dict:
+    cmd = [
+        sys.executable,
+        "-m",
+        "ax_chaining.benchmarks.speed",
+        "--worker",
+        "--method",
+        method,
+        "--n",
+        str(n),
+        "--obs",
+        str(args.obs),
+        "--repeats",
+        str(args.repeats),
+        "--seed",
+        str(args.seed),
+        "--path",
+        args.path,
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        return {"method": method, "n": n, "error": out.stderr.strip()[-2000:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _compare_covers(args: argparse.Namespace) -> None:
+    from ax_chaining import ChainingUCB
+
+    for n in args.n:
+        for seed in range(args.seed, args.seed + args.repeats):
+            model, C = _problem(n, args.obs, seed)
+            timing = {}
+            acqfs = {}
+            for name, kwargs in {
+                "greedy": {"path": "dense", "cover": "greedy"},
+                "farthest_first": {
+                    "path": "low_rank",
+                    "cover": "farthest_first",
+                    "max_cover_size": n,
+                },
+            }.items():
+                start = time.perf_counter()
+                acqfs[name] = ChainingUCB(model, C, **kwargs)
+                timing[name] = time.perf_counter() - start
+            greedy, ff = acqfs["greedy"], acqfs["farthest_first"]
+            with torch.no_grad():
+                values = greedy(C.unsqueeze(1))
+                values_ff = ff(C.unsqueeze(1))
+            pick, pick_ff = int(values.argmax()), int(values_ff.argmax())
+            sizes = greedy.chaining.cover_sizes.tolist()
+            sizes_ff = ff.chaining.cover_sizes.tolist()
+            print(
+                json.dumps(
+                    {
+                        "bench": "compare_covers",
+                        "n": n,
+                        "obs": args.obs,
+                        "seed": seed,
+                        "greedy_sizes": sizes,
+                        "farthest_first_sizes": sizes_ff,
+                        "size_ratio": [
+                            round(b / a, 4) for a, b in zip(sizes, sizes_ff, strict=True)
+                        ],
+                        "same_selection": pick == pick_ff,
+                        # Greedy-path acquisition value lost by taking the
+                        # farthest-first choice, relative to the bonus scale.
+                        "value_gap": float(values[pick] - values[pick_ff]),
+                        "greedy_s": timing["greedy"],
+                        "farthest_first_s": timing["farthest_first"],
+                    }
+                ),
+                flush=True,
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ax_chaining.benchmarks speed",
+        description="Speed and memory of one ChainingUCB step vs stock UCB.",
+    )
+    parser.add_argument("--n", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--obs", type=int, default=50, help="observations")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--path", default="auto", choices=["auto", "dense", "low_rank"]
+    )
+    parser.add_argument("--compare-covers", action="store_true")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--method", default="chaining", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        args.n = args.n[0]
+        print(json.dumps(_worker(args)), flush=True)
+        return 0
+    if args.compare_covers:
+        _compare_covers(args)
+        return 0
+    machine = {
+        "machine": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    for n in args.n:
+        ucb = _run_worker("ucb", n, args)
+        chaining = _run_worker("chaining", n, args)
+        for row in (ucb, chaining):
+            row.update(bench="step", **machine)
+            if "median_s" in row and "median_s" in ucb:
+                row["ratio_to_ucb"] = row["median_s"] / ucb["median_s"]
+            print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

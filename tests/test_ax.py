@@ -1,0 +1,773 @@
+"""Ax integration of Chaining-UCB: real ``ax.api.Client`` loops, no mocks."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from ax.api.client import Client
+from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig
+from ax.core.observation import ObservationFeatures
+from ax.core.parameter import (
+    ChoiceParameter,
+    FixedParameter,
+    ParameterType,
+    RangeParameter,
+)
+from ax.core.parameter_constraint import ParameterConstraint
+from ax.core.search_space import SearchSpace
+from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
+from ax.storage.json_store.decoder import object_from_json
+from ax.storage.json_store.encoder import object_to_json
+from ax.storage.json_store.registry import CORE_DECODER_REGISTRY
+
+from ax_chaining.acquisition import ChainingUCB
+from ax_chaining.ax import (
+    GEN_METADATA_KEY,
+    CandidateSetAcquisition,
+    CandidateSetNode,
+    CandidateSetSpec,
+    UniformCandidateNode,
+    candidate_index_parameter,
+    candidate_parameterizations,
+    chaining_generation_strategy,
+    chaining_ucb_node,
+    gp_ucb_generation_strategy,
+    precomputed_kernel_surrogate_spec,
+    register_storage,
+    ucb_generation_strategy,
+)
+
+Objective = Callable[[dict[str, Any]], float]
+
+# Ax and pandas deprecation chatter, not about this package.
+pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread() -> Iterator[None]:
+    # The GPs here are tiny: with two intra-op threads on a busy 2-core runner
+    # each model fit is ~10x slower than with one.
+    num_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(num_threads)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_ax() -> None:
+    # Ax logs every trial at INFO level; keep test output readable.
+    logging.getLogger("ax").setLevel(logging.WARNING)
+
+
+# ---------------------------------------------------------------------------
+# Helpers.
+# ---------------------------------------------------------------------------
+
+
+def _int_grid_client(seed: int, **constraints: Any) -> Client:
+    client = Client(random_seed=seed)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="x", bounds=(0, 19), parameter_type="int"),
+            RangeParameterConfig(name="y", bounds=(0, 19), parameter_type="int"),
+        ],
+        **constraints,
+    )
+    client.configure_optimization(objective="f")
+    return client
+
+
+def _grid_f(p: dict[str, Any]) -> float:
+    # Two bumps; the global maximum 1.0 is at (13, 6).
+    x, y = p["x"], p["y"]
+    return math.exp(-((x - 13) ** 2 + (y - 6) ** 2) / 30.0) + 0.6 * math.exp(
+        -((x - 4) ** 2 + (y - 15) ** 2) / 20.0
+    )
+
+
+def _continuous_client(seed: int) -> Client:
+    client = Client(random_seed=seed)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="x", bounds=(0.0, 1.0), parameter_type="float"),
+            RangeParameterConfig(name="y", bounds=(0.0, 1.0), parameter_type="float"),
+        ]
+    )
+    client.configure_optimization(objective="f")
+    return client
+
+
+def _continuous_f(p: dict[str, Any]) -> float:
+    x, y = p["x"], p["y"]
+    return -4.0 * ((x - 0.7) ** 2 + (y - 0.25) ** 2) + 0.3 * math.cos(6.0 * x)
+
+
+def _run(
+    client: Client,
+    f: Objective,
+    num_trials: int,
+    batch: int = 1,
+    noise_std: float = 0.01,
+    seed: int = 0,
+) -> list[list[dict[str, Any]]]:
+    """Run an ask/tell loop; returns the parameterizations, one list per call."""
+    rng = np.random.default_rng(seed)
+    rounds = []
+    done = 0
+    while done < num_trials:
+        trials = client.get_next_trials(max_trials=min(batch, num_trials - done))
+        assert 1 <= len(trials) <= batch
+        for index, params in trials.items():
+            noise = noise_std * float(rng.standard_normal())
+            client.complete_trial(index, raw_data={"f": f(params) + noise})
+        rounds.append(list(trials.values()))
+        done += len(trials)
+    return rounds
+
+
+def _flat(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [p for r in rounds for p in r]
+
+
+def _key(p: dict[str, Any]) -> tuple:
+    def canon(v: Any) -> Any:
+        return v if isinstance(v, str | bool) else round(float(v), 9)
+
+    return tuple(sorted((k, canon(v)) for k, v in p.items()))
+
+
+def _expected_best_of_random(values: list[float], k: int) -> float:
+    """E[max of k uniform draws without replacement from ``values``]."""
+    v = sorted(values)
+    n = len(v)
+    total = math.comb(n, k)
+    return sum(v[j] * math.comb(j, k - 1) / total for j in range(k - 1, n))
+
+
+def _metadata(client: Client, trial_index: int) -> dict[str, Any]:
+    gr = client._experiment.trials[trial_index].generator_runs[0]
+    return (gr.gen_metadata or {}).get(GEN_METADATA_KEY, {})
+
+
+def _assert_in_search_space(client: Client, params: list[dict[str, Any]]) -> None:
+    ss = client._experiment.search_space
+    for p in params:
+        assert ss.check_membership(p), p
+
+
+# ---------------------------------------------------------------------------
+# Integration loops.
+# ---------------------------------------------------------------------------
+
+
+def test_discrete_grid_400_candidates() -> None:
+    """A 20 x 20 integer grid: 400 candidates, 20 trials, over two seeds."""
+    grid = [{"x": x, "y": y} for x in range(20) for y in range(20)]
+    values = [_grid_f(p) for p in grid]
+    bests = []
+    for seed in (0, 1):
+        client = _int_grid_client(seed)
+        client.set_generation_strategy(
+            chaining_generation_strategy(init_trials=8, seed=seed)
+        )
+        params = _flat(_run(client, _grid_f, 20, seed=seed))
+        _assert_in_search_space(client, params)
+        assert all(isinstance(p["x"], int) and isinstance(p["y"], int) for p in params)
+        meta = _metadata(client, 19)
+        assert meta["num_candidates"] == 400
+        assert meta["acquisition_function"] == "ChainingUCB"
+        assert meta["t"] == 20  # 19 observations + 1
+        assert meta["regret_bound"][0] > 0
+        bests.append(max(_grid_f(p) for p in params))
+        best_params, _, _, _ = client.get_best_parameterization()
+        assert client._experiment.search_space.check_membership(best_params)
+    assert np.mean(bests) > _expected_best_of_random(values, 20)
+    assert max(bests) >= 0.95  # at or next to the optimum (13, 6)
+
+
+def test_continuous_fixed_design() -> None:
+    """A continuous square: queries come from one fixed Sobol design."""
+    spec = CandidateSetSpec(num_candidates=256, seed=3)
+    bests, randoms = [], []
+    for seed in (0, 1):
+        client = _continuous_client(seed)
+        client.set_generation_strategy(
+            chaining_generation_strategy(init_trials=8, num_candidates=256, seed=3)
+        )
+        params = _flat(_run(client, _continuous_f, 20, seed=seed))
+        _assert_in_search_space(client, params)
+        design = candidate_parameterizations(client._experiment.search_space, spec)
+        assert len(design) == 256
+        design_keys = {_key(p) for p in design}
+        assert all(_key(p) in design_keys for p in params)
+        bests.append(max(_continuous_f(p) for p in params))
+        randoms.append(_expected_best_of_random([_continuous_f(p) for p in design], 20))
+    assert np.mean(bests) > np.mean(randoms)
+
+
+def _graph_items(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random directed graphs, their normalized shortest-path kernel, and an
+    objective drawn from the GP with that kernel (as in the paper's Section 4)."""
+    g = torch.Generator().manual_seed(seed)
+    features = []
+    for _ in range(n):
+        k = int(torch.randint(3, 9, (1,), generator=g))
+        p = 0.15 + 0.4 * float(torch.rand(1, generator=g))
+        adj = torch.rand(k, k, generator=g) < p
+        adj.fill_diagonal_(False)
+        adj[0, 1] = True  # at least one edge
+        dist = torch.full((k, k), math.inf, dtype=torch.float64)
+        dist[adj] = 1.0
+        dist.fill_diagonal_(0.0)
+        for m in range(k):  # Floyd-Warshall
+            dist = torch.minimum(dist, dist[:, m : m + 1] + dist[m : m + 1, :])
+        off = dist[~torch.eye(k, dtype=torch.bool)]
+        lengths = off[torch.isfinite(off)].long()
+        features.append(torch.bincount(lengths, minlength=9)[1:9].double())
+    phi = torch.stack(features)
+    phi = phi / phi.norm(dim=1, keepdim=True)
+    w = torch.randn(phi.shape[1], generator=g, dtype=torch.float64)
+    return phi @ phi.T, phi @ w
+
+
+def test_graph_problem_with_precomputed_kernel(tmp_path: Any) -> None:
+    """Graphs through an item index and a precomputed Gram matrix."""
+    n = 80
+    gram, f_values = _graph_items(n, seed=0)
+    values = f_values.tolist()
+    bests = []
+    for seed in (0, 1):
+        client = Client(random_seed=seed)
+        client.configure_experiment(parameters=[candidate_index_parameter(n, "graph")])
+        client.configure_optimization(objective="f")
+        client.set_generation_strategy(
+            chaining_generation_strategy(
+                init_trials=6,
+                seed=seed,
+                surrogate_spec=precomputed_kernel_surrogate_spec(gram),
+            )
+        )
+        params = _flat(
+            _run(client, lambda p: values[p["graph"]], 20, noise_std=0.05, seed=seed)
+        )
+        _assert_in_search_space(client, params)
+        model = client._generation_strategy.adapter.generator.surrogate.model
+        assert type(model.covar_module).__name__ == "PrecomputedKernel"
+        bests.append(max(values[p["graph"]] for p in params))
+        if seed == 0:  # the kernel class and its Gram matrix survive JSON
+            client.save_to_json_file(str(tmp_path / "graph.json"))
+            loaded = Client.load_from_json_file(str(tmp_path / "graph.json"))
+            nxt = loaded.get_next_trials(max_trials=1)
+            assert nxt == client.get_next_trials(max_trials=1)
+    assert np.mean(bests) > _expected_best_of_random(values, 20)
+    assert max(bests) == max(values)
+
+
+def test_batch_of_three_conditions_on_pending_points() -> None:
+    """get_next_trials(3): sequential greedy with pending points (GP-BUCB)."""
+    client = _int_grid_client(seed=2)
+    client.set_generation_strategy(chaining_generation_strategy(init_trials=5, seed=2))
+    rounds = _run(client, _grid_f, 21, batch=3, seed=2)
+    assert [len(r) for r in rounds] == [3] * 7
+    params = _flat(rounds)
+    _assert_in_search_space(client, params)
+    for r in rounds:  # exclude_pending: three distinct points per batch
+        assert len({_key(p) for p in r}) == 3
+    # Ax checks node transitions between get_next_trials calls, so the third
+    # initial batch completes the initialization (6 trials) and Chaining-UCB
+    # makes the last 15 picks. Every pick conditions on the earlier picks of its
+    # call (pending points), which ChainingUCB counts in t = observations +
+    # pending + 1.
+    nodes = [
+        t.generator_runs[0]._generation_node_name
+        for t in client._experiment.trials.values()
+    ]
+    assert nodes == ["UniformCandidates"] * 6 + ["ChainingUCB"] * 15
+    for index in range(6, 21):
+        assert _metadata(client, index)["t"] == index + 1
+    grid = [{"x": x, "y": y} for x in range(20) for y in range(20)]
+    best = max(_grid_f(p) for p in params)
+    assert best > _expected_best_of_random([_grid_f(p) for p in grid], 21)
+
+
+@pytest.mark.parametrize(
+    "factory", [chaining_generation_strategy, ucb_generation_strategy]
+)
+def test_several_arms_in_one_generator_run(factory: Callable[..., Any]) -> None:
+    """n > 1 arms from one gen call (e.g. a BatchTrial): sequential greedy with
+    X_pending for ChainingUCB, the n best values for the analytic UCB."""
+    client = _int_grid_client(seed=0)
+    gs = factory(init_trials=5, seed=0)
+    client.set_generation_strategy(gs)
+    _run(client, _grid_f, 6)
+    node = gs._nodes[1]
+    gr = node.gen(experiment=client._experiment, pending_observations={}, n=4)
+    params = [arm.parameters for arm in gr.arms]
+    assert len({_key(p) for p in params}) == 4
+    _assert_in_search_space(client, params)
+    acquisition = gs.adapter.generator._acquisition
+    assert acquisition.last_selected.shape == (4, 2)
+    if factory is chaining_generation_strategy:
+        bounds = gr.gen_metadata[GEN_METADATA_KEY]["regret_bound"]
+        assert len(bounds) == 4 and all(b > 0 for b in bounds)
+
+
+def test_stock_ucb_gp_ucb_and_chaining_in_one_script() -> None:
+    """The three strategies run on the same problem through the same API."""
+    results = {}
+    for factory in (
+        ucb_generation_strategy,
+        gp_ucb_generation_strategy,
+        chaining_generation_strategy,
+    ):
+        client = _int_grid_client(seed=0)
+        client.set_generation_strategy(factory(init_trials=5, seed=0))
+        params = _flat(_run(client, _grid_f, 10, seed=0))
+        _assert_in_search_space(client, params)
+        results[factory.__name__] = _metadata(client, 9)["acquisition_function"]
+        # The same initial design (same seed): the comparison is paired.
+        assert params[:5] == results.setdefault("init", params[:5])
+    assert results["ucb_generation_strategy"] == "UpperConfidenceBound"
+    assert results["gp_ucb_generation_strategy"] == "GPUCB"
+    assert results["chaining_generation_strategy"] == "ChainingUCB"
+
+
+def test_mixed_space_goes_through_ax_transforms() -> None:
+    """Log-scale and categorical parameters: the candidate set is mapped into
+    Ax's transformed space (log, one-hot) by the adapter's own transforms."""
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="x", bounds=(0.0, 1.0), parameter_type="float"),
+            RangeParameterConfig(
+                name="lr", bounds=(1e-4, 1.0), parameter_type="float", scaling="log"
+            ),
+            ChoiceParameterConfig(
+                name="c", values=["a", "b", "c"], parameter_type="str"
+            ),
+        ]
+    )
+    client.configure_optimization(objective="-f")  # minimize
+
+    def f(p: dict[str, Any]) -> float:
+        return (
+            (p["x"] - 0.3) ** 2
+            + math.log10(p["lr"] / 1e-2) ** 2 / 4
+            + (0.0 if p["c"] == "b" else 0.5)
+        )
+
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=5, num_candidates=128, seed=0)
+    )
+    params = _flat(_run(client, f, 9, seed=0))
+    _assert_in_search_space(client, params)
+    design = candidate_parameterizations(
+        client._experiment.search_space, CandidateSetSpec(num_candidates=128, seed=0)
+    )
+    assert all(_key(p) in {_key(q) for q in design} for p in params)
+    acquisition = client._generation_strategy.adapter.generator._acquisition
+    assert isinstance(acquisition, CandidateSetAcquisition)
+    assert isinstance(acquisition.acqf, ChainingUCB)
+    # x, lr (log10) and three one-hot columns for c.
+    assert acquisition.candidates.shape == (128, 5)
+    assert acquisition.candidates[:, 1].min() >= -4.0 - 1e-9
+    assert acquisition.candidates[:, 1].max() <= 0.0 + 1e-9
+
+
+def test_sobol_initialization_and_fixed_parameters() -> None:
+    client = _int_grid_client(seed=0)
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=3, init="sobol", seed=0)
+    )
+    for _ in range(5):
+        trials = client.get_next_trials(max_trials=1, fixed_parameters={"x": 7})
+        for index, p in trials.items():
+            assert p["x"] == 7
+            client.complete_trial(index, raw_data={"f": _grid_f(p)})
+    names = {
+        t.generator_runs[0]._generation_node_name
+        for t in client._experiment.trials.values()
+    }
+    assert names == {"Sobol", "ChainingUCB"}
+
+
+def test_candidate_table_and_exclude_evaluated() -> None:
+    """A user table of predetermined candidates; noise-free, no repeats."""
+    table = pd.DataFrame(
+        {"x": [0.1, 0.2, 0.5, 0.7, 0.9, 0.95], "y": [0.3, 0.8, 0.5, 0.2, 0.1, 0.6]}
+    )
+    client = _continuous_client(seed=0)
+    client.set_generation_strategy(
+        chaining_generation_strategy(
+            init_trials=2, candidates=table, exclude_evaluated=True, seed=0
+        )
+    )
+    params = _flat(_run(client, _continuous_f, 6, noise_std=0.0))
+    rows = {_key(r) for r in table.to_dict(orient="records")}
+    assert {_key(p) for p in params} == rows  # each candidate exactly once
+    with pytest.raises(SearchSpaceExhausted, match="exclude_evaluated"):
+        client.get_next_trials(max_trials=1)
+
+
+def test_exclude_evaluated_applies_to_the_initialization() -> None:
+    table = [{"x": 0.1, "y": 0.3}, {"x": 0.7, "y": 0.25}]
+    client = _continuous_client(seed=0)
+    client.set_generation_strategy(
+        chaining_generation_strategy(
+            init_trials=5, candidates=table, exclude_evaluated=True, seed=0
+        )
+    )
+    _run(client, _continuous_f, 2)
+    with pytest.raises(SearchSpaceExhausted, match="init_trials is larger"):
+        client.get_next_trials(max_trials=1)
+
+
+def test_candidate_table_allows_reevaluation_by_default() -> None:
+    """Noisy setting (the paper's): re-evaluating a candidate is allowed."""
+    table = [{"x": 0.1, "y": 0.3}, {"x": 0.7, "y": 0.25}, {"x": 0.9, "y": 0.9}]
+    client = _continuous_client(seed=0)
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=2, candidates=table, seed=0)
+    )
+    params = _flat(_run(client, _continuous_f, 7, noise_std=0.05))
+    assert len(params) == 7
+    assert {_key(p) for p in params} <= {_key(r) for r in table}
+
+
+# ---------------------------------------------------------------------------
+# JSON storage.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [chaining_generation_strategy, ucb_generation_strategy, gp_ucb_generation_strategy],
+)
+def test_json_round_trip_gives_identical_next_suggestion(
+    factory: Callable[..., Any], tmp_path: Any
+) -> None:
+    """Save mid-run (with a pending trial), load, continue: same suggestions."""
+    client = _int_grid_client(seed=4)
+    # torch_device goes through Ax's TorchAdapter and is stored in the JSON.
+    client.set_generation_strategy(factory(init_trials=4, seed=4, torch_device="cpu"))
+    _run(client, _grid_f, 7, seed=4)
+    pending = client.get_next_trials(max_trials=1)  # left running
+    path = str(tmp_path / "snapshot.json")
+    client.save_to_json_file(path)
+    loaded = Client.load_from_json_file(path)
+
+    assert type(loaded._generation_strategy._nodes[0]) is UniformCandidateNode
+    node = loaded._generation_strategy._nodes[1]
+    assert type(node) is CandidateSetNode
+    assert node.candidate_spec == client._generation_strategy._nodes[1].candidate_spec
+    assert loaded._experiment.trials.keys() == client._experiment.trials.keys()
+
+    original = client.get_next_trials(max_trials=2)
+    reloaded = loaded.get_next_trials(max_trials=2)
+    assert original == reloaded
+    assert set(pending) not in (set(original),)
+    # And the reloaded client keeps going.
+    for index, p in reloaded.items():
+        loaded.complete_trial(index, raw_data={"f": _grid_f(p)})
+    assert len(loaded.get_next_trials(max_trials=1)) == 1
+
+
+def test_json_round_trip_during_initialization(tmp_path: Any) -> None:
+    table = [{"x": 0.1 * i, "y": 0.05 * i} for i in range(10)]
+    client = _continuous_client(seed=0)
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=5, candidates=table, seed=11)
+    )
+    _run(client, _continuous_f, 2)
+    path = str(tmp_path / "init.json")
+    client.save_to_json_file(path)
+    loaded = Client.load_from_json_file(path)
+    assert loaded._generation_strategy._nodes[1].candidate_spec.candidates == table
+    assert client.get_next_trials(max_trials=3) == loaded.get_next_trials(max_trials=3)
+
+
+def test_storage_registration_is_idempotent() -> None:
+    register_storage()
+    register_storage()
+    spec = CandidateSetSpec(candidates=[{"x": 1, "y": "a"}], seed=5)
+    decoded = object_from_json(object_to_json(spec))
+    assert decoded == spec
+    assert CORE_DECODER_REGISTRY["CandidateSetNode"] is CandidateSetNode
+    node = chaining_ucb_node(seed=1, engine_options={"sigma_floor": 1e-5})
+    assert isinstance(object_from_json(object_to_json(node)), CandidateSetNode)
+
+
+# ---------------------------------------------------------------------------
+# The candidate set.
+# ---------------------------------------------------------------------------
+
+
+def test_candidate_parameterizations_discrete_enumeration() -> None:
+    ss = SearchSpace(
+        parameters=[
+            ChoiceParameter("c", ParameterType.STRING, ["a", "b", "c"]),
+            RangeParameter("k", ParameterType.INT, 1, 4),
+            FixedParameter("fixed", ParameterType.FLOAT, 2.5),
+        ],
+    )
+    rows = candidate_parameterizations(ss)
+    assert len(rows) == 12
+    assert all(r["fixed"] == 2.5 for r in rows)
+    assert {r["c"] for r in rows} == {"a", "b", "c"}
+
+    ss_constrained = SearchSpace(
+        parameters=[
+            RangeParameter("x", ParameterType.INT, 0, 9),
+            RangeParameter("y", ParameterType.INT, 0, 9),
+        ],
+        parameter_constraints=[ParameterConstraint(inequality="x + y <= 4")],
+    )
+    rows = candidate_parameterizations(ss_constrained)
+    assert len(rows) == 15
+    assert all(r["x"] + r["y"] <= 4 for r in rows)
+
+
+def test_candidate_parameterizations_sobol_design() -> None:
+    ss = SearchSpace(
+        parameters=[
+            RangeParameter("x", ParameterType.FLOAT, -2.0, 3.0),
+            RangeParameter("lr", ParameterType.FLOAT, 1e-5, 1e-1, log_scale=True),
+            RangeParameter("n", ParameterType.INT, 1, 64, log_scale=True),
+            ChoiceParameter("opt", ParameterType.STRING, ["adam", "sgd"]),
+        ]
+    )
+    a = candidate_parameterizations(ss, CandidateSetSpec(num_candidates=200, seed=1))
+    b = candidate_parameterizations(ss, CandidateSetSpec(num_candidates=200, seed=1))
+    c = candidate_parameterizations(ss, CandidateSetSpec(num_candidates=200, seed=2))
+    assert a == b  # fixed design for a given seed
+    assert a != c
+    assert len(a) == 200
+    assert all(ss.check_membership(r) for r in a)
+    # Uniform in the log scale: about half of the learning rates below 1e-3.
+    below = np.mean([r["lr"] < 1e-3 for r in a])
+    assert 0.4 < below < 0.6
+    assert {r["opt"] for r in a} == {"adam", "sgd"}
+
+
+def test_candidate_table_is_validated_and_completed() -> None:
+    ss = SearchSpace(
+        parameters=[
+            RangeParameter("x", ParameterType.FLOAT, 0.0, 1.0),
+            FixedParameter("f", ParameterType.INT, 3),
+        ]
+    )
+    table = [{"x": 0.5}, {"x": 0.25, "f": 3}, {"x": 0.5}]
+    rows = candidate_parameterizations(ss, CandidateSetSpec(candidates=table))
+    assert rows == [{"x": 0.5, "f": 3}, {"x": 0.25, "f": 3}]  # filled, deduplicated
+
+
+# ---------------------------------------------------------------------------
+# Bad input: clear errors naming the argument.
+# ---------------------------------------------------------------------------
+
+
+def test_constraints_leaving_no_candidate_discrete() -> None:
+    client = _int_grid_client(seed=0, parameter_constraints=["x + y <= -1"])
+    client.set_generation_strategy(chaining_generation_strategy(seed=0))
+    with pytest.raises(
+        ValueError, match=r"parameter constraints .* leave no candidate"
+    ):
+        client.get_next_trials(max_trials=1)
+
+
+def test_constraints_leaving_no_candidate_continuous() -> None:
+    ss = SearchSpace(
+        parameters=[
+            RangeParameter("x", ParameterType.FLOAT, 0.0, 1.0),
+            RangeParameter("y", ParameterType.FLOAT, 0.0, 1.0),
+        ],
+        parameter_constraints=[ParameterConstraint(inequality="x + y <= -1")],
+    )
+    with pytest.raises(ValueError, match=r"leave no candidate.*Sobol points"):
+        candidate_parameterizations(ss, CandidateSetSpec(num_candidates=16))
+
+
+@pytest.mark.parametrize(
+    ("table", "match"),
+    [
+        ([{"x": 0.5, "y": 0.5, "z": 1.0}], r"candidates\[0\]` has unknown .*'z'"),
+        (
+            [{"x": 0.5, "y": 0.5}, {"x": 1.5, "y": 0.5}],
+            r"candidates\[1\]\['x'\]` = 1.5",
+        ),
+        ([{"x": 0.5}], r"candidates\[0\]` is missing parameter\(s\) \['y'\]"),
+    ],
+)
+def test_bad_candidate_table_is_rejected_at_first_trial(
+    table: list[dict[str, Any]], match: str
+) -> None:
+    client = _continuous_client(seed=0)
+    client.set_generation_strategy(chaining_generation_strategy(candidates=table))
+    with pytest.raises(ValueError, match=match):
+        client.get_next_trials(max_trials=1)
+
+
+@pytest.mark.parametrize(
+    ("candidates", "error", "match"),
+    [
+        ("x=1", TypeError, "`candidates` must be a pandas DataFrame"),
+        ({"x": 1.0}, TypeError, "`candidates` must be a pandas DataFrame"),
+        ([[0.1, 0.2]], TypeError, r"`candidates\[0\]` must be a mapping"),
+        ([{"x": [1, 2]}], TypeError, r"`candidates\[0\]\['x'\]` has type list"),
+        ([], ValueError, "`candidates` is empty"),
+    ],
+)
+def test_malformed_candidate_table_is_rejected_by_factory(
+    candidates: Any, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        chaining_generation_strategy(candidates=candidates)
+
+
+def test_precomputed_kernel_surrogate_spec_validates_gram() -> None:
+    with pytest.raises(TypeError, match="`gram` must be a torch.Tensor"):
+        precomputed_kernel_surrogate_spec([[1.0, 0.0], [0.0, 1.0]])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="symmetric"):
+        precomputed_kernel_surrogate_spec(torch.tensor([[1.0, 0.9], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="`num_items` must be at least 2"):
+        candidate_index_parameter(1)
+
+
+def test_multi_objective_is_unsupported() -> None:
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="x", bounds=(0, 9), parameter_type="int"),
+        ]
+    )
+    client.configure_optimization(objective="a, b")
+    client.set_generation_strategy(chaining_generation_strategy(seed=0))
+    with pytest.raises(UnsupportedError, match=r"single objective.*Scalarize"):
+        client.get_next_trials(max_trials=1)
+
+
+def test_scalarized_objective_is_supported() -> None:
+    """The documented alternative to multi-objective: a weighted sum."""
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="x", bounds=(0, 9), parameter_type="int"),
+            RangeParameterConfig(name="y", bounds=(0, 9), parameter_type="int"),
+        ]
+    )
+    client.configure_optimization(objective="a + 0.5 * b")
+    client.set_generation_strategy(chaining_generation_strategy(init_trials=3, seed=0))
+    for _ in range(5):
+        for index, p in client.get_next_trials(max_trials=1).items():
+            raw = {"a": -((p["x"] - 3) ** 2), "b": -10.0 * (p["y"] - 7) ** 2}
+            client.complete_trial(index, raw_data=raw)
+    meta = _metadata(client, 4)
+    assert meta["acquisition_function"] == "ChainingUCB"
+    # Ax folds the outcome scales into the scalarized weights, so the model's
+    # objective is already in the user's units.
+    assert meta["objective_scale"] == pytest.approx(1.0)
+    assert meta["regret_bound"] == pytest.approx(meta["regret_bound_model_units"])
+
+
+def test_outcome_constraints_are_unsupported() -> None:
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[RangeParameterConfig(name="x", bounds=(0, 9), parameter_type="int")]
+    )
+    client.configure_optimization(objective="a", outcome_constraints=["b <= 1"])
+    client.set_generation_strategy(chaining_generation_strategy(seed=0))
+    with pytest.raises(UnsupportedError, match="outcome constraints"):
+        client.get_next_trials(max_trials=1)
+
+
+def test_candidate_set_over_memory_budget() -> None:
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="x", bounds=(0, 999), parameter_type="int"),
+            RangeParameterConfig(name="y", bounds=(0, 999), parameter_type="int"),
+        ]
+    )
+    client.configure_optimization(objective="f")
+    client.set_generation_strategy(chaining_generation_strategy(seed=0))
+    with pytest.raises(ValueError, match=r"1,000,000 combinations.*`max_candidates`"):
+        client.get_next_trials(max_trials=1)
+
+    table = [{"x": i, "y": 0} for i in range(50)]
+    client = _int_grid_client(seed=0)
+    client.set_generation_strategy(
+        chaining_generation_strategy(candidates=table, max_candidates=20)
+    )
+    with pytest.raises(ValueError, match=r"50 rows, more than `max_candidates`=20"):
+        client.get_next_trials(max_trials=1)
+
+    with pytest.raises(ValueError, match=r"`num_candidates`=5000 exceeds"):
+        chaining_generation_strategy(num_candidates=5000, max_candidates=1000)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"delta": 1.5}, ValueError, r"`delta` must be in \(0, 1\), got 1.5"),
+        ({"delta": "0.1"}, TypeError, "`delta` must be a float"),
+        ({"init_trials": 0}, ValueError, "`init_trials` must be a positive integer"),
+        ({"init": "lhs"}, ValueError, "`init` must be 'uniform' or 'sobol'"),
+        ({"seed": 1.5}, TypeError, "`seed` must be an int"),
+        ({"num_candidates": -3}, ValueError, "`num_candidates` must be a positive"),
+        (
+            {"init": "sobol", "candidates": [{"x": 1}]},
+            ValueError,
+            "`init='sobol'`",
+        ),
+        ({"surrogate_spec": "gp"}, TypeError, "`surrogate_spec` must be an ax"),
+        (
+            {"engine_options": {"sigma_flor": 1e-3}},
+            TypeError,
+            r"`engine_options` has unknown key\(s\) \['sigma_flor'\]",
+        ),
+    ],
+)
+def test_bad_factory_arguments(
+    kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        chaining_generation_strategy(**kwargs)
+
+
+@pytest.mark.xfail(
+    raises=TypeError,
+    strict=False,
+    reason="construct_inputs_chaining_ucb must list the engine options explicitly",
+)
+def test_engine_options_reach_chaining_ucb() -> None:
+    client = _int_grid_client(seed=0)
+    client.set_generation_strategy(
+        chaining_generation_strategy(
+            init_trials=3,
+            seed=0,
+            engine_options={"sigma_floor": 1e-4, "memory_budget": 2**28},
+        )
+    )
+    _run(client, _grid_f, 4)
+    acqf = client._generation_strategy.adapter.generator._acquisition.acqf
+    assert acqf._options["sigma_floor"] == 1e-4
+    assert acqf._options["memory_budget"] == 2**28
+
+
+def test_acquisition_requires_a_candidate_set() -> None:
+    """CandidateSetAcquisition outside its node gives a clear error."""
+    client = _int_grid_client(seed=0)
+    client.set_generation_strategy(chaining_generation_strategy(init_trials=3, seed=0))
+    _run(client, _grid_f, 4)
+    adapter = client._generation_strategy.adapter
+    with pytest.raises(ValueError, match="needs the candidate set"):
+        adapter.evaluate_acquisition_function(
+            observation_features=[ObservationFeatures(parameters={"x": 1, "y": 2})],
+        )

@@ -1,0 +1,86 @@
+"""Execute every tutorial notebook top to bottom (small sizes) with nbclient.
+
+The kernel is this interpreter (``sys.executable``), through a kernel spec written
+to a temporary directory, so the test does not depend on which ``python`` is on
+``PATH`` or on an installed ``python3`` kernel spec.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+TUTORIALS = Path(__file__).resolve().parent.parent / "tutorials"
+NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
+KERNEL_NAME = "ax-chaining-test-python"
+# A notebook that takes longer than this at the small size is a bug.
+MAX_SECONDS = 180
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def kernel_dir(tmp_path_factory) -> Path:
+    kernels = tmp_path_factory.mktemp("kernels")
+    spec = kernels / KERNEL_NAME
+    spec.mkdir()
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f"]
+                + ["{connection_file}"],
+                "display_name": "Python (ax_chaining tests)",
+                "language": "python",
+            }
+        )
+    )
+    return kernels
+
+
+def test_notebooks_exist():
+    names = [p.name for p in NOTEBOOKS]
+    assert names == [
+        "01_botorch_quickstart.ipynb",
+        "02_ax_client.ipynb",
+        "03_paper_experiments.ipynb",
+    ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs(path: Path, kernel_dir: Path, tmp_path, monkeypatch):
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    # The kernel inherits this environment.
+    monkeypatch.setenv("AX_CHAINING_TUTORIAL_SMALL", "1")
+    monkeypatch.setenv("AX_CHAINING_TUTORIAL_OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("AX_CHAINING_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(path, as_version=4)
+    assert all(
+        not c.get("outputs") and c.get("execution_count") is None
+        for c in nb.cells
+        if c.cell_type == "code"
+    ), f"{path.name} is stored with outputs; clear them."
+    ksm = KernelSpecManager(kernel_dirs=[str(kernel_dir)], ensure_native_kernel=False)
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm)
+    client = nbclient.NotebookClient(
+        nb,
+        km=km,
+        kernel_name=KERNEL_NAME,
+        timeout=MAX_SECONDS,
+        allow_errors=False,
+        resources={"metadata": {"path": str(TUTORIALS)}},
+    )
+    start = time.perf_counter()
+    client.execute()  # raises CellExecutionError on the first failing cell
+    elapsed = time.perf_counter() - start
+    assert elapsed < MAX_SECONDS, f"{path.name} took {elapsed:.0f} s"
