@@ -1,10 +1,18 @@
 """Chaining-UCB for BoTorch and Ax: exploration calibrated by covering numbers.
 
 Public names. The engine (:mod:`ax_chaining.covers`, :mod:`ax_chaining.distances`,
-:mod:`ax_chaining.chaining`) imports torch alone.
+:mod:`ax_chaining.chaining`) imports torch alone and is imported eagerly. The
+BoTorch and Ax layers are imported on first use of one of their names, so that
+``from ax_chaining import greedy_cover`` does not load BoTorch or Ax. Importing
+:mod:`ax_chaining.ax` (which any Ax name here does) registers this package's
+classes with Ax's JSON storage: do it before ``Client.load_from_json_file``.
 """
 
-from ax_chaining.acquisition import GPUCB, ChainingUCB, default_t, gp_ucb_beta
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from ax_chaining.chaining import ChainingResult, chaining_covers, num_levels
 from ax_chaining.covers import farthest_first_order, greedy_cover, is_cover
 from ax_chaining.distances import (
@@ -15,22 +23,52 @@ from ax_chaining.distances import (
     PseudoDistance,
 )
 
+# Public name -> module that defines it (BoTorch and Ax layers, loaded lazily).
+_LAZY = {
+    "ChainingUCB": "ax_chaining.acquisition",
+    "GPUCB": "ax_chaining.acquisition",
+    "default_t": "ax_chaining.acquisition",
+    "gp_ucb_beta": "ax_chaining.acquisition",
+    "PrecomputedKernel": "ax_chaining.kernels",
+    "CandidateSetSpec": "ax_chaining.ax",
+    "candidate_index_parameter": "ax_chaining.ax",
+    "candidate_parameterizations": "ax_chaining.ax",
+    "chaining_generation_strategy": "ax_chaining.ax",
+    "chaining_ucb_node": "ax_chaining.ax",
+    "gp_ucb_generation_strategy": "ax_chaining.ax",
+    "gp_ucb_node": "ax_chaining.ax",
+    "precomputed_kernel_surrogate_spec": "ax_chaining.ax",
+    "ucb_generation_strategy": "ax_chaining.ax",
+    "ucb_node": "ax_chaining.ax",
+    "RegretBoundGlobalStoppingStrategy": "ax_chaining.stopping",
+}
+
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
-    "GPUCB",
     "ChainingResult",
-    "ChainingUCB",
     "DenseDistance",
     "LowRankDistance",
     "MemoryBudgetError",
     "PseudoDistance",
     "chaining_covers",
-    "default_t",
     "farthest_first_order",
-    "gp_ucb_beta",
     "greedy_cover",
     "is_cover",
     "num_levels",
+    *_LAZY,
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ax_chaining' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

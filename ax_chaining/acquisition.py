@@ -459,9 +459,17 @@ def construct_inputs_chaining_ucb(
     maximize: bool = True,
     X_pending: Tensor | None = None,
     scale: float | None = None,
-    **options: Any,
+    sigma_floor: float = 1e-6,
+    h_radius: HRadius = "algorithm",
+    path: Path = "auto",
+    cover: CoverMethod | None = None,
+    max_cover_size: int | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> dict[str, Any]:
     r"""Construct kwargs for :class:`ChainingUCB`.
+
+    Every argument is that of :class:`ChainingUCB`; they are listed one by one
+    because BoTorch's input-constructor registry rejects unknown keywords.
 
     Args:
         model: The model.
@@ -472,9 +480,12 @@ def construct_inputs_chaining_ucb(
         maximize: If True, maximize.
         X_pending: Pending points.
         scale: Radius of the first level (default: largest prior std).
-        options: Further keyword arguments of :class:`ChainingUCB`
-            (``sigma_floor``, ``h_radius``, ``path``, ``cover``,
-            ``max_cover_size``, ``memory_budget``).
+        sigma_floor: Floor on the smallest posterior std, relative to ``scale``.
+        h_radius: ``"algorithm"`` or ``"proof"``.
+        path: ``"auto"``, ``"dense"`` or ``"low_rank"``.
+        cover: ``"greedy"`` or ``"farthest_first"`` (default by path).
+        max_cover_size: Size cap of farthest-first covers.
+        memory_budget: Bytes the largest allocations may take.
 
     Returns:
         A dict mapping kwarg names of the constructor to values.
@@ -488,7 +499,12 @@ def construct_inputs_chaining_ucb(
         "maximize": maximize,
         "X_pending": X_pending,
         "scale": scale,
-        **options,
+        "sigma_floor": sigma_floor,
+        "h_radius": h_radius,
+        "path": path,
+        "cover": cover,
+        "max_cover_size": max_cover_size,
+        "memory_budget": memory_budget,
     }
 
 

@@ -346,9 +346,10 @@ def _farthest_first_levels(
     n = distance.n
     if not eps:
         return [], [], []
-    # Start from the most uncertain candidate (ties to the lowest index), so the
-    # traversal does not depend on the order in which candidates are listed.
-    start = int(torch.argmax(distance.variance))
+    # Start from the least uncertain candidate: d_t(x, x') <= sigma(x) +
+    # sigma(x'), so it is the best single centre one can name without rows
+    # (near data it covers everything at eps_1 = s, as greedy's first pick does).
+    start = int(torch.argmin(distance.variance))
     order, radii = farthest_first_order(
         distance.rows,
         n,

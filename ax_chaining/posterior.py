@@ -253,10 +253,15 @@ def _condition_factor_on_pending(
 
 
 def _memory_error(n: int, need: int, budget: int, what: str) -> MemoryBudgetError:
+    hint = (
+        "use path='low_rank' (exact single-output GPs)"
+        if what == "The dense path"
+        else "lower max_cover_size"
+    )
     return MemoryBudgetError(
         f"{what} for N={n} candidates needs about {format_bytes(need)}, above "
-        f"memory_budget={format_bytes(budget)}. Pass a larger memory_budget, use "
-        "path='low_rank' (exact single-output GPs), or use fewer candidates."
+        f"memory_budget={format_bytes(budget)}. Pass a larger memory_budget, {hint}, "
+        "or use fewer candidates."
     )
 
 
@@ -296,7 +301,10 @@ def candidate_posterior(
     r = num_training_points(model) or 0
     p = 0 if X_pending is None else X_pending.shape[0]
     dense_need = dense_memory_bytes(n, candidates.dtype, 1.0 if low_rank_ok else 3.0)
-    low_rank_need = (r + 2 * p + 4) * (n + p) * itemsize + 256 * 2**20
+    # Rows are built a block at a time; a kernel call makes a few temporaries
+    # of the block's size, hence the factor 4.
+    block_bytes = max(2**20, min(256 * 2**20, memory_budget // 16))
+    low_rank_need = (r + 2 * p + 6) * (n + p) * itemsize + 4 * block_bytes
     if path == "auto":
         if dense_need <= memory_budget // 2 or not low_rank_ok:
             path = "dense"
@@ -313,7 +321,6 @@ def candidate_posterior(
     if p:
         noise = pending_noise(model, X_pending, posterior_transform)
     Z = candidates if not p else torch.cat([candidates, X_pending.to(candidates)])
-    block_bytes = max(2**20, min(16 * 2**20, memory_budget // 16))
 
     with torch.no_grad():
         if low_rank_ok:
@@ -329,6 +336,8 @@ def candidate_posterior(
                     factor,
                     block_bytes=block_bytes,
                 )
+                # A farthest-first pool of 2 * row_batch rows fits in one block.
+                distance.row_batch = max(1, min(32, block_bytes // (2 * n * itemsize)))
             else:
                 cov = factors.covar_module(factors.Zt[:n]).to_dense()
                 cov.mul_(factors.out_var).addmm_(factor.T, factor, alpha=-1.0)

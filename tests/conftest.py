@@ -21,6 +21,11 @@ settings.register_profile(
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+# Many small GP fits and solves: one thread each is faster than two fighting
+# over two cores (pytest-xdist already runs one worker per core).
+torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _seed_torch():
     torch.manual_seed(0)

@@ -741,11 +741,6 @@ def test_bad_factory_arguments(
         chaining_generation_strategy(**kwargs)
 
 
-@pytest.mark.xfail(
-    raises=TypeError,
-    strict=False,
-    reason="construct_inputs_chaining_ucb must list the engine options explicitly",
-)
 def test_engine_options_reach_chaining_ucb() -> None:
     client = _int_grid_client(seed=0)
     client.set_generation_strategy(

@@ -44,8 +44,10 @@ def _problem(n: int, num_obs: int, seed: int):
     C = 20.0 * torch.rand(n, 2, generator=g, dtype=DTYPE)
     obs = torch.randperm(n, generator=g)[:num_obs]
     X = C[obs]
-    Y = torch.sin(X[:, :1]) + torch.cos(X[:, 1:]) + 0.05 * torch.randn(
-        num_obs, 1, generator=g, dtype=DTYPE
+    Y = (
+        torch.sin(X[:, :1])
+        + torch.cos(X[:, 1:])
+        + 0.05 * torch.randn(num_obs, 1, generator=g, dtype=DTYPE)
     )
     kernel = ScaleKernel(RBFKernel()).to(DTYPE)
     kernel.base_kernel.lengthscale = 1.0
@@ -161,7 +163,8 @@ def _compare_covers(args: argparse.Namespace) -> None:
                         "greedy_sizes": sizes,
                         "farthest_first_sizes": sizes_ff,
                         "size_ratio": [
-                            round(b / a, 4) for a, b in zip(sizes, sizes_ff, strict=True)
+                            round(b / a, 4)
+                            for a, b in zip(sizes, sizes_ff, strict=True)
                         ],
                         "same_selection": pick == pick_ff,
                         # Greedy-path acquisition value lost by taking the
@@ -184,9 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--obs", type=int, default=50, help="observations")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--path", default="auto", choices=["auto", "dense", "low_rank"]
-    )
+    parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
     parser.add_argument("--compare-covers", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--method", default="chaining", help=argparse.SUPPRESS)
