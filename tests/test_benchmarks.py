@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -213,3 +214,20 @@ def test_figure1_targets_are_shifted():
         # Exploration term minus its minimum over X is >= 0, and 0 somewhere.
         explore = data[key] - data["mean"]
         assert float(explore.min()) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_cli_speed_dispatch(monkeypatch, capsys):
+    import ax_chaining.benchmarks as package
+
+    calls = []
+    fake = type(sys)("ax_chaining.benchmarks.speed")
+    fake.main = lambda argv: calls.append(argv) or 0
+    monkeypatch.setitem(sys.modules, "ax_chaining.benchmarks.speed", fake)
+    monkeypatch.setattr(package, "speed", fake, raising=False)
+    assert main(["speed", "--n", "100"]) == 0
+    assert calls == [["--n", "100"]]
+    # Without the module: a clear message and a non-zero status.
+    monkeypatch.delattr(package, "speed")
+    monkeypatch.setitem(sys.modules, "ax_chaining.benchmarks.speed", None)
+    assert main(["speed"]) == 2
+    assert "not available" in capsys.readouterr().err

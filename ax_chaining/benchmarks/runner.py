@@ -25,6 +25,16 @@ Protocol (the paper's, with the choices it leaves open written down):
   candidates with ``optimize_acqf_discrete`` and may re-query a candidate (the
   observations are noisy). ``random`` draws uniformly among the candidates not
   evaluated yet (initial points included), as the paper's Random search.
+* Methods (:data:`METHODS`): ``chaining`` is
+  :class:`~ax_chaining.acquisition.ChainingUCB` with ``delta``; ``gp-ucb`` is
+  :class:`~ax_chaining.acquisition.GPUCB` (Srinivas et al.'s
+  :math:`\beta_t` for a finite set) with ``delta``; ``ucb`` is BoTorch's
+  ``UpperConfidenceBound(beta=0.2)``; ``logei`` is BoTorch's
+  ``LogExpectedImprovement`` with ``best_f`` the largest posterior mean at the
+  observed points (with noisy data the largest observation is biased upwards by
+  the noise); ``random`` as above. ``t`` (in :math:`H_i` and
+  :math:`\beta_t`) is the number of observations plus one, initial points
+  included.
 * Randomness: three ``torch.Generator`` per run, seeded from ``r`` and
   independent of the method: one for the initial design and its noise
   (``10_000 + r``), one for the noise of the queries (``20_000 + r``; query ``n``
