@@ -104,6 +104,10 @@ def _check_candidates(candidates: Any, model: Model) -> Tensor:
             f"candidates contains NaN or inf in {bad.numel()} row(s), first at row "
             f"{int(bad[0])}; every candidate must be finite."
         )
+    device = _model_device(model)
+    if device is not None and candidates.device != device:
+        # BoTorch models live on one device; follow it rather than fail later.
+        candidates = candidates.to(device)
     d = _input_dim(model)
     if d is not None and candidates.shape[-1] != d:
         raise ValueError(
@@ -111,6 +115,12 @@ def _check_candidates(candidates: Any, model: Model) -> Tensor:
             f"trained on d={d} inputs."
         )
     return candidates
+
+
+def _model_device(model: Model) -> torch.device | None:
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return None
 
 
 def _input_dim(model: Model) -> int | None:

@@ -61,11 +61,11 @@ def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
     r"""Peak bytes of the dense path for ``n`` candidates.
 
     ``copies`` full ``n x n`` matrices of ``dtype`` (the posterior covariance and
-    its temporaries while it is computed) plus one boolean ``n x n`` adjacency
-    matrix for the greedy cover.
+    its temporaries while it is computed) plus up to three boolean ``n x n``
+    matrices while a level's adjacency is gathered for the greedy cover.
     """
     itemsize = torch.finfo(dtype).bits // 8
-    return int(math.ceil(copies * n * n * itemsize + n * n))
+    return int(math.ceil(copies * n * n * itemsize + 3 * n * n))
 
 
 def _chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
@@ -191,9 +191,16 @@ class DenseDistance(PseudoDistance):
         return self.dist2[idx.to(device=self.device, dtype=torch.long)]
 
     def adjacency(self, idx: Tensor, eps: float) -> Tensor:
+        within = (
+            torch.le(self.dist2, float(eps) ** 2) if 4 * idx.numel() > self.n else None
+        )
+        if within is None:
+            return super().adjacency(idx, eps)
         if idx.numel() == self.n:  # idx is sorted and unique: all points
-            return self.dist2 <= float(eps) ** 2
-        return super().adjacency(idx, eps)
+            return within
+        # Compare once over the whole matrix, then gather booleans (1 byte) rather
+        # than floats (8 bytes): the matrix is read once per level.
+        return within.index_select(0, idx).index_select(1, idx)
 
 
 class LowRankDistance(PseudoDistance):
