@@ -326,18 +326,36 @@ def _greedy_levels(
     distance: PseudoDistance, eps: list[float]
 ) -> tuple[list[Tensor], list[int], list[bool]]:
     n, device = distance.n, distance.device
-    # Squared distance from every candidate to T_{i-1}; T_0 is empty.
-    to_cover2 = torch.full((n,), math.inf, dtype=distance.dtype, device=device)
+    levels = distance.level_matrix(eps)  # d(a, b) <= eps_i  iff  levels[a, b] >= i
+    # reached[x] = deepest level i with d(x, T) <= eps_i, for the cover T so far;
+    # x is outside the level-i cover of T_{i-1} iff reached[x] < i.
+    reached = torch.zeros(n, dtype=torch.uint8, device=device)
     cover = torch.empty(0, dtype=torch.long, device=device)
     covers: list[Tensor] = []
-    for e in eps:
-        outside = (to_cover2 > e * e).nonzero().squeeze(-1)
+    step = max(1, 2**24 // n)  # rows of the level matrix per block (16 MB)
+    for i in range(1, len(eps) + 1):
+        outside = (reached < i).nonzero().squeeze(-1)
         if outside.numel():
-            new = outside[greedy_dominating_set(distance.adjacency(outside, e))]
+            new = outside[greedy_dominating_set(_sub_adjacency(levels, outside, i))]
             cover = torch.cat([cover, new])
-            torch.minimum(to_cover2, distance.min_dist2(new), out=to_cover2)
+            for start in range(0, new.numel(), step):
+                rows = levels.index_select(0, new[start : start + step])
+                torch.maximum(reached, rows.amax(dim=0), out=reached)
         covers.append(cover)
     return covers, [c.numel() for c in covers], [False] * len(eps)
+
+
+def _sub_adjacency(levels: Tensor, idx: Tensor, level: int) -> Tensor:
+    """Boolean ``levels[idx][:, idx] >= level``, built a block of rows at a time."""
+    n, m = levels.shape[0], idx.numel()
+    if m == n:  # idx is sorted and unique: every point
+        return levels >= level
+    out = torch.empty(m, m, dtype=torch.bool, device=levels.device)
+    step = max(1, 2**24 // n)
+    for start in range(0, m, step):
+        rows = levels.index_select(0, idx[start : start + step])
+        torch.ge(rows.index_select(1, idx), level, out=out[start : start + step])
+    return out
 
 
 def _farthest_first_levels(

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -58,14 +58,14 @@ def format_bytes(n: float) -> str:
 
 
 def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
-    r"""Peak bytes of the dense path for ``n`` candidates.
+    r"""Peak bytes of the ``N x N`` matrices of the dense path for ``n`` candidates.
 
-    ``copies`` full ``n x n`` matrices of ``dtype`` (the posterior covariance and
-    its temporaries while it is computed) plus up to three boolean ``n x n``
-    matrices while a level's adjacency is gathered for the greedy cover.
+    ``copies`` full ``n x n`` matrices of ``dtype`` (a posterior covariance and
+    its temporaries while it is computed) plus the uint8 level matrix and one
+    boolean adjacency matrix of the greedy covers.
     """
     itemsize = torch.finfo(dtype).bits // 8
-    return int(math.ceil(copies * n * n * itemsize + 3 * n * n))
+    return int(math.ceil(copies * n * n * itemsize + 2 * n * n))
 
 
 def _chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
@@ -133,6 +133,40 @@ class PseudoDistance(ABC):
         for start in range(0, idx.numel(), step):
             yield idx[start : start + step]
 
+    def _row_range(self, start: int, stop: int) -> Tensor:
+        """Rows ``start..stop-1``; subclasses may return a view."""
+        return self.rows(torch.arange(start, stop, device=self.device))
+
+    def level_matrix(self, eps: Sequence[float]) -> Tensor:
+        r"""``N x N`` uint8 matrix of levels :math:`q(a, b) = |\{i : d_t(a, b) \le
+        \epsilon_i\}|` for radii ``eps`` in decreasing order.
+
+        Since the radii decrease, :math:`d_t(a, b) \le \epsilon_i` iff
+        :math:`q(a, b) \ge i`: every comparison Algorithms 1 and 2 make is read off
+        one byte per pair, instead of eight for a float64 distance. Built from
+        rows in blocks, so no float ``N x N`` matrix is needed.
+
+        Args:
+            eps: Radii :math:`\epsilon_1 > \epsilon_2 > \dots`, at most 255.
+
+        Returns:
+            The ``N x N`` uint8 level matrix.
+        """
+        eps2 = [float(e) ** 2 for e in eps]
+        if len(eps2) > 255 or any(a <= b for a, b in zip(eps2, eps2[1:], strict=False)):
+            raise ValueError("eps must be at most 255 strictly decreasing radii.")
+        n = self.n
+        out = torch.empty(n, n, dtype=torch.uint8, device=self.device)
+        step = _chunk_rows(n, self.variance.element_size(), self.block_bytes)
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            d2 = self._row_range(start, stop)
+            block = out[start:stop]
+            block.zero_()
+            for e2 in eps2:
+                block.add_(d2 <= e2)
+        return out
+
     def adjacency(self, idx: Tensor, eps: float) -> Tensor:
         r"""Boolean ``m x m`` matrix :math:`d_t(x_a, x_b) \le \epsilon` over ``idx``."""
         eps2 = float(eps) ** 2
@@ -144,13 +178,6 @@ class PseudoDistance(ABC):
             out[start : start + chunk.numel()] = self.rows(chunk)[:, idx] <= eps2
             start += chunk.numel()
         return out
-
-    def min_dist2(self, idx: Tensor) -> Tensor:
-        r"""``N`` squared distances from every point to the set ``idx``."""
-        best = torch.full((self.n,), math.inf, dtype=self.dtype, device=self.device)
-        for chunk in self._row_chunks(idx):
-            torch.minimum(best, self.rows(chunk).min(dim=0).values, out=best)
-        return best
 
 
 class DenseDistance(PseudoDistance):
@@ -190,17 +217,8 @@ class DenseDistance(PseudoDistance):
     def rows(self, idx: Tensor) -> Tensor:
         return self.dist2[idx.to(device=self.device, dtype=torch.long)]
 
-    def adjacency(self, idx: Tensor, eps: float) -> Tensor:
-        within = (
-            torch.le(self.dist2, float(eps) ** 2) if 4 * idx.numel() > self.n else None
-        )
-        if within is None:
-            return super().adjacency(idx, eps)
-        if idx.numel() == self.n:  # idx is sorted and unique: all points
-            return within
-        # Compare once over the whole matrix, then gather booleans (1 byte) rather
-        # than floats (8 bytes): the matrix is read once per level.
-        return within.index_select(0, idx).index_select(1, idx)
+    def _row_range(self, start: int, stop: int) -> Tensor:
+        return self.dist2[start:stop]
 
 
 class LowRankDistance(PseudoDistance):

@@ -300,11 +300,16 @@ def candidate_posterior(
         )
     r = num_training_points(model) or 0
     p = 0 if X_pending is None else X_pending.shape[0]
-    dense_need = dense_memory_bytes(n, candidates.dtype, 1.0 if low_rank_ok else 3.0)
-    # Rows are built a block at a time; a kernel call makes a few temporaries
-    # of the block's size, hence the factor 4.
-    block_bytes = max(2**20, min(256 * 2**20, memory_budget // 16))
-    low_rank_need = (r + 2 * p + 6) * (n + p) * itemsize + 4 * block_bytes
+    # Rows are computed a block at a time (a farthest-first pool is one larger
+    # block); a kernel call makes a few temporaries of a block's size.
+    block_bytes = max(2**20, min(32 * 2**20, memory_budget // 32))
+    pool_bytes = max(block_bytes, min(128 * 2**20, memory_budget // 16))
+    low_rank_need = (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
+    # The dense path adds the uint8 level matrix and one boolean adjacency
+    # (N^2 bytes each), and for models without the low-rank form, the float
+    # covariance from model.posterior (about three N x N copies at its peak).
+    dense_need = dense_memory_bytes(n, candidates.dtype, 0.0 if low_rank_ok else 3.0)
+    dense_need += low_rank_need if low_rank_ok else 4 * block_bytes
     if path == "auto":
         if dense_need <= memory_budget // 2 or not low_rank_ok:
             path = "dense"
@@ -328,20 +333,17 @@ def candidate_posterior(
             factor = factors.factor[:, :n]
             if p:
                 factor = _condition_factor_on_pending(factors, n, noise)
-            if path == "low_rank":
-                prior_var = factors.prior_variance()[:n]
-                distance = LowRankDistance(
-                    lambda idx: factors.prior_rows(idx, n),
-                    prior_var,
-                    factor,
-                    block_bytes=block_bytes,
-                )
-                # A farthest-first pool of 2 * row_batch rows fits in one block.
-                distance.row_batch = max(1, min(32, block_bytes // (2 * n * itemsize)))
-            else:
-                cov = factors.covar_module(factors.Zt[:n]).to_dense()
-                cov.mul_(factors.out_var).addmm_(factor.T, factor, alpha=-1.0)
-                distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
+            # Both paths read rows of d_t on demand: the dense one turns them,
+            # a block at a time, into the N x N level matrix for exact greedy
+            # covers; the low-rank one never holds more than a pool of rows.
+            distance = LowRankDistance(
+                lambda idx: factors.prior_rows(idx, n),
+                factors.prior_variance()[:n],
+                factor,
+                block_bytes=block_bytes,
+            )
+            # A farthest-first pool of 2 * row_batch rows fits in pool_bytes.
+            distance.row_batch = max(1, min(32, pool_bytes // (2 * n * itemsize)))
         else:
             post = model.posterior(Z, posterior_transform=posterior_transform)
             try:

@@ -162,6 +162,14 @@ def test_low_rank_matches_dense():
     torch.testing.assert_close(low.variance, dense.variance)
     eps = 0.7
     torch.testing.assert_close(low.adjacency(idx, eps), dense.adjacency(idx, eps))
+    radii = [1.5, 0.7, 0.2]
+    levels = dense.level_matrix(radii)
+    torch.testing.assert_close(low.level_matrix(radii), levels)
+    d2 = dense.dist2
+    expected = sum((d2 <= r * r).to(torch.uint8) for r in radii)
+    assert torch.equal(levels, expected)
+    with pytest.raises(ValueError, match="decreasing"):
+        dense.level_matrix([0.5, 1.0])
     res_dense = chaining_covers(dense, t=6, scale=3.0)
     res_low = chaining_covers(low, t=6, scale=3.0)
     assert res_dense.cover_sizes.tolist() == res_low.cover_sizes.tolist()

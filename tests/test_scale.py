@@ -49,7 +49,8 @@ def test_scalable_covers_are_valid_and_nested(setting, both):
     res = scalable.chaining
     assert res.info["path"] == "low_rank" and res.cover_method == "farthest_first"
     assert not res.bounded.any()
-    d2 = candidate_posterior(model, C, path="dense").distance.dist2  # exhaustive
+    distance = candidate_posterior(model, C, path="dense").distance
+    d2 = distance.rows(torch.arange(C.shape[0]))  # all pairs: exhaustive check
     for i in range(res.num_levels):
         assert is_cover(d2, res.covers[i], float(res.eps[i]) * (1 + 1e-9))
         if i:
@@ -96,9 +97,10 @@ def test_size_cap_uses_the_N_bound(setting):
 def test_auto_path_choice_by_memory(setting):
     model, C = setting
     assert ChainingUCB(model, C).chaining.info["path"] == "dense"
-    # 2000^2 doubles = 32 MB: a 40 MB budget leaves less than half for the
-    # dense matrix, so the automatic choice moves to rows on demand.
-    small = ChainingUCB(model, C, memory_budget=40 * 2**20)
+    # The dense path needs 2 x 2000^2 bytes (8 MB: levels and adjacency) plus
+    # the low-rank factors and row blocks; with a 16 MB budget that is more than
+    # half, so the automatic choice moves to rows on demand.
+    small = ChainingUCB(model, C, memory_budget=16 * 2**20)
     assert small.chaining.info["path"] == "low_rank"
     assert small.chaining.cover_method == "farthest_first"
 
@@ -106,7 +108,7 @@ def test_auto_path_choice_by_memory(setting):
 def test_low_rank_memory_is_linear_in_N():
     model, _ = se_setting(10, num_obs=5)
     C = 10.0 * torch.rand(20_000, 2, dtype=DTYPE)
-    # Dense would need 20000^2 * 8 B = 3.2 GB; 600 MB is enough for rows on demand.
+    # Dense would need 2 x 20000^2 B = 800 MB; 600 MB is enough for rows on demand.
     acqf = ChainingUCB(model, C, memory_budget=600 * 2**20, max_cover_size=256)
     assert acqf.chaining.info["path"] == "low_rank"
     assert acqf.chaining.n == 20_000
