@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import gpytorch
 import torch
 from botorch.acquisition.objective import (
     PosteriorTransform,
@@ -66,6 +67,9 @@ Path = Literal["auto", "dense", "low_rank"]
 
 #: Candidates per call when a quantity is computed in chunks.
 _CHUNK = 8192
+#: Candidates per posterior call for the mean (kept small in case a model
+#: builds a covariance anyway).
+_MEAN_CHUNK = 2048
 
 
 @dataclass
@@ -181,12 +185,14 @@ def prior_variance(
 def _posterior_mean(
     model: Model, X: Tensor, posterior_transform: PosteriorTransform | None
 ) -> Tensor:
-    with torch.no_grad():
+    # Only the mean is needed: GPyTorch would otherwise build a chunk x chunk
+    # predictive covariance for every chunk.
+    with torch.no_grad(), gpytorch.settings.skip_posterior_variances():
         chunks = [
             model.posterior(
-                X[i : i + _CHUNK], posterior_transform=posterior_transform
+                X[i : i + _MEAN_CHUNK], posterior_transform=posterior_transform
             ).mean.reshape(-1)
-            for i in range(0, X.shape[0], _CHUNK)
+            for i in range(0, X.shape[0], _MEAN_CHUNK)
         ]
     return torch.cat(chunks)
 
