@@ -38,7 +38,12 @@ from ax_chaining.posterior import (
     prior_variance,
 )
 
+#: Default cap on farthest-first cover sizes (low-rank path): a traversal costs
+#: one row of N distances per centre; levels past the cap use |T_i| <= N.
+DEFAULT_MAX_COVER_SIZE = 2048
+
 __all__ = [
+    "DEFAULT_MAX_COVER_SIZE",
     "GPUCB",
     "ChainingUCB",
     "default_t",
@@ -203,7 +208,7 @@ class ChainingUCB(AcquisitionFunction):
         cover: ``"greedy"`` or ``"farthest_first"``; default greedy on the dense
             path and farthest-first on the low-rank path.
         max_cover_size: Size cap for farthest-first covers (default
-            ``min(N, 4096)`` on the low-rank path); deeper levels use
+            ``min(N, 2048)`` on the low-rank path); deeper levels use
             :math:`|T_i| \le N`.
         memory_budget: Bytes the largest allocations may take (default 4 GiB).
     """
@@ -326,7 +331,7 @@ class ChainingUCB(AcquisitionFunction):
         )
         max_cover_size = opts["max_cover_size"]
         if max_cover_size is None and post.path == "low_rank":
-            max_cover_size = min(post.distance.n, 4096)
+            max_cover_size = min(post.distance.n, DEFAULT_MAX_COVER_SIZE)
         self.chaining: ChainingResult = chaining_covers(
             post.distance,
             t=t,

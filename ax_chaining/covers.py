@@ -208,7 +208,7 @@ def farthest_first_order(
 
     Args:
         dist2_rows: Maps a 1-D index tensor of length ``b`` to the ``b x n``
-            squared distances from those points to all points.
+            squared distances (non-negative) from those points to all points.
         n: Number of points.
         start: Index of the first centre.
         max_size: Stop after this many centres.
@@ -246,7 +246,7 @@ def farthest_first_order(
             far_set = (mind2 >= _POOL_RATIO2 * radii2[-1]).nonzero().squeeze(-1)
             pick = torch.randperm(far_set.numel(), generator=gen)[: pool_size - 1]
             pool = torch.cat([mind2.argmax().reshape(1), far_set[pick.to(device)]])
-        rows = dist2_rows(pool).clamp_min(0).to(dtype)
+        rows = dist2_rows(pool).to(dtype)  # rows are clamped at 0 already
         pool_mind2 = mind2[pool]
         for _ in range(min(batch_size, max_size - len(order))):
             j = int(torch.argmax(pool_mind2))

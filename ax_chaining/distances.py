@@ -240,6 +240,9 @@ class LowRankDistance(PseudoDistance):
         prior_variance: ``N`` prior variances :math:`k(x, x)`.
         factor: ``r x N`` matrix whose columns are :math:`w(x)`.
         block_bytes: See :class:`PseudoDistance`.
+        prior_scale: Constant :math:`c` by which ``prior_rows`` are multiplied
+            (e.g. an outcome transform's variance); ``prior_variance`` and
+            ``factor`` already include it.
     """
 
     def __init__(
@@ -248,6 +251,7 @@ class LowRankDistance(PseudoDistance):
         prior_variance: Tensor,
         factor: Tensor,
         block_bytes: int = 16 * 2**20,
+        prior_scale: float = 1.0,
     ) -> None:
         if factor.ndim != 2 or factor.shape[-1] != prior_variance.shape[-1]:
             raise ValueError(
@@ -257,11 +261,18 @@ class LowRankDistance(PseudoDistance):
         super().__init__(prior_variance - factor.square().sum(dim=0), block_bytes)
         self.row_batch = 32
         self.prior_rows = prior_rows
+        self.prior_scale = float(prior_scale)
         self.factor = factor
 
     def rows(self, idx: Tensor) -> Tensor:
         idx = idx.to(device=self.device, dtype=torch.long)
-        cov = self.prior_rows(idx).addmm_(
-            self.factor[:, idx].T, self.factor, alpha=-1.0
+        # -2 k_t = -2 c k + 2 W^T W in one pass over the block (memory-bound).
+        d2 = self.prior_rows(idx).addmm_(
+            self.factor[:, idx].T,
+            self.factor,
+            beta=-2.0 * self.prior_scale,
+            alpha=2.0,
         )
-        return self._dist2_from_cov(cov, idx)
+        d2.add_(self.variance).add_(self.variance[idx, None]).clamp_(min=0.0)
+        d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
+        return d2

@@ -9,19 +9,24 @@ This is the only module that reads BoTorch models for the engine. It builds
   does not depend on the observed values),
 * the largest prior standard deviation over the candidates (the default scale).
 
-Two routes compute :math:`d_t`:
+Two routes (``path``) build the covers:
 
 ``"dense"``
-    The ``N x N`` posterior covariance. For exact single-output GPs with a
-    Gaussian likelihood and no or a ``Standardize`` outcome transform it is built
-    in place as :math:`K - W^\top W` (one ``N x N`` matrix); for any other model
-    it comes from ``model.posterior(candidates).distribution`` (about three).
+    Exact greedy covers (Algorithm 2) on an ``N x N`` uint8 level matrix
+    (:meth:`~ax_chaining.distances.PseudoDistance.level_matrix`). For exact
+    single-output GPs with a Gaussian likelihood and no or a ``Standardize``
+    outcome transform it is built from rows of :math:`d_t` computed a block at
+    a time as :math:`K - W^\top W`, so no float ``N x N`` matrix exists; for any
+    other model the covariance comes from
+    ``model.posterior(candidates).distribution`` (about three float ``N x N``
+    matrices at its peak).
 ``"low_rank"``
     Rows of :math:`d_t` on demand from the prior kernel and :math:`W`, with
-    ``O(N r)`` memory; exact single-output GPs only.
+    ``O(N r)`` memory, and farthest-first nested covers; exact single-output
+    GPs only.
 
-``path="auto"`` takes the dense route when it fits in half the memory budget
-(the greedy covers need the other half), else the low-rank one; it raises
+``path="auto"`` takes the dense route when it fits in half the memory budget,
+else the low-rank one; it raises
 :class:`~ax_chaining.distances.MemoryBudgetError` when neither fits.
 """
 
@@ -226,12 +231,24 @@ class _LowRankFactors:
         L = psd_safe_cholesky(K_train)
         cross = covar_module(train_X, self.Zt).to_dense()
         self.factor = torch.linalg.solve_triangular(L, cross, upper=False)
+        # Posterior mean in model space, m(z) + w(z)^T L^{-1} (y - m(X_n)),
+        # from the same factor: one matrix-vector product, no predictive
+        # covariance (which model.posterior would build chunk by chunk).
+        residual = (model.train_targets - model.mean_module(train_X)).unsqueeze(-1)
+        whitened = torch.linalg.solve_triangular(L, residual, upper=False)
+        mean = model.mean_module(self.Zt) + (self.factor.T @ whitened).squeeze(-1)
+        transform = getattr(model, "outcome_transform", None)
+        if transform is not None:
+            mean = transform.untransform(mean.unsqueeze(-1))[0].squeeze(-1)
+        self.mean = mean
         self.factor.mul_(self.out_var.sqrt())
 
     def prior_rows(self, idx: Tensor, cols: int | None = None) -> Tensor:
-        """Prior covariance rows of ``Z[idx]`` against the first ``cols`` of Z."""
-        rows = self.covar_module(self.Zt[idx], self.Zt[:cols]).to_dense()
-        return rows.mul_(self.out_var)
+        """Model-space prior covariance of ``Z[idx]`` and the first ``cols`` of Z.
+
+        Multiply by :attr:`out_var` for outcome units.
+        """
+        return self.covar_module(self.Zt[idx], self.Zt[:cols]).to_dense()
 
     def prior_variance(self) -> Tensor:
         var = torch.cat(
@@ -250,7 +267,10 @@ def _condition_factor_on_pending(
     p = noise.numel()
     pend = torch.arange(n, n + p, device=factors.factor.device)
     cov_pz = factors.prior_rows(pend).addmm_(
-        factors.factor[:, pend].T, factors.factor, alpha=-1.0
+        factors.factor[:, pend].T,
+        factors.factor,
+        beta=float(factors.out_var),
+        alpha=-1.0,
     )  # p x (N + p)
     S = cov_pz[:, n:] + torch.diag_embed(noise)
     A = psd_safe_cholesky(S)
@@ -327,7 +347,6 @@ def candidate_posterior(
         raise _memory_error(n, low_rank_need, memory_budget, "The low-rank path")
 
     model.eval()
-    mean = _posterior_mean(model, candidates, posterior_transform)
     noise = None
     if p:
         noise = pending_noise(model, X_pending, posterior_transform)
@@ -336,6 +355,7 @@ def candidate_posterior(
     with torch.no_grad():
         if low_rank_ok:
             factors = _LowRankFactors(model, Z)
+            mean = factors.mean[:n]
             factor = factors.factor[:, :n]
             if p:
                 factor = _condition_factor_on_pending(factors, n, noise)
@@ -347,10 +367,12 @@ def candidate_posterior(
                 factors.prior_variance()[:n],
                 factor,
                 block_bytes=block_bytes,
+                prior_scale=float(factors.out_var),
             )
             # A farthest-first pool of 2 * row_batch rows fits in pool_bytes.
             distance.row_batch = max(1, min(32, pool_bytes // (2 * n * itemsize)))
         else:
+            mean = _posterior_mean(model, candidates, posterior_transform)
             post = model.posterior(Z, posterior_transform=posterior_transform)
             try:
                 cov = post.distribution.covariance_matrix

@@ -109,8 +109,10 @@ def test_generic_and_low_rank_posterior_agree_with_botorch(data):
         X, 3.0 * Y + 1.0, input_transform=Normalize(2), outcome_transform=Standardize(1)
     ).eval()
     cov = model.posterior(C).distribution.covariance_matrix
+    mean = model.posterior(C).mean.reshape(-1)
     for path in ("dense", "low_rank"):
         post = candidate_posterior(model, C, path=path)
+        torch.testing.assert_close(post.mean, mean)
         idx = torch.tensor([0, 5, 77])
         d2 = post.distance.rows(idx)
         var = cov.diagonal()

@@ -214,6 +214,35 @@ def make_problem(
     raise ValueError(f"Unknown problem {name!r}; expected one of {PROBLEMS}.")
 
 
+def _engine_fingerprint() -> dict[str, str]:
+    """Short SHA-256 of each source file the results depend on.
+
+    Stored with every run so that results made with different versions of the
+    engine (e.g. in a working tree being edited) can be told apart.
+    """
+    import hashlib
+    import importlib
+
+    digests = {}
+    for name in (
+        "ax_chaining.acquisition",
+        "ax_chaining.chaining",
+        "ax_chaining.covers",
+        "ax_chaining.distances",
+        "ax_chaining.posterior",
+        "ax_chaining.kernels",
+        "ax_chaining.benchmarks.problems",
+        "ax_chaining.benchmarks.runner",
+    ):
+        path = getattr(importlib.import_module(name), "__file__", None)
+        try:
+            with open(path, "rb") as fh:
+                digests[name] = hashlib.sha256(fh.read()).hexdigest()[:12]
+        except (OSError, TypeError):
+            digests[name] = "unknown"
+    return digests
+
+
 def _kernel_description(kernel: Kernel) -> dict[str, Any]:
     """JSON-serializable hyperparameters of the (fixed) kernel."""
     desc: dict[str, Any] = {"class": type(kernel).__name__}
@@ -431,7 +460,13 @@ def run_method(
         "step_seconds": seconds,
         "diagnostics": diagnostics,
         "torch_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        "engine": _ENGINE,
     }
+
+
+# Hashed once per process, when this module is imported (the code that runs).
+_ENGINE = _engine_fingerprint()
 
 
 # ---------------------------------------------------------------------------
