@@ -207,8 +207,20 @@ class ChainingResult:
         return total.to(sigma)
 
     def summary(self) -> str:
-        """A small table of levels, radii, cover sizes and ``H_i``."""
-        lines = [f"{'i':>3} {'eps_i':>12} {'|T_i|':>8} {'H_i':>12}"]
+        """A small table of levels, radii, cover sizes and ``H_i``.
+
+        The first line says how the covers were built (``path`` is set by
+        :class:`~ax_chaining.acquisition.ChainingUCB`); ``*`` marks a level whose
+        cover size is the bound ``N``.
+        """
+        how = f"covers: {self.cover_method}"
+        if "path" in self.info:
+            how += f", path: {self.info['path']}"
+        lines = [
+            f"{how}; N={self.n}, t={self.t}, delta={self.delta:g}, "
+            f"scale={self.scale:.5g}, sigma_min={self.sigma_min:.3g}",
+            f"{'i':>3} {'eps_i':>12} {'|T_i|':>8} {'H_i':>12}",
+        ]
         for i in range(self.num_levels):
             mark = "*" if bool(self.bounded[i]) else " "
             lines.append(

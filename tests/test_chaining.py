@@ -225,4 +225,5 @@ def test_scale_equivariance_of_engine(cov, c):
 def test_summary_lists_levels():
     res = chaining_covers(DenseDistance(INDEPENDENT), t=1, scale=1.0)
     text = res.summary()
-    assert text.count("\n") == res.num_levels and "|T_i|" in text
+    assert text.count("\n") == res.num_levels + 1 and "|T_i|" in text
+    assert text.startswith("covers: greedy; N=3, t=1")

@@ -18,6 +18,8 @@ Two subcommands print one JSON line per result:
     exact greedy covers (dense path) against farthest-first covers (low-rank
     path) on the same posterior: cover sizes per level, their ratio, and whether
     the selected point differs (and by how much in acquisition value).
+``python -m ax_chaining.benchmarks speed --table step.jsonl [compare.jsonl]``
+    the README's markdown tables, rendered from those JSON lines.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -178,6 +181,58 @@ def _compare_covers(args: argparse.Namespace) -> None:
             )
 
 
+#: The targets of the project's scale issue, for the README table.
+TARGETS = {
+    1000: None,
+    10_000: (0.5, 1.5),
+    100_000: (10.0, 4.0),
+    1_000_000: (120.0, 8.0),
+}
+
+
+def _target(target: tuple[float, float] | None) -> str:
+    return "" if target is None else f"{target[0]:g} / {target[1]:g}"
+
+
+def _gap(gap: float) -> str:
+    return f"no (value gap {gap:.3g})"
+
+
+def _table(paths: list[str]) -> str:
+    lines = [line for p in paths for line in Path(p).read_text().splitlines()]
+    rows = [json.loads(line) for line in lines if line.strip()]
+    steps = [r for r in rows if r.get("bench") == "step" and "median_s" in r]
+    out = [
+        "| N | method | path / covers | median s | ratio to UCB | peak RSS GB "
+        "| target s / GB |",
+        "|---:|---|---|---:|---:|---:|---|",
+    ]
+    for r in steps:
+        target = TARGETS.get(r["n"])
+        how = f"{r['path']} / {r['cover']}" if "path" in r else "-"
+        out.append(
+            f"| {r['n']:,} | {'ChainingUCB' if r['method'] == 'chaining' else 'UCB'} "
+            f"| {how} | {r['median_s']:.3g} | {r['ratio_to_ucb']:.3g} "
+            f"| {r['peak_rss_mb'] / 1024:.2f} "
+            f"| {_target(target) if r['method'] == 'chaining' else ''} |"
+        )
+    covers = [r for r in rows if r.get("bench") == "compare_covers"]
+    if covers:
+        out += [
+            "",
+            "| N | seed | greedy \\|T_i\\| | farthest-first \\|T_i\\| | ratio "
+            "| same point |",
+            "|---:|---:|---|---|---|---|",
+        ]
+        for r in covers:
+            out.append(
+                f"| {r['n']:,} | {r['seed']} | {r['greedy_sizes']} "
+                f"| {r['farthest_first_sizes']} | {r['size_ratio']} "
+                f"| {'yes' if r['same_selection'] else _gap(r['value_gap'])} |"
+            )
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m ax_chaining.benchmarks speed",
@@ -189,9 +244,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
     parser.add_argument("--compare-covers", action="store_true")
+    parser.add_argument(
+        "--table", nargs="+", metavar="JSONL", help="render JSON lines as markdown"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--method", default="chaining", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.table:
+        print(_table(args.table))
+        return 0
     if args.worker:
         args.n = args.n[0]
         print(json.dumps(_worker(args)), flush=True)
