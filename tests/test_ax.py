@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -48,16 +48,6 @@ Objective = Callable[[dict[str, Any]], float]
 
 # Ax and pandas deprecation chatter, not about this package.
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    # The GPs here are tiny: with two intra-op threads on a busy 2-core runner
-    # each model fit is ~10x slower than with one.
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(num_threads)
 
 
 @pytest.fixture(autouse=True)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import torch
 from ax.api.client import Client
 from ax.api.configs import RangeParameterConfig
 from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
@@ -26,16 +24,6 @@ from ax_chaining.stopping import (
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    # The GPs here are tiny: with two intra-op threads on a busy 2-core runner
-    # each model fit is ~10x slower than with one.
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(num_threads)
 
 
 @pytest.fixture(autouse=True)
