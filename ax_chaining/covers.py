@@ -270,7 +270,9 @@ def farthest_first_order(
     return torch.tensor(order, dtype=torch.long, device=device), radii
 
 
-def is_cover(dist2: Tensor, cover: Tensor, eps: float, points: Tensor | None = None):
+def is_cover(
+    dist2: Tensor, cover: Tensor, eps: float, points: Tensor | None = None
+) -> bool:
     """Whether every point (of ``points``, default all) is within ``eps`` of ``cover``.
 
     Args:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -128,7 +128,7 @@ class PseudoDistance(ABC):
         d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
         return d2
 
-    def _row_chunks(self, idx: Tensor):
+    def _row_chunks(self, idx: Tensor) -> Iterator[Tensor]:
         step = _chunk_rows(self.n, self.variance.element_size(), self.block_bytes)
         for start in range(0, idx.numel(), step):
             yield idx[start : start + step]

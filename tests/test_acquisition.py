@@ -155,6 +155,23 @@ def test_pending_points_match_botorch_conditioning(data):
     )
 
 
+def test_noise_free_model_with_candidates_at_training_points(data):
+    C, X, Y = data
+    # sigma_t is nearly 0 at the training points (GPyTorch keeps a tiny noise
+    # floor): the values stay finite and the least uncertain point gets no bonus.
+    model = SingleTaskGP(X, Y, train_Yvar=torch.full_like(Y, 1e-12)).eval()
+    acqf = ChainingUCB(model, C)
+    res = acqf.chaining
+    assert res.sigma_min < 1e-2 * res.scale
+    assert torch.isfinite(acqf(C.unsqueeze(1))).all()
+    least = C[int(acqf.candidate_sigma.argmin())].reshape(1, 1, 2)
+    torch.testing.assert_close(acqf(least), model.posterior(least).mean.reshape(-1))
+    # A floor above sigma_min takes over the number of levels.
+    floored = ChainingUCB(model, C, sigma_floor=0.01).chaining
+    assert floored.sigma_min_used == pytest.approx(0.01 * floored.scale)
+    assert floored.num_levels == 8  # eps_8 = 2^-7 s <= 0.01 s < eps_7
+
+
 def test_batch_selection_with_optimize_acqf_discrete(data):
     C, X, Y = data
     acqf = ChainingUCB(fixed_model(X, Y), C)
