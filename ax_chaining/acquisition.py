@@ -34,7 +34,6 @@ from ax_chaining.posterior import (
     Path,
     candidate_posterior,
     num_training_points,
-    pending_noise,
     prior_variance,
 )
 
@@ -317,9 +316,11 @@ class ChainingUCB(AcquisitionFunction):
         if self._scale is not None:
             scale = self._scale
         else:
-            prior_var = prior_variance(
-                self.model, self.candidates, self.posterior_transform
-            )
+            prior_var = post.prior_variance
+            if prior_var is None:
+                prior_var = prior_variance(
+                    self.model, self.candidates, self.posterior_transform
+                )
             scale = float(prior_var.max().clamp_min(0).sqrt())
             if not scale > 0:
                 raise ValueError(
@@ -345,10 +346,7 @@ class ChainingUCB(AcquisitionFunction):
         self.chaining.info.update(path=post.path)
         self.candidate_mean = post.mean
         self.candidate_sigma = post.distance.sigma
-        if p:
-            self._pending_noise = pending_noise(
-                self.model, self.X_pending, self.posterior_transform
-            )
+        self._pending_noise = post.pending_noise
 
     def _mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """Posterior mean and std at ``X`` (``b x 1 x d``), given pending points."""

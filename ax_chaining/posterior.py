@@ -85,11 +85,17 @@ class CandidatePosterior:
         mean: ``N`` posterior means of the (transformed) objective.
         distance: The pseudo-distance :math:`d_t` over the candidates.
         path: Which route built ``distance``: ``"dense"`` or ``"low_rank"``.
+        prior_variance: ``N`` prior variances in outcome units where the route
+            computed them on the way (low-rank form), else None.
+        pending_noise: Observation-noise variances given to the pending points,
+            or None without pending points.
     """
 
     mean: Tensor
     distance: PseudoDistance
     path: str
+    prior_variance: Tensor | None = None
+    pending_noise: Tensor | None = None
 
 
 def num_training_points(model: Model) -> int | None:
@@ -352,6 +358,7 @@ def candidate_posterior(
         noise = pending_noise(model, X_pending, posterior_transform)
     Z = candidates if not p else torch.cat([candidates, X_pending.to(candidates)])
 
+    prior_var = None
     with torch.no_grad():
         if low_rank_ok:
             factors = _LowRankFactors(model, Z)
@@ -362,9 +369,10 @@ def candidate_posterior(
             # Both paths read rows of d_t on demand: the dense one turns them,
             # a block at a time, into the N x N level matrix for exact greedy
             # covers; the low-rank one never holds more than a pool of rows.
+            prior_var = factors.prior_variance()[:n]
             distance = LowRankDistance(
                 lambda idx: factors.prior_rows(idx, n),
-                factors.prior_variance()[:n],
+                prior_var,
                 factor,
                 block_bytes=block_bytes,
                 prior_scale=float(factors.out_var),
@@ -388,4 +396,10 @@ def candidate_posterior(
                 extra = torch.linalg.solve_triangular(A, cov[n:, :n], upper=False)
                 cov = cov[:n, :n].addmm_(extra.T, extra, alpha=-1.0)
             distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
-    return CandidatePosterior(mean=mean, distance=distance, path=path)
+    return CandidatePosterior(
+        mean=mean,
+        distance=distance,
+        path=path,
+        prior_variance=prior_var,
+        pending_noise=noise,
+    )
