@@ -123,8 +123,14 @@ def test_summary_rows_and_columns(graph_job):
         curve = summary["curves"]["graph"][row["method"]]
         assert len(curve["simple_regret_mean"]) == ITERS + 1
         assert len(curve["cumulative_regret_mean"]) == ITERS
+    paired = summary["paired"]
+    assert [r["method"] for r in paired] == [m for m in METHODS if m != "chaining"]
+    for r in paired:
+        assert r["wins"] + r["ties"] + r["losses"] == r["runs"] == RUNS
     md = format_summary_markdown(summary)
-    table = [line for line in md.splitlines() if line.startswith("|")]
+    first, second = md.split("**Paired differences")
+    assert second.count("| Graph kernel |") == len(METHODS) - 1
+    table = [line for line in first.splitlines() if line.startswith("|")]
     assert table[0].split("|")[1:-1] == [
         " method ",
         " S_5 ",

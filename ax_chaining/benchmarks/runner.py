@@ -111,6 +111,7 @@ __all__ = [
     "format_summary_markdown",
     "load_results",
     "make_problem",
+    "paired_comparison",
     "result_path",
     "run_benchmark",
     "run_method",
@@ -802,7 +803,76 @@ def summarize(
             "cumulative_regret_mean": np.asarray(r_mean).tolist(),
             "cumulative_regret_se": np.asarray(r_se).tolist(),
         }
-    return {"rows": rows, "curves": curves}
+    return {"rows": rows, "curves": curves, "paired": paired_comparison(records)}
+
+
+def paired_comparison(
+    records: Sequence[dict[str, Any]], reference: str = "chaining"
+) -> list[dict[str, Any]]:
+    r"""Per-run differences between ``reference`` and every other method.
+
+    All methods of a run share the problem instance, the initial design and the
+    noise, so run-by-run differences remove most of the between-instance
+    variance that makes the per-method standard errors wide.
+
+    Args:
+        records: Run records of :func:`run_method`.
+        reference: The method compared with the others.
+
+    Returns:
+        One dict per ``(problem, method != reference)`` with ``problem``,
+        ``method``, ``runs`` (seeds run by both), ``T``, ``dS_T_mean`` /
+        ``dS_T_se`` (:math:`S_T` of ``reference`` minus that of ``method``;
+        negative: ``reference`` better), ``dauc_mean`` / ``dauc_se`` (same for the
+        area :math:`\sum_n S_n`), and ``wins`` / ``ties`` / ``losses`` of
+        ``reference`` on :math:`S_T` (ties: equal within ``1e-12``).
+    """
+    by_key = {(r["problem"], r["method"], r["seed"]): r for r in records}
+    problems = list(dict.fromkeys(r["problem"] for r in records))
+    methods = [m for m in METHODS if m != reference]
+    methods += sorted({r["method"] for r in records} - set(METHODS) - {reference})
+    out = []
+    for problem in problems:
+        for method in methods:
+            seeds = sorted(
+                seed
+                for (p, m, seed) in by_key
+                if p == problem and m == method and (p, reference, seed) in by_key
+            )
+            if not seeds:
+                continue
+            ref = [by_key[(problem, reference, s)] for s in seeds]
+            other = [by_key[(problem, method, s)] for s in seeds]
+            if {len(r["simple_regret"]) for r in ref + other} != {
+                len(ref[0]["simple_regret"])
+            }:
+                continue  # different horizons: not comparable run by run
+            dS = np.array(
+                [
+                    a["simple_regret"][-1] - b["simple_regret"][-1]
+                    for a, b in zip(ref, other, strict=True)
+                ]
+            )
+            dauc = np.array(
+                [
+                    sum(a["simple_regret"]) - sum(b["simple_regret"])
+                    for a, b in zip(ref, other, strict=True)
+                ]
+            )
+            row: dict[str, Any] = {
+                "problem": problem,
+                "reference": reference,
+                "method": method,
+                "runs": len(seeds),
+                "T": len(ref[0]["simple_regret"]),
+            }
+            row["dS_T_mean"], row["dS_T_se"] = _mean_se(dS)
+            row["dauc_mean"], row["dauc_se"] = _mean_se(dauc)
+            row["wins"] = int((dS < -1e-12).sum())
+            row["ties"] = int((np.abs(dS) <= 1e-12).sum())
+            row["losses"] = int((dS > 1e-12).sum())
+            out.append(row)
+    return out
 
 
 def format_summary_markdown(summary: dict[str, Any]) -> str:
@@ -849,8 +919,29 @@ def format_summary_markdown(summary: dict[str, Any]) -> str:
         "S_n: simple regret max f - max f(x) over the 10 initial points and the "
         "first n queries, mean ± standard error over runs (lower is better; bold: "
         "lowest mean). AUC: sum of S_n over n = 1..T. R_T: cumulative regret of "
-        "the T queries. s/step: mean wall time of one query."
+        "the T queries. s/step: mean wall time of one query. Paired: mean ± "
+        "standard error over runs of the run-by-run difference."
     )
+    paired = summary.get("paired") or []
+    if paired:
+        ref = METHOD_LABELS.get(paired[0]["reference"], paired[0]["reference"])
+        lines = [
+            f"**Paired differences, {ref} minus each method** (same instance, "
+            "initial points and noise in each run; negative: "
+            f"{ref} better)",
+            "",
+            "| problem | method | Δ S_T | Δ AUC | wins / ties / losses (S_T) | runs |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for r in paired:
+            lines.append(
+                f"| {PROBLEM_LABELS.get(r['problem'], r['problem'])} "
+                f"| {METHOD_LABELS.get(r['method'], r['method'])} "
+                f"| {r['dS_T_mean']:+.3f} ± {r['dS_T_se']:.3f} "
+                f"| {r['dauc_mean']:+.2f} ± {r['dauc_se']:.2f} "
+                f"| {r['wins']} / {r['ties']} / {r['losses']} | {r['runs']} |"
+            )
+        blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n\n" + note + "\n"
 
 
