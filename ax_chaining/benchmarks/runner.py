@@ -875,6 +875,14 @@ def paired_comparison(
     return out
 
 
+def _num(x: float, digits: int = 3, sign: bool = False) -> str:
+    """Fixed-point, or scientific when a non-zero value would print as 0."""
+    spec = "+" if sign else ""
+    if x != 0 and abs(x) < 0.5 * 10.0**-digits:
+        return f"{x:{spec}.1e}"
+    return f"{x:{spec}.{digits}f}"
+
+
 def format_summary_markdown(summary: dict[str, Any]) -> str:
     r"""One markdown table per problem: :math:`S_n` mean ± s.e., AUC, ``R_T``.
 
@@ -906,10 +914,10 @@ def format_summary_markdown(summary: dict[str, Any]) -> str:
         for r in rows:
             cells = [METHOD_LABELS.get(r["method"], r["method"])]
             for k in cps:
-                text = f"{r[f'S_{k}_mean']:.3f} ± {r[f'S_{k}_se']:.3f}"
+                text = f"{_num(r[f'S_{k}_mean'])} ± {_num(r[f'S_{k}_se'])}"
                 # Bold the lowest mean of each column (ties included).
                 cells.append(f"**{text}**" if r[f"S_{k}_mean"] == best[k] else text)
-            cells.append(f"{r['auc_mean']:.2f} ± {r['auc_se']:.2f}")
+            cells.append(f"{_num(r['auc_mean'], 2)} ± {_num(r['auc_se'], 2)}")
             cells.append(f"{r['R_T_mean']:.1f} ± {r['R_T_se']:.1f}")
             cells.append(f"{r['seconds_per_step']:.3f}")
             cells.append(str(r["runs"]))
@@ -937,8 +945,8 @@ def format_summary_markdown(summary: dict[str, Any]) -> str:
             lines.append(
                 f"| {PROBLEM_LABELS.get(r['problem'], r['problem'])} "
                 f"| {METHOD_LABELS.get(r['method'], r['method'])} "
-                f"| {r['dS_T_mean']:+.3f} ± {r['dS_T_se']:.3f} "
-                f"| {r['dauc_mean']:+.2f} ± {r['dauc_se']:.2f} "
+                f"| {_num(r['dS_T_mean'], sign=True)} ± {_num(r['dS_T_se'])} "
+                f"| {_num(r['dauc_mean'], 2, True)} ± {_num(r['dauc_se'], 2)} "
                 f"| {r['wins']} / {r['ties']} / {r['losses']} | {r['runs']} |"
             )
         blocks.append("\n".join(lines))
