@@ -25,7 +25,6 @@ import copy
 import json
 import math
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ import torch
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from torch import Tensor
 
+from ax_chaining.benchmarks._io import write_atomic
 from ax_chaining.kernels import PrecomputedKernel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -315,16 +315,7 @@ def _load_se_cache(path: Path, n: int, seed: int) -> tuple[Tensor, Tensor, dict]
 
 
 def _save_atomic(obj: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, lambda fh: torch.save(obj, fh), binary=True)
 
 
 def _sample_se(n: int, seed: int) -> tuple[Tensor, Tensor, dict]:

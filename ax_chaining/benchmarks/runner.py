@@ -93,6 +93,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, ChainingUCB
+from ax_chaining.benchmarks._io import write_atomic
 from ax_chaining.benchmarks.problems import (
     DEFAULT_NOISE_STD,
     DiscreteProblem,
@@ -481,18 +482,7 @@ def result_path(out: str | os.PathLike, problem: str, method: str, seed: int) ->
 
 
 def _write_json_atomic(obj: Any, path: Path) -> None:
-    # Write to a temporary file in the same directory, then rename: an
-    # interrupted run never leaves a truncated file that resume would trust.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, lambda fh: json.dump(obj, fh), binary=False)
 
 
 def _load_complete(path: Path, config: BenchmarkConfig) -> dict[str, Any] | None:
