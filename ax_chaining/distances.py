@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -128,11 +128,6 @@ class PseudoDistance(ABC):
         d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
         return d2
 
-    def _row_chunks(self, idx: Tensor) -> Iterator[Tensor]:
-        step = _chunk_rows(self.n, self.variance.element_size(), self.block_bytes)
-        for start in range(0, idx.numel(), step):
-            yield idx[start : start + step]
-
     def _row_range(self, start: int, stop: int) -> Tensor:
         """Rows ``start..stop-1``; subclasses may return a view."""
         return self.rows(torch.arange(start, stop, device=self.device))
@@ -165,18 +160,6 @@ class PseudoDistance(ABC):
             block.zero_()
             for e2 in eps2:
                 block.add_(d2 <= e2)
-        return out
-
-    def adjacency(self, idx: Tensor, eps: float) -> Tensor:
-        r"""Boolean ``m x m`` matrix :math:`d_t(x_a, x_b) \le \epsilon` over ``idx``."""
-        eps2 = float(eps) ** 2
-        out = torch.empty(
-            idx.numel(), idx.numel(), dtype=torch.bool, device=self.device
-        )
-        start = 0
-        for chunk in self._row_chunks(idx):
-            out[start : start + chunk.numel()] = self.rows(chunk)[:, idx] <= eps2
-            start += chunk.numel()
         return out
 
 

@@ -160,8 +160,6 @@ def test_low_rank_matches_dense():
     idx = torch.tensor([3, 0, 17])
     torch.testing.assert_close(low.rows(idx), dense.rows(idx))
     torch.testing.assert_close(low.variance, dense.variance)
-    eps = 0.7
-    torch.testing.assert_close(low.adjacency(idx, eps), dense.adjacency(idx, eps))
     radii = [1.5, 0.7, 0.2]
     levels = dense.level_matrix(radii)
     torch.testing.assert_close(low.level_matrix(radii), levels)
