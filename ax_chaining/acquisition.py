@@ -142,6 +142,16 @@ class _CertificateState:
     distance: PseudoDistance
     tree: ChainingTree
     t: int
+    _last: tuple[Tensor, Tensor] | None = None
+
+    def rows(self, index: Tensor) -> Tensor:
+        """``d_t(x, .)`` for the points ``index``; the last set is kept (variants
+        of one step certify the same points)."""
+        if self._last is not None and torch.equal(self._last[0], index):
+            return self._last[1]
+        dist = self.distance.rows(index).to(torch.float64).clamp_min(0.0).sqrt()
+        self._last = (index.clone(), dist)
+        return dist
 
 
 def _check_candidates(candidates: Any, model: Model) -> Tensor:
@@ -474,6 +484,7 @@ class ChainingUCB(AcquisitionFunction):
             t=state.t,
             delta=self.delta,
             tree=state.tree,
+            dist=state.rows(index),
         )["bound"]
         return bounds.to(X).reshape(X.shape[:-2])
 
@@ -537,6 +548,7 @@ class ChainingUCB(AcquisitionFunction):
             tree=tree,
             links=links,
             tail=tail,
+            dist=state.rows(index),
         )
         bounds = parts["bound"]
         pos = recommend(bounds, index, state.mean, rule)

@@ -504,6 +504,7 @@ def certificate_bounds(
     tree: ChainingTree | None = None,
     links: Links = "actual",
     tail: Tail = "gaussian",
+    dist: Tensor | None = None,
 ) -> dict[str, Tensor]:
     r"""Certificates of the points ``index`` at step ``t``.
 
@@ -519,6 +520,8 @@ def certificate_bounds(
         tree: The chaining tree (needed unless ``method="pairwise"``).
         links: ``"actual"`` or ``"radius"`` (chaining only).
         tail: ``"gaussian"`` or ``"chernoff"``.
+        dist: The ``m x N`` rows :math:`d(x, \cdot)` (not squared) if already
+            computed; default from ``distance``.
 
     Returns:
         ``{"bound": m bounds, "pairwise": ..., "chaining": ...}`` (the last two
@@ -529,7 +532,8 @@ def certificate_bounds(
         raise ValueError(f"mean has {mean.numel()} entries, distance {distance.n}.")
     index = torch.as_tensor(index, dtype=torch.long, device=mean.device).reshape(-1)
     share = step_delta(delta / 2.0 if method == "combined" else delta, t)
-    dist = distance.rows(index).to(torch.float64).clamp_min(0.0).sqrt()
+    if dist is None:
+        dist = distance.rows(index).to(torch.float64).clamp_min(0.0).sqrt()
     out: dict[str, Tensor] = {}
     if method in ("combined", "pairwise"):
         out["pairwise"] = pairwise_bound(mean, dist, index, share, tail)

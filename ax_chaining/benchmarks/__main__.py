@@ -12,6 +12,10 @@ Subcommands:
 ``speed``
     Speed and memory of one acquisition step (:mod:`ax_chaining.benchmarks.speed`);
     arguments after ``speed`` are passed to it.
+``certificate``
+    Soundness and usefulness of the regret certificates on GP samples
+    (:mod:`ax_chaining.benchmarks.certificate`); arguments after
+    ``certificate`` are passed to it.
 
 Examples::
 
@@ -19,6 +23,7 @@ Examples::
     python -m ax_chaining.benchmarks paper --problem se --n 2000 --runs 32 --iters 100
     python -m ax_chaining.benchmarks figure1 --out results/paper
     python -m ax_chaining.benchmarks speed --help
+    python -m ax_chaining.benchmarks certificate --small --out results/certificate_small
 """
 
 from __future__ import annotations
@@ -96,6 +101,12 @@ def _build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "speed",
         help="speed benchmark (ax_chaining.benchmarks.speed; see `speed --help`)",
+        add_help=False,
+    )
+    sub.add_parser(
+        "certificate",
+        help="soundness and usefulness of the regret certificates "
+        "(see `certificate --help`)",
         add_help=False,
     )
     return parser
@@ -240,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     # `speed` owns its arguments (including --help): dispatch before parsing.
     if argv and argv[0] == "speed":
         return _speed(argv[1:])
+    if argv and argv[0] == "certificate":
+        from ax_chaining.benchmarks import certificate
+
+        return int(certificate.main(argv[1:]) or 0)
     args = _build_parser().parse_args(argv)
     if args.command == "paper":
         return _paper(args, argv)

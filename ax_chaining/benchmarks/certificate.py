@@ -1,0 +1,441 @@
+r"""Soundness and usefulness of the regret certificates on GP samples.
+
+``python -m ax_chaining.benchmarks certificate`` runs Chaining-UCB on samples of
+the GP prior it uses (true hyperparameters, known noise) and, at every step,
+certifies the evaluated candidates with every variant of
+:mod:`ax_chaining.certificate`, plus the UCB - LCB rule of Makarova et al.
+(2022) with GP-UCB's :math:`\beta_t` and, for reference, the paper's Eq. (ucb)
+at the query (:meth:`~ax_chaining.chaining.ChainingResult.regret_bound`; its
+derivation does not cover other points).
+
+Problems (``--problem``):
+
+``grid``
+    A ``side x side`` grid on :math:`[0, 6]^2` (default 30 x 30), isotropic SE
+    kernel with lengthscale 1 and variance 1, noise sd 0.05; run ``r`` draws the
+    sample with seed ``r``.
+``se``
+    The paper's SE problem (:func:`~ax_chaining.benchmarks.problems.se_problem`:
+    ``N`` uniform points in :math:`[0, 20]^2`, lengthscale 1, noise sd 0.05).
+
+Protocol: 10 initial points uniform without replacement, then ``iters`` queries
+chosen by Chaining-UCB (``delta = 0.05``), exact GP with the true prior, nothing
+refit. At step ``s`` (``s - 1`` queries observed) each variant certifies the
+evaluated candidate with its smallest bound; recorded are the bound and the
+true simple regret :math:`\max f - f(\hat x_s)` of that point. A *violation* is
+a step where the regret exceeds the bound; the guarantee is that with
+probability :math:`1 - \delta` a run has none at all.
+
+Output: one JSON file per (problem, run) under ``--out`` (written atomically
+when the run completes; a rerun skips finished runs of the same configuration,
+so an interrupted command resumes), ``summary.json``, and one JSON line per
+(problem, variant) on stdout. ``--table`` prints the README's markdown table
+from those files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import statistics
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from botorch.exceptions.warnings import InputDataWarning
+from botorch.models import SingleTaskGP
+from botorch.optim import optimize_acqf_discrete
+from torch import Tensor
+
+from ax_chaining.acquisition import ChainingUCB, gp_ucb_beta
+from ax_chaining.benchmarks._io import write_atomic
+from ax_chaining.benchmarks.problems import fixed_se_kernel, se_problem
+from ax_chaining.certificate import recommend, running_minimum, ucb_lcb_bound
+
+__all__ = [
+    "VARIANTS",
+    "CertificateConfig",
+    "grid_problem",
+    "main",
+    "run_one",
+    "summarize",
+]
+
+FORMAT_VERSION = 1
+DTYPE = torch.float64
+
+#: Certificate variants: name -> keyword arguments of ``ChainingUCB.certificate``.
+VARIANTS: dict[str, dict[str, str]] = {
+    "combined": {"method": "combined", "links": "actual", "tail": "gaussian"},
+    "pairwise": {"method": "pairwise", "tail": "gaussian"},
+    "pairwise-chernoff": {"method": "pairwise", "tail": "chernoff"},
+    "chaining": {"method": "chaining", "links": "actual", "tail": "gaussian"},
+    "chaining-chernoff": {"method": "chaining", "links": "actual", "tail": "chernoff"},
+    "chaining-radius": {"method": "chaining", "links": "radius", "tail": "gaussian"},
+    "chaining-radius-chernoff": {
+        "method": "chaining",
+        "links": "radius",
+        "tail": "chernoff",
+    },
+}
+#: Comparators: UCB - LCB (valid at any evaluated point), Eq. (ucb) at the query.
+OTHERS = ("ucb-lcb", "eq-ucb@query")
+PROBLEMS = ("grid", "se")
+CHECKPOINTS = (25, 50, 100)
+
+
+@dataclass(frozen=True)
+class CertificateConfig:
+    """Sizes and constants of one ``certificate`` experiment."""
+
+    grid_side: int = 30
+    se_n: int = 1000
+    iters: int = 100
+    runs: int = 20
+    n_init: int = 10
+    noise_std: float = 0.05
+    delta: float = 0.05
+
+    def key(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("runs")
+        return d
+
+
+DEFAULT_CONFIG = CertificateConfig()
+SMALL_CONFIG = CertificateConfig(grid_side=8, se_n=120, iters=6, runs=2, n_init=5)
+
+
+def grid_problem(side: int = 30, seed: int = 0) -> tuple[Tensor, Tensor]:
+    r"""``side x side`` grid on :math:`[0, 6]^2` and an exact GP sample on it.
+
+    Isotropic SE kernel with lengthscale 1 and variance 1; the sample is
+    :math:`L z`, :math:`L L^\top = K + 10^{-10} I`, ``z`` from
+    ``torch.Generator().manual_seed(seed)``.
+    """
+    axis = torch.linspace(0.0, 6.0, side, dtype=DTYPE)
+    X = torch.cartesian_prod(axis, axis)
+    K = torch.exp(
+        -0.5 * torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist").square()
+    )
+    L = torch.linalg.cholesky(K + 1e-10 * torch.eye(X.shape[0], dtype=DTYPE))
+    z = torch.randn(
+        X.shape[0], generator=torch.Generator().manual_seed(seed), dtype=DTYPE
+    )
+    return X, L @ z
+
+
+def _model(X: Tensor, y: Tensor, noise_std: float) -> SingleTaskGP:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputDataWarning)
+        model = SingleTaskGP(
+            X,
+            y.unsqueeze(-1),
+            train_Yvar=torch.full((X.shape[0], 1), noise_std**2, dtype=DTYPE),
+            covar_module=fixed_se_kernel(1.0, 1.0),
+            outcome_transform=None,
+            input_transform=None,
+        )
+    model.mean_module.constant = 0.0
+    model.requires_grad_(False)
+    return model.eval()
+
+
+def run_one(problem: str, seed: int, config: CertificateConfig) -> dict[str, Any]:
+    """One run: ``config.iters`` Chaining-UCB queries, every certificate per step.
+
+    Returns:
+        A JSON-serializable record: per variant, the lists ``bound``, ``regret``
+        (true simple regret of the certified point) and ``index``.
+    """
+    if problem == "grid":
+        X, f = grid_problem(config.grid_side, seed)
+    elif problem == "se":
+        p = se_problem(n=config.se_n, seed=seed)
+        X, f = p.X, p.f
+    else:
+        raise ValueError(f"problem must be one of {PROBLEMS}, got {problem!r}.")
+    n = X.shape[0]
+    f_max, f_range = float(f.max()), float(f.max() - f.min())
+    gen = torch.Generator().manual_seed(10_000 + seed)
+    idx = torch.randperm(n, generator=gen)[: config.n_init].tolist()
+    ys = (
+        f[idx] + config.noise_std * torch.randn(len(idx), generator=gen, dtype=DTYPE)
+    ).tolist()
+    names = [*VARIANTS, *OTHERS]
+    rec: dict[str, dict[str, list]] = {
+        k: {"bound": [], "regret": [], "index": []} for k in names
+    }
+    seconds: dict[str, float] = {k: 0.0 for k in names}
+    query_seconds = tree_seconds = 0.0
+    for _ in range(config.iters):
+        model = _model(X[idx], torch.tensor(ys, dtype=DTYPE), config.noise_std)
+        start = time.perf_counter()
+        acqf = ChainingUCB(model, X, delta=config.delta)
+        x, _ = optimize_acqf_discrete(acqf, q=1, choices=X, unique=False)
+        query_seconds += time.perf_counter() - start
+        evaluated = torch.zeros(n, dtype=torch.bool)
+        evaluated[idx] = True
+        start = time.perf_counter()
+        acqf.certificate(among=evaluated, method="pairwise")  # builds the shared tree
+        tree_seconds += time.perf_counter() - start
+        for name, kwargs in VARIANTS.items():
+            start = time.perf_counter()
+            cert = acqf.certificate(among=evaluated, **kwargs)
+            seconds[name] += time.perf_counter() - start
+            rec[name]["bound"].append(cert.bound)
+            rec[name]["index"].append(cert.index)
+            rec[name]["regret"].append(f_max - float(f[cert.index]))
+        # UCB - LCB with GP-UCB's beta_t, same t and posterior.
+        start = time.perf_counter()
+        beta = gp_ucb_beta(n, len(idx) + 1, config.delta)  # t of the certificates
+        ev = evaluated.nonzero().squeeze(-1)
+        b = ucb_lcb_bound(acqf.candidate_mean, acqf.candidate_sigma, ev, beta)
+        pos = recommend(b, ev, acqf.candidate_mean)
+        seconds["ucb-lcb"] += time.perf_counter() - start
+        rec["ucb-lcb"]["bound"].append(float(b[pos]))
+        rec["ucb-lcb"]["index"].append(int(ev[pos]))
+        rec["ucb-lcb"]["regret"].append(f_max - float(f[ev[pos]]))
+        # The paper's Eq. (ucb) at the query x_t.
+        nxt = int(torch.cdist(x, X).argmin())
+        sigma = acqf.candidate_sigma[nxt : nxt + 1]
+        rec["eq-ucb@query"]["bound"].append(float(acqf.chaining.regret_bound(sigma)))
+        rec["eq-ucb@query"]["index"].append(nxt)
+        rec["eq-ucb@query"]["regret"].append(f_max - float(f[nxt]))
+        idx.append(nxt)
+        ys.append(
+            float(f[nxt])
+            + config.noise_std * float(torch.randn(1, generator=gen, dtype=DTYPE))
+        )
+    return {
+        "format_version": FORMAT_VERSION,
+        "complete": True,
+        "problem": problem,
+        "seed": int(seed),
+        "config": config.key(),
+        "n": n,
+        "f_max": f_max,
+        "f_range": f_range,
+        "variants": rec,
+        "certificate_seconds": seconds,
+        "query_seconds": query_seconds,
+        "tree_seconds": tree_seconds,
+        "torch_version": torch.__version__,
+    }
+
+
+def _path(out: Path, problem: str, seed: int) -> Path:
+    return out / problem / f"run{seed:03d}.json"
+
+
+def _load(path: Path, config: CertificateConfig) -> dict[str, Any] | None:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("complete") and record.get("config") == config.key():
+        if record.get("format_version") == FORMAT_VERSION:
+            return record
+    if record.get("complete"):
+        raise ValueError(
+            f"{path} holds a run of another configuration ({record.get('config')}); "
+            "use another --out directory."
+        )
+    return None
+
+
+def run_all(
+    problems: list[str], config: CertificateConfig, out: Path, progress: bool = True
+) -> list[dict[str, Any]]:
+    """Run (or load) every ``(problem, seed)``; each finished run is saved at once."""
+    records = []
+    for problem in problems:
+        for seed in range(config.runs):
+            path = _path(out, problem, seed)
+            record = _load(path, config)
+            if record is None:
+                start = time.perf_counter()
+                record = run_one(problem, seed, config)
+                write_atomic(path, lambda fh, r=record: json.dump(r, fh), binary=False)
+                if progress:
+                    print(
+                        f"{problem} run {seed}: {time.perf_counter() - start:.0f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            records.append(record)
+    return records
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def summarize(
+    records: list[dict[str, Any]], delta: float = 0.05
+) -> list[dict[str, Any]]:
+    """Per (problem, variant): violations, usefulness and the checkpoint medians.
+
+    The checkpoints use the *running minimum* of the bound over steps (what a
+    user stops on; valid jointly) and the true regret of the point that attained
+    it.
+    """
+    rows = []
+    problems = sorted({r["problem"] for r in records})
+    for problem in problems:
+        recs = [r for r in records if r["problem"] == problem]
+        for name in [*VARIANTS, *OTHERS]:
+            steps = violations = runs_violated = within = 0
+            first_hit = []
+            ratio_range: dict[int, list[float]] = {c: [] for c in CHECKPOINTS}
+            ratio_regret: dict[int, list[float]] = {c: [] for c in CHECKPOINTS}
+            secs = 0.0
+            for r in recs:
+                v = r["variants"][name]
+                bound = torch.tensor(v["bound"], dtype=DTYPE)
+                regret = torch.tensor(v["regret"], dtype=DTYPE)
+                bad = int((regret > bound).sum())
+                steps += bound.numel()
+                violations += bad
+                runs_violated += bad > 0
+                run_min = running_minimum(bound)
+                hit = (run_min <= 0.1 * r["f_range"]).nonzero()
+                first = int(hit[0]) + 1 if hit.numel() else None
+                first_hit.append(first)
+                within += first is not None and first <= 60
+                arg = [int(torch.argmin(bound[: s + 1])) for s in range(bound.numel())]
+                for c in CHECKPOINTS:
+                    if c <= bound.numel():
+                        b = float(run_min[c - 1])
+                        reg = float(regret[arg[c - 1]])
+                        ratio_range[c].append(b / r["f_range"])
+                        ratio_regret[c].append(b / reg if reg > 0 else math.inf)
+                secs += r.get("certificate_seconds", {}).get(name, 0.0)
+            hits = [h for h in first_hit if h is not None]
+            rows.append(
+                {
+                    "problem": problem,
+                    "variant": name,
+                    "runs": len(recs),
+                    "steps": steps,
+                    "violation_fraction": violations / max(steps, 1),
+                    "runs_with_violation": runs_violated,
+                    "delta": delta,
+                    "runs_within_10pct_by_60": within,
+                    "median_first_query_10pct": _median(hits) if hits else None,
+                    **{
+                        f"median_bound_over_range_{c}": _median(ratio_range[c])
+                        for c in CHECKPOINTS
+                    },
+                    **{
+                        f"median_bound_over_regret_{c}": _median(ratio_regret[c])
+                        for c in CHECKPOINTS
+                    },
+                    "seconds_per_step": secs / max(steps, 1),
+                }
+            )
+    return rows
+
+
+def _fmt(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.3g}"
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The README's markdown table."""
+    head = (
+        "| problem | certificate | violations (steps) | runs violated | "
+        "runs <= 10% by 60 | B/range @25 | @50 | @100 | B/regret @25 | @50 | @100 "
+        "| s/step |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"| {r['problem']} | {r['variant']} | {r['violation_fraction']:.4f} | "
+            f"{r['runs_with_violation']}/{r['runs']} | "
+            f"{r['runs_within_10pct_by_60']}/{r['runs']} | "
+            + " | ".join(_fmt(r[f"median_bound_over_range_{c}"]) for c in CHECKPOINTS)
+            + " | "
+            + " | ".join(_fmt(r[f"median_bound_over_regret_{c}"]) for c in CHECKPOINTS)
+            + f" | {r['seconds_per_step']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ax_chaining.benchmarks certificate [options]``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m ax_chaining.benchmarks certificate",
+        description="Soundness and usefulness of the regret certificates.",
+    )
+    parser.add_argument("--problem", default="grid,se", help="grid, se or both")
+    parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--iters", type=int, default=None)
+    parser.add_argument("--grid-side", type=int, default=None)
+    parser.add_argument("--se-n", type=int, default=None)
+    parser.add_argument("--small", action="store_true", help="tiny preset (tests)")
+    parser.add_argument("--out", default="results/certificate")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--table", action="store_true", help="print the table only")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    preset = SMALL_CONFIG if args.small else DEFAULT_CONFIG
+    config = CertificateConfig(
+        grid_side=args.grid_side or preset.grid_side,
+        se_n=args.se_n or preset.se_n,
+        iters=args.iters or preset.iters,
+        runs=args.runs or preset.runs,
+        n_init=preset.n_init,
+    )
+    problems = [p.strip() for p in args.problem.split(",") if p.strip()]
+    bad = [p for p in problems if p not in PROBLEMS]
+    if bad or not problems:
+        raise SystemExit(
+            f"error: unknown problem {bad or args.problem!r}; choose from {PROBLEMS}."
+        )
+    if config.iters < 1 or config.runs < 1 or config.grid_side < 4 or config.se_n < 20:
+        raise SystemExit(
+            "error: need --iters >= 1, --runs >= 1, --grid-side >= 4, --se-n >= 20."
+        )
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    start = time.perf_counter()
+    records = run_all(problems, config, out, progress=not args.no_progress)
+    rows = summarize(records, config.delta)
+    if args.table:
+        print(format_table(rows))
+        return 0
+    summary = {
+        "config": {**config.key(), "runs": config.runs},
+        "command": "python -m ax_chaining.benchmarks certificate " + shlex.join(argv),
+        "wall_seconds_this_call": time.perf_counter() - start,
+        "rows": [{k: _json_safe(v) for k, v in row.items()} for row in rows],
+    }
+    write_atomic(
+        out / "summary.json", lambda fh: json.dump(summary, fh, indent=1), binary=False
+    )
+    for row in summary["rows"]:
+        print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
