@@ -498,6 +498,7 @@ class ChainingUCB(AcquisitionFunction):
         tail: Tail = "gaussian",
         delta: float | None = None,
         t: int | None = None,
+        split_delta: bool = False,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate.
 
@@ -519,14 +520,18 @@ class ChainingUCB(AcquisitionFunction):
                 ``N``, or indices.
             rule: ``"min_bound"`` (default): the point with the smallest bound;
                 ``"max_mean"``: the point with the largest posterior mean.
-            method: ``"combined"`` (default: the smaller of the pairwise and the
-                chaining bound, ``delta/2`` each), ``"pairwise"`` or ``"chaining"``.
+            method: ``"combined"`` (default: the smaller of the union and the
+                chaining bound), ``"union"`` (union bound over the candidates,
+                budget spread by the data), ``"pairwise"`` (union bound with
+                :math:`\delta_t / (N - 1)` per pair) or ``"chaining"``.
             links: ``"actual"`` (default, pseudo-distances along the chain) or
                 ``"radius"`` (the paper's radii).
             tail: ``"gaussian"`` (default, exact quantile) or ``"chernoff"``.
             delta: Confidence parameter; default the acquisition's ``delta``.
             t: Step whose share of ``delta`` is used (default: observations + 1,
                 or the ``t`` given at construction); each step must use its own.
+            split_delta: With ``"combined"``, ``delta / 2`` for each part (not
+                needed for validity; see :mod:`ax_chaining.certificate`).
 
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.
@@ -535,9 +540,7 @@ class ChainingUCB(AcquisitionFunction):
         state = self._certificate_state()
         t = state.t if t is None else _check_positive_int("t", t)
         index = self._certified_index(among)
-        tree = None
-        if method != "pairwise":
-            tree = state.tree
+        tree = None if method in ("union", "pairwise") else state.tree
         parts = certificate_bounds(
             state.mean,
             state.distance,
@@ -549,6 +552,7 @@ class ChainingUCB(AcquisitionFunction):
             links=links,
             tail=tail,
             dist=state.rows(index),
+            split_delta=split_delta,
         )
         bounds = parts["bound"]
         pos = recommend(bounds, index, state.mean, rule)
@@ -567,6 +571,7 @@ class ChainingUCB(AcquisitionFunction):
             components={k: float(v[pos]) for k, v in parts.items() if k != "bound"},
             certified=tuple(int(i) for i in index.tolist()),
             bounds=tuple(float(b) for b in bounds.tolist()),
+            split_delta=bool(split_delta),
         )
 
     @torch.no_grad()

@@ -31,14 +31,24 @@ split over steps), they hold for every step at once with probability at least
 :math:`1 - \delta`; so does every bound below, and so does the *running minimum*
 :math:`\min_{s \le t} B_s(\hat x_s)`, which certifies the point that attained it.
 
-**Pairwise union bound** (``method="pairwise"``). The pairs
-:math:`(x, x^\star)`, :math:`x^\star \ne x`, with one threshold
-:math:`z_t = \bar\Phi^{-1}(\delta_t / (N - 1))` give
+**Union bound** (``method="union"``). For ``x`` fixed by :math:`D_t` and a
+level :math:`B` computed from :math:`D_t`,
+:math:`P[\max_{x^\star} f(x^\star) - f(x) > B \mid D_t] \le \sum_{x^\star}
+\bar\Phi\big((B - \mu(x^\star) + \mu(x)) / d(x, x^\star)\big)`; the certificate is
+the smallest :math:`B` that makes the sum at most :math:`\delta_t`
+(:func:`union_bound`, by bisection). The issue's baseline (``method="pairwise"``)
+spends :math:`\delta_t / (N - 1)` on every pair, i.e. one threshold
+:math:`z_t = \bar\Phi^{-1}(\delta_t / (N - 1))`:
 
 .. math::
 
     B^{\mathrm{pair}}_t(x) = \max_{x^\star} \big[\mu(x^\star) - \mu(x)
-        + z_t\, d(x, x^\star)\big].
+        + z_t\, d(x, x^\star)\big];
+
+at :math:`B = B^{\mathrm{pair}}_t(x)` every term of the sum is at most
+:math:`\delta_t / (N - 1)`, so the union bound is never larger. It gains where
+many candidates lie far below the maximum of :math:`\mu + z_t d`: they need
+little of the budget.
 
 **Chaining** (``method="chaining"``), after Appendix A of Contal, Malherbe and
 Vayatis (2015). Take nested sets :math:`T_1 \subseteq \dots \subseteq T_L` (the
@@ -94,9 +104,19 @@ Eq. (ucb), :math:`3 \sum_{i: \epsilon_i < \sigma(x_t)} \epsilon_{i-1}
 :math:`\bar\Phi^{-1}(p)`; ``tail="chernoff"`` the paper's
 :math:`\sqrt{2 \log(1/p)}`, which is larger.
 
-**Default** (``method="combined"``): :math:`\min(B^{\mathrm{pair}}_t,
-B^{\mathrm{chain}}_t)` with :math:`\delta/2` given to each; on the intersection
-of both events (probability at least :math:`1 - \delta`) both hold.
+**Default** (``method="combined"``): :math:`\min(B^{\cup}_t(x),
+B^{\mathrm{chain}}_t(x))`, each at the full :math:`\delta_t`. This needs no
+split of :math:`\delta`: given :math:`D_t`, both bounds are numbers and
+:math:`S = \max_{x^\star} f(x^\star) - f(x)` is the random variable; each number
+bounds the :math:`(1 - \delta_t)`-quantile of the conditional law of :math:`S`
+(:math:`P[S > B_c \mid D_t] \le \delta_t` for each construction :math:`c`), so
+the smaller one does too: with :math:`c^\star` the minimizer, a function of
+:math:`D_t`, :math:`P[S > B_{c^\star} \mid D_t] \le \delta_t`. (This is where the
+Bayesian setting differs from a frequentist one, in which the minimum of two
+confidence bounds of a fixed parameter would need :math:`\delta / 2` each.)
+``split_delta=True`` gives each part :math:`\delta / 2` anyway. The same
+argument makes every choice computed from :math:`D_t` alone free: the
+recommended point, the covers, the budget split over levels.
 
 **UCB - LCB** (Makarova et al., 2022), for comparison: on the GP-UCB event
 :math:`|f - \mu| \le \sqrt{\beta_t}\, \sigma` over :math:`X`,
@@ -132,17 +152,18 @@ __all__ = [
     "running_minimum",
     "step_delta",
     "ucb_lcb_bound",
+    "union_bound",
     "upper_quantile",
 ]
 
 Tail = Literal["gaussian", "chernoff"]
 Links = Literal["actual", "radius"]
-Method = Literal["combined", "pairwise", "chaining"]
+Method = Literal["combined", "union", "pairwise", "chaining"]
 Rule = Literal["min_bound", "max_mean"]
 
 _TAILS = ("gaussian", "chernoff")
 _LINKS = ("actual", "radius")
-_METHODS = ("combined", "pairwise", "chaining")
+_METHODS = ("combined", "union", "pairwise", "chaining")
 _RULES = ("min_bound", "max_mean")
 
 
@@ -237,6 +258,89 @@ def pairwise_bound(
     z = upper_quantile(delta_t / (n - 1), tail).to(mean.device)
     gap = mean.unsqueeze(0) - mean[index].unsqueeze(-1) + z * dist.to(mean)
     return gap.amax(dim=-1).clamp_min(0.0)
+
+
+def _tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: Tail) -> Tensor:
+    """``sum_{x*: d > 0} P[f(x*) - f(x) > b]`` (or its Chernoff bound), per row."""
+    pos = dist > 0
+    z = (b.unsqueeze(-1) - gap) / torch.where(pos, dist, torch.ones_like(dist))
+    if tail == "gaussian":
+        term = torch.special.ndtr(-z)
+    else:
+        term = torch.where(z > 0, torch.exp(-0.5 * z.square()), torch.ones_like(z))
+    return torch.where(pos, term, torch.zeros_like(term)).sum(dim=-1)
+
+
+def union_bound(
+    mean: Tensor,
+    dist: Tensor,
+    index: Tensor,
+    delta_t: float,
+    tail: Tail = "gaussian",
+    rtol: float = 1e-6,
+) -> Tensor:
+    r"""Union bound with the budget spread over the pairs as the data allow.
+
+    The smallest :math:`B \ge 0` with
+
+    .. math::
+
+        \sum_{x^\star:\, d(x, x^\star) > 0} \bar\Phi\Big(\frac{B - (\mu(x^\star)
+            - \mu(x))}{d(x, x^\star)}\Big) \le \delta_t,
+
+    (and :math:`B \ge \mu(x^\star) - \mu(x)` where :math:`d = 0`), i.e. the union
+    bound :math:`P[\max_{x^\star} f(x^\star) - f(x) > B \mid D_t] \le \sum_{x^\star}
+    P[f(x^\star) - f(x) > B \mid D_t]` solved for :math:`B`. It never exceeds
+    :func:`pairwise_bound` (which spends :math:`\delta_t / (N - 1)` on every pair,
+    also on pairs far below the maximum). Solved by bisection to a relative
+    tolerance ``rtol``; the upper end is returned, so the result is valid.
+
+    Example:
+        >>> mean = torch.tensor([0.0, 1.0], dtype=torch.float64)
+        >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
+        >>> union_bound(mean, dist, torch.tensor([0]), delta_t=0.05)  # 1 + z(0.05) / 2
+        tensor([1.8224], dtype=torch.float64)
+
+    Args:
+        mean: ``N`` posterior means.
+        dist: ``m x N`` pseudo-distances :math:`d(x, \cdot)` of the certified points.
+        index: ``m`` indices of the certified points.
+        delta_t: Failure probability of this step.
+        tail: ``"gaussian"`` (:math:`\bar\Phi`) or ``"chernoff"``
+            (:math:`\min(1, e^{-z_+^2/2})`).
+        rtol: Relative tolerance of the bisection.
+
+    Returns:
+        ``m`` bounds (float64, at least 0).
+    """
+    _check_choice("tail", tail, _TAILS)
+    mean, index = _check_rows(mean, dist, index)
+    dist = dist.to(mean)
+    out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
+    step = max(1, 2**22 // max(1, mean.numel()))
+    for start in range(0, index.numel(), step):
+        rows = slice(start, start + step)
+        gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
+        d = dist[rows]
+        exact = torch.where(d > 0, torch.full_like(gap, -math.inf), gap)
+        lo = exact.amax(dim=-1).clamp_min(0.0)
+        hi = torch.maximum(pairwise_bound(mean, d, index[rows], delta_t, tail), lo)
+        # Grow hi until the tail sum is within budget (pairwise_bound already is,
+        # up to round-off).
+        for _ in range(64):
+            over = _tail_sum(hi, gap, d, tail) > delta_t
+            if not bool(over.any()):
+                break
+            hi = torch.where(over, hi + (hi - lo).clamp_min(1e-12) + 1e-12, hi)
+        for _ in range(200):
+            if bool((hi - lo <= rtol * hi.abs().clamp_min(1e-300)).all()):
+                break
+            mid = 0.5 * (lo + hi)
+            ok = _tail_sum(mid, gap, d, tail) <= delta_t
+            hi = torch.where(ok, mid, hi)
+            lo = torch.where(ok, lo, mid)
+        out[rows] = hi
+    return out
 
 
 @dataclass(frozen=True)
@@ -505,6 +609,7 @@ def certificate_bounds(
     links: Links = "actual",
     tail: Tail = "gaussian",
     dist: Tensor | None = None,
+    split_delta: bool = False,
 ) -> dict[str, Tensor]:
     r"""Certificates of the points ``index`` at step ``t``.
 
@@ -515,36 +620,42 @@ def certificate_bounds(
         t: Step; the bound holds jointly over all ``t`` (budget
             :func:`step_delta`).
         delta: Confidence parameter in (0, 1).
-        method: ``"combined"`` (min of both, ``delta/2`` each), ``"pairwise"`` or
-            ``"chaining"``.
-        tree: The chaining tree (needed unless ``method="pairwise"``).
+        method: ``"combined"`` (the smaller of ``"union"`` and ``"chaining"``),
+            ``"union"``, ``"pairwise"`` or ``"chaining"``.
+        tree: The chaining tree (needed for ``"chaining"`` and ``"combined"``).
         links: ``"actual"`` or ``"radius"`` (chaining only).
         tail: ``"gaussian"`` or ``"chernoff"``.
         dist: The ``m x N`` rows :math:`d(x, \cdot)` (not squared) if already
             computed; default from ``distance``.
+        split_delta: With ``"combined"``, give each part ``delta / 2`` instead
+            of ``delta``. Not needed for validity (see the module docstring).
 
     Returns:
-        ``{"bound": m bounds, "pairwise": ..., "chaining": ...}`` (the last two
-        where computed, each at its share of ``delta``).
+        ``{"bound": m bounds, <part>: m bounds, ...}`` with the part(s) computed.
     """
     _check_choice("method", method, _METHODS)
+    _check_choice("links", links, _LINKS)
     if mean.numel() != distance.n:
         raise ValueError(f"mean has {mean.numel()} entries, distance {distance.n}.")
     index = torch.as_tensor(index, dtype=torch.long, device=mean.device).reshape(-1)
-    share = step_delta(delta / 2.0 if method == "combined" else delta, t)
+    parts = ("union", "chaining") if method == "combined" else (method,)
+    if "chaining" in parts and tree is None:
+        raise ValueError(f"method={method!r} needs the chaining tree (tree=).")
+    share = step_delta(delta / len(parts) if split_delta else delta, t)
     if dist is None:
         dist = distance.rows(index).to(torch.float64).clamp_min(0.0).sqrt()
     out: dict[str, Tensor] = {}
-    if method in ("combined", "pairwise"):
-        out["pairwise"] = pairwise_bound(mean, dist, index, share, tail)
-    if method in ("combined", "chaining"):
-        if tree is None:
-            raise ValueError(f"method={method!r} needs the chaining tree (tree=).")
-        out["chaining"] = chaining_bound(mean, dist, index, tree, share, links, tail)
-    if method == "combined":
-        out["bound"] = torch.minimum(out["pairwise"], out["chaining"])
-    else:
-        out["bound"] = out[method]
+    for part in parts:
+        if part == "union":
+            out[part] = union_bound(mean, dist, index, share, tail)
+        elif part == "pairwise":
+            out[part] = pairwise_bound(mean, dist, index, share, tail)
+        else:
+            out[part] = chaining_bound(mean, dist, index, tree, share, links, tail)
+    bound = out[parts[0]]
+    for part in parts[1:]:
+        bound = torch.minimum(bound, out[part])
+    out["bound"] = bound
     return out
 
 
@@ -567,16 +678,17 @@ class Certificate:
         bound: The certificate, in objective units.
         delta: Confidence parameter.
         t: Step (observations + 1) whose budget the bound uses.
-        method: ``"combined"``, ``"pairwise"`` or ``"chaining"``.
+        method: ``"combined"``, ``"union"``, ``"pairwise"`` or ``"chaining"``.
         rule: How the point was chosen (``"min_bound"``, ``"max_mean"`` or
             ``"index"``).
         links: ``"actual"`` or ``"radius"``.
         tail: ``"gaussian"`` or ``"chernoff"``.
         mean: Posterior mean at the point (objective units).
-        components: The bound of each part at the point (e.g. ``pairwise`` and
-            ``chaining``, each at ``delta/2`` for ``"combined"``).
+        components: The bound of each part at the point (``union`` and
+            ``chaining`` for ``"combined"``).
         certified: Indices of the candidates that were certified.
         bounds: Their bounds (same order).
+        split_delta: Whether the parts of ``"combined"`` got ``delta / 2`` each.
     """
 
     index: int
@@ -592,6 +704,7 @@ class Certificate:
     components: dict = field(default_factory=dict)
     certified: tuple[int, ...] = ()
     bounds: tuple[float, ...] = ()
+    split_delta: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe dict (floats, ints, strings and lists only)."""
@@ -609,4 +722,5 @@ class Certificate:
             "components": {str(k): _json_float(v) for k, v in self.components.items()},
             "certified": [int(i) for i in self.certified],
             "bounds": [_json_float(b) for b in self.bounds],
+            "split_delta": bool(self.split_delta),
         }

@@ -26,6 +26,7 @@ from ax_chaining.certificate import (
     running_minimum,
     step_delta,
     ucb_lcb_bound,
+    union_bound,
     upper_quantile,
 )
 
@@ -154,21 +155,74 @@ def test_chaining_radius_by_hand():
     assert got.item() <= rad.item()  # actual links never exceed their radii here
 
 
-def test_combined_is_min_with_half_delta():
+def test_union_by_hand():
+    _, _, _, dist = hand_setup()
+    dt = step_delta(DELTA, 1)
+    idx = torch.arange(3)
+    got = union_bound(MEAN, dist, idx, dt)
+    pair = pairwise_bound(MEAN, dist, idx, dt)
+    assert bool((got <= pair + 1e-12).all())
+    # x = 0: B solves Phibar((B - 0.5) / d01) + Phibar((B - 1) / d02) = delta_t.
+    nd = NormalDist()
+
+    def excess(b, others):
+        return sum(1 - nd.cdf((b - g) / d) for g, d in others) - dt
+
+    for i, others in enumerate(
+        [
+            [(0.5, D01), (1.0, D02)],
+            [(-0.5, D01), (0.5, D12)],
+            [(-1.0, D02), (-0.5, D12)],
+        ]
+    ):
+        b = got[i].item()
+        assert excess(b, others) <= 0  # within budget: a valid bound
+        assert excess(b * (1 - 1e-5), others) > 0  # and the smallest one
+    # x = 2 is the best by far: its bound is set by its two weak rivals.
+    assert got[2].item() < pair[2].item()
+    # Two points: one pair, so the union and the pairwise bound agree.
+    two = torch.tensor([[0.0, 0.5]], dtype=DTYPE)
+    m2 = torch.tensor([0.0, 1.0], dtype=DTYPE)
+    assert union_bound(m2, two, torch.tensor([0]), 0.05).item() == pytest.approx(
+        1 + 0.5 * zq(0.05), rel=1e-6
+    )
+    chern = union_bound(m2, two, torch.tensor([0]), 0.05, tail="chernoff")
+    assert chern.item() == pytest.approx(
+        1 + 0.5 * math.sqrt(2 * math.log(20)), rel=1e-6
+    )
+
+
+def test_union_respects_zero_distance():
+    # x* = 1 has d(0, 1) = 0: f(1) - f(0) = mu(1) - mu(0) = 2 exactly.
+    mean = torch.tensor([0.0, 2.0, -5.0], dtype=DTYPE)
+    dist = torch.tensor([[0.0, 0.0, 1.0]], dtype=DTYPE)
+    got = union_bound(mean, dist, torch.tensor([0]), 0.01)
+    assert got.item() == pytest.approx(2.0, abs=1e-5)
+    assert got.item() >= 2.0
+
+
+def test_combined_is_the_min_at_full_delta():
     distance, _, tree, dist = hand_setup()
     idx = torch.arange(3)
     out = certificate_bounds(MEAN, distance, idx, t=4, delta=DELTA, tree=tree)
+    full = step_delta(DELTA, 4)
+    assert set(out) == {"union", "chaining", "bound"}
+    torch.testing.assert_close(out["union"], union_bound(MEAN, dist, idx, full))
+    torch.testing.assert_close(
+        out["chaining"], chaining_bound(MEAN, dist, idx, tree, full)
+    )
+    torch.testing.assert_close(
+        out["bound"], torch.minimum(out["union"], out["chaining"])
+    )
+    split = certificate_bounds(
+        MEAN, distance, idx, t=4, delta=DELTA, tree=tree, split_delta=True
+    )
     half = step_delta(DELTA / 2, 4)
-    torch.testing.assert_close(out["pairwise"], pairwise_bound(MEAN, dist, idx, half))
-    torch.testing.assert_close(
-        out["chaining"], chaining_bound(MEAN, dist, idx, tree, half)
-    )
-    torch.testing.assert_close(
-        out["bound"], torch.minimum(out["pairwise"], out["chaining"])
-    )
+    torch.testing.assert_close(split["union"], union_bound(MEAN, dist, idx, half))
+    assert bool((split["bound"] >= out["bound"]).all())
     alone = certificate_bounds(MEAN, distance, idx, t=4, method="pairwise")
     assert set(alone) == {"pairwise", "bound"}
-    assert bool((alone["bound"] <= out["pairwise"]).all())  # full delta: smaller z
+    torch.testing.assert_close(alone["bound"], pairwise_bound(MEAN, dist, idx, full))
     with pytest.raises(ValueError, match="needs the chaining tree"):
         certificate_bounds(MEAN, distance, idx, t=4, method="chaining")
     with pytest.raises(ValueError, match="method must be one of"):
@@ -216,9 +270,12 @@ def test_bounds_are_nonnegative_and_ordered(n, seed, tail):
     dt = step_delta(DELTA, 2)
     gap = (mean.max() - mean).clamp_min(0)
     pair = pairwise_bound(mean, dist, idx, dt, tail)
+    union = union_bound(mean, dist, idx, dt, tail)
     act = chaining_bound(mean, dist, idx, tree, dt, "actual", tail)
     rad = chaining_bound(mean, dist, idx, tree, dt, "radius", tail)
     assert bool((pair >= gap - 1e-12).all()) and bool((act >= gap - 1e-12).all())
+    assert bool((union >= gap - 1e-12).all())
+    assert bool((union <= pair * (1 + 1e-9) + 1e-12).all())
     assert bool((rad >= act - 1e-9).all())
     assert sig_min >= 0
 
@@ -284,7 +341,7 @@ def test_certificate_api(small_problem):
     assert acqf.certificate(among=[9]).index == 9
     by_mean = acqf.certificate(rule="max_mean")
     assert by_mean.index == max(cert.certified, key=lambda i: acqf.candidate_mean[i])
-    for method in ("pairwise", "chaining"):
+    for method in ("union", "pairwise", "chaining"):
         for links in ("actual", "radius"):
             for tail in ("gaussian", "chernoff"):
                 c = acqf.certificate(method=method, links=links, tail=tail)
@@ -292,7 +349,9 @@ def test_certificate_api(small_problem):
     assert (
         acqf.certificate(tail="chernoff", method="pairwise").bound
         > acqf.certificate(method="pairwise").bound
+        >= acqf.certificate(method="union").bound
     )
+    assert acqf.certificate(split_delta=True).bound >= cert.bound
 
 
 def test_certificate_bad_input(small_problem):

@@ -71,8 +71,11 @@ FORMAT_VERSION = 1
 DTYPE = torch.float64
 
 #: Certificate variants: name -> keyword arguments of ``ChainingUCB.certificate``.
-VARIANTS: dict[str, dict[str, str]] = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "combined": {"method": "combined", "links": "actual", "tail": "gaussian"},
+    "combined-split": {"method": "combined", "split_delta": True},
+    "union": {"method": "union", "tail": "gaussian"},
+    "union-chernoff": {"method": "union", "tail": "chernoff"},
     "pairwise": {"method": "pairwise", "tail": "gaussian"},
     "pairwise-chernoff": {"method": "pairwise", "tail": "chernoff"},
     "chaining": {"method": "chaining", "links": "actual", "tail": "gaussian"},
@@ -295,6 +298,7 @@ def summarize(
             first_hit = []
             ratio_range: dict[int, list[float]] = {c: [] for c in CHECKPOINTS}
             ratio_regret: dict[int, list[float]] = {c: [] for c in CHECKPOINTS}
+            zero: dict[int, int] = {c: 0 for c in CHECKPOINTS}
             secs = 0.0
             for r in recs:
                 v = r["variants"][name]
@@ -316,6 +320,7 @@ def summarize(
                         reg = float(regret[arg[c - 1]])
                         ratio_range[c].append(b / r["f_range"])
                         ratio_regret[c].append(b / reg if reg > 0 else math.inf)
+                        zero[c] += reg <= 0
                 secs += r.get("certificate_seconds", {}).get(name, 0.0)
             hits = [h for h in first_hit if h is not None]
             rows.append(
@@ -337,6 +342,7 @@ def summarize(
                         f"median_bound_over_regret_{c}": _median(ratio_regret[c])
                         for c in CHECKPOINTS
                     },
+                    **{f"runs_zero_regret_{c}": zero[c] for c in CHECKPOINTS},
                     "seconds_per_step": secs / max(steps, 1),
                 }
             )
@@ -356,7 +362,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| problem | certificate | violations (steps) | runs violated | "
         "runs <= 10% by 60 | B/range @25 | @50 | @100 | B/regret @25 | @50 | @100 "
-        "| s/step |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| regret 0 @25/50/100 | s/step |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     lines = [head]
     for r in rows:
@@ -367,6 +374,14 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             + " | ".join(_fmt(r[f"median_bound_over_range_{c}"]) for c in CHECKPOINTS)
             + " | "
             + " | ".join(_fmt(r[f"median_bound_over_regret_{c}"]) for c in CHECKPOINTS)
+            + " | "
+            + "/".join(
+                str(r[f"runs_zero_regret_{c}"])
+                if r[f"median_bound_over_range_{c}"]
+                == r[f"median_bound_over_range_{c}"]
+                else "-"
+                for c in CHECKPOINTS
+            )
             + f" | {r['seconds_per_step']:.3f} |"
         )
     return "\n".join(lines)
