@@ -428,3 +428,51 @@ def test_soundness_small_seeded():
     assert steps == 72
     assert violations <= DELTA * steps
     assert max(ratios) < 1.0
+
+
+# ---------------------------------------------------------------- benchmark
+
+
+def test_benchmark_small_preset_resumes(tmp_path, monkeypatch, capsys):
+    from ax_chaining.benchmarks.__main__ import main
+
+    monkeypatch.setenv("AX_CHAINING_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "cert"
+    args = ["certificate", "--small", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    from ax_chaining.benchmarks.certificate import OTHERS, VARIANTS
+
+    assert len(lines) == 2 * (len(VARIANTS) + len(OTHERS))
+    assert {x["problem"] for x in lines} == {"grid", "se"}
+    for x in lines:
+        assert x["steps"] == 2 * 6 and 0 <= x["violation_fraction"] <= 1
+    run = out / "grid" / "run000.json"
+    record = json.loads(run.read_text())
+    assert record["complete"] and len(record["variants"]["combined"]["bound"]) == 6
+    v = record["variants"]
+    for step in range(6):  # combined is the smaller of its parts, union <= pairwise
+        assert v["combined"]["bound"][step] <= v["union"]["bound"][step] + 1e-12
+        assert v["union"]["bound"][step] <= v["pairwise"]["bound"][step] + 1e-9
+        assert v["combined"]["bound"][step] <= v["combined-split"]["bound"][step]
+    # A second call reuses the finished runs (resume), byte for byte.
+    stamp = run.stat().st_mtime_ns
+    assert main([*args, "--table"]) == 0
+    table = capsys.readouterr().out
+    assert run.stat().st_mtime_ns == stamp
+    assert (
+        table.startswith("| problem | certificate |") and "| grid | combined |" in table
+    )
+    # Another configuration in the same directory is refused.
+    with pytest.raises(ValueError, match="another configuration"):
+        main([*args, "--iters", "3"])
+    with pytest.raises(SystemExit):
+        main(["certificate", "--problem", "himmelblau", "--out", str(out)])
+
+
+def test_benchmark_scaling_rows(capsys):
+    from ax_chaining.benchmarks.certificate import scaling
+
+    rows = scaling([60], num_obs=5)
+    assert rows[0]["n"] == 60 and rows[0]["union"] <= rows[0]["pairwise"] + 1e-9
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["n"] == 60
