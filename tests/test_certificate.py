@@ -476,3 +476,28 @@ def test_benchmark_scaling_rows(capsys):
     rows = scaling([60], num_obs=5)
     assert rows[0]["n"] == 60 and rows[0]["union"] <= rows[0]["pairwise"] + 1e-9
     assert json.loads(capsys.readouterr().out.splitlines()[0])["n"] == 60
+
+
+def test_minimization_and_transforms(small_problem):
+    """maximize=False certifies min f; Normalize/Standardize models find their
+    evaluated candidates and report objective units."""
+    from botorch.models.transforms import Normalize, Standardize
+
+    C, f, idx, model = small_problem
+    y = model.train_targets.unsqueeze(-1)
+    flipped = se_model(C[idx], -y)
+    up = ChainingUCB(model, C).certificate()
+    down = ChainingUCB(flipped, C, maximize=False).certificate()
+    assert down.index == up.index
+    assert down.bound == pytest.approx(up.bound, rel=1e-9)
+    assert down.mean == pytest.approx(-up.mean, rel=1e-9)
+
+    scaled = SingleTaskGP(
+        C[idx] * 10.0,
+        3.0 * y + 1.0,
+        input_transform=Normalize(d=2),
+        outcome_transform=Standardize(m=1),
+    ).eval()
+    cert = ChainingUCB(scaled, C * 10.0).certificate()
+    assert sorted(cert.certified) == sorted(idx.tolist())
+    assert math.isfinite(cert.bound) and cert.bound > 0

@@ -466,11 +466,14 @@ def main(argv: list[str] | None = None) -> int:
         help="compare union and chaining bounds on one posterior for these N",
     )
     parser.add_argument("--obs", type=int, default=50, help="observations (--scaling)")
+    parser.add_argument(
+        "--side", type=float, default=20.0, help="side of the square (--scaling)"
+    )
     args = parser.parse_args(argv)
     if args.scaling:
         if args.threads:
             torch.set_num_threads(args.threads)
-        scaling(args.scaling, num_obs=args.obs)
+        scaling(args.scaling, num_obs=args.obs, side=args.side)
         return 0
     preset = SMALL_CONFIG if args.small else DEFAULT_CONFIG
     config = CertificateConfig(
