@@ -254,14 +254,23 @@ def _load(path: Path, config: CertificateConfig) -> dict[str, Any] | None:
 
 
 def run_all(
-    problems: list[str], config: CertificateConfig, out: Path, progress: bool = True
+    problems: list[str],
+    config: CertificateConfig,
+    out: Path,
+    progress: bool = True,
+    run_missing: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run (or load) every ``(problem, seed)``; each finished run is saved at once."""
+    """Run (or load) every ``(problem, seed)``; each finished run is saved at once.
+
+    With ``run_missing=False`` only the finished runs are loaded.
+    """
     records = []
     for problem in problems:
         for seed in range(config.runs):
             path = _path(out, problem, seed)
             record = _load(path, config)
+            if record is None and not run_missing:
+                continue
             if record is None:
                 start = time.perf_counter()
                 record = run_one(problem, seed, config)
@@ -455,7 +464,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="tiny preset (tests)")
     parser.add_argument("--out", default="results/certificate")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--table", action="store_true", help="print the table only")
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="print the table of the finished runs only (runs nothing)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument(
         "--scaling",
@@ -497,7 +510,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     out = Path(args.out)
     start = time.perf_counter()
-    records = run_all(problems, config, out, progress=not args.no_progress)
+    records = run_all(
+        problems, config, out, progress=not args.no_progress, run_missing=not args.table
+    )
     rows = summarize(records, config.delta)
     if args.table:
         print(format_table(rows))
