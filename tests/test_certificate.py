@@ -470,12 +470,19 @@ def test_benchmark_small_preset_resumes(tmp_path, monkeypatch, capsys):
         main(["certificate", "--problem", "himmelblau", "--out", str(out)])
 
 
-def test_benchmark_scaling_rows(capsys):
+def test_benchmark_scaling_rows(capsys, tmp_path):
     from ax_chaining.benchmarks.certificate import scaling
 
     rows = scaling([60], num_obs=5)
     assert rows[0]["n"] == 60 and rows[0]["union"] <= rows[0]["pairwise"] + 1e-9
-    assert json.loads(capsys.readouterr().out.splitlines()[0])["n"] == 60
+    line = capsys.readouterr().out.splitlines()[0]
+    assert json.loads(line)["n"] == 60
+    from ax_chaining.benchmarks.certificate import main
+
+    saved = tmp_path / "scaling.jsonl"
+    saved.write_text(line + "\n")
+    assert main(["--scaling-table", str(saved)]) == 0
+    assert "| 60 | 20 | 5 |" in capsys.readouterr().out
 
 
 def test_minimization_and_transforms(small_problem):

@@ -443,6 +443,26 @@ def scaling(
     return rows
 
 
+def format_scaling_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of :func:`scaling` rows (the README's)."""
+    lines = [
+        "| N | side | obs | path | cover sizes | union | pairwise | chaining | "
+        "chaining (radius) | chaining / union |",
+        "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        sizes = ", ".join(
+            f"{s}*" if b else str(s)
+            for s, b in zip(r["cover_sizes"], r["bounded"], strict=True)
+        )
+        lines.append(
+            f"| {r['n']:,} | {r['side']:g} | {r['num_obs']} | {r['path']} | {sizes} | "
+            f"{r['union']:.3f} | {r['pairwise']:.3f} | {r['chaining']:.3f} | "
+            f"{r['chaining-radius']:.3f} | {r['chaining'] / r['union']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def _json_safe(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
@@ -480,9 +500,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--obs", type=int, default=50, help="observations (--scaling)")
     parser.add_argument(
+        "--scaling-table",
+        nargs="+",
+        default=None,
+        metavar="JSONL",
+        help="print the table of --scaling JSON lines saved in these files",
+    )
+    parser.add_argument(
         "--side", type=float, default=20.0, help="side of the square (--scaling)"
     )
     args = parser.parse_args(argv)
+    if args.scaling_table:
+        rows = []
+        for name in args.scaling_table:
+            text = Path(name).read_text().splitlines()
+            rows += [json.loads(line) for line in text if line.startswith("{")]
+        print(format_scaling_table(rows))
+        return 0
     if args.scaling:
         if args.threads:
             torch.set_num_threads(args.threads)
