@@ -248,6 +248,11 @@ class ChainingUCB(AcquisitionFunction):
       it fits in the memory budget), or rows on demand with farthest-first
       nested covers for large candidate sets (see :mod:`ax_chaining.chaining`).
 
+    :meth:`certificate` and :meth:`regret_bound` give a regret certificate valid
+    at any candidate chosen from the data (:mod:`ax_chaining.certificate`); the
+    paper's Eq. (ucb) stays available as ``acqf.chaining.regret_bound`` for
+    comparison only.
+
     Example:
         >>> model = SingleTaskGP(train_X, train_Y)
         >>> candidates = torch.rand(1000, 2, dtype=torch.float64)
