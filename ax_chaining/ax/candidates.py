@@ -35,6 +35,7 @@ from ax.core.parameter import (
 from ax.core.search_space import SearchSpace
 from ax.core.types import TParameterization, TParamValue
 from ax.exceptions.core import UnsupportedError
+from ax.utils.common.random import with_rng_seed
 
 __all__ = [
     "DEFAULT_MAX_CANDIDATES",
@@ -233,15 +234,18 @@ def _enumerate_discrete(search_space: SearchSpace, max_candidates: int) -> list[
 
 def _sobol_design(search_space: SearchSpace, num: int, seed: int) -> list[dict]:
     # Ax's own Sobol generator: log/logit scales, choice parameters and
-    # parameter constraints (by rejection) exactly as Ax handles them.
-    adapter = Generators.SOBOL(
-        experiment=Experiment(search_space=search_space),
-        search_space=search_space,
-        seed=seed,
-        deduplicate=False,
-    )
+    # parameter constraints (by rejection) exactly as Ax handles them. Its
+    # rounding of integers under constraints draws from the global RNGs, so
+    # those follow the seed too: the design is a function of the seed alone.
     try:
-        arms = adapter.gen(n=num).arms
+        with with_rng_seed(seed):
+            adapter = Generators.SOBOL(
+                experiment=Experiment(search_space=search_space),
+                search_space=search_space,
+                seed=seed,
+                deduplicate=False,
+            )
+            arms = adapter.gen(n=num).arms
     except Exception as e:  # Ax raises when rejection sampling finds no point
         raise ValueError(
             f"The parameter constraints ({_constraints_repr(search_space)}) leave "
