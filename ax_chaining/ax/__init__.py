@@ -29,9 +29,7 @@ from ax_chaining.ax.nodes import (
     chaining_generation_strategy,
     chaining_ucb_node,
     gp_ucb_generation_strategy,
-    gp_ucb_node,
     ucb_generation_strategy,
-    ucb_node,
 )
 from ax_chaining.ax.selection import UCB, CandidateSetAcquisition, GenerationRecord
 from ax_chaining.ax.storage import (
@@ -57,9 +55,7 @@ __all__ = [
     "chaining_generation_strategy",
     "chaining_ucb_node",
     "gp_ucb_generation_strategy",
-    "gp_ucb_node",
     "precomputed_kernel_surrogate_spec",
     "register_storage",
     "ucb_generation_strategy",
-    "ucb_node",
 ]

@@ -1,15 +1,11 @@
 r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space.
 
-A :class:`CandidateSetSpec` holds what defines :math:`X` (it is stored with the
-generation strategy); :func:`candidate_parameterizations` computes it:
-
-* a user table of parameterizations, validated against the search space;
-* every combination of a fully discrete search space, enumerated in the order of
-  Ax's own discrete optimizer (``itertools.product`` over the parameters in
-  search-space order, which ``Acquisition.optimize`` uses for discrete spaces);
-* otherwise a fixed design of ``num_candidates`` points from Ax's Sobol generator
-  (``Generators.SOBOL``, constraint-aware) with the spec's seed, hence the same
-  design at every iteration.
+:func:`candidate_parameterizations` computes :math:`X` from a
+:class:`CandidateSetSpec` (stored with the strategy): a user table, validated
+against the search space; every combination of a fully discrete space, in the
+order of Ax's discrete optimizer (``itertools.product`` over the parameters in
+search-space order); or a fixed design of ``num_candidates`` points from Ax's
+Sobol generator (constraint-aware) with the spec's seed, the same at every step.
 """
 
 from __future__ import annotations
@@ -22,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 from ax.adapter.registry import Generators
 from ax.core.experiment import Experiment
 from ax.core.parameter import (
@@ -37,21 +34,11 @@ from ax.core.types import TParameterization, TParamValue
 from ax.exceptions.core import UnsupportedError
 from ax.utils.common.random import with_rng_seed
 
-__all__ = [
-    "DEFAULT_MAX_CANDIDATES",
-    "DEFAULT_NUM_CANDIDATES",
-    "CandidateSetSpec",
-    "candidate_parameterizations",
-]
-
-#: Default size of the fixed Sobol design for continuous or mixed search spaces.
+#: Default size of the fixed Sobol design of continuous or mixed spaces.
 DEFAULT_NUM_CANDIDATES: int = 1024
-#: Default cap on the candidate set (Python rows, an ``N x d`` tensor, and
-#: pseudo-distance work growing like ``N^2``); larger sets are an explicit opt-in.
+#: Default cap on ``N`` (rows, an ``N x d`` tensor, ``N^2`` distance work).
 DEFAULT_MAX_CANDIDATES: int = 100_000
-
-#: A table of parameterizations: a ``pandas.DataFrame`` with one column per
-#: parameter, or a sequence of ``{parameter name: value}`` mappings.
+#: A ``pandas.DataFrame`` (a column per parameter) or a sequence of dicts.
 CandidateTable = pd.DataFrame | Sequence[Mapping[str, TParamValue]]
 
 
@@ -60,19 +47,15 @@ class CandidateSetSpec:
     """Definition of the finite candidate set :math:`X` (stored in JSON).
 
     Args:
-        candidates: Optional table of parameterizations (normalized to a list of
-            dicts; NaN or inf values are refused here). If given, it is :math:`X`.
+        candidates: Optional table of parameterizations; NaN or inf refused here.
         num_candidates: Size of the Sobol design of continuous or mixed spaces.
-        seed: Seed of the Sobol design and of the uniform initialization. None
-            (the strategy factories' default) means: drawn from the global torch
-            RNG at the experiment's first generation, which Ax's ``Client`` and
-            ``ax.benchmark`` seed with their ``random_seed``; it is then stored
-            here and in every generator run's ``gen_metadata``.
+        seed: Seed of the design and of the uniform initialization. None: drawn
+            from the global torch RNG at the first generation (Ax's ``Client``
+            and ``ax.benchmark`` seed it with their ``random_seed``), then
+            stored here and in every generator run's ``gen_metadata``.
         max_candidates: Largest allowed candidate set (memory guard).
-        exclude_evaluated: Never propose an evaluated candidate (noise-free
-            problems). Default False: re-evaluation is allowed (noisy setting).
-        exclude_pending: Do not propose a pending candidate (running, or chosen
-            earlier in the same ``get_next_trials`` call) while others remain.
+        exclude_evaluated: Never propose an evaluated candidate (noise-free).
+        exclude_pending: Avoid pending candidates while others remain.
     """
 
     candidates: list[dict[str, TParamValue]] | None = None
@@ -89,40 +72,31 @@ class CandidateSetSpec:
         if self.seed is not None:
             check_int("seed", self.seed)
         for name in ("exclude_evaluated", "exclude_pending"):
-            if not isinstance(getattr(self, name), bool):
-                got = type(getattr(self, name)).__name__
-                raise TypeError(f"`{name}` must be a bool, got {got}.")
-        if self.candidates is not None and len(self.candidates) > self.max_candidates:
+            if not isinstance(value := getattr(self, name), bool):
+                raise TypeError(f"`{name}` must be a bool, got {type(value).__name__}.")
+        rows = None if self.candidates is None else len(self.candidates)
+        if rows is not None and rows > self.max_candidates:
             raise ValueError(
-                f"`candidates` has {len(self.candidates):,} rows, more than "
-                f"`max_candidates`={self.max_candidates:,}, the memory budget of the "
-                "candidate set. Pass fewer candidates or raise `max_candidates`."
+                f"`candidates` has {rows:,} rows, more than `max_candidates`="
+                f"{self.max_candidates:,}; pass fewer or raise `max_candidates`."
             )
-        if self.candidates is None and self.num_candidates > self.max_candidates:
+        if rows is None and self.num_candidates > self.max_candidates:
             raise ValueError(
                 f"`num_candidates`={self.num_candidates} exceeds `max_candidates`="
                 f"{self.max_candidates}; lower num_candidates or raise max_candidates."
             )
 
-    def resolve_seed(self, experiment: Experiment) -> int:
-        """The seed, resolved in place when None (see the class docstring).
-
-        A seed recorded in the experiment's generator runs wins over a fresh draw,
-        so a reloaded experiment (whose two nodes hold separate copies of this
-        spec) continues with the seed of its first generation.
-        """
+    def resolve_seed(self, recorded: Iterable[dict[str, Any]]) -> int:
+        """The seed; when None, the first one in the ``recorded`` generator-run
+        metadata (a reload continues with it), else a fresh draw."""
         if self.seed is None:
-            from ax_chaining.ax.nodes import recorded
-
-            seeds = [m["seed"] for _, m in recorded(experiment) if "seed" in m]
+            seeds = [m["seed"] for m in recorded if "seed" in m]
             self.seed = int(seeds[0]) if seeds else draw_seed()
         return self.seed
 
 
 def draw_seed() -> int:
     """A seed from the global torch RNG, which Ax seeds around generation."""
-    import torch
-
     return int(torch.randint(0, 2**31 - 1, (1,)).item())
 
 
@@ -140,9 +114,8 @@ def candidate_parameterizations(
         filled in), in a fixed order.
 
     Raises:
-        ValueError: Bad table entries, a set larger than ``max_candidates``, or
-            parameter constraints that leave no candidate.
-        UnsupportedError: Hierarchical search spaces.
+        ValueError: Bad table entries, too many candidates, or parameter
+            constraints that leave none. UnsupportedError: hierarchical spaces.
 
     Example:
         >>> ss = SearchSpace([ChoiceParameter("a", ParameterType.INT, [1, 2, 3])])
@@ -152,30 +125,25 @@ def candidate_parameterizations(
     spec = spec if spec is not None else CandidateSetSpec()
     if search_space.is_hierarchical:
         raise UnsupportedError(
-            "Chaining-UCB candidate sets do not support hierarchical search spaces "
-            "(parameters with `dependent_parameters`); flatten the search space or "
-            "pass `candidates=` with one row per configuration."
+            "Candidate sets do not support hierarchical search spaces; flatten the "
+            "search space or pass `candidates=` with one row per configuration."
         )
-    if spec.candidates is not None:
-        rows = _validate_table(search_space, spec.candidates)
-    elif all(_is_discrete(p) for p in _free_parameters(search_space)):
-        rows = _enumerate_discrete(search_space, spec.max_candidates)
-    else:
-        seed = spec.seed if spec.seed is not None else draw_seed()
-        rows = _sobol_design(search_space, spec.num_candidates, seed)
-    names = list(search_space.parameters)
-    unique: dict[tuple, dict] = {}
-    for r in rows:
-        unique.setdefault(row_key(r, names), r)
-    return list(unique.values())
-
-
-def _free_parameters(search_space: SearchSpace) -> list[Parameter]:
-    return [
+    free = [
         p
         for p in search_space.parameters.values()
         if not isinstance(p, FixedParameter | DerivedParameter)
     ]
+    if spec.candidates is not None:
+        rows = _validate_table(search_space, spec.candidates, free)
+    elif all(_is_discrete(p) for p in free):
+        rows = _enumerate_discrete(search_space, free, spec.max_candidates)
+    else:
+        seed = spec.seed if spec.seed is not None else draw_seed()
+        rows = _sobol_design(search_space, spec.num_candidates, seed)
+    unique: dict[tuple, dict] = {}
+    for r in rows:
+        unique.setdefault(row_key(r, list(search_space.parameters)), r)
+    return list(unique.values())
 
 
 def _is_discrete(p: Parameter) -> bool:
@@ -184,22 +152,26 @@ def _is_discrete(p: Parameter) -> bool:
     )
 
 
-def _complete(search_space: SearchSpace, row: dict[str, TParamValue]) -> None:
-    """Fill in fixed and derived parameters, in place."""
-    for p in search_space.parameters.values():
-        if isinstance(p, FixedParameter) and p.name not in row:
-            row[p.name] = p.value
-    for p in search_space.parameters.values():
-        if isinstance(p, DerivedParameter) and p.name not in row:
-            row[p.name] = p.compute(row)
+def _complete(search_space: SearchSpace, row: dict[str, TParamValue]) -> dict:
+    """Fill in fixed, then derived, parameters (in place)."""
+    for kind in (FixedParameter, DerivedParameter):
+        for p in search_space.parameters.values():
+            if isinstance(p, kind) and p.name not in row:
+                row[p.name] = p.value if kind is FixedParameter else p.compute(row)  # type: ignore[attr-defined]
+    return row
 
 
-def _constraints_repr(search_space: SearchSpace) -> str:
-    return ", ".join(str(c) for c in search_space.parameter_constraints) or "none"
+def _no_candidate(search_space: SearchSpace, what: str) -> ValueError:
+    constraints = ", ".join(str(c) for c in search_space.parameter_constraints)
+    return ValueError(
+        f"The parameter constraints ({constraints or 'none'}) leave no candidate: "
+        f"{what}. Expected a feasible region, or pass `candidates=`."
+    )
 
 
-def _enumerate_discrete(search_space: SearchSpace, max_candidates: int) -> list[dict]:
-    free = _free_parameters(search_space)
+def _enumerate_discrete(
+    search_space: SearchSpace, free: list[Parameter], max_candidates: int
+) -> list[dict]:
     values = [
         list(p.values)
         if isinstance(p, ChoiceParameter)
@@ -208,35 +180,30 @@ def _enumerate_discrete(search_space: SearchSpace, max_candidates: int) -> list[
     ]
     total = math.prod(len(v) for v in values)
     if total > max_candidates:
-        sizes = " x ".join(f"{p.name}:{len(v)}" for p, v in zip(free, values))
+        sizes = " x ".join(
+            f"{p.name}:{len(v)}" for p, v in zip(free, values, strict=True)
+        )
         raise ValueError(
             f"The fully discrete search space has {total:,} combinations ({sizes}), "
-            f"more than `max_candidates`={max_candidates:,}, the memory budget of "
-            "the candidate set. Pass `candidates=` (a table of the parameterizations "
-            "to consider) or raise `max_candidates`."
+            f"more than `max_candidates`={max_candidates:,}. Pass `candidates=` (a "
+            "table of the parameterizations to consider) or raise `max_candidates`."
         )
-    rows = []
-    for combo in itertools.product(*values):
-        row = {p.name: v for p, v in zip(free, combo, strict=True)}
-        _complete(search_space, row)
-        rows.append(row)
+    names = [p.name for p in free]
+    rows = [
+        _complete(search_space, dict(zip(names, c, strict=True)))
+        for c in itertools.product(*values)
+    ]
     df = pd.DataFrame(rows, columns=list(search_space.parameters))
     mask = np.asarray(search_space.check_membership_df(df), dtype=bool)
     if not mask.any():
-        raise ValueError(
-            f"The parameter constraints ({_constraints_repr(search_space)}) leave no "
-            f"candidate: none of the {total:,} combinations of the search space "
-            "satisfies them. Expected constraints with at least one feasible "
-            "combination."
-        )
+        raise _no_candidate(search_space, f"none of the {total:,} combinations fits")
     return [row for row, ok in zip(rows, mask, strict=True) if ok]
 
 
 def _sobol_design(search_space: SearchSpace, num: int, seed: int) -> list[dict]:
-    # Ax's own Sobol generator: log/logit scales, choice parameters and
-    # parameter constraints (by rejection) exactly as Ax handles them. Its
-    # rounding of integers under constraints draws from the global RNGs, so
-    # those follow the seed too: the design is a function of the seed alone.
+    # Ax's Sobol generator (log/logit scales, choices, constraints by rejection).
+    # Its integer rounding under constraints draws from the global RNGs, which
+    # follow the seed too: the design is a function of the seed alone.
     try:
         with with_rng_seed(seed):
             adapter = Generators.SOBOL(
@@ -245,15 +212,9 @@ def _sobol_design(search_space: SearchSpace, num: int, seed: int) -> list[dict]:
                 seed=seed,
                 deduplicate=False,
             )
-            arms = adapter.gen(n=num).arms
+            return [dict(a.parameters) for a in adapter.gen(n=num).arms]
     except Exception as e:  # Ax raises when rejection sampling finds no point
-        raise ValueError(
-            f"The parameter constraints ({_constraints_repr(search_space)}) leave "
-            f"too few candidates: Ax's Sobol generator could not draw {num} "
-            f"feasible points ({e}). Expected constraints with a feasible region "
-            "of positive volume, or pass `candidates=`."
-        ) from e
-    return [dict(a.parameters) for a in arms]
+        raise _no_candidate(search_space, f"Ax's Sobol generator failed ({e})") from e
 
 
 def _normalize_table(candidates: Any) -> list[dict[str, TParamValue]] | None:
@@ -261,59 +222,56 @@ def _normalize_table(candidates: Any) -> list[dict[str, TParamValue]] | None:
     if candidates is None:
         return None
     if isinstance(candidates, pd.DataFrame):
-        records: Iterable[Any] = candidates.to_dict(orient="records")
+        candidates = candidates.to_dict(orient="records")
     elif isinstance(candidates, str | bytes | Mapping) or not isinstance(
         candidates, Iterable
     ):
         raise TypeError(
-            "`candidates` must be a pandas DataFrame or a sequence of "
-            "{parameter name: value} mappings (one per candidate), got "
-            f"{type(candidates).__name__}."
+            "`candidates` must be a pandas DataFrame or a sequence of {parameter "
+            f"name: value}} mappings, got {type(candidates).__name__}."
         )
-    else:
-        records = candidates
     rows: list[dict[str, TParamValue]] = []
-    for i, rec in enumerate(records):
+    for i, rec in enumerate(candidates):
         if not isinstance(rec, Mapping):
             raise TypeError(
                 f"`candidates[{i}]` must be a mapping from parameter name to value, "
                 f"got {type(rec).__name__}."
             )
-        row: dict[str, TParamValue] = {}
-        for k, v in rec.items():
-            v = v.item() if isinstance(v, np.generic) else v  # JSON needs Python
+        row = {k: v.item() if isinstance(v, np.generic) else v for k, v in rec.items()}
+        for k, v in row.items():
             if not isinstance(k, str) or not isinstance(v, bool | int | float | str):
                 raise TypeError(
                     f"`candidates[{i}]` has entry {k!r}: {v!r} of type "
-                    f"{type(v).__name__}; expected parameter names mapped to int, "
-                    "float, str or bool."
+                    f"{type(v).__name__}; expected names mapped to int, float, str "
+                    "or bool."
                 )
             if isinstance(v, float) and not math.isfinite(v):
                 raise ValueError(
                     f"`candidates[{i}][{k!r}]` is {v}; expected a finite number "
-                    "(drop or fill rows with NaN or inf before passing the table)."
+                    "(drop or fill rows with NaN or inf)."
                 )
-            row[k] = v
         rows.append(row)
     if not rows:
         raise ValueError("`candidates` is empty; expected at least one candidate.")
     return rows
 
 
-def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:
-    params = search_space.parameters
-    required = {p.name for p in _free_parameters(search_space)}
+def _validate_table(
+    search_space: SearchSpace, table: list[dict], free: list[Parameter]
+) -> list[dict]:
+    params, required = search_space.parameters, {p.name for p in free}
     rows = []
     for i, given in enumerate(table):
-        unknown = sorted(set(given) - set(params))
-        missing = sorted(required - set(given))
+        unknown, missing = (
+            sorted(set(given) - set(params)),
+            sorted(required - set(given)),
+        )
         if unknown or missing:
             raise ValueError(
                 f"`candidates[{i}]` has unknown parameter(s) {unknown} and lacks "
                 f"{missing}; expected a value for each of {sorted(required)}."
             )
-        row = dict(given)
-        _complete(search_space, row)
+        row = _complete(search_space, dict(given))
         for name, value in row.items():
             p = params[name]
             kwargs = {"parameters": row} if isinstance(p, DerivedParameter) else {}
@@ -335,17 +293,13 @@ def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:
     return rows
 
 
-def _canon(v: TParamValue) -> Any:
-    # Arms from Ax and rows from the table may differ in int/float type and in
-    # the last bits of a float; compare on a rounded common representation.
-    if isinstance(v, bool) or v is None or isinstance(v, str):
-        return v
-    return round(float(v), 9)
-
-
 def row_key(row: Mapping[str, TParamValue], names: Sequence[str]) -> tuple:
-    """A hashable key of a parameterization, tolerant to int/float noise."""
-    return tuple(_canon(row.get(n)) for n in names)
+    """A hashable key of a parameterization; floats rounded to 9 decimals, since
+    Ax's arms and the table's rows may differ in int/float type and last bits."""
+    return tuple(
+        v if v is None or isinstance(v, bool | str) else round(float(v), 9)
+        for v in (row.get(n) for n in names)
+    )
 
 
 def check_int(name: str, value: Any) -> int:

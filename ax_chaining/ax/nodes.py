@@ -67,10 +67,8 @@ __all__ = [
     "chaining_generation_strategy",
     "chaining_ucb_node",
     "gp_ucb_generation_strategy",
-    "gp_ucb_node",
     "recorded",
     "ucb_generation_strategy",
-    "ucb_node",
 ]
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
@@ -127,7 +125,7 @@ class _SpecNode:
                 siblings = []
             seeds = [getattr(n, "candidate_spec", spec).seed for n in siblings]
             spec.seed = next((s for s in seeds if s is not None), None)
-            spec.resolve_seed(experiment)
+            spec.resolve_seed(m for _, m in recorded(experiment))
         key = (repr(experiment.search_space), spec.seed)
         if getattr(self, "_rows_key", None) != key:
             self._rows = candidate_parameterizations(experiment.search_space, spec)
@@ -246,7 +244,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
     """A ``GenerationNode`` that optimizes over a finite candidate set.
 
     Build one with :func:`candidate_set_node` (or :func:`chaining_ucb_node`,
-    :func:`ucb_node`, :func:`gp_ucb_node`).
+    or :func:`candidate_set_node`).
 
     Args:
         name: Node name.
@@ -777,17 +775,6 @@ def gp_ucb_generation_strategy(
     )
 
 
-def _node_spec(kwargs: dict[str, Any]) -> dict[str, Any]:
-    keys = ("candidates", "num_candidates", "seed", "max_candidates")
-    keys += ("exclude_evaluated", "exclude_pending")
-    spec = kwargs.pop("candidate_spec", None)
-    given = {k: kwargs.pop(k) for k in keys if k in kwargs}
-    if spec is None:
-        given.setdefault("seed", None)
-        spec = CandidateSetSpec(**given)
-    return {"candidate_spec": spec, **kwargs}
-
-
 def chaining_ucb_node(
     name: str = "ChainingUCB",
     *,
@@ -796,33 +783,21 @@ def chaining_ucb_node(
     engine_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> CandidateSetNode:
-    r"""A generation node running Chaining-UCB over a finite candidate set.
+    r"""A node running Chaining-UCB over a finite candidate set.
 
     Args:
         name: Node name (unique within a strategy).
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
         scale: Radius of the first chaining level.
         engine_options: Further ``ChainingUCB`` keyword arguments.
-        kwargs: :func:`candidate_set_node` arguments (``surrogate_spec``,
-            ``torch_device``, ``transition_criteria``, ``candidate_spec``) or
-            :class:`CandidateSetSpec` fields (``candidates``, ``seed``, ...).
+        kwargs: :func:`candidate_set_node` arguments, or :class:`CandidateSetSpec`
+            fields (``candidates``, ``seed``, ...) when no ``candidate_spec``.
 
     Example:
         >>> node = chaining_ucb_node(delta=0.05, num_candidates=2048, seed=0)
     """
+    fields = set(CandidateSetSpec.__dataclass_fields__)
+    spec = {k: kwargs.pop(k) for k in list(kwargs) if k in fields}
+    kwargs.setdefault("candidate_spec", CandidateSetSpec(**{"seed": None, **spec}))
     options = _options(delta=delta, scale=scale, **dict(engine_options or {}))
-    return candidate_set_node(ChainingUCB, options, name=name, **_node_spec(kwargs))
-
-
-def ucb_node(
-    name: str = "UCB", *, beta: float = 0.2, **kwargs: Any
-) -> CandidateSetNode:
-    """A node running BoTorch's stock UCB over the set; see :func:`chaining_ucb_node`."""
-    return candidate_set_node(UCB, {"beta": beta}, name=name, **_node_spec(kwargs))
-
-
-def gp_ucb_node(
-    name: str = "GPUCB", *, delta: float = 0.05, **kwargs: Any
-) -> CandidateSetNode:
-    """A node running GP-UCB over the set; see :func:`chaining_ucb_node`."""
-    return candidate_set_node(GPUCB, {"delta": delta}, name=name, **_node_spec(kwargs))
+    return candidate_set_node(ChainingUCB, options, name=name, **kwargs)
