@@ -298,14 +298,15 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         names = list(experiment.search_space.parameters)
         keys = [row_key(r, names) for r in rows]
         mask = _matches_fixed(rows, gs_gen_kwargs.get("fixed_features"))
+        done = {
+            row_key(arm.parameters, names)
+            for trial in experiment.trials.values()
+            if trial.status in _EVALUATED
+            for arm in trial.arms
+        }
+        evaluated = np.array([k in done for k in keys], dtype=bool)
         if spec.exclude_evaluated:
-            done = {
-                row_key(arm.parameters, names)
-                for trial in experiment.trials.values()
-                if trial.status in _EVALUATED
-                for arm in trial.arms
-            }
-            mask &= np.array([k not in done for k in keys], dtype=bool)
+            mask &= ~evaluated
             if not mask.any():
                 raise SearchSpaceExhausted(
                     f"All {len(rows)} candidates (matching the fixed parameters) are "
@@ -347,7 +348,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         if gr is not None:
             meta = {"seed": spec.seed, "num_candidates": len(rows)}
             meta["num_selectable"] = int(mask.sum())
-            meta.update(_acqf_metadata(record, adapter, experiment, rows))
+            meta.update(_acqf_metadata(record, adapter, experiment, rows, evaluated))
             # `gen_metadata` is the run's own dict (Ax adds "trial_type" the same
             # way); pinned in tests/test_ax_contract.py.
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
@@ -358,6 +359,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
     ) -> torch.Tensor:
         """The candidate rows in the adapter's model space (cached per adapter)."""
         key = (id(adapter), id(rows), tuple(adapter.parameters))
+        key += tuple(id(t) for t in adapter.transforms.values())
         if key != self._tensor_key:
             feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
             self._tensor = adapter.transform_observation_features(feats)
@@ -386,8 +388,10 @@ def _acqf_metadata(
     adapter: Adapter,
     experiment: Experiment,
     rows: list[TParameterization],
+    evaluated: np.ndarray,
 ) -> dict[str, Any]:
-    """JSON-safe facts of the step: acquisition, t, delta, certificate."""
+    """JSON-safe facts of the step: acquisition, t, delta, and the certificate
+    among the evaluated candidates (none before one is evaluated)."""
     acq = record.acquisition
     if acq is None:
         return {}
@@ -397,8 +401,8 @@ def _acqf_metadata(
         meta["t"] = int(acqf.t)
     if hasattr(acqf, "delta"):
         meta["delta"] = float(acqf.delta)
-    if isinstance(acqf, ChainingUCB):
-        cert = acqf.certificate()
+    if isinstance(acqf, ChainingUCB) and evaluated.any():
+        cert = acqf.certificate(among=torch.as_tensor(evaluated))
         factor = _objective_scale(adapter, experiment, acq.objective_weights)
         # Ax's model units, except "bound" (the objective's units, None if Ax's
         # transforms give no single scale) and "parameters" (the user's space).

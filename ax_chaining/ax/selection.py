@@ -1,15 +1,11 @@
 """Selection over the candidate set inside Ax's modular BoTorch generator.
 
 :class:`CandidateSetAcquisition` is the ``acquisition_class`` of the candidate-set
-nodes. It overrides one public method, ``Acquisition.optimize``, to select from
-the candidate set through Ax's public ``select_from_candidate_set`` (restricted
-by the node's evaluated / pending / fixed-feature mask). The BoTorch acquisition
-function is built by Ax's own code, through the input constructor registered for
-its class, which receives the candidate set in ``botorch_acqf_options``
-(``model_gen_options[Keys.ACQF_KWARGS]``).
-
-:class:`UCB` is BoTorch's ``UpperConfidenceBound`` with an input constructor that
-accepts what Ax passes for every class (``X_pending``) and the candidate set.
+nodes. Ax builds the BoTorch acquisition function with its own code, through the
+input constructor registered for its class, which receives the candidate set in
+``botorch_acqf_options``; this class overrides one public method,
+``Acquisition.optimize``, to select through Ax's public
+``select_from_candidate_set`` from the candidates the node's mask allows.
 """
 
 from __future__ import annotations
@@ -28,16 +24,12 @@ from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import Model
 from torch import Tensor
 
-__all__ = ["UCB", "CandidateSetAcquisition", "GenerationRecord"]
-
 
 class UCB(UpperConfidenceBound):
     r"""BoTorch's stock ``UpperConfidenceBound``, :math:`\mu + \sqrt{\beta}\sigma`.
 
-    Identical to its parent; it exists so that its input constructor
-    (:func:`construct_inputs_ucb`) accepts ``X_pending``, which Ax passes to
-    every acquisition function when trials are running. The analytic UCB does
-    not condition on pending points (a batch is the ``q`` best values).
+    Identical to its parent, with an input constructor that accepts (and
+    ignores) the ``X_pending`` Ax passes to every class and the candidate set.
 
     Example:
         >>> acqf = UCB(model, beta=0.2)
@@ -53,19 +45,7 @@ def construct_inputs_ucb(
     X_pending: Tensor | None = None,
     candidates: Tensor | None = None,
 ) -> dict[str, Any]:
-    """Construct kwargs for :class:`UCB`; ``X_pending`` and ``candidates`` unused.
-
-    Args:
-        model: The model.
-        beta: Exploration weight.
-        posterior_transform: Optional posterior transform.
-        maximize: If True, maximize.
-        X_pending: Pending points (ignored: analytic).
-        candidates: The candidate set (ignored).
-
-    Returns:
-        A dict mapping kwarg names of the constructor to values.
-    """
+    """Kwargs for :class:`UCB`; ``X_pending`` and ``candidates`` are unused."""
     return {
         "model": model,
         "beta": beta,
@@ -75,13 +55,9 @@ def construct_inputs_ucb(
 
 
 class GenerationRecord:
-    """Where :class:`CandidateSetAcquisition` leaves itself after selecting.
-
-    The node passes one in ``Keys.AX_ACQUISITION_KWARGS`` and reads it after
-    generation (to record the certificate), instead of reading Ax's private
-    generator state. Ax deep-copies generation options, so a copy of a record is
-    the record itself.
-    """
+    """Receives the :class:`CandidateSetAcquisition` that selected, so the node
+    can record the certificate without reading Ax's private generator state. Ax
+    deep-copies generation options: a copy of a record is the record itself."""
 
     def __init__(self) -> None:
         self.acquisition: CandidateSetAcquisition | None = None
@@ -93,18 +69,12 @@ class GenerationRecord:
 class CandidateSetAcquisition(Acquisition):
     """Ax ``Acquisition`` that maximizes over a finite candidate set.
 
-    Options (``Keys.AX_ACQUISITION_KWARGS`` of ``model_gen_options``, or
-    ``acq_options`` of ``adapter.evaluate_acquisition_function``):
-
-    * ``selectable``: boolean mask of the candidates that may be proposed;
-    * ``record``: a :class:`GenerationRecord` that receives this object;
-    * ``candidates``: the ``N x d`` set in Ax's transformed space, when it is not
-      already in ``botorch_acqf_options`` (e.g. for
-      ``adapter.evaluate_acquisition_function(..., acq_options={"candidates": X})``);
-      it is added there, so the input constructor receives it.
-
-    Multi-objective configurations and outcome constraints raise
-    ``UnsupportedError``.
+    Options (``Keys.AX_ACQUISITION_KWARGS``, or ``acq_options`` of
+    ``adapter.evaluate_acquisition_function``): ``selectable``, a boolean mask of
+    the candidates that may be proposed; ``record``, a :class:`GenerationRecord`;
+    ``candidates``, the ``N x d`` set in Ax's transformed space when it is not in
+    ``botorch_acqf_options`` already (it is added there for the input
+    constructor). One objective, no outcome constraints.
 
     Example:
         >>> GeneratorSpec(
@@ -121,7 +91,7 @@ class CandidateSetAcquisition(Acquisition):
         torch_opt_config: Objective weights, pending points, fixed features.
         botorch_acqf_class: The BoTorch acquisition function class.
         botorch_acqf_options: Its input constructor's keyword arguments.
-        botorch_acqf_classes_with_options: Not supported (one class only).
+        botorch_acqf_classes_with_options: Ax's multi-acquisition option.
         n: Number of candidates to generate.
         options: See above, plus Ax ``Acquisition`` options.
     """
@@ -137,8 +107,7 @@ class CandidateSetAcquisition(Acquisition):
         n: int | None = None,
         options: dict[str, Any] | None = None,
     ) -> None:
-        options = dict(options or {})
-        acqf_options = dict(botorch_acqf_options or {})
+        options, acqf_options = dict(options or {}), dict(botorch_acqf_options or {})
         candidates = acqf_options.get("candidates", options.pop("candidates", None))
         selectable = options.pop("selectable", None)
         self.record: GenerationRecord | None = options.pop("record", None)
@@ -150,13 +119,11 @@ class CandidateSetAcquisition(Acquisition):
         if candidates is None:
             raise ValueError(
                 "CandidateSetAcquisition needs `candidates` (an N x d tensor in Ax's "
-                "transformed space) in botorch_acqf_options or in its options; the "
-                "candidate-set nodes pass it, and for "
+                "transformed space) in botorch_acqf_options or its options; for "
                 "`adapter.evaluate_acquisition_function` pass acq_options="
                 '{"candidates": adapter.transform_observation_features(...)}.'
             )
-        self.candidates: Tensor = torch.as_tensor(candidates)
-        acqf_options["candidates"] = self.candidates
+        self.candidates = acqf_options["candidates"] = torch.as_tensor(candidates)
         mask = torch.ones(len(self.candidates), dtype=torch.bool)
         self.selectable = mask if selectable is None else torch.as_tensor(selectable)
         if self.selectable.shape != mask.shape or self.selectable.dtype != mask.dtype:
@@ -187,15 +154,11 @@ class CandidateSetAcquisition(Acquisition):
         candidate_set: Tensor | None = None,
         sampling_strategy: Any = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Select ``n`` of the selectable candidates (Ax's selection path).
+        """Select ``min(n, #selectable)`` candidates; Ax's arguments.
 
-        Parameter constraints were applied when the candidate set was built, so
-        every candidate satisfies them; ``fixed_features`` restricts the mask.
-        With Ax's own ``candidate_set`` (e.g. ``in_sample``) that set is used.
-
-        Returns:
-            The ``q x d`` selected candidates (``q = min(n, #selectable)``), their
-            acquisition values, and unit arm weights.
+        Parameter constraints hold for every candidate already (the set was built
+        with them); ``fixed_features`` narrows the mask; an Ax ``candidate_set``
+        (e.g. ``in_sample``) replaces it. Returns points, values, unit weights.
         """
         X = self.candidates.to(device=self.device, dtype=self.dtype)
         if candidate_set is None:
@@ -210,13 +173,12 @@ class CandidateSetAcquisition(Acquisition):
             candidate_set = X[mask]
         n = min(int(n), len(candidate_set))
         if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
-            # Analytic functions cannot condition on the batch's own picks: the
-            # batch is the n best values (Ax's greedy path would need X_pending).
+            # Analytic functions cannot condition on the batch's own picks (Ax's
+            # greedy path needs X_pending): the batch is the n best values.
             with torch.no_grad():
-                values = self.acqf(candidate_set.unsqueeze(-2))
-            values, best = torch.topk(values, n)
-            weights = torch.ones(n, dtype=self.dtype, device=self.device)
+                values, best = torch.topk(self.acqf(candidate_set.unsqueeze(-2)), n)
             selected = candidate_set[best]
+            weights = torch.ones(n, dtype=self.dtype, device=self.device)
         else:
             selected, values, weights = self.select_from_candidate_set(
                 n=n, candidate_set=candidate_set, sampling_strategy=sampling_strategy
