@@ -1,30 +1,16 @@
 r"""Stop an Ax optimization when Chaining-UCB certifies a small regret.
 
-Every Chaining-UCB step records, in its generator run's ``gen_metadata``, the
-certificate of :meth:`ax_chaining.acquisition.ChainingUCB.certificate`: a point
-:math:`\hat x_t` of the candidate set (the recommended one) and a bound
-:math:`B_t` such that, with probability at least :math:`1 - \delta`
-simultaneously for all steps :math:`t`,
-
-.. math::
-
-    \sup_{x^\star \in X} f(x^\star) - f(\hat x_t) \le B_t.
-
-Because the event holds for all steps at once, the smallest bound recorded so
-far, :math:`\min_{s \le t} B_s`, certifies its own recommended point
-:math:`\hat x_s` at every later step as well: the running minimum never
-increases, and stopping on it is valid. It assumes that the GP prior (with the
-learned hyperparameters) is the true one.
-
-Two ways to stop on it:
-
-* :class:`RegretBoundGlobalStoppingStrategy`, an Ax global stopping strategy
-  (``Orchestrator``, ``AxClient``; or called with an experiment);
-* :class:`RegretBoundCriterion`, an Ax transition criterion that completes the
-  generation strategy, so that ``ax.api.Client.get_next_trials`` raises Ax's
-  ``GenerationStrategyCompleted`` (``chaining_generation_strategy(
-  stop_tolerance=...)`` adds it). :func:`best_certificate` then reads the
-  recommendation from the strategy the user built, with public attributes only.
+Every Chaining-UCB step records a certificate
+(:meth:`ax_chaining.acquisition.ChainingUCB.certificate`) in its generator run's
+``gen_metadata``: a recommended candidate :math:`\hat x_t` and a bound
+:math:`B_t` with :math:`\max_{x^\star \in X} f(x^\star) - f(\hat x_t) \le B_t`
+for all steps at once, with probability at least :math:`1 - \delta`, assuming
+the learned GP prior is the true one. Since the event covers all steps, the
+smallest bound so far certifies its own point at every later step: the running
+minimum never increases and stopping on it is valid. Stop with the global
+stopping strategy (Ax's ``Orchestrator``, ``AxClient``, or by hand), or with the
+transition criterion, which completes the generation strategy so that
+``Client.get_next_trials`` raises ``GenerationStrategyCompleted``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 r"""Generation nodes and strategies over a finite candidate set.
 
-* :class:`UniformCandidateNode` (an Ax ``ExternalGenerationNode``) draws the
-  initial design uniformly from :math:`X`, without replacement while it lasts.
-* :class:`CandidateSetNode` (an Ax ``GenerationNode`` over
-  ``Generators.BOTORCH_MODULAR``) fits Ax's surrogate, maps :math:`X` into the
-  model space with the public ``Adapter.transform_observation_features``, and
-  hands it on through ``model_gen_options``: to the BoTorch input constructor in
-  ``Keys.ACQF_KWARGS`` and, with the evaluated / pending mask, to
-  :class:`~ax_chaining.ax.selection.CandidateSetAcquisition` in
-  ``Keys.AX_ACQUISITION_KWARGS``. After generation it records the seed and, for
-  Chaining-UCB, the regret certificate in the generator run's ``gen_metadata``.
-* :func:`candidate_set_node` and :func:`candidate_set_strategy` build any of them;
-  the named factories are thin wrappers.
-
-The nodes override Ax's public ``GenerationNode.gen`` only.
+:class:`UniformCandidateNode` draws the initial design from :math:`X`;
+:class:`CandidateSetNode` maps :math:`X` into Ax's model space with
+``Adapter.transform_observation_features`` and passes it through
+``model_gen_options`` (``Keys.ACQF_KWARGS`` to the input constructor,
+``Keys.AX_ACQUISITION_KWARGS`` with the evaluated / pending mask to
+:class:`~ax_chaining.ax.selection.CandidateSetAcquisition`), then records the
+seed and the certificate in ``gen_metadata``. Both override Ax's public
+``GenerationNode.gen`` only. :func:`candidate_set_strategy` builds any strategy;
+the named factories are thin wrappers.
 """
 
 from __future__ import annotations
@@ -58,19 +53,6 @@ from ax_chaining.ax.selection import UCB, CandidateSetAcquisition, GenerationRec
 from ax_chaining.chaining import CoverMethod, HRadius
 from ax_chaining.posterior import Path
 
-__all__ = [
-    "GEN_METADATA_KEY",
-    "CandidateSetNode",
-    "UniformCandidateNode",
-    "candidate_set_node",
-    "candidate_set_strategy",
-    "chaining_generation_strategy",
-    "chaining_ucb_node",
-    "gp_ucb_generation_strategy",
-    "recorded",
-    "ucb_generation_strategy",
-]
-
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
 GEN_METADATA_KEY: str = "chaining_ucb"
 _EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
@@ -93,18 +75,14 @@ def _check_experiment(experiment: Experiment) -> None:
         return  # the Client reports this itself
     if opt.objective.is_multi_objective:
         raise UnsupportedError(
-            "Chaining-UCB supports a single objective; the experiment's optimization "
-            f"config has objectives {opt.objective.metric_names} "
-            "(multi-objective). Scalarize them instead, e.g. "
-            "`client.configure_optimization(objective='a + 0.5 * b')`, or use "
-            "Ax's default multi-objective strategy."
+            "Chaining-UCB supports a single objective, got "
+            f"{opt.objective.metric_names}. Scalarize, e.g. "
+            "`configure_optimization(objective='a + 0.5 * b')`."
         )
     if opt.outcome_constraints:
         raise UnsupportedError(
-            "Chaining-UCB does not support outcome constraints (its regret "
-            "certificate is for the unconstrained objective); got "
-            f"{[str(c) for c in opt.outcome_constraints]}. Remove them or fold them "
-            "into the objective."
+            "Chaining-UCB does not support outcome constraints (its certificate is "
+            f"unconstrained), got {[str(c) for c in opt.outcome_constraints]}."
         )
 
 
@@ -195,7 +173,7 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         self._counts: dict[tuple, int] = {}
         self._fixed: ObservationFeatures | None = None
 
-    def gen(self, *, experiment: Experiment, **kwargs: Any) -> GeneratorRun | None:  # type: ignore[override]
+    def gen(self, *, experiment: Experiment, **kwargs: Any) -> GeneratorRun | None:
         """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`."""
         self._fixed = kwargs.get("fixed_features")
         try:
@@ -243,8 +221,7 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
 class CandidateSetNode(_SpecNode, GenerationNode):
     """A ``GenerationNode`` that optimizes over a finite candidate set.
 
-    Build one with :func:`candidate_set_node` (or :func:`chaining_ucb_node`,
-    or :func:`candidate_set_node`).
+    Build one with :func:`candidate_set_node` or :func:`chaining_ucb_node`.
 
     Args:
         name: Node name.
