@@ -52,6 +52,7 @@ _LAZY = {
     "RegretBoundGlobalStoppingStrategy": "ax_chaining.stopping",
     "RegretBoundCriterion": "ax_chaining.stopping",
     "best_certificate": "ax_chaining.stopping",
+    "certificate_history": "ax_chaining.stopping",
 }
 
 __all__ = [

@@ -28,6 +28,7 @@ from ax_chaining.ax.nodes import recorded
 
 __all__ = [
     "RegretBoundCriterion",
+    "certificate_history",
     "RegretBoundGlobalStoppingStrategy",
     "best_certificate",
 ]
@@ -35,10 +36,10 @@ __all__ = [
 Units = Literal["objective", "model"]
 
 
-def best_certificate(
+def certificate_history(
     source: Experiment | GenerationStrategy, units: Units = "objective"
-) -> dict[str, Any] | None:
-    """The recorded certificate with the smallest bound so far (running minimum).
+) -> list[dict[str, Any]]:
+    """Every recorded certificate, in trial order, with its running minimum.
 
     Args:
         source: The experiment, or the generation strategy given to the
@@ -47,31 +48,47 @@ def best_certificate(
             ``StandardizeY`` scale) or ``"model"`` (the GP's standardized units).
 
     Returns:
-        ``{"trial_index", "bound", "parameters", "delta", "units"}`` of the
-        smallest recorded bound (the earliest on ties), or None before the first
-        Chaining-UCB step.
+        One ``{"trial_index", "bound", "running_min", "parameters", "delta",
+        "units"}`` per Chaining-UCB step that recorded a certificate.
 
     Example:
-        >>> best = best_certificate(gs)
-        >>> best["parameters"], best["bound"]
+        >>> [(c["trial_index"], c["running_min"]) for c in certificate_history(gs)]
     """
     if units not in ("objective", "model"):
         raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
     experiment = source.experiment if isinstance(source, GenerationStrategy) else source
     key = "bound" if units == "objective" else "bound_model_units"
-    best: dict[str, Any] | None = None
+    out: list[dict[str, Any]] = []
     for index, meta in recorded(experiment):
         cert = meta.get("certificate") or {}
-        bound = cert.get(key)
-        if bound is not None and (best is None or bound < best["bound"]):
-            best = {
-                "trial_index": index,
-                "bound": float(bound),
-                "parameters": cert.get("parameters"),
-                "delta": cert.get("delta"),
-                "units": units,
-            }
-    return best
+        if cert.get(key) is not None:
+            bound = float(cert[key])
+            low = min(bound, out[-1]["running_min"]) if out else bound
+            out.append(
+                {
+                    "trial_index": index,
+                    "bound": bound,
+                    "running_min": low,
+                    "parameters": cert.get("parameters"),
+                    "delta": cert.get("delta"),
+                    "units": units,
+                }
+            )
+    return out
+
+
+def best_certificate(
+    source: Experiment | GenerationStrategy, units: Units = "objective"
+) -> dict[str, Any] | None:
+    """The recorded certificate with the smallest bound so far (the earliest on
+    ties), as in :func:`certificate_history`; None before the first one.
+
+    Example:
+        >>> best = best_certificate(gs)
+        >>> best["parameters"], best["bound"]
+    """
+    history = certificate_history(source, units)
+    return min(history, key=lambda c: c["bound"]) if history else None
 
 
 def _check(tolerance: Any, min_trials: Any, units: Any) -> None:

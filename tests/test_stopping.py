@@ -25,6 +25,7 @@ from ax_chaining.stopping import (
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
     best_certificate,
+    certificate_history,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
@@ -110,9 +111,12 @@ def test_best_certificate_is_the_running_minimum(
     assert model is not None and model["bound"] == min(
         _bounds(chaining_gs, "bound_model_units")
     )
-    # Monotone: the running minimum over a prefix never increases.
-    running = [min(bounds[: k + 1]) for k in range(len(bounds))]
-    assert running == sorted(running, reverse=True)
+    # The history's running minimum is the prefix minimum, hence never increases.
+    history = certificate_history(chaining_gs)
+    assert [c["bound"] for c in history] == bounds
+    running = [c["running_min"] for c in history]
+    assert running == [min(bounds[: k + 1]) for k in range(len(bounds))]
+    assert running == sorted(running, reverse=True) and running[-1] == best["bound"]
 
 
 def test_stops_below_tolerance_and_names_parameters_and_bound(
