@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 from ax.adapter.registry import Generators
+from ax.core.arm import Arm
 from ax.core.experiment import Experiment
 from ax.core.parameter import (
     ChoiceParameter,
@@ -134,7 +135,7 @@ def candidate_parameterizations(
         if not isinstance(p, FixedParameter | DerivedParameter)
     ]
     if spec.candidates is not None:
-        rows = _validate_table(search_space, spec.candidates, free)
+        rows = _validate_table(search_space, spec.candidates)
     elif all(_is_discrete(p) for p in free):
         rows = _enumerate_discrete(search_space, free, spec.max_candidates)
     else:
@@ -256,40 +257,18 @@ def _normalize_table(candidates: Any) -> list[dict[str, TParamValue]] | None:
     return rows
 
 
-def _validate_table(
-    search_space: SearchSpace, table: list[dict], free: list[Parameter]
-) -> list[dict]:
-    params, required = search_space.parameters, {p.name for p in free}
+def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:
+    """Ax's own membership check (names, domains, constraints) and casting."""
     rows = []
     for i, given in enumerate(table):
-        unknown, missing = (
-            sorted(set(given) - set(params)),
-            sorted(required - set(given)),
-        )
-        if unknown or missing:
+        try:
+            row = _complete(search_space, dict(given))
+            search_space.check_membership(row, raise_error=True)
+        except (ValueError, KeyError) as e:
             raise ValueError(
-                f"`candidates[{i}]` has unknown parameter(s) {unknown} and lacks "
-                f"{missing}; expected a value for each of {sorted(required)}."
-            )
-        row = _complete(search_space, dict(given))
-        for name, value in row.items():
-            p = params[name]
-            kwargs = {"parameters": row} if isinstance(p, DerivedParameter) else {}
-            if not p.validate(value, **kwargs):
-                raise ValueError(
-                    f"`candidates[{i}][{name!r}]` = {value!r} is outside the search "
-                    f"space: expected {p.domain_repr} "
-                    f"({p.parameter_type.name.lower()})."
-                )
-            row[name] = p.cast(value)
-        numeric = {n: float(v) for n, v in row.items() if params[n].is_numeric}
-        for c in search_space.parameter_constraints:
-            if not c.check(numeric):
-                raise ValueError(
-                    f"`candidates[{i}]` = {given} violates the parameter constraint "
-                    f"'{c}'; expected candidates inside the search space."
-                )
-        rows.append(row)
+                f"`candidates[{i}]` = {given} is not in the search space: {e}"
+            ) from e
+        rows.append(search_space.cast_arm(Arm(parameters=row)).parameters)
     return rows
 
 
