@@ -840,7 +840,9 @@ def _seeded_run(random_seed: int, factory: Callable[..., Any]) -> list[dict]:
     return _flat(_run(client, _continuous_f, 5, noise_std=0.0))
 
 
-@pytest.mark.parametrize("factory", [chaining_generation_strategy])
+@pytest.mark.parametrize(
+    "factory", [chaining_generation_strategy, gp_ucb_generation_strategy]
+)
 def test_client_random_seed_determines_every_trial(
     factory: Callable[..., Any],
 ) -> None:
