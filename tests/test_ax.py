@@ -766,6 +766,8 @@ def test_candidate_set_over_memory_budget() -> None:
             r"Unknown ChainingUCB option\(s\) \['sigma_flor'\]",
         ),
         ({"engine_options": {"sigma_floor": 2.0}}, ValueError, r"`sigma_floor` must"),
+        ({"engine_options": [("path", "dense")]}, TypeError, "must be a mapping"),
+        ({"engine_options": {"delta": 0.1}}, TypeError, r"Pass \['delta'\] as"),
         ({"engine_options": {"path": "sparse"}}, ValueError, "`path` must be one of"),
         ({"engine_options": {"cover": "best"}}, ValueError, "`cover` must be one of"),
         (

@@ -653,8 +653,23 @@ def candidate_set_strategy(
     return GenerationStrategy(name=name, nodes=[first, main])
 
 
-def _options(**kwargs: Any) -> dict[str, Any]:
-    return {k: v for k, v in kwargs.items() if v is not None}
+def _chaining_options(
+    delta: float, scale: float | None, engine_options: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    if engine_options is not None and not isinstance(engine_options, Mapping):
+        raise TypeError(
+            "`engine_options` must be a mapping of ChainingUCB keyword arguments, "
+            f"got {type(engine_options).__name__}."
+        )
+    given = {"delta": delta, "scale": scale}
+    both = sorted(set(given) & set(engine_options or {}))
+    if both:
+        raise TypeError(
+            f"Pass {both} as arguments of their own, not in engine_options."
+        )
+    return {
+        k: v for k, v in {**given, **(engine_options or {})}.items() if v is not None
+    }
 
 
 def chaining_generation_strategy(
@@ -703,7 +718,7 @@ def chaining_generation_strategy(
         criteria.append(
             RegretBoundCriterion(tolerance=stop_tolerance, transition_to="ChainingUCB")
         )
-    options = _options(delta=delta, scale=scale, **dict(engine_options or {}))
+    options = _chaining_options(delta, scale, engine_options)
     return candidate_set_strategy(
         ChainingUCB,
         options,
@@ -780,5 +795,5 @@ def chaining_ucb_node(
     fields = set(CandidateSetSpec.__dataclass_fields__)
     spec = {k: kwargs.pop(k) for k in list(kwargs) if k in fields}
     kwargs.setdefault("candidate_spec", CandidateSetSpec(**{"seed": None, **spec}))
-    options = _options(delta=delta, scale=scale, **dict(engine_options or {}))
+    options = _chaining_options(delta, scale, engine_options)
     return candidate_set_node(ChainingUCB, options, name=name, **kwargs)
