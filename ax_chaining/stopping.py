@@ -1,21 +1,17 @@
 r"""Stop an Ax optimization when Chaining-UCB certifies a small regret.
 
-Every Chaining-UCB step records a certificate
-(:meth:`ax_chaining.acquisition.ChainingUCB.certificate`) in its generator run's
-``gen_metadata``: a recommended candidate :math:`\hat x_t` and a bound
-:math:`B_t` with :math:`\max_{x^\star \in X} f(x^\star) - f(\hat x_t) \le B_t`
-for all steps at once, with probability at least :math:`1 - \delta`, assuming
-the learned GP prior is the true one. Since the event covers all steps, the
-smallest bound so far certifies its own point at every later step: the running
-minimum never increases and stopping on it is valid. Stop with the global
-stopping strategy (Ax's ``Orchestrator``, ``AxClient``, or by hand), or with the
-transition criterion, which completes the generation strategy so that
-``Client.get_next_trials`` raises ``GenerationStrategyCompleted``.
+Every Chaining-UCB step records in ``gen_metadata`` a certificate
+(:meth:`~ax_chaining.acquisition.ChainingUCB.certificate`): a candidate
+:math:`\hat x_t` and a bound :math:`B_t \ge \max_{x \in X} f(x) - f(\hat x_t)`,
+for all steps at once with probability at least :math:`1 - \delta` (if the
+learned GP prior is the true one). So the smallest bound so far certifies its
+own point at every later step, and stopping on this running minimum is valid:
+with the global stopping strategy, or with the transition criterion, which
+completes the generation strategy (``GenerationStrategyCompleted``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 from ax.core.experiment import Experiment
@@ -23,17 +19,17 @@ from ax.core.trial_status import TrialStatus
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
+from ax.utils.common.serialization import serialize_init_args
 
+from ax_chaining.ax.candidates import check_float, check_int
 from ax_chaining.ax.nodes import recorded
 
-__all__ = [
-    "RegretBoundCriterion",
-    "certificate_history",
-    "RegretBoundGlobalStoppingStrategy",
-    "best_certificate",
-]
-
 Units = Literal["objective", "model"]
+
+
+def _check_units(units: Any) -> None:
+    if units not in ("objective", "model"):
+        raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
 
 
 def certificate_history(
@@ -42,103 +38,84 @@ def certificate_history(
     """Every recorded certificate, in trial order, with its running minimum.
 
     Args:
-        source: The experiment, or the generation strategy given to the
-            ``Client`` (its public ``experiment``).
-        units: ``"objective"`` (the objective's units, through Ax's
-            ``StandardizeY`` scale) or ``"model"`` (the GP's standardized units).
+        source: The experiment, or the generation strategy given to the Client.
+        units: ``"objective"`` (the objective's units) or ``"model"`` (the GP's).
 
     Returns:
-        One ``{"trial_index", "bound", "running_min", "parameters", "delta",
+        ``{"trial_index", "bound", "running_min", "parameters", "delta",
         "units"}`` per Chaining-UCB step that recorded a certificate.
 
     Example:
         >>> [(c["trial_index"], c["running_min"]) for c in certificate_history(gs)]
     """
-    if units not in ("objective", "model"):
-        raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
+    _check_units(units)
     experiment = source.experiment if isinstance(source, GenerationStrategy) else source
     key = "bound" if units == "objective" else "bound_model_units"
     out: list[dict[str, Any]] = []
     for index, meta in recorded(experiment):
         cert = meta.get("certificate") or {}
         if cert.get(key) is not None:
-            bound = float(cert[key])
-            low = min(bound, out[-1]["running_min"]) if out else bound
-            out.append(
-                {
-                    "trial_index": index,
-                    "bound": bound,
-                    "running_min": low,
-                    "parameters": cert.get("parameters"),
-                    "delta": cert.get("delta"),
-                    "units": units,
-                }
-            )
+            low = min([float(cert[key])] + [c["running_min"] for c in out[-1:]])
+            row = {"trial_index": index, "bound": float(cert[key]), "running_min": low}
+            fields = {k: cert.get(k) for k in ("parameters", "delta")}
+            out.append({**row, **fields, "units": units})
     return out
 
 
 def best_certificate(
     source: Experiment | GenerationStrategy, units: Units = "objective"
 ) -> dict[str, Any] | None:
-    """The recorded certificate with the smallest bound so far (the earliest on
-    ties), as in :func:`certificate_history`; None before the first one.
+    """The certificate of :func:`certificate_history` with the smallest bound
+    (the earliest on ties); None before the first one.
 
     Example:
-        >>> best = best_certificate(gs)
-        >>> best["parameters"], best["bound"]
+        >>> best_certificate(gs)["parameters"]
     """
     history = certificate_history(source, units)
     return min(history, key=lambda c: c["bound"]) if history else None
 
 
-def _check(tolerance: Any, min_trials: Any, units: Any) -> None:
-    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
-        raise TypeError(
-            f"`tolerance` must be a positive float, got {type(tolerance).__name__}."
-        )
-    if not (tolerance > 0 and math.isfinite(tolerance)):
-        raise ValueError(
-            f"`tolerance` must be a finite positive float, got {tolerance}."
-        )
-    if isinstance(min_trials, bool) or not isinstance(min_trials, int):
-        raise TypeError(
-            f"`min_trials` must be an int, got {type(min_trials).__name__}."
-        )
-    if min_trials < 0:
-        raise ValueError(f"`min_trials` must be >= 0, got {min_trials}.")
-    if units not in ("objective", "model"):
-        raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
+class _RegretBound:
+    """What both stopping classes share: the arguments and the decision."""
 
+    def _setup(self, tolerance: Any, min_trials: Any, units: Any) -> None:
+        rule = (lambda v: v > 0, "a finite positive float")
+        self.tolerance = check_float("tolerance", tolerance, rule, "a positive float")
+        check_int("min_trials", min_trials, 0)
+        _check_units(units)
+        self.units: Units = units
 
-def _decide(experiment: Experiment, tolerance: float, units: Units) -> tuple[bool, str]:
-    best = best_certificate(experiment, units=units)
-    if best is None:
-        return False, (
-            "No Chaining-UCB regret certificate yet (no trial was generated by a "
-            f"Chaining-UCB node with {units}-unit bounds)."
+    def _should_stop_optimization(  # Ax's abstract hook for stopping strategies
+        self, experiment: Experiment, **kwargs: Any
+    ) -> tuple[bool, str]:
+        """``(should_stop, message)``; the message names the parameters and bound."""
+        best = best_certificate(experiment, units=self.units)
+        if best is None:
+            return False, (
+                "No Chaining-UCB regret certificate yet (no trial was generated by "
+                f"a Chaining-UCB node with {self.units}-unit bounds)."
+            )
+        what = (
+            f"Chaining-UCB certified regret bound {best['bound']:.4g} ({self.units} "
+            f"units, running minimum, recorded at trial {best['trial_index']}) for "
+            f"{best['parameters']}"
         )
-    what = (
-        f"Chaining-UCB certified regret bound {best['bound']:.4g} ({units} units, "
-        f"running minimum, recorded at trial {best['trial_index']}) for "
-        f"{best['parameters']}"
-    )
-    if best["bound"] <= tolerance:
+        if best["bound"] > self.tolerance:
+            return False, f"{what} is above the tolerance {self.tolerance:.4g}."
         return True, (
-            f"{what} is at most the tolerance {tolerance:.4g}: with probability at "
-            f"least 1 - {best['delta']}, these parameters are within that of the "
+            f"{what} is at most the tolerance {self.tolerance:.4g}: with probability "
+            f"at least 1 - {best['delta']}, these parameters are within that of the "
             "best candidate."
         )
-    return False, f"{what} is above the tolerance {tolerance:.4g}."
 
 
-class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
+class RegretBoundGlobalStoppingStrategy(_RegretBound, BaseGlobalStoppingStrategy):
     r"""Stop when the running minimum of the certified regret bound is small.
 
     Args:
         tolerance: Stop once the smallest recorded bound is at most this.
-        min_trials: Do not stop before this many completed trials.
-        inactive_when_pending_trials: Do not stop while trials are running.
-        units: ``"objective"`` (default; the objective's units) or ``"model"``.
+        min_trials, inactive_when_pending_trials: Ax's arguments.
+        units: ``"objective"`` or ``"model"``, as in :func:`certificate_history`.
 
     Example:
         >>> stopping = RegretBoundGlobalStoppingStrategy(tolerance=0.5, min_trials=15)
@@ -152,55 +129,26 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
         inactive_when_pending_trials: bool = True,
         units: Units = "objective",
     ) -> None:
-        _check(tolerance, min_trials, units)
+        self._setup(tolerance, min_trials, units)
         super().__init__(
             min_trials=min_trials,
             inactive_when_pending_trials=inactive_when_pending_trials,
         )
-        self.tolerance = float(tolerance)
-        self.units: Units = units
-
-    def _should_stop_optimization(  # Ax's abstract hook for subclasses
-        self, experiment: Experiment, **kwargs: Any
-    ) -> tuple[bool, str]:
-        """``(should_stop, message)``; the message names the parameters and bound."""
-        return _decide(experiment, self.tolerance, self.units)
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(tolerance={self.tolerance}, "
-            f"min_trials={self.min_trials}, "
-            f"inactive_when_pending_trials={self.inactive_when_pending_trials}, "
-            f"units={self.units!r})"
-        )
+        args = ", ".join(f"{k}={v!r}" for k, v in serialize_init_args(self).items())
+        return f"{type(self).__name__}({args})"
 
 
-def stopping_strategy_to_dict(
-    strategy: RegretBoundGlobalStoppingStrategy,
-) -> dict[str, Any]:
-    """JSON encoding of :class:`RegretBoundGlobalStoppingStrategy`."""
-    return {
-        "__type": type(strategy).__name__,
-        "tolerance": strategy.tolerance,
-        "min_trials": strategy.min_trials,
-        "inactive_when_pending_trials": strategy.inactive_when_pending_trials,
-        "units": strategy.units,
-    }
-
-
-class RegretBoundCriterion(TransitionCriterion):
+class RegretBoundCriterion(_RegretBound, TransitionCriterion):
     """Ax transition criterion: met once the certified bound is at most ``tolerance``.
 
-    Placed on the Chaining-UCB node with ``transition_to`` its own name, it
-    completes the generation strategy (Ax's rule for a self-transition): the
-    next ``get_next_trials`` raises ``GenerationStrategyCompleted``.
+    With ``transition_to`` its own node's name, it completes the strategy.
 
     Args:
-        tolerance: Bound (running minimum, in ``units``) at which to stop.
-        transition_to: Name of the node to go to; its own node's name to stop.
+        tolerance, units: As in :class:`RegretBoundGlobalStoppingStrategy`.
+        transition_to, continue_trial_generation: Ax's arguments.
         min_trials: Not before this many completed trials.
-        units: ``"objective"`` or ``"model"``.
-        continue_trial_generation: Ax's flag (keep False).
 
     Example:
         >>> gs = chaining_generation_strategy(stop_tolerance=0.05)
@@ -214,19 +162,14 @@ class RegretBoundCriterion(TransitionCriterion):
         units: Units = "objective",
         continue_trial_generation: bool | None = False,
     ) -> None:
-        _check(tolerance, min_trials, units)
+        self._setup(tolerance, min_trials, units)
         super().__init__(
             transition_to=transition_to,
             continue_trial_generation=continue_trial_generation,
         )
-        self.tolerance = float(tolerance)
         self.min_trials = min_trials
-        self.units: Units = units
 
     def is_met(self, experiment: Experiment, curr_node: Any = None) -> bool:
         """Whether the running minimum of the bound is at most ``tolerance``."""
         done = len(experiment.trials_by_status[TrialStatus.COMPLETED])
-        return (
-            done >= self.min_trials
-            and _decide(experiment, self.tolerance, self.units)[0]
-        )
+        return done >= self.min_trials and self._should_stop_optimization(experiment)[0]

@@ -1,16 +1,7 @@
 """Chaining-UCB in Ax: candidate sets, nodes and strategies, storage.
 
-An Ax user picks Chaining-UCB the way they pick any Ax method::
-
-    client.set_generation_strategy(chaining_generation_strategy(init_trials=10))
-
-and compares it with BoTorch's stock UCB or GP-UCB by swapping that line for
-:func:`ucb_generation_strategy` or :func:`gp_ucb_generation_strategy`.
-Modules: :mod:`~ax_chaining.ax.candidates` (the finite set :math:`X`),
-:mod:`~ax_chaining.ax.selection` (the Ax ``Acquisition``),
-:mod:`~ax_chaining.ax.nodes` (nodes, strategies, recorded metadata),
-:mod:`~ax_chaining.ax.storage` (JSON registration, precomputed kernels).
-Importing this package registers nothing; see
+Swap ``chaining_generation_strategy`` for ``ucb_generation_strategy`` or
+``gp_ucb_generation_strategy`` to compare. Importing registers nothing; see
 :func:`~ax_chaining.ax.storage.register_storage`.
 """
 

@@ -1,11 +1,7 @@
-r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space.
-
-:func:`candidate_parameterizations` computes :math:`X` from a
-:class:`CandidateSetSpec` (stored with the strategy): a user table, validated
-against the search space; every combination of a fully discrete space, in the
-order of Ax's discrete optimizer (``itertools.product`` over the parameters in
-search-space order); or a fixed design of ``num_candidates`` points from Ax's
-Sobol generator (constraint-aware) with the spec's seed, the same at every step.
+r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space:
+a user table checked against the search space; every combination of a fully
+discrete space (``itertools.product`` in search-space order, as Ax's discrete
+optimizer); or a fixed design of Ax's Sobol generator under the spec's seed.
 """
 
 from __future__ import annotations
@@ -20,17 +16,8 @@ import numpy as np
 import pandas as pd
 import torch
 from ax.adapter.registry import Generators
-from ax.core.arm import Arm
-from ax.core.experiment import Experiment
-from ax.core.parameter import (
-    ChoiceParameter,
-    DerivedParameter,
-    FixedParameter,
-    Parameter,
-    ParameterType,
-    RangeParameter,
-)
-from ax.core.search_space import SearchSpace
+from ax.core import Arm, ChoiceParameter, Experiment, FixedParameter, SearchSpace
+from ax.core.parameter import DerivedParameter, ParameterType
 from ax.core.types import TParameterization, TParamValue
 from ax.exceptions.core import UnsupportedError
 from ax.utils.common.random import with_rng_seed
@@ -48,12 +35,11 @@ class CandidateSetSpec:
     """Definition of the finite candidate set :math:`X` (stored in JSON).
 
     Args:
-        candidates: Optional table of parameterizations; NaN or inf refused here.
+        candidates: Optional table of parameterizations (finite values).
         num_candidates: Size of the Sobol design of continuous or mixed spaces.
-        seed: Seed of the design and of the uniform initialization. None: drawn
-            from the global torch RNG at the first generation (Ax's ``Client``
-            and ``ax.benchmark`` seed it with their ``random_seed``), then
-            stored here and in every generator run's ``gen_metadata``.
+        seed: Seed of the design and of the uniform initialization; None: drawn
+            from the global torch RNG (which Ax's ``Client`` and ``ax.benchmark``
+            seed) at the first generation, then stored.
         max_candidates: Largest allowed candidate set (memory guard).
         exclude_evaluated: Never propose an evaluated candidate (noise-free).
         exclude_pending: Avoid pending candidates while others remain.
@@ -68,31 +54,31 @@ class CandidateSetSpec:
 
     def __post_init__(self) -> None:
         self.candidates = _normalize_table(self.candidates)
-        for name in ("num_candidates", "max_candidates"):
-            check_positive_int(name, getattr(self, name))
+        check_int("num_candidates", self.num_candidates, 1)
+        check_int("max_candidates", self.max_candidates, 1)
         if self.seed is not None:
             check_int("seed", self.seed)
         for name in ("exclude_evaluated", "exclude_pending"):
-            if not isinstance(value := getattr(self, name), bool):
-                raise TypeError(f"`{name}` must be a bool, got {type(value).__name__}.")
-        rows = None if self.candidates is None else len(self.candidates)
-        if rows is not None and rows > self.max_candidates:
+            if not isinstance(getattr(self, name), bool):
+                raise type_error(name, "a bool", getattr(self, name))
+        rows, most = self.candidates, self.max_candidates
+        if rows is not None and len(rows) > most:
             raise ValueError(
-                f"`candidates` has {rows:,} rows, more than `max_candidates`="
-                f"{self.max_candidates:,}; pass fewer or raise `max_candidates`."
+                f"`candidates` has {len(rows):,} rows, more than `max_candidates`="
+                f"{most:,}; pass fewer or raise `max_candidates`."
             )
-        if rows is None and self.num_candidates > self.max_candidates:
+        if rows is None and self.num_candidates > most:
             raise ValueError(
                 f"`num_candidates`={self.num_candidates} exceeds `max_candidates`="
-                f"{self.max_candidates}; lower num_candidates or raise max_candidates."
+                f"{most}; lower num_candidates or raise max_candidates."
             )
 
-    def resolve_seed(self, recorded: Iterable[dict[str, Any]]) -> int:
-        """The seed; when None, the first one in the ``recorded`` generator-run
-        metadata (a reload continues with it), else a fresh draw."""
+    def resolve_seed(self, known: Iterable[Any] = ()) -> int:
+        """The seed; if None, the first of ``known``, else a fresh draw; stored."""
         if self.seed is None:
-            seeds = [m["seed"] for m in recorded if "seed" in m]
-            self.seed = int(seeds[0]) if seeds else draw_seed()
+            self.seed = next((int(s) for s in known if s is not None), None)
+        if self.seed is None:
+            self.seed = draw_seed()
         return self.seed
 
 
@@ -111,12 +97,7 @@ def candidate_parameterizations(
         spec: The candidate set definition; default ``CandidateSetSpec()``.
 
     Returns:
-        ``N >= 1`` distinct parameterizations (fixed and derived parameters
-        filled in), in a fixed order.
-
-    Raises:
-        ValueError: Bad table entries, too many candidates, or parameter
-            constraints that leave none. UnsupportedError: hierarchical spaces.
+        ``N >= 1`` distinct, complete parameterizations, in a fixed order.
 
     Example:
         >>> ss = SearchSpace([ChoiceParameter("a", ParameterType.INT, [1, 2, 3])])
@@ -136,7 +117,10 @@ def candidate_parameterizations(
     ]
     if spec.candidates is not None:
         rows = _validate_table(search_space, spec.candidates)
-    elif all(_is_discrete(p) for p in free):
+    elif all(
+        isinstance(p, ChoiceParameter) or p.parameter_type == ParameterType.INT
+        for p in free
+    ):
         rows = _enumerate_discrete(search_space, free, spec.max_candidates)
     else:
         seed = spec.seed if spec.seed is not None else draw_seed()
@@ -145,12 +129,6 @@ def candidate_parameterizations(
     for r in rows:
         unique.setdefault(row_key(r, list(search_space.parameters)), r)
     return list(unique.values())
-
-
-def _is_discrete(p: Parameter) -> bool:
-    return isinstance(p, ChoiceParameter) or (
-        isinstance(p, RangeParameter) and p.parameter_type == ParameterType.INT
-    )
 
 
 def _complete(search_space: SearchSpace, row: dict[str, TParamValue]) -> dict:
@@ -170,28 +148,25 @@ def _no_candidate(search_space: SearchSpace, what: str) -> ValueError:
     )
 
 
-def _enumerate_discrete(
-    search_space: SearchSpace, free: list[Parameter], max_candidates: int
-) -> list[dict]:
+def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> list:
     values = [
         list(p.values)
         if isinstance(p, ChoiceParameter)
-        else list(range(int(p.lower), int(p.upper) + 1))  # type: ignore[attr-defined]
+        else list(range(int(p.lower), int(p.upper) + 1))
         for p in free
     ]
     total = math.prod(len(v) for v in values)
-    if total > max_candidates:
+    if total > most:
         sizes = " x ".join(
             f"{p.name}:{len(v)}" for p, v in zip(free, values, strict=True)
         )
         raise ValueError(
             f"The fully discrete search space has {total:,} combinations ({sizes}), "
-            f"more than `max_candidates`={max_candidates:,}. Pass `candidates=` (a "
-            "table of the parameterizations to consider) or raise `max_candidates`."
+            f"more than `max_candidates`={most:,}. Pass `candidates=` (a table of "
+            "the parameterizations to consider) or raise `max_candidates`."
         )
-    names = [p.name for p in free]
     rows = [
-        _complete(search_space, dict(zip(names, c, strict=True)))
+        _complete(search_space, {p.name: v for p, v in zip(free, c, strict=True)})
         for c in itertools.product(*values)
     ]
     df = pd.DataFrame(rows, columns=list(search_space.parameters))
@@ -227,17 +202,12 @@ def _normalize_table(candidates: Any) -> list[dict[str, TParamValue]] | None:
     elif isinstance(candidates, str | bytes | Mapping) or not isinstance(
         candidates, Iterable
     ):
-        raise TypeError(
-            "`candidates` must be a pandas DataFrame or a sequence of {parameter "
-            f"name: value}} mappings, got {type(candidates).__name__}."
-        )
+        what = "a pandas DataFrame or a sequence of {parameter name: value} mappings"
+        raise type_error("candidates", what, candidates)
     rows: list[dict[str, TParamValue]] = []
     for i, rec in enumerate(candidates):
         if not isinstance(rec, Mapping):
-            raise TypeError(
-                f"`candidates[{i}]` must be a mapping from parameter name to value, "
-                f"got {type(rec).__name__}."
-            )
+            raise type_error(f"candidates[{i}]", "a mapping from name to value", rec)
         row = {k: v.item() if isinstance(v, np.generic) else v for k, v in rec.items()}
         for k, v in row.items():
             if not isinstance(k, str) or not isinstance(v, bool | int | float | str):
@@ -281,13 +251,26 @@ def row_key(row: Mapping[str, TParamValue], names: Sequence[str]) -> tuple:
     )
 
 
-def check_int(name: str, value: Any) -> int:
+# Argument checks shared by the Ax layer: name the argument, what it got, and
+# what it expected.
+def type_error(name: str, expected: str, value: Any) -> TypeError:
+    return TypeError(f"`{name}` must be {expected}, got {type(value).__name__}.")
+
+
+def check_int(name: str, value: Any, low: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}.")
+        raise type_error(name, "an int", value)
+    if low is not None and value < low:
+        expected = "a positive int" if low == 1 else f">= {low}"
+        raise ValueError(f"`{name}` must be {expected}, got {value}.")
     return int(value)
 
 
-def check_positive_int(name: str, value: Any) -> int:
-    if check_int(name, value) < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value}.")
-    return int(value)
+def check_float(name: str, value: Any, rule: tuple, kind: str = "a float") -> float:
+    """``value`` as a float; ``rule`` is (test, what the test expects)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise type_error(name, kind, value)
+    ok, expected = rule
+    if not (math.isfinite(value) and ok(value)):
+        raise ValueError(f"`{name}` must be {expected}, got {value}.")
+    return float(value)

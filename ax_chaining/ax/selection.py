@@ -1,11 +1,9 @@
-"""Selection over the candidate set inside Ax's modular BoTorch generator.
+"""Selection over the candidate set in Ax's modular BoTorch generator.
 
-:class:`CandidateSetAcquisition` is the ``acquisition_class`` of the candidate-set
-nodes. Ax builds the BoTorch acquisition function with its own code, through the
-input constructor registered for its class, which receives the candidate set in
-``botorch_acqf_options``; this class overrides one public method,
-``Acquisition.optimize``, to select through Ax's public
-``select_from_candidate_set`` from the candidates the node's mask allows.
+Ax builds the acquisition function through its input constructor, which gets the
+candidates in ``botorch_acqf_options``. :class:`CandidateSetAcquisition` overrides
+the public ``Acquisition.optimize`` only, to select with Ax's
+``select_from_candidate_set`` among the candidates the node's mask allows.
 """
 
 from __future__ import annotations
@@ -13,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
+from ax.core.search_space import SearchSpaceDigest
+from ax.exceptions.core import SearchSpaceExhausted
 from ax.generators.torch.botorch_modular.acquisition import Acquisition
 from botorch.acquisition.analytic import (
     AnalyticAcquisitionFunction,
@@ -26,10 +25,8 @@ from torch import Tensor
 
 
 class UCB(UpperConfidenceBound):
-    r"""BoTorch's stock ``UpperConfidenceBound``, :math:`\mu + \sqrt{\beta}\sigma`.
-
-    Identical to its parent, with an input constructor that accepts (and
-    ignores) the ``X_pending`` Ax passes to every class and the candidate set.
+    r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
+    an input constructor that ignores the ``X_pending`` Ax passes and the set.
 
     Example:
         >>> acqf = UCB(model, beta=0.2)
@@ -45,7 +42,6 @@ def construct_inputs_ucb(
     X_pending: Tensor | None = None,
     candidates: Tensor | None = None,
 ) -> dict[str, Any]:
-    """Kwargs for :class:`UCB`; ``X_pending`` and ``candidates`` are unused."""
     return {
         "model": model,
         "beta": beta,
@@ -69,53 +65,29 @@ class GenerationRecord:
 class CandidateSetAcquisition(Acquisition):
     """Ax ``Acquisition`` that maximizes over a finite candidate set.
 
-    Options (``Keys.AX_ACQUISITION_KWARGS``, or ``acq_options`` of
-    ``adapter.evaluate_acquisition_function``): ``selectable``, a boolean mask of
-    the candidates that may be proposed; ``record``, a :class:`GenerationRecord`;
-    ``candidates``, the ``N x d`` set in Ax's transformed space when it is not in
-    ``botorch_acqf_options`` already (it is added there for the input
-    constructor). One objective, no outcome constraints.
+    Ax's ``Acquisition`` arguments (by keyword). ``options`` (from
+    ``Keys.AX_ACQUISITION_KWARGS``, or ``acq_options`` of
+    ``adapter.evaluate_acquisition_function``) may add ``selectable``, a boolean
+    mask of the candidates that may be proposed; ``record``, a
+    :class:`GenerationRecord`; and ``candidates``, the ``N x d`` set in Ax's
+    transformed space, when not in ``botorch_acqf_options`` already.
 
-    Example:
-        >>> GeneratorSpec(
-        ...     generator_enum=Generators.BOTORCH_MODULAR,
-        ...     generator_kwargs={
-        ...         "botorch_acqf_class": ChainingUCB,
-        ...         "acquisition_class": CandidateSetAcquisition,
-        ...     },
-        ... )  # in a candidate-set node, which supplies the candidates
-
-    Args:
-        surrogate: The fitted Ax ``Surrogate``.
-        search_space_digest: Ax's transformed search space.
-        torch_opt_config: Objective weights, pending points, fixed features.
-        botorch_acqf_class: The BoTorch acquisition function class.
-        botorch_acqf_options: Its input constructor's keyword arguments.
-        botorch_acqf_classes_with_options: Ax's multi-acquisition option.
-        n: Number of candidates to generate.
-        options: See above, plus Ax ``Acquisition`` options.
+    Example (in a candidate-set node, which supplies the candidates):
+        >>> GeneratorSpec(Generators.BOTORCH_MODULAR, {"botorch_acqf_class":
+        ...     ChainingUCB, "acquisition_class": CandidateSetAcquisition})
     """
 
     def __init__(
         self,
-        surrogate: Any,
-        search_space_digest: Any,
-        torch_opt_config: Any,
-        botorch_acqf_class: Any,
+        *,
         botorch_acqf_options: dict[str, Any] | None = None,
-        botorch_acqf_classes_with_options: Any = None,
-        n: int | None = None,
         options: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
         options, acqf_options = dict(options or {}), dict(botorch_acqf_options or {})
         candidates = acqf_options.get("candidates", options.pop("candidates", None))
         selectable = options.pop("selectable", None)
         self.record: GenerationRecord | None = options.pop("record", None)
-        if torch_opt_config.is_moo or torch_opt_config.outcome_constraints is not None:
-            raise UnsupportedError(
-                "Candidate-set acquisition (Chaining-UCB, GP-UCB, UCB) supports one "
-                "objective without outcome constraints; scalarize or drop them."
-            )
         if candidates is None:
             raise ValueError(
                 "CandidateSetAcquisition needs `candidates` (an N x d tensor in Ax's "
@@ -131,34 +103,23 @@ class CandidateSetAcquisition(Acquisition):
                 f"`selectable` must be a boolean mask of shape ({len(mask)},), got "
                 f"{self.selectable.dtype} of shape {tuple(self.selectable.shape)}."
             )
-        super().__init__(
-            surrogate=surrogate,
-            search_space_digest=search_space_digest,
-            torch_opt_config=torch_opt_config,
-            botorch_acqf_class=botorch_acqf_class,
-            botorch_acqf_options=acqf_options,
-            botorch_acqf_classes_with_options=botorch_acqf_classes_with_options,
-            n=n,
-            options=options,
-        )
+        super().__init__(botorch_acqf_options=acqf_options, options=options, **kwargs)
 
     def optimize(
         self,
         n: int,
-        search_space_digest: Any,
-        inequality_constraints: Any = None,
-        equality_constraints: Any = None,
+        search_space_digest: SearchSpaceDigest,
+        *,
         fixed_features: dict[int, float] | None = None,
-        rounding_func: Any = None,
-        optimizer_options: dict[str, Any] | None = None,
         candidate_set: Tensor | None = None,
         sampling_strategy: Any = None,
+        **kwargs: Any,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Select ``min(n, #selectable)`` candidates; Ax's arguments.
+        """Select ``min(n, #selectable)`` candidates (points, values, weights).
 
-        Parameter constraints hold for every candidate already (the set was built
-        with them); ``fixed_features`` narrows the mask; an Ax ``candidate_set``
-        (e.g. ``in_sample``) replaces it. Returns points, values, unit weights.
+        Parameter constraints hold for every candidate (the set was built with
+        them); ``fixed_features`` narrows the mask; an Ax ``candidate_set``
+        (e.g. ``in_sample``) replaces it.
         """
         X = self.candidates.to(device=self.device, dtype=self.dtype)
         if candidate_set is None:
