@@ -106,10 +106,8 @@ def candidate_parameterizations(
     """
     spec = spec if spec is not None else CandidateSetSpec()
     if search_space.is_hierarchical:
-        raise UnsupportedError(
-            "Candidate sets do not support hierarchical search spaces; flatten the "
-            "search space or pass `candidates=` with one row per configuration."
-        )
+        msg = "flatten it, or pass `candidates=` with one row per configuration"
+        raise UnsupportedError(f"Hierarchical search spaces are unsupported: {msg}.")
     free = [
         p
         for p in search_space.parameters.values()
@@ -211,16 +209,12 @@ def _normalize_table(candidates: Any) -> list[dict[str, TParamValue]] | None:
         row = {k: v.item() if isinstance(v, np.generic) else v for k, v in rec.items()}
         for k, v in row.items():
             if not isinstance(k, str) or not isinstance(v, bool | int | float | str):
-                raise TypeError(
-                    f"`candidates[{i}]` has entry {k!r}: {v!r} of type "
-                    f"{type(v).__name__}; expected names mapped to int, float, str "
-                    "or bool."
-                )
+                got = f"{k!r}: {v!r} of type {type(v).__name__}"
+                msg = f"has entry {got}; expected names mapped to int, float, str, bool"
+                raise TypeError(f"`candidates[{i}]` {msg}.")
             if isinstance(v, float) and not math.isfinite(v):
-                raise ValueError(
-                    f"`candidates[{i}][{k!r}]` is {v}; expected a finite number "
-                    "(drop or fill rows with NaN or inf)."
-                )
+                msg = f"is {v}; expected a finite number (drop or fill the row)"
+                raise ValueError(f"`candidates[{i}][{k!r}]` {msg}.")
         rows.append(row)
     if not rows:
         raise ValueError("`candidates` is empty; expected at least one candidate.")
@@ -235,9 +229,8 @@ def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:
             row = _complete(search_space, dict(given))
             search_space.check_membership(row, raise_error=True)
         except (ValueError, KeyError) as e:
-            raise ValueError(
-                f"`candidates[{i}]` = {given} is not in the search space: {e}"
-            ) from e
+            msg = f"`candidates[{i}]` = {given} is not in the search space: {e}"
+            raise ValueError(msg) from e
         rows.append(search_space.cast_arm(Arm(parameters=row)).parameters)
     return rows
 

@@ -1,12 +1,9 @@
 r"""Generation nodes and strategies over a finite candidate set :math:`X`.
 
-:class:`CandidateSetNode` maps :math:`X` into model space
-(``Adapter.transform_observation_features``) and passes it through
+Both nodes override only Ax's public ``GenerationNode.gen``.
+:class:`CandidateSetNode` maps :math:`X` into model space and passes it on in
 ``model_gen_options`` (``Keys.ACQF_KWARGS`` to the input constructor,
-``Keys.AX_ACQUISITION_KWARGS`` with the selectable mask to
-:class:`~ax_chaining.ax.selection.CandidateSetAcquisition`); it records the seed
-and the certificate in ``gen_metadata``. Both nodes override only Ax's public
-``GenerationNode.gen``. :func:`candidate_set_strategy` builds every strategy.
+``Keys.AX_ACQUISITION_KWARGS`` with the selectable mask to the ``Acquisition``).
 """
 
 from __future__ import annotations
@@ -73,8 +70,6 @@ def _arm_counts(exp: Experiment, names: list[str], counts: Callable) -> Counter:
 
 class _SpecNode:
     """The candidate set of one search space, and JSON storage of the spec."""
-
-    candidate_spec: CandidateSetSpec
 
     def _candidate_rows(self, experiment: Experiment) -> list[TParameterization]:
         opt = experiment.optimization_config  # None: the Client reports it itself
@@ -156,22 +151,15 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         self, pending_parameters: list[TParameterization]
     ) -> TParameterization:
         pending = Counter(row_key(p, self._names) for p in pending_parameters)
-        counts, allowed = (
-            self._counts + pending,
-            _matches_fixed(self._rows, self._fixed),
-        )
-        keys = [row_key(self._rows[i], self._names) for i in self._order]
-        use = [
-            (counts[k], int(i))
-            for k, i in zip(keys, self._order, strict=True)
-            if allowed[i]
-        ]
+        counts = self._counts + pending
+        allowed = _matches_fixed(self._rows, self._fixed)
+        order = [int(i) for i in self._order if allowed[i]]
+        use = [(counts[row_key(self._rows[i], self._names)], i) for i in order]
         count, best = min(use, key=lambda cu: cu[0])
         if count > 0 and self.candidate_spec.exclude_evaluated:
             raise SearchSpaceExhausted(
-                f"All {len(use)} candidates (matching the fixed parameters) are used "
-                "and `exclude_evaluated=True`: init_trials is larger than the "
-                "candidate set."
+                f"All {len(use)} candidates are used and `exclude_evaluated=True`: "
+                "init_trials is larger than the candidate set."
             )
         return dict(self._rows[best])
 
@@ -206,10 +194,8 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         evaluated = np.array([k in done for k in keys], dtype=bool)
         mask = _matches_fixed(rows, kwargs.get("fixed_features"))
         if spec.exclude_evaluated and not (mask := mask & ~evaluated).any():
-            raise SearchSpaceExhausted(
-                f"All {len(rows)} candidates (matching the fixed parameters) are "
-                "evaluated and `exclude_evaluated=True`: the set is exhausted."
-            )
+            msg = f"All {len(rows)} candidates are evaluated, `exclude_evaluated=True`."
+            raise SearchSpaceExhausted(msg)
         if spec.exclude_pending:
             pending = (kwargs.get("pending_observations") or {}).values()
             pend = {row_key(f.parameters, names) for fs in pending for f in fs}
@@ -254,11 +240,8 @@ def _matches_fixed(rows: list[dict], fixed: ObservationFeatures | None) -> np.nd
     want = row_key(fixed.parameters, list(fixed.parameters))
     mask = np.array([row_key(r, list(fixed.parameters)) == want for r in rows])
     if not mask.any():
-        raise ValueError(
-            f"No candidate matches the fixed parameters {fixed.parameters} "
-            "(`fixed_parameters` of get_next_trials); expected values that occur "
-            "in the candidate set."
-        )
+        msg = f"values in the candidate set, got {fixed.parameters}"
+        raise ValueError(f"`fixed_parameters` must take {msg}.")
     return mask
 
 
@@ -327,10 +310,8 @@ def check_acqf_options(acqf_class: type, options: Any) -> dict[str, Any]:
         raise type_error("botorch_acqf_options", "a mapping", options)
     allowed = set(inspect.signature(acqf_class.__init__).parameters) - _RESERVED
     if unknown := sorted(set(options) - allowed):
-        raise TypeError(
-            f"Unknown {acqf_class.__name__} option(s) {unknown}; expected keyword "
-            f"arguments among {sorted(allowed)}."
-        )
+        msg = f"option(s) {unknown}; expected some of {sorted(allowed)}."
+        raise TypeError(f"Unknown {acqf_class.__name__} {msg}")
     out = dict(options)
     for name, value in out.items():
         if name in _CHOICES:
@@ -404,8 +385,7 @@ def candidate_set_strategy(
 ) -> GenerationStrategy:
     r"""Initialization, then ``botorch_acqf_class`` over :math:`X`, as a strategy.
 
-    Every argument is checked here, before any trial; the named factories pass
-    their ``kwargs`` on here.
+    Every argument is checked here, before any trial.
 
     Args:
         botorch_acqf_class, botorch_acqf_options: As in :func:`candidate_set_node`.
@@ -416,9 +396,7 @@ def candidate_set_strategy(
         init: ``"uniform"`` or ``"sobol"``.
         name: Strategy name; default the class name.
         kwargs: :class:`CandidateSetSpec` fields (``seed`` defaults to None: the
-            caller's seed, e.g. ``Client(random_seed=...)``), and
-            ``surrogate_spec``, ``torch_device``, ``transition_criteria`` of
-            :func:`candidate_set_node`.
+            caller's seed), and :func:`candidate_set_node` arguments.
 
     Example:
         >>> gs = candidate_set_strategy(GPUCB, {"delta": 0.1}, init_trials=5)
@@ -431,19 +409,16 @@ def candidate_set_strategy(
     spec = CandidateSetSpec(candidates, **spec_args)  # type: ignore[arg-type]
     check_int("init_trials", init_trials, 0)
     if spec.candidates is not None and init_trials > len(spec.candidates):
-        raise ValueError(
-            f"`init_trials`={init_trials} exceeds the {len(spec.candidates)} rows of "
-            "`candidates`; expected at most one initial trial per candidate."
-        )
+        rows = f"the {len(spec.candidates)} rows of `candidates`"
+        raise ValueError(f"`init_trials`={init_trials} exceeds {rows}.")
     if init not in ("uniform", "sobol"):
         raise ValueError(f"`init` must be 'uniform' or 'sobol', got {init!r}.")
     if init == "sobol" and spec.candidates is not None:
-        raise ValueError(
-            "`init='sobol'` samples the whole search space, but `candidates` "
-            "restricts it to a table; use `init='uniform'` with `candidates`."
-        )
-    node_args = {"candidate_spec": spec, **kwargs}
-    main = candidate_set_node(botorch_acqf_class, botorch_acqf_options, **node_args)
+        raise ValueError("`init='sobol'` ignores `candidates`; use init='uniform'.")
+    options = botorch_acqf_options
+    main = candidate_set_node(
+        botorch_acqf_class, options, candidate_spec=spec, **kwargs
+    )
     name = name or botorch_acqf_class.__name__
     if init_trials == 0:
         return GenerationStrategy(name=name, nodes=[main])
@@ -514,14 +489,9 @@ def chaining_generation_strategy(
 
         criteria.append(RegretBoundCriterion(stop_tolerance, "ChainingUCB"))
     options = _chaining_options(delta, scale, engine_options)
+    kwargs.update(name=name, transition_criteria=criteria)
     return candidate_set_strategy(
-        ChainingUCB,
-        options,
-        init_trials,
-        candidates,
-        name=name,
-        **kwargs,
-        transition_criteria=criteria,
+        ChainingUCB, options, init_trials, candidates, **kwargs
     )
 
 
@@ -539,9 +509,8 @@ def ucb_generation_strategy(
     Example:
         >>> client.set_generation_strategy(ucb_generation_strategy(seed=0))
     """
-    options = {"beta": beta}
     return candidate_set_strategy(
-        UCB, options, init_trials, candidates, name=name, **kwargs
+        UCB, {"beta": beta}, init_trials, candidates, name=name, **kwargs
     )
 
 
@@ -559,9 +528,8 @@ def gp_ucb_generation_strategy(
     Example:
         >>> client.set_generation_strategy(gp_ucb_generation_strategy(seed=0))
     """
-    options = {"delta": delta}
     return candidate_set_strategy(
-        GPUCB, options, init_trials, candidates, name=name, **kwargs
+        GPUCB, {"delta": delta}, init_trials, candidates, name=name, **kwargs
     )
 
 
@@ -576,10 +544,8 @@ def chaining_ucb_node(
     r"""A node running Chaining-UCB over a finite candidate set.
 
     Args:
-        name: Node name.
+        name, kwargs: As in :func:`candidate_set_node` (or spec fields).
         delta, scale, engine_options: As in :func:`chaining_generation_strategy`.
-        kwargs: :func:`candidate_set_node` arguments, or :class:`CandidateSetSpec`
-            fields when no ``candidate_spec``.
 
     Example:
         >>> node = chaining_ucb_node(delta=0.05, num_candidates=2048, seed=0)

@@ -65,12 +65,10 @@ class GenerationRecord:
 class CandidateSetAcquisition(Acquisition):
     """Ax ``Acquisition`` that maximizes over a finite candidate set.
 
-    Ax's ``Acquisition`` arguments (by keyword). ``options`` (from
-    ``Keys.AX_ACQUISITION_KWARGS``, or ``acq_options`` of
-    ``adapter.evaluate_acquisition_function``) may add ``selectable``, a boolean
-    mask of the candidates that may be proposed; ``record``, a
-    :class:`GenerationRecord`; and ``candidates``, the ``N x d`` set in Ax's
-    transformed space, when not in ``botorch_acqf_options`` already.
+    Ax's arguments, by keyword. ``options`` may add ``selectable`` (a boolean mask
+    of the candidates that may be proposed), ``record`` (a
+    :class:`GenerationRecord`) and ``candidates`` (the ``N x d`` set in Ax's
+    transformed space) if ``botorch_acqf_options`` lacks them.
 
     Example (in a candidate-set node, which supplies the candidates):
         >>> GeneratorSpec(Generators.BOTORCH_MODULAR, {"botorch_acqf_class":
@@ -90,10 +88,9 @@ class CandidateSetAcquisition(Acquisition):
         self.record: GenerationRecord | None = options.pop("record", None)
         if candidates is None:
             raise ValueError(
-                "CandidateSetAcquisition needs `candidates` (an N x d tensor in Ax's "
-                "transformed space) in botorch_acqf_options or its options; for "
-                "`adapter.evaluate_acquisition_function` pass acq_options="
-                '{"candidates": adapter.transform_observation_features(...)}.'
+                "CandidateSetAcquisition needs `candidates` (N x d, in Ax's model "
+                "space), e.g. acq_options={'candidates': ...} of "
+                "adapter.evaluate_acquisition_function."
             )
         self.candidates = acqf_options["candidates"] = torch.as_tensor(candidates)
         mask = torch.ones(len(self.candidates), dtype=torch.bool)
@@ -115,12 +112,9 @@ class CandidateSetAcquisition(Acquisition):
         sampling_strategy: Any = None,
         **kwargs: Any,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Select ``min(n, #selectable)`` candidates (points, values, weights).
-
-        Parameter constraints hold for every candidate (the set was built with
-        them); ``fixed_features`` narrows the mask; an Ax ``candidate_set``
-        (e.g. ``in_sample``) replaces it.
-        """
+        """Select ``min(n, #selectable)`` candidates (points, values, weights);
+        ``fixed_features`` narrow the mask, an Ax ``candidate_set`` replaces it
+        (parameter constraints hold for every candidate already)."""
         X = self.candidates.to(device=self.device, dtype=self.dtype)
         if candidate_set is None:
             mask = self.selectable.to(X.device).clone()

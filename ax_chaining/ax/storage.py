@@ -1,12 +1,8 @@
 r"""Storage, and non-Euclidean spaces (an item index with a precomputed Gram).
 
-Nothing is registered at import time: :func:`register_storage` does it, and a
-fresh process calls it before ``Client.load_from_json_file``. Ax's
-``RegistryBundle`` is not used: the BoTorch classes (acquisition functions,
-kernel, ``Acquisition`` subclass) resolve through Ax's global BoTorch-modular
-registries, which a bundle does not cover. A precomputed Gram matrix is stored
-as its content hash (:func:`~ax_chaining.kernels.register_gram`): no copy of the
-``n x n`` matrix, and a reference resolves only to the same content.
+Nothing is registered at import time. Ax's ``RegistryBundle`` is not used: it
+does not cover the BoTorch classes, which resolve through Ax's global
+BoTorch-modular registries. A Gram matrix is stored as its content hash only.
 """
 
 from __future__ import annotations
@@ -51,12 +47,10 @@ def candidate_index_parameter(
 def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
     """An Ax ``SurrogateSpec`` whose GP covariance is a precomputed Gram matrix.
 
-    For an item index (:func:`candidate_index_parameter`), which Ax's
-    ``Normalize`` maps to ``[0, 1]`` and ``PrecomputedKernel``
-    (``normalized_inputs=True``) back to a row of ``gram``: the prior covariance
-    of the standardized objective, as in the paper (no learned output scale).
-    The spec holds the content hash of ``gram`` only; in a new process, call
-    this again with the same matrix before generating.
+    For an item index (:func:`candidate_index_parameter`), which Ax normalizes
+    to ``[0, 1]`` and ``PrecomputedKernel`` maps back to a row of ``gram``, the
+    prior covariance of the standardized objective (no learned output scale).
+    In a new process, call this again with the same matrix before generating.
 
     Args:
         gram: ``n x n`` symmetric PSD Gram matrix (the paper has ``k(g, g) = 1``).
