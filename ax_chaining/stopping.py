@@ -140,11 +140,9 @@ class RegretBoundGlobalStoppingStrategy(_RegretBound, BaseGlobalStoppingStrategy
 class RegretBoundCriterion(_RegretBound, TransitionCriterion):
     """Ax transition criterion: met once the certified bound is at most ``tolerance``.
 
-    With ``transition_to`` its own node's name, it completes the strategy.
-
     Args:
         tolerance, units: As in :class:`RegretBoundGlobalStoppingStrategy`.
-        transition_to, continue_trial_generation: Ax's arguments.
+        transition_to, continue_trial_generation: Ax's (its own node: stop).
         min_trials: Not before this many completed trials.
 
     Example:

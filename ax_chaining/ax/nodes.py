@@ -106,12 +106,9 @@ class _SpecNode:
         node = generation_node_from_json(generation_node_json=args, **registries)
         kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
         if cls is CandidateSetNode:
-            kwargs.update(
-                generator_specs=node.generator_specs,
-                pausing_criteria=node.pausing_criteria,
-                should_deduplicate=node.should_deduplicate,
-                previous_node_name=args.get("previous_node_name"),
-            )
+            keys = ("generator_specs", "pausing_criteria", "should_deduplicate")
+            kwargs |= {k: getattr(node, k) for k in keys}
+            kwargs["previous_node_name"] = args.get("previous_node_name")
         return {**kwargs, "candidate_spec": spec}
 
 
@@ -257,10 +254,8 @@ def _acqf_metadata(
         return {}
     acqf = record.acquisition.acqf
     meta: dict[str, Any] = {"acquisition_function": type(acqf).__name__}
-    if hasattr(acqf, "t"):
-        meta["t"] = int(acqf.t)
-    if hasattr(acqf, "delta"):
-        meta["delta"] = float(acqf.delta)
+    casts = {"t": int, "delta": float}
+    meta.update({k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)})
     opt, weights = experiment.optimization_config, record.acquisition.objective_weights
     if not isinstance(acqf, ChainingUCB) or not evaluated.any():
         return meta
@@ -338,14 +333,12 @@ def candidate_set_node(
     """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
 
     Args:
-        botorch_acqf_class: ``ChainingUCB``, ``GPUCB``, ``UCB`` (an input
-            constructor that takes ``candidates`` and ``X_pending``).
+        botorch_acqf_class: ``ChainingUCB``, ``GPUCB`` or ``UCB`` (its input
+            constructor takes ``candidates`` and ``X_pending``).
         botorch_acqf_options: Its options, validated here.
         name: Node name; default the class name.
         candidate_spec: Default ``CandidateSetSpec(seed=None)``.
-        surrogate_spec: Ax ``SurrogateSpec``; default Ax's GP.
-        torch_device: Device of the model and the candidate set.
-        transition_criteria: Ax transition criteria out of this node.
+        surrogate_spec, torch_device, transition_criteria: Ax's (default: its GP).
 
     Example:
         >>> node = candidate_set_node(ChainingUCB, {"delta": 0.1})

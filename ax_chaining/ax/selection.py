@@ -55,8 +55,7 @@ class GenerationRecord:
     can record the certificate without reading Ax's private generator state. Ax
     deep-copies generation options: a copy of a record is the record itself."""
 
-    def __init__(self) -> None:
-        self.acquisition: CandidateSetAcquisition | None = None
+    acquisition: CandidateSetAcquisition | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> GenerationRecord:
         return self

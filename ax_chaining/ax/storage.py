@@ -30,9 +30,13 @@ from ax_chaining.ax.candidates import CandidateSetSpec, check_int, type_error
 def candidate_index_parameter(
     num_items: int, name: str = "item"
 ) -> RangeParameterConfig:
-    """An Ax parameter config for an item index ``0 .. num_items - 1`` (``n >= 2``):
-    with :func:`precomputed_kernel_surrogate_spec`, any finite set of objects
-    (graphs, strings, molecules) given their Gram matrix.
+    """An Ax parameter config for an item index ``0 .. num_items - 1``: with
+    :func:`precomputed_kernel_surrogate_spec`, any finite set of objects (graphs,
+    strings, molecules) given their Gram matrix.
+
+    Args:
+        num_items: Number of items ``n >= 2``.
+        name: Parameter name.
 
     Example:
         >>> client.configure_experiment(parameters=[candidate_index_parameter(100)])
