@@ -1,99 +1,122 @@
 r"""Stop an Ax optimization when Chaining-UCB certifies a small regret.
 
-Theorem 1 of Contal, Malherbe & Vayatis (2015) bounds, with probability at least
-:math:`1 - \delta` simultaneously for all iterations, the instantaneous regret of
-each Chaining-UCB query :math:`x_t`:
-
-.. math::
-
-    \sup_{x^\star \in X} f(x^\star) - f(x_t) \le B_t,
-
-where :math:`B_t` is :meth:`ax_chaining.acquisition.ChainingUCB.regret_bound`
-at :math:`x_t`, under the posterior it was chosen with. The Chaining-UCB node of
-:mod:`ax_chaining.ax` records :math:`B_t` with every generator run, and
-:class:`RegretBoundGlobalStoppingStrategy` stops the optimization once the
-certificate of the last query falls below a tolerance.
+Every Chaining-UCB step records a certificate in ``gen_metadata``: a candidate
+:math:`\hat x_t` and :math:`B_t \ge \max_{x \in X} f(x) - f(\hat x_t)`, for all
+steps at once with probability :math:`\ge 1 - \delta` (under the learned GP
+prior). So the running minimum of :math:`B_t` certifies its own point at every
+later step, and stopping on it is valid.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 from ax.core.experiment import Experiment
+from ax.core.trial_status import TrialStatus
+from ax.generation_strategy.generation_strategy import GenerationStrategy
+from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
-from ax.storage.json_store.registry import (
-    CORE_DECODER_REGISTRY,
-    CORE_ENCODER_REGISTRY,
-)
+from ax.utils.common.serialization import serialize_init_args
 
-from ax_chaining.ax import GEN_METADATA_KEY
-
-__all__ = ["RegretBoundGlobalStoppingStrategy", "latest_regret_bound"]
+from ax_chaining.ax.candidates import check_float, check_int
+from ax_chaining.ax.nodes import recorded
 
 Units = Literal["objective", "model"]
 
 
-def latest_regret_bound(
-    experiment: Experiment, units: Units = "objective"
-) -> tuple[int, float] | None:
-    """The regret certificate of the most recent Chaining-UCB query.
+def _check_units(units: Any) -> None:
+    if units not in ("objective", "model"):
+        raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
+
+
+def certificate_history(
+    source: Experiment | GenerationStrategy, units: Units = "objective"
+) -> list[dict[str, Any]]:
+    """Every recorded certificate, in trial order, with its running minimum.
 
     Args:
-        experiment: An Ax experiment generated (in part) by a Chaining-UCB node
-            of :mod:`ax_chaining.ax`.
-        units: ``"objective"`` (the objective's own units, through Ax's
-            ``StandardizeY`` scale) or ``"model"`` (the standardized units the
-            GP works in).
+        source: The experiment, or the generation strategy given to the Client.
+        units: ``"objective"`` (the objective's units) or ``"model"`` (the GP's).
 
     Returns:
-        ``(trial_index, bound)`` for the trial with the largest index that
-        carries a certificate (for a trial with several arms, the smallest bound
-        of its arms), or None if no trial has one.
+        ``{"trial_index", "bound", "running_min", "parameters", "delta", "units"}``
+        per step with a certificate.
+
+    Example:
+        >>> [(c["trial_index"], c["running_min"]) for c in certificate_history(gs)]
     """
-    key = "regret_bound" if units == "objective" else "regret_bound_model_units"
-    for index in sorted(experiment.trials, reverse=True):
-        for gr in experiment.trials[index].generator_runs:
-            meta = (gr.gen_metadata or {}).get(GEN_METADATA_KEY) or {}
-            bounds = meta.get(key)
-            if bounds:
-                return index, float(min(bounds))
-    return None
+    _check_units(units)
+    experiment = source.experiment if isinstance(source, GenerationStrategy) else source
+    key = "bound" if units == "objective" else "bound_model_units"
+    out: list[dict[str, Any]] = []
+    for index, meta in recorded(experiment):
+        cert = meta.get("certificate") or {}
+        if cert.get(key) is not None:
+            low = min([float(cert[key])] + [c["running_min"] for c in out[-1:]])
+            row = {"trial_index": index, "bound": float(cert[key]), "running_min": low}
+            fields = {k: cert.get(k) for k in ("parameters", "delta")}
+            out.append({**row, **fields, "units": units})
+    return out
 
 
-class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
-    r"""Stop when the Chaining-UCB regret certificate drops below ``tolerance``.
+def best_certificate(
+    source: Experiment | GenerationStrategy, units: Units = "objective"
+) -> dict[str, Any] | None:
+    """The certificate of :func:`certificate_history` with the smallest bound
+    (the earliest on ties); None before the first one.
 
-    The certificate is the paper's bound (Eq. (ucb)) at the last Chaining-UCB
-    query: with probability at least :math:`1 - \delta` (the ``delta`` of the
-    Chaining-UCB node), the last query is within ``bound`` of the best candidate.
-    It holds under the assumption that the GP prior is the true one (with the
-    learned hyperparameters), and it is conservative: expect it to fall below
-    ``tolerance`` well after the optimum is found.
+    Example:
+        >>> best_certificate(gs)["parameters"]
+    """
+    history = certificate_history(source, units)
+    return min(history, key=lambda c: c["bound"]) if history else None
 
-    Use it with Ax's ``Orchestrator`` (``OrchestratorOptions(global_stopping_strategy=
-    ...)``), with ``AxClient(global_stopping_strategy=...)``, or, in an
-    ``ax.api.Client`` loop, by calling :meth:`should_stop_optimization` with the
-    client's experiment (see the example).
+
+class _RegretBound:
+    """What both stopping classes share: the arguments and the decision."""
+
+    def _setup(self, tolerance: Any, min_trials: Any, units: Any) -> None:
+        rule = (lambda v: v > 0, "a finite positive float")
+        self.tolerance = check_float("tolerance", tolerance, rule, "a positive float")
+        check_int("min_trials", min_trials, 0)
+        _check_units(units)
+        self.units: Units = units
+
+    def _should_stop_optimization(  # Ax's abstract hook for stopping strategies
+        self, experiment: Experiment, **kwargs: Any
+    ) -> tuple[bool, str]:
+        """``(should_stop, message)``; the message names the parameters and bound."""
+        best = best_certificate(experiment, units=self.units)
+        if best is None:
+            return (
+                False,
+                f"No Chaining-UCB regret certificate yet ({self.units} units).",
+            )
+        what = (
+            f"Chaining-UCB certified regret bound {best['bound']:.4g} ({self.units} "
+            f"units, running minimum, recorded at trial {best['trial_index']}) for "
+            f"{best['parameters']}"
+        )
+        if best["bound"] > self.tolerance:
+            return False, f"{what} is above the tolerance {self.tolerance:.4g}."
+        return True, (
+            f"{what} is at most the tolerance {self.tolerance:.4g}: with probability "
+            f"at least 1 - {best['delta']}, these parameters are within that of the "
+            "best candidate."
+        )
+
+
+class RegretBoundGlobalStoppingStrategy(_RegretBound, BaseGlobalStoppingStrategy):
+    r"""Stop when the running minimum of the certified regret bound is small.
 
     Args:
-        tolerance: Stop once the last certificate is at most this (in ``units``).
-        min_trials: Do not stop before this many completed trials.
-        inactive_when_pending_trials: Do not stop while trials are running.
-        units: ``"objective"`` (default; the objective's units) or ``"model"``
-            (Ax's standardized units).
+        tolerance: Stop once the smallest recorded bound is at most this.
+        min_trials, inactive_when_pending_trials: Ax's arguments.
+        units: ``"objective"`` or ``"model"``, as in :func:`certificate_history`.
 
     Example:
         >>> stopping = RegretBoundGlobalStoppingStrategy(tolerance=0.5, min_trials=15)
-        >>> for _ in range(100):
-        ...     stop, message = stopping.should_stop_optimization(
-        ...         experiment=client._experiment
-        ...     )
-        ...     if stop:
-        ...         print(message)
-        ...         break
-        ...     for index, params in client.get_next_trials(max_trials=1).items():
-        ...         client.complete_trial(index, raw_data={"y": f(params)})
+        >>> stop, message = stopping.should_stop_optimization(experiment=gs.experiment)
     """
 
     def __init__(
@@ -103,85 +126,45 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
         inactive_when_pending_trials: bool = True,
         units: Units = "objective",
     ) -> None:
-        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
-            raise TypeError(
-                f"`tolerance` must be a positive float, got {type(tolerance).__name__}."
-            )
-        if not (tolerance > 0 and math.isfinite(tolerance)):
-            raise ValueError(
-                f"`tolerance` must be a finite positive float, got {tolerance}."
-            )
-        if isinstance(min_trials, bool) or not isinstance(min_trials, int):
-            raise TypeError(
-                f"`min_trials` must be an int, got {type(min_trials).__name__}."
-            )
-        if min_trials < 0:
-            raise ValueError(f"`min_trials` must be >= 0, got {min_trials}.")
-        if units not in ("objective", "model"):
-            raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
+        self._setup(tolerance, min_trials, units)
         super().__init__(
             min_trials=min_trials,
             inactive_when_pending_trials=inactive_when_pending_trials,
         )
-        self.tolerance = float(tolerance)
-        self.units: Units = units
-
-    def _should_stop_optimization(
-        self, experiment: Experiment, **kwargs: Any
-    ) -> tuple[bool, str]:
-        """Compare the last Chaining-UCB certificate with ``tolerance``.
-
-        Args:
-            experiment: The experiment.
-            kwargs: Ignored.
-
-        Returns:
-            ``(should_stop, message)``; the message reports the bound.
-        """
-        found = latest_regret_bound(experiment, units=self.units)
-        if found is None:
-            return False, (
-                "No Chaining-UCB regret certificate yet (no trial was generated by a "
-                f"Chaining-UCB node with {self.units}-unit bounds)."
-            )
-        index, bound = found
-        unit = "objective units" if self.units == "objective" else "model units"
-        if bound <= self.tolerance:
-            return True, (
-                f"Chaining-UCB regret bound {bound:.4g} ({unit}) at trial {index} is "
-                f"at most the tolerance {self.tolerance:.4g}: with high probability "
-                "the last query is within that of the best candidate."
-            )
-        return False, (
-            f"Chaining-UCB regret bound {bound:.4g} ({unit}) at trial {index} is "
-            f"above the tolerance {self.tolerance:.4g}."
-        )
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(tolerance={self.tolerance}, "
-            f"min_trials={self.min_trials}, "
-            f"inactive_when_pending_trials={self.inactive_when_pending_trials}, "
-            f"units={self.units!r})"
+        args = ", ".join(f"{k}={v!r}" for k, v in serialize_init_args(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+class RegretBoundCriterion(_RegretBound, TransitionCriterion):
+    """Ax transition criterion: met once the certified bound is at most ``tolerance``.
+
+    Args:
+        tolerance, units: As in :class:`RegretBoundGlobalStoppingStrategy`.
+        transition_to, continue_trial_generation: Ax's (its own node: stop).
+        min_trials: Not before this many completed trials.
+
+    Example:
+        >>> gs = chaining_generation_strategy(stop_tolerance=0.05)
+    """
+
+    def __init__(
+        self,
+        tolerance: float,
+        transition_to: str,
+        min_trials: int = 0,
+        units: Units = "objective",
+        continue_trial_generation: bool | None = False,
+    ) -> None:
+        self._setup(tolerance, min_trials, units)
+        super().__init__(
+            transition_to=transition_to,
+            continue_trial_generation=continue_trial_generation,
         )
+        self.min_trials = min_trials
 
-
-def _to_dict(strategy: RegretBoundGlobalStoppingStrategy) -> dict[str, Any]:
-    return {
-        "__type": type(strategy).__name__,
-        "tolerance": strategy.tolerance,
-        "min_trials": strategy.min_trials,
-        "inactive_when_pending_trials": strategy.inactive_when_pending_trials,
-        "units": strategy.units,
-    }
-
-
-def register_storage() -> None:
-    """Register the stopping strategy with Ax's JSON registries (idempotent)."""
-    CORE_ENCODER_REGISTRY[RegretBoundGlobalStoppingStrategy] = _to_dict
-    CORE_DECODER_REGISTRY["RegretBoundGlobalStoppingStrategy"] = (
-        RegretBoundGlobalStoppingStrategy
-    )
-
-
-register_storage()
+    def is_met(self, experiment: Experiment, curr_node: Any = None) -> bool:
+        """Whether the running minimum of the bound is at most ``tolerance``."""
+        done = len(experiment.trials_by_status[TrialStatus.COMPLETED])
+        return done >= self.min_trials and self._should_stop_optimization(experiment)[0]

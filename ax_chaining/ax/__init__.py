@@ -1,0 +1,52 @@
+"""Chaining-UCB in Ax: candidate sets, nodes and strategies, storage.
+
+Swap ``chaining_generation_strategy`` for ``ucb_generation_strategy`` or
+``gp_ucb_generation_strategy`` to compare. Importing registers nothing; see
+:func:`~ax_chaining.ax.storage.register_storage`.
+"""
+
+from ax_chaining.ax.candidates import (
+    DEFAULT_MAX_CANDIDATES,
+    DEFAULT_NUM_CANDIDATES,
+    CandidateSetSpec,
+    candidate_parameterizations,
+)
+from ax_chaining.ax.nodes import (
+    GEN_METADATA_KEY,
+    CandidateSetNode,
+    UniformCandidateNode,
+    candidate_set_node,
+    candidate_set_strategy,
+    chaining_generation_strategy,
+    chaining_ucb_node,
+    gp_ucb_generation_strategy,
+    ucb_generation_strategy,
+)
+from ax_chaining.ax.selection import UCB, CandidateSetAcquisition, GenerationRecord
+from ax_chaining.ax.storage import (
+    candidate_index_parameter,
+    precomputed_kernel_surrogate_spec,
+    register_storage,
+)
+
+__all__ = [
+    "DEFAULT_MAX_CANDIDATES",
+    "DEFAULT_NUM_CANDIDATES",
+    "GEN_METADATA_KEY",
+    "UCB",
+    "CandidateSetAcquisition",
+    "CandidateSetNode",
+    "CandidateSetSpec",
+    "GenerationRecord",
+    "UniformCandidateNode",
+    "candidate_index_parameter",
+    "candidate_parameterizations",
+    "candidate_set_node",
+    "candidate_set_strategy",
+    "chaining_generation_strategy",
+    "chaining_ucb_node",
+    "gp_ucb_generation_strategy",
+    "precomputed_kernel_surrogate_spec",
+    "register_storage",
+    "ucb_generation_strategy",
+]

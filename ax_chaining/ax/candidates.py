@@ -1,0 +1,269 @@
+r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space:
+a user table checked against the search space; every combination of a fully
+discrete space (``itertools.product`` in search-space order, as Ax's discrete
+optimizer); or a fixed design of Ax's Sobol generator under the spec's seed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from ax.adapter.registry import Generators
+from ax.core import Arm, ChoiceParameter, Experiment, FixedParameter, SearchSpace
+from ax.core.parameter import DerivedParameter, ParameterType
+from ax.core.types import TParameterization, TParamValue
+from ax.exceptions.core import UnsupportedError
+from ax.utils.common.random import with_rng_seed
+
+#: Default size of the fixed Sobol design of continuous or mixed spaces.
+DEFAULT_NUM_CANDIDATES: int = 1024
+#: Default cap on ``N`` (rows, an ``N x d`` tensor, ``N^2`` distance work).
+DEFAULT_MAX_CANDIDATES: int = 100_000
+#: A ``pandas.DataFrame`` (a column per parameter) or a sequence of dicts.
+CandidateTable = pd.DataFrame | Sequence[Mapping[str, TParamValue]]
+
+
+@dataclass
+class CandidateSetSpec:
+    """Definition of the finite candidate set :math:`X` (stored in JSON).
+
+    Args:
+        candidates: Optional table of parameterizations (finite values).
+        num_candidates: Size of the Sobol design of continuous or mixed spaces.
+        seed: Seed of the design and of the uniform initialization; None: drawn
+            from the global torch RNG (which Ax's ``Client`` and ``ax.benchmark``
+            seed) at the first generation, then stored.
+        max_candidates: Largest allowed candidate set (memory guard).
+        exclude_evaluated: Never propose an evaluated candidate (noise-free).
+        exclude_pending: Avoid pending candidates while others remain.
+    """
+
+    candidates: list[dict[str, TParamValue]] | None = None
+    num_candidates: int = DEFAULT_NUM_CANDIDATES
+    seed: int | None = 0
+    max_candidates: int = DEFAULT_MAX_CANDIDATES
+    exclude_evaluated: bool = False
+    exclude_pending: bool = True
+
+    def __post_init__(self) -> None:
+        self.candidates = _normalize_table(self.candidates)
+        check_int("num_candidates", self.num_candidates, 1)
+        check_int("max_candidates", self.max_candidates, 1)
+        if self.seed is not None:
+            check_int("seed", self.seed)
+        for name in ("exclude_evaluated", "exclude_pending"):
+            if not isinstance(getattr(self, name), bool):
+                raise type_error(name, "a bool", getattr(self, name))
+        rows, most = self.candidates, self.max_candidates
+        if rows is not None and len(rows) > most:
+            raise ValueError(
+                f"`candidates` has {len(rows):,} rows, more than `max_candidates`="
+                f"{most:,}; pass fewer or raise `max_candidates`."
+            )
+        if rows is None and self.num_candidates > most:
+            raise ValueError(
+                f"`num_candidates`={self.num_candidates} exceeds `max_candidates`="
+                f"{most}; lower num_candidates or raise max_candidates."
+            )
+
+    def resolve_seed(self, known: Iterable[Any] = ()) -> int:
+        """The seed; if None, the first of ``known``, else a fresh draw; stored."""
+        if self.seed is None:
+            self.seed = next((int(s) for s in known if s is not None), None)
+        if self.seed is None:
+            self.seed = draw_seed()
+        return self.seed
+
+
+def draw_seed() -> int:
+    """A seed from the global torch RNG, which Ax seeds around generation."""
+    return int(torch.randint(0, 2**31 - 1, (1,)).item())
+
+
+def candidate_parameterizations(
+    search_space: SearchSpace, spec: CandidateSetSpec | None = None
+) -> list[TParameterization]:
+    r"""The finite candidate set :math:`X` of ``search_space``, as parameterizations.
+
+    Args:
+        search_space: The experiment's search space (not hierarchical).
+        spec: The candidate set definition; default ``CandidateSetSpec()``.
+
+    Returns:
+        ``N >= 1`` distinct, complete parameterizations, in a fixed order.
+
+    Example:
+        >>> ss = SearchSpace([ChoiceParameter("a", ParameterType.INT, [1, 2, 3])])
+        >>> candidate_parameterizations(ss)
+        [{'a': 1}, {'a': 2}, {'a': 3}]
+    """
+    spec = spec if spec is not None else CandidateSetSpec()
+    if search_space.is_hierarchical:
+        msg = "flatten it, or pass `candidates=` with one row per configuration"
+        raise UnsupportedError(f"Hierarchical search spaces are unsupported: {msg}.")
+    free = [
+        p
+        for p in search_space.parameters.values()
+        if not isinstance(p, FixedParameter | DerivedParameter)
+    ]
+    if spec.candidates is not None:
+        rows = _validate_table(search_space, spec.candidates)
+    elif all(
+        isinstance(p, ChoiceParameter) or p.parameter_type == ParameterType.INT
+        for p in free
+    ):
+        rows = _enumerate_discrete(search_space, free, spec.max_candidates)
+    else:
+        seed = spec.seed if spec.seed is not None else draw_seed()
+        rows = _sobol_design(search_space, spec.num_candidates, seed)
+    unique: dict[tuple, dict] = {}
+    for r in rows:
+        unique.setdefault(row_key(r, list(search_space.parameters)), r)
+    return list(unique.values())
+
+
+def _complete(search_space: SearchSpace, row: dict[str, TParamValue]) -> dict:
+    """Fill in fixed, then derived, parameters (in place)."""
+    for kind in (FixedParameter, DerivedParameter):
+        for p in search_space.parameters.values():
+            if isinstance(p, kind) and p.name not in row:
+                row[p.name] = p.value if kind is FixedParameter else p.compute(row)  # type: ignore[attr-defined]
+    return row
+
+
+def _no_candidate(search_space: SearchSpace, what: str) -> ValueError:
+    constraints = ", ".join(str(c) for c in search_space.parameter_constraints)
+    return ValueError(
+        f"The parameter constraints ({constraints or 'none'}) leave no candidate: "
+        f"{what}. Expected a feasible region, or pass `candidates=`."
+    )
+
+
+def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> list:
+    values = [
+        list(p.values)
+        if isinstance(p, ChoiceParameter)
+        else list(range(int(p.lower), int(p.upper) + 1))
+        for p in free
+    ]
+    total = math.prod(len(v) for v in values)
+    if total > most:
+        sizes = " x ".join(
+            f"{p.name}:{len(v)}" for p, v in zip(free, values, strict=True)
+        )
+        raise ValueError(
+            f"The fully discrete search space has {total:,} combinations ({sizes}), "
+            f"more than `max_candidates`={most:,}. Pass `candidates=` (a table of "
+            "the parameterizations to consider) or raise `max_candidates`."
+        )
+    rows = [
+        _complete(search_space, {p.name: v for p, v in zip(free, c, strict=True)})
+        for c in itertools.product(*values)
+    ]
+    df = pd.DataFrame(rows, columns=list(search_space.parameters))
+    mask = np.asarray(search_space.check_membership_df(df), dtype=bool)
+    if not mask.any():
+        raise _no_candidate(search_space, f"none of the {total:,} combinations fits")
+    return [row for row, ok in zip(rows, mask, strict=True) if ok]
+
+
+def _sobol_design(search_space: SearchSpace, num: int, seed: int) -> list[dict]:
+    # Ax's Sobol generator (log/logit scales, choices, constraints by rejection).
+    # Its integer rounding under constraints draws from the global RNGs, which
+    # follow the seed too: the design is a function of the seed alone.
+    try:
+        with with_rng_seed(seed):
+            adapter = Generators.SOBOL(
+                experiment=Experiment(search_space=search_space),
+                search_space=search_space,
+                seed=seed,
+                deduplicate=False,
+            )
+            return [dict(a.parameters) for a in adapter.gen(n=num).arms]
+    except Exception as e:  # Ax raises when rejection sampling finds no point
+        raise _no_candidate(search_space, f"Ax's Sobol generator failed ({e})") from e
+
+
+def _normalize_table(candidates: Any) -> list[dict[str, TParamValue]] | None:
+    """Structural checks of a candidate table; returns JSON-friendly rows."""
+    if candidates is None:
+        return None
+    if isinstance(candidates, pd.DataFrame):
+        candidates = candidates.to_dict(orient="records")
+    elif isinstance(candidates, str | bytes | Mapping) or not isinstance(
+        candidates, Iterable
+    ):
+        what = "a pandas DataFrame or a sequence of {parameter name: value} mappings"
+        raise type_error("candidates", what, candidates)
+    rows: list[dict[str, TParamValue]] = []
+    for i, rec in enumerate(candidates):
+        if not isinstance(rec, Mapping):
+            raise type_error(f"candidates[{i}]", "a mapping from name to value", rec)
+        row = {k: v.item() if isinstance(v, np.generic) else v for k, v in rec.items()}
+        for k, v in row.items():
+            if not isinstance(k, str) or not isinstance(v, bool | int | float | str):
+                got = f"{k!r}: {v!r} of type {type(v).__name__}"
+                msg = f"has entry {got}; expected names mapped to int, float, str, bool"
+                raise TypeError(f"`candidates[{i}]` {msg}.")
+            if isinstance(v, float) and not math.isfinite(v):
+                msg = f"is {v}; expected a finite number (drop or fill the row)"
+                raise ValueError(f"`candidates[{i}][{k!r}]` {msg}.")
+        rows.append(row)
+    if not rows:
+        raise ValueError("`candidates` is empty; expected at least one candidate.")
+    return rows
+
+
+def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:
+    """Ax's own membership check (names, domains, constraints) and casting."""
+    rows = []
+    for i, given in enumerate(table):
+        try:
+            row = _complete(search_space, dict(given))
+            search_space.check_membership(row, raise_error=True)
+        except (ValueError, KeyError) as e:
+            msg = f"`candidates[{i}]` = {given} is not in the search space: {e}"
+            raise ValueError(msg) from e
+        rows.append(search_space.cast_arm(Arm(parameters=row)).parameters)
+    return rows
+
+
+def row_key(row: Mapping[str, TParamValue], names: Sequence[str]) -> tuple:
+    """A hashable key of a parameterization; floats rounded to 9 decimals, since
+    Ax's arms and the table's rows may differ in int/float type and last bits."""
+    return tuple(
+        v if v is None or isinstance(v, bool | str) else round(float(v), 9)
+        for v in (row.get(n) for n in names)
+    )
+
+
+# Argument checks shared by the Ax layer: name the argument, what it got, and
+# what it expected.
+def type_error(name: str, expected: str, value: Any) -> TypeError:
+    return TypeError(f"`{name}` must be {expected}, got {type(value).__name__}.")
+
+
+def check_int(name: str, value: Any, low: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise type_error(name, "an int", value)
+    if low is not None and value < low:
+        expected = "a positive int" if low == 1 else f">= {low}"
+        raise ValueError(f"`{name}` must be {expected}, got {value}.")
+    return int(value)
+
+
+def check_float(name: str, value: Any, rule: tuple, kind: str = "a float") -> float:
+    """``value`` as a float; ``rule`` is (test, what the test expects)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise type_error(name, kind, value)
+    ok, expected = rule
+    if not (math.isfinite(value) and ok(value)):
+        raise ValueError(f"`{name}` must be {expected}, got {value}.")
+    return float(value)

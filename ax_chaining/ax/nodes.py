@@ -1,0 +1,550 @@
+r"""Generation nodes and strategies over a finite candidate set :math:`X`.
+
+Both nodes override only Ax's public ``GenerationNode.gen``.
+:class:`CandidateSetNode` maps :math:`X` into model space and passes it on in
+``model_gen_options`` (``Keys.ACQF_KWARGS`` to the input constructor,
+``Keys.AX_ACQUISITION_KWARGS`` with the selectable mask to the ``Acquisition``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from ax.adapter.adapter_utils import extract_objective_weight_matrix
+from ax.adapter.base import Adapter
+from ax.adapter.registry import Generators
+from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
+from ax.core.trial_status import TrialStatus
+from ax.core.types import TParameterization
+from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
+from ax.generation_strategy.external_generation_node import ExternalGenerationNode
+from ax.generation_strategy.generation_node import GenerationNode
+from ax.generation_strategy.generation_strategy import GenerationStrategy
+from ax.generation_strategy.generator_spec import GeneratorSpec
+from ax.generation_strategy.transition_criterion import MinTrials, TransitionCriterion
+from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
+from ax.storage.json_store.decoder import generation_node_from_json, object_from_json
+from ax.utils.common.constants import Keys
+from botorch.acquisition.acquisition import AcquisitionFunction
+
+from ax_chaining.acquisition import GPUCB, ChainingUCB
+from ax_chaining.ax.candidates import (
+    CandidateSetSpec,
+    CandidateTable,
+    candidate_parameterizations,
+    check_float,
+    check_int,
+    row_key,
+    type_error,
+)
+from ax_chaining.ax.selection import UCB, CandidateSetAcquisition, GenerationRecord
+from ax_chaining.chaining import CoverMethod, HRadius
+from ax_chaining.posterior import Path
+
+#: Key of this package's entry in ``GeneratorRun.gen_metadata``.
+GEN_METADATA_KEY: str = "chaining_ucb"
+_EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
+_DROPPED = (TrialStatus.FAILED, TrialStatus.ABANDONED)
+
+
+def recorded(experiment: Experiment) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(trial index, metadata)`` of this package's generator runs, in order."""
+    for index in sorted(experiment.trials):
+        for gr in experiment.trials[index].generator_runs:
+            meta = (gr.gen_metadata or {}).get(GEN_METADATA_KEY)
+            if isinstance(meta, dict):
+                yield index, meta
+
+
+def _arm_counts(exp: Experiment, names: list[str], counts: Callable) -> Counter:
+    """How often each candidate is an arm of a trial whose status ``counts``."""
+    trials = [t for t in exp.trials.values() if counts(t.status)]
+    return Counter(row_key(a.parameters, names) for t in trials for a in t.arms)
+
+
+class _SpecNode:
+    """The candidate set of one search space, and JSON storage of the spec."""
+
+    def _candidate_rows(self, experiment: Experiment) -> list[TParameterization]:
+        opt = experiment.optimization_config  # None: the Client reports it itself
+        if opt is not None and (opt.is_moo_problem or opt.outcome_constraints):
+            raise UnsupportedError(
+                "Chaining-UCB supports a single objective without outcome constraints "
+                f"(its certificate is unconstrained), got {opt.objective} with "
+                f"{[str(c) for c in opt.outcome_constraints]}. Scalarize, e.g. "
+                "`configure_optimization(objective='a + 0.5 * b')`."
+            )
+        spec = self.candidate_spec
+        if spec.seed is None:
+            # The nodes of a reloaded strategy hold separate copies of the spec:
+            # a sibling's seed first, so both use one design; then a recorded one.
+            try:
+                siblings = self.generation_strategy.nodes_by_name.values()  # type: ignore[attr-defined]
+            except Exception:  # not attached to a strategy
+                siblings = []
+            seeds = [getattr(n, "candidate_spec", spec).seed for n in siblings]
+            spec.resolve_seed(seeds + [m.get("seed") for _, m in recorded(experiment)])
+        key = (repr(experiment.search_space), spec.seed)
+        if getattr(self, "_rows_key", None) != key:
+            self._rows = candidate_parameterizations(experiment.search_space, spec)
+            self._rows_key = key
+        return self._rows
+
+    @classmethod
+    def deserialize_init_args(
+        cls, args: dict[str, Any], **registries: Any
+    ) -> dict[str, Any]:
+        # Ax's own GenerationNode decoding, re-wrapped in this class.
+        args = dict(args)
+        spec = object_from_json(args.pop("candidate_spec"), **registries)
+        node = generation_node_from_json(generation_node_json=args, **registries)
+        kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
+        if cls is CandidateSetNode:
+            keys = ("generator_specs", "pausing_criteria", "should_deduplicate")
+            kwargs |= {k: getattr(node, k) for k in keys}
+            kwargs["previous_node_name"] = args.get("previous_node_name")
+        return {**kwargs, "candidate_spec": spec}
+
+
+class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
+    """Initialization: the next candidate of a seeded permutation of :math:`X`
+    not yet in a trial (failed or abandoned ones do not count), then the least
+    used (or ``SearchSpaceExhausted`` with ``exclude_evaluated=True``)."""
+
+    def __init__(
+        self,
+        name: str,
+        candidate_spec: CandidateSetSpec,
+        transition_criteria: Sequence[TransitionCriterion] | None = None,
+    ) -> None:
+        super().__init__(
+            name=name, should_deduplicate=False, transition_criteria=transition_criteria
+        )
+        self.candidate_spec = candidate_spec
+        self._fixed: ObservationFeatures | None = None
+
+    def gen(self, *, experiment: Experiment, **kwargs: Any) -> GeneratorRun | None:
+        """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`."""
+        self._fixed = kwargs.get("fixed_features")
+        try:
+            return super().gen(experiment=experiment, **kwargs)
+        finally:
+            self._fixed = None
+
+    def update_generator_state(self, experiment: Experiment, data: Data) -> None:
+        rows = self._candidate_rows(experiment)
+        rng = np.random.default_rng([self.candidate_spec.seed, 1])
+        self._order = rng.permutation(len(rows))
+        self._names = list(experiment.search_space.parameters)
+        self._counts = _arm_counts(experiment, self._names, lambda s: s not in _DROPPED)
+
+    def get_next_candidate(
+        self, pending_parameters: list[TParameterization]
+    ) -> TParameterization:
+        pending = Counter(row_key(p, self._names) for p in pending_parameters)
+        counts = self._counts + pending
+        allowed = _matches_fixed(self._rows, self._fixed)
+        order = [int(i) for i in self._order if allowed[i]]
+        use = [(counts[row_key(self._rows[i], self._names)], i) for i in order]
+        count, best = min(use, key=lambda cu: cu[0])
+        if count > 0 and self.candidate_spec.exclude_evaluated:
+            raise SearchSpaceExhausted(
+                f"All {len(use)} candidates are used and `exclude_evaluated=True`: "
+                "init_trials is larger than the candidate set."
+            )
+        return dict(self._rows[best])
+
+
+class CandidateSetNode(_SpecNode, GenerationNode):
+    """A ``GenerationNode`` that optimizes over a finite candidate set, built by
+    :func:`candidate_set_node`: ``GenerationNode``'s arguments and the spec."""
+
+    def __init__(
+        self,
+        name: str,
+        generator_specs: list[GeneratorSpec],
+        candidate_spec: CandidateSetSpec,
+        transition_criteria: Sequence[TransitionCriterion] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, generator_specs, transition_criteria, **kwargs)
+        self.candidate_spec = candidate_spec
+
+    def gen(  # type: ignore[override]
+        self, *, experiment: Experiment, skip_fit: bool = False, **kwargs: Any
+    ) -> GeneratorRun | None:
+        """Ax's ``gen``, with the candidates (through the fitted adapter's
+        transforms) and mask in ``model_gen_options``; records the step."""
+        rows, spec = self._candidate_rows(experiment), self.candidate_spec
+        if not skip_fit:
+            self.generator_spec.fit(experiment=experiment, data=kwargs.get("data"))
+        adapter = self.generator_spec.fitted_adapter
+        names = list(experiment.search_space.parameters)
+        keys = [row_key(r, names) for r in rows]
+        done = _arm_counts(experiment, names, lambda s: s in _EVALUATED)
+        evaluated = np.array([k in done for k in keys], dtype=bool)
+        mask = _matches_fixed(rows, kwargs.get("fixed_features"))
+        if spec.exclude_evaluated and not (mask := mask & ~evaluated).any():
+            msg = f"All {len(rows)} candidates are evaluated, `exclude_evaluated=True`."
+            raise SearchSpaceExhausted(msg)
+        if spec.exclude_pending:
+            pending = (kwargs.get("pending_observations") or {}).values()
+            pend = {row_key(f.parameters, names) for fs in pending for f in fs}
+            keep = mask & np.array([k not in pend for k in keys], dtype=bool)
+            # Pending points are conditioned on anyway (GP-BUCB); excluding them
+            # is a convenience that must not make generation fail.
+            mask = keep if keep.any() else mask
+        options = dict(
+            kwargs.pop("model_gen_options", None)
+            or self.generator_spec.generator_gen_kwargs.get("model_gen_options")
+            or {}
+        )
+        record, X = GenerationRecord(), self.model_space_candidates(adapter, rows)
+        selectable = {"selectable": torch.tensor(mask), "record": record}
+        for key, extra in (
+            (Keys.ACQF_KWARGS, {"candidates": X}),
+            (Keys.AX_ACQUISITION_KWARGS, selectable),
+        ):
+            options[key.value] = {**options.get(key.value, {}), **extra}
+        kwargs["model_gen_options"] = options
+        gr = super().gen(experiment=experiment, skip_fit=True, **kwargs)
+        if gr is not None:
+            meta = {"seed": spec.seed, "num_candidates": len(rows)}
+            meta["num_selectable"] = int(mask.sum())
+            meta.update(_acqf_metadata(record, adapter, experiment, rows, evaluated))
+            # `gen_metadata` is the run's own dict (Ax adds "trial_type" the same
+            # way); pinned in tests/test_ax_contract.py.
+            gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
+        return gr
+
+    def model_space_candidates(
+        self, adapter: Adapter, rows: list[TParameterization]
+    ) -> torch.Tensor:
+        """The candidate rows in the adapter's model space."""
+        feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
+        return adapter.transform_observation_features(feats)
+
+
+def _matches_fixed(rows: list[dict], fixed: ObservationFeatures | None) -> np.ndarray:
+    if fixed is None or not fixed.parameters:
+        return np.ones(len(rows), dtype=bool)
+    want = row_key(fixed.parameters, list(fixed.parameters))
+    mask = np.array([row_key(r, list(fixed.parameters)) == want for r in rows])
+    if not mask.any():
+        msg = f"values in the candidate set, got {fixed.parameters}"
+        raise ValueError(f"`fixed_parameters` must take {msg}.")
+    return mask
+
+
+def _acqf_metadata(
+    record: GenerationRecord,
+    adapter: Adapter,
+    experiment: Experiment,
+    rows: list[TParameterization],
+    evaluated: np.ndarray,
+) -> dict[str, Any]:
+    """JSON-safe facts of the step, and the certificate among the evaluated."""
+    if record.acquisition is None:
+        return {}
+    acqf = record.acquisition.acqf
+    meta: dict[str, Any] = {"acquisition_function": type(acqf).__name__}
+    casts = {"t": int, "delta": float}
+    meta.update({k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)})
+    opt, weights = experiment.optimization_config, record.acquisition.objective_weights
+    if not isinstance(acqf, ChainingUCB) or not evaluated.any():
+        return meta
+    cert = acqf.certificate(among=torch.as_tensor(evaluated))
+    # The model sees sum_i w_i y_i, y_i standardized by Ax's StandardizeY
+    # (scales s_i); the user's objective is sum_i c_i (s_i y_i + m_i): bounds
+    # scale by c_i s_i / w_i when that is the same for every outcome.
+    factor = None
+    if opt is not None and weights is not None:
+        outcomes = list(adapter.outcomes)
+        c = np.asarray(extract_objective_weight_matrix(opt.objective, outcomes))
+        c = c.reshape(-1, len(outcomes)).sum(0)
+        w = weights.detach().cpu().double().numpy().reshape(-1, len(outcomes)).sum(0)
+        ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
+        s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
+        used = w != 0
+        ratios = np.abs(c[used] * s[used] / w[used])
+        if used.any() and np.allclose(ratios, ratios[0], rtol=1e-6, atol=0.0):
+            factor = float(ratios[0])
+    # Ax's model units, except "bound" (the objective's units, None without a
+    # single scale) and "parameters" (the user's space).
+    meta["certificate"] = {
+        **cert.as_dict(),
+        "bound_model_units": float(cert.bound),
+        "bound": None if factor is None else float(cert.bound) * factor,
+        "objective_scale": factor,
+        "parameters": dict(rows[int(cert.index)]),
+    }
+    return meta
+
+
+# Acquisition arguments the node sets itself (or Ax supplies).
+_RESERVED = {"self", "model", "candidates", "t", "posterior_transform", "maximize"}
+_RESERVED |= {"X_pending"}
+_CHOICES = {"h_radius": HRadius, "path": Path, "cover": CoverMethod}
+_FLOATS: dict[str, tuple[Callable[[float], bool], str]] = {
+    "delta": (lambda v: 0 < v < 1, "(0, 1)"),
+    "sigma_floor": (lambda v: 0 <= v < 1, "[0, 1)"),
+    "beta": (lambda v: v >= 0, ">= 0"),
+    "scale": (lambda v: v > 0, "finite and > 0"),
+}
+
+
+def check_acqf_options(acqf_class: type, options: Any) -> dict[str, Any]:
+    """Validate acquisition options at build time, not at the first model step."""
+    if not isinstance(options, Mapping):
+        raise type_error("botorch_acqf_options", "a mapping", options)
+    allowed = set(inspect.signature(acqf_class.__init__).parameters) - _RESERVED
+    if unknown := sorted(set(options) - allowed):
+        msg = f"option(s) {unknown}; expected some of {sorted(allowed)}."
+        raise TypeError(f"Unknown {acqf_class.__name__} {msg}")
+    out = dict(options)
+    for name, value in out.items():
+        if name in _CHOICES:
+            choices = typing.get_args(_CHOICES[name])
+            if value not in choices and not (name == "cover" and value is None):
+                raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
+        elif name in ("max_cover_size", "memory_budget") and value is not None:
+            check_int(name, value, 1)
+        elif name in _FLOATS and value is not None:
+            out[name] = check_float(name, value, _FLOATS[name])
+    return out
+
+
+def candidate_set_node(
+    botorch_acqf_class: type[AcquisitionFunction],
+    botorch_acqf_options: Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    candidate_spec: CandidateSetSpec | None = None,
+    surrogate_spec: SurrogateSpec | None = None,
+    torch_device: str | torch.device | None = None,
+    transition_criteria: Sequence[TransitionCriterion] | None = None,
+) -> CandidateSetNode:
+    """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
+
+    Args:
+        botorch_acqf_class: ``ChainingUCB``, ``GPUCB`` or ``UCB`` (its input
+            constructor takes ``candidates`` and ``X_pending``).
+        botorch_acqf_options: Its options, validated here.
+        name: Node name; default the class name.
+        candidate_spec: Default ``CandidateSetSpec(seed=None)``.
+        surrogate_spec, torch_device, transition_criteria: Ax's (default: its GP).
+
+    Example:
+        >>> node = candidate_set_node(ChainingUCB, {"delta": 0.1})
+    """
+    if surrogate_spec is not None and not isinstance(surrogate_spec, SurrogateSpec):
+        raise type_error("surrogate_spec", "an ax SurrogateSpec", surrogate_spec)
+    options = check_acqf_options(botorch_acqf_class, botorch_acqf_options or {})
+    kwargs: dict[str, Any] = {
+        "botorch_acqf_class": botorch_acqf_class,
+        "botorch_acqf_options": options,
+        "acquisition_class": CandidateSetAcquisition,
+        # Refit from scratch at every step: a suggestion is then a function of
+        # the data and seeds alone, so a reloaded client suggests the same.
+        "warm_start_refit": False,
+    }
+    if surrogate_spec is not None:
+        kwargs["surrogate_spec"] = surrogate_spec
+    if torch_device is not None:
+        kwargs["torch_device"] = torch.device(torch_device)
+    return CandidateSetNode(
+        name=name or botorch_acqf_class.__name__,
+        generator_specs=[GeneratorSpec(Generators.BOTORCH_MODULAR, kwargs)],
+        candidate_spec=candidate_spec or CandidateSetSpec(seed=None),
+        transition_criteria=transition_criteria,
+    )
+
+
+def candidate_set_strategy(
+    botorch_acqf_class: type[AcquisitionFunction],
+    botorch_acqf_options: Mapping[str, Any] | None = None,
+    init_trials: int = 10,
+    candidates: CandidateTable | None = None,
+    *,
+    init: Literal["uniform", "sobol"] = "uniform",
+    name: str | None = None,
+    **kwargs: Any,
+) -> GenerationStrategy:
+    r"""Initialization, then ``botorch_acqf_class`` over :math:`X`, as a strategy.
+
+    Every argument is checked here, before any trial.
+
+    Args:
+        botorch_acqf_class, botorch_acqf_options: As in :func:`candidate_set_node`.
+        init_trials: Initial trials, uniform over :math:`X` (at most one per row
+            of a table) or Ax's Sobol; 0 for none (e.g. with ``attach_trial``).
+        candidates: Optional table (DataFrame or list of dicts); default the
+            whole discrete space or a fixed Sobol design.
+        init: ``"uniform"`` or ``"sobol"``.
+        name: Strategy name; default the class name.
+        kwargs: :class:`CandidateSetSpec` fields (``seed`` defaults to None: the
+            caller's seed), and :func:`candidate_set_node` arguments.
+
+    Example:
+        >>> gs = candidate_set_strategy(GPUCB, {"delta": 0.1}, init_trials=5)
+    """
+    from ax_chaining.ax.storage import register_storage
+
+    register_storage()  # so that the strategy can be saved; idempotent
+    fields = set(CandidateSetSpec.__dataclass_fields__) - {"candidates"}
+    spec_args = {"seed": None, **{k: kwargs.pop(k) for k in fields & set(kwargs)}}
+    spec = CandidateSetSpec(candidates, **spec_args)  # type: ignore[arg-type]
+    check_int("init_trials", init_trials, 0)
+    if spec.candidates is not None and init_trials > len(spec.candidates):
+        rows = f"the {len(spec.candidates)} rows of `candidates`"
+        raise ValueError(f"`init_trials`={init_trials} exceeds {rows}.")
+    if init not in ("uniform", "sobol"):
+        raise ValueError(f"`init` must be 'uniform' or 'sobol', got {init!r}.")
+    if init == "sobol" and spec.candidates is not None:
+        raise ValueError("`init='sobol'` ignores `candidates`; use init='uniform'.")
+    options = botorch_acqf_options
+    main = candidate_set_node(
+        botorch_acqf_class, options, candidate_spec=spec, **kwargs
+    )
+    name = name or botorch_acqf_class.__name__
+    if init_trials == 0:
+        return GenerationStrategy(name=name, nodes=[main])
+    # As Ax's default strategy: leave the initialization after `init_trials`
+    # trials (failed/abandoned not counted) once one of them has data.
+    common = {"transition_to": main.name, "use_all_trials_in_exp": True}
+    criteria = [
+        MinTrials(threshold=init_trials, not_in_statuses=list(_DROPPED), **common),
+        MinTrials(
+            threshold=1,
+            only_in_statuses=[TrialStatus.COMPLETED],
+            count_only_trials_with_data=True,
+            **common,
+        ),
+    ]
+    # Ax's Sobol generator draws its own seed from the seeded global RNG when
+    # `spec.seed` is None, and stores it in its generator runs.
+    sobol = GeneratorSpec(Generators.SOBOL, generator_kwargs={"seed": spec.seed})
+    first = (
+        UniformCandidateNode("UniformCandidates", spec, criteria)
+        if init == "uniform"
+        else GenerationNode("Sobol", [sobol], criteria, should_deduplicate=True)
+    )
+    return GenerationStrategy(name=name, nodes=[first, main])
+
+
+def _chaining_options(
+    delta: float, scale: float | None, engine_options: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    if engine_options is not None and not isinstance(engine_options, Mapping):
+        raise type_error("engine_options", "a mapping", engine_options)
+    engine_options = engine_options or {}
+    if both := sorted({"delta", "scale"} & set(engine_options)):
+        raise TypeError(
+            f"Pass {both} as arguments of their own, not in engine_options."
+        )
+    given = {"delta": delta, "scale": scale, **engine_options}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def chaining_generation_strategy(
+    init_trials: int = 10,
+    delta: float = 0.05,
+    candidates: CandidateTable | None = None,
+    *,
+    scale: float | None = None,
+    engine_options: Mapping[str, Any] | None = None,
+    stop_tolerance: float | None = None,
+    name: str = "Chaining-UCB",
+    **kwargs: Any,
+) -> GenerationStrategy:
+    r"""Initialization, then Chaining-UCB, as an Ax ``GenerationStrategy``.
+
+    Args:
+        init_trials, candidates, name, kwargs: See :func:`candidate_set_strategy`.
+        delta: Confidence parameter :math:`\delta \in (0, 1)`.
+        scale: Radius of the first chaining level (see ``ChainingUCB``).
+        engine_options: Further ``ChainingUCB`` keyword arguments, checked here.
+        stop_tolerance: Complete the strategy once the certified regret bound
+            (running minimum, objective units) is at most this.
+
+    Example:
+        >>> client.set_generation_strategy(chaining_generation_strategy(init_trials=10))
+    """
+    criteria = list(kwargs.pop("transition_criteria", None) or [])
+    if stop_tolerance is not None:
+        from ax_chaining.stopping import RegretBoundCriterion
+
+        criteria.append(RegretBoundCriterion(stop_tolerance, "ChainingUCB"))
+    options = _chaining_options(delta, scale, engine_options)
+    kwargs.update(name=name, transition_criteria=criteria)
+    return candidate_set_strategy(
+        ChainingUCB, options, init_trials, candidates, **kwargs
+    )
+
+
+def ucb_generation_strategy(
+    init_trials: int = 10,
+    beta: float = 0.2,
+    candidates: CandidateTable | None = None,
+    *,
+    name: str = "UCB",
+    **kwargs: Any,
+) -> GenerationStrategy:
+    """As :func:`chaining_generation_strategy`, with BoTorch's stock
+    ``UpperConfidenceBound`` and its ``beta`` (default 0.2) in place of ``delta``.
+
+    Example:
+        >>> client.set_generation_strategy(ucb_generation_strategy(seed=0))
+    """
+    return candidate_set_strategy(
+        UCB, {"beta": beta}, init_trials, candidates, name=name, **kwargs
+    )
+
+
+def gp_ucb_generation_strategy(
+    init_trials: int = 10,
+    delta: float = 0.05,
+    candidates: CandidateTable | None = None,
+    *,
+    name: str = "GP-UCB",
+    **kwargs: Any,
+) -> GenerationStrategy:
+    r"""As :func:`chaining_generation_strategy`, with GP-UCB (:math:`\beta_t` of
+    Srinivas et al.).
+
+    Example:
+        >>> client.set_generation_strategy(gp_ucb_generation_strategy(seed=0))
+    """
+    return candidate_set_strategy(
+        GPUCB, {"delta": delta}, init_trials, candidates, name=name, **kwargs
+    )
+
+
+def chaining_ucb_node(
+    name: str = "ChainingUCB",
+    *,
+    delta: float = 0.05,
+    scale: float | None = None,
+    engine_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> CandidateSetNode:
+    r"""A node running Chaining-UCB over a finite candidate set.
+
+    Args:
+        name, kwargs: As in :func:`candidate_set_node` (or spec fields).
+        delta, scale, engine_options: As in :func:`chaining_generation_strategy`.
+
+    Example:
+        >>> node = chaining_ucb_node(delta=0.05, num_candidates=2048, seed=0)
+    """
+    fields = set(CandidateSetSpec.__dataclass_fields__)
+    spec = {k: kwargs.pop(k) for k in list(kwargs) if k in fields}
+    kwargs.setdefault("candidate_spec", CandidateSetSpec(**{"seed": None, **spec}))
+    options = _chaining_options(delta, scale, engine_options)
+    return candidate_set_node(ChainingUCB, options, name=name, **kwargs)

@@ -1,0 +1,142 @@
+"""Selection over the candidate set in Ax's modular BoTorch generator.
+
+Ax builds the acquisition function through its input constructor, which gets the
+candidates in ``botorch_acqf_options``. :class:`CandidateSetAcquisition` overrides
+the public ``Acquisition.optimize`` only, to select with Ax's
+``select_from_candidate_set`` among the candidates the node's mask allows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ax.core.search_space import SearchSpaceDigest
+from ax.exceptions.core import SearchSpaceExhausted
+from ax.generators.torch.botorch_modular.acquisition import Acquisition
+from botorch.acquisition.analytic import (
+    AnalyticAcquisitionFunction,
+    UpperConfidenceBound,
+)
+from botorch.acquisition.input_constructors import acqf_input_constructor
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.models.model import Model
+from torch import Tensor
+
+
+class UCB(UpperConfidenceBound):
+    r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
+    an input constructor that ignores the ``X_pending`` Ax passes and the set.
+
+    Example:
+        >>> acqf = UCB(model, beta=0.2)
+    """
+
+
+@acqf_input_constructor(UCB)
+def construct_inputs_ucb(
+    model: Model,
+    beta: float = 0.2,
+    posterior_transform: PosteriorTransform | None = None,
+    maximize: bool = True,
+    X_pending: Tensor | None = None,
+    candidates: Tensor | None = None,
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "beta": beta,
+        "posterior_transform": posterior_transform,
+        "maximize": maximize,
+    }
+
+
+class GenerationRecord:
+    """Receives the :class:`CandidateSetAcquisition` that selected, so the node
+    can record the certificate without reading Ax's private generator state. Ax
+    deep-copies generation options: a copy of a record is the record itself."""
+
+    acquisition: CandidateSetAcquisition | None = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GenerationRecord:
+        return self
+
+
+class CandidateSetAcquisition(Acquisition):
+    """Ax ``Acquisition`` that maximizes over a finite candidate set.
+
+    Ax's arguments, by keyword. ``options`` may add ``selectable`` (a boolean mask
+    of the candidates that may be proposed), ``record`` (a
+    :class:`GenerationRecord`) and ``candidates`` (the ``N x d`` set in Ax's
+    transformed space) if ``botorch_acqf_options`` lacks them.
+
+    Example (in a candidate-set node, which supplies the candidates):
+        >>> GeneratorSpec(Generators.BOTORCH_MODULAR, {"botorch_acqf_class":
+        ...     ChainingUCB, "acquisition_class": CandidateSetAcquisition})
+    """
+
+    def __init__(
+        self,
+        *,
+        botorch_acqf_options: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        options, acqf_options = dict(options or {}), dict(botorch_acqf_options or {})
+        candidates = acqf_options.get("candidates", options.pop("candidates", None))
+        selectable = options.pop("selectable", None)
+        self.record: GenerationRecord | None = options.pop("record", None)
+        if candidates is None:
+            raise ValueError(
+                "CandidateSetAcquisition needs `candidates` (N x d, in Ax's model "
+                "space), e.g. acq_options={'candidates': ...} of "
+                "adapter.evaluate_acquisition_function."
+            )
+        self.candidates = acqf_options["candidates"] = torch.as_tensor(candidates)
+        mask = torch.ones(len(self.candidates), dtype=torch.bool)
+        self.selectable = mask if selectable is None else torch.as_tensor(selectable)
+        if self.selectable.shape != mask.shape or self.selectable.dtype != mask.dtype:
+            raise ValueError(
+                f"`selectable` must be a boolean mask of shape ({len(mask)},), got "
+                f"{self.selectable.dtype} of shape {tuple(self.selectable.shape)}."
+            )
+        super().__init__(botorch_acqf_options=acqf_options, options=options, **kwargs)
+
+    def optimize(
+        self,
+        n: int,
+        search_space_digest: SearchSpaceDigest,
+        *,
+        fixed_features: dict[int, float] | None = None,
+        candidate_set: Tensor | None = None,
+        sampling_strategy: Any = None,
+        **kwargs: Any,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Select ``min(n, #selectable)`` candidates (points, values, weights);
+        ``fixed_features`` narrow the mask, an Ax ``candidate_set`` replaces it
+        (parameter constraints hold for every candidate already)."""
+        X = self.candidates.to(device=self.device, dtype=self.dtype)
+        if candidate_set is None:
+            mask = self.selectable.to(X.device).clone()
+            for i, v in (fixed_features or {}).items():
+                mask &= torch.isclose(X[:, i], X.new_tensor(v), rtol=0.0, atol=1e-9)
+            if not mask.any():
+                raise SearchSpaceExhausted(
+                    "No selectable candidate is left (after excluding evaluated or "
+                    "pending candidates and matching the fixed features)."
+                )
+            candidate_set = X[mask]
+        n = min(int(n), len(candidate_set))
+        if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
+            # Analytic functions cannot condition on the batch's own picks (Ax's
+            # greedy path needs X_pending): the batch is the n best values.
+            with torch.no_grad():
+                values, best = torch.topk(self.acqf(candidate_set.unsqueeze(-2)), n)
+            selected = candidate_set[best]
+            weights = torch.ones(n, dtype=self.dtype, device=self.device)
+        else:
+            selected, values, weights = self.select_from_candidate_set(
+                n=n, candidate_set=candidate_set, sampling_strategy=sampling_strategy
+            )
+        if self.record is not None:
+            self.record.acquisition = self
+        return selected, values, weights

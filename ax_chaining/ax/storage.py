@@ -1,0 +1,115 @@
+r"""Storage, and non-Euclidean spaces (an item index with a precomputed Gram).
+
+Nothing is registered at import time. Ax's ``RegistryBundle`` is not used: it
+does not cover the BoTorch classes, which resolve through Ax's global
+BoTorch-modular registries. A Gram matrix is stored as its content hash only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ax.api.configs import RangeParameterConfig
+from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
+from ax.generators.torch.botorch_modular.utils import ModelConfig
+from ax.storage.botorch_modular_registry import (
+    register_acquisition,
+    register_acquisition_function,
+    register_kernel,
+)
+from ax.storage.json_store.encoders import (
+    generation_node_to_dict,
+    transition_criterion_to_dict,
+)
+from ax.storage.json_store.registry import CORE_DECODER_REGISTRY, CORE_ENCODER_REGISTRY
+from torch import Tensor
+
+from ax_chaining.ax.candidates import CandidateSetSpec, check_int, type_error
+
+
+def candidate_index_parameter(
+    num_items: int, name: str = "item"
+) -> RangeParameterConfig:
+    """An Ax parameter config for an item index ``0 .. num_items - 1``: with
+    :func:`precomputed_kernel_surrogate_spec`, any finite set of objects (graphs,
+    strings, molecules) given their Gram matrix.
+
+    Args:
+        num_items: Number of items ``n >= 2``.
+        name: Parameter name.
+
+    Example:
+        >>> client.configure_experiment(parameters=[candidate_index_parameter(100)])
+    """
+    if check_int("num_items", num_items) < 2:
+        raise ValueError(f"`num_items` must be at least 2, got {num_items}.")
+    return RangeParameterConfig(
+        name=name, bounds=(0, num_items - 1), parameter_type="int"
+    )
+
+
+def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
+    """An Ax ``SurrogateSpec`` whose GP covariance is a precomputed Gram matrix.
+
+    For an item index (:func:`candidate_index_parameter`), which Ax normalizes
+    to ``[0, 1]`` and ``PrecomputedKernel`` maps back to a row of ``gram``, the
+    prior covariance of the standardized objective (no learned output scale).
+    In a new process, call this again with the same matrix before generating.
+
+    Args:
+        gram: ``n x n`` symmetric PSD Gram matrix (the paper has ``k(g, g) = 1``).
+
+    Example:
+        >>> gs = chaining_generation_strategy(
+        ...     surrogate_spec=precomputed_kernel_surrogate_spec(gram)
+        ... )
+    """
+    from botorch.models import SingleTaskGP
+
+    from ax_chaining.kernels import PrecomputedKernel, register_gram
+
+    if not isinstance(gram, Tensor):
+        raise type_error("gram", "a torch.Tensor", gram)
+    config = ModelConfig(
+        botorch_model_class=SingleTaskGP,
+        covar_module_class=PrecomputedKernel,
+        covar_module_options={"gram": register_gram(gram), "normalized_inputs": True},
+    )
+    return SurrogateSpec(model_configs=[config])
+
+
+def _node_to_dict(node: Any) -> dict[str, Any]:
+    return {**generation_node_to_dict(node), "candidate_spec": node.candidate_spec}
+
+
+def register_storage() -> None:
+    """Register this package's classes with Ax's JSON storage (idempotent): the
+    acquisition classes, kernel, candidate spec, nodes, and stopping classes.
+
+    Example:
+        >>> register_storage()
+        >>> client = Client.load_from_json_file("snapshot.json")
+    """
+    from ax_chaining.acquisition import GPUCB, ChainingUCB
+    from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
+    from ax_chaining.ax.selection import UCB, CandidateSetAcquisition
+    from ax_chaining.kernels import PrecomputedKernel
+    from ax_chaining.stopping import (
+        RegretBoundCriterion,
+        RegretBoundGlobalStoppingStrategy,
+    )
+
+    register_acquisition(CandidateSetAcquisition)
+    for acqf_class in (ChainingUCB, GPUCB, UCB):
+        register_acquisition_function(acqf_class)
+    register_kernel(PrecomputedKernel)
+    # Ax's generic encoder of init arguments fits both stopping classes.
+    encoders = {
+        CandidateSetNode: _node_to_dict,
+        UniformCandidateNode: _node_to_dict,
+        RegretBoundCriterion: transition_criterion_to_dict,
+        RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
+    }
+    CORE_ENCODER_REGISTRY.update(encoders)
+    for cls in (CandidateSetSpec, *encoders):
+        CORE_DECODER_REGISTRY[cls.__name__] = cls
