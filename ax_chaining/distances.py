@@ -26,13 +26,16 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "DenseDistance",
+    "LevelGraph",
     "LowRankDistance",
     "MemoryBudgetError",
     "PseudoDistance",
@@ -70,6 +73,64 @@ def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
 
 def _chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
     return max(1, min(n, block_bytes // max(1, n * itemsize)))
+
+
+#: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
+#: and the peak per edge while it is built and split into per-level graphs.
+GRAPH_EDGE_BYTES = 5
+GRAPH_PEAK_EDGE_BYTES = 16
+
+
+def _check_radii(eps: Sequence[float]) -> list[float]:
+    eps2 = [float(e) ** 2 for e in eps]
+    if len(eps2) > 255 or any(a <= b for a, b in zip(eps2, eps2[1:], strict=False)):
+        raise ValueError("eps must be at most 255 strictly decreasing radii.")
+    return eps2
+
+
+def _levels_of(d2: Tensor, eps2: list[float], out: Tensor | None = None) -> Tensor:
+    """uint8 ``sum_i [d2 <= eps_i^2]``: the same comparisons for every caller."""
+    if out is None:
+        out = torch.zeros(d2.shape, dtype=torch.uint8, device=d2.device)
+    else:
+        out.zero_()
+    for e2 in eps2:
+        out.add_(d2 <= e2)
+    return out
+
+
+@dataclass(frozen=True)
+class LevelGraph:
+    r"""The nested :math:`\epsilon_i`-graphs of a pseudo-distance as one edge list.
+
+    Row ``a`` holds, in increasing order, every ``b`` with
+    :math:`d(a, b) \le \epsilon_1` (``indices[indptr[a]:indptr[a + 1]]``) and
+    the level :math:`q(a, b) = |\{i : d(a, b) \le \epsilon_i\}|` of each such
+    pair (``levels``), so the level-``i`` graph is the edges with ``q >= i``.
+    Rows are *out*-neighbours as computed from row ``a`` of :math:`d^2`; round-off
+    may make them differ from column ``a`` by an edge at a radius, and the greedy
+    cover reads rows only, as the dense level matrix did. Memory follows the edge
+    count (5 bytes an edge), not ``N^2``.
+
+    Attributes:
+        indptr: ``N + 1`` int64 row offsets.
+        indices: ``E`` int32 neighbour indices.
+        levels: ``E`` uint8 levels :math:`q(a, b) \ge 1`.
+    """
+
+    indptr: Tensor
+    indices: Tensor
+    levels: Tensor
+
+    @property
+    def n(self) -> int:
+        """Number of points."""
+        return self.indptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        """Number of stored (directed) edges, self-loops included."""
+        return self.indices.numel()
 
 
 class PseudoDistance(ABC):
@@ -147,20 +208,77 @@ class PseudoDistance(ABC):
         Returns:
             The ``N x N`` uint8 level matrix.
         """
-        eps2 = [float(e) ** 2 for e in eps]
-        if len(eps2) > 255 or any(a <= b for a, b in zip(eps2, eps2[1:], strict=False)):
-            raise ValueError("eps must be at most 255 strictly decreasing radii.")
+        eps2 = _check_radii(eps)
         n = self.n
         out = torch.empty(n, n, dtype=torch.uint8, device=self.device)
         step = _chunk_rows(n, self.variance.element_size(), self.block_bytes)
         for start in range(0, n, step):
             stop = min(n, start + step)
-            d2 = self._row_range(start, stop)
-            block = out[start:stop]
-            block.zero_()
-            for e2 in eps2:
-                block.add_(d2 <= e2)
+            _levels_of(self._row_range(start, stop), eps2, out=out[start:stop])
         return out
+
+    def estimate_edges(self, eps: float, sample: int = 64) -> int:
+        r"""Estimated number of pairs with :math:`d(a, b) \le \epsilon`.
+
+        Counted exactly on ``sample`` evenly spaced rows (no randomness) and
+        scaled to ``N`` rows; used to check a :class:`LevelGraph` against a
+        memory budget before it is built.
+        """
+        n = self.n
+        k = max(1, min(n, int(sample)))
+        idx = torch.linspace(0, n - 1, k, device=self.device).round().long().unique()
+        count = int((self.rows(idx) <= float(eps) ** 2).sum())
+        return int(math.ceil(count * n / idx.numel()))
+
+    def level_graph(self, eps: Sequence[float]) -> LevelGraph:
+        r"""The :class:`LevelGraph` of radii ``eps`` (decreasing), from row blocks.
+
+        One pass over the rows of :math:`d^2` serves every level: a block of rows
+        keeps the pairs within :math:`\epsilon_1` and their level, computed with
+        the same comparisons as :meth:`level_matrix`, so the two agree pair by
+        pair. No ``N x N`` matrix of any dtype is allocated.
+
+        Args:
+            eps: Radii :math:`\epsilon_1 > \epsilon_2 > \dots`, at most 255.
+
+        Returns:
+            The level graph.
+        """
+        eps2 = _check_radii(eps)
+        n = self.n
+        device = self.device
+        counts = torch.empty(n, dtype=torch.int64, device=device)
+        cols: list[Tensor] = []
+        levels: list[Tensor] = []
+        step = _chunk_rows(n, self.variance.element_size(), self.block_bytes)
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            d2 = self._row_range(start, stop)
+            if not eps2:
+                counts[start:stop] = 0
+                continue
+            if d2.device.type == "cpu":
+                # numpy's mask, count and nonzero are several times faster than
+                # torch's on CPU; the comparisons are the same IEEE ones.
+                block = d2.detach().numpy()
+                mask = block <= eps2[0]
+                counts[start:stop] = torch.from_numpy(
+                    np.count_nonzero(mask, axis=1).astype(np.int64)
+                )
+                flat = np.flatnonzero(mask)  # row-major: rows in turn
+                cols.append(torch.from_numpy((flat % n).astype(np.int32)))
+                levels.append(_levels_of(torch.from_numpy(block.ravel()[flat]), eps2))
+            else:
+                mask = d2 <= eps2[0]
+                counts[start:stop] = mask.sum(dim=1)
+                cols.append(mask.nonzero()[:, 1].to(torch.int32))
+                levels.append(_levels_of(d2[mask], eps2))
+        indptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
+        torch.cumsum(counts, dim=0, out=indptr[1:])
+        if not cols:
+            empty = torch.empty(0, device=device)
+            return LevelGraph(indptr, empty.to(torch.int32), empty.to(torch.uint8))
+        return LevelGraph(indptr, torch.cat(cols), torch.cat(levels))
 
 
 class DenseDistance(PseudoDistance):

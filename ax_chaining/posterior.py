@@ -52,6 +52,7 @@ from torch import Tensor
 
 from ax_chaining.distances import (
     DEFAULT_MEMORY_BUDGET,
+    GRAPH_PEAK_EDGE_BYTES,
     DenseDistance,
     LowRankDistance,
     MemoryBudgetError,
@@ -69,6 +70,10 @@ __all__ = [
 ]
 
 Path = Literal["auto", "dense", "low_rank"]
+
+#: Largest N for which ``path="auto"`` builds exact greedy covers (they read
+#: all N^2 pairs of d_t; beyond, farthest-first covers on rows on demand).
+AUTO_EXACT_MAX_N = 32_768
 
 #: Candidates per call when a quantity is computed in chunks.
 _CHUNK = 8192
@@ -89,6 +94,7 @@ class CandidatePosterior:
             computed them on the way (low-rank form), else None.
         pending_noise: Observation-noise variances given to the pending points,
             or None without pending points.
+        reason: Why ``path="auto"`` left the exact greedy covers, or None.
     """
 
     mean: Tensor
@@ -96,6 +102,7 @@ class CandidatePosterior:
     path: str
     prior_variance: Tensor | None = None
     pending_noise: Tensor | None = None
+    reason: str | None = None
 
 
 def num_training_points(model: Model) -> int | None:
@@ -223,18 +230,23 @@ def pending_noise(
 
 
 class _LowRankFactors:
-    r"""Prior kernel and :math:`W = L^{-1} K(X_n, Z)` of an exact single-output GP."""
+    r"""Prior kernel and :math:`W = L^{-1} K(X_n, Z)` of an exact single-output GP.
+
+    Built once per model and candidate set; pending points only add rows to
+    :math:`W` (:meth:`condition`), so a batch reuses the candidates' factor.
+    """
 
     def __init__(self, model: ExactGP, Z: Tensor) -> None:
         covar_module = model.covar_module
+        self.model = model
         self.Zt = model.transform_inputs(Z)
-        train_X = model.train_inputs[0]
+        self.train_X = train_X = model.train_inputs[0]
         self.covar_module = covar_module
         self.out_var = _outcome_variance_scale(model, Z)[0]
         noise = model.likelihood.noise.reshape(-1)
         K_train = covar_module(train_X).to_dense()
         K_train = K_train + torch.diag_embed(noise.expand(train_X.shape[0]))
-        L = psd_safe_cholesky(K_train)
+        self.L = L = psd_safe_cholesky(K_train)
         cross = covar_module(train_X, self.Zt).to_dense()
         self.factor = torch.linalg.solve_triangular(L, cross, upper=False)
         # Posterior mean in model space, m(z) + w(z)^T L^{-1} (y - m(X_n)),
@@ -248,6 +260,7 @@ class _LowRankFactors:
             mean = transform.untransform(mean.unsqueeze(-1))[0].squeeze(-1)
         self.mean = mean
         self.factor.mul_(self.out_var.sqrt())
+        self._prior_variance: Tensor | None = None
 
     def prior_rows(self, idx: Tensor, cols: int | None = None) -> Tensor:
         """Model-space prior covariance of ``Z[idx]`` and the first ``cols`` of Z.
@@ -257,31 +270,69 @@ class _LowRankFactors:
         return self.covar_module(self.Zt[idx], self.Zt[:cols]).to_dense()
 
     def prior_variance(self) -> Tensor:
-        var = torch.cat(
-            [
-                self.covar_module(self.Zt[i : i + _CHUNK], diag=True)
-                for i in range(0, self.Zt.shape[0], _CHUNK)
-            ]
-        )
-        return var * self.out_var
+        if self._prior_variance is None:
+            var = torch.cat(
+                [
+                    self.covar_module(self.Zt[i : i + _CHUNK], diag=True)
+                    for i in range(0, self.Zt.shape[0], _CHUNK)
+                ]
+            )
+            self._prior_variance = var * self.out_var
+        return self._prior_variance
+
+    def condition(self, X_pending: Tensor, noise: Tensor) -> Tensor:
+        r"""Factor of the posterior given pending points as observations.
+
+        Conditioning on ``p`` more points :math:`P` with noise variances
+        ``noise`` appends ``p`` rows to :math:`W`: with
+        :math:`S = k_t(P, P) + \mathrm{diag}(\text{noise}) = A A^\top`, the new
+        rows are :math:`A^{-1} k_t(P, Z)` (a rank-``p`` update that does not
+        depend on the observed values). Only kernel entries that involve ``P``
+        are computed; the candidates' factor is reused.
+
+        Returns:
+            The ``(r + p) x N`` factor over the candidates.
+        """
+        Pt = self.model.transform_inputs(X_pending)
+        W_p = torch.linalg.solve_triangular(
+            self.L, self.covar_module(self.train_X, Pt).to_dense(), upper=False
+        ).mul_(self.out_var.sqrt())
+        W_all = torch.cat([self.factor, W_p], dim=-1)
+        cov_pz = self.covar_module(Pt, torch.cat([self.Zt, Pt])).to_dense()
+        cov_pz = cov_pz.addmm_(W_p.T, W_all, beta=float(self.out_var), alpha=-1.0)
+        n = self.Zt.shape[0]
+        S = cov_pz[:, n:] + torch.diag_embed(noise)
+        A = psd_safe_cholesky(S)
+        extra = torch.linalg.solve_triangular(A, cov_pz[:, :n], upper=False)
+        return torch.cat([self.factor, extra], dim=0)
 
 
-def _condition_factor_on_pending(
-    factors: _LowRankFactors, n: int, noise: Tensor
-) -> Tensor:
-    """Append the rows that conditioning on the last ``p`` points of Z adds to W."""
-    p = noise.numel()
-    pend = torch.arange(n, n + p, device=factors.factor.device)
-    cov_pz = factors.prior_rows(pend).addmm_(
-        factors.factor[:, pend].T,
-        factors.factor,
-        beta=float(factors.out_var),
-        alpha=-1.0,
-    )  # p x (N + p)
-    S = cov_pz[:, n:] + torch.diag_embed(noise)
-    A = psd_safe_cholesky(S)
-    extra = torch.linalg.solve_triangular(A, cov_pz[:, :n], upper=False)
-    return torch.cat([factors.factor[:, :n], extra], dim=0)
+class PosteriorCache:
+    """What the posterior over one candidate set lets a batch reuse.
+
+    :func:`candidate_posterior` fills it on the first call and reads it on
+    later ones with the same model and candidates: the candidates' factor
+    :math:`W`, posterior mean and prior variance, which pending points leave
+    unchanged (they only append rows to :math:`W`). Keep one per model and
+    candidate set; a model refit needs a new one.
+    """
+
+    def __init__(self) -> None:
+        self.factors: _LowRankFactors | None = None
+        self._key: tuple | None = None
+
+    @staticmethod
+    def _key_of(model: Model, candidates: Tensor) -> tuple:
+        return (id(model), candidates.data_ptr(), tuple(candidates.shape))
+
+    def get(self, model: Model, candidates: Tensor) -> _LowRankFactors | None:
+        if self.factors is not None and self._key == self._key_of(model, candidates):
+            return self.factors
+        return None
+
+    def put(self, model: Model, candidates: Tensor, factors: _LowRankFactors) -> None:
+        self._key = self._key_of(model, candidates)
+        self.factors = factors
 
 
 def _memory_error(n: int, need: int, budget: int, what: str) -> MemoryBudgetError:
@@ -304,6 +355,8 @@ def candidate_posterior(
     X_pending: Tensor | None = None,
     path: Path = "auto",
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    cache: PosteriorCache | None = None,
+    first_radius: float | None = None,
 ) -> CandidatePosterior:
     r"""Posterior mean and pseudo-distance over ``candidates``.
 
@@ -315,6 +368,12 @@ def candidate_posterior(
             mean as observations.
         path: ``"auto"``, ``"dense"`` or ``"low_rank"`` (see the module docstring).
         memory_budget: Bytes the largest allocations may take.
+        cache: Optional :class:`PosteriorCache`, filled on the first call and
+            reused by later calls with the same model and candidates (a batch:
+            only the pending points' rows of the factor are computed).
+        first_radius: :math:`\epsilon_1` of the covers, for ``path="auto"``'s
+            estimate of the greedy covers' memory (default: the largest prior
+            standard deviation over the candidates).
 
     Returns:
         A :class:`CandidatePosterior`.
@@ -337,39 +396,44 @@ def candidate_posterior(
     block_bytes = max(2**20, min(32 * 2**20, memory_budget // 32))
     pool_bytes = max(block_bytes, min(128 * 2**20, memory_budget // 16))
     low_rank_need = (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
-    # The dense path adds the uint8 level matrix and one boolean adjacency
-    # (N^2 bytes each), and for models without the low-rank form, the float
-    # covariance from model.posterior (about three N x N copies at its peak).
-    dense_need = dense_memory_bytes(n, candidates.dtype, 0.0 if low_rank_ok else 3.0)
-    dense_need += low_rank_need if low_rank_ok else 4 * block_bytes
-    if path == "auto":
-        if dense_need <= memory_budget // 2 or not low_rank_ok:
-            path = "dense"
-        else:
-            path = "low_rank"
-    if path == "dense" and dense_need > memory_budget:
+    # Models without the low-rank form: the float covariance from
+    # model.posterior (about three N x N copies at its peak) plus the greedy
+    # covers' graph (at most 2 N^2 bytes: it is kept as a level matrix where
+    # neighbour lists would be larger).
+    dense_need = dense_memory_bytes(n, candidates.dtype, 3.0) + 4 * block_bytes
+    if path == "auto" and not low_rank_ok:
+        path = "dense"
+    if path == "auto" and n > AUTO_EXACT_MAX_N:
+        # Exact greedy covers read all N^2 pairs of d_t: past this size
+        # farthest-first covers on rows on demand are the practical choice.
+        path = "low_rank"
+    if path == "dense" and not low_rank_ok and dense_need > memory_budget:
         raise _memory_error(n, dense_need, memory_budget, "The dense path")
-    if path == "low_rank" and low_rank_need > memory_budget:
+    if path != "dense" and low_rank_need > memory_budget:
         raise _memory_error(n, low_rank_need, memory_budget, "The low-rank path")
 
     model.eval()
     noise = None
     if p:
         noise = pending_noise(model, X_pending, posterior_transform)
-    Z = candidates if not p else torch.cat([candidates, X_pending.to(candidates)])
 
     prior_var = None
+    reason = None
     with torch.no_grad():
         if low_rank_ok:
-            factors = _LowRankFactors(model, Z)
-            mean = factors.mean[:n]
-            factor = factors.factor[:, :n]
+            factors = None if cache is None else cache.get(model, candidates)
+            if factors is None:
+                factors = _LowRankFactors(model, candidates)
+                if cache is not None:
+                    cache.put(model, candidates, factors)
+            mean = factors.mean
+            factor = factors.factor
             if p:
-                factor = _condition_factor_on_pending(factors, n, noise)
+                factor = factors.condition(X_pending.to(candidates), noise)
             # Both paths read rows of d_t on demand: the dense one turns them,
-            # a block at a time, into the N x N level matrix for exact greedy
-            # covers; the low-rank one never holds more than a pool of rows.
-            prior_var = factors.prior_variance()[:n]
+            # a block at a time, into the graphs of the exact greedy covers;
+            # the low-rank one never holds more than a pool of rows.
+            prior_var = factors.prior_variance()
             distance = LowRankDistance(
                 lambda idx: factors.prior_rows(idx, n),
                 prior_var,
@@ -379,7 +443,29 @@ def candidate_posterior(
             )
             # A farthest-first pool of 2 * row_batch rows fits in pool_bytes.
             distance.row_batch = max(1, min(32, pool_bytes // (2 * n * itemsize)))
+            if path == "auto":
+                # Greedy covers keep the pairs within eps_1 = the largest prior
+                # standard deviation (the default scale; first_radius if given),
+                # as lists or as a level matrix, whichever is smaller: estimated
+                # from a sample of rows, it must fit in half the budget.
+                radius = first_radius or float(prior_var.max().clamp_min(0).sqrt())
+                edges = distance.estimate_edges(radius)
+                graph = min(GRAPH_PEAK_EDGE_BYTES * edges, 2 * n * n)
+                if graph + low_rank_need <= memory_budget // 2:
+                    path = "dense"
+                else:
+                    path = "low_rank"
+                    reason = (
+                        f"greedy covers of N={n} need about {format_bytes(graph)} "
+                        f"({edges:,} pairs within eps_1), above half of "
+                        f"memory_budget={format_bytes(memory_budget)}"
+                    )
         else:
+            Z = (
+                candidates
+                if not p
+                else torch.cat([candidates, X_pending.to(candidates)])
+            )
             mean = _posterior_mean(model, candidates, posterior_transform)
             post = model.posterior(Z, posterior_transform=posterior_transform)
             try:
@@ -402,4 +488,5 @@ def candidate_posterior(
         path=path,
         prior_variance=prior_var,
         pending_noise=noise,
+        reason=reason,
     )
