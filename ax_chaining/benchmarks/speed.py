@@ -9,11 +9,19 @@ that its peak resident memory (``ru_maxrss``) is its own; the figure includes th
 interpreter with torch, BoTorch and GPyTorch imported (reported as
 ``baseline_rss_mb``).
 
-Two subcommands print one JSON line per result:
+Subcommands print one JSON line per result:
 
-``python -m ax_chaining.benchmarks speed --n 1000 10000 100000 1000000``
-    median seconds and peak RSS for ChainingUCB (path chosen automatically)
-    and ``UpperConfidenceBound(beta=0.2)``, and their ratio.
+``python -m ax_chaining.benchmarks speed --sizes 1000 10000 30000 100000 1000000``
+    median seconds and peak RSS of one step (``q = 1``) and of a batch
+    (``q = 5``: ``optimize_acqf_discrete`` sets each pick as a pending point)
+    for ChainingUCB (path chosen automatically), and of one step of stock
+    ``UpperConfidenceBound(beta=0.2)`` on the same candidates (which has no
+    pending points), and the ratio of each to that UCB step.
+    ``--quick`` is a small preset (``N = 500``, one repeat) that a test runs
+    end to end.
+``python -m ax_chaining.benchmarks speed --rows --sizes 10000``
+    the cost of a block of rows of :math:`d_t^2` against the same block of
+    prior kernel rows (what a row of :math:`d_t^2` adds to a kernel row).
 ``python -m ax_chaining.benchmarks speed --compare-covers --n 10000``
     exact greedy covers (dense path) against farthest-first covers (low-rank
     path) on the same posterior: cover sizes per level, their ratio, and whether
@@ -81,7 +89,7 @@ def _worker(args: argparse.Namespace) -> dict:
                 acqf = ChainingUCB(model, C, path=args.path)
             else:
                 acqf = UpperConfidenceBound(model, beta=0.2)
-            x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
+            x, _ = optimize_acqf_discrete(acqf, q=args.q, choices=C)
         times.append(time.perf_counter() - start)
         if args.method == "chaining":
             res = acqf.chaining
@@ -95,6 +103,7 @@ def _worker(args: argparse.Namespace) -> dict:
     return {
         "method": args.method,
         "n": args.n,
+        "q": args.q,
         "obs": args.obs,
         "repeats": args.repeats,
         "median_s": statistics.median(times),
@@ -105,7 +114,50 @@ def _worker(args: argparse.Namespace) -> dict:
     }
 
 
-def _run_worker(method: str, n: int, args: argparse.Namespace) -> dict:
+def _median_s(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _row_timings(model, C, distance, idx, repeats: int) -> dict[str, float]:
+    return {
+        "kernel_rows": _median_s(
+            lambda: model.covar_module(C[idx], C).to_dense(), repeats
+        ),
+        "dist2_rows": _median_s(lambda: distance.rows(idx), repeats),
+    }
+
+
+def _rows_bench(args: argparse.Namespace) -> None:
+    """A block of rows of d_t^2 against the same block of prior kernel rows."""
+    from ax_chaining.posterior import candidate_posterior
+
+    for n in args.n:
+        model, C = _problem(n, args.obs, args.seed)
+        with torch.no_grad():
+            distance = candidate_posterior(model, C, path="low_rank").distance
+            idx = torch.arange(min(n, 1000))
+            timing = _row_timings(model, C, distance, idx, max(3, args.repeats))
+        print(
+            json.dumps(
+                {
+                    "bench": "rows",
+                    "n": n,
+                    "rows": idx.numel(),
+                    "obs": args.obs,
+                    **{f"{k}_s": v for k, v in timing.items()},
+                    "ratio": timing["dist2_rows"] / timing["kernel_rows"],
+                }
+            ),
+            flush=True,
+        )
+
+
+def _run_worker(method: str, n: int, q: int, args: argparse.Namespace) -> dict:
     cmd = [
         sys.executable,
         "-m",
@@ -115,6 +167,8 @@ def _run_worker(method: str, n: int, args: argparse.Namespace) -> dict:
         method,
         "--n",
         str(n),
+        "--q",
+        str(q),
         "--obs",
         str(args.obs),
         "--repeats",
@@ -126,7 +180,7 @@ def _run_worker(method: str, n: int, args: argparse.Namespace) -> dict:
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
-        return {"method": method, "n": n, "error": out.stderr.strip()[-2000:]}
+        return {"method": method, "n": n, "q": q, "error": out.stderr.strip()[-2000:]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -181,17 +235,28 @@ def _compare_covers(args: argparse.Namespace) -> None:
             )
 
 
-#: The targets of the project's scale issue, for the README table.
+#: Targets (seconds, GB) for ChainingUCB per (N, q), for the README table.
 TARGETS = {
-    1000: None,
-    10_000: (0.5, 1.5),
-    100_000: (10.0, 4.0),
-    1_000_000: (120.0, 8.0),
+    (10_000, 1): (0.5, None),
+    (10_000, 5): (2.5, None),
+    (100_000, 1): (3.0, None),
+    (1_000_000, 1): (30.0, 4.0),
+}
+#: Earlier measurements of the same command (seconds), for the README table:
+#: the level-matrix engine, idle machine (q = 5 was about five steps).
+PREVIOUS = {
+    (1000, 1): 0.0277,
+    (10_000, 1): 1.84,
+    (100_000, 1): 4.82,
+    (1_000_000, 1): 59.2,
 }
 
 
-def _target(target: tuple[float, float] | None) -> str:
-    return "" if target is None else f"{target[0]:g} / {target[1]:g}"
+def _target(target: tuple[float, float | None] | None) -> str:
+    if target is None:
+        return ""
+    seconds, gb = target
+    return f"{seconds:g} s" + ("" if gb is None else f" / {gb:g} GB")
 
 
 def _gap(gap: float) -> str:
@@ -203,18 +268,21 @@ def _table(paths: list[str]) -> str:
     rows = [json.loads(line) for line in lines if line.strip()]
     steps = [r for r in rows if r.get("bench") == "step" and "median_s" in r]
     out = [
-        "| N | method | path / covers | median s | ratio to UCB | peak RSS GB "
-        "| target s / GB |",
-        "|---:|---|---|---:|---:|---:|---|",
+        "| N | q | method | path / covers | median s | ratio to UCB | peak RSS GB "
+        "| target | previous s |",
+        "|---:|---:|---|---|---:|---:|---:|---|---:|",
     ]
     for r in steps:
-        target = TARGETS.get(r["n"])
+        key = (r["n"], r.get("q", 1))
+        chaining = r["method"] == "chaining"
         how = f"{r['path']} / {r['cover']}" if "path" in r else "-"
+        previous = PREVIOUS.get(key) if chaining else None
         out.append(
-            f"| {r['n']:,} | {'ChainingUCB' if r['method'] == 'chaining' else 'UCB'} "
+            f"| {r['n']:,} | {key[1]} | {'ChainingUCB' if chaining else 'UCB'} "
             f"| {how} | {r['median_s']:.3g} | {r['ratio_to_ucb']:.3g} "
             f"| {r['peak_rss_mb'] / 1024:.2f} "
-            f"| {_target(target) if r['method'] == 'chaining' else ''} |"
+            f"| {_target(TARGETS.get(key)) if chaining else ''} "
+            f"| {'' if previous is None else f'{previous:.3g}'} |"
         )
     covers = [r for r in rows if r.get("bench") == "compare_covers"]
     if covers:
@@ -238,9 +306,24 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m ax_chaining.benchmarks speed",
         description="Speed and memory of one ChainingUCB step vs stock UCB.",
     )
-    parser.add_argument("--n", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument(
+        "--sizes", "--n", dest="n", type=int, nargs="+", default=[1000, 10_000]
+    )
+    parser.add_argument(
+        "--q",
+        type=int,
+        nargs="+",
+        default=[1, 5],
+        help="batch sizes (default: one step and a batch of 5)",
+    )
     parser.add_argument("--obs", type=int, default=50, help="observations")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--quick", action="store_true", help="small preset: N = 500, one repeat"
+    )
+    parser.add_argument(
+        "--rows", action="store_true", help="cost of d_t^2 rows vs kernel rows"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
     parser.add_argument("--compare-covers", action="store_true")
@@ -254,8 +337,13 @@ def main(argv: list[str] | None = None) -> int:
         print(_table(args.table))
         return 0
     if args.worker:
-        args.n = args.n[0]
+        args.n, args.q = args.n[0], args.q[0]
         print(json.dumps(_worker(args)), flush=True)
+        return 0
+    if args.quick:
+        args.n, args.repeats = [500], 1
+    if args.rows:
+        _rows_bench(args)
         return 0
     if args.compare_covers:
         _compare_covers(args)
@@ -265,15 +353,20 @@ def main(argv: list[str] | None = None) -> int:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
+    failed = False
     for n in args.n:
-        ucb = _run_worker("ucb", n, args)
-        chaining = _run_worker("chaining", n, args)
-        for row in (ucb, chaining):
+        # Stock UpperConfidenceBound has no pending points (it would ignore
+        # them), so every ChainingUCB row, batches included, is compared with
+        # one stock UCB step on the same candidates.
+        ucb = _run_worker("ucb", n, 1, args)
+        rows = [ucb] + [_run_worker("chaining", n, q, args) for q in args.q]
+        for row in rows:
             row.update(bench="step", **machine)
+            failed |= "error" in row
             if "median_s" in row and "median_s" in ucb:
                 row["ratio_to_ucb"] = row["median_s"] / ucb["median_s"]
             print(json.dumps(row), flush=True)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
