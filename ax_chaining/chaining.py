@@ -367,31 +367,35 @@ def _greedy_levels(
     """Greedy nested covers: neighbour lists on CPU, the level matrix elsewhere.
 
     Both give the same covers (the same comparisons, the same picks). The lists
-    take memory proportional to the pairs within ``eps_1``; where that would
-    exceed the ``N^2`` bytes of the level matrix (a dense first level), or on
-    an accelerator (where a pick-by-pick loop would be bound by kernel launches),
-    the matrix is used.
+    take time and memory proportional to the pairs within ``eps_1`` (estimated
+    from a sample of rows before anything is allocated); where they would not
+    fit in ``memory_budget`` but the ``2 N^2`` bytes of the level matrix would
+    (a dense first level), or on an accelerator (where a pick-by-pick loop
+    would be bound by kernel launches), the matrix is used.
     """
     n = distance.n
     if not eps:
         return [], [], []
     if graph not in ("auto", "lists", "matrix"):
         raise ValueError(f"graph must be 'auto', 'lists' or 'matrix', got {graph!r}.")
-    if graph == "auto":
+    auto = graph == "auto"
+    if auto:
         graph = "lists" if distance.device.type == "cpu" else "matrix"
     matrix_bytes = 2 * n * n  # level matrix plus one boolean adjacency
     if graph == "lists":
         edges = distance.estimate_edges(eps[0])
         lists_bytes = GRAPH_PEAK_EDGE_BYTES * edges
-        if lists_bytes > matrix_bytes:
-            graph = "matrix"
-        elif memory_budget is not None and lists_bytes > memory_budget:
-            raise MemoryBudgetError(
-                f"Greedy covers of N={n} candidates need neighbour lists of about "
-                f"{edges:,} pairs within eps_1 ({format_bytes(lists_bytes)}), above "
-                f"memory_budget={format_bytes(memory_budget)}. Pass a larger "
-                "memory_budget, use cover='farthest_first', or fewer candidates."
-            )
+        if memory_budget is not None and lists_bytes > memory_budget:
+            if auto and matrix_bytes <= memory_budget:
+                graph = "matrix"  # a dense first level: one byte a pair is less
+            else:
+                raise MemoryBudgetError(
+                    f"Greedy covers of N={n} candidates need neighbour lists of "
+                    f"about {edges:,} pairs within eps_1 "
+                    f"({format_bytes(lists_bytes)}), above memory_budget="
+                    f"{format_bytes(memory_budget)}. Pass a larger memory_budget, "
+                    "use cover='farthest_first', or fewer candidates."
+                )
     if graph == "matrix":
         if memory_budget is not None and matrix_bytes > memory_budget:
             raise MemoryBudgetError(

@@ -78,7 +78,7 @@ def _chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
 #: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
 #: and the peak per edge while it is built and split into per-level graphs.
 GRAPH_EDGE_BYTES = 5
-GRAPH_PEAK_EDGE_BYTES = 16
+GRAPH_PEAK_EDGE_BYTES = 12
 
 
 def _check_radii(eps: Sequence[float]) -> list[float]:
@@ -248,26 +248,31 @@ class PseudoDistance(ABC):
         n = self.n
         device = self.device
         counts = torch.empty(n, dtype=torch.int64, device=device)
-        cols: list[Tensor] = []
-        levels: list[Tensor] = []
+        on_cpu = device.type == "cpu"
+        cols: list = []
+        levels: list = []
         step = _chunk_rows(n, self.variance.element_size(), self.block_bytes)
         for start in range(0, n, step):
             stop = min(n, start + step)
             d2 = self._row_range(start, stop)
             if not eps2:
                 counts[start:stop] = 0
-                continue
-            if d2.device.type == "cpu":
-                # numpy's mask, count and nonzero are several times faster than
-                # torch's on CPU; the comparisons are the same IEEE ones.
+            elif on_cpu:
+                # numpy's mask, count, nonzero and in-place bool adds are several
+                # times faster than torch's on CPU; the comparisons are the same
+                # IEEE ones (the radius cast to the dtype of the distances).
                 block = d2.detach().numpy()
                 mask = block <= eps2[0]
                 counts[start:stop] = torch.from_numpy(
                     np.count_nonzero(mask, axis=1).astype(np.int64)
                 )
                 flat = np.flatnonzero(mask)  # row-major: rows in turn
-                cols.append(torch.from_numpy((flat % n).astype(np.int32)))
-                levels.append(_levels_of(torch.from_numpy(block.ravel()[flat]), eps2))
+                cols.append((flat % n).astype(np.int32))
+                vals = block.ravel()[flat]
+                q = np.zeros(vals.size, dtype=np.uint8)
+                for e2 in eps2:
+                    q += vals <= e2
+                levels.append(q)
             else:
                 mask = d2 <= eps2[0]
                 counts[start:stop] = mask.sum(dim=1)
@@ -278,6 +283,12 @@ class PseudoDistance(ABC):
         if not cols:
             empty = torch.empty(0, device=device)
             return LevelGraph(indptr, empty.to(torch.int32), empty.to(torch.uint8))
+        if on_cpu:
+            return LevelGraph(
+                indptr,
+                torch.from_numpy(np.concatenate(cols)),
+                torch.from_numpy(np.concatenate(levels)),
+            )
         return LevelGraph(indptr, torch.cat(cols), torch.cat(levels))
 
 

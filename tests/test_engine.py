@@ -108,9 +108,43 @@ def test_lists_respect_memory_budget():
     distance = DenseDistance(cov)
     with pytest.raises(MemoryBudgetError, match="memory_budget"):
         _greedy_levels(distance, [1.0, 0.5], graph="matrix", memory_budget=1000)
-    # A dense first level is cheaper as a matrix: "auto" takes it, same covers.
-    auto = _greedy_levels(distance, [1.0, 0.5], memory_budget=10**6)
+    # 40,000 pairs as lists (12 bytes each at the peak) exceed 300 kB; the
+    # level matrix (2 bytes a pair) fits: "auto" takes it, with the same covers.
+    auto = _greedy_levels(distance, [1.0, 0.5], memory_budget=300_000)
     assert [c.tolist() for c in auto[0]] == [[0], [0]]
     sparse = DenseDistance(torch.eye(200, dtype=torch.float64))  # d = sqrt(2)
     with pytest.raises(MemoryBudgetError, match="neighbour lists"):
         _greedy_levels(sparse, [1.0, 0.5], graph="lists", memory_budget=100)
+
+
+@pytest.mark.parametrize("ard", [False, True])
+@pytest.mark.parametrize("scaled", [False, True])
+def test_se_rows_equal_covar_module(ard, scaled):
+    from gpytorch.kernels import RBFKernel, ScaleKernel
+
+    from ax_chaining.posterior import _SERows
+
+    g = torch.Generator().manual_seed(0)
+    Z = 20.0 * torch.rand(300, 3, generator=g, dtype=torch.float64)
+    kernel = RBFKernel(ard_num_dims=3 if ard else None).to(torch.float64)
+    kernel.lengthscale = torch.tensor([0.7, 1.3, 2.0] if ard else [1.1])
+    if scaled:
+        kernel = ScaleKernel(kernel).to(torch.float64)
+        kernel.outputscale = 2.5
+    rows = _SERows.of(kernel, Z)
+    assert rows is not None
+    idx = torch.tensor([0, 7, 299, 7])
+    with torch.no_grad():
+        expected = kernel(Z[idx], Z).to_dense()
+    torch.testing.assert_close(rows(idx, None), expected, atol=1e-13, rtol=0)
+
+
+def test_se_rows_only_for_plain_se_kernels():
+    from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
+
+    from ax_chaining.posterior import _SERows
+
+    Z = torch.rand(10, 2, dtype=torch.float64)
+    assert _SERows.of(ScaleKernel(MaternKernel()), Z) is None
+    assert _SERows.of(RBFKernel(active_dims=[0]), Z) is None
+    assert _SERows.of(RBFKernel(batch_shape=torch.Size([2])), Z) is None
