@@ -375,16 +375,21 @@ class LowRankDistance(PseudoDistance):
         self.prior_rows = prior_rows
         self.prior_scale = float(prior_scale)
         self.factor = factor
+        # [W; s^2; 1] (r + 2 rows): the variances ride in the same matrix
+        # product as the correction, so a row of d^2 is one kernel row and one
+        # addmm, with no further pass over the block for the two variances.
+        ones = torch.ones_like(self.variance).unsqueeze(0)
+        self._right = torch.cat([factor, self.variance.unsqueeze(0), ones])
 
     def rows(self, idx: Tensor) -> Tensor:
         idx = idx.to(device=self.device, dtype=torch.long)
-        # -2 k_t = -2 c k + 2 W^T W in one pass over the block (memory-bound).
+        # d^2(a, b) = -2 c k(a, b) + [2 w_a; 1; s_a^2] . [w_b; s_b^2; 1]
+        left = self._right[:, idx].T.clone()
+        left[:, :-2].mul_(2.0)
+        left[:, -2:] = left[:, -2:].flip(-1)
         d2 = self.prior_rows(idx).addmm_(
-            self.factor[:, idx].T,
-            self.factor,
-            beta=-2.0 * self.prior_scale,
-            alpha=2.0,
+            left, self._right, beta=-2.0 * self.prior_scale
         )
-        d2.add_(self.variance).add_(self.variance[idx, None]).clamp_(min=0.0)
+        d2.clamp_(min=0.0)
         d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
         return d2
