@@ -12,22 +12,26 @@ This is the only module that reads BoTorch models for the engine. It builds
 Two routes (``path``) build the covers:
 
 ``"dense"``
-    Exact greedy covers (Algorithm 2) on an ``N x N`` uint8 level matrix
-    (:meth:`~ax_chaining.distances.PseudoDistance.level_matrix`). For exact
-    single-output GPs with a Gaussian likelihood and no or a ``Standardize``
-    outcome transform it is built from rows of :math:`d_t` computed a block at
-    a time as :math:`K - W^\top W`, so no float ``N x N`` matrix exists; for any
-    other model the covariance comes from
-    ``model.posterior(candidates).distribution`` (about three float ``N x N``
-    matrices at its peak).
+    Exact greedy covers (Algorithm 2) on the :math:`\epsilon_i`-graphs of
+    :math:`d_t`, kept as neighbour lists
+    (:meth:`~ax_chaining.distances.PseudoDistance.level_graph`; memory follows
+    the pairs within :math:`\epsilon_1`) or, where those would not fit the
+    budget, as an ``N x N`` uint8 level matrix. For exact single-output GPs with
+    a Gaussian likelihood and no or a ``Standardize`` outcome transform the
+    graphs are built from rows of :math:`d_t` computed a block at a time as
+    :math:`K - W^\top W`, so no float ``N x N`` matrix exists; for any other
+    model the covariance comes from ``model.posterior(candidates).distribution``
+    (about three float ``N x N`` matrices at its peak).
 ``"low_rank"``
     Rows of :math:`d_t` on demand from the prior kernel and :math:`W`, with
     ``O(N r)`` memory, and farthest-first nested covers; exact single-output
     GPs only.
 
-``path="auto"`` takes the dense route when it fits in half the memory budget,
-else the low-rank one; it raises
-:class:`~ax_chaining.distances.MemoryBudgetError` when neither fits.
+``path="auto"`` takes the dense route for models without the low-rank form,
+and for the others while ``N <= AUTO_EXACT_MAX_N`` (32,768: exact covers read
+all ``N^2`` pairs) and the greedy covers' graph, estimated from a sample of
+rows, fits in the memory budget; else the low-rank one. It raises
+:class:`~ax_chaining.distances.MemoryBudgetError` when nothing fits.
 """
 
 from __future__ import annotations
@@ -512,20 +516,20 @@ def candidate_posterior(
             if path == "auto":
                 # Greedy covers keep the pairs within eps_1 = the largest prior
                 # standard deviation (the default scale; first_radius if given),
-                # as lists or as a level matrix, whichever is smaller: estimated
-                # from a sample of rows, it must fit in half the budget.
+                # as neighbour lists (estimated from a sample of rows), or as a
+                # level matrix where the lists would not fit the budget.
                 radius = first_radius or float(prior_var.max().clamp_min(0).sqrt())
                 edges = distance.estimate_edges(radius)
                 graph = GRAPH_PEAK_EDGE_BYTES * edges
-                if graph + low_rank_need > memory_budget // 2:
+                if graph + low_rank_need > memory_budget:
                     graph = 2 * n * n  # a level matrix, where lists are larger
-                if graph + low_rank_need <= memory_budget // 2:
+                if graph + low_rank_need <= memory_budget:
                     path = "dense"
                 else:
                     path = "low_rank"
                     reason = (
                         f"greedy covers of N={n} need about {format_bytes(graph)} "
-                        f"({edges:,} pairs within eps_1), above half of "
+                        f"({edges:,} pairs within eps_1), above "
                         f"memory_budget={format_bytes(memory_budget)}"
                     )
         else:
