@@ -400,6 +400,22 @@ class ChainingUCB(AcquisitionFunction):
             mean = posterior.mean.squeeze(-1).squeeze(-1)
             var = posterior.variance.squeeze(-1).squeeze(-1)
             return mean, var.clamp_min(0).sqrt()
+        noise = self._pending_noise  # builds the state for these pending points
+        factors = getattr(self, "_posterior_cache", None)
+        factors = None if factors is None else factors.factors
+        if factors is not None:
+            # Exact GPs: the pending points' effect is a rank-p correction of
+            # the plain posterior variance, from the factor the build made.
+            flat = X.reshape(-1, X.shape[-1])
+            drop = factors.pending_variance_drop(self.X_pending, flat)
+            if drop is not None:
+                posterior = self.model.posterior(
+                    X, posterior_transform=self.posterior_transform
+                )
+                mean = posterior.mean.squeeze(-1).squeeze(-1)
+                var = posterior.variance.squeeze(-1).squeeze(-1)
+                var = var - drop.reshape(var.shape).to(var)
+                return mean, var.clamp_min(0).sqrt()
         p = self.X_pending.shape[0]
         P = self.X_pending.expand(*X.shape[:-2], p, X.shape[-1])
         posterior = self.model.posterior(
@@ -407,7 +423,7 @@ class ChainingUCB(AcquisitionFunction):
         )
         mean = posterior.mean[..., 0, 0]
         cov = posterior.distribution.covariance_matrix  # ... x (1 + p) x (1 + p)
-        S = cov[..., 1:, 1:] + torch.diag_embed(self._pending_noise.to(cov))
+        S = cov[..., 1:, 1:] + torch.diag_embed(noise.to(cov))
         c = cov[..., 1:, :1]
         solved = torch.linalg.solve(S, c)
         var = cov[..., 0, 0] - (c * solved).sum(dim=(-2, -1))

@@ -325,6 +325,7 @@ class _LowRankFactors:
         self.factor.mul_(self.out_var.sqrt())
         self._prior_variance: Tensor | None = None
         self._se: _SERows | bool | None = None
+        self._pending: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
 
     def prior_rows(self, idx: Tensor, cols: int | None = None) -> Tensor:
         """Model-space prior covariance of ``Z[idx]`` and the first ``cols`` of Z.
@@ -374,7 +375,26 @@ class _LowRankFactors:
         S = cov_pz[:, n:] + torch.diag_embed(noise)
         A = psd_safe_cholesky(S)
         extra = torch.linalg.solve_triangular(A, cov_pz[:, :n], upper=False)
+        self._pending = (X_pending.clone(), Pt, W_p, A)
         return torch.cat([self.factor, extra], dim=0)
+
+    def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
+        r"""How much the pending points lower the variance at ``X`` (``b x d``).
+
+        :math:`\|A^{-1} k_t(P, x)\|^2`, with :math:`A` and :math:`P` from the last
+        :meth:`condition` call; None if that call was for other pending points.
+        """
+        if self._pending is None or not torch.equal(self._pending[0], X_pending):
+            return None
+        _, Pt, W_p, A = self._pending
+        Xt = self.model.transform_inputs(X)
+        w = torch.linalg.solve_triangular(
+            self.L, self.covar_module(self.train_X, Xt).to_dense(), upper=False
+        ).mul_(self.out_var.sqrt())
+        k_px = self.covar_module(Pt, Xt).to_dense()
+        k_px = k_px.mul_(self.out_var).addmm_(W_p.T, w, alpha=-1.0)
+        e = torch.linalg.solve_triangular(A, k_px, upper=False)
+        return e.square().sum(dim=0)
 
 
 class PosteriorCache:
