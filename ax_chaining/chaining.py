@@ -382,10 +382,12 @@ def _greedy_levels(
     if auto:
         graph = "lists" if distance.device.type == "cpu" else "matrix"
     matrix_bytes = 2 * n * n  # level matrix plus one boolean adjacency
-    if graph == "lists":
-        edges = distance.estimate_edges(eps[0])
+    if graph == "lists" and memory_budget is not None:
+        # Only when even a complete graph might not fit is it worth sampling.
+        fits = GRAPH_PEAK_EDGE_BYTES * n * n <= memory_budget
+        edges = n * n if fits else distance.estimate_edges(eps[0])
         lists_bytes = GRAPH_PEAK_EDGE_BYTES * edges
-        if memory_budget is not None and lists_bytes > memory_budget:
+        if lists_bytes > memory_budget:
             if auto and matrix_bytes <= memory_budget:
                 graph = "matrix"  # a dense first level: one byte a pair is less
             else:

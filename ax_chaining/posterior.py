@@ -533,7 +533,11 @@ def candidate_posterior(
             )
             # A farthest-first pool of 2 * row_batch rows fits in pool_bytes.
             distance.row_batch = max(1, min(32, pool_bytes // (2 * n * itemsize)))
-            if path == "auto":
+            if path == "auto" and GRAPH_PEAK_EDGE_BYTES * n * n + low_rank_need <= (
+                memory_budget
+            ):
+                path = "dense"  # even a complete graph fits: no need to sample
+            elif path == "auto":
                 # Greedy covers keep the pairs within eps_1 = the largest prior
                 # standard deviation (the default scale; first_radius if given),
                 # as neighbour lists (estimated from a sample of rows), or as a
