@@ -19,6 +19,12 @@ Subcommands print one JSON line per result:
     pending points), and the ratio of each to that UCB step.
     ``--quick`` is a small preset (``N = 500``, one repeat) that a test runs
     end to end.
+``python -m ax_chaining.benchmarks speed --cpu-time --sizes 10000``
+    CPU seconds (``time.process_time``, one torch thread, in one process) of
+    a stock UCB step, a ChainingUCB step and a ``q = 5`` batch: on a machine
+    shared with other jobs, CPU time moves far less than wall time. Run as a
+    script (``python path/to/speed.py --cpu-time``) it measures whichever
+    ``ax_chaining`` is first on ``PYTHONPATH``, e.g. an earlier commit's.
 ``python -m ax_chaining.benchmarks speed --rows --sizes 10000``
     the cost of a block of rows of :math:`d_t^2` against the same block of
     prior kernel rows (what a row of :math:`d_t^2` adds to a kernel row).
@@ -130,6 +136,49 @@ def _row_timings(model, C, distance, idx, repeats: int) -> dict[str, float]:
         ),
         "dist2_rows": _median_s(lambda: distance.rows(idx), repeats),
     }
+
+
+def _cpu_time_bench(args: argparse.Namespace) -> None:
+    """CPU seconds of UCB, a ChainingUCB step and a batch, one thread."""
+    from botorch.acquisition import UpperConfidenceBound
+    from botorch.optim import optimize_acqf_discrete
+
+    import ax_chaining
+    from ax_chaining import ChainingUCB
+
+    torch.set_num_threads(1)
+
+    def cpu(fn, repeats: int) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.process_time()
+            fn()
+            times.append(time.process_time() - start)
+        return statistics.median(times)
+
+    for n in args.n:
+        model, C = _problem(n, args.obs, args.seed)
+        with torch.no_grad():
+            # Warm up imports and caches on a small set first.
+            small = C[: min(n, 300)]
+            optimize_acqf_discrete(ChainingUCB(model, small), q=1, choices=small)
+            row = {"bench": "cpu_time", "n": n, "obs": args.obs, "threads": 1}
+            row["engine"] = str(Path(ax_chaining.__file__).parent)
+            row["ucb_cpu_s"] = cpu(
+                lambda m=model, c=C: optimize_acqf_discrete(
+                    UpperConfidenceBound(m, beta=0.2), q=1, choices=c
+                ),
+                args.repeats,
+            )
+            for q in args.q:
+                row[f"q{q}_cpu_s"] = cpu(
+                    lambda q=q, m=model, c=C: optimize_acqf_discrete(
+                        ChainingUCB(m, c), q=q, choices=c
+                    ),
+                    args.repeats if q == 1 else 1,
+                )
+                row[f"q{q}_ratio_to_ucb"] = row[f"q{q}_cpu_s"] / row["ucb_cpu_s"]
+        print(json.dumps(row), flush=True)
 
 
 def _rows_bench(args: argparse.Namespace) -> None:
@@ -324,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rows", action="store_true", help="cost of d_t^2 rows vs kernel rows"
     )
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="CPU seconds, one thread, in-process"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
     parser.add_argument("--compare-covers", action="store_true")
@@ -344,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
         args.n, args.repeats = [500], 1
     if args.rows:
         _rows_bench(args)
+        return 0
+    if args.cpu_time:
+        _cpu_time_bench(args)
         return 0
     if args.compare_covers:
         _compare_covers(args)
