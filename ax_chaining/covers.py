@@ -183,11 +183,16 @@ def greedy_dominating_set_csr(indptr: np.ndarray, indices: np.ndarray) -> np.nda
         newly = ball[uncovered[ball]]
         uncovered[newly] = False
         masked[newly] = -(m + 2)
-        hit = _gather_rows(indptr, indices, newly)
-        if hit.size * 8 < m:
-            np.subtract.at(masked, hit, 1)
-        else:
-            masked -= np.bincount(hit, minlength=m)
+        # Gather the rows of the newly covered points in pieces of at most
+        # about 2^22 entries, so the temporaries stay small on dense levels.
+        sizes = indptr[newly + 1] - indptr[newly]
+        step = max(1, int(2**22 // max(1, int(sizes.max()) if sizes.size else 1)))
+        for start in range(0, newly.size, step):
+            hit = _gather_rows(indptr, indices, newly[start : start + step])
+            if hit.size * 8 < m:
+                np.subtract.at(masked, hit, 1)
+            else:
+                masked -= np.bincount(hit, minlength=m)
     return np.concatenate(chosen)
 
 
