@@ -163,7 +163,7 @@ def _cpu_time_bench(args: argparse.Namespace) -> None:
             small = C[: min(n, 300)]
             optimize_acqf_discrete(ChainingUCB(model, small), q=1, choices=small)
             row = {"bench": "cpu_time", "n": n, "obs": args.obs, "threads": 1}
-            row["engine"] = str(Path(ax_chaining.__file__).parent)
+            row["engine"] = args.label or str(Path(ax_chaining.__file__).parent)
             row["ucb_cpu_s"] = cpu(
                 lambda m=model, c=C: optimize_acqf_discrete(
                     UpperConfidenceBound(m, beta=0.2), q=1, choices=c
@@ -291,13 +291,13 @@ TARGETS = {
     (100_000, 1): (3.0, None),
     (1_000_000, 1): (30.0, 4.0),
 }
-#: Earlier measurements of the same command (seconds), for the README table:
-#: the level-matrix engine, idle machine (q = 5 was about five steps).
+#: Earlier measurements of one step (seconds, ratio to UCB) for the README
+#: table: the level-matrix engine on an idle machine of the same kind.
 PREVIOUS = {
-    (1000, 1): 0.0277,
-    (10_000, 1): 1.84,
-    (100_000, 1): 4.82,
-    (1_000_000, 1): 59.2,
+    (1000, 1): (0.0277, 7.66),
+    (10_000, 1): (1.84, 66.3),
+    (100_000, 1): (4.82, 20.6),
+    (1_000_000, 1): (59.2, 34.4),
 }
 
 
@@ -318,7 +318,7 @@ def _table(paths: list[str]) -> str:
     steps = [r for r in rows if r.get("bench") == "step" and "median_s" in r]
     out = [
         "| N | q | method | path / covers | median s | ratio to UCB | peak RSS GB "
-        "| target | previous s |",
+        "| target | previous (idle): s, ratio |",
         "|---:|---:|---|---|---:|---:|---:|---|---:|",
     ]
     for r in steps:
@@ -331,8 +331,38 @@ def _table(paths: list[str]) -> str:
             f"| {how} | {r['median_s']:.3g} | {r['ratio_to_ucb']:.3g} "
             f"| {r['peak_rss_mb'] / 1024:.2f} "
             f"| {_target(TARGETS.get(key)) if chaining else ''} "
-            f"| {'' if previous is None else f'{previous:.3g}'} |"
+            f"| {'' if previous is None else f'{previous[0]:.3g}, {previous[1]:.3g}'} |"
         )
+    cpu = [r for r in rows if r.get("bench") == "cpu_time"]
+    if cpu:
+        out += [
+            "",
+            "| N | engine | UCB CPU s | step CPU s | step / UCB | q = 5 CPU s "
+            "| q = 5 / UCB |",
+            "|---:|---|---:|---:|---:|---:|---:|",
+        ]
+        for r in cpu:
+            q5 = r.get("q5_cpu_s")
+            q5_cells = (
+                "| |" if q5 is None else f"| {q5:.3g} | {r['q5_ratio_to_ucb']:.3g} |"
+            )
+            out.append(
+                f"| {r['n']:,} | {r['engine']} "
+                f"| {r['ucb_cpu_s']:.3g} | {r['q1_cpu_s']:.3g} "
+                f"| {r['q1_ratio_to_ucb']:.3g} {q5_cells}"
+            )
+    row_costs = [r for r in rows if r.get("bench") == "rows"]
+    if row_costs:
+        out += [
+            "",
+            "| N | rows | kernel rows s | d_t^2 rows s | ratio |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for r in row_costs:
+            out.append(
+                f"| {r['n']:,} | {r['rows']} | {r['kernel_rows_s']:.3g} "
+                f"| {r['dist2_rows_s']:.3g} | {r['ratio']:.3g} |"
+            )
     covers = [r for r in rows if r.get("bench") == "compare_covers"]
     if covers:
         out += [
@@ -376,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cpu-time", action="store_true", help="CPU seconds, one thread, in-process"
     )
+    parser.add_argument("--label", default=None, help="engine name in --cpu-time")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
     parser.add_argument("--compare-covers", action="store_true")
