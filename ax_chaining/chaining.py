@@ -412,11 +412,25 @@ def _greedy_levels(
 
 def _csr_select(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """Row offsets of the edges marked in ``keep`` (row order is preserved)."""
-    # A sentinel makes every row start a valid index for reduceat, whose
-    # value for an empty row (start == next start) is overwritten with 0.
-    kept = np.add.reduceat(np.append(keep, False), indptr[:-1], dtype=np.int64)
-    kept[indptr[1:] == indptr[:-1]] = 0
-    out = np.zeros(indptr.size, dtype=np.int64)
+    n = indptr.size - 1
+    kept = np.zeros(n, dtype=np.int64)
+    # Rows in pieces of about 2^22 edges: reduceat casts its input to int64,
+    # so a single call would allocate 8 bytes an edge.
+    start = 0
+    while start < n:
+        stop = int(np.searchsorted(indptr, indptr[start] + 2**22, side="right")) - 1
+        stop = min(n, max(start + 1, stop))
+        lo, hi = int(indptr[start]), int(indptr[stop])
+        if hi > lo:
+            # A sentinel makes every row start a valid index for reduceat,
+            # whose value for an empty row is overwritten with 0.
+            part = np.add.reduceat(
+                np.append(keep[lo:hi], False), indptr[start:stop] - lo, dtype=np.int64
+            )
+            part[indptr[start + 1 : stop + 1] == indptr[start:stop]] = 0
+            kept[start:stop] = part
+        start = stop
+    out = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(kept, out=out[1:])
     return out
 
