@@ -308,6 +308,10 @@ def _target(target: tuple[float, float | None] | None) -> str:
     return f"{seconds:g} s" + ("" if gb is None else f" / {gb:g} GB")
 
 
+def _ratio(row: dict) -> str:
+    return f"{row['ratio_to_ucb']:.3g}" if "ratio_to_ucb" in row else "-"
+
+
 def _gap(gap: float) -> str:
     return f"no (value gap {gap:.3g})"
 
@@ -316,11 +320,15 @@ def _table(paths: list[str]) -> str:
     lines = [line for p in paths for line in Path(p).read_text().splitlines()]
     rows = [json.loads(line) for line in lines if line.strip()]
     steps = [r for r in rows if r.get("bench") == "step" and "median_s" in r]
-    out = [
-        "| N | q | method | path / covers | median s | ratio to UCB | peak RSS GB "
-        "| target | previous (idle): s, ratio |",
-        "|---:|---:|---|---|---:|---:|---:|---|---:|",
-    ]
+    out = (
+        [
+            "| N | q | method | path / covers | median s | ratio to UCB | peak RSS GB "
+            "| target | previous (idle): s, ratio |",
+            "|---:|---:|---|---|---:|---:|---:|---|---:|",
+        ]
+        if steps
+        else []
+    )
     for r in steps:
         key = (r["n"], r.get("q", 1))
         chaining = r["method"] == "chaining"
@@ -328,7 +336,7 @@ def _table(paths: list[str]) -> str:
         previous = PREVIOUS.get(key) if chaining else None
         out.append(
             f"| {r['n']:,} | {key[1]} | {'ChainingUCB' if chaining else 'UCB'} "
-            f"| {how} | {r['median_s']:.3g} | {r['ratio_to_ucb']:.3g} "
+            f"| {how} | {r['median_s']:.3g} | {_ratio(r)} "
             f"| {r['peak_rss_mb'] / 1024:.2f} "
             f"| {_target(TARGETS.get(key)) if chaining else ''} "
             f"| {'' if previous is None else f'{previous[0]:.3g}, {previous[1]:.3g}'} |"
@@ -336,7 +344,7 @@ def _table(paths: list[str]) -> str:
     cpu = [r for r in rows if r.get("bench") == "cpu_time"]
     if cpu:
         out += [
-            "",
+            *([""] if out else []),
             "| N | engine | UCB CPU s | step CPU s | step / UCB | q = 5 CPU s "
             "| q = 5 / UCB |",
             "|---:|---|---:|---:|---:|---:|---:|",
@@ -354,7 +362,7 @@ def _table(paths: list[str]) -> str:
     row_costs = [r for r in rows if r.get("bench") == "rows"]
     if row_costs:
         out += [
-            "",
+            *([""] if out else []),
             "| N | rows | kernel rows s | d_t^2 rows s | ratio |",
             "|---:|---:|---:|---:|---:|",
         ]
