@@ -76,10 +76,9 @@ def _chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
 
 
 #: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
-#: and the peak per edge budgeted for the greedy covers: building the lists
-#: (chunks, then one concatenation) measured 13 bytes an edge, and with
-#: Algorithm 2's temporaries (gathered neighbour lists, per-level selections)
-#: 24, on the SE problem at N = 10^4 (2 x 10^7 edges).
+#: and the peak per edge budgeted for the greedy covers: the lists are written
+#: into arrays sized from a sample of rows (up to 1.25 x 5 bytes), and
+#: splitting them into per-level graphs takes a few bytes an edge more.
 GRAPH_EDGE_BYTES = 5
 GRAPH_PEAK_EDGE_BYTES = 24
 
