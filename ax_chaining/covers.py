@@ -101,10 +101,21 @@ def greedy_dominating_set(adjacency: Tensor) -> Tensor:
     # degree[x] = number of uncovered x' in the ball of x (Algorithm 2, line 4).
     # The graph is symmetric, so the points whose degree drops when a set R is
     # covered are read off the rows of R (contiguous) rather than its columns.
-    degree = adjacency.sum(dim=1, dtype=torch.int32)
+    step = max(1, 2**20 // max(m, 1))
+    # A block of rows at a time: sum(dtype=int32) converts its whole input
+    # first, which for all rows would be 4 bytes a pair.
+    degree = (
+        torch.cat(
+            [
+                adjacency[start : start + step].sum(dim=1, dtype=torch.int32)
+                for start in range(0, m, step)
+            ]
+        )
+        if m
+        else torch.zeros(0, dtype=torch.int32, device=device)
+    )
     chosen: list[Tensor] = []
     minus_one = torch.tensor(-1, dtype=torch.int32, device=device)
-    step = max(1, 2**20 // max(m, 1))
     while True:
         masked = torch.where(uncovered, degree, minus_one)
         best = torch.argmax(masked)  # first maximum: ties go to the lowest index
