@@ -108,7 +108,7 @@ def test_lists_respect_memory_budget():
     distance = DenseDistance(cov)
     with pytest.raises(MemoryBudgetError, match="memory_budget"):
         _greedy_levels(distance, [1.0, 0.5], graph="matrix", memory_budget=1000)
-    # 40,000 pairs as lists (24 bytes each at the peak) exceed 300 kB; the
+    # 40,000 pairs as lists (16 bytes each at the peak) exceed 300 kB; the
     # level matrix (2 bytes a pair) fits: "auto" takes it, with the same covers.
     auto = _greedy_levels(distance, [1.0, 0.5], memory_budget=300_000)
     assert [c.tolist() for c in auto[0]] == [[0], [0]]

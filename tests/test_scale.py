@@ -99,7 +99,7 @@ def test_auto_path_choice_by_memory(setting):
     model, C = setting
     acqf = ChainingUCB(model, C)
     assert acqf.chaining.info["path"] == "dense"
-    # The greedy covers keep every pair within eps_1 (24 bytes each at the peak,
+    # The greedy covers keep every pair within eps_1 (16 bytes each at the peak,
     # estimated from 64 rows): with a budget below that, and below the 2 N^2
     # bytes of a level matrix, the automatic choice moves to rows on demand.
     small = ChainingUCB(model, C, memory_budget=6 * 2**20)
@@ -115,7 +115,7 @@ def test_low_rank_memory_is_linear_in_N():
     model, _ = se_setting(10, num_obs=5)
     C = 10.0 * torch.rand(20_000, 2, dtype=DTYPE)
     # A level matrix would need 2 x 20000^2 B = 800 MB and the neighbour lists
-    # (about 4% of the pairs are within eps_1 here) about 380 MB; 100 MB is
+    # (about 4% of the pairs are within eps_1 here) about 250 MB; 100 MB is
     # enough for rows on demand.
     acqf = ChainingUCB(model, C, memory_budget=100 * 2**20, max_cover_size=256)
     assert acqf.chaining.info["path"] == "low_rank"
