@@ -45,6 +45,7 @@ from ax_chaining.chaining import (
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 from ax_chaining.posterior import (
     Path,
+    PosteriorCache,
     candidate_posterior,
     num_training_points,
     prior_variance,
@@ -350,6 +351,7 @@ class ChainingUCB(AcquisitionFunction):
             memory_budget=int(memory_budget),
         )
         self.set_X_pending(X_pending)
+        self._built()  # bad input and memory errors surface here, not later
 
     @property
     def t(self) -> int:
@@ -362,11 +364,18 @@ class ChainingUCB(AcquisitionFunction):
         return self.chaining.scale
 
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
-        r"""Condition on pending points and rebuild the covers.
+        r"""Condition on pending points; the covers follow on the next use.
 
         A pending point is treated as observed at its posterior mean, which leaves
         :math:`\mu_t` unchanged and shrinks :math:`k_t` exactly as a real
         observation would (GP-BUCB, Desautels et al., 2014).
+
+        The covers are rebuilt from scratch (Algorithm 1 on the new posterior)
+        when the acquisition function is next evaluated or :attr:`chaining` is
+        read, not here: ``optimize_acqf_discrete`` sets pending points once more
+        after its last pick, and then restores the original ones, whose covers
+        are kept. The candidates' posterior factor is reused; a pending point
+        only adds a row to it.
 
         Args:
             X_pending: ``p x d`` pending points, or None.
@@ -381,13 +390,42 @@ class ChainingUCB(AcquisitionFunction):
             if X_pending.shape[0] == 0:
                 X_pending = None
         self.X_pending = X_pending
-        self._build()
+        self._state = None
+        base = getattr(self, "_base_state", None)
+        if X_pending is None and base is not None:
+            self._state = base
+
+    @property
+    def chaining(self) -> ChainingResult:
+        """Levels, covers and :math:`H_i` for the current pending points."""
+        return self._built()[0]
+
+    @property
+    def candidate_mean(self) -> Tensor:
+        """Posterior mean over the candidates."""
+        return self._built()[1]
+
+    @property
+    def candidate_sigma(self) -> Tensor:
+        """Posterior standard deviation over the candidates (given pending points)."""
+        return self._built()[2]
+
+    @property
+    def _pending_noise(self) -> Tensor | None:
+        return self._built()[3]
+
+    def _built(self) -> tuple[ChainingResult, Tensor, Tensor, Tensor | None]:
+        if getattr(self, "_state", None) is None:
+            self._build()
+        return self._state
 
     @torch.no_grad()
     def _build(self) -> None:
         opts = self._options
         p = 0 if self.X_pending is None else self.X_pending.shape[0]
         t = self._t if self._t is not None else default_t(self.model, p)
+        if not hasattr(self, "_posterior_cache"):
+            self._posterior_cache = PosteriorCache()
         post = candidate_posterior(
             self.model,
             self.candidates,
@@ -395,6 +433,8 @@ class ChainingUCB(AcquisitionFunction):
             X_pending=self.X_pending,
             path=opts["path"],
             memory_budget=opts["memory_budget"],
+            cache=self._posterior_cache,
+            first_radius=self._scale,
         )
         if self._scale is not None:
             scale = self._scale
@@ -416,7 +456,7 @@ class ChainingUCB(AcquisitionFunction):
         max_cover_size = opts["max_cover_size"]
         if max_cover_size is None and post.path == "low_rank":
             max_cover_size = min(post.distance.n, DEFAULT_MAX_COVER_SIZE)
-        self.chaining: ChainingResult = chaining_covers(
+        chaining = chaining_covers(
             post.distance,
             t=t,
             delta=self.delta,
@@ -425,11 +465,14 @@ class ChainingUCB(AcquisitionFunction):
             h_radius=opts["h_radius"],
             cover=cover,
             max_cover_size=max_cover_size,
+            memory_budget=opts["memory_budget"],
         )
-        self.chaining.info.update(path=post.path)
-        self.candidate_mean = post.mean
-        self.candidate_sigma = post.distance.sigma
-        self._pending_noise = post.pending_noise
+        chaining.info.update(path=post.path)
+        if post.reason is not None:
+            chaining.info.update(reason=post.reason)
+        self._state = (chaining, post.mean, post.distance.sigma, post.pending_noise)
+        if self.X_pending is None:
+            self._base_state = self._state
 
     def _mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """Posterior mean and std at ``X`` (``b x 1 x d``), given pending points."""
@@ -440,6 +483,22 @@ class ChainingUCB(AcquisitionFunction):
             mean = posterior.mean.squeeze(-1).squeeze(-1)
             var = posterior.variance.squeeze(-1).squeeze(-1)
             return mean, var.clamp_min(0).sqrt()
+        noise = self._pending_noise  # builds the state for these pending points
+        factors = getattr(self, "_posterior_cache", None)
+        factors = None if factors is None else factors.factors
+        if factors is not None:
+            # Exact GPs: the pending points' effect is a rank-p correction of
+            # the plain posterior variance, from the factor the build made.
+            flat = X.reshape(-1, X.shape[-1])
+            drop = factors.pending_variance_drop(self.X_pending, flat)
+            if drop is not None:
+                posterior = self.model.posterior(
+                    X, posterior_transform=self.posterior_transform
+                )
+                mean = posterior.mean.squeeze(-1).squeeze(-1)
+                var = posterior.variance.squeeze(-1).squeeze(-1)
+                var = var - drop.reshape(var.shape).to(var)
+                return mean, var.clamp_min(0).sqrt()
         p = self.X_pending.shape[0]
         P = self.X_pending.expand(*X.shape[:-2], p, X.shape[-1])
         posterior = self.model.posterior(
@@ -447,7 +506,7 @@ class ChainingUCB(AcquisitionFunction):
         )
         mean = posterior.mean[..., 0, 0]
         cov = posterior.distribution.covariance_matrix  # ... x (1 + p) x (1 + p)
-        S = cov[..., 1:, 1:] + torch.diag_embed(self._pending_noise.to(cov))
+        S = cov[..., 1:, 1:] + torch.diag_embed(noise.to(cov))
         c = cov[..., 1:, :1]
         solved = torch.linalg.solve(S, c)
         var = cov[..., 0, 0] - (c * solved).sum(dim=(-2, -1))

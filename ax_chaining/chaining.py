@@ -42,11 +42,23 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from ax_chaining.covers import farthest_first_order, greedy_dominating_set
-from ax_chaining.distances import PseudoDistance
+from ax_chaining.covers import (
+    _gather_rows,
+    farthest_first_order,
+    greedy_dominating_set,
+    greedy_dominating_set_csr,
+)
+from ax_chaining.distances import (
+    GRAPH_PEAK_EDGE_BYTES,
+    LevelGraph,
+    MemoryBudgetError,
+    PseudoDistance,
+    format_bytes,
+)
 
 __all__ = [
     "ChainingResult",
@@ -248,6 +260,7 @@ def chaining_covers(
     h_radius: HRadius = "algorithm",
     cover: CoverMethod = "greedy",
     max_cover_size: int | None = None,
+    memory_budget: int | None = None,
 ) -> ChainingResult:
     r"""Run the cover loop of Algorithm 1 on a pseudo-distance.
 
@@ -275,11 +288,17 @@ def chaining_covers(
             required).
         h_radius: ``"algorithm"`` (:math:`\epsilon_i` in :math:`H_i`, default) or
             ``"proof"`` (:math:`\epsilon_{i-1}`).
-        cover: ``"greedy"`` (Algorithm 2 on :math:`\bar X`, exact, needs an
-            :math:`|\bar X|^2` boolean matrix per level) or ``"farthest_first"``
-            (nested covers from one farthest-first traversal, ``O(N)`` memory).
+        cover: ``"greedy"`` (Algorithm 2 on :math:`\bar X`, exact; time and
+            memory follow the edges of the :math:`\epsilon_i`-graphs) or
+            ``"farthest_first"`` (nested covers from one farthest-first
+            traversal, ``O(N)`` memory).
         max_cover_size: With ``"farthest_first"``, stop the traversal at this many
             centres and use :math:`|T_i| \le N` for deeper levels. Default ``N``.
+        memory_budget: Bytes the greedy covers' graph may take (default: no
+            limit). On CPU the graph is kept as neighbour lists (memory follows
+            the pairs within :math:`\epsilon_1`, estimated from a sample of rows
+            before anything is allocated), or as an ``N x N`` uint8 level matrix
+            where that is smaller; both give the same covers.
 
     Returns:
         A :class:`ChainingResult`.
@@ -316,7 +335,9 @@ def chaining_covers(
     eps = [scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
 
     if cover == "greedy":
-        covers, sizes, bounded = _greedy_levels(distance, eps)
+        covers, sizes, bounded = _greedy_levels(
+            distance, eps, memory_budget=memory_budget
+        )
     else:
         covers, sizes, bounded = _farthest_first_levels(distance, eps, max_cover_size)
 
@@ -343,9 +364,134 @@ def chaining_covers(
     )
 
 
+GraphMethod = Literal["auto", "lists", "matrix"]
+
+
 def _greedy_levels(
+    distance: PseudoDistance,
+    eps: list[float],
+    graph: GraphMethod = "auto",
+    memory_budget: int | None = None,
+) -> tuple[list[Tensor], list[int], list[bool]]:
+    """Greedy nested covers: neighbour lists on CPU, the level matrix elsewhere.
+
+    Both give the same covers (the same comparisons, the same picks). The lists
+    take time and memory proportional to the pairs within ``eps_1`` (estimated
+    from a sample of rows before anything is allocated); where they would not
+    fit in ``memory_budget`` but the ``2 N^2`` bytes of the level matrix would
+    (a dense first level), or on an accelerator (where a pick-by-pick loop
+    would be bound by kernel launches), the matrix is used.
+    """
+    n = distance.n
+    if not eps:
+        return [], [], []
+    if graph not in ("auto", "lists", "matrix"):
+        raise ValueError(f"graph must be 'auto', 'lists' or 'matrix', got {graph!r}.")
+    auto = graph == "auto"
+    if auto:
+        graph = "lists" if distance.device.type == "cpu" else "matrix"
+    matrix_bytes = 2 * n * n  # level matrix plus one boolean adjacency
+    if graph == "lists" and memory_budget is not None:
+        # Only when even a complete graph might not fit is it worth sampling.
+        fits = GRAPH_PEAK_EDGE_BYTES * n * n <= memory_budget
+        edges = n * n if fits else distance.estimate_edges(eps[0])
+        lists_bytes = GRAPH_PEAK_EDGE_BYTES * edges
+        if lists_bytes > memory_budget:
+            if auto and matrix_bytes <= memory_budget:
+                graph = "matrix"  # a dense first level: one byte a pair is less
+            else:
+                raise MemoryBudgetError(
+                    f"Greedy covers of N={n} candidates need neighbour lists of "
+                    f"about {edges:,} pairs within eps_1 "
+                    f"({format_bytes(lists_bytes)}), above memory_budget="
+                    f"{format_bytes(memory_budget)}. Pass a larger memory_budget, "
+                    "use cover='farthest_first', or fewer candidates."
+                )
+    if graph == "matrix":
+        if memory_budget is not None and matrix_bytes > memory_budget:
+            raise MemoryBudgetError(
+                f"Greedy covers of N={n} candidates need a level matrix of "
+                f"{format_bytes(matrix_bytes)}, above memory_budget="
+                f"{format_bytes(memory_budget)}. Pass a larger memory_budget, use "
+                "cover='farthest_first', or fewer candidates."
+            )
+        return _greedy_levels_matrix(distance, eps)
+    return _greedy_levels_lists(distance.level_graph(eps), len(eps), distance.device)
+
+
+def _csr_select(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Row offsets of the edges marked in ``keep`` (row order is preserved)."""
+    n = indptr.size - 1
+    kept = np.zeros(n, dtype=np.int64)
+    # Rows in pieces of about 2^22 edges: reduceat casts its input to int64,
+    # so a single call would allocate 8 bytes an edge.
+    start = 0
+    while start < n:
+        stop = int(np.searchsorted(indptr, indptr[start] + 2**22, side="right")) - 1
+        stop = min(n, max(start + 1, stop))
+        lo, hi = int(indptr[start]), int(indptr[stop])
+        if hi > lo:
+            # A sentinel makes every row start a valid index for reduceat,
+            # whose value for an empty row is overwritten with 0.
+            part = np.add.reduceat(
+                np.append(keep[lo:hi], False), indptr[start:stop] - lo, dtype=np.int64
+            )
+            part[indptr[start + 1 : stop + 1] == indptr[start:stop]] = 0
+            kept[start:stop] = part
+        start = stop
+    out = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(kept, out=out[1:])
+    return out
+
+
+def _greedy_levels_lists(
+    graph: LevelGraph, num: int, device: torch.device
+) -> tuple[list[Tensor], list[int], list[bool]]:
+    """Algorithm 1's cover loop on the level graph (numpy on CPU tensors)."""
+    n = graph.n
+    # The edges of the current level (q >= i); each level drops the edges of
+    # the one before, so only the first level pays for all pairs within eps_1.
+    indptr = graph.indptr.cpu().numpy()
+    indices = graph.indices.cpu().numpy()
+    levels = graph.levels.cpu().numpy()
+    # reached[x] = deepest level i with d(x, T) <= eps_i, for the cover T so far;
+    # x is outside the level-i cover of T_{i-1} iff reached[x] < i. Edges below
+    # the current level cannot change any later test reached[x] < i' (i' > i).
+    reached = np.zeros(n, dtype=np.uint8)
+    cover = np.empty(0, dtype=np.int64)
+    covers: list[Tensor] = []
+    for i in range(1, num + 1):
+        if i > 1:
+            keep = levels >= i
+            indptr = _csr_select(indptr, keep)
+            indices, levels = indices[keep], levels[keep]
+        outside = reached < i
+        sub = np.flatnonzero(outside)
+        if sub.size == n:
+            sub_indptr, sub_indices = indptr, indices
+        elif sub.size:
+            # The level-i graph on the outside points: edges whose both ends
+            # are outside, renumbered 0..m-1 in index order (so ties still go
+            # to the lowest original index).
+            keep = outside[indices] & np.repeat(outside, np.diff(indptr))
+            local = np.full(n, -1, dtype=np.int32)
+            local[sub] = np.arange(sub.size, dtype=np.int32)
+            sub_indices = local[indices[keep]]
+            # Rows outside sub keep no edge: their offsets are those of sub's.
+            sub_indptr = _csr_select(indptr, keep)[np.append(sub, n)]
+        if sub.size:
+            new = sub[greedy_dominating_set_csr(sub_indptr, sub_indices)]
+            cover = np.concatenate([cover, new])
+            hit = _gather_rows(indptr, indices, new)
+            np.maximum.at(reached, hit, _gather_rows(indptr, levels, new))
+        covers.append(torch.from_numpy(cover.copy()).to(device))
+    return covers, [c.numel() for c in covers], [False] * num
+
+
+def _greedy_levels_matrix(
     distance: PseudoDistance, eps: list[float]
 ) -> tuple[list[Tensor], list[int], list[bool]]:
+    """Algorithm 1's cover loop on the ``N x N`` uint8 level matrix (any device)."""
     n, device = distance.n, distance.device
     levels = distance.level_matrix(eps)  # d(a, b) <= eps_i  iff  levels[a, b] >= i
     # reached[x] = deepest level i with d(x, T) <= eps_i, for the cover T so far;

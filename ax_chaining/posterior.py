@@ -12,30 +12,36 @@ This is the only module that reads BoTorch models for the engine. It builds
 Two routes (``path``) build the covers:
 
 ``"dense"``
-    Exact greedy covers (Algorithm 2) on an ``N x N`` uint8 level matrix
-    (:meth:`~ax_chaining.distances.PseudoDistance.level_matrix`). For exact
-    single-output GPs with a Gaussian likelihood and no or a ``Standardize``
-    outcome transform it is built from rows of :math:`d_t` computed a block at
-    a time as :math:`K - W^\top W`, so no float ``N x N`` matrix exists; for any
-    other model the covariance comes from
-    ``model.posterior(candidates).distribution`` (about three float ``N x N``
-    matrices at its peak).
+    Exact greedy covers (Algorithm 2) on the :math:`\epsilon_i`-graphs of
+    :math:`d_t`, kept as neighbour lists
+    (:meth:`~ax_chaining.distances.PseudoDistance.level_graph`; memory follows
+    the pairs within :math:`\epsilon_1`) or, where those would not fit the
+    budget, as an ``N x N`` uint8 level matrix. For exact single-output GPs with
+    a Gaussian likelihood and no or a ``Standardize`` outcome transform the
+    graphs are built from rows of :math:`d_t` computed a block at a time as
+    :math:`K - W^\top W`, so no float ``N x N`` matrix exists; for any other
+    model the covariance comes from ``model.posterior(candidates).distribution``
+    (about three float ``N x N`` matrices at its peak).
 ``"low_rank"``
     Rows of :math:`d_t` on demand from the prior kernel and :math:`W`, with
     ``O(N r)`` memory, and farthest-first nested covers; exact single-output
     GPs only.
 
-``path="auto"`` takes the dense route when it fits in half the memory budget,
-else the low-rank one; it raises
-:class:`~ax_chaining.distances.MemoryBudgetError` when neither fits.
+``path="auto"`` takes the dense route for models without the low-rank form,
+and for the others while ``N <= AUTO_EXACT_MAX_N`` (32,768: exact covers read
+all ``N^2`` pairs) and the greedy covers' graph, estimated from a sample of
+rows, fits in the memory budget; else the low-rank one. It raises
+:class:`~ax_chaining.distances.MemoryBudgetError` when nothing fits.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
 import gpytorch
+import numpy as np
 import torch
 from botorch.acquisition.objective import (
     PosteriorTransform,
@@ -52,6 +58,7 @@ from torch import Tensor
 
 from ax_chaining.distances import (
     DEFAULT_MEMORY_BUDGET,
+    GRAPH_PEAK_EDGE_BYTES,
     DenseDistance,
     LowRankDistance,
     MemoryBudgetError,
@@ -69,6 +76,10 @@ __all__ = [
 ]
 
 Path = Literal["auto", "dense", "low_rank"]
+
+#: Largest N for which ``path="auto"`` builds exact greedy covers (they read
+#: all N^2 pairs of d_t; beyond, farthest-first covers on rows on demand).
+AUTO_EXACT_MAX_N = 32_768
 
 #: Candidates per call when a quantity is computed in chunks.
 _CHUNK = 8192
@@ -89,6 +100,7 @@ class CandidatePosterior:
             computed them on the way (low-rank form), else None.
         pending_noise: Observation-noise variances given to the pending points,
             or None without pending points.
+        reason: Why ``path="auto"`` left the exact greedy covers, or None.
     """
 
     mean: Tensor
@@ -96,6 +108,7 @@ class CandidatePosterior:
     path: str
     prior_variance: Tensor | None = None
     pending_noise: Tensor | None = None
+    reason: str | None = None
 
 
 def num_training_points(model: Model) -> int | None:
@@ -222,19 +235,81 @@ def pending_noise(
     return (noisy - latent).clamp_min(0)
 
 
+class _SERows:
+    r"""Rows of a plain SE kernel, :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`.
+
+    GPyTorch's ``RBFKernel`` (optionally in a ``ScaleKernel``) makes about
+    eight passes over a block of rows with its temporaries; rows of :math:`d_t`
+    are most of Chaining-UCB's time, so this computes the same values in three:
+    one ``addmm`` for :math:`a^\top b - \tfrac12\|b\|^2`, one broadcast
+    subtraction of :math:`\tfrac12\|a\|^2 - \log c` and an in-place
+    exponential. Inputs are scaled
+    by the lengthscales (read through the kernels' public properties) and
+    centred once, as GPyTorch centres each call. Values agree with
+    ``covar_module`` to round-off (tested); any other kernel, batch shape or
+    ``active_dims`` goes through ``covar_module``.
+    """
+
+    def __init__(self, Zs: Tensor, log_scale: float) -> None:
+        self.Zs = Zs
+        self.half_norm = 0.5 * Zs.square().sum(dim=-1)
+        self.log_scale = log_scale
+
+    @classmethod
+    def of(cls, covar_module, Zt: Tensor) -> _SERows | None:
+        from gpytorch.kernels import RBFKernel, ScaleKernel
+
+        scale = torch.ones((), dtype=Zt.dtype, device=Zt.device)
+        base = covar_module
+        if type(covar_module) is ScaleKernel:
+            scale = covar_module.outputscale
+            base = covar_module.base_kernel
+        if type(base) is not RBFKernel or Zt.ndim != 2:
+            return None
+        if any(k.active_dims is not None for k in (covar_module, base)):
+            return None
+        if covar_module.batch_shape != torch.Size() or base.batch_shape != torch.Size():
+            return None
+        lengthscale = base.lengthscale.detach()
+        if scale.numel() != 1 or lengthscale.shape[:-1] != (1,):
+            return None
+        Zs = Zt.detach() / lengthscale.reshape(-1)
+        Zs = Zs - Zs.mean(dim=0)
+        return cls(Zs, math.log(float(scale)))
+
+    def __call__(self, idx: Tensor, cols: int | None = None) -> Tensor:
+        A, B = self.Zs[idx], self.Zs[:cols]
+        out = torch.addmm(self.half_norm[:cols], A, B.T, beta=-1.0)
+        # Round-off may leave the exponent a few ulps above log c on the
+        # diagonal; d_t^2 is clamped at 0 downstream, so no clamp here.
+        out.sub_((self.half_norm[idx] - self.log_scale).unsqueeze(-1))
+        if out.device.type == "cpu" and out.is_contiguous():
+            # numpy's vectorised exp is several times faster than torch's on
+            # CPU float64; same array, no copy.
+            array = out.numpy()
+            np.exp(array, out=array)
+            return out
+        return out.exp_()
+
+
 class _LowRankFactors:
-    r"""Prior kernel and :math:`W = L^{-1} K(X_n, Z)` of an exact single-output GP."""
+    r"""Prior kernel and :math:`W = L^{-1} K(X_n, Z)` of an exact single-output GP.
+
+    Built once per model and candidate set; pending points only add rows to
+    :math:`W` (:meth:`condition`), so a batch reuses the candidates' factor.
+    """
 
     def __init__(self, model: ExactGP, Z: Tensor) -> None:
         covar_module = model.covar_module
+        self.model = model
         self.Zt = model.transform_inputs(Z)
-        train_X = model.train_inputs[0]
+        self.train_X = train_X = model.train_inputs[0]
         self.covar_module = covar_module
         self.out_var = _outcome_variance_scale(model, Z)[0]
         noise = model.likelihood.noise.reshape(-1)
         K_train = covar_module(train_X).to_dense()
         K_train = K_train + torch.diag_embed(noise.expand(train_X.shape[0]))
-        L = psd_safe_cholesky(K_train)
+        self.L = L = psd_safe_cholesky(K_train)
         cross = covar_module(train_X, self.Zt).to_dense()
         self.factor = torch.linalg.solve_triangular(L, cross, upper=False)
         # Posterior mean in model space, m(z) + w(z)^T L^{-1} (y - m(X_n)),
@@ -248,40 +323,106 @@ class _LowRankFactors:
             mean = transform.untransform(mean.unsqueeze(-1))[0].squeeze(-1)
         self.mean = mean
         self.factor.mul_(self.out_var.sqrt())
+        self._prior_variance: Tensor | None = None
+        self._se: _SERows | bool | None = None
+        self._pending: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
 
     def prior_rows(self, idx: Tensor, cols: int | None = None) -> Tensor:
         """Model-space prior covariance of ``Z[idx]`` and the first ``cols`` of Z.
 
-        Multiply by :attr:`out_var` for outcome units.
+        Multiply by :attr:`out_var` for outcome units. For a plain SE kernel
+        (see :class:`_SERows`) it is computed in three passes over the block;
+        otherwise by the model's ``covar_module``.
         """
+        if self._se is None:
+            self._se = _SERows.of(self.covar_module, self.Zt) or False
+        if self._se:
+            return self._se(idx, cols)
         return self.covar_module(self.Zt[idx], self.Zt[:cols]).to_dense()
 
     def prior_variance(self) -> Tensor:
-        var = torch.cat(
-            [
-                self.covar_module(self.Zt[i : i + _CHUNK], diag=True)
-                for i in range(0, self.Zt.shape[0], _CHUNK)
-            ]
-        )
-        return var * self.out_var
+        if self._prior_variance is None:
+            var = torch.cat(
+                [
+                    self.covar_module(self.Zt[i : i + _CHUNK], diag=True)
+                    for i in range(0, self.Zt.shape[0], _CHUNK)
+                ]
+            )
+            self._prior_variance = var * self.out_var
+        return self._prior_variance
+
+    def condition(self, X_pending: Tensor, noise: Tensor) -> Tensor:
+        r"""Factor of the posterior given pending points as observations.
+
+        Conditioning on ``p`` more points :math:`P` with noise variances
+        ``noise`` appends ``p`` rows to :math:`W`: with
+        :math:`S = k_t(P, P) + \mathrm{diag}(\text{noise}) = A A^\top`, the new
+        rows are :math:`A^{-1} k_t(P, Z)` (a rank-``p`` update that does not
+        depend on the observed values). Only kernel entries that involve ``P``
+        are computed; the candidates' factor is reused.
+
+        Returns:
+            The ``(r + p) x N`` factor over the candidates.
+        """
+        Pt = self.model.transform_inputs(X_pending)
+        W_p = torch.linalg.solve_triangular(
+            self.L, self.covar_module(self.train_X, Pt).to_dense(), upper=False
+        ).mul_(self.out_var.sqrt())
+        W_all = torch.cat([self.factor, W_p], dim=-1)
+        cov_pz = self.covar_module(Pt, torch.cat([self.Zt, Pt])).to_dense()
+        cov_pz = cov_pz.addmm_(W_p.T, W_all, beta=float(self.out_var), alpha=-1.0)
+        n = self.Zt.shape[0]
+        S = cov_pz[:, n:] + torch.diag_embed(noise)
+        A = psd_safe_cholesky(S)
+        extra = torch.linalg.solve_triangular(A, cov_pz[:, :n], upper=False)
+        self._pending = (X_pending.clone(), Pt, W_p, A)
+        return torch.cat([self.factor, extra], dim=0)
+
+    def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
+        r"""How much the pending points lower the variance at ``X`` (``b x d``).
+
+        :math:`\|A^{-1} k_t(P, x)\|^2`, with :math:`A` and :math:`P` from the last
+        :meth:`condition` call; None if that call was for other pending points.
+        """
+        if self._pending is None or not torch.equal(self._pending[0], X_pending):
+            return None
+        _, Pt, W_p, A = self._pending
+        Xt = self.model.transform_inputs(X)
+        w = torch.linalg.solve_triangular(
+            self.L, self.covar_module(self.train_X, Xt).to_dense(), upper=False
+        ).mul_(self.out_var.sqrt())
+        k_px = self.covar_module(Pt, Xt).to_dense()
+        k_px = k_px.mul_(self.out_var).addmm_(W_p.T, w, alpha=-1.0)
+        e = torch.linalg.solve_triangular(A, k_px, upper=False)
+        return e.square().sum(dim=0)
 
 
-def _condition_factor_on_pending(
-    factors: _LowRankFactors, n: int, noise: Tensor
-) -> Tensor:
-    """Append the rows that conditioning on the last ``p`` points of Z adds to W."""
-    p = noise.numel()
-    pend = torch.arange(n, n + p, device=factors.factor.device)
-    cov_pz = factors.prior_rows(pend).addmm_(
-        factors.factor[:, pend].T,
-        factors.factor,
-        beta=float(factors.out_var),
-        alpha=-1.0,
-    )  # p x (N + p)
-    S = cov_pz[:, n:] + torch.diag_embed(noise)
-    A = psd_safe_cholesky(S)
-    extra = torch.linalg.solve_triangular(A, cov_pz[:, :n], upper=False)
-    return torch.cat([factors.factor[:, :n], extra], dim=0)
+class PosteriorCache:
+    """What the posterior over one candidate set lets a batch reuse.
+
+    :func:`candidate_posterior` fills it on the first call and reads it on
+    later ones with the same model and candidates: the candidates' factor
+    :math:`W`, posterior mean and prior variance, which pending points leave
+    unchanged (they only append rows to :math:`W`). Keep one per model and
+    candidate set; a model refit needs a new one.
+    """
+
+    def __init__(self) -> None:
+        self.factors: _LowRankFactors | None = None
+        self._key: tuple | None = None
+
+    @staticmethod
+    def _key_of(model: Model, candidates: Tensor) -> tuple:
+        return (id(model), candidates.data_ptr(), tuple(candidates.shape))
+
+    def get(self, model: Model, candidates: Tensor) -> _LowRankFactors | None:
+        if self.factors is not None and self._key == self._key_of(model, candidates):
+            return self.factors
+        return None
+
+    def put(self, model: Model, candidates: Tensor, factors: _LowRankFactors) -> None:
+        self._key = self._key_of(model, candidates)
+        self.factors = factors
 
 
 def _memory_error(n: int, need: int, budget: int, what: str) -> MemoryBudgetError:
@@ -304,6 +445,8 @@ def candidate_posterior(
     X_pending: Tensor | None = None,
     path: Path = "auto",
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    cache: PosteriorCache | None = None,
+    first_radius: float | None = None,
 ) -> CandidatePosterior:
     r"""Posterior mean and pseudo-distance over ``candidates``.
 
@@ -315,6 +458,12 @@ def candidate_posterior(
             mean as observations.
         path: ``"auto"``, ``"dense"`` or ``"low_rank"`` (see the module docstring).
         memory_budget: Bytes the largest allocations may take.
+        cache: Optional :class:`PosteriorCache`, filled on the first call and
+            reused by later calls with the same model and candidates (a batch:
+            only the pending points' rows of the factor are computed).
+        first_radius: :math:`\epsilon_1` of the covers, for ``path="auto"``'s
+            estimate of the greedy covers' memory (default: the largest prior
+            standard deviation over the candidates).
 
     Returns:
         A :class:`CandidatePosterior`.
@@ -337,39 +486,44 @@ def candidate_posterior(
     block_bytes = max(2**20, min(32 * 2**20, memory_budget // 32))
     pool_bytes = max(block_bytes, min(128 * 2**20, memory_budget // 16))
     low_rank_need = (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
-    # The dense path adds the uint8 level matrix and one boolean adjacency
-    # (N^2 bytes each), and for models without the low-rank form, the float
-    # covariance from model.posterior (about three N x N copies at its peak).
-    dense_need = dense_memory_bytes(n, candidates.dtype, 0.0 if low_rank_ok else 3.0)
-    dense_need += low_rank_need if low_rank_ok else 4 * block_bytes
-    if path == "auto":
-        if dense_need <= memory_budget // 2 or not low_rank_ok:
-            path = "dense"
-        else:
-            path = "low_rank"
-    if path == "dense" and dense_need > memory_budget:
+    # Models without the low-rank form: the float covariance from
+    # model.posterior (about three N x N copies at its peak) plus the greedy
+    # covers' graph (at most 2 N^2 bytes: it is kept as a level matrix where
+    # neighbour lists would be larger).
+    dense_need = dense_memory_bytes(n, candidates.dtype, 3.0) + 4 * block_bytes
+    if path == "auto" and not low_rank_ok:
+        path = "dense"
+    if path == "auto" and n > AUTO_EXACT_MAX_N:
+        # Exact greedy covers read all N^2 pairs of d_t: past this size
+        # farthest-first covers on rows on demand are the practical choice.
+        path = "low_rank"
+    if path == "dense" and not low_rank_ok and dense_need > memory_budget:
         raise _memory_error(n, dense_need, memory_budget, "The dense path")
-    if path == "low_rank" and low_rank_need > memory_budget:
+    if path != "dense" and low_rank_need > memory_budget:
         raise _memory_error(n, low_rank_need, memory_budget, "The low-rank path")
 
     model.eval()
     noise = None
     if p:
         noise = pending_noise(model, X_pending, posterior_transform)
-    Z = candidates if not p else torch.cat([candidates, X_pending.to(candidates)])
 
     prior_var = None
+    reason = None
     with torch.no_grad():
         if low_rank_ok:
-            factors = _LowRankFactors(model, Z)
-            mean = factors.mean[:n]
-            factor = factors.factor[:, :n]
+            factors = None if cache is None else cache.get(model, candidates)
+            if factors is None:
+                factors = _LowRankFactors(model, candidates)
+                if cache is not None:
+                    cache.put(model, candidates, factors)
+            mean = factors.mean
+            factor = factors.factor
             if p:
-                factor = _condition_factor_on_pending(factors, n, noise)
+                factor = factors.condition(X_pending.to(candidates), noise)
             # Both paths read rows of d_t on demand: the dense one turns them,
-            # a block at a time, into the N x N level matrix for exact greedy
-            # covers; the low-rank one never holds more than a pool of rows.
-            prior_var = factors.prior_variance()[:n]
+            # a block at a time, into the graphs of the exact greedy covers;
+            # the low-rank one never holds more than a pool of rows.
+            prior_var = factors.prior_variance()
             distance = LowRankDistance(
                 lambda idx: factors.prior_rows(idx, n),
                 prior_var,
@@ -379,7 +533,35 @@ def candidate_posterior(
             )
             # A farthest-first pool of 2 * row_batch rows fits in pool_bytes.
             distance.row_batch = max(1, min(32, pool_bytes // (2 * n * itemsize)))
+            if path == "auto" and GRAPH_PEAK_EDGE_BYTES * n * n + low_rank_need <= (
+                memory_budget
+            ):
+                path = "dense"  # even a complete graph fits: no need to sample
+            elif path == "auto":
+                # Greedy covers keep the pairs within eps_1 = the largest prior
+                # standard deviation (the default scale; first_radius if given),
+                # as neighbour lists (estimated from a sample of rows), or as a
+                # level matrix where the lists would not fit the budget.
+                radius = first_radius or float(prior_var.max().clamp_min(0).sqrt())
+                edges = distance.estimate_edges(radius)
+                graph = GRAPH_PEAK_EDGE_BYTES * edges
+                if graph + low_rank_need > memory_budget:
+                    graph = 2 * n * n  # a level matrix, where lists are larger
+                if graph + low_rank_need <= memory_budget:
+                    path = "dense"
+                else:
+                    path = "low_rank"
+                    reason = (
+                        f"greedy covers of N={n} need about {format_bytes(graph)} "
+                        f"({edges:,} pairs within eps_1), above "
+                        f"memory_budget={format_bytes(memory_budget)}"
+                    )
         else:
+            Z = (
+                candidates
+                if not p
+                else torch.cat([candidates, X_pending.to(candidates)])
+            )
             mean = _posterior_mean(model, candidates, posterior_transform)
             post = model.posterior(Z, posterior_transform=posterior_transform)
             try:
@@ -402,4 +584,5 @@ def candidate_posterior(
         path=path,
         prior_variance=prior_var,
         pending_noise=noise,
+        reason=reason,
     )

@@ -8,6 +8,7 @@ from botorch.models import SingleTaskGP
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from ax_chaining import ChainingUCB, is_cover
+from ax_chaining.distances import MemoryBudgetError
 from ax_chaining.posterior import candidate_posterior
 
 DTYPE = torch.float64
@@ -96,19 +97,61 @@ def test_size_cap_uses_the_N_bound(setting):
 
 def test_auto_path_choice_by_memory(setting):
     model, C = setting
-    assert ChainingUCB(model, C).chaining.info["path"] == "dense"
-    # The dense path needs 2 x 2000^2 bytes (8 MB: levels and adjacency) plus
-    # the low-rank factors and row blocks; with a 16 MB budget that is more than
-    # half, so the automatic choice moves to rows on demand.
-    small = ChainingUCB(model, C, memory_budget=16 * 2**20)
+    acqf = ChainingUCB(model, C)
+    assert acqf.chaining.info["path"] == "dense"
+    # The greedy covers keep every pair within eps_1 (16 bytes each at the peak,
+    # estimated from 64 rows): with a budget below that, and below the 2 N^2
+    # bytes of a level matrix, the automatic choice moves to rows on demand.
+    small = ChainingUCB(model, C, memory_budget=6 * 2**20)
     assert small.chaining.info["path"] == "low_rank"
     assert small.chaining.cover_method == "farthest_first"
+    assert "memory_budget" in small.chaining.info["reason"]
+    # Asked for explicitly, the exact path says what it would need.
+    with pytest.raises(MemoryBudgetError, match="memory_budget"):
+        ChainingUCB(model, C, path="dense", memory_budget=6 * 2**20)
 
 
 def test_low_rank_memory_is_linear_in_N():
     model, _ = se_setting(10, num_obs=5)
     C = 10.0 * torch.rand(20_000, 2, dtype=DTYPE)
-    # Dense would need 2 x 20000^2 B = 800 MB; 600 MB is enough for rows on demand.
-    acqf = ChainingUCB(model, C, memory_budget=600 * 2**20, max_cover_size=256)
+    # A level matrix would need 2 x 20000^2 B = 800 MB and the neighbour lists
+    # (about 4% of the pairs are within eps_1 here) about 250 MB; 100 MB is
+    # enough for rows on demand.
+    acqf = ChainingUCB(model, C, memory_budget=100 * 2**20, max_cover_size=256)
     assert acqf.chaining.info["path"] == "low_rank"
     assert acqf.chaining.n == 20_000
+
+
+def test_batch_equals_sequential_rebuilds():
+    """q picks through optimize_acqf_discrete (pending points set after each
+    pick, covers rebuilt lazily on a reused factor) equal picks made by fresh
+    acquisition functions, each built from scratch on the pending points."""
+    from botorch.optim import optimize_acqf_discrete
+
+    model, C = se_setting(600, num_obs=12, seed=3)
+    acqf = ChainingUCB(model, C)
+    base = acqf.chaining
+    X, _ = optimize_acqf_discrete(acqf, q=4, choices=C)
+    assert acqf.chaining is base  # the original state is restored, not rebuilt
+    remaining = C
+    for k in range(4):
+        fresh = ChainingUCB(model, C, X_pending=X[:k] if k else None)
+        values = fresh(remaining.unsqueeze(1))
+        best = int(values.argmax())
+        assert torch.equal(remaining[best], X[k])
+        remaining = torch.cat([remaining[:best], remaining[best + 1 :]])
+        acqf.set_X_pending(X[:k] if k else None)
+        for a, b in zip(acqf.chaining.covers, fresh.chaining.covers, strict=True):
+            assert torch.equal(a, b)
+        torch.testing.assert_close(acqf.candidate_sigma, fresh.candidate_sigma)
+
+
+def test_pending_factor_matches_model_posterior():
+    model, C = se_setting(300, num_obs=8, seed=4)
+    P = C[:3] + 0.01
+    acqf = ChainingUCB(model, C, X_pending=P)
+    # GP-BUCB: the posterior variance given the pending points observed with
+    # noise, whatever their values; here from BoTorch's own conditioning.
+    fant = model.condition_on_observations(P, model.posterior(P).mean)
+    expected = fant.posterior(C).variance.reshape(-1).sqrt()
+    torch.testing.assert_close(acqf.candidate_sigma, expected, atol=1e-7, rtol=1e-6)

@@ -9,11 +9,25 @@ that its peak resident memory (``ru_maxrss``) is its own; the figure includes th
 interpreter with torch, BoTorch and GPyTorch imported (reported as
 ``baseline_rss_mb``).
 
-Two subcommands print one JSON line per result:
+Subcommands print one JSON line per result:
 
-``python -m ax_chaining.benchmarks speed --n 1000 10000 100000 1000000``
-    median seconds and peak RSS for ChainingUCB (path chosen automatically)
-    and ``UpperConfidenceBound(beta=0.2)``, and their ratio.
+``python -m ax_chaining.benchmarks speed --sizes 1000 10000 30000 100000 1000000``
+    median seconds and peak RSS of one step (``q = 1``) and of a batch
+    (``q = 5``: ``optimize_acqf_discrete`` sets each pick as a pending point)
+    for ChainingUCB (path chosen automatically), and of one step of stock
+    ``UpperConfidenceBound(beta=0.2)`` on the same candidates (which has no
+    pending points), and the ratio of each to that UCB step.
+    ``--quick`` is a small preset (``N = 500``, one repeat) that a test runs
+    end to end.
+``python -m ax_chaining.benchmarks speed --cpu-time --sizes 10000``
+    CPU seconds (``time.process_time``, one torch thread, in one process) of
+    a stock UCB step, a ChainingUCB step and a ``q = 5`` batch: on a machine
+    shared with other jobs, CPU time moves far less than wall time. Run as a
+    script (``python path/to/speed.py --cpu-time``) it measures whichever
+    ``ax_chaining`` is first on ``PYTHONPATH``, e.g. an earlier commit's.
+``python -m ax_chaining.benchmarks speed --rows --sizes 10000``
+    the cost of a block of rows of :math:`d_t^2` against the same block of
+    prior kernel rows (what a row of :math:`d_t^2` adds to a kernel row).
 ``python -m ax_chaining.benchmarks speed --compare-covers --n 10000``
     exact greedy covers (dense path) against farthest-first covers (low-rank
     path) on the same posterior: cover sizes per level, their ratio, and whether
@@ -81,7 +95,7 @@ def _worker(args: argparse.Namespace) -> dict:
                 acqf = ChainingUCB(model, C, path=args.path)
             else:
                 acqf = UpperConfidenceBound(model, beta=0.2)
-            x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
+            x, _ = optimize_acqf_discrete(acqf, q=args.q, choices=C)
         times.append(time.perf_counter() - start)
         if args.method == "chaining":
             res = acqf.chaining
@@ -95,6 +109,7 @@ def _worker(args: argparse.Namespace) -> dict:
     return {
         "method": args.method,
         "n": args.n,
+        "q": args.q,
         "obs": args.obs,
         "repeats": args.repeats,
         "median_s": statistics.median(times),
@@ -105,7 +120,93 @@ def _worker(args: argparse.Namespace) -> dict:
     }
 
 
-def _run_worker(method: str, n: int, args: argparse.Namespace) -> dict:
+def _median_s(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _row_timings(model, C, distance, idx, repeats: int) -> dict[str, float]:
+    return {
+        "kernel_rows": _median_s(
+            lambda: model.covar_module(C[idx], C).to_dense(), repeats
+        ),
+        "dist2_rows": _median_s(lambda: distance.rows(idx), repeats),
+    }
+
+
+def _cpu_time_bench(args: argparse.Namespace) -> None:
+    """CPU seconds of UCB, a ChainingUCB step and a batch, one thread."""
+    from botorch.acquisition import UpperConfidenceBound
+    from botorch.optim import optimize_acqf_discrete
+
+    import ax_chaining
+    from ax_chaining import ChainingUCB
+
+    torch.set_num_threads(1)
+
+    def cpu(fn, repeats: int) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.process_time()
+            fn()
+            times.append(time.process_time() - start)
+        return statistics.median(times)
+
+    for n in args.n:
+        model, C = _problem(n, args.obs, args.seed)
+        with torch.no_grad():
+            # Warm up imports and caches on a small set first.
+            small = C[: min(n, 300)]
+            optimize_acqf_discrete(ChainingUCB(model, small), q=1, choices=small)
+            row = {"bench": "cpu_time", "n": n, "obs": args.obs, "threads": 1}
+            row["engine"] = args.label or str(Path(ax_chaining.__file__).parent)
+            row["ucb_cpu_s"] = cpu(
+                lambda m=model, c=C: optimize_acqf_discrete(
+                    UpperConfidenceBound(m, beta=0.2), q=1, choices=c
+                ),
+                args.repeats,
+            )
+            for q in args.q:
+                row[f"q{q}_cpu_s"] = cpu(
+                    lambda q=q, m=model, c=C: optimize_acqf_discrete(
+                        ChainingUCB(m, c), q=q, choices=c
+                    ),
+                    args.repeats if q == 1 else 1,
+                )
+                row[f"q{q}_ratio_to_ucb"] = row[f"q{q}_cpu_s"] / row["ucb_cpu_s"]
+        print(json.dumps(row), flush=True)
+
+
+def _rows_bench(args: argparse.Namespace) -> None:
+    """A block of rows of d_t^2 against the same block of prior kernel rows."""
+    from ax_chaining.posterior import candidate_posterior
+
+    for n in args.n:
+        model, C = _problem(n, args.obs, args.seed)
+        with torch.no_grad():
+            distance = candidate_posterior(model, C, path="low_rank").distance
+            idx = torch.arange(min(n, 1000))
+            timing = _row_timings(model, C, distance, idx, max(3, args.repeats))
+        print(
+            json.dumps(
+                {
+                    "bench": "rows",
+                    "n": n,
+                    "rows": idx.numel(),
+                    "obs": args.obs,
+                    **{f"{k}_s": v for k, v in timing.items()},
+                    "ratio": timing["dist2_rows"] / timing["kernel_rows"],
+                }
+            ),
+            flush=True,
+        )
+
+
+def _run_worker(method: str, n: int, q: int, args: argparse.Namespace) -> dict:
     cmd = [
         sys.executable,
         "-m",
@@ -115,6 +216,8 @@ def _run_worker(method: str, n: int, args: argparse.Namespace) -> dict:
         method,
         "--n",
         str(n),
+        "--q",
+        str(q),
         "--obs",
         str(args.obs),
         "--repeats",
@@ -126,7 +229,7 @@ def _run_worker(method: str, n: int, args: argparse.Namespace) -> dict:
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
-        return {"method": method, "n": n, "error": out.stderr.strip()[-2000:]}
+        return {"method": method, "n": n, "q": q, "error": out.stderr.strip()[-2000:]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -181,17 +284,32 @@ def _compare_covers(args: argparse.Namespace) -> None:
             )
 
 
-#: The targets of the project's scale issue, for the README table.
+#: Targets (seconds, GB) for ChainingUCB per (N, q), for the README table.
 TARGETS = {
-    1000: None,
-    10_000: (0.5, 1.5),
-    100_000: (10.0, 4.0),
-    1_000_000: (120.0, 8.0),
+    (10_000, 1): (0.5, None),
+    (10_000, 5): (2.5, None),
+    (100_000, 1): (3.0, None),
+    (1_000_000, 1): (30.0, 4.0),
+}
+#: Earlier measurements of one step (seconds, ratio to UCB) for the README
+#: table: the level-matrix engine on an idle machine of the same kind.
+PREVIOUS = {
+    (1000, 1): (0.0277, 7.66),
+    (10_000, 1): (1.84, 66.3),
+    (100_000, 1): (4.82, 20.6),
+    (1_000_000, 1): (59.2, 34.4),
 }
 
 
-def _target(target: tuple[float, float] | None) -> str:
-    return "" if target is None else f"{target[0]:g} / {target[1]:g}"
+def _target(target: tuple[float, float | None] | None) -> str:
+    if target is None:
+        return ""
+    seconds, gb = target
+    return f"{seconds:g} s" + ("" if gb is None else f" / {gb:g} GB")
+
+
+def _ratio(row: dict) -> str:
+    return f"{row['ratio_to_ucb']:.3g}" if "ratio_to_ucb" in row else "-"
 
 
 def _gap(gap: float) -> str:
@@ -202,20 +320,57 @@ def _table(paths: list[str]) -> str:
     lines = [line for p in paths for line in Path(p).read_text().splitlines()]
     rows = [json.loads(line) for line in lines if line.strip()]
     steps = [r for r in rows if r.get("bench") == "step" and "median_s" in r]
-    out = [
-        "| N | method | path / covers | median s | ratio to UCB | peak RSS GB "
-        "| target s / GB |",
-        "|---:|---|---|---:|---:|---:|---|",
-    ]
+    out = (
+        [
+            "| N | q | method | path / covers | median s | ratio to UCB | peak RSS GB "
+            "| target | previous (idle): s, ratio |",
+            "|---:|---:|---|---|---:|---:|---:|---|---:|",
+        ]
+        if steps
+        else []
+    )
     for r in steps:
-        target = TARGETS.get(r["n"])
+        key = (r["n"], r.get("q", 1))
+        chaining = r["method"] == "chaining"
         how = f"{r['path']} / {r['cover']}" if "path" in r else "-"
+        previous = PREVIOUS.get(key) if chaining else None
         out.append(
-            f"| {r['n']:,} | {'ChainingUCB' if r['method'] == 'chaining' else 'UCB'} "
-            f"| {how} | {r['median_s']:.3g} | {r['ratio_to_ucb']:.3g} "
+            f"| {r['n']:,} | {key[1]} | {'ChainingUCB' if chaining else 'UCB'} "
+            f"| {how} | {r['median_s']:.3g} | {_ratio(r)} "
             f"| {r['peak_rss_mb'] / 1024:.2f} "
-            f"| {_target(target) if r['method'] == 'chaining' else ''} |"
+            f"| {_target(TARGETS.get(key)) if chaining else ''} "
+            f"| {'' if previous is None else f'{previous[0]:.3g}, {previous[1]:.3g}'} |"
         )
+    cpu = [r for r in rows if r.get("bench") == "cpu_time"]
+    if cpu:
+        out += [
+            *([""] if out else []),
+            "| N | engine | UCB CPU s | step CPU s | step / UCB | q = 5 CPU s "
+            "| q = 5 / UCB |",
+            "|---:|---|---:|---:|---:|---:|---:|",
+        ]
+        for r in cpu:
+            q5 = r.get("q5_cpu_s")
+            q5_cells = (
+                "| |" if q5 is None else f"| {q5:.3g} | {r['q5_ratio_to_ucb']:.3g} |"
+            )
+            out.append(
+                f"| {r['n']:,} | {r['engine']} "
+                f"| {r['ucb_cpu_s']:.3g} | {r['q1_cpu_s']:.3g} "
+                f"| {r['q1_ratio_to_ucb']:.3g} {q5_cells}"
+            )
+    row_costs = [r for r in rows if r.get("bench") == "rows"]
+    if row_costs:
+        out += [
+            *([""] if out else []),
+            "| N | rows | kernel rows s | d_t^2 rows s | ratio |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for r in row_costs:
+            out.append(
+                f"| {r['n']:,} | {r['rows']} | {r['kernel_rows_s']:.3g} "
+                f"| {r['dist2_rows_s']:.3g} | {r['ratio']:.3g} |"
+            )
     covers = [r for r in rows if r.get("bench") == "compare_covers"]
     if covers:
         out += [
@@ -238,9 +393,28 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m ax_chaining.benchmarks speed",
         description="Speed and memory of one ChainingUCB step vs stock UCB.",
     )
-    parser.add_argument("--n", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument(
+        "--sizes", "--n", dest="n", type=int, nargs="+", default=[1000, 10_000]
+    )
+    parser.add_argument(
+        "--q",
+        type=int,
+        nargs="+",
+        default=[1, 5],
+        help="batch sizes (default: one step and a batch of 5)",
+    )
     parser.add_argument("--obs", type=int, default=50, help="observations")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--quick", action="store_true", help="small preset: N = 500, one repeat"
+    )
+    parser.add_argument(
+        "--rows", action="store_true", help="cost of d_t^2 rows vs kernel rows"
+    )
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="CPU seconds, one thread, in-process"
+    )
+    parser.add_argument("--label", default=None, help="engine name in --cpu-time")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
     parser.add_argument("--compare-covers", action="store_true")
@@ -254,8 +428,16 @@ def main(argv: list[str] | None = None) -> int:
         print(_table(args.table))
         return 0
     if args.worker:
-        args.n = args.n[0]
+        args.n, args.q = args.n[0], args.q[0]
         print(json.dumps(_worker(args)), flush=True)
+        return 0
+    if args.quick:
+        args.n, args.repeats = [500], 1
+    if args.rows:
+        _rows_bench(args)
+        return 0
+    if args.cpu_time:
+        _cpu_time_bench(args)
         return 0
     if args.compare_covers:
         _compare_covers(args)
@@ -265,15 +447,20 @@ def main(argv: list[str] | None = None) -> int:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
+    failed = False
     for n in args.n:
-        ucb = _run_worker("ucb", n, args)
-        chaining = _run_worker("chaining", n, args)
-        for row in (ucb, chaining):
+        # Stock UpperConfidenceBound has no pending points (it would ignore
+        # them), so every ChainingUCB row, batches included, is compared with
+        # one stock UCB step on the same candidates.
+        ucb = _run_worker("ucb", n, 1, args)
+        rows = [ucb] + [_run_worker("chaining", n, q, args) for q in args.q]
+        for row in rows:
             row.update(bench="step", **machine)
+            failed |= "error" in row
             if "median_s" in row and "median_s" in ucb:
                 row["ratio_to_ucb"] = row["median_s"] / ucb["median_s"]
             print(json.dumps(row), flush=True)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
