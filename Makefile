@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format bench bench-speed bench-paper clean
+.PHONY: install demo test lint format notebooks bench bench-speed bench-paper clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format ax_chaining tests
+
+## Execute every tutorial in place at its full size, keeping outputs and figures.
+notebooks: $(STAMP)
+	cd tutorials && for nb in *.ipynb; do ../$(BIN)/jupyter-execute --inplace $$nb || exit 1; done
 
 ## Speed and memory of one ChainingUCB step against stock UCB (JSON lines).
 bench-speed: $(STAMP)
