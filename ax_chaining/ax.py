@@ -161,7 +161,12 @@ class CandidateSetSpec:
             dicts). If given, it is the candidate set.
         num_candidates: Size of the fixed scrambled Sobol design used for
             continuous or mixed search spaces.
-        seed: Seed of the Sobol design and of the uniform initialization.
+        seed: Seed of the Sobol design and of the uniform initialization. None
+            (what the strategy factories pass by default) means: draw it from the
+            global torch RNG at the experiment's first generation (Ax's ``Client``
+            and ``ax.benchmark`` seed that RNG with their ``random_seed``), and
+            record it in every generator run's ``gen_metadata`` so that a reloaded
+            experiment continues with the same one.
         max_candidates: Largest allowed candidate set (memory guard).
         exclude_evaluated: Never propose a candidate that was already evaluated
             (for noise-free problems). By default re-evaluation is allowed, as in
@@ -173,7 +178,7 @@ class CandidateSetSpec:
 
     candidates: list[dict[str, TParamValue]] | None = None
     num_candidates: int = DEFAULT_NUM_CANDIDATES
-    seed: int = 0
+    seed: int | None = 0
     max_candidates: int = DEFAULT_MAX_CANDIDATES
     exclude_evaluated: bool = False
     exclude_pending: bool = True
@@ -182,7 +187,8 @@ class CandidateSetSpec:
         self.candidates = _normalize_table(self.candidates)
         for name in ("num_candidates", "max_candidates"):
             _check_positive_int(name, getattr(self, name))
-        _check_int(name="seed", value=self.seed)
+        if self.seed is not None:
+            _check_int(name="seed", value=self.seed)
         for name in ("exclude_evaluated", "exclude_pending"):
             if not isinstance(getattr(self, name), bool):
                 got = type(getattr(self, name)).__name__
@@ -243,7 +249,8 @@ def candidate_parameterizations(
     elif all(_is_discrete(p) for p in _free_parameters(search_space)):
         rows = _enumerate_discrete(search_space, spec.max_candidates)
     else:
-        rows = _sobol_design(search_space, spec.num_candidates, spec.seed)
+        seed = spec.seed if spec.seed is not None else _draw_seed()
+        rows = _sobol_design(search_space, spec.num_candidates, seed)
     return _dedupe(rows, search_space)
 
 
@@ -683,10 +690,11 @@ class UniformCandidateNode(_SpecNodeStorage, ExternalGenerationNode):
     def update_generator_state(self, experiment: Experiment, data: Data) -> None:
         """Compute the candidate set and count how often each is already used."""
         _check_experiment(experiment)
+        seed = _experiment_seed(self.candidate_spec, experiment)
         rows = self._cache.get(experiment.search_space, self.candidate_spec)
         if rows is not self._rows:
             self._rows = rows
-            rng = np.random.default_rng([self.candidate_spec.seed, 1])
+            rng = np.random.default_rng([seed, 1])
             self._order = rng.permutation(len(rows))
         self._names = list(experiment.search_space.parameters)
         self._used = {}
@@ -747,7 +755,10 @@ class UniformCandidateNode(_SpecNodeStorage, ExternalGenerationNode):
             self._fixed = None
         gr._gen_metadata = {
             **(gr.gen_metadata or {}),
-            GEN_METADATA_KEY: {"num_candidates": len(self._rows)},
+            GEN_METADATA_KEY: {
+                "num_candidates": len(self._rows),
+                "seed": self.candidate_spec.seed,
+            },
         }
         return gr
 
@@ -805,6 +816,7 @@ class CandidateSetNode(_SpecNodeStorage, GenerationNode):
     ) -> GeneratorRun:
         _check_experiment(experiment)
         spec = self.candidate_spec
+        _experiment_seed(spec, experiment)
         generator_spec = self.generator_spec_to_gen_from
         adapter = generator_spec.fitted_adapter
         rows = self._cache.get(experiment.search_space, spec)
@@ -879,6 +891,7 @@ class CandidateSetNode(_SpecNodeStorage, GenerationNode):
         meta: dict[str, Any] = {
             "num_candidates": num_candidates,
             "num_selectable": num_selectable,
+            "seed": self.candidate_spec.seed,
         }
         # The BoTorch generator keeps the Acquisition of its last gen call.
         acq = getattr(adapter.generator, "_acquisition", None)
@@ -1171,12 +1184,36 @@ class CandidateSetAcquisition(Acquisition):
 # ---------------------------------------------------------------------------
 
 
-def _resolve_seed(seed: int | None) -> int:
-    if seed is None:
-        # A fresh seed, stored in the strategy (and its JSON) so that the design
-        # and the initial draws can be reproduced after a reload.
-        return int(np.random.SeedSequence().entropy % (2**31 - 1))
-    return _check_int("seed", seed)
+def _resolve_seed(seed: int | None) -> int | None:
+    # None stays None until the first generation (see `_experiment_seed`): a seed
+    # drawn here, at build time, would ignore the caller's seed.
+    return None if seed is None else _check_int("seed", seed)
+
+
+def _draw_seed() -> int:
+    """A seed from the global torch RNG, which Ax seeds around generation."""
+    return int(torch.randint(0, 2**31 - 1, (1,)).item())
+
+
+def _experiment_seed(spec: CandidateSetSpec, experiment: Experiment) -> int:
+    """Resolve ``spec.seed`` in place and return it.
+
+    With ``seed=None`` the seed is the one recorded in the experiment's generator
+    runs (a reloaded experiment, or the other node of the same strategy after a
+    reload), else one drawn from the global torch RNG: Ax's ``Client`` and
+    ``ax.benchmark`` run generation inside ``with_rng_seed(random_seed)``, so the
+    draw follows the caller's seed. Storing it in ``spec`` puts it in the
+    strategy's JSON as well.
+    """
+    if spec.seed is None:
+        recorded = None
+        for index in sorted(experiment.trials):
+            for gr in experiment.trials[index].generator_runs:
+                meta = (gr.gen_metadata or {}).get(GEN_METADATA_KEY) or {}
+                if recorded is None and isinstance(meta.get("seed"), int):
+                    recorded = int(meta["seed"])
+        spec.seed = recorded if recorded is not None else _draw_seed()
+    return spec.seed
 
 
 def _spec(
@@ -1307,7 +1344,8 @@ def chaining_ucb_node(
             DataFrame or a list of dicts). Default: all combinations of a fully
             discrete search space, else a fixed Sobol design.
         num_candidates: Size of the Sobol design (continuous / mixed spaces).
-        seed: Seed of the design; None draws one (stored with the strategy).
+        seed: Seed of the design; None follows the caller's seed (drawn from the
+            global torch RNG at the first generation, then stored).
         exclude_evaluated: Never re-propose an evaluated candidate (noise-free
             problems). Default False: re-evaluation is allowed (noisy setting).
         exclude_pending: Avoid proposing pending candidates while others remain.
@@ -1518,7 +1556,9 @@ def chaining_generation_strategy(
         candidates: Optional table of parameterizations (DataFrame or list of
             dicts); default the whole discrete space or a fixed Sobol design.
         num_candidates: Size of the Sobol design for continuous / mixed spaces.
-        seed: Seed of the design and of the initialization; None draws one.
+        seed: Seed of the design and of the initialization; None follows the
+            caller's seed (e.g. ``Client(random_seed=...)``): it is drawn from
+            the global torch RNG at the first generation, then stored.
         exclude_evaluated: Never re-propose an evaluated candidate.
         exclude_pending: Avoid proposing pending candidates while others remain.
         max_candidates: Largest allowed candidate set (memory guard).

@@ -756,3 +756,95 @@ def test_acquisition_requires_a_candidate_set() -> None:
         adapter.evaluate_acquisition_function(
             observation_features=[ObservationFeatures(parameters={"x": 1, "y": 2})],
         )
+
+
+# ---------------------------------------------------------------------------
+# Reproducibility under the caller's seed (strategy built with seed=None).
+# ---------------------------------------------------------------------------
+
+
+def _seeded_run(random_seed: int, factory: Callable[..., Any]) -> list[dict]:
+    client = _continuous_client(seed=random_seed)
+    client.set_generation_strategy(factory(init_trials=3, num_candidates=64))
+    return _flat(_run(client, _continuous_f, 5, noise_std=0.0))
+
+
+@pytest.mark.parametrize("factory", [chaining_generation_strategy])
+def test_client_random_seed_determines_every_trial(
+    factory: Callable[..., Any],
+) -> None:
+    """Default seed=None: the Client's random_seed decides the design and draws."""
+    torch.manual_seed(123)  # the global state outside the Client must not matter
+    first = _seeded_run(7, factory)
+    torch.manual_seed(456)
+    second = _seeded_run(7, factory)
+    other = _seeded_run(8, factory)
+    assert first == second
+    assert first[:3] != other[:3]
+
+
+def test_drawn_seed_survives_json_reload(tmp_path: Any) -> None:
+    client = _continuous_client(seed=3)
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=4, num_candidates=64)
+    )
+    _run(client, _continuous_f, 2, noise_std=0.0)
+    path = str(tmp_path / "seeded.json")
+    client.save_to_json_file(path)
+    loaded = Client.load_from_json_file(path)
+    assert client.get_next_trials(max_trials=3) == loaded.get_next_trials(max_trials=3)
+
+
+def _benchmark_problem() -> Any:
+    from ax.benchmark.benchmark_problem import BenchmarkProblem, get_soo_opt_config
+    from ax.benchmark.benchmark_test_function import BenchmarkTestFunction
+
+    class Bumps(BenchmarkTestFunction):
+        def __init__(self) -> None:
+            self.outcome_names = ["f"]
+            self.n_steps = 1
+
+        def evaluate_true(self, params: Any) -> torch.Tensor:
+            return torch.tensor([[_grid_f(params)]], dtype=torch.double)
+
+    search_space = SearchSpace(
+        [
+            RangeParameter("x", ParameterType.INT, 0, 19),
+            RangeParameter("y", ParameterType.INT, 0, 19),
+        ]
+    )
+    opt_config, metrics = get_soo_opt_config(outcome_names=["f"], lower_is_better=False)
+    return BenchmarkProblem(
+        name="bumps",
+        optimization_config=opt_config,
+        num_trials=6,
+        test_function=Bumps(),
+        noise_std=0.05,
+        optimal_value=1.0,
+        baseline_value=0.0,
+        search_space=search_space,
+        opt_config_metrics=metrics,
+    )
+
+
+def test_benchmark_replications_follow_the_harness_seed() -> None:
+    """ax.benchmark: same seed -> same run; other seeds -> other runs."""
+    from ax.benchmark.benchmark import benchmark_replication
+    from ax.benchmark.benchmark_method import BenchmarkMethod
+
+    problem = _benchmark_problem()
+    method = BenchmarkMethod(
+        generation_strategy=chaining_generation_strategy(init_trials=3)
+    )
+
+    def arms(seed: int) -> list[dict]:
+        result = benchmark_replication(problem=problem, method=method, seed=seed)
+        assert result.experiment is not None
+        trials = result.experiment.trials
+        return [trials[i].arms[0].parameters for i in sorted(trials)]
+
+    first = arms(0)
+    assert arms(0) == first
+    others = [arms(s) for s in (1, 2)]
+    assert all(o != first for o in others)
+    assert others[0] != others[1]
