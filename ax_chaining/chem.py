@@ -189,9 +189,7 @@ def morgan_fingerprints(
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"`{arg}` must be an integer >= {low}, got {value!r}.")
     Chem, RDLogger, rdFingerprintGenerator = _rdkit_modules()
-    generator = rdFingerprintGenerator.GetMorganGenerator(
-        radius=radius, fpSize=n_bits
-    )
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
     out = torch.zeros(len(smiles), n_bits, dtype=torch.uint8)
     # rdkit prints parse errors to stderr; the ValueError below says it instead.
     RDLogger.DisableLog("rdApp.*")
@@ -239,7 +237,9 @@ def _binary(arg: str, x: Tensor) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"`{arg}` must be a torch.Tensor, got {type(x).__name__}.")
     if x.dim() != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(f"`{arg}` must be a non-empty 2-D tensor, got {tuple(x.shape)}.")
+        raise ValueError(
+            f"`{arg}` must be a non-empty 2-D tensor, got {tuple(x.shape)}."
+        )
     x = x.to(torch.float64)
     if not bool(((x == 0) | (x == 1)).all()):
         raise ValueError(f"`{arg}` must hold only 0 and 1.")
