@@ -13,6 +13,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ax_chaining.certificate import (
+    Certificate,
+    ChainingTree,
+    certificate_bounds,
+    chaining_tree,
+)
 from ax_chaining.chaining import ChainingResult, chaining_covers, num_levels
 from ax_chaining.covers import farthest_first_order, greedy_cover, is_cover
 from ax_chaining.distances import (
@@ -28,6 +34,7 @@ _LAZY = {
     "ChainingUCB": "ax_chaining.acquisition",
     "GPUCB": "ax_chaining.acquisition",
     "default_t": "ax_chaining.acquisition",
+    "evaluated_candidates": "ax_chaining.acquisition",
     "gp_ucb_beta": "ax_chaining.acquisition",
     "PrecomputedKernel": "ax_chaining.kernels",
     "CandidateSetSpec": "ax_chaining.ax",
@@ -45,12 +52,16 @@ _LAZY = {
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
+    "Certificate",
     "ChainingResult",
+    "ChainingTree",
     "DenseDistance",
     "LowRankDistance",
     "MemoryBudgetError",
     "PseudoDistance",
+    "certificate_bounds",
     "chaining_covers",
+    "chaining_tree",
     "farthest_first_order",
     "greedy_cover",
     "is_cover",

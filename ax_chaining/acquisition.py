@@ -9,6 +9,8 @@ and the ``n_0`` initial points of their experiments count as observations.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,6 +23,17 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
+from ax_chaining.certificate import (
+    Certificate,
+    ChainingTree,
+    Links,
+    Method,
+    Rule,
+    Tail,
+    certificate_bounds,
+    chaining_tree,
+    recommend,
+)
 from ax_chaining.chaining import (
     ChainingResult,
     CoverMethod,
@@ -29,7 +42,7 @@ from ax_chaining.chaining import (
     _check_positive_int,
     chaining_covers,
 )
-from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 from ax_chaining.posterior import (
     Path,
     candidate_posterior,
@@ -46,6 +59,7 @@ __all__ = [
     "GPUCB",
     "ChainingUCB",
     "default_t",
+    "evaluated_candidates",
     "gp_ucb_beta",
 ]
 
@@ -85,6 +99,49 @@ def gp_ucb_beta(num_candidates: int, t: int, delta: float = 0.05) -> float:
     t = _check_positive_int("t", t)
     delta = _check_delta(delta)
     return 2.0 * math.log(num_candidates * t**2 * math.pi**2 / (6.0 * delta))
+
+
+def evaluated_candidates(model: Model, candidates: Tensor) -> Tensor:
+    """Boolean mask of the candidates that are training inputs of ``model``.
+
+    Compared in the model's input space (``input_transform.preprocess_transform``
+    applied to the candidates, as BoTorch does to the training inputs), with a
+    relative tolerance of ``1e-9``. Model lists: a training input of any model.
+    """
+    models = list(getattr(model, "models", None) or [model])
+    mask = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
+    for sub in models:
+        sub.eval()  # BoTorch stores transformed training inputs in eval mode
+        inputs = getattr(sub, "train_inputs", None)
+        if not inputs or inputs[0] is None:
+            continue
+        with torch.no_grad():
+            transform = getattr(sub, "input_transform", None)
+            C = (
+                candidates
+                if transform is None
+                else transform.preprocess_transform(candidates)
+            )
+            train = inputs[0].reshape(-1, inputs[0].shape[-1]).to(C)
+            tol = 1e-9 * (1.0 + float(train.abs().max()))
+            for start in range(0, C.shape[0], 4096):
+                d = torch.cdist(
+                    C[start : start + 4096],
+                    train,
+                    compute_mode="donot_use_mm_for_euclid_dist",
+                )
+                mask[start : start + 4096] |= d.min(dim=-1).values <= tol
+    return mask
+
+
+@dataclass
+class _CertificateState:
+    """Posterior without pending points, and the chaining tree (one step)."""
+
+    mean: Tensor
+    distance: PseudoDistance
+    tree: ChainingTree
+    t: int
 
 
 def _check_candidates(candidates: Any, model: Model) -> Tensor:
@@ -383,32 +440,225 @@ class ChainingUCB(AcquisitionFunction):
         mean, sigma = self._mean_and_sigma(X)
         return (mean if self.maximize else -mean) + self.chaining.bonus(sigma)
 
+    @torch.no_grad()
     @t_batch_mode_transform(expected_q=1, assert_output_shape=False)
     def regret_bound(self, X: Tensor) -> Tensor:
-        r"""The paper's regret certificate (Eq. (ucb)) at ``X``.
+        r"""Regret certificate :math:`B_t(x)` at candidate points ``X``.
 
-        With probability at least :math:`1 - \delta`, the point :math:`x` that
-        Chaining-UCB selects satisfies
+        With probability at least :math:`1 - \delta` (jointly over all steps),
+        :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for any ``x``
+        chosen from the data, the query :math:`x_t` included: the default
+        certificate of :meth:`certificate` (``method="combined"``), see
+        :mod:`ax_chaining.certificate`. It assumes the model's prior and
+        hyperparameters are the true ones.
 
-        .. math::
-
-            \sup_{x^\star \in X} f(x^\star) - f(x) \le 3 \sum_{i:\, \epsilon_i <
-            \sigma_t(x)} \epsilon_{i-1} \sqrt{2 u_i}, \quad u_i = \log
-            \frac{(|T_i| + 1)\, i^2 t^2 \pi^4}{36 \delta},
-
-        summed over all levels, with :math:`|T_i| \le N` beyond the computed ones
-        (see :meth:`ChainingResult.regret_bound`). The guarantee assumes the
-        model's prior is the true one and is stated for the selected point.
+        The paper's Eq. (ucb) is kept, for comparison only, as
+        :meth:`ChainingResult.regret_bound` (``acqf.chaining.regret_bound``); its
+        derivation does not cover points other than the query, and has gaps (see
+        :mod:`ax_chaining.certificate`).
 
         Args:
-            X: A ``(b1 x ... bk) x 1 x d``-dim batched tensor of design points.
+            X: A ``(b1 x ... bk) x 1 x d``-dim batched tensor of candidates (rows
+                of ``candidates``).
 
         Returns:
             A ``(b1 x ... bk)``-dim tensor of bounds, in objective units.
         """
-        with torch.no_grad():
-            _, sigma = self._mean_and_sigma(X)
-        return self.chaining.regret_bound(sigma)
+        flat = X.detach().reshape(-1, X.shape[-1])
+        index = self._candidate_index(flat)
+        state = self._certificate_state()
+        bounds = certificate_bounds(
+            state.mean,
+            state.distance,
+            index,
+            t=state.t,
+            delta=self.delta,
+            tree=state.tree,
+        )["bound"]
+        return bounds.to(X).reshape(X.shape[:-2])
+
+    @torch.no_grad()
+    def certificate(
+        self,
+        among: Tensor | Sequence[int] | str | None = None,
+        rule: Rule = "min_bound",
+        method: Method = "combined",
+        links: Links = "actual",
+        tail: Tail = "gaussian",
+        delta: float | None = None,
+        t: int | None = None,
+    ) -> Certificate:
+        r"""A regret certificate for a recommended candidate.
+
+        With probability at least :math:`1 - \delta`, jointly over all steps,
+        :math:`\max_{x^\star \in X} f(x^\star) - f(\texttt{x}) \le
+        \texttt{bound}` (objective units), assuming the model's GP prior and
+        hyperparameters are the true ones. The bound uses the posterior given the
+        observations only (pending points are not conditioned on).
+
+        Example:
+            >>> acqf = ChainingUCB(model, candidates)
+            >>> cert = acqf.certificate()  # the evaluated candidate with least bound
+            >>> cert.index, cert.bound, cert.as_dict()
+
+        Args:
+            among: The candidates that may be recommended: None (default) for the
+                evaluated ones (candidates that are training inputs of the
+                model), ``"all"`` for every candidate, a boolean mask of length
+                ``N``, or indices.
+            rule: ``"min_bound"`` (default): the point with the smallest bound;
+                ``"max_mean"``: the point with the largest posterior mean.
+            method: ``"combined"`` (default: the smaller of the pairwise and the
+                chaining bound, ``delta/2`` each), ``"pairwise"`` or ``"chaining"``.
+            links: ``"actual"`` (default, pseudo-distances along the chain) or
+                ``"radius"`` (the paper's radii).
+            tail: ``"gaussian"`` (default, exact quantile) or ``"chernoff"``.
+            delta: Confidence parameter; default the acquisition's ``delta``.
+            t: Step whose share of ``delta`` is used (default: observations + 1,
+                or the ``t`` given at construction); each step must use its own.
+
+        Returns:
+            A frozen :class:`~ax_chaining.certificate.Certificate`.
+        """
+        delta = self.delta if delta is None else _check_delta(delta)
+        state = self._certificate_state()
+        t = state.t if t is None else _check_positive_int("t", t)
+        index = self._certified_index(among)
+        tree = None
+        if method != "pairwise":
+            tree = state.tree
+        parts = certificate_bounds(
+            state.mean,
+            state.distance,
+            index,
+            t=t,
+            delta=delta,
+            method=method,
+            tree=tree,
+            links=links,
+            tail=tail,
+        )
+        bounds = parts["bound"]
+        pos = recommend(bounds, index, state.mean, rule)
+        best = int(index[pos])
+        return Certificate(
+            index=best,
+            x=self.candidates[best].detach().clone(),
+            bound=float(bounds[pos]),
+            delta=float(delta),
+            t=int(t),
+            method=method,
+            rule=rule,
+            links=links,
+            tail=tail,
+            mean=float(state.mean[best]) * (1.0 if self.maximize else -1.0),
+            components={k: float(v[pos]) for k, v in parts.items() if k != "bound"},
+            certified=tuple(int(i) for i in index.tolist()),
+            bounds=tuple(float(b) for b in bounds.tolist()),
+        )
+
+    @torch.no_grad()
+    def _certificate_state(self) -> _CertificateState:
+        """Posterior (no pending points) and chaining tree, cached per build."""
+        cached = getattr(self, "_certificate_cache", None)
+        if cached is not None and cached[0] is self.chaining:
+            return cached[1]
+        opts = self._options
+        post = candidate_posterior(
+            self.model,
+            self.candidates,
+            posterior_transform=self.posterior_transform,
+            X_pending=None,
+            path=opts["path"],
+            memory_budget=opts["memory_budget"],
+        )
+        t = self._t if self._t is not None else default_t(self.model, 0)
+        chaining = self.chaining
+        if self.X_pending is not None:
+            # The covers of the query were built on the posterior given the
+            # pending points; the radius form needs covers of this posterior.
+            chaining = chaining_covers(
+                post.distance,
+                t=t,
+                delta=self.delta,
+                scale=self.chaining.scale,
+                sigma_floor=opts["sigma_floor"],
+                h_radius=opts["h_radius"],
+                cover=self.chaining.cover_method,
+                max_cover_size=opts["max_cover_size"],
+            )
+        tree = chaining_tree(
+            post.distance, chaining.covers, chaining.eps, chaining.bounded
+        )
+        mean = post.mean.to(torch.float64)
+        state = _CertificateState(
+            mean=mean if self.maximize else -mean,
+            distance=post.distance,
+            tree=tree,
+            t=t,
+        )
+        self._certificate_cache = (self.chaining, state)
+        return state
+
+    def _candidate_index(self, X: Tensor) -> Tensor:
+        """Row of ``candidates`` equal to each row of ``X`` (ValueError if none)."""
+        C = self.candidates
+        X = X.detach().to(C)
+        tol = 1e-9 * (1.0 + float(C.abs().max()))
+        index = torch.empty(X.shape[0], dtype=torch.long, device=C.device)
+        for start in range(0, X.shape[0], 1024):
+            d = torch.cdist(
+                X[start : start + 1024], C, compute_mode="donot_use_mm_for_euclid_dist"
+            )
+            val, arg = d.min(dim=-1)
+            if bool((val > tol).any()):
+                bad = start + int((val > tol).nonzero()[0])
+                raise ValueError(
+                    f"regret_bound: row {bad} of X is not a candidate; the "
+                    "certificate is defined on the candidate set (it needs the "
+                    "row of d_t of the point over the candidates)."
+                )
+            index[start : start + 1024] = arg
+        return index
+
+    def _certified_index(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
+        n, device = self.candidates.shape[0], self.candidates.device
+        if among is None:
+            mask = evaluated_candidates(self.model, self.candidates)
+            if not bool(mask.any()):
+                raise ValueError(
+                    "certificate: no candidate is a training input of the model, so "
+                    "none is 'evaluated'; pass among='all', a boolean mask or "
+                    "indices of the candidates that may be recommended."
+                )
+            return mask.nonzero().squeeze(-1)
+        if isinstance(among, str):
+            if among != "all":
+                raise ValueError(
+                    f"among must be None, 'all', a boolean mask or indices, got "
+                    f"{among!r}."
+                )
+            return torch.arange(n, device=device)
+        among = torch.as_tensor(among, device=device)
+        if among.dtype == torch.bool:
+            if among.shape != (n,):
+                raise ValueError(
+                    f"among as a mask must have shape ({n},), got {tuple(among.shape)}."
+                )
+            index = among.nonzero().squeeze(-1)
+        else:
+            if among.is_floating_point():
+                raise TypeError(
+                    f"among must hold integer indices or booleans, got {among.dtype}."
+                )
+            index = among.reshape(-1).long()
+            if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
+                raise ValueError(
+                    f"among has indices outside [0, {n}): {index.tolist()[:10]}."
+                )
+        if index.numel() == 0:
+            raise ValueError("among selects no candidate.")
+        return index
 
 
 class GPUCB(UpperConfidenceBound):

@@ -180,6 +180,15 @@ class ChainingResult:
         computed ones; beyond them :math:`|T_i| \le N` is used, and the geometric
         tail is summed until its remainder is below :math:`2^{-64}` of the sum.
 
+        Kept to compare with the paper only. Its derivation holds at most at the
+        query :math:`x_t`, needs the query rule with :math:`\epsilon_{i-1}` in
+        :math:`H_i` (``h_radius="proof"``), and has two gaps (the first chaining
+        link can reach :math:`2\epsilon_{i-1}`; a level uses up to
+        :math:`|T_i| + |T_i \setminus T_{i-1}|` pairs, not :math:`|T_i| + 1`).
+        For a certificate that is valid at any point chosen from the data, use
+        :mod:`ax_chaining.certificate` (``ChainingUCB.certificate()`` and
+        ``ChainingUCB.regret_bound``).
+
         Args:
             sigma: Tensor of posterior standard deviations, any shape.
 

@@ -233,14 +233,12 @@ def test_regret_bound_is_the_certificate(data):
     acqf = ChainingUCB(fixed_model(X, Y), C)
     x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
     bound = acqf.regret_bound(x.unsqueeze(0))
-    sigma = acqf._mean_and_sigma(x.unsqueeze(0))[1]
-    torch.testing.assert_close(bound, acqf.chaining.regret_bound(sigma))
-    assert bound.shape == (1,) and bound.item() > 0
-    # A point with smaller sigma has a smaller certificate.
-    sig = acqf.candidate_sigma
-    lo, hi = C[int(sig.argmin())], C[int(sig.argmax())]
-    both = acqf.regret_bound(torch.stack([lo, hi]).unsqueeze(1))
-    assert both[0] < both[1]
+    i = int(torch.cdist(x, C).argmin())
+    cert = acqf.certificate(among=[i])
+    assert bound.shape == (1,) and bound.item() == pytest.approx(cert.bound)
+    assert bound.item() > 0
+    # Batch shapes follow X.
+    assert acqf.regret_bound(C[:6].reshape(2, 3, 1, 2)).shape == (2, 3)
 
 
 def test_registered_input_constructors(data):

@@ -1,0 +1,608 @@
+r"""Regret certificates valid at any point fixed by the data (pure torch).
+
+Setting. At step ``t`` the model holds ``t - 1`` observations :math:`D_t`; over the
+finite candidate set :math:`X` (``N`` points) the posterior of the latent
+function has mean :math:`\mu` and pseudo-distance
+:math:`d(x, x') = \sqrt{\mathrm{Var}[f(x) - f(x') \mid D_t]}`. A *certificate* for
+a point :math:`x` is a number :math:`B_t(x)` such that, with probability at least
+:math:`1 - \delta` (jointly over all steps ``t``),
+
+.. math::
+
+    \max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x).
+
+**Assumptions.** (i) :math:`f` is a sample of the GP prior of the model, with
+the model's hyperparameters, and the observations carry independent Gaussian
+noise of the model's variance (so :math:`\mu, d` are the exact posterior); (ii)
+the certified point :math:`x` and everything the bound is built from (covers,
+tree, budget split) are functions of :math:`D_t` only (and of randomness
+independent of :math:`f`). Hyperparameters refit on the data at every step break
+(i) strictly speaking; the bound is then a model-based statement.
+
+**One step, one point.** Given :math:`D_t`, :math:`g = f - \mu` is a centred GP
+and, for a pair :math:`(a, b)` fixed by the data,
+:math:`g(b) - g(a) \sim \mathcal N(0, d(a, b)^2)`, so
+:math:`P[g(b) - g(a) > z\, d(a, b) \mid D_t] = \bar\Phi(z) \le e^{-z^2/2}`. If a
+family :math:`P` of pairs is fixed by the data and pair :math:`p` gets the
+threshold :math:`z_p` with :math:`\sum_p \bar\Phi(z_p) \le \delta_t`, all events
+:math:`g(b) - g(a) \le z_p d(a, b)` hold at once with probability at least
+:math:`1 - \delta_t`. With :math:`\delta_t = 6 \delta / (\pi^2 t^2)` (the paper's
+split over steps), they hold for every step at once with probability at least
+:math:`1 - \delta`; so does every bound below, and so does the *running minimum*
+:math:`\min_{s \le t} B_s(\hat x_s)`, which certifies the point that attained it.
+
+**Pairwise union bound** (``method="pairwise"``). The pairs
+:math:`(x, x^\star)`, :math:`x^\star \ne x`, with one threshold
+:math:`z_t = \bar\Phi^{-1}(\delta_t / (N - 1))` give
+
+.. math::
+
+    B^{\mathrm{pair}}_t(x) = \max_{x^\star} \big[\mu(x^\star) - \mu(x)
+        + z_t\, d(x, x^\star)\big].
+
+**Chaining** (``method="chaining"``), after Appendix A of Contal, Malherbe and
+Vayatis (2015). Take nested sets :math:`T_1 \subseteq \dots \subseteq T_L` (the
+covers of Algorithm 1, or any sets fixed by the data) and close the tree with
+:math:`T_{L+1} = X`, so no level beyond ``L + 1`` is needed (this is the paper's
+:math:`|T_i| \le N` for the finer levels, with finitely many of them). Every
+:math:`c \in T_i \setminus T_{i-1}`, :math:`i \ge 2`, has the parent
+:math:`p(c) = \arg\min_{c' \in T_{i-1}} d(c, c')`; :math:`p_i(x^\star)` is the
+ancestor of :math:`x^\star` in :math:`T_i`. For any level :math:`i` (the paper
+takes the first with :math:`\epsilon_i < d(x, x^\star)`; any :math:`i` is valid),
+
+.. math::
+
+    g(x^\star) - g(x) = \big[g(p_i(x^\star)) - g(x)\big]
+        + \sum_{j = i+1}^{L+1} \big[g(p_j(x^\star)) - g(p_{j-1}(x^\star))\big].
+
+The pairs used at level :math:`j` are the *first links* :math:`(x, c)`,
+:math:`c \in T_j`, and the *chain links* :math:`(p(c), c)`,
+:math:`c \in T_j \setminus T_{j-1}`: :math:`m_j = |T_j| + |T_j \setminus T_{j-1}|`
+pairs, each with threshold :math:`z_j = \bar\Phi^{-1}(\delta_t w_j / m_j)`, level
+weights :math:`w_j \propto j^{-2}` summing to 1 over the :math:`L+1` levels (the
+paper's :math:`6 / (\pi^2 j^2)`, renormalized since the tree is finite). On the
+event, for every :math:`x^\star`,
+
+.. math::
+
+    B^{\mathrm{chain}}_t(x) = \max_{x^\star} \Big[\mu(x^\star) - \mu(x)
+        + \min_{i} \Big(z_i\, d(x, p_i(x^\star))
+        + \sum_{j > i,\ p_j \ne p_{j-1}} z_j\,
+        d(p_j(x^\star), p(p_j(x^\star)))\Big)\Big].
+
+``links="actual"`` (default) is this, with the actual pseudo-distances along the
+chain; it is valid for *any* nested sets, covers or not. ``links="radius"``
+bounds each link by its radius as the paper does: a chain link into a proper
+:math:`\epsilon_{j-1}`-cover is at most :math:`\epsilon_{j-1}`, and the first
+link is at most :math:`d(x, x^\star) + \sum_{j > i} \epsilon_{j-1}` (triangle
+inequality), which depends on :math:`x^\star` only through
+:math:`d(x, x^\star)`: one row of :math:`d` per certified point. Levels whose
+cover was capped (``bounded``) are not covers, so the radius form closes the
+tree with :math:`X` at the first of them.
+
+Two corrections to the paper's Eq. (chaining), both needed for validity: the
+first link :math:`d(x, p_{i}(x^\star))` can reach :math:`2 \epsilon_{i-1}`, not
+:math:`\epsilon_{i-1}` (the ancestor of :math:`x^\star` is only within
+:math:`2\epsilon_i` of it), and a level uses up to :math:`|T_i| + |T_i \setminus
+T_{i-1}|` distinct pairs, not :math:`|T_i| + 1`. The paper's simplification to
+Eq. (ucb), :math:`3 \sum_{i: \epsilon_i < \sigma(x_t)} \epsilon_{i-1}
+\sqrt{2 u_i}`, further needs the query rule with :math:`\epsilon_{i-1}` in
+:math:`H_i` (``h_radius="proof"``); it is kept for comparison as
+:meth:`ax_chaining.chaining.ChainingResult.regret_bound` and is not used here.
+
+``tail="gaussian"`` (default) takes the exact Gaussian quantile
+:math:`\bar\Phi^{-1}(p)`; ``tail="chernoff"`` the paper's
+:math:`\sqrt{2 \log(1/p)}`, which is larger.
+
+**Default** (``method="combined"``): :math:`\min(B^{\mathrm{pair}}_t,
+B^{\mathrm{chain}}_t)` with :math:`\delta/2` given to each; on the intersection
+of both events (probability at least :math:`1 - \delta`) both hold.
+
+**UCB - LCB** (Makarova et al., 2022), for comparison: on the GP-UCB event
+:math:`|f - \mu| \le \sqrt{\beta_t}\, \sigma` over :math:`X`,
+:math:`\max_{x^\star} f(x^\star) - f(x) \le \max_{x'} \mathrm{UCB}(x') -
+\mathrm{LCB}(x)` (:func:`ucb_lcb_bound`).
+
+**Recommendation.** A certificate is a bound for one point chosen from the data:
+by default the evaluated candidate with the smallest bound (``rule="min_bound"``)
+or the one with the largest posterior mean (``rule="max_mean"``); both are
+functions of :math:`D_t`, so the bound holds for them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from ax_chaining.distances import PseudoDistance
+
+__all__ = [
+    "Certificate",
+    "ChainingTree",
+    "certificate_bounds",
+    "chaining_bound",
+    "chaining_tree",
+    "pairwise_bound",
+    "recommend",
+    "running_minimum",
+    "step_delta",
+    "ucb_lcb_bound",
+    "upper_quantile",
+]
+
+Tail = Literal["gaussian", "chernoff"]
+Links = Literal["actual", "radius"]
+Method = Literal["combined", "pairwise", "chaining"]
+Rule = Literal["min_bound", "max_mean"]
+
+_TAILS = ("gaussian", "chernoff")
+_LINKS = ("actual", "radius")
+_METHODS = ("combined", "pairwise", "chaining")
+_RULES = ("min_bound", "max_mean")
+
+
+def _check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}.")
+    return value
+
+
+def step_delta(delta: float, t: int) -> float:
+    r"""Share of ``delta`` given to step ``t``: :math:`6 \delta / (\pi^2 t^2)`.
+
+    Summed over :math:`t \ge 1` it is :math:`\delta`, so bounds built with these
+    shares hold at every step at once.
+    """
+    delta = float(delta)
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta}.")
+    if isinstance(t, bool) or int(t) != t or t < 1:
+        raise ValueError(f"t must be an integer >= 1, got {t!r}.")
+    return 6.0 * delta / (math.pi**2 * int(t) ** 2)
+
+
+def upper_quantile(p: Tensor | float, tail: Tail = "gaussian") -> Tensor:
+    r"""Threshold ``z`` with tail probability ``p`` for one standard Gaussian pair.
+
+    ``"gaussian"``: :math:`z = \bar\Phi^{-1}(p)`, exact; ``"chernoff"``:
+    :math:`z = \sqrt{2 \log(1 / p)}`, from :math:`\bar\Phi(z) \le e^{-z^2/2}`.
+
+    Args:
+        p: Tail probabilities in (0, 1), any shape.
+        tail: ``"gaussian"`` or ``"chernoff"``.
+
+    Returns:
+        Thresholds, float64.
+    """
+    _check_choice("tail", tail, _TAILS)
+    p = torch.as_tensor(p, dtype=torch.float64)
+    if not bool(((p > 0) & (p < 1)).all()):
+        raise ValueError(f"tail probabilities must be in (0, 1), got {p}.")
+    if tail == "gaussian":
+        # -ndtri(p) is accurate for tiny p, where 1 - p would round to 1.
+        return -torch.special.ndtri(p)
+    return torch.sqrt(-2.0 * torch.log(p))
+
+
+def _check_rows(mean: Tensor, dist: Tensor, index: Tensor) -> tuple[Tensor, Tensor]:
+    if mean.ndim != 1:
+        raise ValueError(f"mean must be 1-D (N), got shape {tuple(mean.shape)}.")
+    index = torch.as_tensor(index, dtype=torch.long, device=mean.device).reshape(-1)
+    if dist.shape != (index.numel(), mean.numel()):
+        raise ValueError(
+            f"dist must have shape (len(index), N) = ({index.numel()}, "
+            f"{mean.numel()}), got {tuple(dist.shape)}."
+        )
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= mean.numel()):
+        raise ValueError(f"index must lie in [0, {mean.numel()}), got {index}.")
+    return mean.to(torch.float64), index
+
+
+def pairwise_bound(
+    mean: Tensor,
+    dist: Tensor,
+    index: Tensor,
+    delta_t: float,
+    tail: Tail = "gaussian",
+) -> Tensor:
+    r"""Pairwise union bound :math:`\max_{x^\star}[\mu(x^\star) - \mu(x) + z\,d(x,
+    x^\star)]`, :math:`z = \bar\Phi^{-1}(\delta_t / (N - 1))`.
+
+    Example:
+        >>> mean = torch.tensor([0.0, 1.0], dtype=torch.float64)
+        >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
+        >>> pairwise_bound(mean, dist, torch.tensor([0]), delta_t=0.05)
+        tensor([1.8224], dtype=torch.float64)
+
+    Args:
+        mean: ``N`` posterior means.
+        dist: ``m x N`` pseudo-distances :math:`d(x, \cdot)` (not squared) of the
+            ``m`` certified points.
+        index: ``m`` indices of the certified points.
+        delta_t: Failure probability of this step.
+        tail: ``"gaussian"`` or ``"chernoff"``.
+
+    Returns:
+        ``m`` bounds (float64, at least 0).
+    """
+    mean, index = _check_rows(mean, dist, index)
+    n = mean.numel()
+    if n == 1:
+        return torch.zeros(index.numel(), dtype=torch.float64, device=mean.device)
+    z = upper_quantile(delta_t / (n - 1), tail).to(mean.device)
+    gap = mean.unsqueeze(0) - mean[index].unsqueeze(-1) + z * dist.to(mean)
+    return gap.amax(dim=-1).clamp_min(0.0)
+
+
+@dataclass(frozen=True)
+class ChainingTree:
+    r"""The chaining tree over ``N`` points, closed by :math:`T_{L+1} = X`.
+
+    Attributes:
+        level: ``N`` levels at which each point enters, in ``1 .. K`` with
+            ``K = L + 1``.
+        parent: ``N`` parents (-1 for the roots, the points of :math:`T_1`).
+        link: ``N`` pseudo-distances :math:`d(c, p(c))` (0 for roots).
+        ancestors: ``K x N``; row ``i - 1`` holds :math:`p_i(x^\star)`, the last
+            row is the identity.
+        sizes: ``K`` sizes :math:`|T_i|` (the last is ``N``).
+        new: ``K`` sizes :math:`|T_i \setminus T_{i-1}|`.
+        eps: ``K`` radii; ``eps[i-1]`` is :math:`\epsilon_i` (the covers' radii,
+            then :math:`\epsilon_L / 2` for the closing level).
+        radius_levels: Number of leading levels that are proper covers at their
+            radius (the radius form closes the tree after them).
+    """
+
+    level: Tensor
+    parent: Tensor
+    link: Tensor
+    ancestors: Tensor
+    sizes: Tensor
+    new: Tensor
+    eps: Tensor
+    radius_levels: int
+
+    @property
+    def num_levels(self) -> int:
+        """``K = L + 1``."""
+        return self.sizes.numel()
+
+    def num_pairs(self, levels: int | None = None) -> Tensor:
+        r""":math:`m_j = |T_j| + |T_j \setminus T_{j-1}|` (chain links from
+        :math:`j \ge 2`), for the tree cut after ``levels`` levels and closed by X.
+        """
+        k = self.num_levels if levels is None else int(levels)
+        n = int(self.level.numel())
+        sizes = self.sizes[:k].clone()
+        new = self.new[:k].clone()
+        if k < self.num_levels:
+            below = int(sizes[k - 2]) if k >= 2 else 0
+            sizes[k - 1] = n
+            new[k - 1] = n - below
+        links = new.clone()
+        links[0] = 0
+        return sizes + links
+
+
+def chaining_tree(
+    distance: PseudoDistance,
+    covers: Sequence[Tensor],
+    eps: Tensor | Sequence[float],
+    bounded: Tensor | Sequence[bool] | None = None,
+) -> ChainingTree:
+    r"""Build the chaining tree of nested sets ``covers`` (plus :math:`X`).
+
+    :math:`T_i` is the union of ``covers[:i]`` (so the sets are nested even if
+    the input is not); each point of :math:`T_i \setminus T_{i-1}` gets its
+    nearest point of :math:`T_{i-1}` as parent. Cost: rows of :math:`d` for the
+    :math:`|T_L|` points of the deepest cover, a block at a time
+    (:math:`O(N |T_L|)` work, one block of memory).
+
+    Args:
+        distance: The posterior pseudo-distance over the ``N`` points.
+        covers: ``L`` index tensors (e.g. :attr:`ChainingResult.covers`).
+        eps: ``L`` radii :math:`\epsilon_1 > \dots > \epsilon_L`.
+        bounded: ``L`` booleans, true where a level is not a proper cover.
+
+    Returns:
+        A :class:`ChainingTree` with ``K = L + 1`` levels.
+    """
+    n, device = distance.n, distance.device
+    eps_list = [float(e) for e in (eps.tolist() if isinstance(eps, Tensor) else eps)]
+    if len(eps_list) != len(covers):
+        raise ValueError(
+            f"covers and eps must have one entry per level, got {len(covers)} and "
+            f"{len(eps_list)}."
+        )
+    if bounded is None:
+        bounded_list = [False] * len(covers)
+    else:
+        bounded_list = [bool(b) for b in bounded]
+    k = len(covers) + 1
+    level = torch.full((n,), k, dtype=torch.long, device=device)
+    for i, cover in enumerate(covers, start=1):
+        idx = torch.as_tensor(cover, dtype=torch.long, device=device).reshape(-1)
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
+            raise ValueError(f"covers[{i - 1}] has an index outside [0, {n}).")
+        level[idx] = torch.minimum(level[idx], torch.full_like(idx, i))
+    sizes = torch.stack([(level <= i).sum() for i in range(1, k + 1)])
+    new = torch.stack([(level == i).sum() for i in range(1, k + 1)])
+
+    # Parent of c (level j >= 2): nearest point of T_{j-1}. Rows of the points
+    # of T_L (the only possible parents), a block at a time, keep a running min.
+    best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
+    parent = torch.full((n,), -1, dtype=torch.long, device=device)
+    sources = (level < k).nonzero().squeeze(-1)
+    step = max(1, distance.block_bytes // max(1, 8 * n))
+    for start in range(0, sources.numel(), step):
+        src = sources[start : start + step]
+        d2 = distance.rows(src).to(torch.float64)
+        # Source a can be the parent of column c only if level(a) < level(c).
+        allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
+        d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
+        val, arg = d2.min(dim=0)
+        better = val < best
+        best = torch.where(better, val, best)
+        parent = torch.where(better, src[arg], parent)
+    has_parent = level > 1
+    if bool((parent[has_parent] < 0).any()):  # pragma: no cover - nested sets
+        raise RuntimeError("chaining_tree: a point above level 1 found no parent.")
+    link = torch.where(has_parent, best.clamp_min(0.0).sqrt(), torch.zeros_like(best))
+
+    anc = torch.empty(k, n, dtype=torch.long, device=device)
+    anc[k - 1] = torch.arange(n, device=device)
+    for i in range(k - 1, 0, -1):  # row i-1 is the ancestor at level i
+        above = anc[i]
+        anc[i - 1] = torch.where(level[above] > i, parent[above], above)
+
+    last = eps_list[-1] / 2.0 if eps_list else 1.0
+    eps_t = torch.tensor([*eps_list, last], dtype=torch.float64, device=device)
+    radius_levels = next(
+        (i for i, b in enumerate(bounded_list) if b), len(bounded_list)
+    )
+    return ChainingTree(
+        level=level,
+        parent=parent,
+        link=link,
+        ancestors=anc,
+        sizes=sizes,
+        new=new,
+        eps=eps_t,
+        radius_levels=radius_levels,
+    )
+
+
+def _level_thresholds(num_pairs: Tensor, delta_t: float, tail: Tail) -> Tensor:
+    """``z_j`` with ``w_j ~ 1/j^2`` (sum 1 over the levels) and ``m_j`` pairs."""
+    k = num_pairs.numel()
+    j = torch.arange(1, k + 1, dtype=torch.float64, device=num_pairs.device)
+    w = 1.0 / j.square()
+    w = w / w.sum()
+    pairs = num_pairs.to(torch.float64).clamp_min(1.0)
+    return upper_quantile(delta_t * w / pairs, tail).to(num_pairs.device)
+
+
+def chaining_bound(
+    mean: Tensor,
+    dist: Tensor,
+    index: Tensor,
+    tree: ChainingTree,
+    delta_t: float,
+    links: Links = "actual",
+    tail: Tail = "gaussian",
+) -> Tensor:
+    r"""Chaining certificate :math:`B^{\mathrm{chain}}_t(x)` (module docstring).
+
+    Args:
+        mean: ``N`` posterior means.
+        dist: ``m x N`` pseudo-distances :math:`d(x, \cdot)` of the certified points.
+        index: ``m`` indices of the certified points.
+        tree: The :class:`ChainingTree` (fixed by the data).
+        delta_t: Failure probability of this step.
+        links: ``"actual"`` (pseudo-distances along the chain, default) or
+            ``"radius"`` (radii :math:`\epsilon_{j-1}`, one row per point).
+        tail: ``"gaussian"`` or ``"chernoff"``.
+
+    Returns:
+        ``m`` bounds (float64, at least 0).
+    """
+    _check_choice("links", links, _LINKS)
+    mean, index = _check_rows(mean, dist, index)
+    if tree.level.numel() != mean.numel():
+        raise ValueError(
+            f"tree has {tree.level.numel()} points, mean has {mean.numel()}."
+        )
+    dist = dist.to(mean)
+    gap = mean.unsqueeze(0) - mean[index].unsqueeze(-1)  # m x N
+    if links == "radius":
+        k = tree.radius_levels + 1
+        z = _level_thresholds(tree.num_pairs(k), delta_t, tail)
+        eps = tree.eps[:k]
+        # Chain link into level j (j >= 2) is at most eps_{j-1}.
+        radius = torch.zeros_like(eps)
+        radius[1:] = eps[:-1]
+        # tail_r[i]: sum of the link radii below level i (bound on d(x*, p_i(x*)));
+        # tail_c[i]: sum of z_j times those radii.
+        tail_r = radius.flip(0).cumsum(0).flip(0) - radius
+        tail_c = (z * radius).flip(0).cumsum(0).flip(0) - z * radius
+        total = z * (dist.unsqueeze(-1) + tail_r) + tail_c  # m x N x k
+        return (gap + total.amin(dim=-1)).amax(dim=-1).clamp_min(0.0)
+
+    k = tree.num_levels
+    z = _level_thresholds(tree.num_pairs(), delta_t, tail)
+    anc = tree.ancestors
+    # cost[i]: sum over the chain from x* up to p_{i+1}(x*) of z_j * link.
+    cost = torch.zeros(k, mean.numel(), dtype=torch.float64, device=mean.device)
+    for i in range(k - 2, -1, -1):
+        moved = anc[i + 1] != anc[i]
+        step_cost = z[i + 1] * tree.link[anc[i + 1]]
+        cost[i] = cost[i + 1] + torch.where(moved, step_cost, 0.0)
+    out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
+    # One certified point at a time keeps memory at K x N.
+    for r in range(index.numel()):
+        first = z.unsqueeze(-1) * dist[r][anc]  # K x N: z_i d(x, p_i(x*))
+        best = (first + cost).amin(dim=0)
+        out[r] = (gap[r] + best).amax()
+    return out.clamp_min(0.0)
+
+
+def ucb_lcb_bound(mean: Tensor, sigma: Tensor, index: Tensor, beta: float) -> Tensor:
+    r"""UCB - LCB bound :math:`\max_{x'} [\mu + \sqrt\beta \sigma](x') - [\mu -
+    \sqrt\beta \sigma](x)` (Makarova et al., 2022) at the points ``index``.
+
+    Valid with probability :math:`1 - \delta` when :math:`\beta = \beta_t` is
+    GP-UCB's schedule :math:`2 \log(N t^2 \pi^2 / (6 \delta))` (Srinivas et al.,
+    2010, Lemma 5.1), jointly over ``t``.
+    """
+    mean = mean.to(torch.float64)
+    sigma = sigma.to(mean)
+    index = torch.as_tensor(index, dtype=torch.long, device=mean.device).reshape(-1)
+    root = math.sqrt(float(beta))
+    ucb = (mean + root * sigma).max()
+    return (ucb - (mean[index] - root * sigma[index])).clamp_min(0.0)
+
+
+def recommend(
+    bounds: Tensor, index: Tensor, mean: Tensor, rule: Rule = "min_bound"
+) -> int:
+    """Position in ``index`` of the recommended point under ``rule``.
+
+    ``"min_bound"``: the smallest bound (ties to the larger posterior mean, then
+    the first); ``"max_mean"``: the largest posterior mean.
+    """
+    _check_choice("rule", rule, _RULES)
+    if index.numel() == 0:
+        raise ValueError("No point to recommend: the certified set is empty.")
+    m = mean.to(torch.float64)[index]
+    if rule == "max_mean":
+        return int(torch.argmax(m))
+    low = bounds.min()
+    tied = (bounds <= low).nonzero().squeeze(-1)
+    return int(tied[torch.argmax(m[tied])])
+
+
+def running_minimum(bounds: Sequence[float] | Tensor) -> Tensor:
+    """Running minimum of a sequence of certificates (valid jointly over steps)."""
+    b = torch.as_tensor(bounds, dtype=torch.float64).reshape(-1)
+    if b.numel() == 0:
+        return b
+    return torch.cummin(b, dim=0).values
+
+
+def certificate_bounds(
+    mean: Tensor,
+    distance: PseudoDistance,
+    index: Tensor,
+    t: int,
+    delta: float = 0.05,
+    method: Method = "combined",
+    tree: ChainingTree | None = None,
+    links: Links = "actual",
+    tail: Tail = "gaussian",
+) -> dict[str, Tensor]:
+    r"""Certificates of the points ``index`` at step ``t``.
+
+    Args:
+        mean: ``N`` posterior means (objective units, larger is better).
+        distance: The posterior pseudo-distance :math:`d_t` over the ``N`` points.
+        index: ``m`` indices of the points to certify.
+        t: Step; the bound holds jointly over all ``t`` (budget
+            :func:`step_delta`).
+        delta: Confidence parameter in (0, 1).
+        method: ``"combined"`` (min of both, ``delta/2`` each), ``"pairwise"`` or
+            ``"chaining"``.
+        tree: The chaining tree (needed unless ``method="pairwise"``).
+        links: ``"actual"`` or ``"radius"`` (chaining only).
+        tail: ``"gaussian"`` or ``"chernoff"``.
+
+    Returns:
+        ``{"bound": m bounds, "pairwise": ..., "chaining": ...}`` (the last two
+        where computed, each at its share of ``delta``).
+    """
+    _check_choice("method", method, _METHODS)
+    if mean.numel() != distance.n:
+        raise ValueError(f"mean has {mean.numel()} entries, distance {distance.n}.")
+    index = torch.as_tensor(index, dtype=torch.long, device=mean.device).reshape(-1)
+    share = step_delta(delta / 2.0 if method == "combined" else delta, t)
+    dist = distance.rows(index).to(torch.float64).clamp_min(0.0).sqrt()
+    out: dict[str, Tensor] = {}
+    if method in ("combined", "pairwise"):
+        out["pairwise"] = pairwise_bound(mean, dist, index, share, tail)
+    if method in ("combined", "chaining"):
+        if tree is None:
+            raise ValueError(f"method={method!r} needs the chaining tree (tree=).")
+        out["chaining"] = chaining_bound(mean, dist, index, tree, share, links, tail)
+    if method == "combined":
+        out["bound"] = torch.minimum(out["pairwise"], out["chaining"])
+    else:
+        out["bound"] = out[method]
+    return out
+
+
+def _json_float(value: float) -> float | str:
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
+@dataclass(frozen=True)
+class Certificate:
+    r"""A regret certificate for one recommended candidate.
+
+    With probability at least :math:`1 - \delta` (jointly over all steps, under
+    the assumptions of :mod:`ax_chaining.certificate`),
+    :math:`\max_{x^\star} f(x^\star) - f(x) \le` ``bound``.
+
+    Attributes:
+        index: Index of the recommended point in the candidate set.
+        x: The recommended candidate (``d``-dim tensor).
+        bound: The certificate, in objective units.
+        delta: Confidence parameter.
+        t: Step (observations + 1) whose budget the bound uses.
+        method: ``"combined"``, ``"pairwise"`` or ``"chaining"``.
+        rule: How the point was chosen (``"min_bound"``, ``"max_mean"`` or
+            ``"index"``).
+        links: ``"actual"`` or ``"radius"``.
+        tail: ``"gaussian"`` or ``"chernoff"``.
+        mean: Posterior mean at the point (objective units).
+        components: The bound of each part at the point (e.g. ``pairwise`` and
+            ``chaining``, each at ``delta/2`` for ``"combined"``).
+        certified: Indices of the candidates that were certified.
+        bounds: Their bounds (same order).
+    """
+
+    index: int
+    x: Tensor
+    bound: float
+    delta: float
+    t: int
+    method: str
+    rule: str = "min_bound"
+    links: str = "actual"
+    tail: str = "gaussian"
+    mean: float = float("nan")
+    components: dict = field(default_factory=dict)
+    certified: tuple[int, ...] = ()
+    bounds: tuple[float, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (floats, ints, strings and lists only)."""
+        return {
+            "index": int(self.index),
+            "x": [_json_float(v) for v in self.x.detach().reshape(-1).tolist()],
+            "bound": _json_float(self.bound),
+            "delta": float(self.delta),
+            "t": int(self.t),
+            "method": str(self.method),
+            "rule": str(self.rule),
+            "links": str(self.links),
+            "tail": str(self.tail),
+            "mean": _json_float(self.mean),
+            "components": {str(k): _json_float(v) for k, v in self.components.items()},
+            "certified": [int(i) for i in self.certified],
+            "bounds": [_json_float(b) for b in self.bounds],
+        }

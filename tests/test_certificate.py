@@ -1,0 +1,371 @@
+"""Regret certificates: hand-computed values, properties, the BoTorch API, soundness."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import FrozenInstanceError
+from statistics import NormalDist
+
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+from botorch.optim import optimize_acqf_discrete
+from gpytorch.kernels import RBFKernel
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ax_chaining import ChainingUCB, DenseDistance, chaining_covers
+from ax_chaining.certificate import (
+    Certificate,
+    certificate_bounds,
+    chaining_bound,
+    chaining_tree,
+    pairwise_bound,
+    recommend,
+    running_minimum,
+    step_delta,
+    ucb_lcb_bound,
+    upper_quantile,
+)
+
+DTYPE = torch.float64
+DELTA = 0.05
+
+
+def zq(p: float) -> float:
+    """Gaussian upper quantile, from the standard library (independent of torch)."""
+    return -NormalDist().inv_cdf(p)
+
+
+# Three independent posterior values with sigma = 1, 0.5, 0.25 and means 0, 0.5, 1:
+# d(0,1)^2 = 1.25, d(0,2)^2 = 1.0625, d(1,2)^2 = 0.3125.
+COV = torch.diag(torch.tensor([1.0, 0.25, 0.0625], dtype=DTYPE))
+MEAN = torch.tensor([0.0, 0.5, 1.0], dtype=DTYPE)
+D01, D02, D12 = math.sqrt(1.25), math.sqrt(1.0625), math.sqrt(0.3125)
+
+
+def hand_setup():
+    distance = DenseDistance(COV)
+    res = chaining_covers(distance, t=1, delta=DELTA, scale=1.0)
+    tree = chaining_tree(distance, res.covers, res.eps, res.bounded)
+    dist = distance.rows(torch.arange(3)).sqrt()
+    return distance, res, tree, dist
+
+
+def test_step_delta_and_quantiles():
+    assert step_delta(0.05, 1) == pytest.approx(0.3 / math.pi**2, rel=1e-15)
+    assert step_delta(0.05, 3) == pytest.approx(0.3 / (9 * math.pi**2), rel=1e-15)
+    p = torch.tensor([0.3, 1e-3, 1e-12], dtype=DTYPE)
+    gauss = upper_quantile(p, "gaussian")
+    assert gauss.tolist() == pytest.approx([zq(v) for v in p.tolist()], rel=1e-9)
+    chern = upper_quantile(p, "chernoff")
+    assert chern.tolist() == pytest.approx(
+        [math.sqrt(2 * math.log(1 / v)) for v in p.tolist()], rel=1e-12
+    )
+    assert bool((gauss < chern).all())  # the exact quantile is tighter
+    with pytest.raises(ValueError, match="delta must be in"):
+        step_delta(1.5, 1)
+    with pytest.raises(ValueError, match="t must be an integer"):
+        step_delta(0.05, 0)
+    with pytest.raises(ValueError, match="tail must be one of"):
+        upper_quantile(0.1, "normal")
+    with pytest.raises(ValueError, match=r"in \(0, 1\)"):
+        upper_quantile(0.0)
+
+
+def test_pairwise_by_hand():
+    _, _, _, dist = hand_setup()
+    dt = step_delta(DELTA, 1)
+    z = zq(dt / 2)  # N - 1 = 2 pairs per certified point
+    got = pairwise_bound(MEAN, dist, torch.arange(3), dt)
+    expected = [
+        max(0.5 + z * D01, 1.0 + z * D02),
+        max(-0.5 + z * D01, 0.5 + z * D12, 0.0),
+        max(-1.0 + z * D02, -0.5 + z * D12, 0.0),
+    ]
+    assert got.tolist() == pytest.approx(expected, rel=1e-12)
+    zc = math.sqrt(2 * math.log(2 / dt))
+    chern = pairwise_bound(MEAN, dist[:1], torch.tensor([0]), dt, tail="chernoff")
+    assert chern.item() == pytest.approx(max(0.5 + zc * D01, 1 + zc * D02), rel=1e-12)
+
+
+def test_tree_by_hand():
+    _, res, tree, _ = hand_setup()
+    assert [c.tolist() for c in res.covers] == [[1, 0], [1, 0, 2], [1, 0, 2]]
+    # T_1 = {0, 1}, T_2 = T_3 = {0, 1, 2}, closed by T_4 = X.
+    assert tree.level.tolist() == [1, 1, 2]
+    assert tree.parent.tolist() == [-1, -1, 1]  # d(2, 1) < d(2, 0)
+    assert tree.link.tolist() == pytest.approx([0.0, 0.0, D12], rel=1e-12)
+    assert tree.ancestors.tolist() == [[0, 1, 1], [0, 1, 2], [0, 1, 2], [0, 1, 2]]
+    assert tree.sizes.tolist() == [2, 3, 3, 3]
+    assert tree.new.tolist() == [2, 1, 0, 0]
+    # m_j = |T_j| first links + |T_j \ T_{j-1}| chain links (none at level 1).
+    assert tree.num_pairs().tolist() == [2, 4, 3, 3]
+    assert tree.eps.tolist() == [1.0, 0.5, 0.25, 0.125]
+
+
+def _level_z(pairs, tail="gaussian"):
+    dt = step_delta(DELTA, 1)
+    w = [1 / j**2 for j in range(1, len(pairs) + 1)]
+    s = sum(w)
+    p = [dt * wj / s / m for wj, m in zip(w, pairs, strict=True)]
+    if tail == "gaussian":
+        return [zq(v) for v in p]
+    return [math.sqrt(2 * math.log(1 / v)) for v in p]
+
+
+@pytest.mark.parametrize("tail", ["gaussian", "chernoff"])
+def test_chaining_actual_by_hand(tail):
+    _, _, tree, dist = hand_setup()
+    z1, z2, z3, z4 = _level_z([2, 4, 3, 3], tail)
+    zmin = min(z1, z2, z3, z4)
+    got = chaining_bound(
+        MEAN, dist, torch.arange(3), tree, step_delta(DELTA, 1), "actual", tail
+    )
+    # x = 0. To x* = 1 (a root): one first link at any level. To x* = 2: first
+    # link to its level-1 ancestor 1, then the chain link 1 -> 2 at level 2; or a
+    # first link straight to 2 at level 2, 3 or 4.
+    to_2 = min(z1 * D01 + z2 * D12, min(z2, z3, z4) * D02)
+    b0 = max(0.0, 0.5 + zmin * D01, 1.0 + to_2)
+    # x = 1: to 0 any level; to 2 via the chain link from 1 itself (first link
+    # 1 -> 1 costs 0) or straight.
+    b1 = max(0.0, -0.5 + zmin * D01, 0.5 + min(z2 * D12, min(z2, z3, z4) * D12))
+    # x = 2: to 0 or to 1 (both roots) by one first link.
+    b2 = max(0.0, -1.0 + zmin * D02, -0.5 + zmin * D12)
+    assert got.tolist() == pytest.approx([b0, b1, b2], rel=1e-12)
+
+
+def test_chaining_radius_by_hand():
+    _, _, tree, dist = hand_setup()
+    z = _level_z([2, 4, 3, 3])
+    radius = [0.0, 1.0, 0.5, 0.25]  # link into level j is at most eps_{j-1}
+    tail_r = [sum(radius[j + 1 :]) for j in range(4)]
+    tail_c = [sum(z[k] * radius[k] for k in range(j + 1, 4)) for j in range(4)]
+
+    def s(d):
+        return min(z[i] * (d + tail_r[i]) + tail_c[i] for i in range(4))
+
+    got = chaining_bound(MEAN, dist[:1], torch.tensor([0]), tree, step_delta(DELTA, 1))
+    rad = chaining_bound(
+        MEAN, dist[:1], torch.tensor([0]), tree, step_delta(DELTA, 1), "radius"
+    )
+    assert rad.item() == pytest.approx(max(0.5 + s(D01), 1.0 + s(D02)), rel=1e-12)
+    assert got.item() <= rad.item()  # actual links never exceed their radii here
+
+
+def test_combined_is_min_with_half_delta():
+    distance, _, tree, dist = hand_setup()
+    idx = torch.arange(3)
+    out = certificate_bounds(MEAN, distance, idx, t=4, delta=DELTA, tree=tree)
+    half = step_delta(DELTA / 2, 4)
+    torch.testing.assert_close(out["pairwise"], pairwise_bound(MEAN, dist, idx, half))
+    torch.testing.assert_close(
+        out["chaining"], chaining_bound(MEAN, dist, idx, tree, half)
+    )
+    torch.testing.assert_close(
+        out["bound"], torch.minimum(out["pairwise"], out["chaining"])
+    )
+    alone = certificate_bounds(MEAN, distance, idx, t=4, method="pairwise")
+    assert set(alone) == {"pairwise", "bound"}
+    assert bool((alone["bound"] <= out["pairwise"]).all())  # full delta: smaller z
+    with pytest.raises(ValueError, match="needs the chaining tree"):
+        certificate_bounds(MEAN, distance, idx, t=4, method="chaining")
+    with pytest.raises(ValueError, match="method must be one of"):
+        certificate_bounds(MEAN, distance, idx, t=4, method="best", tree=tree)
+
+
+def test_ucb_lcb_and_recommend_by_hand():
+    sigma = torch.tensor([1.0, 0.5, 0.25], dtype=DTYPE)
+    b = ucb_lcb_bound(MEAN, sigma, torch.tensor([1, 2]), beta=4.0)
+    ucb = max(0 + 2, 0.5 + 1, 1 + 0.5)
+    assert b.tolist() == pytest.approx([ucb - (0.5 - 1), ucb - (1 - 0.5)])
+    bounds = torch.tensor([0.3, 0.2, 0.2], dtype=DTYPE)
+    idx = torch.tensor([0, 1, 2])
+    assert recommend(bounds, idx, MEAN) == 2  # tie broken by the larger mean
+    assert recommend(bounds, idx, MEAN, rule="max_mean") == 2
+    assert recommend(bounds[:2], idx[:2], MEAN, rule="max_mean") == 1
+    with pytest.raises(ValueError, match="rule must be one of"):
+        recommend(bounds, idx, MEAN, rule="last")
+
+
+@given(st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=30))
+def test_running_minimum_is_monotone_and_tight(values):
+    run = running_minimum(values)
+    assert all(a >= b for a, b in zip(run.tolist(), run.tolist()[1:], strict=False))
+    assert run.tolist() == [min(values[: i + 1]) for i in range(len(values))]
+
+
+@given(
+    st.integers(2, 12),
+    st.integers(0, 2**31 - 1),
+    st.sampled_from(["gaussian", "chernoff"]),
+)
+def test_bounds_are_nonnegative_and_ordered(n, seed, tail):
+    """Properties on random posteriors: B >= 0, B >= mu-gap, radius >= actual."""
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(n, n + 1, generator=g, dtype=DTYPE)
+    cov = A @ A.T / n
+    mean = torch.randn(n, generator=g, dtype=DTYPE)
+    distance = DenseDistance(cov)
+    sig_min = float(torch.diagonal(cov).sqrt().min())
+    res = chaining_covers(distance, t=2, scale=float(cov.diag().max().sqrt()))
+    tree = chaining_tree(distance, res.covers, res.eps, res.bounded)
+    idx = torch.arange(n)
+    dist = distance.rows(idx).sqrt()
+    dt = step_delta(DELTA, 2)
+    gap = (mean.max() - mean).clamp_min(0)
+    pair = pairwise_bound(mean, dist, idx, dt, tail)
+    act = chaining_bound(mean, dist, idx, tree, dt, "actual", tail)
+    rad = chaining_bound(mean, dist, idx, tree, dt, "radius", tail)
+    assert bool((pair >= gap - 1e-12).all()) and bool((act >= gap - 1e-12).all())
+    assert bool((rad >= act - 1e-9).all())
+    assert sig_min >= 0
+
+
+# ---------------------------------------------------------------- BoTorch API
+
+
+def se_model(X, Y, lengthscale=1.0, noise_sd=0.05):
+    kernel = RBFKernel().to(X)
+    kernel.lengthscale = lengthscale
+    model = SingleTaskGP(
+        X,
+        Y,
+        train_Yvar=torch.full_like(Y, noise_sd**2),
+        covar_module=kernel,
+        outcome_transform=None,
+    )
+    model.mean_module.constant.data.fill_(0.0)
+    return model.eval()
+
+
+@pytest.fixture
+def small_problem():
+    axis = torch.linspace(0, 6, 8, dtype=DTYPE)
+    C = torch.cartesian_prod(axis, axis)
+    g = torch.Generator().manual_seed(3)
+    K = torch.exp(-0.5 * torch.cdist(C, C).square())
+    f = torch.linalg.cholesky(K + 1e-9 * torch.eye(64, dtype=DTYPE)) @ torch.randn(
+        64, generator=g, dtype=DTYPE
+    )
+    idx = torch.randperm(64, generator=g)[:12]
+    Y = (f[idx] + 0.05 * torch.randn(12, generator=g, dtype=DTYPE)).unsqueeze(-1)
+    return C, f, idx, se_model(C[idx], Y)
+
+
+def test_certificate_api(small_problem):
+    C, _, idx, model = small_problem
+    acqf = ChainingUCB(model, C)
+    cert = acqf.certificate()
+    assert isinstance(cert, Certificate)
+    assert sorted(cert.certified) == sorted(idx.tolist())  # the evaluated ones
+    assert cert.index in cert.certified
+    assert cert.bound == min(cert.bounds)
+    torch.testing.assert_close(cert.x, C[cert.index])
+    assert cert.t == 13 and cert.delta == DELTA and cert.method == "combined"
+    assert cert.bound == pytest.approx(min(cert.components.values()))
+    with pytest.raises(FrozenInstanceError):
+        cert.bound = 0.0
+    payload = json.loads(json.dumps(cert.as_dict()))
+    assert payload["index"] == cert.index and payload["bound"] == cert.bound
+    assert payload["x"] == C[cert.index].tolist()
+    assert set(payload) >= {"index", "x", "bound", "delta", "t", "method"}
+    # regret_bound at the candidates is the same certificate.
+    rb = acqf.regret_bound(C[list(cert.certified)].unsqueeze(1))
+    assert rb.tolist() == pytest.approx(list(cert.bounds), rel=1e-12)
+    # Options.
+    everywhere = acqf.certificate(among="all")
+    assert len(everywhere.certified) == 64
+    assert everywhere.bound <= cert.bound
+    mask = torch.zeros(64, dtype=torch.bool)
+    mask[[5, 9]] = True
+    assert acqf.certificate(among=mask).certified == (5, 9)
+    assert acqf.certificate(among=[9]).index == 9
+    by_mean = acqf.certificate(rule="max_mean")
+    assert by_mean.index == max(cert.certified, key=lambda i: acqf.candidate_mean[i])
+    for method in ("pairwise", "chaining"):
+        for links in ("actual", "radius"):
+            for tail in ("gaussian", "chernoff"):
+                c = acqf.certificate(method=method, links=links, tail=tail)
+                assert c.bound >= 0 and math.isfinite(c.bound)
+    assert (
+        acqf.certificate(tail="chernoff", method="pairwise").bound
+        > acqf.certificate(method="pairwise").bound
+    )
+
+
+def test_certificate_bad_input(small_problem):
+    C, _, _, model = small_problem
+    acqf = ChainingUCB(model, C)
+    with pytest.raises(ValueError, match="among must be None, 'all'"):
+        acqf.certificate(among="evaluated")
+    with pytest.raises(ValueError, match="among as a mask must have shape"):
+        acqf.certificate(among=torch.ones(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"outside \[0, 64\)"):
+        acqf.certificate(among=[64])
+    with pytest.raises(TypeError, match="integer indices or booleans"):
+        acqf.certificate(among=torch.tensor([0.5]))
+    with pytest.raises(ValueError, match="selects no candidate"):
+        acqf.certificate(among=torch.zeros(64, dtype=torch.bool))
+    with pytest.raises(ValueError, match="links must be one of"):
+        acqf.certificate(links="paper")
+    with pytest.raises(ValueError, match="not a candidate"):
+        acqf.regret_bound(torch.full((1, 1, 2), 0.123, dtype=DTYPE))
+    # No evaluated candidate: the model was trained off the candidate set.
+    off = se_model(C[:3] + 0.01, torch.zeros(3, 1, dtype=DTYPE))
+    with pytest.raises(ValueError, match="no candidate is a training input"):
+        ChainingUCB(off, C).certificate()
+
+
+def test_pending_points_are_not_conditioned_on(small_problem):
+    C, _, _, model = small_problem
+    plain = ChainingUCB(model, C).certificate()
+    pending = ChainingUCB(model, C, X_pending=C[[0, 20, 40]]).certificate()
+    assert pending.bound == pytest.approx(plain.bound, rel=1e-9)
+    assert pending.t == plain.t
+
+
+def test_bound_beats_eq_ucb_at_the_query(small_problem):
+    """At x_t the certificate is below the paper's Eq. (ucb) on these cases."""
+    C, f, idx, model = small_problem
+    for _ in range(3):
+        acqf = ChainingUCB(model, C)
+        x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
+        sigma = acqf._mean_and_sigma(x.unsqueeze(0))[1]
+        eq_ucb = acqf.chaining.regret_bound(sigma)
+        assert acqf.regret_bound(x.unsqueeze(0)).item() <= eq_ucb.item()
+        i = int(torch.cdist(x, C).argmin())
+        idx = torch.cat([idx, torch.tensor([i])])
+        model = se_model(C[idx], f[idx].unsqueeze(-1))
+
+
+def test_soundness_small_seeded():
+    """GP samples with the true prior: the certified regret exceeds the bound
+    in at most a delta fraction of the steps (here: never)."""
+    axis = torch.linspace(0, 6, 10, dtype=DTYPE)
+    C = torch.cartesian_prod(axis, axis)
+    K = torch.exp(-0.5 * torch.cdist(C, C).square())
+    L = torch.linalg.cholesky(K + 1e-9 * torch.eye(100, dtype=DTYPE))
+    steps = violations = 0
+    ratios = []
+    for seed in range(6):
+        g = torch.Generator().manual_seed(seed)
+        f = L @ torch.randn(100, generator=g, dtype=DTYPE)
+        idx = torch.randperm(100, generator=g)[:5]
+        y = f[idx] + 0.05 * torch.randn(5, generator=g, dtype=DTYPE)
+        for _ in range(12):
+            acqf = ChainingUCB(se_model(C[idx], y.unsqueeze(-1)), C)
+            cert = acqf.certificate()
+            regret = float(f.max() - f[cert.index])
+            steps += 1
+            violations += regret > cert.bound
+            ratios.append(regret / cert.bound)
+            x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
+            i = int(torch.cdist(x, C).argmin())
+            idx = torch.cat([idx, torch.tensor([i])])
+            noise = 0.05 * torch.randn(1, generator=g, dtype=DTYPE)
+            y = torch.cat([y, f[i : i + 1] + noise])
+    assert steps == 72
+    assert violations <= DELTA * steps
+    assert max(ratios) < 1.0
