@@ -490,7 +490,8 @@ def format_markdown(summary: dict[str, Any]) -> str:
             "**Paired differences of the final score, Chaining-UCB minus each "
             "method** (same seed; positive: Chaining-UCB better)",
             "",
-            "| problem | method | Δ final score | wins / ties / losses | replications |",
+            "| problem | method | Δ final score | wins / ties / losses "
+            "| replications |",
             "|---|---|---:|---:|---:|",
         ]
         for p in summary["paired"]:
