@@ -51,6 +51,7 @@ def test_notebooks_exist():
         "01_botorch_quickstart.ipynb",
         "02_ax_client.ipynb",
         "03_paper_experiments.ipynb",
+        "04_molecules.ipynb",
     ]
 
 
