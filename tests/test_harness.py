@@ -90,3 +90,14 @@ def test_cli_harness_rejects_bad_arguments(tmp_path):
         main(["harness", "--problem", "nope", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="init_trials"):
         main(["harness", "--trials", "2", "--init", "5", "--out", str(tmp_path)])
+
+
+def test_replications_follow_the_harness_seed(tmp_path):
+    config = harness.HarnessConfig(num_trials=4, init_trials=2, replications=2)
+    runs = [
+        harness.run_harness(["hartmann3"], ["chaining"], config, tmp_path / str(i))
+        for i in range(2)
+    ]
+    traces = [[r["oracle_trace"] for r in recs] for recs in runs]
+    assert traces[0] == traces[1]  # same seeds, same runs
+    assert traces[0][0] != traces[0][1]  # seeds 0 and 1 differ
