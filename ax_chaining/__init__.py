@@ -4,8 +4,8 @@ Public names. The engine (:mod:`ax_chaining.covers`, :mod:`ax_chaining.distances
 :mod:`ax_chaining.chaining`) imports torch alone and is imported eagerly. The
 BoTorch and Ax layers are imported on first use of one of their names, so that
 ``from ax_chaining import greedy_cover`` does not load BoTorch or Ax. Importing
-:mod:`ax_chaining.ax` (which any Ax name here does) registers this package's
-classes with Ax's JSON storage: do it before ``Client.load_from_json_file``.
+registers nothing with Ax; call :func:`register_storage` before
+``Client.load_from_json_file`` in a fresh process.
 """
 
 from __future__ import annotations
@@ -43,11 +43,16 @@ _LAZY = {
     "chaining_generation_strategy": "ax_chaining.ax",
     "chaining_ucb_node": "ax_chaining.ax",
     "gp_ucb_generation_strategy": "ax_chaining.ax",
-    "gp_ucb_node": "ax_chaining.ax",
     "precomputed_kernel_surrogate_spec": "ax_chaining.ax",
     "ucb_generation_strategy": "ax_chaining.ax",
-    "ucb_node": "ax_chaining.ax",
+    "candidate_set_node": "ax_chaining.ax",
+    "candidate_set_strategy": "ax_chaining.ax",
+    "register_storage": "ax_chaining.ax",
+    "register_gram": "ax_chaining.kernels",
     "RegretBoundGlobalStoppingStrategy": "ax_chaining.stopping",
+    "RegretBoundCriterion": "ax_chaining.stopping",
+    "best_certificate": "ax_chaining.stopping",
+    "certificate_history": "ax_chaining.stopping",
 }
 
 __all__ = [

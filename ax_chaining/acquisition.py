@@ -165,10 +165,14 @@ def _check_candidates(candidates: Any, model: Model) -> Tensor:
             f"candidates contains NaN or inf in {bad.numel()} row(s), first at row "
             f"{int(bad[0])}; every candidate must be finite."
         )
-    device = _model_device(model)
-    if device is not None and candidates.device != device:
-        # BoTorch models live on one device; follow it rather than fail later.
-        candidates = candidates.to(device)
+    device, dtype = _model_device(model), _model_dtype(model)
+    if (device is not None and candidates.device != device) or (
+        dtype is not None and candidates.dtype != dtype
+    ):
+        # BoTorch models live on one device with one dtype; follow them (float64
+        # candidates of a float32 model are rounded to float32) rather than fail
+        # deep inside GPyTorch with a dtype mismatch.
+        candidates = candidates.to(device=device, dtype=dtype)
     d = _input_dim(model)
     if d is not None and candidates.shape[-1] != d:
         raise ValueError(
@@ -181,6 +185,13 @@ def _check_candidates(candidates: Any, model: Model) -> Tensor:
 def _model_device(model: Model) -> torch.device | None:
     for tensor in (*model.parameters(), *model.buffers()):
         return tensor.device
+    return None
+
+
+def _model_dtype(model: Model) -> torch.dtype | None:
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.is_floating_point():
+            return tensor.dtype
     return None
 
 
@@ -774,7 +785,8 @@ def construct_inputs_chaining_ucb(
 @acqf_input_constructor(GPUCB)
 def construct_inputs_gp_ucb(
     model: Model,
-    num_candidates: int,
+    num_candidates: int | None = None,
+    candidates: Tensor | None = None,
     posterior_transform: PosteriorTransform | None = None,
     delta: float = 0.05,
     t: int | None = None,
@@ -786,6 +798,8 @@ def construct_inputs_gp_ucb(
     Args:
         model: The model.
         num_candidates: Size of the finite search space.
+        candidates: The ``N x d`` finite search space; gives ``num_candidates``
+            when that is not given (how the Ax layer passes it).
         posterior_transform: Optional posterior transform.
         delta: Confidence parameter.
         t: Iteration index (default observations + pending + 1).
@@ -795,6 +809,14 @@ def construct_inputs_gp_ucb(
     Returns:
         A dict mapping kwarg names of the constructor to values.
     """
+    if num_candidates is None:
+        if candidates is None:
+            raise ValueError(
+                "GPUCB needs the size of the finite search space: pass "
+                "`num_candidates` (an int) or `candidates` (an N x d tensor); got "
+                "neither."
+            )
+        num_candidates = int(candidates.shape[0])
     return {
         "model": model,
         "num_candidates": num_candidates,

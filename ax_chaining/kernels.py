@@ -12,13 +12,17 @@ integer "item index" parameter.
 from __future__ import annotations
 
 import copy
+import hashlib
 from typing import Any
 
 import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-__all__ = ["PrecomputedKernel"]
+__all__ = ["PrecomputedKernel", "gram_key", "register_gram"]
+
+# Gram matrices by content hash (see `register_gram`): references, not copies.
+_GRAMS: dict[str, Tensor] = {}
 
 # Block side when validating a large Gram matrix (keeps temporaries small).
 _CHECK_BLOCK = 512
@@ -94,7 +98,7 @@ class PrecomputedKernel(Kernel):
 
     def __init__(
         self,
-        gram: Tensor,
+        gram: Tensor | str,
         normalized_inputs: bool = False,
         validate: bool = True,
         check_psd: bool = False,
@@ -109,7 +113,10 @@ class PrecomputedKernel(Kernel):
             gram: An ``n x n`` symmetric positive semi-definite Gram matrix,
                 ``gram[i, j] = k(item_i, item_j)``. Integer / boolean tensors are
                 converted to ``torch.get_default_dtype()``; floating tensors are
-                stored without copying.
+                stored without copying. Or the key returned by
+                :func:`register_gram` (a content hash): the kernel then uses the
+                registered matrix, already validated at registration. Ax stores
+                this short key with every generator run instead of the matrix.
             normalized_inputs: If True, inputs are expected in ``[0, 1]`` and mapped
                 to indices ``round(x * (n - 1))`` (Ax's unit-cube normalization of
                 an integer parameter with bounds ``[0, n - 1]``). If False
@@ -144,6 +151,8 @@ class PrecomputedKernel(Kernel):
                 f" got {tuple(active_dims)}."
             )
         super().__init__(active_dims=active_dims, **kwargs)
+        if isinstance(gram, str):
+            gram, validate = _registered(gram), False
         gram = _as_float_gram(gram)
         if validate:
             _validate_gram(gram, rtol=rtol, atol=atol, check_psd=check_psd)
@@ -261,6 +270,60 @@ class PrecomputedKernel(Kernel):
         for key, value in self.__dict__.items():
             new.__dict__[key] = copy.deepcopy(value, memo)
         return new
+
+
+def gram_key(gram: Tensor) -> str:
+    """Content hash of a Gram matrix: ``"sha256:<hex>"`` over dtype, shape, bytes.
+
+    Example:
+        >>> gram_key(torch.eye(2, dtype=torch.float64))[:7]
+        'sha256:'
+    """
+    gram = _as_float_gram(gram).detach()
+    digest = hashlib.sha256(f"{gram.dtype}|{tuple(gram.shape)}|".encode())
+    digest.update(gram.cpu().contiguous().numpy().tobytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def register_gram(gram: Tensor, validate: bool = True) -> str:
+    """Register a Gram matrix under its content hash; returns the key.
+
+    The key replaces the matrix in :class:`PrecomputedKernel`'s arguments, so Ax
+    stores a short string with each generator run instead of an ``n x n``
+    matrix. A reloaded experiment finds the matrix again only if the same
+    content was registered in this process (call this function, or
+    :func:`ax_chaining.ax.precomputed_kernel_surrogate_spec`, again before
+    generating): a different matrix has a different key, so a reference can
+    never silently resolve to another kernel. The registry keeps a reference,
+    not a copy (do not modify the matrix in place afterwards).
+
+    Args:
+        gram: ``n x n`` symmetric Gram matrix.
+        validate: Check it as :class:`PrecomputedKernel` does (once, here).
+
+    Returns:
+        The key, ``gram_key(gram)``.
+    """
+    gram = _as_float_gram(gram)
+    if validate:
+        _validate_gram(gram, rtol=1e-5, atol=1e-8, check_psd=False)
+    key = gram_key(gram)
+    _GRAMS[key] = gram
+    return key
+
+
+def _registered(key: str) -> Tensor:
+    gram = _GRAMS.get(key)
+    if gram is None:
+        raise ValueError(
+            f"PrecomputedKernel argument `gram` is the key {key[:23]}..., but no Gram "
+            "matrix with that content is registered in this process. Expected the "
+            "same matrix to be registered first: call "
+            "`ax_chaining.kernels.register_gram(gram)` (or "
+            "`precomputed_kernel_surrogate_spec(gram)`) after loading a saved "
+            "experiment."
+        )
+    return gram
 
 
 def _as_float_gram(gram: Tensor) -> Tensor:

@@ -1,18 +1,16 @@
 r"""Stop an Ax optimization when Chaining-UCB certifies a small regret.
 
-Theorem 1 of Contal, Malherbe & Vayatis (2015) bounds, with probability at least
-:math:`1 - \delta` simultaneously for all iterations, the instantaneous regret of
-each Chaining-UCB query :math:`x_t`:
-
-.. math::
-
-    \sup_{x^\star \in X} f(x^\star) - f(x_t) \le B_t,
-
-where :math:`B_t` is :meth:`ax_chaining.acquisition.ChainingUCB.regret_bound`
-at :math:`x_t`, under the posterior it was chosen with. The Chaining-UCB node of
-:mod:`ax_chaining.ax` records :math:`B_t` with every generator run, and
-:class:`RegretBoundGlobalStoppingStrategy` stops the optimization once the
-certificate of the last query falls below a tolerance.
+Every Chaining-UCB step records a certificate
+(:meth:`ax_chaining.acquisition.ChainingUCB.certificate`) in its generator run's
+``gen_metadata``: a recommended candidate :math:`\hat x_t` and a bound
+:math:`B_t` with :math:`\max_{x^\star \in X} f(x^\star) - f(\hat x_t) \le B_t`
+for all steps at once, with probability at least :math:`1 - \delta`, assuming
+the learned GP prior is the true one. Since the event covers all steps, the
+smallest bound so far certifies its own point at every later step: the running
+minimum never increases and stopping on it is valid. Stop with the global
+stopping strategy (Ax's ``Orchestrator``, ``AxClient``, or by hand), or with the
+transition criterion, which completes the generation strategy so that
+``Client.get_next_trials`` raises ``GenerationStrategyCompleted``.
 """
 
 from __future__ import annotations
@@ -21,79 +19,130 @@ import math
 from typing import Any, Literal
 
 from ax.core.experiment import Experiment
+from ax.core.trial_status import TrialStatus
+from ax.generation_strategy.generation_strategy import GenerationStrategy
+from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
-from ax.storage.json_store.registry import (
-    CORE_DECODER_REGISTRY,
-    CORE_ENCODER_REGISTRY,
-)
 
-from ax_chaining.ax import GEN_METADATA_KEY
+from ax_chaining.ax.nodes import recorded
 
-__all__ = ["RegretBoundGlobalStoppingStrategy", "latest_regret_bound"]
+__all__ = [
+    "RegretBoundCriterion",
+    "certificate_history",
+    "RegretBoundGlobalStoppingStrategy",
+    "best_certificate",
+]
 
 Units = Literal["objective", "model"]
 
 
-def latest_regret_bound(
-    experiment: Experiment, units: Units = "objective"
-) -> tuple[int, float] | None:
-    """The regret certificate of the most recent Chaining-UCB query.
+def certificate_history(
+    source: Experiment | GenerationStrategy, units: Units = "objective"
+) -> list[dict[str, Any]]:
+    """Every recorded certificate, in trial order, with its running minimum.
 
     Args:
-        experiment: An Ax experiment generated (in part) by a Chaining-UCB node
-            of :mod:`ax_chaining.ax`.
-        units: ``"objective"`` (the objective's own units, through Ax's
-            ``StandardizeY`` scale) or ``"model"`` (the standardized units the
-            GP works in).
+        source: The experiment, or the generation strategy given to the
+            ``Client`` (its public ``experiment``).
+        units: ``"objective"`` (the objective's units, through Ax's
+            ``StandardizeY`` scale) or ``"model"`` (the GP's standardized units).
 
     Returns:
-        ``(trial_index, bound)`` for the trial with the largest index that
-        carries a certificate (for a trial with several arms, the smallest bound
-        of its arms), or None if no trial has one.
+        One ``{"trial_index", "bound", "running_min", "parameters", "delta",
+        "units"}`` per Chaining-UCB step that recorded a certificate.
+
+    Example:
+        >>> [(c["trial_index"], c["running_min"]) for c in certificate_history(gs)]
     """
-    key = "regret_bound" if units == "objective" else "regret_bound_model_units"
-    for index in sorted(experiment.trials, reverse=True):
-        for gr in experiment.trials[index].generator_runs:
-            meta = (gr.gen_metadata or {}).get(GEN_METADATA_KEY) or {}
-            bounds = meta.get(key)
-            if bounds:
-                return index, float(min(bounds))
-    return None
+    if units not in ("objective", "model"):
+        raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
+    experiment = source.experiment if isinstance(source, GenerationStrategy) else source
+    key = "bound" if units == "objective" else "bound_model_units"
+    out: list[dict[str, Any]] = []
+    for index, meta in recorded(experiment):
+        cert = meta.get("certificate") or {}
+        if cert.get(key) is not None:
+            bound = float(cert[key])
+            low = min(bound, out[-1]["running_min"]) if out else bound
+            out.append(
+                {
+                    "trial_index": index,
+                    "bound": bound,
+                    "running_min": low,
+                    "parameters": cert.get("parameters"),
+                    "delta": cert.get("delta"),
+                    "units": units,
+                }
+            )
+    return out
+
+
+def best_certificate(
+    source: Experiment | GenerationStrategy, units: Units = "objective"
+) -> dict[str, Any] | None:
+    """The recorded certificate with the smallest bound so far (the earliest on
+    ties), as in :func:`certificate_history`; None before the first one.
+
+    Example:
+        >>> best = best_certificate(gs)
+        >>> best["parameters"], best["bound"]
+    """
+    history = certificate_history(source, units)
+    return min(history, key=lambda c: c["bound"]) if history else None
+
+
+def _check(tolerance: Any, min_trials: Any, units: Any) -> None:
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
+        raise TypeError(
+            f"`tolerance` must be a positive float, got {type(tolerance).__name__}."
+        )
+    if not (tolerance > 0 and math.isfinite(tolerance)):
+        raise ValueError(
+            f"`tolerance` must be a finite positive float, got {tolerance}."
+        )
+    if isinstance(min_trials, bool) or not isinstance(min_trials, int):
+        raise TypeError(
+            f"`min_trials` must be an int, got {type(min_trials).__name__}."
+        )
+    if min_trials < 0:
+        raise ValueError(f"`min_trials` must be >= 0, got {min_trials}.")
+    if units not in ("objective", "model"):
+        raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
+
+
+def _decide(experiment: Experiment, tolerance: float, units: Units) -> tuple[bool, str]:
+    best = best_certificate(experiment, units=units)
+    if best is None:
+        return False, (
+            "No Chaining-UCB regret certificate yet (no trial was generated by a "
+            f"Chaining-UCB node with {units}-unit bounds)."
+        )
+    what = (
+        f"Chaining-UCB certified regret bound {best['bound']:.4g} ({units} units, "
+        f"running minimum, recorded at trial {best['trial_index']}) for "
+        f"{best['parameters']}"
+    )
+    if best["bound"] <= tolerance:
+        return True, (
+            f"{what} is at most the tolerance {tolerance:.4g}: with probability at "
+            f"least 1 - {best['delta']}, these parameters are within that of the "
+            "best candidate."
+        )
+    return False, f"{what} is above the tolerance {tolerance:.4g}."
 
 
 class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
-    r"""Stop when the Chaining-UCB regret certificate drops below ``tolerance``.
-
-    The certificate is the paper's bound (Eq. (ucb)) at the last Chaining-UCB
-    query: with probability at least :math:`1 - \delta` (the ``delta`` of the
-    Chaining-UCB node), the last query is within ``bound`` of the best candidate.
-    It holds under the assumption that the GP prior is the true one (with the
-    learned hyperparameters), and it is conservative: expect it to fall below
-    ``tolerance`` well after the optimum is found.
-
-    Use it with Ax's ``Orchestrator`` (``OrchestratorOptions(global_stopping_strategy=
-    ...)``), with ``AxClient(global_stopping_strategy=...)``, or, in an
-    ``ax.api.Client`` loop, by calling :meth:`should_stop_optimization` with the
-    client's experiment (see the example).
+    r"""Stop when the running minimum of the certified regret bound is small.
 
     Args:
-        tolerance: Stop once the last certificate is at most this (in ``units``).
+        tolerance: Stop once the smallest recorded bound is at most this.
         min_trials: Do not stop before this many completed trials.
         inactive_when_pending_trials: Do not stop while trials are running.
-        units: ``"objective"`` (default; the objective's units) or ``"model"``
-            (Ax's standardized units).
+        units: ``"objective"`` (default; the objective's units) or ``"model"``.
 
     Example:
         >>> stopping = RegretBoundGlobalStoppingStrategy(tolerance=0.5, min_trials=15)
-        >>> for _ in range(100):
-        ...     stop, message = stopping.should_stop_optimization(
-        ...         experiment=client._experiment
-        ...     )
-        ...     if stop:
-        ...         print(message)
-        ...         break
-        ...     for index, params in client.get_next_trials(max_trials=1).items():
-        ...         client.complete_trial(index, raw_data={"y": f(params)})
+        >>> stop, message = stopping.should_stop_optimization(experiment=gs.experiment)
     """
 
     def __init__(
@@ -103,22 +152,7 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
         inactive_when_pending_trials: bool = True,
         units: Units = "objective",
     ) -> None:
-        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
-            raise TypeError(
-                f"`tolerance` must be a positive float, got {type(tolerance).__name__}."
-            )
-        if not (tolerance > 0 and math.isfinite(tolerance)):
-            raise ValueError(
-                f"`tolerance` must be a finite positive float, got {tolerance}."
-            )
-        if isinstance(min_trials, bool) or not isinstance(min_trials, int):
-            raise TypeError(
-                f"`min_trials` must be an int, got {type(min_trials).__name__}."
-            )
-        if min_trials < 0:
-            raise ValueError(f"`min_trials` must be >= 0, got {min_trials}.")
-        if units not in ("objective", "model"):
-            raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
+        _check(tolerance, min_trials, units)
         super().__init__(
             min_trials=min_trials,
             inactive_when_pending_trials=inactive_when_pending_trials,
@@ -126,36 +160,11 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
         self.tolerance = float(tolerance)
         self.units: Units = units
 
-    def _should_stop_optimization(
+    def _should_stop_optimization(  # Ax's abstract hook for subclasses
         self, experiment: Experiment, **kwargs: Any
     ) -> tuple[bool, str]:
-        """Compare the last Chaining-UCB certificate with ``tolerance``.
-
-        Args:
-            experiment: The experiment.
-            kwargs: Ignored.
-
-        Returns:
-            ``(should_stop, message)``; the message reports the bound.
-        """
-        found = latest_regret_bound(experiment, units=self.units)
-        if found is None:
-            return False, (
-                "No Chaining-UCB regret certificate yet (no trial was generated by a "
-                f"Chaining-UCB node with {self.units}-unit bounds)."
-            )
-        index, bound = found
-        unit = "objective units" if self.units == "objective" else "model units"
-        if bound <= self.tolerance:
-            return True, (
-                f"Chaining-UCB regret bound {bound:.4g} ({unit}) at trial {index} is "
-                f"at most the tolerance {self.tolerance:.4g}: with high probability "
-                "the last query is within that of the best candidate."
-            )
-        return False, (
-            f"Chaining-UCB regret bound {bound:.4g} ({unit}) at trial {index} is "
-            f"above the tolerance {self.tolerance:.4g}."
-        )
+        """``(should_stop, message)``; the message names the parameters and bound."""
+        return _decide(experiment, self.tolerance, self.units)
 
     def __repr__(self) -> str:
         return (
@@ -166,7 +175,10 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
         )
 
 
-def _to_dict(strategy: RegretBoundGlobalStoppingStrategy) -> dict[str, Any]:
+def stopping_strategy_to_dict(
+    strategy: RegretBoundGlobalStoppingStrategy,
+) -> dict[str, Any]:
+    """JSON encoding of :class:`RegretBoundGlobalStoppingStrategy`."""
     return {
         "__type": type(strategy).__name__,
         "tolerance": strategy.tolerance,
@@ -176,12 +188,45 @@ def _to_dict(strategy: RegretBoundGlobalStoppingStrategy) -> dict[str, Any]:
     }
 
 
-def register_storage() -> None:
-    """Register the stopping strategy with Ax's JSON registries (idempotent)."""
-    CORE_ENCODER_REGISTRY[RegretBoundGlobalStoppingStrategy] = _to_dict
-    CORE_DECODER_REGISTRY["RegretBoundGlobalStoppingStrategy"] = (
-        RegretBoundGlobalStoppingStrategy
-    )
+class RegretBoundCriterion(TransitionCriterion):
+    """Ax transition criterion: met once the certified bound is at most ``tolerance``.
 
+    Placed on the Chaining-UCB node with ``transition_to`` its own name, it
+    completes the generation strategy (Ax's rule for a self-transition): the
+    next ``get_next_trials`` raises ``GenerationStrategyCompleted``.
 
-register_storage()
+    Args:
+        tolerance: Bound (running minimum, in ``units``) at which to stop.
+        transition_to: Name of the node to go to; its own node's name to stop.
+        min_trials: Not before this many completed trials.
+        units: ``"objective"`` or ``"model"``.
+        continue_trial_generation: Ax's flag (keep False).
+
+    Example:
+        >>> gs = chaining_generation_strategy(stop_tolerance=0.05)
+    """
+
+    def __init__(
+        self,
+        tolerance: float,
+        transition_to: str,
+        min_trials: int = 0,
+        units: Units = "objective",
+        continue_trial_generation: bool | None = False,
+    ) -> None:
+        _check(tolerance, min_trials, units)
+        super().__init__(
+            transition_to=transition_to,
+            continue_trial_generation=continue_trial_generation,
+        )
+        self.tolerance = float(tolerance)
+        self.min_trials = min_trials
+        self.units: Units = units
+
+    def is_met(self, experiment: Experiment, curr_node: Any = None) -> bool:
+        """Whether the running minimum of the bound is at most ``tolerance``."""
+        done = len(experiment.trials_by_status[TrialStatus.COMPLETED])
+        return (
+            done >= self.min_trials
+            and _decide(experiment, self.tolerance, self.units)[0]
+        )

@@ -23,19 +23,22 @@ from ax.core.parameter import (
 from ax.core.parameter_constraint import ParameterConstraint
 from ax.core.search_space import SearchSpace
 from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
+from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.storage.json_store.decoder import object_from_json
 from ax.storage.json_store.encoder import object_to_json
 from ax.storage.json_store.registry import CORE_DECODER_REGISTRY
+from ax.utils.common.constants import Keys
 
 from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.ax import (
     GEN_METADATA_KEY,
-    CandidateSetAcquisition,
+    UCB,
     CandidateSetNode,
     CandidateSetSpec,
-    UniformCandidateNode,
     candidate_index_parameter,
     candidate_parameterizations,
+    candidate_set_node,
+    candidate_set_strategy,
     chaining_generation_strategy,
     chaining_ucb_node,
     gp_ucb_generation_strategy,
@@ -141,15 +144,19 @@ def _expected_best_of_random(values: list[float], k: int) -> float:
     return sum(v[j] * math.comb(j, k - 1) / total for j in range(k - 1, n))
 
 
-def _metadata(client: Client, trial_index: int) -> dict[str, Any]:
-    gr = client._experiment.trials[trial_index].generator_runs[0]
+def _metadata(gs: GenerationStrategy, trial_index: int) -> dict[str, Any]:
+    gr = gs.experiment.trials[trial_index].generator_runs[0]
     return (gr.gen_metadata or {}).get(GEN_METADATA_KEY, {})
 
 
-def _assert_in_search_space(client: Client, params: list[dict[str, Any]]) -> None:
-    ss = client._experiment.search_space
+def _assert_in_search_space(gs: GenerationStrategy, params: list[dict]) -> None:
+    ss = gs.experiment.search_space
     for p in params:
         assert ss.check_membership(p), p
+
+
+def _nodes(client: Client) -> list[str]:
+    return list(client.summarize()["generation_node"])
 
 
 # ---------------------------------------------------------------------------
@@ -164,20 +171,18 @@ def test_discrete_grid_400_candidates() -> None:
     bests = []
     for seed in (0, 1):
         client = _int_grid_client(seed)
-        client.set_generation_strategy(
-            chaining_generation_strategy(init_trials=8, seed=seed)
-        )
+        gs = chaining_generation_strategy(init_trials=8, seed=seed)
+        client.set_generation_strategy(gs)
         params = _flat(_run(client, _grid_f, 20, seed=seed))
-        _assert_in_search_space(client, params)
+        _assert_in_search_space(gs, params)
         assert all(isinstance(p["x"], int) and isinstance(p["y"], int) for p in params)
-        meta = _metadata(client, 19)
+        meta = _metadata(gs, 19)
         assert meta["num_candidates"] == 400
         assert meta["acquisition_function"] == "ChainingUCB"
         assert meta["t"] == 20  # 19 observations + 1
-        assert meta["regret_bound"][0] > 0
+        cert = meta["certificate"]
+        assert cert["bound"] > 0 and cert["parameters"] in params  # an evaluated one
         bests.append(max(_grid_f(p) for p in params))
-        best_params, _, _, _ = client.get_best_parameterization()
-        assert client._experiment.search_space.check_membership(best_params)
     assert np.mean(bests) > _expected_best_of_random(values, 20)
     assert max(bests) >= 0.95  # at or next to the optimum (13, 6)
 
@@ -188,12 +193,11 @@ def test_continuous_fixed_design() -> None:
     bests, randoms = [], []
     for seed in (0, 1):
         client = _continuous_client(seed)
-        client.set_generation_strategy(
-            chaining_generation_strategy(init_trials=8, num_candidates=256, seed=3)
-        )
+        gs = chaining_generation_strategy(init_trials=8, num_candidates=256, seed=3)
+        client.set_generation_strategy(gs)
         params = _flat(_run(client, _continuous_f, 20, seed=seed))
-        _assert_in_search_space(client, params)
-        design = candidate_parameterizations(client._experiment.search_space, spec)
+        _assert_in_search_space(gs, params)
+        design = candidate_parameterizations(gs.experiment.search_space, spec)
         assert len(design) == 256
         design_keys = {_key(p) for p in design}
         assert all(_key(p) in design_keys for p in params)
@@ -203,32 +207,17 @@ def test_continuous_fixed_design() -> None:
 
 
 def _graph_items(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random directed graphs, their normalized shortest-path kernel, and an
-    objective drawn from the GP with that kernel (as in the paper's Section 4)."""
+    """Random feature maps of graphs, their normalized kernel, and an objective
+    drawn from the GP with that kernel (as in the paper's Section 4)."""
     g = torch.Generator().manual_seed(seed)
-    features = []
-    for _ in range(n):
-        k = int(torch.randint(3, 9, (1,), generator=g))
-        p = 0.15 + 0.4 * float(torch.rand(1, generator=g))
-        adj = torch.rand(k, k, generator=g) < p
-        adj.fill_diagonal_(False)
-        adj[0, 1] = True  # at least one edge
-        dist = torch.full((k, k), math.inf, dtype=torch.float64)
-        dist[adj] = 1.0
-        dist.fill_diagonal_(0.0)
-        for m in range(k):  # Floyd-Warshall
-            dist = torch.minimum(dist, dist[:, m : m + 1] + dist[m : m + 1, :])
-        off = dist[~torch.eye(k, dtype=torch.bool)]
-        lengths = off[torch.isfinite(off)].long()
-        features.append(torch.bincount(lengths, minlength=9)[1:9].double())
-    phi = torch.stack(features)
+    phi = torch.rand(n, 8, generator=g, dtype=torch.float64) ** 3
     phi = phi / phi.norm(dim=1, keepdim=True)
     w = torch.randn(phi.shape[1], generator=g, dtype=torch.float64)
     return phi @ phi.T, phi @ w
 
 
 def test_graph_problem_with_precomputed_kernel(tmp_path: Any) -> None:
-    """Graphs through an item index and a precomputed Gram matrix."""
+    """Items through an index and a precomputed Gram matrix, saved by reference."""
     n = 80
     gram, f_values = _graph_items(n, seed=0)
     values = f_values.tolist()
@@ -237,25 +226,24 @@ def test_graph_problem_with_precomputed_kernel(tmp_path: Any) -> None:
         client = Client(random_seed=seed)
         client.configure_experiment(parameters=[candidate_index_parameter(n, "graph")])
         client.configure_optimization(objective="f")
-        client.set_generation_strategy(
-            chaining_generation_strategy(
-                init_trials=6,
-                seed=seed,
-                surrogate_spec=precomputed_kernel_surrogate_spec(gram),
-            )
+        gs = chaining_generation_strategy(
+            init_trials=6, surrogate_spec=precomputed_kernel_surrogate_spec(gram)
         )
+        client.set_generation_strategy(gs)
         params = _flat(
             _run(client, lambda p: values[p["graph"]], 20, noise_std=0.05, seed=seed)
         )
-        _assert_in_search_space(client, params)
-        model = client._generation_strategy.adapter.generator.surrogate.model
+        _assert_in_search_space(gs, params)
+        assert gs.adapter is not None
+        model = gs.adapter.generator.surrogate.model  # type: ignore[attr-defined]
         assert type(model.covar_module).__name__ == "PrecomputedKernel"
         bests.append(max(values[p["graph"]] for p in params))
-        if seed == 0:  # the kernel class and its Gram matrix survive JSON
-            client.save_to_json_file(str(tmp_path / "graph.json"))
-            loaded = Client.load_from_json_file(str(tmp_path / "graph.json"))
-            nxt = loaded.get_next_trials(max_trials=1)
-            assert nxt == client.get_next_trials(max_trials=1)
+        if seed == 0:  # the kernel survives JSON, by reference to its content
+            path = tmp_path / "graph.json"
+            client.save_to_json_file(str(path))
+            assert path.stat().st_size < 2e6
+            loaded = Client.load_from_json_file(str(path))
+            assert loaded.get_next_trials(1) == client.get_next_trials(1)
     assert np.mean(bests) > _expected_best_of_random(values, 20)
     assert max(bests) == max(values)
 
@@ -263,50 +251,43 @@ def test_graph_problem_with_precomputed_kernel(tmp_path: Any) -> None:
 def test_batch_of_three_conditions_on_pending_points() -> None:
     """get_next_trials(3): sequential greedy with pending points (GP-BUCB)."""
     client = _int_grid_client(seed=2)
-    client.set_generation_strategy(chaining_generation_strategy(init_trials=5, seed=2))
+    gs = chaining_generation_strategy(init_trials=5, seed=2)
+    client.set_generation_strategy(gs)
     rounds = _run(client, _grid_f, 21, batch=3, seed=2)
     assert [len(r) for r in rounds] == [3] * 7
     params = _flat(rounds)
-    _assert_in_search_space(client, params)
+    _assert_in_search_space(gs, params)
     for r in rounds:  # exclude_pending: three distinct points per batch
         assert len({_key(p) for p in r}) == 3
-    # Ax checks node transitions between get_next_trials calls, so the third
-    # initial batch completes the initialization (6 trials) and Chaining-UCB
-    # makes the last 15 picks. Every pick conditions on the earlier picks of its
-    # call (pending points), which ChainingUCB counts in t = observations +
-    # pending + 1.
-    nodes = [
-        t.generator_runs[0]._generation_node_name
-        for t in client._experiment.trials.values()
-    ]
-    assert nodes == ["UniformCandidates"] * 6 + ["ChainingUCB"] * 15
+    # Ax checks transitions between get_next_trials calls: the third initial
+    # batch completes the initialization (6 trials). Each pick conditions on the
+    # earlier picks of its call, counted in t = observations + pending + 1.
+    assert _nodes(client) == ["UniformCandidates"] * 6 + ["ChainingUCB"] * 15
     for index in range(6, 21):
-        assert _metadata(client, index)["t"] == index + 1
+        assert _metadata(gs, index)["t"] == index + 1
     grid = [{"x": x, "y": y} for x in range(20) for y in range(20)]
     best = max(_grid_f(p) for p in params)
     assert best > _expected_best_of_random([_grid_f(p) for p in grid], 21)
 
 
 @pytest.mark.parametrize(
-    "factory", [chaining_generation_strategy, ucb_generation_strategy]
+    "factory",
+    [chaining_generation_strategy, ucb_generation_strategy, gp_ucb_generation_strategy],
 )
 def test_several_arms_in_one_generator_run(factory: Callable[..., Any]) -> None:
-    """n > 1 arms from one gen call (e.g. a BatchTrial): sequential greedy with
-    X_pending for ChainingUCB, the n best values for the analytic UCB."""
+    """n > 1 arms from one gen call: sequential greedy with X_pending for
+    ChainingUCB, the n best values for the analytic UCBs."""
     client = _int_grid_client(seed=0)
     gs = factory(init_trials=5, seed=0)
     client.set_generation_strategy(gs)
     _run(client, _grid_f, 6)
-    node = gs._nodes[1]
-    gr = node.gen(experiment=client._experiment, pending_observations={}, n=4)
+    gr = gs.current_node.gen(experiment=gs.experiment, pending_observations={}, n=4)
     params = [arm.parameters for arm in gr.arms]
     assert len({_key(p) for p in params}) == 4
-    _assert_in_search_space(client, params)
-    acquisition = gs.adapter.generator._acquisition
-    assert acquisition.last_selected.shape == (4, 2)
-    if factory is chaining_generation_strategy:
-        bounds = gr.gen_metadata[GEN_METADATA_KEY]["regret_bound"]
-        assert len(bounds) == 4 and all(b > 0 for b in bounds)
+    _assert_in_search_space(gs, params)
+    values = gr.gen_metadata[Keys.EXPECTED_ACQF_VAL]
+    if factory is not chaining_generation_strategy:  # analytic: the 4 best values
+        assert values == sorted(values, reverse=True)
 
 
 def test_stock_ucb_gp_ucb_and_chaining_in_one_script() -> None:
@@ -318,13 +299,14 @@ def test_stock_ucb_gp_ucb_and_chaining_in_one_script() -> None:
         chaining_generation_strategy,
     ):
         client = _int_grid_client(seed=0)
-        client.set_generation_strategy(factory(init_trials=5, seed=0))
+        gs = factory(init_trials=5, seed=0)
+        client.set_generation_strategy(gs)
         params = _flat(_run(client, _grid_f, 10, seed=0))
-        _assert_in_search_space(client, params)
-        results[factory.__name__] = _metadata(client, 9)["acquisition_function"]
+        _assert_in_search_space(gs, params)
+        results[factory.__name__] = _metadata(gs, 9)["acquisition_function"]
         # The same initial design (same seed): the comparison is paired.
         assert params[:5] == results.setdefault("init", params[:5])
-    assert results["ucb_generation_strategy"] == "UpperConfidenceBound"
+    assert results["ucb_generation_strategy"] == "UCB"
     assert results["gp_ucb_generation_strategy"] == "GPUCB"
     assert results["chaining_generation_strategy"] == "ChainingUCB"
 
@@ -353,22 +335,20 @@ def test_mixed_space_goes_through_ax_transforms() -> None:
             + (0.0 if p["c"] == "b" else 0.5)
         )
 
-    client.set_generation_strategy(
-        chaining_generation_strategy(init_trials=5, num_candidates=128, seed=0)
-    )
+    gs = chaining_generation_strategy(init_trials=5, num_candidates=128, seed=0)
+    client.set_generation_strategy(gs)
     params = _flat(_run(client, f, 9, seed=0))
-    _assert_in_search_space(client, params)
+    _assert_in_search_space(gs, params)
     design = candidate_parameterizations(
-        client._experiment.search_space, CandidateSetSpec(num_candidates=128, seed=0)
+        gs.experiment.search_space, CandidateSetSpec(num_candidates=128, seed=0)
     )
     assert all(_key(p) in {_key(q) for q in design} for p in params)
-    acquisition = client._generation_strategy.adapter.generator._acquisition
-    assert isinstance(acquisition, CandidateSetAcquisition)
-    assert isinstance(acquisition.acqf, ChainingUCB)
+    node = gs.current_node
+    assert isinstance(node, CandidateSetNode) and gs.adapter is not None
+    X = node.model_space_candidates(gs.adapter, design)
     # x, lr (log10) and three one-hot columns for c.
-    assert acquisition.candidates.shape == (128, 5)
-    assert acquisition.candidates[:, 1].min() >= -4.0 - 1e-9
-    assert acquisition.candidates[:, 1].max() <= 0.0 + 1e-9
+    assert X.shape == (128, 5)
+    assert X[:, 1].min() >= -4.0 - 1e-9 and X[:, 1].max() <= 0.0 + 1e-9
 
 
 def test_sobol_initialization_and_fixed_parameters() -> None:
@@ -381,11 +361,7 @@ def test_sobol_initialization_and_fixed_parameters() -> None:
         for index, p in trials.items():
             assert p["x"] == 7
             client.complete_trial(index, raw_data={"f": _grid_f(p)})
-    names = {
-        t.generator_runs[0]._generation_node_name
-        for t in client._experiment.trials.values()
-    }
-    assert names == {"Sobol", "ChainingUCB"}
+    assert _nodes(client) == ["Sobol"] * 3 + ["ChainingUCB"] * 2
 
 
 def test_candidate_table_and_exclude_evaluated() -> None:
@@ -407,14 +383,15 @@ def test_candidate_table_and_exclude_evaluated() -> None:
 
 
 def test_exclude_evaluated_applies_to_the_initialization() -> None:
-    table = [{"x": 0.1, "y": 0.3}, {"x": 0.7, "y": 0.25}]
-    client = _continuous_client(seed=0)
-    client.set_generation_strategy(
-        chaining_generation_strategy(
-            init_trials=5, candidates=table, exclude_evaluated=True, seed=0
-        )
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[RangeParameterConfig(name="x", bounds=(0, 1), parameter_type="int")]
     )
-    _run(client, _continuous_f, 2)
+    client.configure_optimization(objective="f")
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=5, exclude_evaluated=True, seed=0)
+    )
+    _run(client, lambda p: float(p["x"]), 2)
     with pytest.raises(SearchSpaceExhausted, match="init_trials is larger"):
         client.get_next_trials(max_trials=1)
 
@@ -429,6 +406,42 @@ def test_candidate_table_allows_reevaluation_by_default() -> None:
     params = _flat(_run(client, _continuous_f, 7, noise_std=0.05))
     assert len(params) == 7
     assert {_key(p) for p in params} <= {_key(r) for r in table}
+
+
+def test_init_trials_zero_with_attached_trials() -> None:
+    """No initialization: the user attaches measurements, the model goes first."""
+    client = _int_grid_client(seed=0)
+    gs = chaining_generation_strategy(init_trials=0, seed=0)
+    client.set_generation_strategy(gs)
+    for p in ({"x": 2, "y": 3}, {"x": 15, "y": 15}, {"x": 10, "y": 5}):
+        index = client.attach_trial(parameters=p)
+        client.complete_trial(index, raw_data={"f": _grid_f(p)})
+    _run(client, _grid_f, 2)
+    assert _nodes(client)[3:] == ["ChainingUCB"] * 2
+
+
+def test_evaluate_acquisition_function_works() -> None:
+    """Ax's public evaluate_acquisition_function gives the value Ax selected on."""
+    client = _int_grid_client(seed=0)
+    gs = chaining_generation_strategy(init_trials=4, seed=0)
+    client.set_generation_strategy(gs)
+    _run(client, _grid_f, 6)
+    node, adapter = gs.current_node, gs.adapter
+    assert isinstance(node, CandidateSetNode) and adapter is not None
+    gr = node.gen(experiment=gs.experiment, pending_observations={}, n=1)
+    rows = candidate_parameterizations(gs.experiment.search_space)
+    X = node.model_space_candidates(adapter, rows)
+    feats = [ObservationFeatures(parameters=gr.arms[0].parameters)]
+    value = adapter.evaluate_acquisition_function(feats, acq_options={"candidates": X})
+    expected = np.ravel(gr.gen_metadata[Keys.EXPECTED_ACQF_VAL])
+    assert value == pytest.approx(list(expected), rel=1e-9)
+    other = [ObservationFeatures(parameters={"x": 0, "y": 19})]
+    assert (
+        adapter.evaluate_acquisition_function(other, acq_options={"candidates": X})[0]
+        <= value[0] + 1e-9
+    )
+    with pytest.raises(ValueError, match="needs `candidates`"):
+        adapter.evaluate_acquisition_function(feats)
 
 
 # ---------------------------------------------------------------------------
@@ -452,21 +465,15 @@ def test_json_round_trip_gives_identical_next_suggestion(
     path = str(tmp_path / "snapshot.json")
     client.save_to_json_file(path)
     loaded = Client.load_from_json_file(path)
-
-    assert type(loaded._generation_strategy._nodes[0]) is UniformCandidateNode
-    node = loaded._generation_strategy._nodes[1]
-    assert type(node) is CandidateSetNode
-    assert node.candidate_spec == client._generation_strategy._nodes[1].candidate_spec
-    assert loaded._experiment.trials.keys() == client._experiment.trials.keys()
-
     original = client.get_next_trials(max_trials=2)
-    reloaded = loaded.get_next_trials(max_trials=2)
-    assert original == reloaded
-    assert set(pending) not in (set(original),)
-    # And the reloaded client keeps going.
-    for index, p in reloaded.items():
-        loaded.complete_trial(index, raw_data={"f": _grid_f(p)})
-    assert len(loaded.get_next_trials(max_trials=1)) == 1
+    assert original == loaded.get_next_trials(max_trials=2)
+    assert not set(pending) & set(original)
+    index = client.attach_trial({"x": 1, "y": 1})  # failed and abandoned trials
+    client.mark_trial_failed(index)
+    client.mark_trial_abandoned(next(iter(pending)))
+    for index, p in original.items():
+        client.complete_trial(index, raw_data={"f": _grid_f(p)})
+    assert len(client.get_next_trials(max_trials=1)) == 1
 
 
 def test_json_round_trip_during_initialization(tmp_path: Any) -> None:
@@ -479,19 +486,50 @@ def test_json_round_trip_during_initialization(tmp_path: Any) -> None:
     path = str(tmp_path / "init.json")
     client.save_to_json_file(path)
     loaded = Client.load_from_json_file(path)
-    assert loaded._generation_strategy._nodes[1].candidate_spec.candidates == table
     assert client.get_next_trials(max_trials=3) == loaded.get_next_trials(max_trials=3)
 
 
-def test_storage_registration_is_idempotent() -> None:
+def test_storage_registration_is_explicit_and_idempotent() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import ax_chaining.ax, ax_chaining.stopping\n"
+        "from ax.storage.json_store.registry import CORE_DECODER_REGISTRY as R\n"
+        "assert 'CandidateSetNode' not in R, 'registered at import'\n"
+        "ax_chaining.ax.register_storage()\n"
+        "assert 'CandidateSetNode' in R\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
     register_storage()
     register_storage()
     spec = CandidateSetSpec(candidates=[{"x": 1, "y": "a"}], seed=5)
-    decoded = object_from_json(object_to_json(spec))
-    assert decoded == spec
+    assert object_from_json(object_to_json(spec)) == spec
     assert CORE_DECODER_REGISTRY["CandidateSetNode"] is CandidateSetNode
     node = chaining_ucb_node(seed=1, engine_options={"sigma_floor": 1e-5})
     assert isinstance(object_from_json(object_to_json(node)), CandidateSetNode)
+
+
+def test_gram_is_stored_by_reference_and_checked_on_load(tmp_path: Any) -> None:
+    from ax_chaining import kernels
+
+    gram, f_values = _graph_items(40, seed=1)
+    client = Client(random_seed=0)
+    client.configure_experiment(parameters=[candidate_index_parameter(40)])
+    client.configure_optimization(objective="f")
+    spec = precomputed_kernel_surrogate_spec(gram)
+    client.set_generation_strategy(chaining_generation_strategy(5, surrogate_spec=spec))
+    _run(client, lambda p: float(f_values[p["item"]]), 7)
+    path = tmp_path / "ref.json"
+    client.save_to_json_file(str(path))
+    assert kernels.gram_key(gram) in path.read_text()
+    kernels._GRAMS.clear()  # as in a fresh process
+    loaded = Client.load_from_json_file(str(path))
+    with pytest.raises(ValueError, match="no Gram matrix with that content"):
+        loaded.get_next_trials(max_trials=1)
+    precomputed_kernel_surrogate_spec(gram + 0.0)  # same content, new tensor
+    assert len(loaded.get_next_trials(max_trials=1)) == 1
 
 
 # ---------------------------------------------------------------------------
@@ -510,8 +548,10 @@ def test_candidate_parameterizations_discrete_enumeration() -> None:
     rows = candidate_parameterizations(ss)
     assert len(rows) == 12
     assert all(r["fixed"] == 2.5 for r in rows)
-    assert {r["c"] for r in rows} == {"a", "b", "c"}
-
+    assert rows[:2] == [
+        {"c": "a", "k": 1, "fixed": 2.5},
+        {"c": "a", "k": 2, "fixed": 2.5},
+    ]
     ss_constrained = SearchSpace(
         parameters=[
             RangeParameter("x", ParameterType.INT, 0, 9),
@@ -531,7 +571,8 @@ def test_candidate_parameterizations_sobol_design() -> None:
             RangeParameter("lr", ParameterType.FLOAT, 1e-5, 1e-1, log_scale=True),
             RangeParameter("n", ParameterType.INT, 1, 64, log_scale=True),
             ChoiceParameter("opt", ParameterType.STRING, ["adam", "sgd"]),
-        ]
+        ],
+        parameter_constraints=[ParameterConstraint(inequality="x <= 2")],
     )
     a = candidate_parameterizations(ss, CandidateSetSpec(num_candidates=200, seed=1))
     b = candidate_parameterizations(ss, CandidateSetSpec(num_candidates=200, seed=1))
@@ -541,8 +582,7 @@ def test_candidate_parameterizations_sobol_design() -> None:
     assert len(a) == 200
     assert all(ss.check_membership(r) for r in a)
     # Uniform in the log scale: about half of the learning rates below 1e-3.
-    below = np.mean([r["lr"] < 1e-3 for r in a])
-    assert 0.4 < below < 0.6
+    assert 0.4 < np.mean([r["lr"] < 1e-3 for r in a]) < 0.6
     assert {r["opt"] for r in a} == {"adam", "sgd"}
 
 
@@ -559,7 +599,7 @@ def test_candidate_table_is_validated_and_completed() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Bad input: clear errors naming the argument.
+# Bad input: clear errors naming the argument, before any trial.
 # ---------------------------------------------------------------------------
 
 
@@ -572,18 +612,6 @@ def test_constraints_leaving_no_candidate_discrete() -> None:
         client.get_next_trials(max_trials=1)
 
 
-def test_constraints_leaving_no_candidate_continuous() -> None:
-    ss = SearchSpace(
-        parameters=[
-            RangeParameter("x", ParameterType.FLOAT, 0.0, 1.0),
-            RangeParameter("y", ParameterType.FLOAT, 0.0, 1.0),
-        ],
-        parameter_constraints=[ParameterConstraint(inequality="x + y <= -1")],
-    )
-    with pytest.raises(ValueError, match=r"leave no candidate.*Sobol points"):
-        candidate_parameterizations(ss, CandidateSetSpec(num_candidates=16))
-
-
 @pytest.mark.parametrize(
     ("table", "match"),
     [
@@ -592,16 +620,19 @@ def test_constraints_leaving_no_candidate_continuous() -> None:
             [{"x": 0.5, "y": 0.5}, {"x": 1.5, "y": 0.5}],
             r"candidates\[1\]\['x'\]` = 1.5",
         ),
-        ([{"x": 0.5}], r"candidates\[0\]` is missing parameter\(s\) \['y'\]"),
+        ([{"x": 0.5}], r"candidates\[0\]` has unknown .* lacks \['y'\]"),
     ],
 )
 def test_bad_candidate_table_is_rejected_at_first_trial(
     table: list[dict[str, Any]], match: str
 ) -> None:
     client = _continuous_client(seed=0)
-    client.set_generation_strategy(chaining_generation_strategy(candidates=table))
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=1, candidates=table)
+    )
     with pytest.raises(ValueError, match=match):
         client.get_next_trials(max_trials=1)
+    assert client.summarize().empty  # no trial was created
 
 
 @pytest.mark.parametrize(
@@ -610,15 +641,25 @@ def test_bad_candidate_table_is_rejected_at_first_trial(
         ("x=1", TypeError, "`candidates` must be a pandas DataFrame"),
         ({"x": 1.0}, TypeError, "`candidates` must be a pandas DataFrame"),
         ([[0.1, 0.2]], TypeError, r"`candidates\[0\]` must be a mapping"),
-        ([{"x": [1, 2]}], TypeError, r"`candidates\[0\]\['x'\]` has type list"),
+        ([{"x": [1, 2]}], TypeError, r"`candidates\[0\]` has entry 'x'.*list"),
         ([], ValueError, "`candidates` is empty"),
+        (
+            [{"x": 0.1}, {"x": float("nan")}],
+            ValueError,
+            r"candidates\[1\]\['x'\]` is nan",
+        ),
+        (
+            pd.DataFrame({"x": [0.1, np.inf]}),
+            ValueError,
+            r"candidates\[1\]\['x'\]` is inf; expected a finite number",
+        ),
     ],
 )
 def test_malformed_candidate_table_is_rejected_by_factory(
     candidates: Any, error: type[Exception], match: str
 ) -> None:
     with pytest.raises(error, match=match):
-        chaining_generation_strategy(candidates=candidates)
+        chaining_generation_strategy(init_trials=1, candidates=candidates)
 
 
 def test_precomputed_kernel_surrogate_spec_validates_gram() -> None:
@@ -633,9 +674,7 @@ def test_precomputed_kernel_surrogate_spec_validates_gram() -> None:
 def test_multi_objective_is_unsupported() -> None:
     client = Client(random_seed=0)
     client.configure_experiment(
-        parameters=[
-            RangeParameterConfig(name="x", bounds=(0, 9), parameter_type="int"),
-        ]
+        parameters=[RangeParameterConfig(name="x", bounds=(0, 9), parameter_type="int")]
     )
     client.configure_optimization(objective="a, b")
     client.set_generation_strategy(chaining_generation_strategy(seed=0))
@@ -653,17 +692,17 @@ def test_scalarized_objective_is_supported() -> None:
         ]
     )
     client.configure_optimization(objective="a + 0.5 * b")
-    client.set_generation_strategy(chaining_generation_strategy(init_trials=3, seed=0))
+    gs = chaining_generation_strategy(init_trials=3, seed=0)
+    client.set_generation_strategy(gs)
     for _ in range(5):
         for index, p in client.get_next_trials(max_trials=1).items():
             raw = {"a": -((p["x"] - 3) ** 2), "b": -10.0 * (p["y"] - 7) ** 2}
             client.complete_trial(index, raw_data=raw)
-    meta = _metadata(client, 4)
-    assert meta["acquisition_function"] == "ChainingUCB"
+    cert = _metadata(gs, 4)["certificate"]
     # Ax folds the outcome scales into the scalarized weights, so the model's
     # objective is already in the user's units.
-    assert meta["objective_scale"] == pytest.approx(1.0)
-    assert meta["regret_bound"] == pytest.approx(meta["regret_bound_model_units"])
+    assert cert["objective_scale"] == pytest.approx(1.0)
+    assert cert["bound"] == pytest.approx(cert["bound_model_units"])
 
 
 def test_outcome_constraints_are_unsupported() -> None:
@@ -689,15 +728,9 @@ def test_candidate_set_over_memory_budget() -> None:
     client.set_generation_strategy(chaining_generation_strategy(seed=0))
     with pytest.raises(ValueError, match=r"1,000,000 combinations.*`max_candidates`"):
         client.get_next_trials(max_trials=1)
-
     table = [{"x": i, "y": 0} for i in range(50)]
-    client = _int_grid_client(seed=0)
-    client.set_generation_strategy(
-        chaining_generation_strategy(candidates=table, max_candidates=20)
-    )
     with pytest.raises(ValueError, match=r"50 rows, more than `max_candidates`=20"):
-        client.get_next_trials(max_trials=1)
-
+        chaining_generation_strategy(candidates=table, max_candidates=20)
     with pytest.raises(ValueError, match=r"`num_candidates`=5000 exceeds"):
         chaining_generation_strategy(num_candidates=5000, max_candidates=1000)
 
@@ -705,22 +738,47 @@ def test_candidate_set_over_memory_budget() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"delta": 1.5}, ValueError, r"`delta` must be in \(0, 1\), got 1.5"),
+        ({"delta": 1.5}, ValueError, r"`delta` must be \(0, 1\), got 1.5"),
         ({"delta": "0.1"}, TypeError, "`delta` must be a float"),
-        ({"init_trials": 0}, ValueError, "`init_trials` must be a positive integer"),
+        ({"scale": -1.0}, ValueError, r"`scale` must be finite and > 0, got -1.0"),
+        ({"scale": float("nan")}, ValueError, "`scale` must be finite"),
+        ({"init_trials": -1}, ValueError, "`init_trials` must be >= 0"),
         ({"init": "lhs"}, ValueError, "`init` must be 'uniform' or 'sobol'"),
         ({"seed": 1.5}, TypeError, "`seed` must be an int"),
         ({"num_candidates": -3}, ValueError, "`num_candidates` must be a positive"),
         (
-            {"init": "sobol", "candidates": [{"x": 1}]},
+            {"init": "sobol", "candidates": [{"x": 1}], "init_trials": 1},
             ValueError,
             "`init='sobol'`",
+        ),
+        (
+            {"init_trials": 3, "candidates": [{"x": 1}, {"x": 2}]},
+            ValueError,
+            r"`init_trials`=3 exceeds the 2 rows of `candidates`",
         ),
         ({"surrogate_spec": "gp"}, TypeError, "`surrogate_spec` must be an ax"),
         (
             {"engine_options": {"sigma_flor": 1e-3}},
             TypeError,
-            r"`engine_options` has unknown key\(s\) \['sigma_flor'\]",
+            r"Unknown ChainingUCB option\(s\) \['sigma_flor'\]",
+        ),
+        ({"engine_options": {"sigma_floor": 2.0}}, ValueError, r"`sigma_floor` must"),
+        ({"engine_options": {"path": "sparse"}}, ValueError, "`path` must be one of"),
+        ({"engine_options": {"cover": "best"}}, ValueError, "`cover` must be one of"),
+        (
+            {"engine_options": {"h_radius": 1}},
+            ValueError,
+            "`h_radius` must be one of",
+        ),
+        (
+            {"engine_options": {"memory_budget": 0}},
+            ValueError,
+            "`memory_budget` must be a positive int",
+        ),
+        (
+            {"engine_options": {"max_cover_size": 2.5}},
+            TypeError,
+            "`max_cover_size` must be an int",
         ),
     ],
 )
@@ -731,31 +789,41 @@ def test_bad_factory_arguments(
         chaining_generation_strategy(**kwargs)
 
 
+def test_other_factories_check_their_options() -> None:
+    with pytest.raises(ValueError, match=r"`beta` must be >= 0, got -1"):
+        ucb_generation_strategy(beta=-1.0)
+    with pytest.raises(ValueError, match=r"`delta` must be \(0, 1\)"):
+        gp_ucb_generation_strategy(delta=0.0)
+    with pytest.raises(TypeError, match=r"Unknown UCB option\(s\) \['delta'\]"):
+        candidate_set_strategy(UCB, {"delta": 0.1})
+
+
 def test_engine_options_reach_chaining_ucb() -> None:
+    """Options travel Ax's documented route: botorch_acqf_options -> input
+    constructor; a node built from them makes ChainingUCB use them."""
+    node = candidate_set_node(ChainingUCB, {"delta": 0.2, "sigma_floor": 1e-4})
+    kwargs = node.generator_specs[0].generator_kwargs
+    assert kwargs["botorch_acqf_options"] == {"delta": 0.2, "sigma_floor": 1e-4}
     client = _int_grid_client(seed=0)
-    client.set_generation_strategy(
-        chaining_generation_strategy(
-            init_trials=3,
-            seed=0,
-            engine_options={"sigma_floor": 1e-4, "memory_budget": 2**28},
-        )
-    )
+    gs = chaining_generation_strategy(init_trials=3, seed=0, delta=0.2)
+    client.set_generation_strategy(gs)
     _run(client, _grid_f, 4)
-    acqf = client._generation_strategy.adapter.generator._acquisition.acqf
-    assert acqf._options["sigma_floor"] == 1e-4
-    assert acqf._options["memory_budget"] == 2**28
+    assert _metadata(gs, 3)["delta"] == 0.2
 
 
-def test_acquisition_requires_a_candidate_set() -> None:
-    """CandidateSetAcquisition outside its node gives a clear error."""
-    client = _int_grid_client(seed=0)
-    client.set_generation_strategy(chaining_generation_strategy(init_trials=3, seed=0))
-    _run(client, _grid_f, 4)
-    adapter = client._generation_strategy.adapter
-    with pytest.raises(ValueError, match="needs the candidate set"):
-        adapter.evaluate_acquisition_function(
-            observation_features=[ObservationFeatures(parameters={"x": 1, "y": 2})],
-        )
+def test_float64_candidates_with_a_float32_model() -> None:
+    """ChainingUCB converts candidates to the model's dtype instead of failing."""
+    from botorch.models import SingleTaskGP
+
+    torch.manual_seed(0)
+    X = torch.rand(6, 2)
+    model = SingleTaskGP(X, torch.sin(6 * X).sum(-1, keepdim=True)).eval()
+    candidates = torch.rand(30, 2, dtype=torch.float64)
+    acqf = ChainingUCB(model, candidates)
+    same = ChainingUCB(model, candidates.float())
+    assert acqf.candidates.dtype == torch.float32
+    values = acqf(candidates.float().unsqueeze(-2))
+    assert torch.equal(values, same(candidates.float().unsqueeze(-2)))
 
 
 # ---------------------------------------------------------------------------

@@ -326,3 +326,23 @@ def test_single_task_gp_with_normalized_inputs_matches_indices() -> None:
     assert torch.allclose(
         m_idx.posterior(test).mean, m_norm.posterior(test).mean, atol=1e-4
     )
+
+
+def test_gram_registered_by_content_hash() -> None:
+    from ax_chaining.kernels import gram_key, register_gram
+
+    gram = _ou_gram(5)
+    key = register_gram(gram)
+    assert key == gram_key(gram.clone()) and key.startswith("sha256:")
+    assert gram_key(gram.float()) != key  # dtype is part of the content
+    other = gram.clone()
+    other[0, 1] = other[1, 0] = 0.5
+    assert gram_key(other) != key
+    by_key, by_tensor = PrecomputedKernel(key), PrecomputedKernel(gram)
+    assert by_key.gram is gram  # a reference, not a copy
+    x = _col([0.0, 3.0, 4.0])
+    assert torch.equal(by_key(x, x).to_dense(), by_tensor(x, x).to_dense())
+    with pytest.raises(ValueError, match="no Gram matrix with that content"):
+        PrecomputedKernel(gram_key(other))
+    with pytest.raises(ValueError, match="symmetric"):
+        register_gram(torch.tensor([[1.0, 0.9], [0.0, 1.0]]))

@@ -1,4 +1,4 @@
-"""The certificate-based global stopping strategy, on real Ax Client loops."""
+"""Stopping on the regret certificate, on real Ax Client loops."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from ax.api.client import Client
 from ax.api.configs import RangeParameterConfig
+from ax.exceptions.generation_strategy import GenerationStrategyCompleted
+from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
 from ax.storage.json_store.decoder import object_from_json
 from ax.storage.json_store.encoder import object_to_json
@@ -16,11 +18,14 @@ from ax.storage.json_store.encoder import object_to_json
 from ax_chaining.ax import (
     GEN_METADATA_KEY,
     chaining_generation_strategy,
+    register_storage,
     ucb_generation_strategy,
 )
 from ax_chaining.stopping import (
+    RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
-    latest_regret_bound,
+    best_certificate,
+    certificate_history,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
@@ -35,7 +40,7 @@ def _f(p: dict[str, Any]) -> float:
     return math.exp(-((p["x"] - 9) ** 2 + (p["y"] - 4) ** 2) / 20.0)
 
 
-def _client(factory: Any = chaining_generation_strategy) -> Client:
+def _client(gs: GenerationStrategy) -> Client:
     client = Client(random_seed=0)
     client.configure_experiment(
         parameters=[
@@ -44,7 +49,7 @@ def _client(factory: Any = chaining_generation_strategy) -> Client:
         ]
     )
     client.configure_optimization(objective="f")
-    client.set_generation_strategy(factory(init_trials=4, seed=0))
+    client.set_generation_strategy(gs)
     return client
 
 
@@ -54,12 +59,23 @@ def _step(client: Client) -> None:
 
 
 @pytest.fixture(scope="module")
-def chaining_client() -> Client:
+def chaining_gs() -> GenerationStrategy:
     logging.getLogger("ax").setLevel(logging.WARNING)
-    client = _client()
-    for _ in range(10):
+    gs = chaining_generation_strategy(init_trials=4, seed=0)
+    client = _client(gs)
+    for _ in range(12):
         _step(client)
-    return client
+    return gs
+
+
+def _bounds(gs: GenerationStrategy, key: str = "bound") -> list[float]:
+    trials = gs.experiment.trials
+    metas = [trials[i].generator_runs[0].gen_metadata for i in sorted(trials)]
+    return [
+        m[GEN_METADATA_KEY]["certificate"][key]
+        for m in metas
+        if "certificate" in (m or {}).get(GEN_METADATA_KEY, {})
+    ]
 
 
 def test_is_an_ax_global_stopping_strategy() -> None:
@@ -69,86 +85,120 @@ def test_is_an_ax_global_stopping_strategy() -> None:
     assert "tolerance=0.1" in repr(strategy)
 
 
-def test_certificate_is_recorded_and_read(chaining_client: Client) -> None:
-    experiment = chaining_client._experiment
-    meta = experiment.trials[9].generator_runs[0].gen_metadata[GEN_METADATA_KEY]
-    index, bound = latest_regret_bound(experiment)
-    assert index == 9
-    assert bound == pytest.approx(meta["regret_bound"][0])
-    _, model_bound = latest_regret_bound(experiment, units="model")
-    assert model_bound == pytest.approx(meta["regret_bound_model_units"][0])
-    assert bound == pytest.approx(model_bound * meta["objective_scale"])
-    assert bound > 0
+def test_every_step_records_a_certificate(chaining_gs: GenerationStrategy) -> None:
+    bounds = _bounds(chaining_gs)
+    assert len(bounds) == 8  # one per Chaining-UCB step
+    assert all(b > 0 for b in bounds)
+    meta = chaining_gs.experiment.trials[11].generator_runs[0].gen_metadata
+    cert = meta[GEN_METADATA_KEY]["certificate"]
+    assert cert["delta"] == 0.05 and cert["t"] == 12
+    assert cert["bound"] == pytest.approx(
+        cert["bound_model_units"] * cert["objective_scale"]
+    )
+    # The recommended point is an evaluated one, in the user's space.
+    evaluated = [t.arms[0].parameters for t in chaining_gs.experiment.trials.values()]
+    assert cert["parameters"] in evaluated
 
 
-def test_stops_below_tolerance_and_reports_the_bound(chaining_client: Client) -> None:
-    experiment = chaining_client._experiment
-    _, bound = latest_regret_bound(experiment)
+def test_best_certificate_is_the_running_minimum(
+    chaining_gs: GenerationStrategy,
+) -> None:
+    bounds = _bounds(chaining_gs)
+    best = best_certificate(chaining_gs)
+    assert best is not None and best["bound"] == min(bounds)
+    assert best_certificate(chaining_gs.experiment) == best
+    model = best_certificate(chaining_gs, units="model")
+    assert model is not None and model["bound"] == min(
+        _bounds(chaining_gs, "bound_model_units")
+    )
+    # The history's running minimum is the prefix minimum, hence never increases.
+    history = certificate_history(chaining_gs)
+    assert [c["bound"] for c in history] == bounds
+    running = [c["running_min"] for c in history]
+    assert running == [min(bounds[: k + 1]) for k in range(len(bounds))]
+    assert running == sorted(running, reverse=True) and running[-1] == best["bound"]
 
+
+def test_stops_below_tolerance_and_names_parameters_and_bound(
+    chaining_gs: GenerationStrategy,
+) -> None:
+    experiment = chaining_gs.experiment
+    best = best_certificate(experiment)
+    assert best is not None
     stop, message = RegretBoundGlobalStoppingStrategy(
-        tolerance=bound * 1.01, min_trials=5
+        tolerance=best["bound"] * 1.01
     ).should_stop_optimization(experiment=experiment)
     assert stop
-    assert f"{bound:.4g}" in message and "trial 9" in message
-
+    assert f"{best['bound']:.4g}" in message and str(best["parameters"]) in message
     stop, message = RegretBoundGlobalStoppingStrategy(
-        tolerance=bound * 0.99, min_trials=5
+        tolerance=best["bound"] * 0.99
     ).should_stop_optimization(experiment=experiment)
-    assert not stop
-    assert f"{bound:.4g}" in message and "above the tolerance" in message
+    assert not stop and "above the tolerance" in message
 
 
-def test_respects_min_trials_and_pending_trials(chaining_client: Client) -> None:
-    experiment = chaining_client._experiment
+def test_respects_min_trials(chaining_gs: GenerationStrategy) -> None:
     stop, message = RegretBoundGlobalStoppingStrategy(
         tolerance=1e9, min_trials=50
-    ).should_stop_optimization(experiment=experiment)
+    ).should_stop_optimization(experiment=chaining_gs.experiment)
     assert not stop and "minimum of 50" in message
 
 
-def test_stops_a_client_loop() -> None:
-    """The documented Client loop: stop as soon as the certificate is small."""
-    client = _client()
-    # A generous tolerance (model-unit bounds are O(10) on this problem) so the
-    # loop stops on the first certificate after min_trials.
-    strategy = RegretBoundGlobalStoppingStrategy(
-        tolerance=1e3, min_trials=6, units="model"
-    )
-    completed = 0
-    while completed < 30:
-        stop, message = strategy.should_stop_optimization(experiment=client._experiment)
-        if stop:
-            break
+def test_a_plain_client_loop_stops_on_the_certificate(tmp_path: Any) -> None:
+    """stop_tolerance: the strategy completes itself; Ax's Client raises
+    GenerationStrategyCompleted, with no private attribute involved."""
+    reference = chaining_generation_strategy(init_trials=4, seed=0)
+    client = _client(reference)
+    for _ in range(7):
         _step(client)
-        completed += 1
-    assert stop and completed == 6
-    assert "model units" in message
-    # A pending trial keeps the optimization going.
-    client.get_next_trials(max_trials=1)
-    stop, message = strategy.should_stop_optimization(experiment=client._experiment)
-    assert not stop and "pending" in message
+    bounds = _bounds(reference)  # trials 4, 5, 6 are Chaining-UCB steps
+    running = min(bounds)
+    first = 4 + next(k for k, b in enumerate(bounds) if b <= running)
+    gs = chaining_generation_strategy(init_trials=4, seed=0, stop_tolerance=running)
+    client = _client(gs)
+    steps = 0
+    with pytest.raises(GenerationStrategyCompleted):
+        while steps < 30:
+            _step(client)
+            steps += 1
+    assert steps == first + 1  # the same run, stopped once the bound got there
+    best = best_certificate(gs)
+    assert best is not None and best["bound"] <= running
+    # The criterion survives JSON: a reloaded client is complete as well.
+    path = str(tmp_path / "stopped.json")
+    client.save_to_json_file(path)
+    with pytest.raises(GenerationStrategyCompleted):
+        Client.load_from_json_file(path).get_next_trials(max_trials=1)
 
 
 def test_no_certificate_without_chaining() -> None:
-    client = _client(ucb_generation_strategy)
+    gs = ucb_generation_strategy(init_trials=4, seed=0)
+    client = _client(gs)
     for _ in range(6):
         _step(client)
-    assert latest_regret_bound(client._experiment) is None
+    assert best_certificate(gs) is None
     stop, message = RegretBoundGlobalStoppingStrategy(
         tolerance=1e9, min_trials=1
-    ).should_stop_optimization(experiment=client._experiment)
+    ).should_stop_optimization(experiment=gs.experiment)
     assert not stop and "No Chaining-UCB regret certificate" in message
 
 
 def test_json_round_trip() -> None:
+    register_storage()
     strategy = RegretBoundGlobalStoppingStrategy(
         tolerance=0.25, min_trials=7, inactive_when_pending_trials=False, units="model"
     )
     decoded = object_from_json(object_to_json(strategy))
     assert isinstance(decoded, RegretBoundGlobalStoppingStrategy)
-    assert decoded == strategy
     assert (decoded.tolerance, decoded.min_trials, decoded.units) == (0.25, 7, "model")
     assert decoded.inactive_when_pending_trials is False
+    criterion = RegretBoundCriterion(tolerance=0.5, transition_to="A", min_trials=3)
+    decoded = object_from_json(object_to_json(criterion))
+    assert isinstance(decoded, RegretBoundCriterion)
+    assert (decoded.tolerance, decoded.transition_to, decoded.min_trials) == (
+        0.5,
+        "A",
+        3,
+    )
 
 
 @pytest.mark.parametrize(
@@ -167,3 +217,9 @@ def test_bad_arguments(
 ) -> None:
     with pytest.raises(error, match=match):
         RegretBoundGlobalStoppingStrategy(**kwargs)
+    with pytest.raises(error, match=match):
+        RegretBoundCriterion(transition_to="A", **kwargs)
+    with pytest.raises(error, match=match):
+        chaining_generation_strategy(stop_tolerance=kwargs["tolerance"]) if len(
+            kwargs
+        ) == 1 else RegretBoundCriterion(transition_to="A", **kwargs)
