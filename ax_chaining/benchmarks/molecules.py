@@ -358,6 +358,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     "runs": len(seeds),
                     "queries": T,
                     "num_molecules": recs[0]["num_molecules"],
+                    "n_init": recs[0].get("config", {}).get("n_init"),
                     "regret": {
                         str(k): mean_se([c[k] for c in curves])
                         for k in (*CHECKPOINTS, T)
@@ -492,7 +493,8 @@ def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
                 f"{r['runs']} runs)",
                 fontsize=9,
             )
-        ax.set_xlabel("queries after 10 initial molecules")
+        n_init = next(r["n_init"] for r in summary["rows"] if r["dataset"] == dataset)
+        ax.set_xlabel(f"queries after {n_init} initial molecules")
         ax.set_ylabel("simple regret")
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
