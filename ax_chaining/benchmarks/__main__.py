@@ -256,7 +256,12 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
     elapsed = time.perf_counter() - start
     summary = h.summarize(records)
     _write_summary(
-        out, summary, h.format_markdown(summary), argv, elapsed, asdict(config)
+        out,
+        summary,
+        h.format_markdown(summary),
+        argv,
+        elapsed,
+        {"summary_only": True} if args.summary_only else asdict(config),
     )
     if not args.no_plot and summary["rows"]:
         print(f"figure: {h.plot_scores(summary, out / 'scores.png')}")
@@ -302,7 +307,12 @@ def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
     elapsed = time.perf_counter() - start
     summary = mol.summarize(records)
     _write_summary(
-        out, summary, mol.format_markdown(summary), argv, elapsed, asdict(config)
+        out,
+        summary,
+        mol.format_markdown(summary),
+        argv,
+        elapsed,
+        {"summary_only": True} if args.summary_only else asdict(config),
     )
     if not args.no_plot and summary["rows"]:
         print(f"figure: {mol.plot_regret(summary, out / 'simple_regret.png')}")
