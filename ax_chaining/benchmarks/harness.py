@@ -546,7 +546,13 @@ def plot_scores(summary: dict[str, Any], path: str | Path) -> Path:
         ax.set_ylabel("score (Ax)")
     for ax in list(axes.flat)[len(problems) :]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7, loc="lower right")
+    # Early scores can be far below the baseline (Branin): show 0..100 well.
+    for ax in list(axes.flat)[: len(problems)]:
+        low, high = ax.get_ylim()
+        ax.set_ylim(max(low, -50.0), max(high, 105.0))
+    # The legend goes where every method is drawn.
+    counts = [sum(r["problem"] == p for r in summary["rows"]) for p in problems]
+    axes.flat[counts.index(max(counts))].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
