@@ -1,12 +1,24 @@
-r"""The README's demo: Chaining-UCB against GP-UCB and stock UCB in a BoTorch loop.
+r"""The README's demo: Chaining-UCB beside GP-UCB, stock UCB, LogEI and random search.
 
 The built-in problem is the paper's first experiment at small size: functions
 drawn exactly from a GP with an isotropic 2-D SE kernel (bandwidth 1, variance 1)
 on a uniform random design of ``N`` points in a square of side 20 (side scaled
 down with ``N`` to keep the paper's density of points per unit area), noise
 standard deviation 0.05, 10 initial points drawn uniformly from the candidates,
-and every method given the true prior. It prints the mean simple regret
-:math:`S_n = \max f - \max_{t \le n} f(x_t)` with its standard error.
+and every method given the true prior. Run ``r`` uses one function sample and
+one set of initial points for all methods, so the methods can be compared run
+by run (paired differences).
+
+It prints:
+
+* the mean simple regret :math:`S_n = \max f - \max_{t \le n} f(x_t)` with its
+  standard error at a few checkpoints, and the mean wall time of one step;
+* the paired difference of the final simple regret, Chaining-UCB minus each
+  other method, and whether it is at least two standard errors from zero;
+* one sentence reading that table, computed from the numbers;
+* Chaining-UCB's regret certificate (:meth:`ChainingUCB.certificate`) for the
+  point it recommends at the end of the last run, beside that point's true
+  regret, which only a benchmark knows.
 
 Run it with ``make demo`` or ``python -m ax_chaining.demo --help``.
 """
@@ -20,7 +32,11 @@ import time
 from collections.abc import Callable
 
 import torch
-from botorch.acquisition import AcquisitionFunction, UpperConfidenceBound
+from botorch.acquisition import (
+    AcquisitionFunction,
+    LogExpectedImprovement,
+    UpperConfidenceBound,
+)
 from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import RBFKernel, ScaleKernel
@@ -33,10 +49,19 @@ NOISE_STD = 0.05
 
 Policy = Callable[[SingleTaskGP, Tensor], AcquisitionFunction]
 
+
+def _logei(model: SingleTaskGP, C: Tensor) -> AcquisitionFunction:
+    # best_f: the largest posterior mean at the observed points (noisy data).
+    with torch.no_grad():
+        best = model.posterior(model.train_inputs[0]).mean.max()
+    return LogExpectedImprovement(model, best_f=best)
+
+
 POLICIES: dict[str, Policy] = {
     "Chaining-UCB": lambda model, C: ChainingUCB(model, C, delta=0.05),
     "GP-UCB": lambda model, C: GPUCB(model, num_candidates=C.shape[0], delta=0.05),
     "UCB(beta=0.2)": lambda model, C: UpperConfidenceBound(model, beta=0.2),
+    "LogEI": _logei,
 }
 
 
@@ -66,58 +91,150 @@ def fixed_model(X: Tensor, Y: Tensor) -> SingleTaskGP:
     return model.eval()
 
 
-def run(policy: str, C: Tensor, f: Tensor, iters: int, seed: int) -> list[float]:
-    """Simple regret after each of ``iters`` queries (10 initial points first)."""
+def run(
+    policy: str, C: Tensor, f: Tensor, iters: int, seed: int
+) -> tuple[list[float], list[int], list[float]]:
+    """Simple regret after each of ``iters`` queries (10 initial points first).
+
+    Returns:
+        The regret trace, the evaluated indices and the noisy observations.
+    """
     g = torch.Generator().manual_seed(10_000 + seed)
     n = C.shape[0]
     idx = torch.randint(n, (10,), generator=g).tolist()
     y = (f[idx] + NOISE_STD * torch.randn(10, generator=g, dtype=DTYPE)).tolist()
+    # The noise of the k-th query is the same for every method (paired runs).
+    noise = NOISE_STD * torch.randn(iters, generator=g, dtype=DTYPE)
+    rand = torch.Generator().manual_seed(20_000 + seed)
     regret = []
-    for _ in range(iters):
+    for k in range(iters):
         if policy == "Random":
-            nxt = int(torch.randint(n, (1,), generator=g))
+            nxt = int(torch.randint(n, (1,), generator=rand))
         else:
             model = fixed_model(C[idx], torch.tensor(y, dtype=DTYPE).unsqueeze(-1))
             acqf = POLICIES[policy](model, C)
             x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
             nxt = int((C == x).all(dim=-1).nonzero()[0])
         idx.append(nxt)
-        y.append(float(f[nxt] + NOISE_STD * torch.randn(1, generator=g, dtype=DTYPE)))
+        y.append(float(f[nxt] + noise[k]))
         regret.append(float(f.max() - f[idx].max()))
-    return regret
+    return regret, idx, y
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    v = torch.tensor(values, dtype=DTYPE)
+    se = float(v.std() / math.sqrt(len(v))) if len(v) > 1 else 0.0
+    return float(v.mean()), se
+
+
+def reading(
+    final: dict[str, list[float]], iters: int, reference: str = "Chaining-UCB"
+) -> tuple[list[tuple[str, float, float, bool]], str]:
+    """Paired differences of the final regret and one sentence reading them.
+
+    A difference counts as separated when it is at least two standard errors
+    from zero.
+
+    Returns:
+        ``(rows, sentence)``, each row ``(method, mean, se, separated)``.
+    """
+    rows = []
+    for m, values in final.items():
+        if m == reference:
+            continue
+        diff = [a - b for a, b in zip(final[reference], values, strict=True)]
+        mean, se = _mean_se(diff)
+        rows.append((m, mean, se, abs(mean) >= 2 * se and mean != 0))
+    better = [m for m, mean, _, sep in rows if sep and mean < 0]
+    worse = [m for m, mean, _, sep in rows if sep and mean > 0]
+    tied = [m for m, _, _, sep in rows if not sep]
+    parts = []
+    if better:
+        parts.append(f"lower than {_join(better)}")
+    if worse:
+        parts.append(f"higher than {_join(worse)}")
+    if parts:
+        sentence = (
+            f"After {iters} queries, {reference}'s simple regret is "
+            + " and ".join(parts)
+            + " by at least two standard errors of the paired difference"
+        )
+        sentence += (
+            f"; against {_join(tied)} the runs do not separate the methods."
+            if tied
+            else "."
+        )
+    else:
+        sentence = (
+            f"After {iters} queries, the paired differences are all within two "
+            f"standard errors: these runs do not separate {reference} from "
+            f"{_join(tied)}."
+        )
+    return rows, sentence
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, default=1000, help="number of candidates")
-    parser.add_argument("--runs", type=int, default=5, help="seeds")
-    parser.add_argument("--iters", type=int, default=30, help="queries per run")
+    parser.add_argument("--n", type=int, default=500, help="number of candidates")
+    parser.add_argument("--runs", type=int, default=12, help="seeds")
+    parser.add_argument("--iters", type=int, default=20, help="queries per run")
     args = parser.parse_args(argv)
+    for name in ("n", "runs", "iters"):
+        if getattr(args, name) < (11 if name == "n" else 1):
+            parser.error(f"--{name} is too small: {getattr(args, name)}")
     methods = [*POLICIES, "Random"]
     checkpoints = sorted({min(args.iters, k) for k in (5, 10, 20, args.iters)})
     print(
         f"SE GP samples, N={args.n} candidates, noise std {NOISE_STD}, 10 initial "
-        f"points, {args.runs} runs x {args.iters} queries, true prior for all."
+        f"points, {args.runs} runs x {args.iters} queries, true prior for all.",
+        flush=True,
     )
     results: dict[str, list[list[float]]] = {m: [] for m in methods}
     seconds: dict[str, float] = {m: 0.0 for m in methods}
+    last: tuple[Tensor, Tensor, list[int], list[float]] | None = None
     for seed in range(args.runs):
         C, f = make_problem(args.n, seed)
         for m in methods:
             start = time.perf_counter()
-            results[m].append(run(m, C, f, args.iters, seed))
+            regret, idx, y = run(m, C, f, args.iters, seed)
             seconds[m] += time.perf_counter() - start
+            results[m].append(regret)
+            if m == "Chaining-UCB":
+                last = (C, f, idx, y)
     header = f"{'method':<15}" + "".join(f"{f'S_{k}':>17}" for k in checkpoints)
     print(header + f"{'s/step':>9}")
     for m in methods:
         row = f"{m:<15}"
         for k in checkpoints:
-            vals = torch.tensor([r[k - 1] for r in results[m]], dtype=DTYPE)
-            se = vals.std() / math.sqrt(len(vals)) if len(vals) > 1 else 0.0
-            row += f"{float(vals.mean()):>10.3f} ± {float(se):<5.3f}"
+            mean, se = _mean_se([r[k - 1] for r in results[m]])
+            row += f"{mean:>10.3f} ± {se:<5.3f}"
         print(row + f"{seconds[m] / (args.runs * args.iters):>9.3f}")
     print(
         "S_n: mean simple regret (± standard error) after n queries; lower is better."
+    )
+
+    final = {m: [r[-1] for r in results[m]] for m in methods}
+    rows, sentence = reading(final, args.iters)
+    print(f"\nPaired difference of S_{args.iters}, Chaining-UCB minus each method:")
+    for m, mean, se, sep in rows:
+        verdict = "separated" if sep else "not separated (within 2 SE)"
+        print(f"  {m:<15}{mean:>+8.3f} ± {se:.3f}   {verdict}")
+    print(sentence)
+
+    assert last is not None
+    C, f, idx, y = last
+    model = fixed_model(C[idx], torch.tensor(y, dtype=DTYPE).unsqueeze(-1))
+    cert = ChainingUCB(model, C, delta=0.05).certificate()
+    true_regret = float(f.max() - f[cert.index])
+    print(
+        f"\nCertificate for the recommended point of the last Chaining-UCB run "
+        f"(candidate {cert.index}, after {len(idx)} observations): with "
+        f"probability >= {1 - cert.delta:.2f}, max f - f(x) <= {cert.bound:.3f}. "
+        f"Its true regret, which only a benchmark knows: {true_regret:.3f}."
     )
     return 0
 

@@ -237,3 +237,15 @@ def test_cli_speed_dispatch(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ax_chaining.benchmarks.speed", None)
     assert main(["speed"]) == 2
     assert "not available" in capsys.readouterr().err
+
+
+def test_cli_help_lists_harness_and_molecules(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert "harness" in text and "molecules" in text
+    for command in ("harness", "molecules"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "--small" in capsys.readouterr().out

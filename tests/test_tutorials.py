@@ -68,6 +68,7 @@ def test_notebooks_exist():
         "01_botorch_quickstart.ipynb",
         "02_ax_client.ipynb",
         "03_paper_experiments.ipynb",
+        "04_molecules.ipynb",
         "05_certificate.ipynb",
     ]
 

@@ -9,6 +9,14 @@ Subcommands:
     ``cumulative_regret.png`` under ``--out``.
 ``figure1``
     The paper's Figure 1 on a 1-D toy problem, saved as ``figure1.png``.
+``harness``
+    Chaining-UCB and baselines in Ax's own benchmark harness (``ax.benchmark``)
+    on discrete and discretized problems (:mod:`ax_chaining.benchmarks.harness`):
+    one JSON record per replication (resumable), ``summary.md``,
+    ``summary.json`` and ``scores.png`` under ``--out``.
+``molecules``
+    Ax ``Client`` loops over real molecule libraries (ESOL, FreeSolv) with a
+    Tanimoto kernel on Morgan fingerprints (:mod:`ax_chaining.benchmarks.molecules`).
 ``speed``
     Speed and memory of one acquisition step (:mod:`ax_chaining.benchmarks.speed`);
     arguments after ``speed`` are passed to it.
@@ -22,6 +30,8 @@ Examples::
     python -m ax_chaining.benchmarks paper --small --out results/paper/small
     python -m ax_chaining.benchmarks paper --problem se --n 2000 --runs 32 --iters 100
     python -m ax_chaining.benchmarks figure1 --out results/paper
+    python -m ax_chaining.benchmarks harness --small --out results/harness/small
+    python -m ax_chaining.benchmarks molecules --small --out results/molecules/small
     python -m ax_chaining.benchmarks speed --help
     python -m ax_chaining.benchmarks certificate --small --out results/certificate_small
 """
@@ -33,7 +43,9 @@ import json
 import shlex
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
@@ -98,6 +110,9 @@ def _build_parser() -> argparse.ArgumentParser:
     fig1.add_argument("--num-obs", type=int, default=6, help="number of observations")
     fig1.add_argument("--n", type=int, default=500, help="grid size")
 
+    _add_harness_parser(sub)
+    _add_molecules_parser(sub)
+
     sub.add_parser(
         "speed",
         help="speed benchmark (ax_chaining.benchmarks.speed; see `speed --help`)",
@@ -110,6 +125,239 @@ def _build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return parser
+
+
+def _add_harness_parser(sub: Any) -> None:
+    from ax_chaining.benchmarks.harness import (
+        FULL_CONFIG,
+        METHODS,
+        PROBLEMS,
+        SMALL_CONFIG,
+        SMALL_PROBLEMS,
+    )
+
+    h = sub.add_parser(
+        "harness",
+        help="Ax's own benchmark harness (ax.benchmark) on discrete problems",
+        description=(
+            "Run or resume Chaining-UCB, GP-UCB, stock UCB, Ax's default (Sobol + "
+            "qLogNEI) and Sobol through ax.benchmark.benchmark_replication. "
+            f"Defaults: all problems, {FULL_CONFIG.replications} replications of "
+            f"{FULL_CONFIG.num_trials} trials ({FULL_CONFIG.init_trials} initial). "
+            f"--small: {','.join(SMALL_PROBLEMS)}, {SMALL_CONFIG.replications} "
+            f"replications of {SMALL_CONFIG.num_trials} trials. Explicit options "
+            "override either preset; finished replications under --out are reused."
+        ),
+    )
+    h.add_argument(
+        "--problem",
+        default=None,
+        help=f"comma-separated subset of {','.join(PROBLEMS)}, or all",
+    )
+    h.add_argument(
+        "--methods",
+        default=",".join(METHODS),
+        help=f"comma-separated subset of {','.join(METHODS)} (default: all)",
+    )
+    h.add_argument("--replications", type=int, default=None, help="seeds 0..R-1")
+    h.add_argument("--trials", type=int, default=None, help="trials per replication")
+    h.add_argument("--init", type=int, default=None, help="initial trials")
+    h.add_argument("--small", action="store_true", help="small preset (a test)")
+    h.add_argument("--out", default="results/harness", help="output directory")
+    h.add_argument("--force", action="store_true", help="recompute stored runs")
+    h.add_argument("--no-progress", action="store_true", help="no progress bar")
+    h.add_argument("--no-plot", action="store_true", help="skip the figure")
+    h.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="summarize the records under --out without running anything",
+    )
+
+
+def _add_molecules_parser(sub: Any) -> None:
+    from ax_chaining.benchmarks.molecules import (
+        DATASET_NAMES,
+        FULL_CONFIG,
+        METHODS,
+        SMALL_CONFIG,
+    )
+
+    m = sub.add_parser(
+        "molecules",
+        help="Ax Client loops over molecule libraries (Tanimoto kernel)",
+        description=(
+            "Run or resume Chaining-UCB, GP-UCB, stock UCB, LogEI and random search "
+            "over a molecule library, through candidate_index_parameter + "
+            "precomputed_kernel_surrogate_spec (Tanimoto on Morgan fingerprints). "
+            f"Defaults: {','.join(FULL_CONFIG.datasets)}, {FULL_CONFIG.runs} runs, "
+            f"{FULL_CONFIG.n_init} initial points, {FULL_CONFIG.queries} queries. "
+            f"--small: {','.join(SMALL_CONFIG.datasets)}, {SMALL_CONFIG.runs} runs, "
+            f"{SMALL_CONFIG.queries} queries. Explicit options override either "
+            "preset; finished runs under --out are reused."
+        ),
+    )
+    m.add_argument(
+        "--dataset",
+        default=None,
+        help=f"comma-separated subset of {','.join(DATASET_NAMES)}, or all",
+    )
+    m.add_argument(
+        "--methods",
+        default=",".join(METHODS),
+        help=f"comma-separated subset of {','.join(METHODS)} (default: all)",
+    )
+    m.add_argument("--runs", type=int, default=None, help="runs (seeds 0..R-1)")
+    m.add_argument("--queries", type=int, default=None, help="queries after init")
+    m.add_argument("--init", type=int, default=None, help="initial points")
+    m.add_argument("--small", action="store_true", help="small preset (a test)")
+    m.add_argument("--out", default="results/molecules", help="output directory")
+    m.add_argument("--force", action="store_true", help="recompute stored runs")
+    m.add_argument("--no-progress", action="store_true", help="no progress bar")
+    m.add_argument("--no-plot", action="store_true", help="skip the figure")
+    m.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="summarize the records under --out without running anything",
+    )
+
+
+def _harness(args: argparse.Namespace, argv: list[str]) -> int:
+    from ax_chaining.benchmarks import harness as h
+
+    preset = h.SMALL_CONFIG if args.small else h.FULL_CONFIG
+    try:
+        config = h.HarnessConfig(
+            num_trials=args.trials if args.trials is not None else preset.num_trials,
+            init_trials=args.init if args.init is not None else preset.init_trials,
+            replications=(
+                args.replications
+                if args.replications is not None
+                else preset.replications
+            ),
+        )
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    default = h.SMALL_PROBLEMS if args.small else h.PROBLEMS
+    problems = _split(args.problem or ",".join(default), h.PROBLEMS, "problem")
+    methods = _split(args.methods, h.METHODS, "method")
+    out = Path(args.out)
+    _quiet_ax()
+    start = time.perf_counter()
+    if args.summary_only:
+        records = [
+            r
+            for r in h.load_records(out)
+            if r["problem"] in problems and r["method"] in methods
+        ]
+    else:
+        print(
+            f"harness: problems={','.join(problems)} methods={','.join(methods)} "
+            f"replications={config.replications} trials={config.num_trials} "
+            f"init={config.init_trials} out={out}",
+            flush=True,
+        )
+        records = h.run_harness(
+            problems,
+            methods,
+            config,
+            out,
+            progress=not args.no_progress,
+            force=args.force,
+        )
+    elapsed = time.perf_counter() - start
+    summary = h.summarize(records)
+    _write_summary(
+        out,
+        summary,
+        h.format_markdown(summary),
+        argv,
+        elapsed,
+        {"summary_only": True} if args.summary_only else asdict(config),
+    )
+    if not args.no_plot and summary["rows"]:
+        print(f"figure: {h.plot_scores(summary, out / 'scores.png')}")
+    return 0
+
+
+def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
+    from ax_chaining.benchmarks import molecules as mol
+
+    preset = mol.SMALL_CONFIG if args.small else mol.FULL_CONFIG
+    datasets = _split(
+        args.dataset or ",".join(preset.datasets), mol.DATASET_NAMES, "dataset"
+    )
+    try:
+        config = mol.MoleculeConfig(
+            datasets=tuple(datasets),
+            runs=args.runs if args.runs is not None else preset.runs,
+            queries=args.queries if args.queries is not None else preset.queries,
+            n_init=args.init if args.init is not None else preset.n_init,
+        )
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    methods = _split(args.methods, mol.METHODS, "method")
+    out = Path(args.out)
+    _quiet_ax()
+    start = time.perf_counter()
+    if args.summary_only:
+        records = [
+            r
+            for r in mol.load_records(out)
+            if r["dataset"] in datasets and r["method"] in methods
+        ]
+    else:
+        print(
+            f"molecules: datasets={','.join(datasets)} methods={','.join(methods)} "
+            f"runs={config.runs} init={config.n_init} queries={config.queries} "
+            f"out={out}",
+            flush=True,
+        )
+        records = mol.run_molecules(
+            methods, config, out, progress=not args.no_progress, force=args.force
+        )
+    elapsed = time.perf_counter() - start
+    summary = mol.summarize(records)
+    _write_summary(
+        out,
+        summary,
+        mol.format_markdown(summary),
+        argv,
+        elapsed,
+        {"summary_only": True} if args.summary_only else asdict(config),
+    )
+    if not args.no_plot and summary["rows"]:
+        print(f"figure: {mol.plot_regret(summary, out / 'simple_regret.png')}")
+    return 0
+
+
+def _quiet_ax() -> None:
+    # Ax's Client logs every trial at INFO; the progress bar says enough.
+    import logging
+
+    from ax.utils.common.logger import set_stderr_log_level
+
+    set_stderr_log_level(logging.WARNING)
+
+
+def _write_summary(
+    out: Path,
+    summary: dict[str, Any],
+    markdown: str,
+    argv: list[str],
+    elapsed: float,
+    config: dict[str, Any],
+) -> None:
+    from ax_chaining.benchmarks._tables import write_json
+
+    command = "python -m ax_chaining.benchmarks " + shlex.join(argv)
+    meta = {"command": command, "config": config, "wall_seconds_this_call": elapsed}
+    write_json({**meta, **summary}, out / "summary.json")
+    text = f"```bash\n{command}\n```\n\n{markdown}\n"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.md").write_text(text)
+    print()
+    print(markdown)
+    print(f"summary: {out / 'summary.md'}, {out / 'summary.json'} ({elapsed:.0f} s)")
 
 
 def _split(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
@@ -260,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
         return _paper(args, argv)
     if args.command == "figure1":
         return _figure1(args)
+    if args.command == "harness":
+        return _harness(args, argv)
+    if args.command == "molecules":
+        return _molecules(args, argv)
     raise AssertionError(args.command)  # pragma: no cover - argparse guards this
 
 

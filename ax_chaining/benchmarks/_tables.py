@@ -1,0 +1,70 @@
+"""Small statistics and formatting shared by the harness and molecule benchmarks."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ax_chaining.benchmarks._io import write_atomic
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean (0 for a single value)."""
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan
+    mean = sum(values) / n
+    if n == 1:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(var / n)
+
+
+def paired(
+    a: Sequence[float], b: Sequence[float], higher_is_better: bool, tol: float = 1e-12
+) -> dict[str, Any]:
+    """Mean ± SE of the run-by-run difference ``a - b``, and wins/ties/losses of a."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}.")
+    diff = [x - y for x, y in zip(a, b, strict=True)]
+    mean, se = mean_se(diff)
+    sign = 1.0 if higher_is_better else -1.0
+    wins = sum(1 for d in diff if sign * d > tol)
+    losses = sum(1 for d in diff if sign * d < -tol)
+    return {
+        "mean": mean,
+        "se": se,
+        "wins": wins,
+        "ties": len(diff) - wins - losses,
+        "losses": losses,
+        "n": len(diff),
+    }
+
+
+def num(x: float | None, digits: int = 3, sign: bool = False) -> str:
+    """Fixed-point, or scientific when a non-zero value would print as 0."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    spec = "+" if sign else ""
+    if x != 0 and abs(x) < 0.5 * 10.0**-digits:
+        return f"{x:{spec}.1e}"
+    return f"{x:{spec}.{digits}f}"
+
+
+def pm(mean: float, se: float, digits: int = 3, sign: bool = False) -> str:
+    return f"{num(mean, digits, sign)} ± {num(se, digits)}"
+
+
+def write_json(obj: Any, path: Path) -> None:
+    write_atomic(path, lambda fh: json.dump(obj, fh, indent=1), binary=False)
+
+
+def load_json(path: Path) -> Any | None:
+    """The JSON in ``path``, or None if it is missing or unreadable (rerun it)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,505 @@
+r"""Screening a real molecule library with Chaining-UCB in an Ax ``Client`` loop.
+
+The search space is a library of molecules with one measured property each
+(:func:`ax_chaining.chem.load_dataset`: ESOL solubility, FreeSolv hydration free
+energy, Lipophilicity logD). Each molecule is an item index
+(:func:`ax_chaining.ax.candidate_index_parameter`); the GP's prior covariance is
+the Tanimoto similarity of Morgan fingerprints (radius 2, 2,048 bits), given to
+Ax as a precomputed Gram matrix
+(:func:`ax_chaining.ax.precomputed_kernel_surrogate_spec`). The loop is the one a
+chemist would write: ``Client.get_next_trials`` / ``complete_trial`` with the
+measured value of the proposed molecule.
+
+Methods (``METHODS``):
+
+============  ================================================================
+``chaining``  :func:`~ax_chaining.ax.chaining_generation_strategy` (delta 0.05)
+``gp-ucb``    :func:`~ax_chaining.ax.gp_ucb_generation_strategy` (delta 0.05)
+``ucb``       :func:`~ax_chaining.ax.ucb_generation_strategy` (beta 0.2)
+``logei``     Ax's modular BoTorch generator with ``LogExpectedImprovement``
+              and the same surrogate (Ax enumerates the library and skips
+              evaluated molecules)
+``random``    uniform without replacement over the molecules not yet tested
+============  ================================================================
+
+Protocol: run ``r`` draws ``n_init`` initial molecules uniformly without
+replacement with seed ``r``; every method gets the same initial molecules
+(attached to the experiment with ``Client.attach_trial``, so each strategy
+leaves its initialization at once), then ``queries`` sequential queries. The
+measurements are noise-free lookups, so the UCB-family strategies use
+``exclude_evaluated=True``. ``Client(random_seed=r)`` seeds the rest.
+
+Reported per dataset and method: simple regret ``max y - max y(tested)`` after
+``n`` queries; the number of queries until a molecule in the top 1% of the
+library (the ``ceil(0.01 n)`` best) has been tested (0 if an initial molecule
+is; runs that never reach it are counted and shown as censored); and wall time
+per query (``get_next_trials``: model fit and acquisition).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ax_chaining.benchmarks._tables import (
+    load_json,
+    mean_se,
+    num,
+    paired,
+    pm,
+    write_json,
+)
+
+__all__ = [
+    "DATASET_NAMES",
+    "FULL_CONFIG",
+    "LABELS",
+    "METHODS",
+    "SMALL_CONFIG",
+    "MoleculeConfig",
+    "format_markdown",
+    "library",
+    "make_strategy",
+    "plot_regret",
+    "run_molecules",
+    "run_one",
+    "summarize",
+]
+
+FORMAT_VERSION = 1
+DATASET_NAMES: tuple[str, ...] = ("esol", "freesolv", "lipo")
+METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "ucb", "logei", "random")
+LABELS: dict[str, str] = {
+    "chaining": "Chaining-UCB",
+    "gp-ucb": "GP-UCB",
+    "ucb": "UCB (beta=0.2)",
+    "logei": "LogEI",
+    "random": "Random",
+}
+DATASET_LABELS = {
+    "esol": "ESOL",
+    "freesolv": "FreeSolv",
+    "lipo": "Lipophilicity",
+}
+CHECKPOINTS = (10, 25, 50)
+
+
+@dataclass(frozen=True)
+class MoleculeConfig:
+    """Size of a molecule benchmark.
+
+    Attributes:
+        datasets: Dataset names (see :data:`DATASET_NAMES`).
+        runs: Seeds ``0 .. runs - 1``.
+        queries: Sequential queries after the initial points.
+        n_init: Initial molecules, uniform without replacement.
+        delta: Chaining-UCB's and GP-UCB's confidence parameter.
+        beta: BoTorch UCB's beta.
+        radius: Morgan radius.
+        n_bits: Fingerprint length.
+    """
+
+    datasets: tuple[str, ...] = ("esol", "freesolv")
+    runs: int = 10
+    queries: int = 50
+    n_init: int = 10
+    delta: float = 0.05
+    beta: float = 0.2
+    radius: int = 2
+    n_bits: int = 2048
+
+    def __post_init__(self) -> None:
+        for name in ("runs", "queries", "n_init"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        bad = [d for d in self.datasets if d not in DATASET_NAMES]
+        if bad or not self.datasets:
+            raise ValueError(
+                f"`datasets` must be a non-empty subset of {DATASET_NAMES}, "
+                f"got {self.datasets!r}."
+            )
+
+    def key(self) -> dict[str, Any]:
+        """What a stored record must match to be reused."""
+        return {
+            "queries": self.queries,
+            "n_init": self.n_init,
+            "delta": self.delta,
+            "beta": self.beta,
+            "radius": self.radius,
+            "n_bits": self.n_bits,
+            "format": FORMAT_VERSION,
+        }
+
+
+FULL_CONFIG = MoleculeConfig()
+SMALL_CONFIG = MoleculeConfig(datasets=("freesolv",), runs=2, queries=3)
+
+
+@lru_cache(maxsize=4)
+def library(name: str, radius: int = 2, n_bits: int = 2048) -> tuple[Any, Any]:
+    """``(dataset, gram)``: the molecules and their Tanimoto Gram matrix."""
+    from ax_chaining.chem import load_dataset, morgan_fingerprints, tanimoto_gram
+
+    data = load_dataset(name)
+    gram = tanimoto_gram(morgan_fingerprints(data.smiles, radius, n_bits))
+    return data, gram
+
+
+def make_strategy(method: str, gram: Any, n_init: int, config: MoleculeConfig) -> Any:
+    """The Ax ``GenerationStrategy`` of a model-based ``method`` over the library."""
+    from ax_chaining import ax as axc
+
+    spec = axc.precomputed_kernel_surrogate_spec(gram)
+    if method == "logei":
+        from ax.adapter.registry import Generators
+        from ax.generation_strategy.generation_node import GenerationNode
+        from ax.generation_strategy.generation_strategy import GenerationStrategy
+        from ax.generation_strategy.generator_spec import GeneratorSpec
+        from botorch.acquisition.analytic import LogExpectedImprovement
+
+        node = GenerationNode(
+            name="LogEI",
+            generator_specs=[
+                GeneratorSpec(
+                    generator_enum=Generators.BOTORCH_MODULAR,
+                    generator_kwargs={
+                        "surrogate_spec": spec,
+                        "botorch_acqf_class": LogExpectedImprovement,
+                    },
+                )
+            ],
+        )
+        return GenerationStrategy(name="LogEI", nodes=[node])
+    common = {
+        "init_trials": n_init,
+        "surrogate_spec": spec,
+        "exclude_evaluated": True,
+    }
+    if method == "chaining":
+        return axc.chaining_generation_strategy(delta=config.delta, **common)
+    if method == "gp-ucb":
+        return axc.gp_ucb_generation_strategy(delta=config.delta, **common)
+    if method == "ucb":
+        return axc.ucb_generation_strategy(beta=config.beta, **common)
+    raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
+
+
+def initial_items(n: int, n_init: int, seed: int) -> list[int]:
+    """The run's initial molecules (the same for every method)."""
+    rng = np.random.default_rng(seed)
+    return [int(i) for i in rng.choice(n, size=n_init, replace=False)]
+
+
+def run_one(
+    dataset: str, method: str, seed: int, config: MoleculeConfig
+) -> dict[str, Any]:
+    """One run: initial molecules, then ``config.queries`` queries.
+
+    Returns:
+        A JSON-ready record: tested ``items`` in order, their ``values``,
+        ``step_seconds`` per query, ``regret`` (simple regret after each query,
+        index 0 = after the initial points), ``queries_to_top1`` (None if never).
+    """
+    data, gram = library(dataset, config.radius, config.n_bits)
+    y = data.y.numpy()
+    n = len(y)
+    if config.n_init + config.queries > n:
+        raise ValueError(
+            f"n_init + queries = {config.n_init + config.queries} exceeds the "
+            f"{n} molecules of {dataset}."
+        )
+    items = initial_items(n, config.n_init, seed)
+    steps: list[float] = []
+    if method == "random":
+        rng = np.random.default_rng(1_000_000 + seed)
+        rest = np.setdiff1d(np.arange(n), np.array(items))
+        for i in rng.permutation(rest)[: config.queries]:
+            items.append(int(i))
+            steps.append(0.0)
+    else:
+        from ax.api.client import Client
+
+        from ax_chaining.ax import candidate_index_parameter
+
+        client = Client(random_seed=seed)
+        client.configure_experiment(
+            parameters=[candidate_index_parameter(n, name="item")],
+            name=f"{dataset}_{method}_{seed}",
+        )
+        client.configure_optimization(objective="y")
+        client.set_generation_strategy(
+            make_strategy(method, gram, config.n_init, config)
+        )
+        for i in items:
+            index = client.attach_trial(parameters={"item": i})
+            client.complete_trial(index, raw_data={"y": float(y[i])})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(config.queries):
+                start = time.perf_counter()
+                trials = client.get_next_trials(max_trials=1)
+                steps.append(time.perf_counter() - start)
+                for index, params in trials.items():
+                    item = int(params["item"])
+                    items.append(item)
+                    client.complete_trial(index, raw_data={"y": float(y[item])})
+    values = [float(y[i]) for i in items]
+    best = np.maximum.accumulate(values)[config.n_init - 1 :]
+    regret = [float(y.max() - b) for b in best]
+    k = math.ceil(0.01 * n)
+    threshold = float(np.sort(y)[::-1][k - 1])
+    hits = [q for q, b in enumerate(best) if b >= threshold]
+    return {
+        "dataset": dataset,
+        "method": method,
+        "seed": seed,
+        "config": config.key(),
+        "num_molecules": n,
+        "items": items,
+        "values": values,
+        "step_seconds": steps,
+        "regret": regret,
+        "top1_threshold": threshold,
+        "queries_to_top1": hits[0] if hits else None,
+    }
+
+
+def record_path(out: str | Path, dataset: str, method: str, seed: int) -> Path:
+    return Path(out) / "runs" / dataset / method / f"seed_{seed}.json"
+
+
+def run_molecules(
+    methods: Sequence[str],
+    config: MoleculeConfig,
+    out: str | Path,
+    progress: bool = True,
+    force: bool = False,
+) -> list[dict[str, Any]]:
+    """Run (or resume) every run, seed by seed; returns all records."""
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise ValueError(
+            f"unknown method(s) {bad or list(methods)}; choose from {METHODS}."
+        )
+    tasks = [
+        (d, m, s) for s in range(config.runs) for d in config.datasets for m in methods
+    ]
+    records, todo = [], []
+    for task in tasks:
+        rec = None if force else load_json(record_path(out, *task))
+        if rec is not None and rec.get("config") == config.key():
+            records.append(rec)
+        else:
+            todo.append(task)
+    bar = None
+    if progress and todo:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc="molecules", unit="run")
+    for dataset, method, seed in todo:
+        if bar is not None:
+            bar.set_postfix_str(f"{dataset} {method} seed {seed}")
+        rec = run_one(dataset, method, seed, config)
+        write_json(rec, record_path(out, dataset, method, seed))
+        records.append(rec)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return records
+
+
+def load_records(out: str | Path) -> list[dict[str, Any]]:
+    """Every record stored under ``out``."""
+    paths = sorted((Path(out) / "runs").glob("*/*/seed_*.json"))
+    return [r for r in (load_json(p) for p in paths) if r is not None]
+
+
+def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per dataset and method: regret at checkpoints, top-1% hits, time per step.
+
+    Only seeds present for every method of a dataset enter, so rows and paired
+    differences use the same runs.
+    """
+    by: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
+    for r in records:
+        by.setdefault(r["dataset"], {}).setdefault(r["method"], {})[r["seed"]] = r
+    rows, pairs = [], []
+    for dataset in [d for d in DATASET_NAMES if d in by]:
+        methods = [m for m in METHODS if m in by[dataset]]
+        seeds = sorted(set.intersection(*(set(by[dataset][m]) for m in methods)))
+        if not seeds:
+            continue
+        finals: dict[str, list[float]] = {}
+        aucs: dict[str, list[float]] = {}
+        for m in methods:
+            recs = [by[dataset][m][s] for s in seeds]
+            T = min(len(r["regret"]) for r in recs) - 1
+            curves = [r["regret"][: T + 1] for r in recs]
+            finals[m] = [c[T] for c in curves]
+            aucs[m] = [sum(c[1:]) for c in curves]
+            hits = [r["queries_to_top1"] for r in recs]
+            reached = [h for h in hits if h is not None and h <= T]
+            steps = [s for r in recs for s in r["step_seconds"][:T]]
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "method": m,
+                    "runs": len(seeds),
+                    "queries": T,
+                    "num_molecules": recs[0]["num_molecules"],
+                    "n_init": recs[0].get("config", {}).get("n_init"),
+                    "regret": {
+                        str(k): mean_se([c[k] for c in curves])
+                        for k in (*CHECKPOINTS, T)
+                        if k <= T
+                    },
+                    "auc": mean_se(aucs[m]),
+                    "top1_reached": len(reached),
+                    "top1_median": _censored_median(hits, T),
+                    "s_per_step": (sum(steps) / len(steps)) if steps else 0.0,
+                    "curve_mean": [
+                        mean_se([c[i] for c in curves])[0] for i in range(T + 1)
+                    ],
+                    "curve_se": [
+                        mean_se([c[i] for c in curves])[1] for i in range(T + 1)
+                    ],
+                }
+            )
+        if "chaining" in finals:
+            for m in methods:
+                if m == "chaining":
+                    continue
+                pairs.append(
+                    {
+                        "dataset": dataset,
+                        "method": m,
+                        "final": paired(finals["chaining"], finals[m], False),
+                        "auc": paired(aucs["chaining"], aucs[m], False),
+                    }
+                )
+    return {"rows": rows, "paired": pairs}
+
+
+def _censored_median(hits: Sequence[int | None], T: int) -> float | None:
+    """Median of the queries to the top 1%, with "never" ranked last.
+
+    None when more than half of the runs never reached it.
+    """
+    ranked = sorted(math.inf if h is None or h > T else h for h in hits)
+    med = float(np.median(ranked)) if ranked else math.inf
+    return None if math.isinf(med) or math.isnan(med) else med
+
+
+def format_markdown(summary: dict[str, Any]) -> str:
+    """Markdown tables of a :func:`summarize` result."""
+    lines: list[str] = []
+    for dataset in dict.fromkeys(r["dataset"] for r in summary["rows"]):
+        rows = [r for r in summary["rows"] if r["dataset"] == dataset]
+        T = rows[0]["queries"]
+        ks = [k for k in (*CHECKPOINTS, T) if k <= T]
+        ks = list(dict.fromkeys(ks))
+        best = {k: min(r["regret"][str(k)][0] for r in rows) for k in ks}
+        lines += [
+            f"**{DATASET_LABELS[dataset]}** ({rows[0]['num_molecules']} molecules, "
+            f"T = {T} queries after the initial points)",
+            "",
+            "| method | "
+            + " | ".join(f"S_{k}" for k in ks)
+            + " | AUC (sum S_n) | top 1% reached | median queries to top 1% "
+            "| s/step | runs |",
+            "|---|" + "---:|" * (len(ks) + 5),
+        ]
+        for r in rows:
+            cells = []
+            for k in ks:
+                c = pm(*r["regret"][str(k)])
+                cells.append(f"**{c}**" if r["regret"][str(k)][0] == best[k] else c)
+            med = r["top1_median"]
+            lines.append(
+                f"| {LABELS[r['method']]} | "
+                + " | ".join(cells)
+                + f" | {pm(*r['auc'], digits=2)} | {r['top1_reached']} / {r['runs']}"
+                f" | {'> T' if med is None else num(med, 1)}"
+                f" | {num(r['s_per_step'], 3)} | {r['runs']} |"
+            )
+        lines.append("")
+    if summary["paired"]:
+        lines += [
+            "**Paired differences, Chaining-UCB minus each method** (same initial "
+            "molecules in each run; negative: Chaining-UCB better)",
+            "",
+            "| dataset | method | Δ S_T | Δ AUC | wins / ties / losses (S_T) | runs |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for p in summary["paired"]:
+            f, a = p["final"], p["auc"]
+            lines.append(
+                f"| {DATASET_LABELS[p['dataset']]} | {LABELS[p['method']]} | "
+                f"{pm(f['mean'], f['se'], sign=True)} | "
+                f"{pm(a['mean'], a['se'], digits=2, sign=True)} | "
+                f"{f['wins']} / {f['ties']} / {f['losses']} | {f['n']} |"
+            )
+        lines.append("")
+    lines.append(
+        "S_n: simple regret max y - max y(tested) after the initial molecules and "
+        "n queries, in the property's units, mean ± standard error over runs "
+        "(bold: lowest mean). AUC: sum of S_n over n = 1..T. Top 1%: runs in "
+        "which a molecule among the ceil(N/100) best was tested; median queries "
+        'to it, 0 if an initial molecule was ("> T": more than half never). '
+        "s/step: mean wall time of one `get_next_trials` call (fit + acquisition)."
+    )
+    return "\n".join(lines)
+
+
+def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
+    """Mean simple regret ± SE against queries, one panel per dataset."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = list(dict.fromkeys(r["dataset"] for r in summary["rows"]))
+    fig, axes = plt.subplots(
+        1, len(datasets), figsize=(4.5 * len(datasets), 3.4), squeeze=False
+    )
+    colors = {
+        "chaining": "tab:green",
+        "gp-ucb": "tab:blue",
+        "ucb": "tab:orange",
+        "logei": "tab:purple",
+        "random": "tab:gray",
+    }
+    for ax, dataset in zip(axes.flat, datasets, strict=True):
+        for r in (r for r in summary["rows"] if r["dataset"] == dataset):
+            x = np.arange(len(r["curve_mean"]))
+            mean, se = np.array(r["curve_mean"]), np.array(r["curve_se"])
+            ax.plot(x, mean, color=colors[r["method"]], label=LABELS[r["method"]])
+            ax.fill_between(
+                x, mean - se, mean + se, color=colors[r["method"]], alpha=0.15
+            )
+            ax.set_title(
+                f"{DATASET_LABELS[dataset]} ({r['num_molecules']} molecules, "
+                f"{r['runs']} runs)",
+                fontsize=9,
+            )
+        n_init = next(r["n_init"] for r in summary["rows"] if r["dataset"] == dataset)
+        ax.set_xlabel(f"queries after {n_init} initial molecules")
+        ax.set_ylabel("simple regret")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,47 @@
+"""The demo: its reading of the table, and a tiny end-to-end run."""
+
+from __future__ import annotations
+
+import pytest
+
+from ax_chaining import demo
+
+
+def test_reading_separates_by_two_standard_errors():
+    final = {
+        "Chaining-UCB": [0.1, 0.2, 0.1, 0.2],
+        "GP-UCB": [0.5, 0.6, 0.5, 0.6],  # diff -0.4 exactly: separated, better
+        "LogEI": [0.0, 0.1, 0.0, 0.1],  # diff +0.1 exactly: separated, worse
+        "Random": [0.1, 0.3, 0.0, 0.2],  # diffs 0, -0.1, 0.1, 0: not separated
+    }
+    rows, sentence = demo.reading(final, iters=20)
+    by = {m: (mean, se, sep) for m, mean, se, sep in rows}
+    assert by["GP-UCB"][0] == pytest.approx(-0.4) and by["GP-UCB"][2]
+    assert by["LogEI"][0] == pytest.approx(0.1) and by["LogEI"][2]
+    assert by["Random"][0] == pytest.approx(0.0) and not by["Random"][2]
+    assert sentence == (
+        "After 20 queries, Chaining-UCB's simple regret is lower than GP-UCB and "
+        "higher than LogEI by at least two standard errors of the paired "
+        "difference; against Random the runs do not separate the methods."
+    )
+
+
+def test_reading_when_nothing_separates():
+    final = {"Chaining-UCB": [0.1, 0.3], "GP-UCB": [0.2, 0.2], "LogEI": [0.3, 0.1]}
+    _, sentence = demo.reading(final, iters=5)
+    assert "do not separate Chaining-UCB from GP-UCB or LogEI" in sentence
+
+
+def test_demo_runs_and_prints_a_certificate(capsys):
+    assert demo.main(["--n", "60", "--runs", "2", "--iters", "3"]) == 0
+    out = capsys.readouterr().out
+    for name in ("Chaining-UCB", "GP-UCB", "UCB(beta=0.2)", "LogEI", "Random"):
+        assert name in out
+    assert "Paired difference of S_3" in out
+    assert "After 3 queries" in out
+    assert "Certificate for the recommended point" in out and "max f - f(x) <=" in out
+
+
+def test_demo_rejects_bad_arguments():
+    with pytest.raises(SystemExit):
+        demo.main(["--runs", "0"])

@@ -1,0 +1,103 @@
+"""The `harness` subcommand: Ax's own benchmark harness around this package.
+
+Bookkeeping on a tiny preset (two replications, a few trials): well-formed
+records and summary, resume, problem definitions. Not the methods' merit.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ax_chaining.benchmarks import harness
+from ax_chaining.benchmarks.__main__ import main
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
+
+
+def test_expected_best_of_uniform_hand_computed():
+    # Two values, two draws: min is 0 unless both draws are 1 (prob 1/4).
+    assert harness.expected_best_of_uniform([1.0, 0.0], draws=2) == pytest.approx(0.25)
+    # One draw: the plain mean.
+    assert harness.expected_best_of_uniform([3.0, 1.0, 2.0], draws=1) == pytest.approx(
+        2
+    )
+    with pytest.raises(ValueError):
+        harness.expected_best_of_uniform([], draws=5)
+
+
+def test_grid_problem_optimum_is_the_best_grid_point():
+    problem = harness.get_problem("hartmann3", num_trials=5)
+    tf = problem.test_function
+    values = torch.stack(
+        [
+            tf.evaluate_true({"x1": a, "x2": b, "x3": c}).flatten()[0]
+            for a in range(10)
+            for b in range(10)
+            for c in range(10)
+        ]
+    )
+    assert len(values) == 1000
+    assert problem.optimal_value == pytest.approx(float(values.min()))
+    assert problem.baseline_value > problem.optimal_value  # minimized
+    assert harness.get_problem("ackley4", 5).optimal_value == pytest.approx(0, abs=1e-9)
+
+
+def test_unknown_names():
+    with pytest.raises(ValueError, match="hartmann3"):
+        harness.get_problem("rosenbrock", 5)
+    with pytest.raises(ValueError, match="chaining"):
+        harness.get_method("ei", harness.FULL_CONFIG)
+    with pytest.raises(ValueError, match="init_trials"):
+        harness.HarnessConfig(num_trials=3, init_trials=3)
+
+
+def test_cli_harness_small_end_to_end(tmp_path, capsys):
+    argv = ["harness", "--small", "--problem", "hartmann3", "--trials", "4"]
+    argv += ["--init", "2", "--out", str(tmp_path), "--no-progress"]
+    assert main(argv) == 0
+    runs = sorted((tmp_path / "runs").glob("*/*/seed_*.json"))
+    assert len(runs) == len(harness.METHODS) * 2
+    for path in runs:
+        rec = json.loads(path.read_text())
+        assert len(rec["score_trace"]) == 4
+        assert all(
+            a <= b + 1e-9
+            for a, b in zip(rec["score_trace"], rec["score_trace"][1:], strict=False)
+        )
+        assert rec["score_trace"][-1] <= 100 + 1e-9
+        assert rec["fit_time"] >= 0 and rec["gen_time"] >= 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["command"].startswith("python -m ax_chaining.benchmarks harness")
+    assert [r["method"] for r in summary["rows"]] == list(harness.METHODS)
+    assert all(r["replications"] == 2 for r in summary["rows"])
+    assert {p["method"] for p in summary["paired"]} == set(harness.METHODS) - {
+        "chaining"
+    }
+    assert (tmp_path / "scores.png").stat().st_size > 0
+    assert "Chaining-UCB" in (tmp_path / "summary.md").read_text()
+
+    # Resume: nothing is recomputed, so no record is rewritten.
+    mtimes = {p: p.stat().st_mtime_ns for p in runs}
+    assert main(argv) == 0
+    assert {p: p.stat().st_mtime_ns for p in runs} == mtimes
+
+
+def test_cli_harness_rejects_bad_arguments(tmp_path):
+    with pytest.raises(SystemExit, match="problem"):
+        main(["harness", "--problem", "nope", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="init_trials"):
+        main(["harness", "--trials", "2", "--init", "5", "--out", str(tmp_path)])
+
+
+def test_replications_follow_the_harness_seed(tmp_path):
+    config = harness.HarnessConfig(num_trials=4, init_trials=2, replications=2)
+    runs = [
+        harness.run_harness(["hartmann3"], ["chaining"], config, tmp_path / str(i))
+        for i in range(2)
+    ]
+    traces = [[r["oracle_trace"] for r in recs] for recs in runs]
+    assert traces[0] == traces[1]  # same seeds, same runs
+    assert traces[0][0] != traces[0][1]  # seeds 0 and 1 differ

@@ -1,0 +1,81 @@
+"""The `molecules` subcommand: Ax Client loops over a molecule library."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("rdkit")
+
+from ax_chaining.benchmarks import molecules  # noqa: E402
+from ax_chaining.benchmarks.__main__ import main  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
+
+CONFIG = molecules.MoleculeConfig(datasets=("freesolv",), runs=1, queries=3, n_init=4)
+
+
+@pytest.mark.parametrize("method", ["chaining", "logei", "random"])
+def test_run_one_is_a_valid_screen(method):
+    rec = molecules.run_one("freesolv", method, seed=3, config=CONFIG)
+    data, _ = molecules.library("freesolv")
+    items = rec["items"]
+    assert len(items) == 4 + 3 == len(set(items))  # no molecule tested twice
+    assert items[:4] == molecules.initial_items(len(data), 4, seed=3)
+    assert rec["values"] == [float(data.y[i]) for i in items]
+    best = float(data.y.max())
+    assert rec["regret"][0] == pytest.approx(best - max(rec["values"][:4]))
+    assert rec["regret"][-1] == pytest.approx(best - max(rec["values"]))
+    assert all(a >= b for a, b in zip(rec["regret"], rec["regret"][1:], strict=False))
+    assert len(rec["step_seconds"]) == 3
+
+
+def test_same_seed_same_run():
+    a = molecules.run_one("freesolv", "chaining", seed=1, config=CONFIG)
+    b = molecules.run_one("freesolv", "chaining", seed=1, config=CONFIG)
+    assert a["items"] == b["items"]
+
+
+def test_top1_and_summary_on_hand_made_records():
+    def rec(method, seed, regret, hit):
+        return {
+            "dataset": "esol",
+            "method": method,
+            "seed": seed,
+            "num_molecules": 100,
+            "regret": regret,
+            "step_seconds": [0.1] * (len(regret) - 1),
+            "queries_to_top1": hit,
+        }
+
+    records = [
+        rec("chaining", 0, [2.0, 1.0, 0.0], 2),
+        rec("chaining", 1, [2.0, 0.0, 0.0], 1),
+        rec("random", 0, [2.0, 2.0, 1.0], None),
+        rec("random", 1, [2.0, 2.0, 2.0], None),
+    ]
+    s = molecules.summarize(records)
+    chain, rand = s["rows"]
+    assert chain["regret"]["2"] == (0.0, 0.0)
+    assert rand["regret"]["2"][0] == pytest.approx(1.5)
+    assert chain["auc"][0] == pytest.approx((1 + 0 + 0 + 0) / 2)
+    assert chain["top1_reached"] == 2 and chain["top1_median"] == 1.5
+    assert rand["top1_reached"] == 0 and rand["top1_median"] is None
+    (p,) = s["paired"]
+    assert p["final"]["mean"] == pytest.approx(-1.5)
+    assert (p["final"]["wins"], p["final"]["ties"], p["final"]["losses"]) == (2, 0, 0)
+    assert "> T" in molecules.format_markdown(s)
+
+
+def test_cli_molecules_small_end_to_end(tmp_path):
+    argv = ["molecules", "--small", "--queries", "2", "--out", str(tmp_path)]
+    assert main([*argv, "--no-progress"]) == 0
+    runs = sorted((tmp_path / "runs").glob("*/*/seed_*.json"))
+    assert len(runs) == len(molecules.METHODS) * 2
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [r["method"] for r in summary["rows"]] == list(molecules.METHODS)
+    assert all(r["runs"] == 2 and r["queries"] == 2 for r in summary["rows"])
+    assert (tmp_path / "simple_regret.png").stat().st_size > 0
+    with pytest.raises(SystemExit, match="dataset"):
+        main(["molecules", "--dataset", "qm9", "--out", str(tmp_path)])
