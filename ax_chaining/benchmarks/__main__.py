@@ -97,6 +97,11 @@ def _build_parser() -> argparse.ArgumentParser:
     paper.add_argument("--no-progress", action="store_true", help="no progress bar")
     paper.add_argument("--no-plot", action="store_true", help="skip the figures")
     paper.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="run nothing: tables and figures from the complete runs stored",
+    )
+    paper.add_argument(
         "--logy", action="store_true", help="symmetric-log y axis in the figure"
     )
 
@@ -396,6 +401,7 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
         SMALL_CONFIG,
         BenchmarkConfig,
         format_summary_markdown,
+        load_results,
         run_benchmark,
         summarize,
         summary_json_lines,
@@ -421,16 +427,21 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
         flush=True,
     )
     start = time.perf_counter()
-    records = run_benchmark(
-        problems=problems,
-        methods=methods,
-        out=out,
-        jobs=args.jobs,
-        threads=args.threads,
-        force=args.force,
-        progress=not args.no_progress,
-        config=config,
-    )
+    if args.summary_only:
+        # Whatever finished (e.g. a run interrupted to be resumed later): the
+        # table's `runs` column says how many runs each row holds.
+        records = load_results(out, problems, methods, config)
+    else:
+        records = run_benchmark(
+            problems=problems,
+            methods=methods,
+            out=out,
+            jobs=args.jobs,
+            threads=args.threads,
+            force=args.force,
+            progress=not args.no_progress,
+            config=config,
+        )
     elapsed = time.perf_counter() - start
     summary = summarize(records)
     extra = {
