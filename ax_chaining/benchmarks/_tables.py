@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +68,61 @@ def load_json(path: Path) -> Any | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def run_resumable(
+    tasks: Sequence[tuple[str, str, int]],
+    path_of: Callable[..., Path],
+    key: Any,
+    run: Callable[..., dict[str, Any]],
+    *,
+    force: bool,
+    progress: bool,
+    desc: str,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Reuse every stored record of ``tasks`` made with ``key``; run the rest.
+
+    Each new record is written (atomically) as soon as it is made, so an
+    interrupted call loses at most the task in progress and the next call
+    resumes there.
+
+    Args:
+        tasks: ``(name, method, seed)`` triples, in the order to run them.
+        path_of: Maps a task's three fields to its record file.
+        key: The configuration a stored record must hold (``record["config"]``).
+        run: Maps a task's three fields to its new record.
+        force: Recompute records that exist.
+        progress: Show a tqdm bar over the tasks to run.
+        desc: Label of the bar.
+        on_record: Called with each new record.
+
+    Returns:
+        The records of every task, stored or new.
+    """
+    records: list[dict[str, Any]] = []
+    todo = []
+    for task in tasks:
+        rec = None if force else load_json(path_of(*task))
+        if rec is not None and rec.get("config") == key:
+            records.append(rec)
+        else:
+            todo.append(task)
+    bar = None
+    if progress and todo:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=desc, unit="run")
+    for task in todo:
+        if bar is not None:
+            bar.set_postfix_str("{} {} seed {}".format(*task))
+        rec = run(*task)
+        write_json(rec, path_of(*task))
+        records.append(rec)
+        if on_record is not None:
+            on_record(rec)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return records

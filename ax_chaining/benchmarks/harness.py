@@ -71,7 +71,7 @@ from ax_chaining.benchmarks._tables import (
     num,
     paired,
     pm,
-    write_json,
+    run_resumable,
 )
 
 __all__ = [
@@ -360,32 +360,16 @@ def run_harness(
     tasks = [
         (p, m, s) for s in range(config.replications) for p in problems for m in methods
     ]
-    records: list[dict[str, Any]] = []
-    todo = []
-    for task in tasks:
-        rec = None if force else load_json(record_path(out, *task))
-        if rec is not None and rec.get("config") == config.key():
-            records.append(rec)
-        else:
-            todo.append(task)
-    bar = None
-    if progress and todo:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), desc="harness", unit="replication")
-    for problem, method, seed in todo:
-        if bar is not None:
-            bar.set_postfix_str(f"{problem} {method} seed {seed}")
-        rec = _replicate(problem, method, seed, config)
-        write_json(rec, record_path(out, problem, method, seed))
-        records.append(rec)
-        if on_record is not None:
-            on_record(rec)
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    return records
+    return run_resumable(
+        tasks,
+        lambda *task: record_path(out, *task),
+        config.key(),
+        lambda *task: _replicate(*task, config),
+        force=force,
+        progress=progress,
+        desc="harness",
+        on_record=on_record,
+    )
 
 
 def _check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> None:

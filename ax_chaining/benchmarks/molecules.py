@@ -55,7 +55,7 @@ from ax_chaining.benchmarks._tables import (
     num,
     paired,
     pm,
-    write_json,
+    run_resumable,
 )
 
 __all__ = [
@@ -294,29 +294,15 @@ def run_molecules(
     tasks = [
         (d, m, s) for s in range(config.runs) for d in config.datasets for m in methods
     ]
-    records, todo = [], []
-    for task in tasks:
-        rec = None if force else load_json(record_path(out, *task))
-        if rec is not None and rec.get("config") == config.key():
-            records.append(rec)
-        else:
-            todo.append(task)
-    bar = None
-    if progress and todo:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), desc="molecules", unit="run")
-    for dataset, method, seed in todo:
-        if bar is not None:
-            bar.set_postfix_str(f"{dataset} {method} seed {seed}")
-        rec = run_one(dataset, method, seed, config)
-        write_json(rec, record_path(out, dataset, method, seed))
-        records.append(rec)
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    return records
+    return run_resumable(
+        tasks,
+        lambda *task: record_path(out, *task),
+        config.key(),
+        lambda *task: run_one(*task, config),
+        force=force,
+        progress=progress,
+        desc="molecules",
+    )
 
 
 def load_records(out: str | Path) -> list[dict[str, Any]]:
