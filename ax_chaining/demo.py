@@ -180,8 +180,8 @@ def _join(names: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=500, help="number of candidates")
-    parser.add_argument("--runs", type=int, default=12, help="seeds")
-    parser.add_argument("--iters", type=int, default=20, help="queries per run")
+    parser.add_argument("--runs", type=int, default=40, help="seeds")
+    parser.add_argument("--iters", type=int, default=30, help="queries per run")
     args = parser.parse_args(argv)
     for name in ("n", "runs", "iters"):
         if getattr(args, name) < (11 if name == "n" else 1):
