@@ -122,8 +122,29 @@ def num_training_points(model: Model) -> int | None:
     return int(inputs[0].shape[-2])
 
 
+def sign_flip(
+    model: Model, posterior_transform: PosteriorTransform | None
+) -> tuple[float, float] | None:
+    """``(w, b)`` when ``posterior_transform`` maps a single output ``y`` to
+    ``w y + b`` with ``|w| = 1``, else None.
+
+    This is what Ax passes for one objective (``w = -1`` to minimize): it leaves
+    every variance, hence :math:`d_t`, unchanged and only maps the mean, so the
+    low-rank route stays exact under it.
+    """
+    if not isinstance(posterior_transform, ScalarizedPosteriorTransform):
+        return None
+    weights = posterior_transform.weights.reshape(-1)
+    if getattr(model, "num_outputs", None) != 1 or weights.numel() != 1:
+        return None
+    w = float(weights[0])
+    return (w, float(posterior_transform.offset)) if abs(w) == 1.0 else None
+
+
 def supports_low_rank(model: Model, posterior_transform: PosteriorTransform | None):
     """Whether the low-rank route reproduces ``model.posterior`` exactly."""
+    if posterior_transform is not None and sign_flip(model, posterior_transform):
+        posterior_transform = None
     if posterior_transform is not None or not isinstance(model, ExactGP):
         return False
     if getattr(model, "num_outputs", None) != 1:
@@ -477,7 +498,8 @@ def candidate_posterior(
         raise UnsupportedError(
             "path='low_rank' needs an exact single-output GP (ExactGP with a Gaussian "
             "likelihood, no or a Standardize outcome transform, no "
-            f"posterior_transform); got {type(model).__name__}."
+            "posterior_transform other than a single weight of +1 or -1); got "
+            f"{type(model).__name__}."
         )
     r = num_training_points(model) or 0
     p = 0 if X_pending is None else X_pending.shape[0]
@@ -517,6 +539,9 @@ def candidate_posterior(
                 if cache is not None:
                     cache.put(model, candidates, factors)
             mean = factors.mean
+            flip = sign_flip(model, posterior_transform)
+            if flip is not None:
+                mean = flip[0] * mean + flip[1]
             factor = factors.factor
             if p:
                 factor = factors.condition(X_pending.to(candidates), noise)

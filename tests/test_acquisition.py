@@ -390,3 +390,26 @@ def test_loop_finds_the_global_maximum_and_beats_random():
     # true prior (a GP sample, lengthscale 0.25 on the unit square).
     assert all(r == 0.0 for r in chaining), chaining
     assert sum(chaining) / 4 < sum(random) / 4, (chaining, random)
+
+
+def test_unit_weight_posterior_transform_keeps_the_low_rank_route(data):
+    """What Ax passes for one objective, ``w y + b`` with ``w = -1``, only maps
+    the mean: the route, the covers and the bonus are those without it."""
+    C, X, Y = data
+    model = fixed_model(X, Y)
+    flip = ScalarizedPosteriorTransform(
+        weights=torch.tensor([-1.0], dtype=DTYPE), offset=0.5
+    )
+    with_flip = ChainingUCB(model, C, posterior_transform=flip, path="low_rank")
+    plain = ChainingUCB(model, C, maximize=False, path="low_rank")
+    assert with_flip.chaining.info["path"] == "low_rank"
+    torch.testing.assert_close(
+        with_flip.candidate_mean,
+        model.posterior(C, posterior_transform=flip).mean.reshape(-1),
+    )
+    torch.testing.assert_close(with_flip.chaining.H, plain.chaining.H)
+    torch.testing.assert_close(with_flip(C.unsqueeze(1)), plain(C.unsqueeze(1)) + 0.5)
+    # Any other weight changes the variances: the generic route, not low-rank.
+    half = ScalarizedPosteriorTransform(weights=torch.tensor([0.5], dtype=DTYPE))
+    with pytest.raises(UnsupportedError, match="low_rank"):
+        ChainingUCB(model, C, posterior_transform=half, path="low_rank")
