@@ -1,9 +1,11 @@
-r"""Chaining-UCB and GP-UCB as BoTorch acquisition functions.
+r"""Chaining-UCB and GP-UCB as BoTorch acquisition functions, and the stock UCB
+baseline with an input constructor for Ax's candidate-set nodes.
 
-Both use the same iteration index ``t``: by default the number of observations
-the model holds, plus the number of pending points, plus one. In Algorithm 1 of
-Contal et al. (2015) the ``t``-th query is chosen from ``t - 1`` observations,
-and the ``n_0`` initial points of their experiments count as observations.
+Chaining-UCB and GP-UCB use the same iteration index ``t``: by default the
+number of observations the model holds, plus the number of pending points, plus
+one. In Algorithm 1 of Contal et al. (2015) the ``t``-th query is chosen from
+``t - 1`` observations, and the ``n_0`` initial points of their experiments
+count as observations.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ DEFAULT_MAX_COVER_SIZE = 2048
 __all__ = [
     "DEFAULT_MAX_COVER_SIZE",
     "GPUCB",
+    "UCB",
     "ChainingUCB",
     "default_t",
     "evaluated_candidates",
@@ -802,6 +805,32 @@ class GPUCB(UpperConfidenceBound):
         self.num_candidates = int(num_candidates)
         self.delta = float(delta)
         self.t = t
+
+
+class UCB(UpperConfidenceBound):
+    r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
+    an input constructor that ignores the ``X_pending`` Ax passes and the set.
+
+    Example:
+        >>> acqf = UCB(model, beta=0.2)
+    """
+
+
+@acqf_input_constructor(UCB)
+def construct_inputs_ucb(
+    model: Model,
+    beta: float = 0.2,
+    posterior_transform: PosteriorTransform | None = None,
+    maximize: bool = True,
+    X_pending: Tensor | None = None,
+    candidates: Tensor | None = None,
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "beta": beta,
+        "posterior_transform": posterior_transform,
+        "maximize": maximize,
+    }
 
 
 @acqf_input_constructor(ChainingUCB)

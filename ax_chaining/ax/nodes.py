@@ -33,7 +33,7 @@ from ax.storage.json_store.decoder import generation_node_from_json, object_from
 from ax.utils.common.constants import Keys
 from botorch.acquisition.acquisition import AcquisitionFunction
 
-from ax_chaining.acquisition import GPUCB, ChainingUCB
+from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
 from ax_chaining.ax.candidates import (
     CandidateSetSpec,
     CandidateTable,
@@ -43,7 +43,7 @@ from ax_chaining.ax.candidates import (
     row_key,
     type_error,
 )
-from ax_chaining.ax.selection import UCB, CandidateSetAcquisition, GenerationRecord
+from ax_chaining.ax.selection import CandidateSetAcquisition, GenerationRecord
 from ax_chaining.chaining import CoverMethod, HRadius
 from ax_chaining.posterior import Path
 

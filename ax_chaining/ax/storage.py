@@ -90,9 +90,9 @@ def register_storage() -> None:
         >>> register_storage()
         >>> client = Client.load_from_json_file("snapshot.json")
     """
-    from ax_chaining.acquisition import GPUCB, ChainingUCB
+    from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
     from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
-    from ax_chaining.ax.selection import UCB, CandidateSetAcquisition
+    from ax_chaining.ax.selection import CandidateSetAcquisition
     from ax_chaining.kernels import PrecomputedKernel
     from ax_chaining.stopping import (
         RegretBoundCriterion,
