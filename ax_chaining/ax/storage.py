@@ -24,7 +24,8 @@ from ax.storage.json_store.encoders import (
 from ax.storage.json_store.registry import CORE_DECODER_REGISTRY, CORE_ENCODER_REGISTRY
 from torch import Tensor
 
-from ax_chaining.ax.candidates import CandidateSetSpec, check_int, type_error
+from ax_chaining.ax.candidates import CandidateSetSpec
+from ax_chaining.checks import check_int, type_error
 
 
 def candidate_index_parameter(
