@@ -1,15 +1,18 @@
-r"""Chaining-UCB and GP-UCB as BoTorch acquisition functions.
+r"""Chaining-UCB and GP-UCB as BoTorch acquisition functions, and the stock UCB
+baseline with an input constructor for Ax's candidate-set nodes.
 
-Both use the same iteration index ``t``: by default the number of observations
-the model holds, plus the number of pending points, plus one. In Algorithm 1 of
-Contal et al. (2015) the ``t``-th query is chosen from ``t - 1`` observations,
-and the ``n_0`` initial points of their experiments count as observations.
+Chaining-UCB and GP-UCB use the same iteration index ``t``: by default the
+number of observations the model holds, plus the number of pending points, plus
+one. In Algorithm 1 of Contal et al. (2015) the ``t``-th query is chosen from
+``t - 1`` observations, and the ``n_0`` initial points of their experiments
+count as observations.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +45,7 @@ from ax_chaining.chaining import (
     _check_positive_int,
     chaining_covers,
 )
+from ax_chaining.checks import check_float, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 from ax_chaining.posterior import (
     Path,
@@ -58,11 +62,49 @@ DEFAULT_MAX_COVER_SIZE = 2048
 __all__ = [
     "DEFAULT_MAX_COVER_SIZE",
     "GPUCB",
+    "UCB",
     "ChainingUCB",
+    "check_chaining_options",
     "default_t",
     "evaluated_candidates",
     "gp_ucb_beta",
 ]
+
+
+_CHOICES: dict[str, Any] = {"h_radius": HRadius, "path": Path, "cover": CoverMethod}
+_RANGES: dict[str, tuple[Any, str]] = {
+    "delta": (lambda v: 0 < v < 1, "(0, 1)"),
+    "beta": (lambda v: v >= 0, ">= 0"),
+    "scale": (lambda v: v > 0, "finite and > 0"),
+    "sigma_floor": (lambda v: 0 <= v < 1, "[0, 1)"),
+}
+
+
+def check_chaining_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked copy of acquisition options, by name, before any model step.
+
+    ``delta``, ``scale``, ``sigma_floor``, ``h_radius``, ``path``, ``cover``,
+    ``max_cover_size`` and ``memory_budget`` as in :class:`ChainingUCB` (``delta``
+    also of :class:`GPUCB`, ``beta`` of :class:`UCB`); None where the default is
+    None. Floats come back as floats; other names are left as they are.
+
+    Example:
+        >>> check_chaining_options({"delta": 0.1, "path": "dense"})
+        {'delta': 0.1, 'path': 'dense'}
+    """
+    out = dict(options)
+    for name, value in out.items():
+        if value is None and name in ("scale", "cover", "max_cover_size"):
+            continue
+        if name in _CHOICES:
+            choices = typing.get_args(_CHOICES[name])
+            if value not in choices:
+                raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
+        elif name in ("max_cover_size", "memory_budget"):
+            out[name] = check_int(name, value, 1)
+        elif name in _RANGES:
+            out[name] = check_float(name, value, _RANGES[name])
+    return out
 
 
 def default_t(model: Model, num_pending: int = 0) -> int:
@@ -328,28 +370,26 @@ class ChainingUCB(AcquisitionFunction):
             )
         self.posterior_transform = posterior_transform
         self.maximize = maximize
-        self.delta = _check_delta(delta)
+        self._options = check_chaining_options(
+            dict(
+                delta=delta,
+                scale=scale,
+                sigma_floor=sigma_floor,
+                h_radius=h_radius,
+                path=path,
+                cover=cover,
+                max_cover_size=max_cover_size,
+                memory_budget=memory_budget,
+            )
+        )
+        self.delta = self._options.pop("delta")
+        self._scale = self._options.pop("scale")
         if t is not None:
             t = _check_positive_int("t", t)
         elif num_training_points(model) == 0:
             default_t(model)  # raises the no-training-data error
         self._t = t
         self.register_buffer("candidates", _check_candidates(candidates, model))
-        if scale is not None:
-            scale = float(scale)
-            if not (scale > 0 and math.isfinite(scale)):
-                raise ValueError(
-                    f"scale must be a finite positive number, got {scale}."
-                )
-        self._scale = scale
-        self._options = dict(
-            sigma_floor=sigma_floor,
-            h_radius=h_radius,
-            path=path,
-            cover=cover,
-            max_cover_size=max_cover_size,
-            memory_budget=int(memory_budget),
-        )
         self.set_X_pending(X_pending)
         self._built()  # bad input and memory errors surface here, not later
 
@@ -802,6 +842,32 @@ class GPUCB(UpperConfidenceBound):
         self.num_candidates = int(num_candidates)
         self.delta = float(delta)
         self.t = t
+
+
+class UCB(UpperConfidenceBound):
+    r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
+    an input constructor that ignores the ``X_pending`` Ax passes and the set.
+
+    Example:
+        >>> acqf = UCB(model, beta=0.2)
+    """
+
+
+@acqf_input_constructor(UCB)
+def construct_inputs_ucb(
+    model: Model,
+    beta: float = 0.2,
+    posterior_transform: PosteriorTransform | None = None,
+    maximize: bool = True,
+    X_pending: Tensor | None = None,
+    candidates: Tensor | None = None,
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "beta": beta,
+        "posterior_transform": posterior_transform,
+        "maximize": maximize,
+    }
 
 
 @acqf_input_constructor(ChainingUCB)

@@ -5,6 +5,7 @@ Swap ``chaining_generation_strategy`` for ``ucb_generation_strategy`` or
 :func:`~ax_chaining.ax.storage.register_storage`.
 """
 
+from ax_chaining.acquisition import UCB
 from ax_chaining.ax.candidates import (
     DEFAULT_MAX_CANDIDATES,
     DEFAULT_NUM_CANDIDATES,
@@ -22,7 +23,7 @@ from ax_chaining.ax.nodes import (
     gp_ucb_generation_strategy,
     ucb_generation_strategy,
 )
-from ax_chaining.ax.selection import UCB, CandidateSetAcquisition, GenerationRecord
+from ax_chaining.ax.selection import CandidateSetAcquisition, GenerationRecord
 from ax_chaining.ax.storage import (
     candidate_index_parameter,
     precomputed_kernel_surrogate_spec,

@@ -22,6 +22,8 @@ from ax.core.types import TParameterization, TParamValue
 from ax.exceptions.core import UnsupportedError
 from ax.utils.common.random import with_rng_seed
 
+from ax_chaining.checks import check_int, type_error
+
 #: Default size of the fixed Sobol design of continuous or mixed spaces.
 DEFAULT_NUM_CANDIDATES: int = 1024
 #: Default cap on ``N`` (rows, an ``N x d`` tensor, ``N^2`` distance work).
@@ -242,28 +244,3 @@ def row_key(row: Mapping[str, TParamValue], names: Sequence[str]) -> tuple:
         v if v is None or isinstance(v, bool | str) else round(float(v), 9)
         for v in (row.get(n) for n in names)
     )
-
-
-# Argument checks shared by the Ax layer: name the argument, what it got, and
-# what it expected.
-def type_error(name: str, expected: str, value: Any) -> TypeError:
-    return TypeError(f"`{name}` must be {expected}, got {type(value).__name__}.")
-
-
-def check_int(name: str, value: Any, low: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise type_error(name, "an int", value)
-    if low is not None and value < low:
-        expected = "a positive int" if low == 1 else f">= {low}"
-        raise ValueError(f"`{name}` must be {expected}, got {value}.")
-    return int(value)
-
-
-def check_float(name: str, value: Any, rule: tuple, kind: str = "a float") -> float:
-    """``value`` as a float; ``rule`` is (test, what the test expects)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise type_error(name, kind, value)
-    ok, expected = rule
-    if not (math.isfinite(value) and ok(value)):
-        raise ValueError(f"`{name}` must be {expected}, got {value}.")
-    return float(value)

@@ -9,7 +9,6 @@ Both nodes override only Ax's public ``GenerationNode.gen``.
 from __future__ import annotations
 
 import inspect
-import typing
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -33,19 +32,15 @@ from ax.storage.json_store.decoder import generation_node_from_json, object_from
 from ax.utils.common.constants import Keys
 from botorch.acquisition.acquisition import AcquisitionFunction
 
-from ax_chaining.acquisition import GPUCB, ChainingUCB
+from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB, check_chaining_options
 from ax_chaining.ax.candidates import (
     CandidateSetSpec,
     CandidateTable,
     candidate_parameterizations,
-    check_float,
-    check_int,
     row_key,
-    type_error,
 )
-from ax_chaining.ax.selection import UCB, CandidateSetAcquisition, GenerationRecord
-from ax_chaining.chaining import CoverMethod, HRadius
-from ax_chaining.posterior import Path
+from ax_chaining.ax.selection import CandidateSetAcquisition, GenerationRecord
+from ax_chaining.checks import check_int, type_error
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
 GEN_METADATA_KEY: str = "chaining_ucb"
@@ -290,13 +285,6 @@ def _acqf_metadata(
 # Acquisition arguments the node sets itself (or Ax supplies).
 _RESERVED = {"self", "model", "candidates", "t", "posterior_transform", "maximize"}
 _RESERVED |= {"X_pending"}
-_CHOICES = {"h_radius": HRadius, "path": Path, "cover": CoverMethod}
-_FLOATS: dict[str, tuple[Callable[[float], bool], str]] = {
-    "delta": (lambda v: 0 < v < 1, "(0, 1)"),
-    "sigma_floor": (lambda v: 0 <= v < 1, "[0, 1)"),
-    "beta": (lambda v: v >= 0, ">= 0"),
-    "scale": (lambda v: v > 0, "finite and > 0"),
-}
 
 
 def check_acqf_options(acqf_class: type, options: Any) -> dict[str, Any]:
@@ -307,17 +295,7 @@ def check_acqf_options(acqf_class: type, options: Any) -> dict[str, Any]:
     if unknown := sorted(set(options) - allowed):
         msg = f"option(s) {unknown}; expected some of {sorted(allowed)}."
         raise TypeError(f"Unknown {acqf_class.__name__} {msg}")
-    out = dict(options)
-    for name, value in out.items():
-        if name in _CHOICES:
-            choices = typing.get_args(_CHOICES[name])
-            if value not in choices and not (name == "cover" and value is None):
-                raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
-        elif name in ("max_cover_size", "memory_budget") and value is not None:
-            check_int(name, value, 1)
-        elif name in _FLOATS and value is not None:
-            out[name] = check_float(name, value, _FLOATS[name])
-    return out
+    return check_chaining_options(options)
 
 
 def candidate_set_node(

@@ -14,40 +14,8 @@ import torch
 from ax.core.search_space import SearchSpaceDigest
 from ax.exceptions.core import SearchSpaceExhausted
 from ax.generators.torch.botorch_modular.acquisition import Acquisition
-from botorch.acquisition.analytic import (
-    AnalyticAcquisitionFunction,
-    UpperConfidenceBound,
-)
-from botorch.acquisition.input_constructors import acqf_input_constructor
-from botorch.acquisition.objective import PosteriorTransform
-from botorch.models.model import Model
+from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from torch import Tensor
-
-
-class UCB(UpperConfidenceBound):
-    r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
-    an input constructor that ignores the ``X_pending`` Ax passes and the set.
-
-    Example:
-        >>> acqf = UCB(model, beta=0.2)
-    """
-
-
-@acqf_input_constructor(UCB)
-def construct_inputs_ucb(
-    model: Model,
-    beta: float = 0.2,
-    posterior_transform: PosteriorTransform | None = None,
-    maximize: bool = True,
-    X_pending: Tensor | None = None,
-    candidates: Tensor | None = None,
-) -> dict[str, Any]:
-    return {
-        "model": model,
-        "beta": beta,
-        "posterior_transform": posterior_transform,
-        "maximize": maximize,
-    }
 
 
 class GenerationRecord:

@@ -24,7 +24,8 @@ from ax.storage.json_store.encoders import (
 from ax.storage.json_store.registry import CORE_DECODER_REGISTRY, CORE_ENCODER_REGISTRY
 from torch import Tensor
 
-from ax_chaining.ax.candidates import CandidateSetSpec, check_int, type_error
+from ax_chaining.ax.candidates import CandidateSetSpec
+from ax_chaining.checks import check_int, type_error
 
 
 def candidate_index_parameter(
@@ -90,9 +91,9 @@ def register_storage() -> None:
         >>> register_storage()
         >>> client = Client.load_from_json_file("snapshot.json")
     """
-    from ax_chaining.acquisition import GPUCB, ChainingUCB
+    from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
     from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
-    from ax_chaining.ax.selection import UCB, CandidateSetAcquisition
+    from ax_chaining.ax.selection import CandidateSetAcquisition
     from ax_chaining.kernels import PrecomputedKernel
     from ax_chaining.stopping import (
         RegretBoundCriterion,
