@@ -73,6 +73,7 @@ from ax_chaining.benchmarks._tables import (
     pm,
     run_resumable,
 )
+from ax_chaining.checks import check_int
 
 __all__ = [
     "FULL_CONFIG",
@@ -131,9 +132,7 @@ class HarnessConfig:
 
     def __post_init__(self) -> None:
         for name in ("num_trials", "init_trials", "replications"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+            check_int(name, getattr(self, name), 1)
         if self.init_trials >= self.num_trials:
             raise ValueError(
                 f"`init_trials` ({self.init_trials}) must be below `num_trials` "

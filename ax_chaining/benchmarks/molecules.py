@@ -57,6 +57,7 @@ from ax_chaining.benchmarks._tables import (
     pm,
     run_resumable,
 )
+from ax_chaining.checks import check_int
 
 __all__ = [
     "DATASET_NAMES",
@@ -118,9 +119,7 @@ class MoleculeConfig:
 
     def __post_init__(self) -> None:
         for name in ("runs", "queries", "n_init"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+            check_int(name, getattr(self, name), 1)
         bad = [d for d in self.datasets if d not in DATASET_NAMES]
         if bad or not self.datasets:
             raise ValueError(
