@@ -228,6 +228,7 @@ def _add_molecules_parser(sub: Any) -> None:
 
 def _harness(args: argparse.Namespace, argv: list[str]) -> int:
     from ax_chaining.benchmarks import harness as h
+    from ax_chaining.benchmarks._tables import load_records
 
     preset = h.SMALL_CONFIG if args.small else h.FULL_CONFIG
     try:
@@ -251,7 +252,7 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
     if args.summary_only:
         records = [
             r
-            for r in h.load_records(out)
+            for r in load_records(out)
             if r["problem"] in problems and r["method"] in methods
         ]
     else:
@@ -286,6 +287,7 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
     from ax_chaining.benchmarks import molecules as mol
+    from ax_chaining.benchmarks._tables import load_records
 
     preset = mol.SMALL_CONFIG if args.small else mol.FULL_CONFIG
     datasets = _split(
@@ -307,7 +309,7 @@ def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
     if args.summary_only:
         records = [
             r
-            for r in mol.load_records(out)
+            for r in load_records(out)
             if r["dataset"] in datasets and r["method"] in methods
         ]
     else:

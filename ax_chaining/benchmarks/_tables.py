@@ -70,9 +70,29 @@ def load_json(path: Path) -> Any | None:
         return None
 
 
+def record_path(out: str | Path, name: str, method: str, seed: int) -> Path:
+    """Where the record of ``(name, method, seed)`` is stored under ``out``."""
+    return Path(out) / "runs" / name / method / f"seed_{seed}.json"
+
+
+def load_records(out: str | Path) -> list[dict[str, Any]]:
+    """Every record stored under ``out`` (any configuration)."""
+    paths = sorted((Path(out) / "runs").glob("*/*/seed_*.json"))
+    return [r for r in (load_json(p) for p in paths) if r is not None]
+
+
+def check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> None:
+    """Refuse an empty selection or names outside ``allowed``."""
+    bad = [n for n in names if n not in allowed]
+    if bad or not names:
+        raise ValueError(
+            f"unknown {what}(s) {bad or list(names)}; choose from {', '.join(allowed)}."
+        )
+
+
 def run_resumable(
     tasks: Sequence[tuple[str, str, int]],
-    path_of: Callable[..., Path],
+    out: str | Path,
     key: Any,
     run: Callable[..., dict[str, Any]],
     *,
@@ -89,7 +109,7 @@ def run_resumable(
 
     Args:
         tasks: ``(name, method, seed)`` triples, in the order to run them.
-        path_of: Maps a task's three fields to its record file.
+        out: Output folder; records go to :func:`record_path`.
         key: The configuration a stored record must hold (``record["config"]``).
         run: Maps a task's three fields to its new record.
         force: Recompute records that exist.
@@ -103,7 +123,7 @@ def run_resumable(
     records: list[dict[str, Any]] = []
     todo = []
     for task in tasks:
-        rec = None if force else load_json(path_of(*task))
+        rec = None if force else load_json(record_path(out, *task))
         if rec is not None and rec.get("config") == key:
             records.append(rec)
         else:
@@ -117,7 +137,7 @@ def run_resumable(
         if bar is not None:
             bar.set_postfix_str("{} {} seed {}".format(*task))
         rec = run(*task)
-        write_json(rec, path_of(*task))
+        write_json(rec, record_path(out, *task))
         records.append(rec)
         if on_record is not None:
             on_record(rec)

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from ax_chaining.benchmarks._tables import (
-    load_json,
+    check_names,
     mean_se,
     num,
     paired,
@@ -291,10 +291,6 @@ def get_method(name: str, config: HarnessConfig) -> Any:
 # ---------------------------------------------------------------------------
 
 
-def record_path(out: str | Path, problem: str, method: str, seed: int) -> Path:
-    return Path(out) / "runs" / problem / method / f"seed_{seed}.json"
-
-
 def _replicate(
     problem: str, method: str, seed: int, config: HarnessConfig
 ) -> dict[str, Any]:
@@ -354,14 +350,14 @@ def run_harness(
         force: Recompute records that exist.
         on_record: Called with each new record.
     """
-    _check_names(problems, PROBLEMS, "problem")
-    _check_names(methods, METHODS, "method")
+    check_names(problems, PROBLEMS, "problem")
+    check_names(methods, METHODS, "method")
     tasks = [
         (p, m, s) for s in range(config.replications) for p in problems for m in methods
     ]
     return run_resumable(
         tasks,
-        lambda *task: record_path(out, *task),
+        out,
         config.key(),
         lambda *task: _replicate(*task, config),
         force=force,
@@ -369,20 +365,6 @@ def run_harness(
         desc="harness",
         on_record=on_record,
     )
-
-
-def _check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> None:
-    bad = [n for n in names if n not in allowed]
-    if bad or not names:
-        raise ValueError(
-            f"unknown {what}(s) {bad or list(names)}; choose from {', '.join(allowed)}."
-        )
-
-
-def load_records(out: str | Path) -> list[dict[str, Any]]:
-    """Every record stored under ``out`` (any configuration)."""
-    paths = sorted((Path(out) / "runs").glob("*/*/seed_*.json"))
-    return [r for r in (load_json(p) for p in paths) if r is not None]
 
 
 # ---------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from ax_chaining.benchmarks._tables import (
-    load_json,
+    check_names,
     mean_se,
     num,
     paired,
@@ -273,10 +273,6 @@ def run_one(
     }
 
 
-def record_path(out: str | Path, dataset: str, method: str, seed: int) -> Path:
-    return Path(out) / "runs" / dataset / method / f"seed_{seed}.json"
-
-
 def run_molecules(
     methods: Sequence[str],
     config: MoleculeConfig,
@@ -285,29 +281,19 @@ def run_molecules(
     force: bool = False,
 ) -> list[dict[str, Any]]:
     """Run (or resume) every run, seed by seed; returns all records."""
-    bad = [m for m in methods if m not in METHODS]
-    if bad or not methods:
-        raise ValueError(
-            f"unknown method(s) {bad or list(methods)}; choose from {METHODS}."
-        )
+    check_names(methods, METHODS, "method")
     tasks = [
         (d, m, s) for s in range(config.runs) for d in config.datasets for m in methods
     ]
     return run_resumable(
         tasks,
-        lambda *task: record_path(out, *task),
+        out,
         config.key(),
         lambda *task: run_one(*task, config),
         force=force,
         progress=progress,
         desc="molecules",
     )
-
-
-def load_records(out: str | Path) -> list[dict[str, Any]]:
-    """Every record stored under ``out``."""
-    paths = sorted((Path(out) / "runs").glob("*/*/seed_*.json"))
-    return [r for r in (load_json(p) for p in paths) if r is not None]
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
