@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -42,6 +45,8 @@ __all__ = [
     "dense_memory_bytes",
     "format_bytes",
 ]
+
+_T = TypeVar("_T")
 
 #: Default memory budget for the engine's largest allocations, in bytes (4 GiB).
 DEFAULT_MEMORY_BUDGET: int = 4 * 2**30
@@ -73,6 +78,24 @@ def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
 
 def _chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
     return max(1, min(n, block_bytes // max(1, n * itemsize)))
+
+
+def _map_ordered(
+    fn: Callable[[int], _T], items: Iterable[int], workers: int
+) -> Iterator[_T]:
+    """``map(fn, items)`` on ``workers`` threads, in order, at most ``workers``
+    results ahead of the consumer (so memory stays a few blocks)."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[_T]] = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 #: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
@@ -163,6 +186,10 @@ class PseudoDistance(ABC):
             raise ValueError("variance contains NaN or inf.")
         self.variance = variance.clamp_min(0)
         self.block_bytes = int(block_bytes)
+        #: Threads that make blocks of rows in :meth:`level_graph` on CPU: the
+        #: row work (kernel, correction, threshold, nonzero) is spread over the
+        #: cores torch may use, since numpy's passes run on one thread.
+        self.row_workers = max(1, min(8, torch.get_num_threads()))
 
     @property
     def n(self) -> int:
@@ -237,37 +264,45 @@ class PseudoDistance(ABC):
     def _level_graph_numpy(
         self, eps2: list[float], counts: Tensor, step: int
     ) -> LevelGraph:
-        """:meth:`level_graph` on CPU: numpy's mask, count and nonzero are several
-        times faster than torch's there, with the same IEEE comparisons (the
-        radius cast to the dtype of the distances). The edges are written into
-        arrays sized from a sample of rows (grown if the sample was low), so
-        the peak is the graph itself plus one block, not twice the graph."""
+        """:meth:`level_graph` on CPU: numpy's mask and nonzero are several times
+        faster than torch's there, with the same IEEE comparisons (the radius
+        cast to the dtype of the distances). Blocks of rows are made by
+        ``row_workers`` threads (numpy and torch release the GIL), at most one
+        block per worker ahead of the writer, and written in row order into
+        arrays sized from a sample of rows (grown if the sample was low), so the
+        peak is the graph itself plus a few blocks, not twice the graph."""
         n = self.n
         capacity = max(n, int(1.25 * self.estimate_edges(math.sqrt(eps2[0]))))
         cols = np.empty(capacity, dtype=np.int32)
         levels = np.empty(capacity, dtype=np.uint8)
         filled = 0
-        for start in range(0, n, step):
+
+        def block(start: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
             stop = min(n, start + step)
-            block = self._row_range(start, stop).detach().numpy()
-            mask = block <= eps2[0]
-            counts[start:stop] = torch.from_numpy(
-                np.count_nonzero(mask, axis=1).astype(np.int64)
-            )
-            flat = np.flatnonzero(mask)  # row-major: rows in turn
-            end = filled + flat.size
+            # Grad mode is per thread: the caller's no_grad does not reach here.
+            with torch.no_grad():
+                d2 = self._row_range(start, stop).detach().numpy()
+            flat = np.flatnonzero(d2 <= eps2[0])  # row-major: rows in turn
+            vals = d2.ravel()[flat]
+            # Row r's edges are flat[bounds[r]:bounds[r + 1]].
+            bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
+            q = np.zeros(flat.size, dtype=np.uint8)
+            for e2 in eps2:
+                q += vals <= e2
+            return start, stop, np.diff(bounds), (flat % n).astype(np.int32), q
+
+        for start, stop, row_counts, block_cols, block_levels in _map_ordered(
+            block, range(0, n, step), self.row_workers
+        ):
+            counts[start:stop] = torch.from_numpy(row_counts)
+            end = filled + block_cols.size
             if end > capacity:
                 # The sample was low: grow by the rows still to come, pro rata.
                 capacity = max(end, int(end * n / stop * 1.05))
                 cols = np.resize(cols, capacity)
                 levels = np.resize(levels, capacity)
-            vals = block.ravel()[flat]
-            np.remainder(flat, n, out=flat)
-            cols[filled:end] = flat
-            q = levels[filled:end]
-            q[:] = 0
-            for e2 in eps2:
-                q += vals <= e2
+            cols[filled:end] = block_cols
+            levels[filled:end] = block_levels
             filled = end
         indptr = torch.zeros(n + 1, dtype=torch.int64)
         torch.cumsum(counts, dim=0, out=indptr[1:])

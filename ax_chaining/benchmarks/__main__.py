@@ -170,6 +170,12 @@ def _add_harness_parser(sub: Any) -> None:
     h.add_argument("--small", action="store_true", help="small preset (a test)")
     h.add_argument("--out", default="results/harness", help="output directory")
     h.add_argument("--force", action="store_true", help="recompute stored runs")
+    h.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes (one torch thread each); results do not depend on it",
+    )
     h.add_argument("--no-progress", action="store_true", help="no progress bar")
     h.add_argument("--no-plot", action="store_true", help="skip the figure")
     h.add_argument(
@@ -217,6 +223,12 @@ def _add_molecules_parser(sub: Any) -> None:
     m.add_argument("--small", action="store_true", help="small preset (a test)")
     m.add_argument("--out", default="results/molecules", help="output directory")
     m.add_argument("--force", action="store_true", help="recompute stored runs")
+    m.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes (one torch thread each); results do not depend on it",
+    )
     m.add_argument("--no-progress", action="store_true", help="no progress bar")
     m.add_argument("--no-plot", action="store_true", help="skip the figure")
     m.add_argument(
@@ -269,6 +281,7 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
             out,
             progress=not args.no_progress,
             force=args.force,
+            jobs=args.jobs,
         )
     elapsed = time.perf_counter() - start
     summary = h.summarize(records)
@@ -320,7 +333,12 @@ def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
             flush=True,
         )
         records = mol.run_molecules(
-            methods, config, out, progress=not args.no_progress, force=args.force
+            methods,
+            config,
+            out,
+            progress=not args.no_progress,
+            force=args.force,
+            jobs=args.jobs,
         )
     elapsed = time.perf_counter() - start
     summary = mol.summarize(records)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,12 +100,15 @@ def run_resumable(
     progress: bool,
     desc: str,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    jobs: int = 1,
 ) -> list[dict[str, Any]]:
     """Reuse every stored record of ``tasks`` made with ``key``; run the rest.
 
     Each new record is written (atomically) as soon as it is made, so an
-    interrupted call loses at most the task in progress and the next call
-    resumes there.
+    interrupted call loses at most the tasks in progress and the next call
+    resumes there. With ``jobs > 1`` the tasks run in that many worker
+    processes (one torch thread each); every task seeds itself, so the
+    records do not depend on ``jobs``.
 
     Args:
         tasks: ``(name, method, seed)`` triples, in the order to run them.
@@ -116,6 +119,8 @@ def run_resumable(
         progress: Show a tqdm bar over the tasks to run.
         desc: Label of the bar.
         on_record: Called with each new record.
+        jobs: Worker processes; ``run`` must then be picklable (a module-level
+            function or a ``functools.partial`` of one).
 
     Returns:
         The records of every task, stored or new.
@@ -133,10 +138,7 @@ def run_resumable(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=desc, unit="run")
-    for task in todo:
-        if bar is not None:
-            bar.set_postfix_str("{} {} seed {}".format(*task))
-        rec = run(*task)
+    for task, rec in _run_tasks(run, todo, jobs, bar):
         write_json(rec, record_path(out, *task))
         records.append(rec)
         if on_record is not None:
@@ -146,3 +148,36 @@ def run_resumable(
     if bar is not None:
         bar.close()
     return records
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _run_tasks(
+    run: Callable[..., dict[str, Any]],
+    todo: Sequence[tuple[str, str, int]],
+    jobs: int,
+    bar: Any,
+) -> Iterator[tuple[tuple[str, str, int], dict[str, Any]]]:
+    """``(task, run(*task))`` in order (``jobs == 1``) or as they finish."""
+    if jobs <= 1 or len(todo) <= 1:
+        for task in todo:
+            if bar is not None:
+                bar.set_postfix_str("{} {} seed {}".format(*task))
+            yield task, run(*task)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # spawn: a fork of a process holding torch's thread pools can deadlock.
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(todo)),
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_one_thread,
+    ) as pool:
+        futures = {pool.submit(run, *task): task for task in todo}
+        for future in as_completed(futures):
+            yield futures[future], future.result()

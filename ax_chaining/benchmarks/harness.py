@@ -57,6 +57,7 @@ replications in progress.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -335,6 +336,7 @@ def run_harness(
     progress: bool = True,
     force: bool = False,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    jobs: int = 1,
 ) -> list[dict[str, Any]]:
     """Run (or resume) every replication; returns all records.
 
@@ -349,6 +351,7 @@ def run_harness(
         progress: Show a tqdm bar.
         force: Recompute records that exist.
         on_record: Called with each new record.
+        jobs: Worker processes (see :func:`run_resumable`).
     """
     check_names(problems, PROBLEMS, "problem")
     check_names(methods, METHODS, "method")
@@ -359,11 +362,12 @@ def run_harness(
         tasks,
         out,
         config.key(),
-        lambda *task: _replicate(*task, config),
+        functools.partial(_replicate, config=config),
         force=force,
         progress=progress,
         desc="harness",
         on_record=on_record,
+        jobs=jobs,
     )
 
 

@@ -38,6 +38,7 @@ per query (``get_next_trials``: model fit and acquisition).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -279,8 +280,11 @@ def run_molecules(
     out: str | Path,
     progress: bool = True,
     force: bool = False,
+    jobs: int = 1,
 ) -> list[dict[str, Any]]:
-    """Run (or resume) every run, seed by seed; returns all records."""
+    """Run (or resume) every run, seed by seed; returns all records.
+
+    ``jobs`` worker processes share the runs (see :func:`run_resumable`)."""
     check_names(methods, METHODS, "method")
     tasks = [
         (d, m, s) for s in range(config.runs) for d in config.datasets for m in methods
@@ -289,10 +293,11 @@ def run_molecules(
         tasks,
         out,
         config.key(),
-        lambda *task: run_one(*task, config),
+        functools.partial(run_one, config=config),
         force=force,
         progress=progress,
         desc="molecules",
+        jobs=jobs,
     )
 
 

@@ -53,7 +53,7 @@ import torch
 DTYPE = torch.float64
 
 
-def _problem(n: int, num_obs: int, seed: int):
+def _problem(n: int, num_obs: int, seed: int, device: str = "cpu"):
     from botorch.models import SingleTaskGP
     from gpytorch.kernels import RBFKernel, ScaleKernel
 
@@ -71,7 +71,8 @@ def _problem(n: int, num_obs: int, seed: int):
     kernel.outputscale = 1.0
     model = SingleTaskGP(X, Y, covar_module=kernel, outcome_transform=None)
     model.likelihood.noise = 0.05**2
-    return model.eval(), C
+    # Drawn on the CPU so that every device gets the same problem.
+    return model.to(device).eval(), C.to(device)
 
 
 def _rss_mb() -> float:
@@ -85,9 +86,19 @@ def _worker(args: argparse.Namespace) -> dict:
     from ax_chaining import ChainingUCB
 
     baseline = _rss_mb()
-    model, C = _problem(args.n, args.obs, args.seed)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    model, C = _problem(args.n, args.obs, args.seed, args.device)
     times = []
     info: dict = {}
+    if cuda:
+        # The first CUDA call pays for context and kernel loading: warm up on
+        # a small set so that the timed steps measure the method.
+        with torch.no_grad():
+            small = C[: min(args.n, 300)]
+            optimize_acqf_discrete(ChainingUCB(model, small), q=1, choices=small)
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
     for _ in range(args.repeats):
         start = time.perf_counter()
         with torch.no_grad():
@@ -96,6 +107,8 @@ def _worker(args: argparse.Namespace) -> dict:
             else:
                 acqf = UpperConfidenceBound(model, beta=0.2)
             x, _ = optimize_acqf_discrete(acqf, q=args.q, choices=C)
+        if cuda:
+            torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
         if args.method == "chaining":
             res = acqf.chaining
@@ -116,6 +129,15 @@ def _worker(args: argparse.Namespace) -> dict:
         "min_s": min(times),
         "peak_rss_mb": _rss_mb(),
         "baseline_rss_mb": baseline,
+        "device": str(device),
+        **(
+            {
+                "gpu": torch.cuda.get_device_name(device),
+                "peak_gpu_mb": torch.cuda.max_memory_allocated(device) / 2**20,
+            }
+            if cuda
+            else {}
+        ),
         **info,
     }
 
@@ -226,6 +248,8 @@ def _run_worker(method: str, n: int, q: int, args: argparse.Namespace) -> dict:
         str(args.seed),
         "--path",
         args.path,
+        "--device",
+        args.device,
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -312,6 +336,11 @@ def _ratio(row: dict) -> str:
     return f"{row['ratio_to_ucb']:.3g}" if "ratio_to_ucb" in row else "-"
 
 
+def _gpu_memory(row: dict) -> str:
+    gpu = row.get("peak_gpu_mb")
+    return "" if gpu is None else f" + {gpu / 1024:.2f} on GPU"
+
+
 def _gap(gap: float) -> str:
     return f"no (value gap {gap:.3g})"
 
@@ -337,7 +366,7 @@ def _table(paths: list[str]) -> str:
         out.append(
             f"| {r['n']:,} | {key[1]} | {'ChainingUCB' if chaining else 'UCB'} "
             f"| {how} | {r['median_s']:.3g} | {_ratio(r)} "
-            f"| {r['peak_rss_mb'] / 1024:.2f} "
+            f"| {r['peak_rss_mb'] / 1024:.2f}{_gpu_memory(r)} "
             f"| {_target(TARGETS.get(key)) if chaining else ''} "
             f"| {'' if previous is None else f'{previous[0]:.3g}, {previous[1]:.3g}'} |"
         )
@@ -418,6 +447,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
     parser.add_argument("--compare-covers", action="store_true")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device of the model and candidates (e.g. cuda)",
+    )
     parser.add_argument(
         "--table", nargs="+", metavar="JSONL", help="render JSON lines as markdown"
     )
