@@ -14,7 +14,7 @@ import math
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
@@ -44,6 +44,7 @@ from ax_chaining.chaining import (
     _check_delta,
     _check_positive_int,
     chaining_covers,
+    reuse_covers,
 )
 from ax_chaining.checks import check_float, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
@@ -71,7 +72,14 @@ __all__ = [
 ]
 
 
-_CHOICES: dict[str, Any] = {"h_radius": HRadius, "path": Path, "cover": CoverMethod}
+PendingCovers = Literal["rebuild", "reuse"]
+
+_CHOICES: dict[str, Any] = {
+    "h_radius": HRadius,
+    "path": Path,
+    "cover": CoverMethod,
+    "pending_covers": PendingCovers,
+}
 _RANGES: dict[str, tuple[Any, str]] = {
     "delta": (lambda v: 0 < v < 1, "(0, 1)"),
     "beta": (lambda v: v >= 0, ">= 0"),
@@ -84,7 +92,8 @@ def check_chaining_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """A checked copy of acquisition options, by name, before any model step.
 
     ``delta``, ``scale``, ``sigma_floor``, ``h_radius``, ``path``, ``cover``,
-    ``max_cover_size`` and ``memory_budget`` as in :class:`ChainingUCB` (``delta``
+    ``max_cover_size``, ``memory_budget`` and ``pending_covers`` as in
+    :class:`ChainingUCB` (``delta``
     also of :class:`GPUCB`, ``beta`` of :class:`UCB`); None where the default is
     None. Floats come back as floats; other names are left as they are.
 
@@ -301,6 +310,11 @@ class ChainingUCB(AcquisitionFunction):
     * ``path`` / ``cover``: the dense exact path with greedy covers (default when
       it fits in the memory budget), or rows on demand with farthest-first
       nested covers for large candidate sets (see :mod:`ax_chaining.chaining`).
+    * ``pending_covers``: with pending points (a batch), ``"rebuild"`` (default)
+      runs Algorithm 1 again on the posterior given them; ``"reuse"`` keeps the
+      covers built without them, which stay valid covers since pending points
+      only shrink :math:`d_t` (:func:`~ax_chaining.chaining.reuse_covers`): a
+      batch then costs one build, with :math:`H_i` usually a little larger.
 
     :meth:`certificate` and :meth:`regret_bound` give a regret certificate valid
     at any candidate chosen from the data (:mod:`ax_chaining.certificate`); the
@@ -336,6 +350,8 @@ class ChainingUCB(AcquisitionFunction):
             ``min(N, 2048)`` on the low-rank path); deeper levels use
             :math:`|T_i| \le N`.
         memory_budget: Bytes the largest allocations may take (default 4 GiB).
+        pending_covers: ``"rebuild"`` or ``"reuse"`` the covers when pending
+            points are set (see above).
     """
 
     def __init__(
@@ -354,6 +370,7 @@ class ChainingUCB(AcquisitionFunction):
         cover: CoverMethod | None = None,
         max_cover_size: int | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        pending_covers: PendingCovers = "rebuild",
     ) -> None:
         super().__init__(model=model)
         if posterior_transform is None and model.num_outputs != 1:
@@ -380,6 +397,7 @@ class ChainingUCB(AcquisitionFunction):
                 cover=cover,
                 max_cover_size=max_cover_size,
                 memory_budget=memory_budget,
+                pending_covers=pending_covers,
             )
         )
         self.delta = self._options.pop("delta")
@@ -496,6 +514,11 @@ class ChainingUCB(AcquisitionFunction):
         max_cover_size = opts["max_cover_size"]
         if max_cover_size is None and post.path == "low_rank":
             max_cover_size = min(post.distance.n, DEFAULT_MAX_COVER_SIZE)
+        base = getattr(self, "_base_state", None)
+        if p and opts["pending_covers"] == "reuse" and base is not None:
+            chaining = reuse_covers(base[0], post.distance, t)
+            self._state = (chaining, post.mean, post.distance.sigma, post.pending_noise)
+            return
         chaining = chaining_covers(
             post.distance,
             t=t,
@@ -886,6 +909,7 @@ def construct_inputs_chaining_ucb(
     cover: CoverMethod | None = None,
     max_cover_size: int | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    pending_covers: PendingCovers = "rebuild",
 ) -> dict[str, Any]:
     r"""Construct kwargs for :class:`ChainingUCB`.
 
@@ -907,6 +931,7 @@ def construct_inputs_chaining_ucb(
         cover: ``"greedy"`` or ``"farthest_first"`` (default by path).
         max_cover_size: Size cap of farthest-first covers.
         memory_budget: Bytes the largest allocations may take.
+        pending_covers: ``"rebuild"`` or ``"reuse"`` covers for pending points.
 
     Returns:
         A dict mapping kwarg names of the constructor to values.
@@ -926,6 +951,7 @@ def construct_inputs_chaining_ucb(
         "cover": cover,
         "max_cover_size": max_cover_size,
         "memory_budget": memory_budget,
+        "pending_covers": pending_covers,
     }
 
 

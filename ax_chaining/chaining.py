@@ -51,6 +51,7 @@ from ax_chaining.covers import (
     farthest_first_order,
     greedy_dominating_set,
     greedy_dominating_set_csr,
+    greedy_dominating_set_lazy,
 )
 from ax_chaining.distances import (
     GRAPH_PEAK_EDGE_BYTES,
@@ -64,6 +65,7 @@ __all__ = [
     "ChainingResult",
     "chaining_covers",
     "num_levels",
+    "reuse_covers",
     "union_bound_log",
 ]
 
@@ -261,6 +263,7 @@ def chaining_covers(
     cover: CoverMethod = "greedy",
     max_cover_size: int | None = None,
     memory_budget: int | None = None,
+    lazy: bool = True,
 ) -> ChainingResult:
     r"""Run the cover loop of Algorithm 1 on a pseudo-distance.
 
@@ -299,6 +302,10 @@ def chaining_covers(
             the pairs within :math:`\epsilon_1`, estimated from a sample of rows
             before anything is allocated), or as an ``N x N`` uint8 level matrix
             where that is smaller; both give the same covers.
+        lazy: Cover the dense coarse levels by the lazy greedy (their degrees
+            kept, their edges not; see :func:`_greedy_levels`). The same picks
+            as the lists wherever :math:`d_t^2` is symmetric as computed;
+            ``False`` keeps every edge within :math:`\epsilon_1`.
 
     Returns:
         A :class:`ChainingResult`.
@@ -336,7 +343,7 @@ def chaining_covers(
 
     if cover == "greedy":
         covers, sizes, bounded = _greedy_levels(
-            distance, eps, memory_budget=memory_budget
+            distance, eps, memory_budget=memory_budget, lazy=lazy
         )
     else:
         covers, sizes, bounded = _farthest_first_levels(distance, eps, max_cover_size)
@@ -361,10 +368,101 @@ def chaining_covers(
         n=n,
         h_radius=h_radius,
         cover_method=cover,
+        info={"sigma_floor": sigma_floor},
     )
 
 
+def reuse_covers(
+    base: ChainingResult, distance: PseudoDistance, t: int
+) -> ChainingResult:
+    r"""Algorithm 1's terms on a smaller pseudo-distance, with the covers of ``base``.
+
+    A deviation from the paper, for batches (``pending_covers="reuse"`` of
+    :class:`~ax_chaining.ChainingUCB`): conditioning on a pending point can
+    only shrink :math:`d_t` (the variance of :math:`f(x) - f(x')` falls), so
+    every :math:`\epsilon_i`-cover of ``base`` is still an
+    :math:`\epsilon_i`-cover, and nested; the union bound behind :math:`H_i`
+    holds for any such covers. Levels are recounted from the new
+    :math:`\sigma^{\min}`; a level deeper than ``base``'s has no cover built
+    and uses :math:`|T_i| \le N` (``bounded``). :math:`H_i` is recomputed with
+    ``t``. What differs from a rebuild: the covers are those of the earlier
+    posterior, usually a little larger than greedy covers of the new one, so
+    :math:`H_i` (and exploration) is usually a little larger.
+
+    Args:
+        base: Covers built by :func:`chaining_covers` on a pseudo-distance
+            that ``distance`` nowhere exceeds.
+        distance: The new pseudo-distance over the same ``N`` candidates.
+        t: Iteration index for :math:`u_i`.
+
+    Returns:
+        A :class:`ChainingResult`; ``info["covers_from"] == "reused"``.
+    """
+    t = _check_positive_int("t", t)
+    if distance.n != base.n:
+        raise ValueError(
+            f"distance has N={distance.n} candidates, base covers N={base.n}."
+        )
+    sigma_min = float(distance.sigma.min())
+    sigma_min_used = max(sigma_min, _floor(base))
+    num = num_levels(sigma_min_used, base.scale)
+    device = base.eps.device
+    covers = list(base.covers[:num])
+    sizes = base.cover_sizes[:num].tolist()
+    bounded = base.bounded[:num].tolist()
+    everything = torch.arange(base.n, device=device)
+    for _ in range(len(covers), num):
+        covers.append(everything)
+        sizes.append(base.n)
+        bounded.append(True)
+    eps = [base.scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
+    levels = torch.arange(1, num + 1, dtype=torch.float64, device=device)
+    sizes_t = torch.tensor(sizes, dtype=torch.long, device=device)
+    eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
+    u = union_bound_log(sizes_t, levels, t, base.delta)
+    radius = eps_t if base.h_radius == "algorithm" else 2.0 * eps_t
+    return ChainingResult(
+        eps=eps_t,
+        cover_sizes=sizes_t,
+        H=radius * torch.sqrt(2.0 * u),
+        covers=tuple(covers),
+        bounded=torch.tensor(bounded, dtype=torch.bool, device=device),
+        sigma_min=sigma_min,
+        sigma_min_used=sigma_min_used,
+        scale=base.scale,
+        t=t,
+        delta=base.delta,
+        n=base.n,
+        h_radius=base.h_radius,
+        cover_method=base.cover_method,
+        info={**base.info, "covers_from": "reused"},
+    )
+
+
+def _floor(result: ChainingResult) -> float:
+    r"""The floor :math:`\texttt{sigma\_floor} \cdot s` that ``result`` used."""
+    return result.info["sigma_floor"] * result.scale
+
+
 GraphMethod = Literal["auto", "lists", "matrix"]
+
+#: A coarse level is covered by the lazy greedy (its degrees kept, its edges
+#: not) while its estimated edge count exceeds ``LAZY_EDGE_FACTOR * N^1.5``:
+#: about where the rows the lazy picks read (some multiple of the cover size
+#: ``~N^2 / E`` times ``N``) cost less than keeping and updating ``E`` edges.
+LAZY_EDGE_FACTOR = 4.0
+
+
+def _lazy_levels(distance: PseudoDistance, eps: list[float]) -> tuple[int, int]:
+    """Number ``k`` of leading levels for the lazy greedy, and the estimated
+    edges of the first level kept as lists (level ``k + 1``)."""
+    n = distance.n
+    k = 0
+    edges = distance.estimate_edges(eps[0])
+    while k < len(eps) - 1 and edges > LAZY_EDGE_FACTOR * n**1.5:
+        k += 1
+        edges = distance.estimate_edges(eps[k])
+    return k, edges
 
 
 def _greedy_levels(
@@ -372,6 +470,7 @@ def _greedy_levels(
     eps: list[float],
     graph: GraphMethod = "auto",
     memory_budget: int | None = None,
+    lazy: bool = True,
 ) -> tuple[list[Tensor], list[int], list[bool]]:
     """Greedy nested covers: neighbour lists on CPU, the level matrix elsewhere.
 
@@ -381,6 +480,16 @@ def _greedy_levels(
     fit in ``memory_budget`` but the ``2 N^2`` bytes of the level matrix would
     (a dense first level), or on an accelerator (where a pick-by-pick loop
     would be bound by kernel launches), the matrix is used.
+
+    With ``lazy`` (the default) and lists, the dense coarse levels (see
+    :data:`LAZY_EDGE_FACTOR`) keep only their degrees and are covered by
+    :func:`~ax_chaining.covers.greedy_dominating_set_lazy`, which reads the
+    rows of a few candidates instead of every edge; then the lists hold the
+    pairs within the first radius kept. Its picks are those of the lists: it
+    reads a candidate's ball off its own row, while the lists lower degrees
+    from the rows of the covered points, so the two could differ only if
+    round-off made :math:`d^2(a, b)` and :math:`d^2(b, a)` fall on two sides
+    of a radius.
     """
     n = distance.n
     if not eps:
@@ -391,10 +500,16 @@ def _greedy_levels(
     if auto:
         graph = "lists" if distance.device.type == "cpu" else "matrix"
     matrix_bytes = 2 * n * n  # level matrix plus one boolean adjacency
+    counted = 0
+    if graph == "lists" and lazy:
+        counted, edges = _lazy_levels(distance, eps)
     if graph == "lists" and memory_budget is not None:
         # Only when even a complete graph might not fit is it worth sampling.
         fits = GRAPH_PEAK_EDGE_BYTES * n * n <= memory_budget
-        edges = n * n if fits else distance.estimate_edges(eps[0])
+        if fits:
+            edges = n * n
+        elif not counted:
+            edges = distance.estimate_edges(eps[0])
         lists_bytes = GRAPH_PEAK_EDGE_BYTES * edges
         if lists_bytes > memory_budget:
             if auto and matrix_bytes <= memory_budget:
@@ -402,7 +517,7 @@ def _greedy_levels(
             else:
                 raise MemoryBudgetError(
                     f"Greedy covers of N={n} candidates need neighbour lists of "
-                    f"about {edges:,} pairs within eps_1 "
+                    f"about {edges:,} pairs within eps_{counted + 1} "
                     f"({format_bytes(lists_bytes)}), above memory_budget="
                     f"{format_bytes(memory_budget)}. Pass a larger memory_budget, "
                     "use cover='farthest_first', or fewer candidates."
@@ -416,7 +531,9 @@ def _greedy_levels(
                 "cover='farthest_first', or fewer candidates."
             )
         return _greedy_levels_matrix(distance, eps)
-    return _greedy_levels_lists(distance.level_graph(eps), len(eps), distance.device)
+    return _greedy_levels_lists(
+        distance.level_graph(eps, counted=counted), eps, distance
+    )
 
 
 def _csr_select(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -445,12 +562,19 @@ def _csr_select(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
 
 
 def _greedy_levels_lists(
-    graph: LevelGraph, num: int, device: torch.device
+    graph: LevelGraph, eps: list[float], distance: PseudoDistance
 ) -> tuple[list[Tensor], list[int], list[bool]]:
-    """Algorithm 1's cover loop on the level graph (numpy on CPU tensors)."""
-    n = graph.n
+    """Algorithm 1's cover loop on the level graph (numpy on CPU tensors).
+
+    The graph's ``counted_levels`` coarse levels are covered lazily from rows
+    of ``distance`` (:func:`greedy_dominating_set_lazy`); the rest from its
+    neighbour lists.
+    """
+    n, num, device = graph.n, len(eps), distance.device
+    counted = graph.counted_levels
+    eps2 = [e * e for e in eps]
     # The edges of the current level (q >= i); each level drops the edges of
-    # the one before, so only the first level pays for all pairs within eps_1.
+    # the one before, so only the first level kept pays for all its pairs.
     indptr = graph.indptr.cpu().numpy()
     indices = graph.indices.cpu().numpy()
     levels = graph.levels.cpu().numpy()
@@ -460,12 +584,33 @@ def _greedy_levels_lists(
     reached = np.zeros(n, dtype=np.uint8)
     cover = np.empty(0, dtype=np.int64)
     covers: list[Tensor] = []
+
+    def rows(idx: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return distance.rows(torch.from_numpy(idx)).cpu().numpy()
+
     for i in range(1, num + 1):
-        if i > 1:
+        outside = reached < i
+        if i <= counted:
+            # Coarse level: few centres; degrees were counted in the row pass.
+            if outside.any():
+                bound = graph.degrees[i - 1].cpu().numpy()
+                new = greedy_dominating_set_lazy(
+                    lambda idx, e2=eps2[i - 1]: rows(idx) <= e2, outside, bound
+                )
+                cover = np.concatenate([cover, new])
+                for start in range(0, new.size, 256):
+                    d2 = rows(new[start : start + 256])
+                    depth = np.zeros(d2.shape, dtype=np.uint8)
+                    for e2 in eps2:
+                        depth += d2 <= e2
+                    np.maximum(reached, depth.max(axis=0), out=reached)
+            covers.append(torch.from_numpy(cover.copy()).to(device))
+            continue
+        if i > counted + 1:
             keep = levels >= i
             indptr = _csr_select(indptr, keep)
             indices, levels = indices[keep], levels[keep]
-        outside = reached < i
         sub = np.flatnonzero(outside)
         if sub.size == n:
             sub_indptr, sub_indices = indptr, indices

@@ -207,6 +207,70 @@ def greedy_dominating_set_csr(indptr: np.ndarray, indices: np.ndarray) -> np.nda
     return np.concatenate(chosen)
 
 
+def greedy_dominating_set_lazy(
+    balls: Callable[[np.ndarray], np.ndarray],
+    outside: np.ndarray,
+    degree_bound: np.ndarray,
+    batch: int = 64,
+) -> np.ndarray:
+    r"""Algorithm 2 with lazily evaluated degrees: the same picks, from few rows.
+
+    For a dense level (few centres, many edges), keeping every edge to update
+    degrees costs far more than the picks need. Degrees only fall as points
+    are covered, so an upper bound that is exact at the candidate suffices:
+    take the first maximum of the bounds; if its bound is its current degree,
+    no other point can have a larger degree, nor an equal one at a lower index
+    (its bound would be at least as large and come first), so it is exactly
+    the pick of :func:`greedy_dominating_set_csr`; otherwise the bound is
+    replaced by the degree and the search repeats (lazy greedy). Rows are
+    evaluated ``batch`` candidates at a time, those with the largest bounds.
+    Ties go to the lowest index and the final "every remaining point holds
+    only itself" rule is kept, as in the other two loops.
+
+    Args:
+        balls: Maps ``k`` point indices to a ``k x N`` boolean array: row ``j``
+            marks the points within the radius of point ``j``.
+        outside: ``N`` booleans, the points to cover (also the centres).
+        degree_bound: ``N`` integers, each at least the number of ``outside``
+            points within the radius (e.g. the row counts over all points).
+        batch: Rows evaluated per call of ``balls``.
+
+    Returns:
+        int64 array of indices into ``0..N-1`` in selection order.
+    """
+    uncovered = outside.copy()
+    bound = np.where(outside, degree_bound, -1).astype(np.int64)
+    cached: dict[int, np.ndarray] = {}
+    picks: list[int] = []
+    while True:
+        best = int(bound.argmax()) if bound.size else 0
+        if bound.size == 0 or bound[best] <= 1:
+            break
+        ball = cached.get(best)
+        if ball is None:
+            if len(cached) > 4 * batch:
+                cached.clear()  # bounded memory; the bounds stay valid
+            top = np.argpartition(bound, -min(batch, bound.size))[-batch:]
+            top = np.union1d(top[bound[top] > 1], [best])
+            for j, row in zip(top.tolist(), balls(top), strict=True):
+                cached[j] = row
+            ball = cached[best]
+        degree = int(np.count_nonzero(ball & uncovered))
+        if degree != bound[best]:
+            # Round-off can leave a recomputed row an edge above the bound;
+            # either way the bound becomes exact for this point.
+            bound[best] = degree
+            continue
+        picks.append(best)
+        del cached[best]
+        newly = ball & uncovered
+        uncovered &= ~ball
+        bound[newly] = -1
+    return np.concatenate(
+        [np.asarray(picks, dtype=np.int64), np.flatnonzero(uncovered)]
+    )
+
+
 def greedy_cover(dist2: Tensor, eps: float, candidates: Tensor | None = None) -> Tensor:
     r"""Greedy :math:`\epsilon`-cover (Algorithm 2 of Contal et al., 2015).
 

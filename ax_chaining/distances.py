@@ -139,15 +139,28 @@ class LevelGraph:
     cover reads rows only, as the dense level matrix did. Memory follows the edge
     count (5 bytes an edge), not ``N^2``.
 
+    A graph may keep only the edges of levels ``k + 1`` and deeper (``q > k``)
+    and, for the ``k`` coarse levels whose edges it drops, the degree of each
+    point (``degrees``), which is what a lazy greedy cover needs of them.
+
     Attributes:
         indptr: ``N + 1`` int64 row offsets.
         indices: ``E`` int32 neighbour indices.
-        levels: ``E`` uint8 levels :math:`q(a, b) \ge 1`.
+        levels: ``E`` uint8 levels :math:`q(a, b) > k`.
+        degrees: ``k x N`` int64: row ``i - 1`` counts, for every point, the
+            points within :math:`\epsilon_i` (itself included); ``k = 0`` when
+            every edge is kept.
     """
 
     indptr: Tensor
     indices: Tensor
     levels: Tensor
+    degrees: Tensor | None = None
+
+    @property
+    def counted_levels(self) -> int:
+        """Number ``k`` of coarse levels kept as degrees only."""
+        return 0 if self.degrees is None else self.degrees.shape[0]
 
     @property
     def n(self) -> int:
@@ -262,7 +275,7 @@ class PseudoDistance(ABC):
         return int(math.ceil(count * n / idx.numel()))
 
     def _level_graph_numpy(
-        self, eps2: list[float], counts: Tensor, step: int
+        self, eps2: list[float], counted: int, counts: Tensor, step: int
     ) -> LevelGraph:
         """:meth:`level_graph` on CPU: numpy's mask and nonzero are several times
         faster than torch's there, with the same IEEE comparisons (the radius
@@ -272,9 +285,11 @@ class PseudoDistance(ABC):
         arrays sized from a sample of rows (grown if the sample was low), so the
         peak is the graph itself plus a few blocks, not twice the graph."""
         n = self.n
-        capacity = max(n, int(1.25 * self.estimate_edges(math.sqrt(eps2[0]))))
+        kept = eps2[counted]  # the radius of the first level whose edges are kept
+        capacity = max(n, int(1.25 * self.estimate_edges(math.sqrt(kept))))
         cols = np.empty(capacity, dtype=np.int32)
         levels = np.empty(capacity, dtype=np.uint8)
+        degrees = np.empty((counted, n), dtype=np.int64)
         filled = 0
 
         def block(start: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
@@ -282,12 +297,15 @@ class PseudoDistance(ABC):
             # Grad mode is per thread: the caller's no_grad does not reach here.
             with torch.no_grad():
                 d2 = self._row_range(start, stop).detach().numpy()
-            flat = np.flatnonzero(d2 <= eps2[0])  # row-major: rows in turn
+            for i in range(counted):
+                degrees[i, start:stop] = np.count_nonzero(d2 <= eps2[i], axis=1)
+            flat = np.flatnonzero(d2 <= kept)  # row-major: rows in turn
             vals = d2.ravel()[flat]
             # Row r's edges are flat[bounds[r]:bounds[r + 1]].
             bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
-            q = np.zeros(flat.size, dtype=np.uint8)
-            for e2 in eps2:
+            # Every kept pair is within the counted radii: start its level there.
+            q = np.full(flat.size, counted, dtype=np.uint8)
+            for e2 in eps2[counted:]:
                 q += vals <= e2
             return start, stop, np.diff(bounds), (flat % n).astype(np.int32), q
 
@@ -310,48 +328,63 @@ class PseudoDistance(ABC):
             indptr,
             torch.from_numpy(cols)[:filled],
             torch.from_numpy(levels)[:filled],
+            torch.from_numpy(degrees) if counted else None,
         )
 
-    def level_graph(self, eps: Sequence[float]) -> LevelGraph:
+    def level_graph(self, eps: Sequence[float], counted: int = 0) -> LevelGraph:
         r"""The :class:`LevelGraph` of radii ``eps`` (decreasing), from row blocks.
 
         One pass over the rows of :math:`d^2` serves every level: a block of rows
-        keeps the pairs within :math:`\epsilon_1` and their level, computed with
-        the same comparisons as :meth:`level_matrix`, so the two agree pair by
-        pair. No ``N x N`` matrix of any dtype is allocated.
+        keeps the pairs within :math:`\epsilon_{k+1}` and their level, computed
+        with the same comparisons as :meth:`level_matrix`, so the two agree pair
+        by pair; the ``k = counted`` coarse levels before it are kept as degrees
+        only. No ``N x N`` matrix of any dtype is allocated.
 
         Args:
             eps: Radii :math:`\epsilon_1 > \epsilon_2 > \dots`, at most 255.
+            counted: Number ``k < len(eps)`` of coarse levels kept as degrees.
 
         Returns:
             The level graph.
         """
         eps2 = _check_radii(eps)
+        counted = int(counted)
+        if not 0 <= counted < max(1, len(eps2)):
+            raise ValueError(
+                f"counted must be in [0, {len(eps2)}) for {len(eps2)} radii, got "
+                f"{counted}."
+            )
         n = self.n
         device = self.device
         counts = torch.empty(n, dtype=torch.int64, device=device)
         on_cpu = device.type == "cpu"
         step = _chunk_rows(n, self.variance.element_size(), self.block_bytes)
         if on_cpu and eps2:
-            return self._level_graph_numpy(eps2, counts, step)
+            return self._level_graph_numpy(eps2, counted, counts, step)
         cols: list[Tensor] = []
         levels: list[Tensor] = []
+        degrees = torch.empty(counted, n, dtype=torch.int64, device=device)
         for start in range(0, n, step):
             stop = min(n, start + step)
             d2 = self._row_range(start, stop)
             if not eps2:
                 counts[start:stop] = 0
                 continue
-            mask = d2 <= eps2[0]
+            for i in range(counted):
+                degrees[i, start:stop] = (d2 <= eps2[i]).sum(dim=1)
+            mask = d2 <= eps2[counted]
             counts[start:stop] = mask.sum(dim=1)
             cols.append(mask.nonzero()[:, 1].to(torch.int32))
-            levels.append(_levels_of(d2[mask], eps2))
+            levels.append(_levels_of(d2[mask], eps2[counted:]).add_(counted))
         indptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
         torch.cumsum(counts, dim=0, out=indptr[1:])
+        kept_degrees = degrees if counted else None
         if not cols:
             empty = torch.empty(0, device=device)
-            return LevelGraph(indptr, empty.to(torch.int32), empty.to(torch.uint8))
-        return LevelGraph(indptr, torch.cat(cols), torch.cat(levels))
+            return LevelGraph(
+                indptr, empty.to(torch.int32), empty.to(torch.uint8), kept_degrees
+            )
+        return LevelGraph(indptr, torch.cat(cols), torch.cat(levels), kept_degrees)
 
 
 class DenseDistance(PseudoDistance):
@@ -444,7 +477,14 @@ class LowRankDistance(PseudoDistance):
         self._right = torch.cat([factor, self.variance.unsqueeze(0), ones])
 
     def rows(self, idx: Tensor) -> Tensor:
-        idx = idx.to(device=self.device, dtype=torch.long)
+        return self._rows(idx.to(device=self.device, dtype=torch.long), clamp=True)
+
+    def _row_range(self, start: int, stop: int) -> Tensor:
+        # Only compared with positive radii here, where a round-off negative
+        # and the 0 it would be clamped to fall on the same side: no clamp pass.
+        return self._rows(torch.arange(start, stop, device=self.device), clamp=False)
+
+    def _rows(self, idx: Tensor, clamp: bool) -> Tensor:
         # d^2(a, b) = -2 c k(a, b) + [2 w_a; 1; s_a^2] . [w_b; s_b^2; 1]
         left = self._right[:, idx].T.clone()
         left[:, :-2].mul_(2.0)
@@ -452,6 +492,7 @@ class LowRankDistance(PseudoDistance):
         d2 = self.prior_rows(idx).addmm_(
             left, self._right, beta=-2.0 * self.prior_scale
         )
-        d2.clamp_(min=0.0)
+        if clamp:
+            d2.clamp_(min=0.0)
         d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
         return d2

@@ -9,7 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ax_chaining.chaining import _greedy_levels, _greedy_levels_matrix
-from ax_chaining.covers import greedy_dominating_set, greedy_dominating_set_csr
+from ax_chaining.covers import (
+    greedy_dominating_set,
+    greedy_dominating_set_csr,
+    greedy_dominating_set_lazy,
+)
 from ax_chaining.distances import DenseDistance, MemoryBudgetError
 
 
@@ -71,6 +75,81 @@ def test_level_graph_equals_level_matrix(instance):
     dense[rows, graph.indices.long()] = graph.levels
     assert torch.equal(dense, distance.level_matrix(eps))
     assert torch.all(graph.levels >= 1)
+
+
+@given(instances())
+def test_lazy_coarse_levels_equal_level_matrix_covers(instance):
+    """With every level but the last covered lazily from rows (the factor set
+    to 0), the picks equal the level-matrix loop's on symmetric distances."""
+    import ax_chaining.chaining as chaining
+
+    distance, eps = instance
+    d2 = distance.rows(torch.arange(distance.n))
+    if not torch.equal(d2, d2.T):
+        return  # the lazy loop reads a candidate's row, the lists its column
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chaining, "LAZY_EDGE_FACTOR", 0.0)
+        lazy = _greedy_levels(distance, eps, graph="lists")
+    matrix = _greedy_levels_matrix(distance, eps)
+    for a, b in zip(lazy[0], matrix[0], strict=True):
+        assert a.tolist() == b.tolist()
+    assert lazy[1:] == matrix[1:]
+
+
+@given(instances(), st.integers(0, 6))
+def test_level_graph_counted_levels(instance, counted):
+    distance, eps = instance
+    counted = min(counted, len(eps) - 1)
+    graph = distance.level_graph(eps, counted=counted)
+    levels = distance.level_matrix(eps)
+    assert graph.counted_levels == counted
+    for i in range(counted):
+        assert graph.degrees[i].tolist() == (levels >= i + 1).sum(dim=1).tolist()
+    dense = torch.zeros(distance.n, distance.n, dtype=torch.uint8)
+    rows = torch.repeat_interleave(
+        torch.arange(distance.n), graph.indptr.diff().to(torch.long)
+    )
+    dense[rows, graph.indices.long()] = graph.levels
+    expected = torch.where(levels > counted, levels, torch.zeros_like(levels))
+    assert torch.equal(dense, expected)
+
+
+def test_lazy_greedy_by_hand():
+    # Path 0-1-2-3-4 plus an isolated 5, with degree bounds all 6: the lazy
+    # loop must find the same picks as the exact loop (1, then 3, then 5).
+    adjacency = torch.eye(6, dtype=torch.bool)
+    for a, b in [(0, 1), (1, 2), (2, 3), (3, 4)]:
+        adjacency[a, b] = adjacency[b, a] = True
+    balls = adjacency.numpy()
+    picks = greedy_dominating_set_lazy(
+        lambda idx: balls[idx], np.ones(6, dtype=bool), np.full(6, 6), batch=2
+    )
+    assert picks.tolist() == [1, 3, 5]
+    # Only the outside points are covered, and only they are centres.
+    outside = np.array([True, True, False, False, True, True])
+    picks = greedy_dominating_set_lazy(
+        lambda idx: balls[idx], outside, np.full(6, 6), batch=1
+    )
+    assert picks.tolist() == [0, 4, 5]
+
+
+@given(
+    n=st.integers(1, 40),
+    p=st.floats(0.0, 1.0),
+    seed=st.integers(0, 10_000),
+    batch=st.integers(1, 8),
+)
+def test_lazy_greedy_equals_dense_greedy(n, p, seed, batch):
+    g = torch.Generator().manual_seed(seed)
+    adjacency = torch.rand(n, n, generator=g) < p
+    adjacency |= adjacency.T.clone()
+    adjacency.fill_diagonal_(True)
+    balls = adjacency.numpy()
+    bound = balls.sum(axis=1) + np.arange(n) % 3  # loose upper bounds
+    picks = greedy_dominating_set_lazy(
+        lambda idx: balls[idx], np.ones(n, dtype=bool), bound, batch=batch
+    )
+    assert picks.tolist() == greedy_dominating_set(adjacency).tolist()
 
 
 @given(

@@ -99,27 +99,33 @@ def test_auto_path_choice_by_memory(setting):
     model, C = setting
     acqf = ChainingUCB(model, C)
     assert acqf.chaining.info["path"] == "dense"
-    # The greedy covers keep every pair within eps_1 (16 bytes each at the peak,
-    # estimated from 64 rows): with a budget below that, and below the 2 N^2
-    # bytes of a level matrix, the automatic choice moves to rows on demand.
+    # The greedy covers keep every pair within the first radius that is not
+    # covered lazily (eps_2 here: about 3.2e5 pairs, 16 bytes each at the peak,
+    # estimated from 64 rows): with a budget below that plus the rows, and below
+    # the 2 N^2 bytes of a level matrix, the automatic choice moves to rows on
+    # demand.
     small = ChainingUCB(model, C, memory_budget=6 * 2**20)
     assert small.chaining.info["path"] == "low_rank"
     assert small.chaining.cover_method == "farthest_first"
     assert "memory_budget" in small.chaining.info["reason"]
+    assert "within eps_2" in small.chaining.info["reason"]
     # Asked for explicitly, the exact path says what it would need.
     with pytest.raises(MemoryBudgetError, match="memory_budget"):
-        ChainingUCB(model, C, path="dense", memory_budget=6 * 2**20)
+        ChainingUCB(model, C, path="dense", memory_budget=4 * 2**20)
 
 
 def test_low_rank_memory_is_linear_in_N():
     model, _ = se_setting(10, num_obs=5)
     C = 10.0 * torch.rand(20_000, 2, dtype=DTYPE)
-    # A level matrix would need 2 x 20000^2 B = 800 MB and the neighbour lists
-    # (about 4% of the pairs are within eps_1 here) about 250 MB; 100 MB is
-    # enough for rows on demand.
-    acqf = ChainingUCB(model, C, memory_budget=100 * 2**20, max_cover_size=256)
+    # A level matrix would need 2 x 20000^2 B = 800 MB, and the neighbour lists
+    # of the first level kept (eps_2, after the lazily covered eps_1) more than
+    # 16 MB; 16 MB is enough for rows on demand.
+    budget = 16 * 2**20
+    acqf = ChainingUCB(model, C, memory_budget=budget, max_cover_size=256)
     assert acqf.chaining.info["path"] == "low_rank"
     assert acqf.chaining.n == 20_000
+    with pytest.raises(MemoryBudgetError, match="memory_budget"):
+        ChainingUCB(model, C, path="dense", memory_budget=budget)
 
 
 def test_batch_equals_sequential_rebuilds():
@@ -144,6 +150,40 @@ def test_batch_equals_sequential_rebuilds():
         for a, b in zip(acqf.chaining.covers, fresh.chaining.covers, strict=True):
             assert torch.equal(a, b)
         torch.testing.assert_close(acqf.candidate_sigma, fresh.candidate_sigma)
+
+
+def test_batch_with_reused_covers_is_valid_and_within_tolerance():
+    """pending_covers="reuse": the covers built without pending points stay
+    valid nested eps_i-covers under the smaller d_t given them; the posterior is
+    the rebuild's, and each acquisition value differs from the rebuild's by at
+    most sum_i |H_i - H_i'| (the bonus sums H_i over the same levels)."""
+    from botorch.optim import optimize_acqf_discrete
+
+    model, C = se_setting(600, num_obs=12, seed=3)
+    acqf = ChainingUCB(model, C, pending_covers="reuse")
+    base = acqf.chaining
+    X, _ = optimize_acqf_discrete(acqf, q=4, choices=C)
+    assert acqf.chaining is base
+    for k in range(1, 4):
+        acqf.set_X_pending(X[:k])
+        reused = acqf.chaining
+        assert reused.info["covers_from"] == "reused"
+        assert reused.t == base.t + k
+        fresh = ChainingUCB(model, C, X_pending=X[:k])
+        torch.testing.assert_close(acqf.candidate_sigma, fresh.candidate_sigma)
+        assert reused.num_levels == fresh.chaining.num_levels
+        # Valid and nested under the new distance: every candidate within eps_i.
+        distance = candidate_posterior(model, C, X_pending=X[:k]).distance
+        previous = torch.empty(0, dtype=torch.long)
+        for eps, cover in zip(reused.eps.tolist(), reused.covers, strict=True):
+            assert set(previous.tolist()) <= set(cover.tolist())
+            nearest = distance.rows(cover).min(dim=0).values
+            assert bool((nearest <= eps * eps).all())
+            previous = cover
+        values = acqf(C.unsqueeze(1))
+        values_fresh = fresh(C.unsqueeze(1))
+        tol = float((reused.H - fresh.chaining.H).abs().sum())
+        assert float((values - values_fresh).abs().max()) <= tol + 1e-9
 
 
 def test_pending_factor_matches_model_posterior():

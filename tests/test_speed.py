@@ -14,7 +14,9 @@ def test_speed_quick_preset_end_to_end(capsys, tmp_path):
         ("ucb", 1),
         ("chaining", 1),
         ("chaining", 5),
+        ("chaining", 5),
     ]
+    assert [r.get("pending_covers") for r in lines] == [None, None, "rebuild", "reuse"]
     for row in lines:
         assert row["n"] == 500 and row["bench"] == "step"
         assert row["median_s"] > 0 and row["peak_rss_mb"] >= row["baseline_rss_mb"]
@@ -24,4 +26,4 @@ def test_speed_quick_preset_end_to_end(capsys, tmp_path):
     path.write_text("\n".join(json.dumps(r) for r in lines))
     table = speed._table([str(path)])
     assert table.count("\n") == 2 + len(lines) - 1
-    assert "| 500 | 5 | ChainingUCB | dense / greedy |" in table
+    assert "| 500 | 5 | ChainingUCB | dense / greedy, pending: reuse |" in table

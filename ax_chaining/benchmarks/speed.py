@@ -103,7 +103,9 @@ def _worker(args: argparse.Namespace) -> dict:
         start = time.perf_counter()
         with torch.no_grad():
             if args.method == "chaining":
-                acqf = ChainingUCB(model, C, path=args.path)
+                acqf = ChainingUCB(
+                    model, C, path=args.path, pending_covers=args.pending_covers
+                )
             else:
                 acqf = UpperConfidenceBound(model, beta=0.2)
             x, _ = optimize_acqf_discrete(acqf, q=args.q, choices=C)
@@ -113,6 +115,7 @@ def _worker(args: argparse.Namespace) -> dict:
         if args.method == "chaining":
             res = acqf.chaining
             info = {
+                **({"pending_covers": args.pending_covers} if args.q > 1 else {}),
                 "path": res.info["path"],
                 "cover": res.cover_method,
                 "levels": res.num_levels,
@@ -200,7 +203,21 @@ def _cpu_time_bench(args: argparse.Namespace) -> None:
                     args.repeats if q == 1 else 1,
                 )
                 row[f"q{q}_ratio_to_ucb"] = row[f"q{q}_cpu_s"] / row["ucb_cpu_s"]
+                if q > 1 and _has_reuse(ChainingUCB):
+                    row[f"q{q}_reuse_cpu_s"] = cpu(
+                        lambda q=q, m=model, c=C: optimize_acqf_discrete(
+                            ChainingUCB(m, c, pending_covers="reuse"), q=q, choices=c
+                        ),
+                        1,
+                    )
         print(json.dumps(row), flush=True)
+
+
+def _has_reuse(cls: type) -> bool:
+    # An earlier engine (measured with the same script) may lack the option.
+    import inspect
+
+    return "pending_covers" in inspect.signature(cls).parameters
 
 
 def _rows_bench(args: argparse.Namespace) -> None:
@@ -228,7 +245,9 @@ def _rows_bench(args: argparse.Namespace) -> None:
         )
 
 
-def _run_worker(method: str, n: int, q: int, args: argparse.Namespace) -> dict:
+def _run_worker(
+    method: str, n: int, q: int, args: argparse.Namespace, pending: str = "rebuild"
+) -> dict:
     cmd = [
         sys.executable,
         "-m",
@@ -250,6 +269,8 @@ def _run_worker(method: str, n: int, q: int, args: argparse.Namespace) -> dict:
         args.path,
         "--device",
         args.device,
+        "--pending-covers",
+        pending,
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -362,6 +383,8 @@ def _table(paths: list[str]) -> str:
         key = (r["n"], r.get("q", 1))
         chaining = r["method"] == "chaining"
         how = f"{r['path']} / {r['cover']}" if "path" in r else "-"
+        if "pending_covers" in r:
+            how += f", pending: {r['pending_covers']}"
         previous = PREVIOUS.get(key) if chaining else None
         out.append(
             f"| {r['n']:,} | {key[1]} | {'ChainingUCB' if chaining else 'UCB'} "
@@ -375,13 +398,17 @@ def _table(paths: list[str]) -> str:
         out += [
             *([""] if out else []),
             "| N | engine | UCB CPU s | step CPU s | step / UCB | q = 5 CPU s "
-            "| q = 5 / UCB |",
-            "|---:|---|---:|---:|---:|---:|---:|",
+            "| q = 5 / UCB | q = 5 CPU s, covers reused |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|",
         ]
         for r in cpu:
             q5 = r.get("q5_cpu_s")
+            reuse = r.get("q5_reuse_cpu_s")
             q5_cells = (
-                "| |" if q5 is None else f"| {q5:.3g} | {r['q5_ratio_to_ucb']:.3g} |"
+                "| | |"
+                if q5 is None
+                else f"| {q5:.3g} | {r['q5_ratio_to_ucb']:.3g} "
+                f"| {'-' if reuse is None else f'{reuse:.3g}'} |"
             )
             out.append(
                 f"| {r['n']:,} | {r['engine']} "
@@ -455,6 +482,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--table", nargs="+", metavar="JSONL", help="render JSON lines as markdown"
     )
+    parser.add_argument(
+        "--pending-covers",
+        nargs="+",
+        default=["rebuild", "reuse"],
+        choices=["rebuild", "reuse"],
+        help="ChainingUCB pending_covers for batches (default: both)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--method", default="chaining", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -463,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.worker:
         args.n, args.q = args.n[0], args.q[0]
+        args.pending_covers = args.pending_covers[0]
         print(json.dumps(_worker(args)), flush=True)
         return 0
     if args.quick:
@@ -487,7 +522,11 @@ def main(argv: list[str] | None = None) -> int:
         # them), so every ChainingUCB row, batches included, is compared with
         # one stock UCB step on the same candidates.
         ucb = _run_worker("ucb", n, 1, args)
-        rows = [ucb] + [_run_worker("chaining", n, q, args) for q in args.q]
+        rows = [ucb] + [
+            _run_worker("chaining", n, q, args, pending)
+            for q in args.q
+            for pending in (["rebuild"] if q == 1 else args.pending_covers)
+        ]
         for row in rows:
             row.update(bench="step", **machine)
             failed |= "error" in row
