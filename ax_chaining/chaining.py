@@ -34,6 +34,14 @@ Deviations from the paper, each a switch:
 * ``cover="farthest_first"``: nested covers from one farthest-first traversal,
   with ``max_cover_size``; a level whose cover would be larger uses the valid
   bound :math:`|T_i| \le N` (taking :math:`T_i = X`) in :math:`H_i`.
+* :func:`reuse_covers` (``pending_covers="reuse"`` of ``ChainingUCB``): in a
+  batch, the covers built without the pending points, still valid under the
+  smaller :math:`d_t` given them, instead of a rebuild.
+
+Not a deviation: the dense coarse levels are covered by a *lazy* greedy
+(:func:`~ax_chaining.covers.greedy_dominating_set_lazy`), which makes
+Algorithm 2's picks from a few rows instead of every edge (``lazy=False`` keeps
+every edge; see :func:`_greedy_levels`).
 """
 
 from __future__ import annotations
