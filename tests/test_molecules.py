@@ -37,6 +37,25 @@ def test_same_seed_same_run():
     assert a["items"] == b["items"]
 
 
+def test_worker_processes_give_the_same_records(tmp_path):
+    # --jobs spreads runs over processes; each run seeds itself, so the
+    # records equal those made in this process.
+    argv = ["molecules", "--small", "--queries", "2", "--methods", "chaining,random"]
+    out = tmp_path / "jobs"
+    assert main([*argv, "--out", str(out), "--jobs", "2", "--no-progress"]) == 0
+    paths = sorted((out / "runs").glob("*/*/seed_*.json"))
+    assert len(paths) == 2 * molecules.SMALL_CONFIG.runs
+    for path in paths:
+        rec = json.loads(path.read_text())
+        method, seed = path.parent.name, int(path.stem.split("_")[1])
+        small = molecules.SMALL_CONFIG
+        config = molecules.MoleculeConfig(
+            datasets=small.datasets, runs=small.runs, queries=2, n_init=small.n_init
+        )
+        again = molecules.run_one("freesolv", method, seed=seed, config=config)
+        assert rec["items"] == again["items"]
+
+
 def test_top1_and_summary_on_hand_made_records():
     def rec(method, seed, regret, hit):
         return {
