@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -96,6 +96,13 @@ def _map_ordered(
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions ``starts[j] + 0 .. lengths[j] - 1`` for every ``j``, concatenated."""
+    total = int(lengths.sum())
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
 #: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
@@ -189,6 +196,9 @@ class PseudoDistance(ABC):
     #: Rows worth computing together in a farthest-first traversal: 1 where a
     #: row is a cheap lookup, more where each call has a fixed cost.
     row_batch: int = 1
+    #: Whether :meth:`_upper_block` computes the pairs ``(a, b >= start)`` of a
+    #: block of rows, so that :meth:`level_graph` computes each pair once.
+    upper_blocks: bool = False
 
     def __init__(self, variance: Tensor, block_bytes: int = 16 * 2**20) -> None:
         if variance.ndim != 1:
@@ -273,6 +283,96 @@ class PseudoDistance(ABC):
         idx = torch.linspace(0, n - 1, k, device=self.device).round().long().unique()
         count = int((self.rows(idx) <= float(eps) ** 2).sum())
         return int(math.ceil(count * n / idx.numel()))
+
+    def _upper_block(self, start: int, stop: int) -> Tensor:
+        """``d^2`` of rows ``start..stop-1`` and columns ``start..N-1`` (unclamped)."""
+        raise NotImplementedError
+
+    def _level_graph_symmetric(
+        self, eps2: list[float], counted: int, step: int
+    ) -> LevelGraph:
+        """:meth:`level_graph` computing each pair once, for a symmetric ``d^2``.
+
+        A block of rows ``[start, stop)`` is computed for the columns
+        ``start..N-1`` only (half the work over all blocks). Its pairs with
+        ``b >= start`` are row ``a``'s neighbours from ``start`` on (the square
+        ``[start, stop)^2`` holds both directions), and its pairs with
+        ``b >= stop`` are also written, mirrored, into row ``b``, so row ``b``
+        receives every neighbour below its own block from earlier blocks, in
+        increasing order, ahead of its own. A pair across blocks gets the value
+        its upper block computed in both directions (within a block's own
+        square both directions are computed).
+        Blocks are made on ``row_workers`` threads and kept until the counts
+        are known (about 12 bytes an edge at the peak, within the budgeted 16).
+        """
+        n = self.n
+        kept = eps2[counted]
+        degrees = np.zeros((counted, n), dtype=np.int64)
+        direct_counts = np.zeros(n, dtype=np.int64)
+        mirror_counts = np.zeros(n, dtype=np.int64)
+
+        def levels_of(vals: np.ndarray) -> np.ndarray:
+            q = np.full(vals.size, counted, dtype=np.uint8)
+            for e2 in eps2[counted:]:
+                q += vals <= e2
+            return q
+
+        def block(start: int) -> tuple[Any, ...]:
+            stop = min(n, start + step)
+            k, width = stop - start, n - start
+            with torch.no_grad():
+                d2 = self._upper_block(start, stop).detach().numpy()
+            deg = [
+                (np.count_nonzero(m, axis=1), np.count_nonzero(m[:, k:], axis=0))
+                for m in (d2 <= eps2[i] for i in range(counted))
+            ]
+            mask = d2 <= kept
+            flat = np.flatnonzero(mask)  # row-major: rows in turn, columns up
+            bounds = np.searchsorted(flat, np.arange(k + 1) * width)
+            cols = (flat % width + start).astype(np.int32)
+            q = levels_of(d2.ravel()[flat])
+            # The mirrored pairs (b, a), b >= stop, in b-major order: for each
+            # target b its sources a in increasing order.
+            tflat = np.flatnonzero(mask[:, k:].T)
+            tb, ta = np.divmod(tflat, k)
+            tq = levels_of(d2[ta, k + tb])
+            mirrored = (tb + stop, ta + start, tq)
+            return (start, stop, deg, np.diff(bounds), cols, q, *mirrored)
+
+        blocks = []
+        for out in _map_ordered(block, range(0, n, step), self.row_workers):
+            start, stop, deg, dc, _, _, tb, _, _ = out
+            for i, (rows, cols) in enumerate(deg):
+                degrees[i, start:stop] += rows
+                degrees[i, stop:] += cols
+            direct_counts[start:stop] = dc
+            mirror_counts += np.bincount(tb, minlength=n)
+            blocks.append(out)
+        counts = direct_counts + mirror_counts
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        total = int(indptr[-1])
+        indices = np.empty(total, dtype=np.int32)
+        levels = np.empty(total, dtype=np.uint8)
+        cursor = indptr[:-1].copy()
+        for j in range(len(blocks)):
+            start, stop, _, dc, cols, q, tb, ta, tq = blocks[j]
+            blocks[j] = None  # free each block once written
+            # Row a's own block comes after every block that mirrors into it.
+            pos = _runs(cursor[start:stop], dc)
+            indices[pos], levels[pos] = cols, q
+            cursor[start:stop] += dc
+            if tb.size:
+                mc = np.bincount(tb - stop, minlength=n - stop)
+                pos = _runs(cursor[stop:], mc)
+                indices[pos], levels[pos] = ta, tq
+                cursor[stop:] += mc
+        return LevelGraph(
+            torch.from_numpy(indptr),
+            torch.from_numpy(indices),
+            torch.from_numpy(levels),
+            torch.from_numpy(degrees) if counted else None,
+        )
 
     def _level_graph_numpy(
         self, eps2: list[float], counted: int, counts: Tensor, step: int
@@ -359,6 +459,8 @@ class PseudoDistance(ABC):
         counts = torch.empty(n, dtype=torch.int64, device=device)
         on_cpu = device.type == "cpu"
         step = _chunk_rows(n, self.variance.element_size(), self.block_bytes)
+        if on_cpu and eps2 and self.upper_blocks:
+            return self._level_graph_symmetric(eps2, counted, step)
         if on_cpu and eps2:
             return self._level_graph_numpy(eps2, counted, counts, step)
         cols: list[Tensor] = []
@@ -450,6 +552,9 @@ class LowRankDistance(PseudoDistance):
         prior_scale: Constant :math:`c` by which ``prior_rows`` are multiplied
             (e.g. an outcome transform's variance); ``prior_variance`` and
             ``factor`` already include it.
+        prior_block: Optional map ``(idx, first)`` to the prior covariance of
+            the points ``idx`` and the points ``first..N-1``; with it,
+            :meth:`level_graph` computes each pair once (``d^2`` is symmetric).
     """
 
     def __init__(
@@ -459,6 +564,7 @@ class LowRankDistance(PseudoDistance):
         factor: Tensor,
         block_bytes: int = 16 * 2**20,
         prior_scale: float = 1.0,
+        prior_block: Callable[[Tensor, int], Tensor] | None = None,
     ) -> None:
         if factor.ndim != 2 or factor.shape[-1] != prior_variance.shape[-1]:
             raise ValueError(
@@ -468,6 +574,8 @@ class LowRankDistance(PseudoDistance):
         super().__init__(prior_variance - factor.square().sum(dim=0), block_bytes)
         self.row_batch = 32
         self.prior_rows = prior_rows
+        self.prior_block = prior_block
+        self.upper_blocks = prior_block is not None
         self.prior_scale = float(prior_scale)
         self.factor = factor
         # [W; s^2; 1] (r + 2 rows): the variances ride in the same matrix
@@ -498,6 +606,18 @@ class LowRankDistance(PseudoDistance):
         # Only compared with positive radii here, where a round-off negative
         # and the 0 it would be clamped to fall on the same side: no clamp pass.
         return self._rows(torch.arange(start, stop, device=self.device), clamp=False)
+
+    def _upper_block(self, start: int, stop: int) -> Tensor:
+        idx = torch.arange(start, stop, device=self.device)
+        left = self._right[:, idx].T.clone()
+        left[:, :-2].mul_(2.0)
+        left[:, -2:] = left[:, -2:].flip(-1)
+        d2 = self.prior_block(idx, start).addmm_(
+            left, self._right[:, start:], beta=-2.0 * self.prior_scale
+        )
+        square = torch.arange(stop - start, device=self.device)
+        d2[square, square] = 0.0
+        return d2
 
     def _rows(self, idx: Tensor, clamp: bool) -> Tensor:
         # d^2(a, b) = -2 c k(a, b) + [2 w_a; 1; s_a^2] . [w_b; s_b^2; 1]

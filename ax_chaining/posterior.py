@@ -304,13 +304,13 @@ class _SERows:
         Zs = Zs - Zs.mean(dim=0)
         return cls(Zs, math.log(float(scale)))
 
-    def __call__(self, idx: Tensor, cols: int | None = None) -> Tensor:
+    def __call__(self, idx: Tensor, cols: int | None = None, first: int = 0) -> Tensor:
         left = self._right[idx].clone()
         left[:, -2] = 1.0
         left[:, -1] = self.log_scale - self.half_norm[idx]
         # Round-off may leave the exponent a few ulps above log c on the
         # diagonal; d_t^2 is clamped at 0 downstream, so no clamp here.
-        out = left @ self._right[:cols].T
+        out = left @ self._right[first:cols].T
         if out.device.type == "cpu" and out.is_contiguous():
             # numpy's vectorised exp is several times faster than torch's on
             # CPU float64; same array, no copy.
@@ -355,8 +355,10 @@ class _LowRankFactors:
         self._se: _SERows | bool | None = None
         self._pending: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
 
-    def prior_rows(self, idx: Tensor, cols: int | None = None) -> Tensor:
-        """Model-space prior covariance of ``Z[idx]`` and the first ``cols`` of Z.
+    def prior_rows(
+        self, idx: Tensor, cols: int | None = None, first: int = 0
+    ) -> Tensor:
+        """Model-space prior covariance of ``Z[idx]`` and ``Z[first:cols]``.
 
         Multiply by :attr:`out_var` for outcome units. For a plain SE kernel
         (see :class:`_SERows`) it is computed in three passes over the block;
@@ -365,8 +367,8 @@ class _LowRankFactors:
         if self._se is None:
             self._se = _SERows.of(self.covar_module, self.Zt) or False
         if self._se:
-            return self._se(idx, cols)
-        return self.covar_module(self.Zt[idx], self.Zt[:cols]).to_dense()
+            return self._se(idx, cols, first)
+        return self.covar_module(self.Zt[idx], self.Zt[first:cols]).to_dense()
 
     def prior_variance(self) -> Tensor:
         if self._prior_variance is None:
@@ -564,6 +566,7 @@ def candidate_posterior(
                 factor,
                 block_bytes=block_bytes,
                 prior_scale=float(factors.out_var),
+                prior_block=lambda idx, first: factors.prior_rows(idx, n, first),
             )
             # A farthest-first pool of 2 * row_batch rows fits in pool_bytes.
             distance.row_batch = max(1, min(32, pool_bytes // (2 * n * itemsize)))

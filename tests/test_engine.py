@@ -114,6 +114,40 @@ def test_level_graph_counted_levels(instance, counted):
     assert torch.equal(dense, expected)
 
 
+@given(
+    n=st.integers(1, 80),
+    r=st.integers(1, 5),
+    seed=st.integers(0, 10_000),
+    num=st.integers(1, 6),
+    counted=st.integers(0, 5),
+    step=st.integers(1, 30),
+)
+def test_symmetric_level_graph_equals_full_rows(n, r, seed, num, counted, step):
+    """Each pair computed once (upper blocks, mirrored) gives the graph that
+    full rows give: the same neighbours in the same order, levels, degrees."""
+    from ax_chaining.distances import LowRankDistance
+
+    g = torch.Generator().manual_seed(seed)
+    Z = torch.rand(n, 2, generator=g, dtype=torch.float64) * 4
+    K = torch.exp(-0.5 * torch.cdist(Z, Z).square())
+    W = 0.3 * torch.randn(r, n, generator=g, dtype=torch.float64)
+    eps = _radii(1.0, num)
+    counted = min(counted, num - 1)
+    graphs = []
+    for block in (None, lambda idx, first: K[idx, first:].clone()):
+        distance = LowRankDistance(
+            lambda idx: K[idx].clone(), K.diagonal().clone(), W, prior_block=block
+        )
+        distance.block_bytes = step * n * 8  # blocks of `step` rows
+        graphs.append(distance.level_graph(eps, counted=counted))
+    full, upper = graphs
+    assert torch.equal(full.indptr, upper.indptr)
+    assert torch.equal(full.indices, upper.indices)
+    assert torch.equal(full.levels, upper.levels)
+    if counted:
+        assert torch.equal(full.degrees, upper.degrees)
+
+
 def test_lazy_greedy_by_hand():
     # Path 0-1-2-3-4 plus an isolated 5, with degree bounds all 6: the lazy
     # loop must find the same picks as the exact loop (1, then 3, then 5).
