@@ -338,17 +338,20 @@ def farthest_first_order(
     radius. Prefixes are nested, so one traversal gives nested covers for every
     radius: the cover for ``eps`` is the shortest prefix with radius ``<= eps``.
 
-    With ``batch_size = b > 1`` the rows are computed ``2b`` at a time, which
-    amortizes the per-call cost of a kernel evaluation: the farthest point and a
-    seeded random sample of the points at least 3/4 of the current radius away
-    form a pool of ``2b``, and up to ``b`` centres are taken from it one by one,
-    each the pool point farthest from the centres so far, while it is still at
-    least 3/4 of the current radius away from them. Every chosen centre's
-    row is known, so the radii stay exact and every prefix is still a valid
-    cover; only the order may differ from the exact traversal (``b = 1``).
+    With ``batch_size = b > 1`` the per-call cost of a kernel evaluation is
+    amortized: the farthest point and a seeded random sample of the points at
+    least 3/4 of the current radius away form a pool of ``2b``, and up to ``b``
+    centres are taken from it one by one, each the pool point farthest from the
+    centres so far, while it is still at least 3/4 of the current radius away
+    from them. Only chosen centres need their rows (the distances among pool
+    points are read off them): rows are computed ``b / 4`` at a time, for the
+    centre just chosen and the pool points farthest from the centres so far,
+    the likeliest next choices. Every chosen centre's row is known, so the
+    radii stay exact and every prefix is still a valid cover; only the order
+    may differ from the exact traversal (``b = 1``).
 
-    Costs about ``len(order)`` rows (``2 len(order)`` when batched) of ``n``
-    distances and ``O(n)`` memory besides one block of rows.
+    Costs a little more than ``len(order)`` rows of ``n`` distances and
+    ``O(n)`` memory besides a pool of rows.
 
     Args:
         dist2_rows: Maps a 1-D index tensor of length ``b`` to the ``b x n``
@@ -379,6 +382,7 @@ def farthest_first_order(
     radii2 = [float(mind2.max())]
     stop2 = float(stop_radius) ** 2
     pool_size = 1 if batch_size == 1 else 2 * batch_size
+    chunk_size = max(1, batch_size // 4)
     gen = torch.Generator().manual_seed(start)
     while radii2[-1] > stop2 and len(order) < max_size:
         if pool_size == 1:
@@ -390,8 +394,8 @@ def farthest_first_order(
             far_set = (mind2 >= _POOL_RATIO2 * radii2[-1]).nonzero().squeeze(-1)
             pick = torch.randperm(far_set.numel(), generator=gen)[: pool_size - 1]
             pool = torch.cat([mind2.argmax().reshape(1), far_set[pick.to(device)]])
-        rows = dist2_rows(pool).to(dtype)  # rows are clamped at 0 already
         pool_mind2 = mind2[pool]
+        rows: dict[int, Tensor] = {}
         for _ in range(min(batch_size, max_size - len(order))):
             j = int(torch.argmax(pool_mind2))
             # Take a pool point only while it is nearly as far as the farthest
@@ -403,9 +407,19 @@ def farthest_first_order(
                 break
             far = int(pool[j])
             order.append(far)
-            torch.minimum(mind2, rows[j], out=mind2)
+            if j not in rows:
+                # Only a chosen centre's row is needed: compute it with the
+                # pool points most likely to be chosen next (the farthest from
+                # the centres so far), a chunk per call.
+                ranked = torch.argsort(pool_mind2, descending=True).tolist()
+                chunk = [j] + [k for k in ranked if k != j and k not in rows]
+                chunk = chunk[:chunk_size]
+                computed = dist2_rows(pool[torch.tensor(chunk, device=device)])
+                rows.update(zip(chunk, computed.to(dtype), strict=True))
+            row = rows.pop(j)  # rows are clamped at 0 already
+            torch.minimum(mind2, row, out=mind2)
             mind2[far] = 0.0
-            pool_mind2 = torch.minimum(pool_mind2, rows[j, pool])
+            pool_mind2 = torch.minimum(pool_mind2, row[pool])
             pool_mind2[j] = 0.0
             radii2.append(float(mind2.max()))
             if radii2[-1] <= stop2 or len(order) >= max_size:
