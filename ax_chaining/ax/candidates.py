@@ -1,7 +1,6 @@
 r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space:
-a user table checked against the search space; every combination of a fully
-discrete space (``itertools.product`` in search-space order, as Ax's discrete
-optimizer); or a fixed design of Ax's Sobol generator under the spec's seed.
+a user table, every combination of a fully discrete space (in Ax's order), or a
+fixed design of Ax's Sobol generator under the spec's seed.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 from ax.adapter.registry import Generators
-from ax.core import Arm, ChoiceParameter, Experiment, FixedParameter, SearchSpace
+from ax.core import Arm, ChoiceParameter, Experiment, SearchSpace
 from ax.core.parameter import DerivedParameter, ParameterType
 from ax.core.types import TParameterization, TParamValue
 from ax.exceptions.core import UnsupportedError
@@ -57,36 +56,31 @@ class CandidateSetSpec:
     def __post_init__(self) -> None:
         self.candidates = _normalize_table(self.candidates)
         check_int("num_candidates", self.num_candidates, 1)
-        check_int("max_candidates", self.max_candidates, 1)
+        most = check_int("max_candidates", self.max_candidates, 1)
         if self.seed is not None:
             check_int("seed", self.seed)
         for name in ("exclude_evaluated", "exclude_pending"):
             if not isinstance(getattr(self, name), bool):
                 raise type_error(name, "a bool", getattr(self, name))
-        rows, most = self.candidates, self.max_candidates
-        if rows is not None and len(rows) > most:
+        if self.candidates is not None and len(self.candidates) > most:
             raise ValueError(
-                f"`candidates` has {len(rows):,} rows, more than `max_candidates`="
-                f"{most:,}; pass fewer or raise `max_candidates`."
+                f"`candidates` has {len(self.candidates):,} rows, more than "
+                f"`max_candidates`={most:,}; pass fewer or raise `max_candidates`."
             )
-        if rows is None and self.num_candidates > most:
+        if self.candidates is None and self.num_candidates > most:
             raise ValueError(
                 f"`num_candidates`={self.num_candidates} exceeds `max_candidates`="
                 f"{most}; lower num_candidates or raise max_candidates."
             )
 
     def resolve_seed(self, known: Iterable[Any] = ()) -> int:
-        """The seed; if None, the first of ``known``, else a fresh draw; stored."""
+        """The seed; if None, the first of ``known``, else a draw from the global
+        torch RNG (which Ax seeds around generation); stored."""
         if self.seed is None:
             self.seed = next((int(s) for s in known if s is not None), None)
         if self.seed is None:
-            self.seed = draw_seed()
+            self.seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
         return self.seed
-
-
-def draw_seed() -> int:
-    """A seed from the global torch RNG, which Ax seeds around generation."""
-    return int(torch.randint(0, 2**31 - 1, (1,)).item())
 
 
 def candidate_parameterizations(
@@ -110,11 +104,7 @@ def candidate_parameterizations(
     if search_space.is_hierarchical:
         msg = "flatten it, or pass `candidates=` with one row per configuration"
         raise UnsupportedError(f"Hierarchical search spaces are unsupported: {msg}.")
-    free = [
-        p
-        for p in search_space.parameters.values()
-        if not isinstance(p, FixedParameter | DerivedParameter)
-    ]
+    free = list(search_space.tunable_parameters.values())
     if spec.candidates is not None:
         rows = _validate_table(search_space, spec.candidates)
     elif all(
@@ -122,9 +112,8 @@ def candidate_parameterizations(
         for p in free
     ):
         rows = _enumerate_discrete(search_space, free, spec.max_candidates)
-    else:
-        seed = spec.seed if spec.seed is not None else draw_seed()
-        rows = _sobol_design(search_space, spec.num_candidates, seed)
+    else:  # a seed of None is drawn here, and stored in the spec
+        rows = _sobol_design(search_space, spec.num_candidates, spec.resolve_seed())
     unique: dict[tuple, dict] = {}
     for r in rows:
         unique.setdefault(row_key(r, list(search_space.parameters)), r)
@@ -133,10 +122,10 @@ def candidate_parameterizations(
 
 def _complete(search_space: SearchSpace, row: dict[str, TParamValue]) -> dict:
     """Fill in fixed, then derived, parameters (in place)."""
-    for kind in (FixedParameter, DerivedParameter):
-        for p in search_space.parameters.values():
-            if isinstance(p, kind) and p.name not in row:
-                row[p.name] = p.value if kind is FixedParameter else p.compute(row)  # type: ignore[attr-defined]
+    extra = search_space.nontunable_parameters.values()
+    for p in sorted(extra, key=lambda p: isinstance(p, DerivedParameter)):
+        if p.name not in row:
+            row[p.name] = p.compute(row) if isinstance(p, DerivedParameter) else p.value
     return row
 
 
@@ -149,6 +138,7 @@ def _no_candidate(search_space: SearchSpace, what: str) -> ValueError:
 
 
 def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> list:
+    # `itertools.product` in search-space order, as Ax's discrete optimizer.
     values = [
         list(p.values)
         if isinstance(p, ChoiceParameter)
@@ -165,8 +155,9 @@ def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> lis
             f"more than `max_candidates`={most:,}. Pass `candidates=` (a table of "
             "the parameterizations to consider) or raise `max_candidates`."
         )
+    names = [p.name for p in free]
     rows = [
-        _complete(search_space, {p.name: v for p, v in zip(free, c, strict=True)})
+        _complete(search_space, dict(zip(names, c, strict=True)))
         for c in itertools.product(*values)
     ]
     df = pd.DataFrame(rows, columns=list(search_space.parameters))

@@ -1,9 +1,8 @@
 r"""Generation nodes and strategies over a finite candidate set :math:`X`.
 
-Both nodes override only Ax's public ``GenerationNode.gen``.
-:class:`CandidateSetNode` maps :math:`X` into model space and passes it on in
-``model_gen_options`` (``Keys.ACQF_KWARGS`` to the input constructor,
-``Keys.AX_ACQUISITION_KWARGS`` with the selectable mask to the ``Acquisition``).
+Both nodes override only Ax's public ``GenerationNode.gen``. The model-based
+one passes :math:`X`, mapped into model space, and its mask of selectable rows
+in ``model_gen_options``.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from ax.adapter.adapter_utils import extract_objective_weight_matrix
 from ax.adapter.base import Adapter
 from ax.adapter.registry import Generators
 from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
+from ax.core.optimization_config import OptimizationConfig
 from ax.core.trial_status import TrialStatus
 from ax.core.types import TParameterization
 from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
@@ -66,6 +66,8 @@ def _arm_counts(exp: Experiment, names: list[str], counts: Callable) -> Counter:
 class _SpecNode:
     """The candidate set of one search space, and JSON storage of the spec."""
 
+    candidate_spec: CandidateSetSpec
+
     def _candidate_rows(self, experiment: Experiment) -> list[TParameterization]:
         opt = experiment.optimization_config  # None: the Client reports it itself
         if opt is not None and (opt.is_moo_problem or opt.outcome_constraints):
@@ -77,13 +79,13 @@ class _SpecNode:
             )
         spec = self.candidate_spec
         if spec.seed is None:
-            # The nodes of a reloaded strategy hold separate copies of the spec:
-            # a sibling's seed first, so both use one design; then a recorded one.
+            # A reloaded strategy's nodes hold copies of the spec: a sibling's
+            # seed first, so that all use one design; then a recorded one.
             try:
-                siblings = self.generation_strategy.nodes_by_name.values()  # type: ignore[attr-defined]
-            except Exception:  # not attached to a strategy
-                siblings = []
-            seeds = [getattr(n, "candidate_spec", spec).seed for n in siblings]
+                nodes = self.generation_strategy.nodes_by_name.values()  # type: ignore[attr-defined]
+            except ValueError:  # not attached to a strategy
+                nodes = []
+            seeds = [getattr(n, "candidate_spec", spec).seed for n in nodes]
             spec.resolve_seed(seeds + [m.get("seed") for _, m in recorded(experiment)])
         key = (repr(experiment.search_space), spec.seed)
         if getattr(self, "_rows_key", None) != key:
@@ -127,10 +129,7 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
     def gen(self, *, experiment: Experiment, **kwargs: Any) -> GeneratorRun | None:
         """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`."""
         self._fixed = kwargs.get("fixed_features")
-        try:
-            return super().gen(experiment=experiment, **kwargs)
-        finally:
-            self._fixed = None
+        return super().gen(experiment=experiment, **kwargs)
 
     def update_generator_state(self, experiment: Experiment, data: Data) -> None:
         rows = self._candidate_rows(experiment)
@@ -207,8 +206,9 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             (Keys.AX_ACQUISITION_KWARGS, selectable),
         ):
             options[key.value] = {**options.get(key.value, {}), **extra}
-        kwargs["model_gen_options"] = options
-        gr = super().gen(experiment=experiment, skip_fit=True, **kwargs)
+        gr = super().gen(
+            experiment=experiment, skip_fit=True, model_gen_options=options, **kwargs
+        )
         if gr is not None:
             meta = {"seed": spec.seed, "num_candidates": len(rows)}
             meta["num_selectable"] = int(mask.sum())
@@ -251,25 +251,11 @@ def _acqf_metadata(
     meta: dict[str, Any] = {"acquisition_function": type(acqf).__name__}
     casts = {"t": int, "delta": float}
     meta.update({k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)})
-    opt, weights = experiment.optimization_config, record.acquisition.objective_weights
     if not isinstance(acqf, ChainingUCB) or not evaluated.any():
         return meta
     cert = acqf.certificate(among=torch.as_tensor(evaluated))
-    # The model sees sum_i w_i y_i, y_i standardized by Ax's StandardizeY
-    # (scales s_i); the user's objective is sum_i c_i (s_i y_i + m_i): bounds
-    # scale by c_i s_i / w_i when that is the same for every outcome.
-    factor = None
-    if opt is not None and weights is not None:
-        outcomes = list(adapter.outcomes)
-        c = np.asarray(extract_objective_weight_matrix(opt.objective, outcomes))
-        c = c.reshape(-1, len(outcomes)).sum(0)
-        w = weights.detach().cpu().double().numpy().reshape(-1, len(outcomes)).sum(0)
-        ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
-        s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
-        used = w != 0
-        ratios = np.abs(c[used] * s[used] / w[used])
-        if used.any() and np.allclose(ratios, ratios[0], rtol=1e-6, atol=0.0):
-            factor = float(ratios[0])
+    opt, weights = experiment.optimization_config, record.acquisition.objective_weights
+    factor = _objective_scale(adapter, opt, weights)
     # Ax's model units, except "bound" (the objective's units, None without a
     # single scale) and "parameters" (the user's space).
     meta["certificate"] = {
@@ -280,6 +266,25 @@ def _acqf_metadata(
         "parameters": dict(rows[int(cert.index)]),
     }
     return meta
+
+
+def _objective_scale(
+    adapter: Adapter, opt: OptimizationConfig | None, weights: torch.Tensor | None
+) -> float | None:
+    r"""The factor from differences of the model's objective :math:`\sum_i w_i y_i`
+    (:math:`y_i` standardized by Ax's ``StandardizeY``, scales :math:`s_i`) to the
+    user's :math:`\sum_i c_i (s_i y_i + m_i)`: :math:`|c_i s_i / w_i|` when that is
+    one number for every outcome of the (single) objective, else None."""
+    if opt is None or weights is None:
+        return None
+    outcomes = list(adapter.outcomes)
+    c = np.ravel(extract_objective_weight_matrix(opt.objective, outcomes))
+    w = weights.detach().cpu().double().numpy().ravel()
+    ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
+    s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
+    ratios = np.abs(c[w != 0] * s[w != 0] / w[w != 0])
+    one = len(ratios) > 0 and np.allclose(ratios, ratios[0], rtol=1e-6, atol=0.0)
+    return float(ratios[0]) if one else None
 
 
 # Acquisition arguments the node sets itself (or Ax supplies).
@@ -296,6 +301,14 @@ def check_acqf_options(acqf_class: type, options: Any) -> dict[str, Any]:
         msg = f"option(s) {unknown}; expected some of {sorted(allowed)}."
         raise TypeError(f"Unknown {acqf_class.__name__} {msg}")
     return check_chaining_options(options)
+
+
+def _pop_spec(kwargs: dict[str, Any], candidates: Any = None) -> CandidateSetSpec:
+    """A spec from the ``CandidateSetSpec`` fields in ``kwargs`` (popped); its
+    ``seed`` defaults to None (the caller's seed)."""
+    fields = CandidateSetSpec.__dataclass_fields__.keys() & kwargs.keys()
+    given = {k: kwargs.pop(k) for k in fields}
+    return CandidateSetSpec(**{"candidates": candidates, "seed": None, **given})
 
 
 def candidate_set_node(
@@ -323,19 +336,18 @@ def candidate_set_node(
     """
     if surrogate_spec is not None and not isinstance(surrogate_spec, SurrogateSpec):
         raise type_error("surrogate_spec", "an ax SurrogateSpec", surrogate_spec)
-    options = check_acqf_options(botorch_acqf_class, botorch_acqf_options or {})
-    kwargs: dict[str, Any] = {
+    kwargs = {
         "botorch_acqf_class": botorch_acqf_class,
-        "botorch_acqf_options": options,
+        "botorch_acqf_options": check_acqf_options(
+            botorch_acqf_class, botorch_acqf_options or {}
+        ),
         "acquisition_class": CandidateSetAcquisition,
         # Refit from scratch at every step: a suggestion is then a function of
         # the data and seeds alone, so a reloaded client suggests the same.
         "warm_start_refit": False,
+        "surrogate_spec": surrogate_spec,
+        "torch_device": None if torch_device is None else torch.device(torch_device),
     }
-    if surrogate_spec is not None:
-        kwargs["surrogate_spec"] = surrogate_spec
-    if torch_device is not None:
-        kwargs["torch_device"] = torch.device(torch_device)
     return CandidateSetNode(
         name=name or botorch_acqf_class.__name__,
         generator_specs=[GeneratorSpec(Generators.BOTORCH_MODULAR, kwargs)],
@@ -375,9 +387,7 @@ def candidate_set_strategy(
     from ax_chaining.ax.storage import register_storage
 
     register_storage()  # so that the strategy can be saved; idempotent
-    fields = set(CandidateSetSpec.__dataclass_fields__) - {"candidates"}
-    spec_args = {"seed": None, **{k: kwargs.pop(k) for k in fields & set(kwargs)}}
-    spec = CandidateSetSpec(candidates, **spec_args)  # type: ignore[arg-type]
+    spec = _pop_spec(kwargs, candidates)
     check_int("init_trials", init_trials, 0)
     if spec.candidates is not None and init_trials > len(spec.candidates):
         rows = f"the {len(spec.candidates)} rows of `candidates`"
@@ -386,34 +396,34 @@ def candidate_set_strategy(
         raise ValueError(f"`init` must be 'uniform' or 'sobol', got {init!r}.")
     if init == "sobol" and spec.candidates is not None:
         raise ValueError("`init='sobol'` ignores `candidates`; use init='uniform'.")
-    options = botorch_acqf_options
-    main = candidate_set_node(
-        botorch_acqf_class, options, candidate_spec=spec, **kwargs
-    )
-    name = name or botorch_acqf_class.__name__
-    if init_trials == 0:
-        return GenerationStrategy(name=name, nodes=[main])
-    # As Ax's default strategy: leave the initialization after `init_trials`
-    # trials (failed/abandoned not counted) once one of them has data.
-    common = {"transition_to": main.name, "use_all_trials_in_exp": True}
-    criteria = [
-        MinTrials(threshold=init_trials, not_in_statuses=list(_DROPPED), **common),
-        MinTrials(
-            threshold=1,
-            only_in_statuses=[TrialStatus.COMPLETED],
-            count_only_trials_with_data=True,
-            **common,
-        ),
+    nodes: list[GenerationNode] = [
+        candidate_set_node(
+            botorch_acqf_class, botorch_acqf_options, candidate_spec=spec, **kwargs
+        )
     ]
-    # Ax's Sobol generator draws its own seed from the seeded global RNG when
-    # `spec.seed` is None, and stores it in its generator runs.
-    sobol = GeneratorSpec(Generators.SOBOL, generator_kwargs={"seed": spec.seed})
-    first = (
-        UniformCandidateNode("UniformCandidates", spec, criteria)
-        if init == "uniform"
-        else GenerationNode("Sobol", [sobol], criteria, should_deduplicate=True)
-    )
-    return GenerationStrategy(name=name, nodes=[first, main])
+    if init_trials > 0:
+        # As Ax's default strategy: leave the initialization after `init_trials`
+        # trials (failed/abandoned not counted) once one of them has data.
+        common = {"transition_to": nodes[0].name, "use_all_trials_in_exp": True}
+        criteria = [
+            MinTrials(threshold=init_trials, not_in_statuses=[*_DROPPED], **common),
+            MinTrials(
+                threshold=1,
+                only_in_statuses=[TrialStatus.COMPLETED],
+                count_only_trials_with_data=True,
+                **common,
+            ),
+        ]
+        # Ax's Sobol generator draws its own seed from the seeded global RNG
+        # when `spec.seed` is None, and stores it in its generator runs.
+        sobol = GeneratorSpec(Generators.SOBOL, generator_kwargs={"seed": spec.seed})
+        nodes.insert(
+            0,
+            UniformCandidateNode("UniformCandidates", spec, criteria)
+            if init == "uniform"
+            else GenerationNode("Sobol", [sobol], criteria, should_deduplicate=True),
+        )
+    return GenerationStrategy(name=name or botorch_acqf_class.__name__, nodes=nodes)
 
 
 def _chaining_options(
@@ -421,12 +431,11 @@ def _chaining_options(
 ) -> dict[str, Any]:
     if engine_options is not None and not isinstance(engine_options, Mapping):
         raise type_error("engine_options", "a mapping", engine_options)
-    engine_options = engine_options or {}
-    if both := sorted({"delta", "scale"} & set(engine_options)):
+    if both := sorted({"delta", "scale"} & set(engine_options or {})):
         raise TypeError(
             f"Pass {both} as arguments of their own, not in engine_options."
         )
-    given = {"delta": delta, "scale": scale, **engine_options}
+    given = {"delta": delta, "scale": scale, **(engine_options or {})}
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -521,8 +530,7 @@ def chaining_ucb_node(
     Example:
         >>> node = chaining_ucb_node(delta=0.05, num_candidates=2048, seed=0)
     """
-    fields = set(CandidateSetSpec.__dataclass_fields__)
-    spec = {k: kwargs.pop(k) for k in list(kwargs) if k in fields}
-    kwargs.setdefault("candidate_spec", CandidateSetSpec(**{"seed": None, **spec}))
+    if "candidate_spec" not in kwargs:
+        kwargs["candidate_spec"] = _pop_spec(kwargs, kwargs.pop("candidates", None))
     options = _chaining_options(delta, scale, engine_options)
     return candidate_set_node(ChainingUCB, options, name=name, **kwargs)
