@@ -24,9 +24,10 @@ from ax_chaining.checks import check_float, check_int
 Units = Literal["objective", "model"]
 
 
-def _check_units(units: Any) -> None:
+def _check_units(units: Any) -> Units:
     if units not in ("objective", "model"):
         raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
+    return units
 
 
 def certificate_history(
@@ -45,9 +46,8 @@ def certificate_history(
     Example:
         >>> [(c["trial_index"], c["running_min"]) for c in certificate_history(gs)]
     """
-    _check_units(units)
+    key = "bound" if _check_units(units) == "objective" else "bound_model_units"
     experiment = source.experiment if isinstance(source, GenerationStrategy) else source
-    key = "bound" if units == "objective" else "bound_model_units"
     out: list[dict[str, Any]] = []
     for index, meta in recorded(experiment):
         cert = meta.get("certificate") or {}
@@ -79,8 +79,7 @@ class _RegretBound:
         rule = (lambda v: v > 0, "a finite positive float")
         self.tolerance = check_float("tolerance", tolerance, rule, "a positive float")
         check_int("min_trials", min_trials, 0)
-        _check_units(units)
-        self.units: Units = units
+        self.units: Units = _check_units(units)
 
     def _should_stop_optimization(  # Ax's abstract hook for stopping strategies
         self, experiment: Experiment, **kwargs: Any
@@ -127,10 +126,7 @@ class RegretBoundGlobalStoppingStrategy(_RegretBound, BaseGlobalStoppingStrategy
         units: Units = "objective",
     ) -> None:
         self._setup(tolerance, min_trials, units)
-        super().__init__(
-            min_trials=min_trials,
-            inactive_when_pending_trials=inactive_when_pending_trials,
-        )
+        super().__init__(min_trials, inactive_when_pending_trials)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in serialize_init_args(self).items())
@@ -158,10 +154,7 @@ class RegretBoundCriterion(_RegretBound, TransitionCriterion):
         continue_trial_generation: bool | None = False,
     ) -> None:
         self._setup(tolerance, min_trials, units)
-        super().__init__(
-            transition_to=transition_to,
-            continue_trial_generation=continue_trial_generation,
-        )
+        super().__init__(transition_to, continue_trial_generation)
         self.min_trials = min_trials
 
     def is_met(self, experiment: Experiment, curr_node: Any = None) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -57,10 +57,10 @@ def recorded(experiment: Experiment) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield index, meta
 
 
-def _arm_counts(exp: Experiment, names: list[str], counts: Callable) -> Counter:
-    """How often each candidate is an arm of a trial whose status ``counts``."""
-    trials = [t for t in exp.trials.values() if counts(t.status)]
-    return Counter(row_key(a.parameters, names) for t in trials for a in t.arms)
+def _arms(experiment: Experiment, keep: Callable[[TrialStatus], bool]) -> list:
+    """The arms' parameters of the trials whose status ``keep`` accepts."""
+    trials = [t for t in experiment.trials.values() if keep(t.status)]
+    return [a.parameters for t in trials for a in t.arms]
 
 
 class _SpecNode:
@@ -90,8 +90,27 @@ class _SpecNode:
         key = (repr(experiment.search_space), spec.seed)
         if getattr(self, "_rows_key", None) != key:
             self._rows = candidate_parameterizations(experiment.search_space, spec)
+            self._names = list(experiment.search_space.parameters)
+            self._keys = [row_key(r, self._names) for r in self._rows]
             self._rows_key = key
         return self._rows
+
+    def _count(self, parameterizations: Iterable[Mapping[str, Any]]) -> np.ndarray:
+        """How often each candidate occurs in ``parameterizations``."""
+        counts = Counter(row_key(p, self._names) for p in parameterizations)
+        return np.array([counts[k] for k in self._keys], dtype=np.int64)
+
+    def _matches(self, fixed: ObservationFeatures | None) -> np.ndarray:
+        """Mask of the candidates that take the ``fixed_features``' values."""
+        if fixed is None or not fixed.parameters:
+            return np.ones(len(self._rows), dtype=bool)
+        names = list(fixed.parameters)
+        want = row_key(fixed.parameters, names)
+        mask = np.array([row_key(r, names) == want for r in self._rows], dtype=bool)
+        if not mask.any():
+            msg = f"values in the candidate set, got {fixed.parameters}"
+            raise ValueError(f"`fixed_parameters` must take {msg}.")
+        return mask
 
     @classmethod
     def deserialize_init_args(
@@ -135,21 +154,17 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         rows = self._candidate_rows(experiment)
         rng = np.random.default_rng([self.candidate_spec.seed, 1])
         self._order = rng.permutation(len(rows))
-        self._names = list(experiment.search_space.parameters)
-        self._counts = _arm_counts(experiment, self._names, lambda s: s not in _DROPPED)
+        self._used = self._count(_arms(experiment, lambda s: s not in _DROPPED))
 
     def get_next_candidate(
         self, pending_parameters: list[TParameterization]
     ) -> TParameterization:
-        pending = Counter(row_key(p, self._names) for p in pending_parameters)
-        counts = self._counts + pending
-        allowed = _matches_fixed(self._rows, self._fixed)
-        order = [int(i) for i in self._order if allowed[i]]
-        use = [(counts[row_key(self._rows[i], self._names)], i) for i in order]
-        count, best = min(use, key=lambda cu: cu[0])
-        if count > 0 and self.candidate_spec.exclude_evaluated:
+        use = self._used + self._count(pending_parameters)
+        allowed = self._matches(self._fixed)
+        best = min((int(i) for i in self._order if allowed[i]), key=lambda i: use[i])
+        if use[best] > 0 and self.candidate_spec.exclude_evaluated:
             raise SearchSpaceExhausted(
-                f"All {len(use)} candidates are used and `exclude_evaluated=True`: "
+                f"All {allowed.sum()} candidates are used, `exclude_evaluated=True`: "
                 "init_trials is larger than the candidate set."
             )
         return dict(self._rows[best])
@@ -179,18 +194,14 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         if not skip_fit:
             self.generator_spec.fit(experiment=experiment, data=kwargs.get("data"))
         adapter = self.generator_spec.fitted_adapter
-        names = list(experiment.search_space.parameters)
-        keys = [row_key(r, names) for r in rows]
-        done = _arm_counts(experiment, names, lambda s: s in _EVALUATED)
-        evaluated = np.array([k in done for k in keys], dtype=bool)
-        mask = _matches_fixed(rows, kwargs.get("fixed_features"))
+        evaluated = self._count(_arms(experiment, lambda s: s in _EVALUATED)) > 0
+        mask = self._matches(kwargs.get("fixed_features"))
         if spec.exclude_evaluated and not (mask := mask & ~evaluated).any():
             msg = f"All {len(rows)} candidates are evaluated, `exclude_evaluated=True`."
             raise SearchSpaceExhausted(msg)
         if spec.exclude_pending:
             pending = (kwargs.get("pending_observations") or {}).values()
-            pend = {row_key(f.parameters, names) for fs in pending for f in fs}
-            keep = mask & np.array([k not in pend for k in keys], dtype=bool)
+            keep = mask & (self._count(f.parameters for fs in pending for f in fs) == 0)
             # Pending points are conditioned on anyway (GP-BUCB); excluding them
             # is a convenience that must not make generation fail.
             mask = keep if keep.any() else mask
@@ -224,17 +235,6 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         """The candidate rows in the adapter's model space."""
         feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
         return adapter.transform_observation_features(feats)
-
-
-def _matches_fixed(rows: list[dict], fixed: ObservationFeatures | None) -> np.ndarray:
-    if fixed is None or not fixed.parameters:
-        return np.ones(len(rows), dtype=bool)
-    want = row_key(fixed.parameters, list(fixed.parameters))
-    mask = np.array([row_key(r, list(fixed.parameters)) == want for r in rows])
-    if not mask.any():
-        msg = f"values in the candidate set, got {fixed.parameters}"
-        raise ValueError(f"`fixed_parameters` must take {msg}.")
-    return mask
 
 
 def _acqf_metadata(
