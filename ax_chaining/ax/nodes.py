@@ -1,9 +1,5 @@
-r"""Generation nodes and strategies over a finite candidate set :math:`X`.
-
-Both nodes override only Ax's public ``GenerationNode.gen``. The model-based
-one passes :math:`X`, mapped into model space, and its mask of selectable rows
-in ``model_gen_options``.
-"""
+r"""Generation nodes and strategies over a finite candidate set :math:`X`; both
+nodes override only Ax's public ``GenerationNode.gen``."""
 
 from __future__ import annotations
 
@@ -39,7 +35,7 @@ from ax_chaining.ax.candidates import (
     candidate_parameterizations,
     row_key,
 )
-from ax_chaining.ax.selection import CandidateSetAcquisition, GenerationRecord
+from ax_chaining.ax.selection import CandidateSetAcquisition
 from ax_chaining.checks import check_int, type_error
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
@@ -210,8 +206,9 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             or self.generator_spec.generator_gen_kwargs.get("model_gen_options")
             or {}
         )
-        record, X = GenerationRecord(), self.model_space_candidates(adapter, rows)
-        selectable = {"selectable": torch.tensor(mask), "record": record}
+        X, chosen = self.model_space_candidates(adapter, rows), []
+        # Ax deep-copies options; `deepcopy` keeps a function (here list.append).
+        selectable = {"selectable": torch.tensor(mask), "record": chosen.append}
         for key, extra in (
             (Keys.ACQF_KWARGS, {"candidates": X}),
             (Keys.AX_ACQUISITION_KWARGS, selectable),
@@ -223,7 +220,8 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         if gr is not None:
             meta = {"seed": spec.seed, "num_candidates": len(rows)}
             meta["num_selectable"] = int(mask.sum())
-            meta.update(_acqf_metadata(record, adapter, experiment, rows, evaluated))
+            acq = chosen[-1] if chosen else None
+            meta.update(_acqf_metadata(acq, adapter, experiment, rows, evaluated))
             # `gen_metadata` is the run's own dict (Ax adds "trial_type" the same
             # way); pinned in tests/test_ax_contract.py.
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
@@ -238,23 +236,23 @@ class CandidateSetNode(_SpecNode, GenerationNode):
 
 
 def _acqf_metadata(
-    record: GenerationRecord,
+    acquisition: CandidateSetAcquisition | None,
     adapter: Adapter,
     experiment: Experiment,
     rows: list[TParameterization],
     evaluated: np.ndarray,
 ) -> dict[str, Any]:
     """JSON-safe facts of the step, and the certificate among the evaluated."""
-    if record.acquisition is None:
+    if acquisition is None:
         return {}
-    acqf = record.acquisition.acqf
+    acqf = acquisition.acqf
     meta: dict[str, Any] = {"acquisition_function": type(acqf).__name__}
     casts = {"t": int, "delta": float}
     meta.update({k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)})
     if not isinstance(acqf, ChainingUCB) or not evaluated.any():
         return meta
     cert = acqf.certificate(among=torch.as_tensor(evaluated))
-    opt, weights = experiment.optimization_config, record.acquisition.objective_weights
+    opt, weights = experiment.optimization_config, acquisition.objective_weights
     factor = _objective_scale(adapter, opt, weights)
     # Ax's model units, except "bound" (the objective's units, None without a
     # single scale) and "parameters" (the user's space).

@@ -1,13 +1,10 @@
-"""Selection over the candidate set in Ax's modular BoTorch generator.
-
-Ax builds the acquisition function through its input constructor, which gets the
-candidates in ``botorch_acqf_options``. :class:`CandidateSetAcquisition` overrides
-the public ``Acquisition.optimize`` only, to select with Ax's
-``select_from_candidate_set`` among the candidates the node's mask allows.
-"""
+"""Selection over the candidate set in Ax's modular BoTorch generator, which
+builds the acquisition function through its input constructor (the candidates
+come in ``botorch_acqf_options``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,26 +15,17 @@ from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from torch import Tensor
 
 
-class GenerationRecord:
-    """Receives the :class:`CandidateSetAcquisition` that selected, so the node
-    can record the certificate without reading Ax's private generator state. Ax
-    deep-copies generation options: a copy of a record is the record itself."""
-
-    acquisition: CandidateSetAcquisition | None = None
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> GenerationRecord:
-        return self
-
-
 class CandidateSetAcquisition(Acquisition):
-    """Ax ``Acquisition`` that maximizes over a finite candidate set.
+    """Ax ``Acquisition`` that maximizes over a finite candidate set; it overrides
+    only the public ``optimize``, to select with Ax's ``select_from_candidate_set``.
 
     Ax's arguments, by keyword. ``options`` may add ``selectable`` (a boolean mask
-    of the candidates that may be proposed), ``record`` (a
-    :class:`GenerationRecord`) and ``candidates`` (the ``N x d`` set in Ax's
-    transformed space) if ``botorch_acqf_options`` lacks them.
+    of the candidates that may be proposed), ``record`` (a function, called with
+    this object once it has selected: Ax deep-copies options, and ``deepcopy``
+    keeps functions as they are) and ``candidates`` (the ``N x d`` set in Ax's
+    model space) if ``botorch_acqf_options`` lacks them.
 
-    Example (in a candidate-set node, which supplies the candidates):
+    Example (a candidate-set node supplies the candidates):
         >>> GeneratorSpec(Generators.BOTORCH_MODULAR, {"botorch_acqf_class":
         ...     ChainingUCB, "acquisition_class": CandidateSetAcquisition})
     """
@@ -52,7 +40,7 @@ class CandidateSetAcquisition(Acquisition):
         options, acqf_options = dict(options or {}), dict(botorch_acqf_options or {})
         candidates = acqf_options.get("candidates", options.pop("candidates", None))
         selectable = options.pop("selectable", None)
-        self.record: GenerationRecord | None = options.pop("record", None)
+        self.record: Callable[..., Any] | None = options.pop("record", None)
         if candidates is None:
             raise ValueError(
                 "CandidateSetAcquisition needs `candidates` (N x d, in Ax's model "
@@ -106,5 +94,5 @@ class CandidateSetAcquisition(Acquisition):
                 n=n, candidate_set=candidate_set, sampling_strategy=sampling_strategy
             )
         if self.record is not None:
-            self.record.acquisition = self
+            self.record(self)
         return selected, values, weights

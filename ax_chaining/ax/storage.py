@@ -22,10 +22,15 @@ from ax.storage.json_store.encoders import (
     transition_criterion_to_dict,
 )
 from ax.storage.json_store.registry import CORE_DECODER_REGISTRY, CORE_ENCODER_REGISTRY
+from botorch.models import SingleTaskGP
 from torch import Tensor
 
+from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
 from ax_chaining.ax.candidates import CandidateSetSpec
+from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
+from ax_chaining.ax.selection import CandidateSetAcquisition
 from ax_chaining.checks import check_int, type_error
+from ax_chaining.kernels import PrecomputedKernel, register_gram
 
 
 def candidate_index_parameter(
@@ -65,10 +70,6 @@ def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
         ...     surrogate_spec=precomputed_kernel_surrogate_spec(gram)
         ... )
     """
-    from botorch.models import SingleTaskGP
-
-    from ax_chaining.kernels import PrecomputedKernel, register_gram
-
     if not isinstance(gram, Tensor):
         raise type_error("gram", "a torch.Tensor", gram)
     config = ModelConfig(
@@ -91,14 +92,7 @@ def register_storage() -> None:
         >>> register_storage()
         >>> client = Client.load_from_json_file("snapshot.json")
     """
-    from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
-    from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
-    from ax_chaining.ax.selection import CandidateSetAcquisition
-    from ax_chaining.kernels import PrecomputedKernel
-    from ax_chaining.stopping import (
-        RegretBoundCriterion,
-        RegretBoundGlobalStoppingStrategy,
-    )
+    from ax_chaining import stopping  # imports this package: not at module level
 
     register_acquisition(CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
@@ -108,8 +102,8 @@ def register_storage() -> None:
     encoders = {
         CandidateSetNode: _node_to_dict,
         UniformCandidateNode: _node_to_dict,
-        RegretBoundCriterion: transition_criterion_to_dict,
-        RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
+        stopping.RegretBoundCriterion: transition_criterion_to_dict,
+        stopping.RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
     }
     CORE_ENCODER_REGISTRY.update(encoders)
     for cls in (CandidateSetSpec, *encoders):
