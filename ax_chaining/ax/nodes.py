@@ -14,7 +14,6 @@ from ax.adapter.adapter_utils import extract_objective_weight_matrix
 from ax.adapter.base import Adapter
 from ax.adapter.registry import Generators
 from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
-from ax.core.optimization_config import OptimizationConfig
 from ax.core.trial_status import TrialStatus
 from ax.core.types import TParameterization
 from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
@@ -220,8 +219,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         if gr is not None:
             meta = {"seed": spec.seed, "num_candidates": len(rows)}
             meta["num_selectable"] = int(mask.sum())
-            acq = chosen[-1] if chosen else None
-            meta.update(_acqf_metadata(acq, adapter, experiment, rows, evaluated))
+            meta.update(self._step_record(chosen, adapter, experiment, evaluated))
             # `gen_metadata` is the run's own dict (Ax adds "trial_type" the same
             # way); pinned in tests/test_ax_contract.py.
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
@@ -234,55 +232,42 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
         return adapter.transform_observation_features(feats)
 
-
-def _acqf_metadata(
-    acquisition: CandidateSetAcquisition | None,
-    adapter: Adapter,
-    experiment: Experiment,
-    rows: list[TParameterization],
-    evaluated: np.ndarray,
-) -> dict[str, Any]:
-    """JSON-safe facts of the step, and the certificate among the evaluated."""
-    if acquisition is None:
-        return {}
-    acqf = acquisition.acqf
-    meta: dict[str, Any] = {"acquisition_function": type(acqf).__name__}
-    casts = {"t": int, "delta": float}
-    meta.update({k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)})
-    if not isinstance(acqf, ChainingUCB) or not evaluated.any():
+    def _step_record(
+        self, chosen: list, adapter: Adapter, experiment: Experiment, evaluated: Any
+    ) -> dict[str, Any]:
+        """JSON-safe facts of the step, and the certificate among the evaluated."""
+        if not chosen:
+            return {}
+        acqf, weights = chosen[-1].acqf, chosen[-1].objective_weights
+        meta: dict[str, Any] = {"acquisition_function": type(acqf).__name__}
+        casts = {"t": int, "delta": float}
+        meta |= {k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)}
+        if not isinstance(acqf, ChainingUCB) or not evaluated.any():
+            return meta
+        cert, factor = acqf.certificate(among=torch.as_tensor(evaluated)), None
+        opt = experiment.optimization_config
+        if opt is not None and weights is not None:
+            # Differences of the model's objective sum_i w_i y_i (y_i standardized
+            # by Ax's StandardizeY, scales s_i) are the user's sum_i c_i (s_i y_i +
+            # m_i) ones times |c_i s_i / w_i|, when that is one number for all i.
+            outcomes = list(adapter.outcomes)
+            c = np.ravel(extract_objective_weight_matrix(opt.objective, outcomes))
+            w = weights.detach().cpu().double().numpy().ravel()
+            ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
+            s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
+            r = np.abs(c[w != 0] * s[w != 0] / w[w != 0])
+            if len(r) > 0 and np.allclose(r, r[0], rtol=1e-6, atol=0.0):
+                factor = float(r[0])
+        # Ax's model units, except "bound" (the objective's units, None without a
+        # single scale) and "parameters" (the user's space).
+        meta["certificate"] = {
+            **cert.as_dict(),
+            "bound_model_units": float(cert.bound),
+            "bound": None if factor is None else float(cert.bound) * factor,
+            "objective_scale": factor,
+            "parameters": dict(self._rows[int(cert.index)]),
+        }
         return meta
-    cert = acqf.certificate(among=torch.as_tensor(evaluated))
-    opt, weights = experiment.optimization_config, acquisition.objective_weights
-    factor = _objective_scale(adapter, opt, weights)
-    # Ax's model units, except "bound" (the objective's units, None without a
-    # single scale) and "parameters" (the user's space).
-    meta["certificate"] = {
-        **cert.as_dict(),
-        "bound_model_units": float(cert.bound),
-        "bound": None if factor is None else float(cert.bound) * factor,
-        "objective_scale": factor,
-        "parameters": dict(rows[int(cert.index)]),
-    }
-    return meta
-
-
-def _objective_scale(
-    adapter: Adapter, opt: OptimizationConfig | None, weights: torch.Tensor | None
-) -> float | None:
-    r"""The factor from differences of the model's objective :math:`\sum_i w_i y_i`
-    (:math:`y_i` standardized by Ax's ``StandardizeY``, scales :math:`s_i`) to the
-    user's :math:`\sum_i c_i (s_i y_i + m_i)`: :math:`|c_i s_i / w_i|` when that is
-    one number for every outcome of the (single) objective, else None."""
-    if opt is None or weights is None:
-        return None
-    outcomes = list(adapter.outcomes)
-    c = np.ravel(extract_objective_weight_matrix(opt.objective, outcomes))
-    w = weights.detach().cpu().double().numpy().ravel()
-    ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
-    s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
-    ratios = np.abs(c[w != 0] * s[w != 0] / w[w != 0])
-    one = len(ratios) > 0 and np.allclose(ratios, ratios[0], rtol=1e-6, atol=0.0)
-    return float(ratios[0]) if one else None
 
 
 # Acquisition arguments the node sets itself (or Ax supplies).
