@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ax.core.experiment import Experiment
-from ax.core.trial_status import TrialStatus
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
@@ -72,14 +71,31 @@ def best_certificate(
     return min(history, key=lambda c: c["bound"]) if history else None
 
 
-class _RegretBound:
-    """What both stopping classes share: the arguments and the decision."""
+class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
+    r"""Stop when the running minimum of the certified regret bound is small.
 
-    def _setup(self, tolerance: Any, min_trials: Any, units: Any) -> None:
+    Args:
+        tolerance: Stop once the smallest recorded bound is at most this.
+        min_trials, inactive_when_pending_trials: Ax's arguments.
+        units: ``"objective"`` or ``"model"``, as in :func:`certificate_history`.
+
+    Example:
+        >>> stopping = RegretBoundGlobalStoppingStrategy(tolerance=0.5, min_trials=15)
+        >>> stop, message = stopping.should_stop_optimization(experiment=gs.experiment)
+    """
+
+    def __init__(
+        self,
+        tolerance: float,
+        min_trials: int = 5,
+        inactive_when_pending_trials: bool = True,
+        units: Units = "objective",
+    ) -> None:
         rule = (lambda v: v > 0, "a finite positive float")
         self.tolerance = check_float("tolerance", tolerance, rule, "a positive float")
-        check_int("min_trials", min_trials, 0)
         self.units: Units = _check_units(units)
+        min_trials = check_int("min_trials", min_trials, 0)
+        super().__init__(min_trials, inactive_when_pending_trials)
 
     def _should_stop_optimization(  # Ax's abstract hook for stopping strategies
         self, experiment: Experiment, **kwargs: Any
@@ -104,36 +120,12 @@ class _RegretBound:
             "best candidate."
         )
 
-
-class RegretBoundGlobalStoppingStrategy(_RegretBound, BaseGlobalStoppingStrategy):
-    r"""Stop when the running minimum of the certified regret bound is small.
-
-    Args:
-        tolerance: Stop once the smallest recorded bound is at most this.
-        min_trials, inactive_when_pending_trials: Ax's arguments.
-        units: ``"objective"`` or ``"model"``, as in :func:`certificate_history`.
-
-    Example:
-        >>> stopping = RegretBoundGlobalStoppingStrategy(tolerance=0.5, min_trials=15)
-        >>> stop, message = stopping.should_stop_optimization(experiment=gs.experiment)
-    """
-
-    def __init__(
-        self,
-        tolerance: float,
-        min_trials: int = 5,
-        inactive_when_pending_trials: bool = True,
-        units: Units = "objective",
-    ) -> None:
-        self._setup(tolerance, min_trials, units)
-        super().__init__(min_trials, inactive_when_pending_trials)
-
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in serialize_init_args(self).items())
         return f"{type(self).__name__}({args})"
 
 
-class RegretBoundCriterion(_RegretBound, TransitionCriterion):
+class RegretBoundCriterion(TransitionCriterion):
     """Ax transition criterion: met once the certified bound is at most ``tolerance``.
 
     Args:
@@ -153,11 +145,12 @@ class RegretBoundCriterion(_RegretBound, TransitionCriterion):
         units: Units = "objective",
         continue_trial_generation: bool | None = False,
     ) -> None:
-        self._setup(tolerance, min_trials, units)
+        # The global stopping rule, active with pending trials too.
+        rule = RegretBoundGlobalStoppingStrategy(tolerance, min_trials, False, units)
+        self.rule, self.tolerance = rule, rule.tolerance
+        self.min_trials, self.units = min_trials, units
         super().__init__(transition_to, continue_trial_generation)
-        self.min_trials = min_trials
 
     def is_met(self, experiment: Experiment, curr_node: Any = None) -> bool:
         """Whether the running minimum of the bound is at most ``tolerance``."""
-        done = len(experiment.trials_by_status[TrialStatus.COMPLETED])
-        return done >= self.min_trials and self._should_stop_optimization(experiment)[0]
+        return self.rule.should_stop_optimization(experiment)[0]
