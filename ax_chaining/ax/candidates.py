@@ -21,7 +21,7 @@ from ax.core.types import TParameterization, TParamValue
 from ax.exceptions.core import UnsupportedError
 from ax.utils.common.random import with_rng_seed
 
-from ax_chaining.checks import check_int, type_error
+from ax_chaining.checks import check_int, check_records, type_error
 
 #: Default size of the fixed Sobol design of continuous or mixed spaces.
 DEFAULT_NUM_CANDIDATES: int = 1024
@@ -54,7 +54,8 @@ class CandidateSetSpec:
     exclude_pending: bool = True
 
     def __post_init__(self) -> None:
-        self.candidates = _normalize_table(self.candidates)
+        if self.candidates is not None:
+            self.candidates = check_records("candidates", self.candidates)
         check_int("num_candidates", self.num_candidates, 1)
         most = check_int("max_candidates", self.max_candidates, 1)
         if self.seed is not None:
@@ -182,36 +183,6 @@ def _sobol_design(search_space: SearchSpace, num: int, seed: int) -> list[dict]:
             return [dict(a.parameters) for a in adapter.gen(n=num).arms]
     except Exception as e:  # Ax raises when rejection sampling finds no point
         raise _no_candidate(search_space, f"Ax's Sobol generator failed ({e})") from e
-
-
-def _normalize_table(candidates: Any) -> list[dict[str, TParamValue]] | None:
-    """Structural checks of a candidate table; returns JSON-friendly rows."""
-    if candidates is None:
-        return None
-    if isinstance(candidates, pd.DataFrame):
-        candidates = candidates.to_dict(orient="records")
-    elif isinstance(candidates, str | bytes | Mapping) or not isinstance(
-        candidates, Iterable
-    ):
-        what = "a pandas DataFrame or a sequence of {parameter name: value} mappings"
-        raise type_error("candidates", what, candidates)
-    rows: list[dict[str, TParamValue]] = []
-    for i, rec in enumerate(candidates):
-        if not isinstance(rec, Mapping):
-            raise type_error(f"candidates[{i}]", "a mapping from name to value", rec)
-        row = {k: v.item() if isinstance(v, np.generic) else v for k, v in rec.items()}
-        for k, v in row.items():
-            if not isinstance(k, str) or not isinstance(v, bool | int | float | str):
-                got = f"{k!r}: {v!r} of type {type(v).__name__}"
-                msg = f"has entry {got}; expected names mapped to int, float, str, bool"
-                raise TypeError(f"`candidates[{i}]` {msg}.")
-            if isinstance(v, float) and not math.isfinite(v):
-                msg = f"is {v}; expected a finite number (drop or fill the row)"
-                raise ValueError(f"`candidates[{i}][{k!r}]` {msg}.")
-        rows.append(row)
-    if not rows:
-        raise ValueError("`candidates` is empty; expected at least one candidate.")
-    return rows
 
 
 def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:

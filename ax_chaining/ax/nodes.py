@@ -275,17 +275,6 @@ _RESERVED = {"self", "model", "candidates", "t", "posterior_transform", "maximiz
 _RESERVED |= {"X_pending"}
 
 
-def check_acqf_options(acqf_class: type, options: Any) -> dict[str, Any]:
-    """Validate acquisition options at build time, not at the first model step."""
-    if not isinstance(options, Mapping):
-        raise type_error("botorch_acqf_options", "a mapping", options)
-    allowed = set(inspect.signature(acqf_class.__init__).parameters) - _RESERVED
-    if unknown := sorted(set(options) - allowed):
-        msg = f"option(s) {unknown}; expected some of {sorted(allowed)}."
-        raise TypeError(f"Unknown {acqf_class.__name__} {msg}")
-    return check_chaining_options(options)
-
-
 def _pop_spec(kwargs: dict[str, Any], candidates: Any = None) -> CandidateSetSpec:
     """A spec from the ``CandidateSetSpec`` fields in ``kwargs`` (popped); its
     ``seed`` defaults to None (the caller's seed)."""
@@ -319,11 +308,16 @@ def candidate_set_node(
     """
     if surrogate_spec is not None and not isinstance(surrogate_spec, SurrogateSpec):
         raise type_error("surrogate_spec", "an ax SurrogateSpec", surrogate_spec)
+    options = botorch_acqf_options if botorch_acqf_options is not None else {}
+    if not isinstance(options, Mapping):
+        raise type_error("botorch_acqf_options", "a mapping", options)
+    allowed = set(inspect.signature(botorch_acqf_class.__init__).parameters)
+    if unknown := sorted(set(options) - (allowed - _RESERVED)):
+        msg = f"option(s) {unknown}; expected some of {sorted(allowed - _RESERVED)}."
+        raise TypeError(f"Unknown {botorch_acqf_class.__name__} {msg}")
     kwargs = {
         "botorch_acqf_class": botorch_acqf_class,
-        "botorch_acqf_options": check_acqf_options(
-            botorch_acqf_class, botorch_acqf_options or {}
-        ),
+        "botorch_acqf_options": check_chaining_options(options),
         "acquisition_class": CandidateSetAcquisition,
         # Refit from scratch at every step: a suggestion is then a function of
         # the data and seeds alone, so a reloaded client suggests the same.
