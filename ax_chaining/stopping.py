@@ -1,11 +1,6 @@
-r"""Stop an Ax optimization when Chaining-UCB certifies a small regret.
-
-Every Chaining-UCB step records a certificate in ``gen_metadata``: a candidate
-:math:`\hat x_t` and :math:`B_t \ge \max_{x \in X} f(x) - f(\hat x_t)`, for all
-steps at once with probability :math:`\ge 1 - \delta` (under the learned GP
-prior). So the running minimum of :math:`B_t` certifies its own point at every
-later step, and stopping on it is valid.
-"""
+"""Stop an Ax optimization on the running minimum of the regret certificates
+that Chaining-UCB records in ``gen_metadata`` (valid jointly over the steps, see
+:mod:`ax_chaining.certificate`)."""
 
 from __future__ import annotations
 
@@ -39,8 +34,7 @@ def certificate_history(
         units: ``"objective"`` (the objective's units) or ``"model"`` (the GP's).
 
     Returns:
-        ``{"trial_index", "bound", "running_min", "parameters", "delta", "units"}``
-        per step with a certificate.
+        Per step: ``trial_index, bound, running_min, parameters, delta, units``.
 
     Example:
         >>> [(c["trial_index"], c["running_min"]) for c in certificate_history(gs)]

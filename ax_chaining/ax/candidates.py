@@ -1,7 +1,4 @@
-r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space:
-a user table, every combination of a fully discrete space (in Ax's order), or a
-fixed design of Ax's Sobol generator under the spec's seed.
-"""
+r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space."""
 
 from __future__ import annotations
 
@@ -87,14 +84,13 @@ class CandidateSetSpec:
 def candidate_parameterizations(
     search_space: SearchSpace, spec: CandidateSetSpec | None = None
 ) -> list[TParameterization]:
-    r"""The finite candidate set :math:`X` of ``search_space``, as parameterizations.
+    r"""The finite candidate set :math:`X` of ``search_space``: ``N >= 1``
+    distinct, complete parameterizations, in a fixed order. A user table, every
+    combination of a fully discrete space, or a design of Ax's Sobol generator.
 
     Args:
         search_space: The experiment's search space (not hierarchical).
         spec: The candidate set definition; default ``CandidateSetSpec()``.
-
-    Returns:
-        ``N >= 1`` distinct, complete parameterizations, in a fixed order.
 
     Example:
         >>> ss = SearchSpace([ChoiceParameter("a", ParameterType.INT, [1, 2, 3])])

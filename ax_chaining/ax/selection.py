@@ -1,6 +1,4 @@
-"""Selection over the candidate set in Ax's modular BoTorch generator, which
-builds the acquisition function through its input constructor (the candidates
-come in ``botorch_acqf_options``)."""
+"""Selection over the candidate set in Ax's modular BoTorch generator."""
 
 from __future__ import annotations
 
@@ -16,8 +14,9 @@ from torch import Tensor
 
 
 class CandidateSetAcquisition(Acquisition):
-    """Ax ``Acquisition`` that maximizes over a finite candidate set; it overrides
-    only the public ``optimize``, to select with Ax's ``select_from_candidate_set``.
+    """Ax ``Acquisition`` that maximizes over a finite candidate set: Ax builds the
+    function by its input constructor (which gets the candidates); this overrides
+    only ``optimize``, to select with Ax's own ``select_from_candidate_set``.
 
     Ax's arguments, by keyword. ``options`` may add ``selectable`` (a boolean mask
     of the candidates that may be proposed), ``record`` (a function, called with

@@ -1,9 +1,5 @@
-r"""Storage, and non-Euclidean spaces (an item index with a precomputed Gram).
-
-Nothing is registered at import time. Ax's ``RegistryBundle`` is not used: it
-does not cover the BoTorch classes, which resolve through Ax's global
-BoTorch-modular registries. A Gram matrix is stored as its content hash only.
-"""
+"""JSON storage, and non-Euclidean spaces: an item index with a precomputed
+Gram matrix, which is stored as its content hash only."""
 
 from __future__ import annotations
 
@@ -58,9 +54,8 @@ def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
     """An Ax ``SurrogateSpec`` whose GP covariance is a precomputed Gram matrix.
 
     For an item index (:func:`candidate_index_parameter`), which Ax normalizes
-    to ``[0, 1]`` and ``PrecomputedKernel`` maps back to a row of ``gram``, the
-    prior covariance of the standardized objective (no learned output scale).
-    In a new process, call this again with the same matrix before generating.
+    to ``[0, 1]`` and ``PrecomputedKernel`` maps back to a row of ``gram``: the
+    prior covariance of the standardized objective. Stored as in ``register_gram``.
 
     Args:
         gram: ``n x n`` symmetric PSD Gram matrix (the paper has ``k(g, g) = 1``).
@@ -85,8 +80,9 @@ def _node_to_dict(node: Any) -> dict[str, Any]:
 
 
 def register_storage() -> None:
-    """Register this package's classes with Ax's JSON storage (idempotent): the
-    acquisition classes, kernel, candidate spec, nodes, and stopping classes.
+    """Register this package's classes with Ax's JSON storage (idempotent; nothing
+    is registered at import). Not a ``RegistryBundle``: the BoTorch classes
+    resolve through Ax's global BoTorch-modular registries, which it lacks.
 
     Example:
         >>> register_storage()
