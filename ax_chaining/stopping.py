@@ -36,8 +36,6 @@ def certificate_history(
     Returns:
         Per step: ``trial_index, bound, running_min, parameters, delta, units``.
 
-    Example:
-        >>> [(c["trial_index"], c["running_min"]) for c in certificate_history(gs)]
     """
     key = "bound" if _check_units(units) == "objective" else "bound_model_units"
     experiment = source.experiment if isinstance(source, GenerationStrategy) else source
@@ -56,11 +54,7 @@ def best_certificate(
     source: Experiment | GenerationStrategy, units: Units = "objective"
 ) -> dict[str, Any] | None:
     """The certificate of :func:`certificate_history` with the smallest bound
-    (the earliest on ties); None before the first one.
-
-    Example:
-        >>> best_certificate(gs)["parameters"]
-    """
+    (the earliest on ties); None before the first one."""
     history = certificate_history(source, units)
     return min(history, key=lambda c: c["bound"]) if history else None
 
@@ -95,14 +89,11 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
         self, experiment: Experiment, **kwargs: Any
     ) -> tuple[bool, str]:
         """``(should_stop, message)``; the message names the parameters and bound."""
-        best = best_certificate(experiment, units=self.units)
+        best, units = best_certificate(experiment, units=self.units), self.units
         if best is None:
-            return (
-                False,
-                f"No Chaining-UCB regret certificate yet ({self.units} units).",
-            )
+            return False, f"No Chaining-UCB regret certificate yet ({units} units)."
         what = (
-            f"Chaining-UCB certified regret bound {best['bound']:.4g} ({self.units} "
+            f"Chaining-UCB certified regret bound {best['bound']:.4g} ({units} "
             f"units, running minimum, recorded at trial {best['trial_index']}) for "
             f"{best['parameters']}"
         )
@@ -126,9 +117,6 @@ class RegretBoundCriterion(TransitionCriterion):
         tolerance, units: As in :class:`RegretBoundGlobalStoppingStrategy`.
         transition_to, continue_trial_generation: Ax's (its own node: stop).
         min_trials: Not before this many completed trials.
-
-    Example:
-        >>> gs = chaining_generation_strategy(stop_tolerance=0.05)
     """
 
     def __init__(

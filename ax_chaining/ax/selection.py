@@ -22,11 +22,8 @@ class CandidateSetAcquisition(Acquisition):
     of the candidates that may be proposed), ``record`` (a function, called with
     this object once it has selected: Ax deep-copies options, and ``deepcopy``
     keeps functions as they are) and ``candidates`` (the ``N x d`` set in Ax's
-    model space) if ``botorch_acqf_options`` lacks them.
-
-    Example (a candidate-set node supplies the candidates):
-        >>> GeneratorSpec(Generators.BOTORCH_MODULAR, {"botorch_acqf_class":
-        ...     ChainingUCB, "acquisition_class": CandidateSetAcquisition})
+    model space) if ``botorch_acqf_options`` lacks them; a
+    :class:`~ax_chaining.ax.nodes.CandidateSetNode` supplies all three.
     """
 
     def __init__(
@@ -38,8 +35,6 @@ class CandidateSetAcquisition(Acquisition):
     ) -> None:
         options, acqf_options = dict(options or {}), dict(botorch_acqf_options or {})
         candidates = acqf_options.get("candidates", options.pop("candidates", None))
-        selectable = options.pop("selectable", None)
-        self.record: Callable[..., Any] | None = options.pop("record", None)
         if candidates is None:
             raise ValueError(
                 "CandidateSetAcquisition needs `candidates` (N x d, in Ax's model "
@@ -47,11 +42,12 @@ class CandidateSetAcquisition(Acquisition):
                 "adapter.evaluate_acquisition_function."
             )
         self.candidates = acqf_options["candidates"] = torch.as_tensor(candidates)
-        mask = torch.ones(len(self.candidates), dtype=torch.bool)
-        self.selectable = mask if selectable is None else torch.as_tensor(selectable)
-        if self.selectable.shape != mask.shape or self.selectable.dtype != mask.dtype:
+        self.record: Callable[..., Any] | None = options.pop("record", None)
+        n = len(self.candidates)
+        self.selectable = torch.as_tensor(options.pop("selectable", [True] * n))
+        if self.selectable.shape != (n,) or self.selectable.dtype != torch.bool:
             raise ValueError(
-                f"`selectable` must be a boolean mask of shape ({len(mask)},), got "
+                f"`selectable` must be a boolean mask of shape ({n},), got "
                 f"{self.selectable.dtype} of shape {tuple(self.selectable.shape)}."
             )
         super().__init__(botorch_acqf_options=acqf_options, options=options, **kwargs)

@@ -83,10 +83,7 @@ def register_storage() -> None:
     """Register this package's classes with Ax's JSON storage (idempotent; nothing
     is registered at import). Not a ``RegistryBundle``: the BoTorch classes
     resolve through Ax's global BoTorch-modular registries, which it lacks.
-
-    Example:
-        >>> register_storage()
-        >>> client = Client.load_from_json_file("snapshot.json")
+    Call it before ``Client.load_from_json_file`` in a new process.
     """
     from ax_chaining import stopping  # imports this package: not at module level
 
