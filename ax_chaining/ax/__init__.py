@@ -5,6 +5,7 @@ from ax_chaining.acquisition import UCB
 from ax_chaining.ax.candidates import CandidateSetSpec, candidate_parameterizations
 from ax_chaining.ax.nodes import (
     GEN_METADATA_KEY,
+    CandidateSetAcquisition,
     CandidateSetNode,
     UniformCandidateNode,
     candidate_set_node,
@@ -14,7 +15,6 @@ from ax_chaining.ax.nodes import (
     gp_ucb_generation_strategy,
     ucb_generation_strategy,
 )
-from ax_chaining.ax.selection import CandidateSetAcquisition
 from ax_chaining.ax.storage import (
     candidate_index_parameter,
     precomputed_kernel_surrogate_spec,

@@ -1,5 +1,6 @@
-r"""Generation nodes and strategies over a finite candidate set :math:`X`; both
-nodes override only Ax's public ``GenerationNode.gen``."""
+r"""Generation nodes and strategies over a finite candidate set :math:`X`, and
+selection over it in Ax's modular BoTorch generator. Only Ax's public
+``GenerationNode.gen`` and ``Acquisition.optimize`` are overridden."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ax.adapter.adapter_utils import extract_objective_weight_matrix
 from ax.adapter.base import Adapter
 from ax.adapter.registry import Generators
 from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
+from ax.core.search_space import SearchSpaceDigest
 from ax.core.trial_status import TrialStatus
 from ax.core.types import TParameterization
 from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
@@ -22,10 +24,12 @@ from ax.generation_strategy.generation_node import GenerationNode
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generation_strategy.generator_spec import GeneratorSpec
 from ax.generation_strategy.transition_criterion import MinTrials, TransitionCriterion
+from ax.generators.torch.botorch_modular.acquisition import Acquisition
 from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.storage.json_store.decoder import generation_node_from_json, object_from_json
 from ax.utils.common.constants import Keys
 from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 
 from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB, check_chaining_options
 from ax_chaining.ax.candidates import (
@@ -34,7 +38,6 @@ from ax_chaining.ax.candidates import (
     candidate_parameterizations,
     row_key,
 )
-from ax_chaining.ax.selection import CandidateSetAcquisition
 from ax_chaining.checks import check_int, type_error
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
@@ -56,6 +59,86 @@ def _arms(experiment: Experiment, keep: Callable[[TrialStatus], bool]) -> list:
     """The arms' parameters of the trials whose status ``keep`` accepts."""
     trials = [t for t in experiment.trials.values() if keep(t.status)]
     return [a.parameters for t in trials for a in t.arms]
+
+
+class CandidateSetAcquisition(Acquisition):
+    """Ax ``Acquisition`` that maximizes over a finite candidate set: Ax builds the
+    function by its input constructor (which gets the candidates); this overrides
+    only ``optimize``, to select with Ax's own ``select_from_candidate_set``.
+
+    Ax's arguments, by keyword. ``options`` may add ``selectable`` (a boolean mask
+    of the candidates that may be proposed), ``record`` (a function, called with
+    this object once it has selected: Ax deep-copies options, and ``deepcopy``
+    keeps functions as they are) and ``candidates`` (the ``N x d`` set in Ax's
+    model space) if ``botorch_acqf_options`` lacks them; a
+    :class:`CandidateSetNode` supplies all three.
+    """
+
+    def __init__(
+        self,
+        *,
+        botorch_acqf_options: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        options, acqf_options = dict(options or {}), dict(botorch_acqf_options or {})
+        candidates = acqf_options.get("candidates", options.pop("candidates", None))
+        if candidates is None:
+            raise ValueError(
+                "CandidateSetAcquisition needs `candidates` (N x d, in Ax's model "
+                "space), e.g. acq_options={'candidates': ...} of "
+                "adapter.evaluate_acquisition_function."
+            )
+        self.candidates = acqf_options["candidates"] = torch.as_tensor(candidates)
+        self.record: Callable[..., Any] | None = options.pop("record", None)
+        n = len(self.candidates)
+        self.selectable = torch.as_tensor(options.pop("selectable", [True] * n))
+        if self.selectable.shape != (n,) or self.selectable.dtype != torch.bool:
+            raise ValueError(
+                f"`selectable` must be a boolean mask of shape ({n},), got "
+                f"{self.selectable.dtype} of shape {tuple(self.selectable.shape)}."
+            )
+        super().__init__(botorch_acqf_options=acqf_options, options=options, **kwargs)
+
+    def optimize(
+        self,
+        n: int,
+        search_space_digest: SearchSpaceDigest,
+        *,
+        fixed_features: dict[int, float] | None = None,
+        candidate_set: torch.Tensor | None = None,
+        sampling_strategy: Any = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Select ``min(n, #selectable)`` candidates (points, values, weights);
+        ``fixed_features`` narrow the mask, an Ax ``candidate_set`` replaces it
+        (parameter constraints hold for every candidate already)."""
+        X = self.candidates.to(device=self.device, dtype=self.dtype)
+        if candidate_set is None:
+            mask = self.selectable.to(X.device).clone()
+            for i, v in (fixed_features or {}).items():
+                mask &= torch.isclose(X[:, i], X.new_tensor(v), rtol=0.0, atol=1e-9)
+            if not mask.any():
+                raise SearchSpaceExhausted(
+                    "No selectable candidate is left (after excluding evaluated or "
+                    "pending candidates and matching the fixed features)."
+                )
+            candidate_set = X[mask]
+        n = min(int(n), len(candidate_set))
+        if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
+            # Analytic functions cannot condition on the batch's own picks (Ax's
+            # greedy path needs X_pending): the batch is the n best values.
+            with torch.no_grad():
+                values, best = torch.topk(self.acqf(candidate_set.unsqueeze(-2)), n)
+            selected = candidate_set[best]
+            weights = torch.ones(n, dtype=self.dtype, device=self.device)
+        else:
+            selected, values, weights = self.select_from_candidate_set(
+                n=n, candidate_set=candidate_set, sampling_strategy=sampling_strategy
+            )
+        if self.record is not None:
+            self.record(self)
+        return selected, values, weights
 
 
 class _SpecNode:

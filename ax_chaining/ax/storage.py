@@ -22,9 +22,8 @@ from botorch.models import SingleTaskGP
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
+from ax_chaining.ax import nodes
 from ax_chaining.ax.candidates import CandidateSetSpec
-from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
-from ax_chaining.ax.selection import CandidateSetAcquisition
 from ax_chaining.checks import check_int, type_error
 from ax_chaining.kernels import PrecomputedKernel, register_gram
 
@@ -87,14 +86,14 @@ def register_storage() -> None:
     """
     from ax_chaining import stopping  # imports this package: not at module level
 
-    register_acquisition(CandidateSetAcquisition)
+    register_acquisition(nodes.CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
         register_acquisition_function(acqf_class)
     register_kernel(PrecomputedKernel)
     # Ax's generic encoder of init arguments fits both stopping classes.
     encoders = {
-        CandidateSetNode: _node_to_dict,
-        UniformCandidateNode: _node_to_dict,
+        nodes.CandidateSetNode: _node_to_dict,
+        nodes.UniformCandidateNode: _node_to_dict,
         stopping.RegretBoundCriterion: transition_criterion_to_dict,
         stopping.RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
     }
