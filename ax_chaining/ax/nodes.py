@@ -456,34 +456,30 @@ def candidate_set_strategy(
         raise ValueError(f"`init` must be 'uniform' or 'sobol', got {init!r}.")
     if init == "sobol" and spec.candidates is not None:
         raise ValueError("`init='sobol'` ignores `candidates`; use init='uniform'.")
-    nodes: list[GenerationNode] = [
-        candidate_set_node(
-            botorch_acqf_class, botorch_acqf_options, candidate_spec=spec, **kwargs
-        )
+    main = candidate_set_node(
+        botorch_acqf_class, botorch_acqf_options, candidate_spec=spec, **kwargs
+    )
+    name = name or botorch_acqf_class.__name__
+    if init_trials == 0:
+        return GenerationStrategy(name=name, nodes=[main])
+    # As Ax's default strategy: leave the initialization after `init_trials`
+    # trials (failed/abandoned not counted) once one of them has data.
+    common = {"transition_to": main.name, "use_all_trials_in_exp": True}
+    criteria = [
+        MinTrials(threshold=init_trials, not_in_statuses=[*_DROPPED], **common),
+        MinTrials(
+            threshold=1,
+            only_in_statuses=[TrialStatus.COMPLETED],
+            count_only_trials_with_data=True,
+            **common,
+        ),
     ]
-    if init_trials > 0:
-        # As Ax's default strategy: leave the initialization after `init_trials`
-        # trials (failed/abandoned not counted) once one of them has data.
-        common = {"transition_to": nodes[0].name, "use_all_trials_in_exp": True}
-        criteria = [
-            MinTrials(threshold=init_trials, not_in_statuses=[*_DROPPED], **common),
-            MinTrials(
-                threshold=1,
-                only_in_statuses=[TrialStatus.COMPLETED],
-                count_only_trials_with_data=True,
-                **common,
-            ),
-        ]
-        # Ax's Sobol generator draws its own seed from the seeded global RNG
-        # when `spec.seed` is None, and stores it in its generator runs.
+    if init == "uniform":
+        first = UniformCandidateNode("UniformCandidates", spec, criteria)
+    else:  # Ax's Sobol draws its seed from the seeded global RNG if it is None
         sobol = GeneratorSpec(Generators.SOBOL, generator_kwargs={"seed": spec.seed})
-        nodes.insert(
-            0,
-            UniformCandidateNode("UniformCandidates", spec, criteria)
-            if init == "uniform"
-            else GenerationNode("Sobol", [sobol], criteria, should_deduplicate=True),
-        )
-    return GenerationStrategy(name=name or botorch_acqf_class.__name__, nodes=nodes)
+        first = GenerationNode("Sobol", [sobol], criteria, should_deduplicate=True)
+    return GenerationStrategy(name=name, nodes=[first, main])
 
 
 def _chaining_options(
