@@ -283,19 +283,14 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             # Pending points are conditioned on anyway (GP-BUCB); excluding them
             # is a convenience that must not make generation fail.
             mask = keep if keep.any() else mask
-        options = dict(
-            kwargs.pop("model_gen_options", None)
-            or self.generator_spec.generator_gen_kwargs.get("model_gen_options")
-            or {}
-        )
+        own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
+        options = dict(kwargs.pop("model_gen_options", None) or own or {})
+        acqf, acq = Keys.ACQF_KWARGS.value, Keys.AX_ACQUISITION_KWARGS.value
         X, chosen = self.model_space_candidates(adapter, rows), []
+        options[acqf] = {**options.get(acqf, {}), "candidates": X}
         # Ax deep-copies options; `deepcopy` keeps a function (here list.append).
         selectable = {"selectable": torch.tensor(mask), "record": chosen.append}
-        for key, extra in (
-            (Keys.ACQF_KWARGS, {"candidates": X}),
-            (Keys.AX_ACQUISITION_KWARGS, selectable),
-        ):
-            options[key.value] = {**options.get(key.value, {}), **extra}
+        options[acq] = {**options.get(acq, {}), **selectable}
         gr = super().gen(
             experiment=experiment, skip_fit=True, model_gen_options=options, **kwargs
         )
