@@ -66,3 +66,10 @@ def check_records(name: str, value: Any) -> list[dict[str, bool | int | float | 
     if not rows:
         raise ValueError(f"`{name}` is empty; expected at least one row.")
     return rows
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> Any:
+    if value not in choices:
+        expected = " or ".join(repr(c) for c in choices)
+        raise ValueError(f"`{name}` must be {expected}, got {value!r}.")
+    return value

@@ -13,15 +13,10 @@ from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
 from ax.utils.common.serialization import serialize_init_args
 
 from ax_chaining.ax.nodes import recorded
-from ax_chaining.checks import check_float, check_int
+from ax_chaining.checks import check_choice, check_float, check_int
 
 Units = Literal["objective", "model"]
-
-
-def _check_units(units: Any) -> Units:
-    if units not in ("objective", "model"):
-        raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
-    return units
+UNITS: tuple[Units, ...] = ("objective", "model")
 
 
 def certificate_history(
@@ -37,7 +32,8 @@ def certificate_history(
         Per step: ``trial_index, bound, running_min, parameters, delta, units``.
 
     """
-    key = "bound" if _check_units(units) == "objective" else "bound_model_units"
+    objective = check_choice("units", units, UNITS) == "objective"
+    key = "bound" if objective else "bound_model_units"
     experiment = source.experiment if isinstance(source, GenerationStrategy) else source
     out: list[dict[str, Any]] = []
     for index, meta in recorded(experiment):
@@ -81,7 +77,7 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
     ) -> None:
         rule = (lambda v: v > 0, "a finite positive float")
         self.tolerance = check_float("tolerance", tolerance, rule, "a positive float")
-        self.units: Units = _check_units(units)
+        self.units: Units = check_choice("units", units, UNITS)
         min_trials = check_int("min_trials", min_trials, 0)
         super().__init__(min_trials, inactive_when_pending_trials)
 

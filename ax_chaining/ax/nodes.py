@@ -38,7 +38,7 @@ from ax_chaining.ax.candidates import (
     candidate_parameterizations,
     row_key,
 )
-from ax_chaining.checks import check_int, type_error
+from ax_chaining.checks import check_choice, check_int, type_error
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
 GEN_METADATA_KEY: str = "chaining_ucb"
@@ -447,9 +447,7 @@ def candidate_set_strategy(
     if spec.candidates is not None and init_trials > len(spec.candidates):
         rows = f"the {len(spec.candidates)} rows of `candidates`"
         raise ValueError(f"`init_trials`={init_trials} exceeds {rows}.")
-    if init not in ("uniform", "sobol"):
-        raise ValueError(f"`init` must be 'uniform' or 'sobol', got {init!r}.")
-    if init == "sobol" and spec.candidates is not None:
+    if check_choice("init", init, ("uniform", "sobol")) == "sobol" and spec.candidates:
         raise ValueError("`init='sobol'` ignores `candidates`; use init='uniform'.")
     main = candidate_set_node(
         botorch_acqf_class, botorch_acqf_options, candidate_spec=spec, **kwargs
@@ -460,14 +458,10 @@ def candidate_set_strategy(
     # As Ax's default strategy: leave the initialization after `init_trials`
     # trials (failed/abandoned not counted) once one of them has data.
     common = {"transition_to": main.name, "use_all_trials_in_exp": True}
+    with_data = {"only_in_statuses": [TrialStatus.COMPLETED], **common}
     criteria = [
         MinTrials(threshold=init_trials, not_in_statuses=[*_DROPPED], **common),
-        MinTrials(
-            threshold=1,
-            only_in_statuses=[TrialStatus.COMPLETED],
-            count_only_trials_with_data=True,
-            **common,
-        ),
+        MinTrials(threshold=1, count_only_trials_with_data=True, **with_data),
     ]
     if init == "uniform":
         first = UniformCandidateNode("UniformCandidates", spec, criteria)
@@ -483,9 +477,7 @@ def _chaining_options(
     if engine_options is not None and not isinstance(engine_options, Mapping):
         raise type_error("engine_options", "a mapping", engine_options)
     if both := sorted({"delta", "scale"} & set(engine_options or {})):
-        raise TypeError(
-            f"Pass {both} as arguments of their own, not in engine_options."
-        )
+        raise TypeError(f"Pass {both} as arguments, not in `engine_options`.")
     given = {"delta": delta, "scale": scale, **(engine_options or {})}
     return {k: v for k, v in given.items() if v is not None}
 
