@@ -4,7 +4,7 @@ that Chaining-UCB records in ``gen_metadata`` (valid jointly over the steps, see
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from ax.core.experiment import Experiment
 from ax.generation_strategy.generation_strategy import GenerationStrategy
@@ -16,7 +16,6 @@ from ax_chaining.ax.nodes import recorded
 from ax_chaining.checks import check_choice, check_float, check_int
 
 Units = Literal["objective", "model"]
-UNITS: tuple[Units, ...] = ("objective", "model")
 
 
 def certificate_history(
@@ -32,7 +31,7 @@ def certificate_history(
         Per step: ``trial_index, bound, running_min, parameters, delta, units``.
 
     """
-    objective = check_choice("units", units, UNITS) == "objective"
+    objective = check_choice("units", units, get_args(Units)) == "objective"
     key = "bound" if objective else "bound_model_units"
     experiment = source.experiment if isinstance(source, GenerationStrategy) else source
     out: list[dict[str, Any]] = []
@@ -77,7 +76,7 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
     ) -> None:
         rule = (lambda v: v > 0, "a finite positive float")
         self.tolerance = check_float("tolerance", tolerance, rule, "a positive float")
-        self.units: Units = check_choice("units", units, UNITS)
+        self.units: Units = check_choice("units", units, get_args(Units))
         min_trials = check_int("min_trials", min_trials, 0)
         super().__init__(min_trials, inactive_when_pending_trials)
 
