@@ -20,10 +20,6 @@ from ax.utils.common.random import with_rng_seed
 
 from ax_chaining.checks import check_int, check_records, type_error
 
-#: Default size of the fixed Sobol design of continuous or mixed spaces.
-DEFAULT_NUM_CANDIDATES: int = 1024
-#: Default cap on ``N`` (rows, an ``N x d`` tensor, ``N^2`` distance work).
-DEFAULT_MAX_CANDIDATES: int = 100_000
 #: A ``pandas.DataFrame`` (a column per parameter) or a sequence of dicts.
 CandidateTable = pd.DataFrame | Sequence[Mapping[str, TParamValue]]
 
@@ -38,15 +34,16 @@ class CandidateSetSpec:
         seed: Seed of the design and of the uniform initialization; None: drawn
             from the global torch RNG (which Ax's ``Client`` and ``ax.benchmark``
             seed) at the first generation, then stored.
-        max_candidates: Largest allowed candidate set (memory guard).
+        max_candidates: Largest allowed candidate set (memory guard: an ``N x d``
+            tensor and ``N^2`` distance work).
         exclude_evaluated: Never propose an evaluated candidate (noise-free).
         exclude_pending: Avoid pending candidates while others remain.
     """
 
     candidates: list[dict[str, TParamValue]] | None = None
-    num_candidates: int = DEFAULT_NUM_CANDIDATES
+    num_candidates: int = 1024
     seed: int | None = 0
-    max_candidates: int = DEFAULT_MAX_CANDIDATES
+    max_candidates: int = 100_000
     exclude_evaluated: bool = False
     exclude_pending: bool = True
 
