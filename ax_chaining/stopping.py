@@ -1,32 +1,21 @@
-r"""Stop an Ax optimization when Chaining-UCB certifies a small regret.
-
-Every Chaining-UCB step records a certificate in ``gen_metadata``: a candidate
-:math:`\hat x_t` and :math:`B_t \ge \max_{x \in X} f(x) - f(\hat x_t)`, for all
-steps at once with probability :math:`\ge 1 - \delta` (under the learned GP
-prior). So the running minimum of :math:`B_t` certifies its own point at every
-later step, and stopping on it is valid.
-"""
+"""Stop an Ax optimization on the running minimum of the regret certificates
+that Chaining-UCB records in ``gen_metadata`` (valid jointly over the steps, see
+:mod:`ax_chaining.certificate`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from ax.core.experiment import Experiment
-from ax.core.trial_status import TrialStatus
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
 from ax.utils.common.serialization import serialize_init_args
 
 from ax_chaining.ax.nodes import recorded
-from ax_chaining.checks import check_float, check_int
+from ax_chaining.checks import check_choice, check_float, check_int
 
 Units = Literal["objective", "model"]
-
-
-def _check_units(units: Any) -> None:
-    if units not in ("objective", "model"):
-        raise ValueError(f"`units` must be 'objective' or 'model', got {units!r}.")
 
 
 def certificate_history(
@@ -39,15 +28,12 @@ def certificate_history(
         units: ``"objective"`` (the objective's units) or ``"model"`` (the GP's).
 
     Returns:
-        ``{"trial_index", "bound", "running_min", "parameters", "delta", "units"}``
-        per step with a certificate.
+        Per step: ``trial_index, bound, running_min, parameters, delta, units``.
 
-    Example:
-        >>> [(c["trial_index"], c["running_min"]) for c in certificate_history(gs)]
     """
-    _check_units(units)
+    objective = check_choice("units", units, get_args(Units)) == "objective"
+    key = "bound" if objective else "bound_model_units"
     experiment = source.experiment if isinstance(source, GenerationStrategy) else source
-    key = "bound" if units == "objective" else "bound_model_units"
     out: list[dict[str, Any]] = []
     for index, meta in recorded(experiment):
         cert = meta.get("certificate") or {}
@@ -63,50 +49,12 @@ def best_certificate(
     source: Experiment | GenerationStrategy, units: Units = "objective"
 ) -> dict[str, Any] | None:
     """The certificate of :func:`certificate_history` with the smallest bound
-    (the earliest on ties); None before the first one.
-
-    Example:
-        >>> best_certificate(gs)["parameters"]
-    """
+    (the earliest on ties); None before the first one."""
     history = certificate_history(source, units)
     return min(history, key=lambda c: c["bound"]) if history else None
 
 
-class _RegretBound:
-    """What both stopping classes share: the arguments and the decision."""
-
-    def _setup(self, tolerance: Any, min_trials: Any, units: Any) -> None:
-        rule = (lambda v: v > 0, "a finite positive float")
-        self.tolerance = check_float("tolerance", tolerance, rule, "a positive float")
-        check_int("min_trials", min_trials, 0)
-        _check_units(units)
-        self.units: Units = units
-
-    def _should_stop_optimization(  # Ax's abstract hook for stopping strategies
-        self, experiment: Experiment, **kwargs: Any
-    ) -> tuple[bool, str]:
-        """``(should_stop, message)``; the message names the parameters and bound."""
-        best = best_certificate(experiment, units=self.units)
-        if best is None:
-            return (
-                False,
-                f"No Chaining-UCB regret certificate yet ({self.units} units).",
-            )
-        what = (
-            f"Chaining-UCB certified regret bound {best['bound']:.4g} ({self.units} "
-            f"units, running minimum, recorded at trial {best['trial_index']}) for "
-            f"{best['parameters']}"
-        )
-        if best["bound"] > self.tolerance:
-            return False, f"{what} is above the tolerance {self.tolerance:.4g}."
-        return True, (
-            f"{what} is at most the tolerance {self.tolerance:.4g}: with probability "
-            f"at least 1 - {best['delta']}, these parameters are within that of the "
-            "best candidate."
-        )
-
-
-class RegretBoundGlobalStoppingStrategy(_RegretBound, BaseGlobalStoppingStrategy):
+class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
     r"""Stop when the running minimum of the certified regret bound is small.
 
     Args:
@@ -126,10 +74,30 @@ class RegretBoundGlobalStoppingStrategy(_RegretBound, BaseGlobalStoppingStrategy
         inactive_when_pending_trials: bool = True,
         units: Units = "objective",
     ) -> None:
-        self._setup(tolerance, min_trials, units)
-        super().__init__(
-            min_trials=min_trials,
-            inactive_when_pending_trials=inactive_when_pending_trials,
+        rule = (lambda v: v > 0, "a finite positive float")
+        self.tolerance = check_float("tolerance", tolerance, rule, "a positive float")
+        self.units: Units = check_choice("units", units, get_args(Units))
+        min_trials = check_int("min_trials", min_trials, 0)
+        super().__init__(min_trials, inactive_when_pending_trials)
+
+    def _should_stop_optimization(  # Ax's abstract hook for stopping strategies
+        self, experiment: Experiment, **kwargs: Any
+    ) -> tuple[bool, str]:
+        """``(should_stop, message)``; the message names the parameters and bound."""
+        best, units = best_certificate(experiment, units=self.units), self.units
+        if best is None:
+            return False, f"No Chaining-UCB regret certificate yet ({units} units)."
+        what = (
+            f"Chaining-UCB certified regret bound {best['bound']:.4g} ({units} "
+            f"units, running minimum, recorded at trial {best['trial_index']}) for "
+            f"{best['parameters']}"
+        )
+        if best["bound"] > self.tolerance:
+            return False, f"{what} is above the tolerance {self.tolerance:.4g}."
+        return True, (
+            f"{what} is at most the tolerance {self.tolerance:.4g}: with probability "
+            f"at least 1 - {best['delta']}, these parameters are within that of the "
+            "best candidate."
         )
 
     def __repr__(self) -> str:
@@ -137,16 +105,13 @@ class RegretBoundGlobalStoppingStrategy(_RegretBound, BaseGlobalStoppingStrategy
         return f"{type(self).__name__}({args})"
 
 
-class RegretBoundCriterion(_RegretBound, TransitionCriterion):
+class RegretBoundCriterion(TransitionCriterion):
     """Ax transition criterion: met once the certified bound is at most ``tolerance``.
 
     Args:
         tolerance, units: As in :class:`RegretBoundGlobalStoppingStrategy`.
         transition_to, continue_trial_generation: Ax's (its own node: stop).
         min_trials: Not before this many completed trials.
-
-    Example:
-        >>> gs = chaining_generation_strategy(stop_tolerance=0.05)
     """
 
     def __init__(
@@ -157,14 +122,12 @@ class RegretBoundCriterion(_RegretBound, TransitionCriterion):
         units: Units = "objective",
         continue_trial_generation: bool | None = False,
     ) -> None:
-        self._setup(tolerance, min_trials, units)
-        super().__init__(
-            transition_to=transition_to,
-            continue_trial_generation=continue_trial_generation,
-        )
-        self.min_trials = min_trials
+        # The global stopping rule, active with pending trials too.
+        rule = RegretBoundGlobalStoppingStrategy(tolerance, min_trials, False, units)
+        self.rule, self.tolerance = rule, rule.tolerance
+        self.min_trials, self.units = min_trials, units
+        super().__init__(transition_to, continue_trial_generation)
 
     def is_met(self, experiment: Experiment, curr_node: Any = None) -> bool:
         """Whether the running minimum of the bound is at most ``tolerance``."""
-        done = len(experiment.trials_by_status[TrialStatus.COMPLETED])
-        return done >= self.min_trials and self._should_stop_optimization(experiment)[0]
+        return self.rule.should_stop_optimization(experiment)[0]

@@ -1,19 +1,11 @@
-"""Chaining-UCB in Ax: candidate sets, nodes and strategies, storage.
-
-Swap ``chaining_generation_strategy`` for ``ucb_generation_strategy`` or
-``gp_ucb_generation_strategy`` to compare. Importing registers nothing; see
-:func:`~ax_chaining.ax.storage.register_storage`.
-"""
+"""Chaining-UCB in Ax: candidate sets, nodes and strategies, storage. Importing
+registers nothing; see :func:`~ax_chaining.ax.storage.register_storage`."""
 
 from ax_chaining.acquisition import UCB
-from ax_chaining.ax.candidates import (
-    DEFAULT_MAX_CANDIDATES,
-    DEFAULT_NUM_CANDIDATES,
-    CandidateSetSpec,
-    candidate_parameterizations,
-)
+from ax_chaining.ax.candidates import CandidateSetSpec, candidate_parameterizations
 from ax_chaining.ax.nodes import (
     GEN_METADATA_KEY,
+    CandidateSetAcquisition,
     CandidateSetNode,
     UniformCandidateNode,
     candidate_set_node,
@@ -23,7 +15,6 @@ from ax_chaining.ax.nodes import (
     gp_ucb_generation_strategy,
     ucb_generation_strategy,
 )
-from ax_chaining.ax.selection import CandidateSetAcquisition, GenerationRecord
 from ax_chaining.ax.storage import (
     candidate_index_parameter,
     precomputed_kernel_surrogate_spec,
@@ -31,14 +22,11 @@ from ax_chaining.ax.storage import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_CANDIDATES",
-    "DEFAULT_NUM_CANDIDATES",
     "GEN_METADATA_KEY",
     "UCB",
     "CandidateSetAcquisition",
     "CandidateSetNode",
     "CandidateSetSpec",
-    "GenerationRecord",
     "UniformCandidateNode",
     "candidate_index_parameter",
     "candidate_parameterizations",

@@ -1,8 +1,4 @@
-r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space:
-a user table checked against the search space; every combination of a fully
-discrete space (``itertools.product`` in search-space order, as Ax's discrete
-optimizer); or a fixed design of Ax's Sobol generator under the spec's seed.
-"""
+r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space."""
 
 from __future__ import annotations
 
@@ -16,18 +12,14 @@ import numpy as np
 import pandas as pd
 import torch
 from ax.adapter.registry import Generators
-from ax.core import Arm, ChoiceParameter, Experiment, FixedParameter, SearchSpace
+from ax.core import Arm, ChoiceParameter, Experiment, SearchSpace
 from ax.core.parameter import DerivedParameter, ParameterType
 from ax.core.types import TParameterization, TParamValue
 from ax.exceptions.core import UnsupportedError
 from ax.utils.common.random import with_rng_seed
 
-from ax_chaining.checks import check_int, type_error
+from ax_chaining.checks import check_int, check_records, type_error
 
-#: Default size of the fixed Sobol design of continuous or mixed spaces.
-DEFAULT_NUM_CANDIDATES: int = 1024
-#: Default cap on ``N`` (rows, an ``N x d`` tensor, ``N^2`` distance work).
-DEFAULT_MAX_CANDIDATES: int = 100_000
 #: A ``pandas.DataFrame`` (a column per parameter) or a sequence of dicts.
 CandidateTable = pd.DataFrame | Sequence[Mapping[str, TParamValue]]
 
@@ -42,64 +34,60 @@ class CandidateSetSpec:
         seed: Seed of the design and of the uniform initialization; None: drawn
             from the global torch RNG (which Ax's ``Client`` and ``ax.benchmark``
             seed) at the first generation, then stored.
-        max_candidates: Largest allowed candidate set (memory guard).
+        max_candidates: Largest allowed candidate set (memory guard: an ``N x d``
+            tensor and ``N^2`` distance work).
         exclude_evaluated: Never propose an evaluated candidate (noise-free).
         exclude_pending: Avoid pending candidates while others remain.
     """
 
     candidates: list[dict[str, TParamValue]] | None = None
-    num_candidates: int = DEFAULT_NUM_CANDIDATES
+    num_candidates: int = 1024
     seed: int | None = 0
-    max_candidates: int = DEFAULT_MAX_CANDIDATES
+    max_candidates: int = 100_000
     exclude_evaluated: bool = False
     exclude_pending: bool = True
 
     def __post_init__(self) -> None:
-        self.candidates = _normalize_table(self.candidates)
+        if self.candidates is not None:
+            self.candidates = check_records("candidates", self.candidates)
         check_int("num_candidates", self.num_candidates, 1)
-        check_int("max_candidates", self.max_candidates, 1)
+        most = check_int("max_candidates", self.max_candidates, 1)
         if self.seed is not None:
             check_int("seed", self.seed)
         for name in ("exclude_evaluated", "exclude_pending"):
             if not isinstance(getattr(self, name), bool):
                 raise type_error(name, "a bool", getattr(self, name))
-        rows, most = self.candidates, self.max_candidates
-        if rows is not None and len(rows) > most:
+        if self.candidates is not None and len(self.candidates) > most:
             raise ValueError(
-                f"`candidates` has {len(rows):,} rows, more than `max_candidates`="
-                f"{most:,}; pass fewer or raise `max_candidates`."
+                f"`candidates` has {len(self.candidates):,} rows, more than "
+                f"`max_candidates`={most:,}; pass fewer or raise `max_candidates`."
             )
-        if rows is None and self.num_candidates > most:
+        if self.candidates is None and self.num_candidates > most:
             raise ValueError(
                 f"`num_candidates`={self.num_candidates} exceeds `max_candidates`="
                 f"{most}; lower num_candidates or raise max_candidates."
             )
 
     def resolve_seed(self, known: Iterable[Any] = ()) -> int:
-        """The seed; if None, the first of ``known``, else a fresh draw; stored."""
+        """The seed; if None, the first of ``known``, else a draw from the global
+        torch RNG (which Ax seeds around generation); stored."""
         if self.seed is None:
             self.seed = next((int(s) for s in known if s is not None), None)
         if self.seed is None:
-            self.seed = draw_seed()
+            self.seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
         return self.seed
-
-
-def draw_seed() -> int:
-    """A seed from the global torch RNG, which Ax seeds around generation."""
-    return int(torch.randint(0, 2**31 - 1, (1,)).item())
 
 
 def candidate_parameterizations(
     search_space: SearchSpace, spec: CandidateSetSpec | None = None
 ) -> list[TParameterization]:
-    r"""The finite candidate set :math:`X` of ``search_space``, as parameterizations.
+    r"""The finite candidate set :math:`X` of ``search_space``: ``N >= 1``
+    distinct, complete parameterizations, in a fixed order. A user table, every
+    combination of a fully discrete space, or a design of Ax's Sobol generator.
 
     Args:
         search_space: The experiment's search space (not hierarchical).
         spec: The candidate set definition; default ``CandidateSetSpec()``.
-
-    Returns:
-        ``N >= 1`` distinct, complete parameterizations, in a fixed order.
 
     Example:
         >>> ss = SearchSpace([ChoiceParameter("a", ParameterType.INT, [1, 2, 3])])
@@ -110,11 +98,7 @@ def candidate_parameterizations(
     if search_space.is_hierarchical:
         msg = "flatten it, or pass `candidates=` with one row per configuration"
         raise UnsupportedError(f"Hierarchical search spaces are unsupported: {msg}.")
-    free = [
-        p
-        for p in search_space.parameters.values()
-        if not isinstance(p, FixedParameter | DerivedParameter)
-    ]
+    free = list(search_space.tunable_parameters.values())
     if spec.candidates is not None:
         rows = _validate_table(search_space, spec.candidates)
     elif all(
@@ -122,9 +106,8 @@ def candidate_parameterizations(
         for p in free
     ):
         rows = _enumerate_discrete(search_space, free, spec.max_candidates)
-    else:
-        seed = spec.seed if spec.seed is not None else draw_seed()
-        rows = _sobol_design(search_space, spec.num_candidates, seed)
+    else:  # a seed of None is drawn here, and stored in the spec
+        rows = _sobol_design(search_space, spec.num_candidates, spec.resolve_seed())
     unique: dict[tuple, dict] = {}
     for r in rows:
         unique.setdefault(row_key(r, list(search_space.parameters)), r)
@@ -133,10 +116,10 @@ def candidate_parameterizations(
 
 def _complete(search_space: SearchSpace, row: dict[str, TParamValue]) -> dict:
     """Fill in fixed, then derived, parameters (in place)."""
-    for kind in (FixedParameter, DerivedParameter):
-        for p in search_space.parameters.values():
-            if isinstance(p, kind) and p.name not in row:
-                row[p.name] = p.value if kind is FixedParameter else p.compute(row)  # type: ignore[attr-defined]
+    extra = search_space.nontunable_parameters.values()
+    for p in sorted(extra, key=lambda p: isinstance(p, DerivedParameter)):
+        if p.name not in row:
+            row[p.name] = p.compute(row) if isinstance(p, DerivedParameter) else p.value
     return row
 
 
@@ -149,6 +132,7 @@ def _no_candidate(search_space: SearchSpace, what: str) -> ValueError:
 
 
 def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> list:
+    # `itertools.product` in search-space order, as Ax's discrete optimizer.
     values = [
         list(p.values)
         if isinstance(p, ChoiceParameter)
@@ -165,8 +149,9 @@ def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> lis
             f"more than `max_candidates`={most:,}. Pass `candidates=` (a table of "
             "the parameterizations to consider) or raise `max_candidates`."
         )
+    names = [p.name for p in free]
     rows = [
-        _complete(search_space, {p.name: v for p, v in zip(free, c, strict=True)})
+        _complete(search_space, dict(zip(names, c, strict=True)))
         for c in itertools.product(*values)
     ]
     df = pd.DataFrame(rows, columns=list(search_space.parameters))
@@ -191,36 +176,6 @@ def _sobol_design(search_space: SearchSpace, num: int, seed: int) -> list[dict]:
             return [dict(a.parameters) for a in adapter.gen(n=num).arms]
     except Exception as e:  # Ax raises when rejection sampling finds no point
         raise _no_candidate(search_space, f"Ax's Sobol generator failed ({e})") from e
-
-
-def _normalize_table(candidates: Any) -> list[dict[str, TParamValue]] | None:
-    """Structural checks of a candidate table; returns JSON-friendly rows."""
-    if candidates is None:
-        return None
-    if isinstance(candidates, pd.DataFrame):
-        candidates = candidates.to_dict(orient="records")
-    elif isinstance(candidates, str | bytes | Mapping) or not isinstance(
-        candidates, Iterable
-    ):
-        what = "a pandas DataFrame or a sequence of {parameter name: value} mappings"
-        raise type_error("candidates", what, candidates)
-    rows: list[dict[str, TParamValue]] = []
-    for i, rec in enumerate(candidates):
-        if not isinstance(rec, Mapping):
-            raise type_error(f"candidates[{i}]", "a mapping from name to value", rec)
-        row = {k: v.item() if isinstance(v, np.generic) else v for k, v in rec.items()}
-        for k, v in row.items():
-            if not isinstance(k, str) or not isinstance(v, bool | int | float | str):
-                got = f"{k!r}: {v!r} of type {type(v).__name__}"
-                msg = f"has entry {got}; expected names mapped to int, float, str, bool"
-                raise TypeError(f"`candidates[{i}]` {msg}.")
-            if isinstance(v, float) and not math.isfinite(v):
-                msg = f"is {v}; expected a finite number (drop or fill the row)"
-                raise ValueError(f"`candidates[{i}][{k!r}]` {msg}.")
-        rows.append(row)
-    if not rows:
-        raise ValueError("`candidates` is empty; expected at least one candidate.")
-    return rows
 
 
 def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:

@@ -1,16 +1,12 @@
-r"""Generation nodes and strategies over a finite candidate set :math:`X`.
-
-Both nodes override only Ax's public ``GenerationNode.gen``.
-:class:`CandidateSetNode` maps :math:`X` into model space and passes it on in
-``model_gen_options`` (``Keys.ACQF_KWARGS`` to the input constructor,
-``Keys.AX_ACQUISITION_KWARGS`` with the selectable mask to the ``Acquisition``).
-"""
+r"""Generation nodes and strategies over a finite candidate set :math:`X`, and
+selection over it in Ax's modular BoTorch generator. Only Ax's public
+``GenerationNode.gen`` and ``Acquisition.optimize`` are overridden."""
 
 from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -19,6 +15,7 @@ from ax.adapter.adapter_utils import extract_objective_weight_matrix
 from ax.adapter.base import Adapter
 from ax.adapter.registry import Generators
 from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
+from ax.core.search_space import SearchSpaceDigest
 from ax.core.trial_status import TrialStatus
 from ax.core.types import TParameterization
 from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
@@ -27,10 +24,12 @@ from ax.generation_strategy.generation_node import GenerationNode
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generation_strategy.generator_spec import GeneratorSpec
 from ax.generation_strategy.transition_criterion import MinTrials, TransitionCriterion
+from ax.generators.torch.botorch_modular.acquisition import Acquisition
 from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.storage.json_store.decoder import generation_node_from_json, object_from_json
 from ax.utils.common.constants import Keys
 from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 
 from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB, check_chaining_options
 from ax_chaining.ax.candidates import (
@@ -39,8 +38,7 @@ from ax_chaining.ax.candidates import (
     candidate_parameterizations,
     row_key,
 )
-from ax_chaining.ax.selection import CandidateSetAcquisition, GenerationRecord
-from ax_chaining.checks import check_int, type_error
+from ax_chaining.checks import check_choice, check_int, type_error
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
 GEN_METADATA_KEY: str = "chaining_ucb"
@@ -57,14 +55,96 @@ def recorded(experiment: Experiment) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield index, meta
 
 
-def _arm_counts(exp: Experiment, names: list[str], counts: Callable) -> Counter:
-    """How often each candidate is an arm of a trial whose status ``counts``."""
-    trials = [t for t in exp.trials.values() if counts(t.status)]
-    return Counter(row_key(a.parameters, names) for t in trials for a in t.arms)
+def _arms(experiment: Experiment, keep: Callable[[TrialStatus], bool]) -> list:
+    """The arms' parameters of the trials whose status ``keep`` accepts."""
+    trials = [t for t in experiment.trials.values() if keep(t.status)]
+    return [a.parameters for t in trials for a in t.arms]
+
+
+class CandidateSetAcquisition(Acquisition):
+    """Ax ``Acquisition`` that maximizes over a finite candidate set: Ax builds the
+    function by its input constructor (which gets the candidates); this overrides
+    only ``optimize``, to select with Ax's own ``select_from_candidate_set``.
+
+    Ax's arguments, by keyword. ``options`` may add ``selectable`` (a boolean mask
+    of the candidates that may be proposed), ``record`` (a function, called with
+    this object once it has selected: Ax deep-copies options, and ``deepcopy``
+    keeps functions as they are) and ``candidates`` (the ``N x d`` set in Ax's
+    model space) if ``botorch_acqf_options`` lacks them; a
+    :class:`CandidateSetNode` supplies all three.
+    """
+
+    def __init__(
+        self,
+        *,
+        botorch_acqf_options: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        options, acqf_options = dict(options or {}), dict(botorch_acqf_options or {})
+        candidates = acqf_options.get("candidates", options.pop("candidates", None))
+        if candidates is None:
+            raise ValueError(
+                "CandidateSetAcquisition needs `candidates` (N x d, in Ax's model "
+                "space), e.g. acq_options={'candidates': ...} of "
+                "adapter.evaluate_acquisition_function."
+            )
+        self.candidates = acqf_options["candidates"] = torch.as_tensor(candidates)
+        self.record: Callable[..., Any] | None = options.pop("record", None)
+        n = len(self.candidates)
+        self.selectable = torch.as_tensor(options.pop("selectable", [True] * n))
+        if self.selectable.shape != (n,) or self.selectable.dtype != torch.bool:
+            raise ValueError(
+                f"`selectable` must be a boolean mask of shape ({n},), got "
+                f"{self.selectable.dtype} of shape {tuple(self.selectable.shape)}."
+            )
+        super().__init__(botorch_acqf_options=acqf_options, options=options, **kwargs)
+
+    def optimize(
+        self,
+        n: int,
+        search_space_digest: SearchSpaceDigest,
+        *,
+        fixed_features: dict[int, float] | None = None,
+        candidate_set: torch.Tensor | None = None,
+        sampling_strategy: Any = None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Select ``min(n, #selectable)`` candidates (points, values, weights);
+        ``fixed_features`` narrow the mask, an Ax ``candidate_set`` replaces it
+        (parameter constraints hold for every candidate already)."""
+        X = self.candidates.to(device=self.device, dtype=self.dtype)
+        if candidate_set is None:
+            mask = self.selectable.to(X.device).clone()
+            for i, v in (fixed_features or {}).items():
+                mask &= torch.isclose(X[:, i], X.new_tensor(v), rtol=0.0, atol=1e-9)
+            if not mask.any():
+                raise SearchSpaceExhausted(
+                    "No selectable candidate is left (after excluding evaluated or "
+                    "pending candidates and matching the fixed features)."
+                )
+            candidate_set = X[mask]
+        n = min(int(n), len(candidate_set))
+        if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
+            # Analytic functions cannot condition on the batch's own picks (Ax's
+            # greedy path needs X_pending): the batch is the n best values.
+            with torch.no_grad():
+                values, best = torch.topk(self.acqf(candidate_set.unsqueeze(-2)), n)
+            selected = candidate_set[best]
+            weights = torch.ones(n, dtype=self.dtype, device=self.device)
+        else:
+            selected, values, weights = self.select_from_candidate_set(
+                n=n, candidate_set=candidate_set, sampling_strategy=sampling_strategy
+            )
+        if self.record is not None:
+            self.record(self)
+        return selected, values, weights
 
 
 class _SpecNode:
     """The candidate set of one search space, and JSON storage of the spec."""
+
+    candidate_spec: CandidateSetSpec
 
     def _candidate_rows(self, experiment: Experiment) -> list[TParameterization]:
         opt = experiment.optimization_config  # None: the Client reports it itself
@@ -77,19 +157,38 @@ class _SpecNode:
             )
         spec = self.candidate_spec
         if spec.seed is None:
-            # The nodes of a reloaded strategy hold separate copies of the spec:
-            # a sibling's seed first, so both use one design; then a recorded one.
+            # A reloaded strategy's nodes hold copies of the spec: a sibling's
+            # seed first, so that all use one design; then a recorded one.
             try:
-                siblings = self.generation_strategy.nodes_by_name.values()  # type: ignore[attr-defined]
-            except Exception:  # not attached to a strategy
-                siblings = []
-            seeds = [getattr(n, "candidate_spec", spec).seed for n in siblings]
+                nodes = self.generation_strategy.nodes_by_name.values()  # type: ignore[attr-defined]
+            except ValueError:  # not attached to a strategy
+                nodes = []
+            seeds = [getattr(n, "candidate_spec", spec).seed for n in nodes]
             spec.resolve_seed(seeds + [m.get("seed") for _, m in recorded(experiment)])
         key = (repr(experiment.search_space), spec.seed)
         if getattr(self, "_rows_key", None) != key:
             self._rows = candidate_parameterizations(experiment.search_space, spec)
+            self._names = list(experiment.search_space.parameters)
+            self._keys = [row_key(r, self._names) for r in self._rows]
             self._rows_key = key
         return self._rows
+
+    def _count(self, parameterizations: Iterable[Mapping[str, Any]]) -> np.ndarray:
+        """How often each candidate occurs in ``parameterizations``."""
+        counts = Counter(row_key(p, self._names) for p in parameterizations)
+        return np.array([counts[k] for k in self._keys], dtype=np.int64)
+
+    def _matches(self, fixed: ObservationFeatures | None) -> np.ndarray:
+        """Mask of the candidates that take the ``fixed_features``' values."""
+        if fixed is None or not fixed.parameters:
+            return np.ones(len(self._rows), dtype=bool)
+        names = list(fixed.parameters)
+        want = row_key(fixed.parameters, names)
+        mask = np.array([row_key(r, names) == want for r in self._rows], dtype=bool)
+        if not mask.any():
+            msg = f"values in the candidate set, got {fixed.parameters}"
+            raise ValueError(f"`fixed_parameters` must take {msg}.")
+        return mask
 
     @classmethod
     def deserialize_init_args(
@@ -127,30 +226,23 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
     def gen(self, *, experiment: Experiment, **kwargs: Any) -> GeneratorRun | None:
         """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`."""
         self._fixed = kwargs.get("fixed_features")
-        try:
-            return super().gen(experiment=experiment, **kwargs)
-        finally:
-            self._fixed = None
+        return super().gen(experiment=experiment, **kwargs)
 
     def update_generator_state(self, experiment: Experiment, data: Data) -> None:
         rows = self._candidate_rows(experiment)
         rng = np.random.default_rng([self.candidate_spec.seed, 1])
         self._order = rng.permutation(len(rows))
-        self._names = list(experiment.search_space.parameters)
-        self._counts = _arm_counts(experiment, self._names, lambda s: s not in _DROPPED)
+        self._used = self._count(_arms(experiment, lambda s: s not in _DROPPED))
 
     def get_next_candidate(
         self, pending_parameters: list[TParameterization]
     ) -> TParameterization:
-        pending = Counter(row_key(p, self._names) for p in pending_parameters)
-        counts = self._counts + pending
-        allowed = _matches_fixed(self._rows, self._fixed)
-        order = [int(i) for i in self._order if allowed[i]]
-        use = [(counts[row_key(self._rows[i], self._names)], i) for i in order]
-        count, best = min(use, key=lambda cu: cu[0])
-        if count > 0 and self.candidate_spec.exclude_evaluated:
+        use = self._used + self._count(pending_parameters)
+        allowed = self._matches(self._fixed)
+        best = min((int(i) for i in self._order if allowed[i]), key=lambda i: use[i])
+        if use[best] > 0 and self.candidate_spec.exclude_evaluated:
             raise SearchSpaceExhausted(
-                f"All {len(use)} candidates are used and `exclude_evaluated=True`: "
+                f"All {allowed.sum()} candidates are used, `exclude_evaluated=True`: "
                 "init_trials is larger than the candidate set."
             )
         return dict(self._rows[best])
@@ -180,39 +272,32 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         if not skip_fit:
             self.generator_spec.fit(experiment=experiment, data=kwargs.get("data"))
         adapter = self.generator_spec.fitted_adapter
-        names = list(experiment.search_space.parameters)
-        keys = [row_key(r, names) for r in rows]
-        done = _arm_counts(experiment, names, lambda s: s in _EVALUATED)
-        evaluated = np.array([k in done for k in keys], dtype=bool)
-        mask = _matches_fixed(rows, kwargs.get("fixed_features"))
+        evaluated = self._count(_arms(experiment, lambda s: s in _EVALUATED)) > 0
+        mask = self._matches(kwargs.get("fixed_features"))
         if spec.exclude_evaluated and not (mask := mask & ~evaluated).any():
             msg = f"All {len(rows)} candidates are evaluated, `exclude_evaluated=True`."
             raise SearchSpaceExhausted(msg)
         if spec.exclude_pending:
             pending = (kwargs.get("pending_observations") or {}).values()
-            pend = {row_key(f.parameters, names) for fs in pending for f in fs}
-            keep = mask & np.array([k not in pend for k in keys], dtype=bool)
+            keep = mask & (self._count(f.parameters for fs in pending for f in fs) == 0)
             # Pending points are conditioned on anyway (GP-BUCB); excluding them
             # is a convenience that must not make generation fail.
             mask = keep if keep.any() else mask
-        options = dict(
-            kwargs.pop("model_gen_options", None)
-            or self.generator_spec.generator_gen_kwargs.get("model_gen_options")
-            or {}
+        own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
+        options = dict(kwargs.pop("model_gen_options", None) or own or {})
+        acqf, acq = Keys.ACQF_KWARGS.value, Keys.AX_ACQUISITION_KWARGS.value
+        X, chosen = self.model_space_candidates(adapter, rows), []
+        options[acqf] = {**options.get(acqf, {}), "candidates": X}
+        # Ax deep-copies options; `deepcopy` keeps a function (here list.append).
+        selectable = {"selectable": torch.tensor(mask), "record": chosen.append}
+        options[acq] = {**options.get(acq, {}), **selectable}
+        gr = super().gen(
+            experiment=experiment, skip_fit=True, model_gen_options=options, **kwargs
         )
-        record, X = GenerationRecord(), self.model_space_candidates(adapter, rows)
-        selectable = {"selectable": torch.tensor(mask), "record": record}
-        for key, extra in (
-            (Keys.ACQF_KWARGS, {"candidates": X}),
-            (Keys.AX_ACQUISITION_KWARGS, selectable),
-        ):
-            options[key.value] = {**options.get(key.value, {}), **extra}
-        kwargs["model_gen_options"] = options
-        gr = super().gen(experiment=experiment, skip_fit=True, **kwargs)
         if gr is not None:
             meta = {"seed": spec.seed, "num_candidates": len(rows)}
             meta["num_selectable"] = int(mask.sum())
-            meta.update(_acqf_metadata(record, adapter, experiment, rows, evaluated))
+            meta.update(self._step_record(chosen, adapter, experiment, evaluated))
             # `gen_metadata` is the run's own dict (Ax adds "trial_type" the same
             # way); pinned in tests/test_ax_contract.py.
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
@@ -225,61 +310,42 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
         return adapter.transform_observation_features(feats)
 
-
-def _matches_fixed(rows: list[dict], fixed: ObservationFeatures | None) -> np.ndarray:
-    if fixed is None or not fixed.parameters:
-        return np.ones(len(rows), dtype=bool)
-    want = row_key(fixed.parameters, list(fixed.parameters))
-    mask = np.array([row_key(r, list(fixed.parameters)) == want for r in rows])
-    if not mask.any():
-        msg = f"values in the candidate set, got {fixed.parameters}"
-        raise ValueError(f"`fixed_parameters` must take {msg}.")
-    return mask
-
-
-def _acqf_metadata(
-    record: GenerationRecord,
-    adapter: Adapter,
-    experiment: Experiment,
-    rows: list[TParameterization],
-    evaluated: np.ndarray,
-) -> dict[str, Any]:
-    """JSON-safe facts of the step, and the certificate among the evaluated."""
-    if record.acquisition is None:
-        return {}
-    acqf = record.acquisition.acqf
-    meta: dict[str, Any] = {"acquisition_function": type(acqf).__name__}
-    casts = {"t": int, "delta": float}
-    meta.update({k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)})
-    opt, weights = experiment.optimization_config, record.acquisition.objective_weights
-    if not isinstance(acqf, ChainingUCB) or not evaluated.any():
+    def _step_record(
+        self, chosen: list, adapter: Adapter, experiment: Experiment, evaluated: Any
+    ) -> dict[str, Any]:
+        """JSON-safe facts of the step, and the certificate among the evaluated."""
+        if not chosen:
+            return {}
+        acqf, weights = chosen[-1].acqf, chosen[-1].objective_weights
+        meta: dict[str, Any] = {"acquisition_function": type(acqf).__name__}
+        casts = {"t": int, "delta": float}
+        meta |= {k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)}
+        if not isinstance(acqf, ChainingUCB) or not evaluated.any():
+            return meta
+        cert, factor = acqf.certificate(among=torch.as_tensor(evaluated)), None
+        opt = experiment.optimization_config
+        if opt is not None and weights is not None:
+            # Differences of the model's objective sum_i w_i y_i (y_i standardized
+            # by Ax's StandardizeY, scales s_i) are the user's sum_i c_i (s_i y_i +
+            # m_i) ones times |c_i s_i / w_i|, when that is one number for all i.
+            outcomes = list(adapter.outcomes)
+            c = np.ravel(extract_objective_weight_matrix(opt.objective, outcomes))
+            w = weights.detach().cpu().double().numpy().ravel()
+            ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
+            s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
+            r = np.abs(c[w != 0] * s[w != 0] / w[w != 0])
+            if len(r) > 0 and np.allclose(r, r[0], rtol=1e-6, atol=0.0):
+                factor = float(r[0])
+        # Ax's model units, except "bound" (the objective's units, None without a
+        # single scale) and "parameters" (the user's space).
+        meta["certificate"] = {
+            **cert.as_dict(),
+            "bound_model_units": float(cert.bound),
+            "bound": None if factor is None else float(cert.bound) * factor,
+            "objective_scale": factor,
+            "parameters": dict(self._rows[int(cert.index)]),
+        }
         return meta
-    cert = acqf.certificate(among=torch.as_tensor(evaluated))
-    # The model sees sum_i w_i y_i, y_i standardized by Ax's StandardizeY
-    # (scales s_i); the user's objective is sum_i c_i (s_i y_i + m_i): bounds
-    # scale by c_i s_i / w_i when that is the same for every outcome.
-    factor = None
-    if opt is not None and weights is not None:
-        outcomes = list(adapter.outcomes)
-        c = np.asarray(extract_objective_weight_matrix(opt.objective, outcomes))
-        c = c.reshape(-1, len(outcomes)).sum(0)
-        w = weights.detach().cpu().double().numpy().reshape(-1, len(outcomes)).sum(0)
-        ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
-        s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
-        used = w != 0
-        ratios = np.abs(c[used] * s[used] / w[used])
-        if used.any() and np.allclose(ratios, ratios[0], rtol=1e-6, atol=0.0):
-            factor = float(ratios[0])
-    # Ax's model units, except "bound" (the objective's units, None without a
-    # single scale) and "parameters" (the user's space).
-    meta["certificate"] = {
-        **cert.as_dict(),
-        "bound_model_units": float(cert.bound),
-        "bound": None if factor is None else float(cert.bound) * factor,
-        "objective_scale": factor,
-        "parameters": dict(rows[int(cert.index)]),
-    }
-    return meta
 
 
 # Acquisition arguments the node sets itself (or Ax supplies).
@@ -287,15 +353,12 @@ _RESERVED = {"self", "model", "candidates", "t", "posterior_transform", "maximiz
 _RESERVED |= {"X_pending"}
 
 
-def check_acqf_options(acqf_class: type, options: Any) -> dict[str, Any]:
-    """Validate acquisition options at build time, not at the first model step."""
-    if not isinstance(options, Mapping):
-        raise type_error("botorch_acqf_options", "a mapping", options)
-    allowed = set(inspect.signature(acqf_class.__init__).parameters) - _RESERVED
-    if unknown := sorted(set(options) - allowed):
-        msg = f"option(s) {unknown}; expected some of {sorted(allowed)}."
-        raise TypeError(f"Unknown {acqf_class.__name__} {msg}")
-    return check_chaining_options(options)
+def _pop_spec(kwargs: dict[str, Any], candidates: Any = None) -> CandidateSetSpec:
+    """A spec from the ``CandidateSetSpec`` fields in ``kwargs`` (popped); its
+    ``seed`` defaults to None (the caller's seed)."""
+    fields = CandidateSetSpec.__dataclass_fields__.keys() & kwargs.keys()
+    given = {k: kwargs.pop(k) for k in fields}
+    return CandidateSetSpec(**{"candidates": candidates, "seed": None, **given})
 
 
 def candidate_set_node(
@@ -323,19 +386,23 @@ def candidate_set_node(
     """
     if surrogate_spec is not None and not isinstance(surrogate_spec, SurrogateSpec):
         raise type_error("surrogate_spec", "an ax SurrogateSpec", surrogate_spec)
-    options = check_acqf_options(botorch_acqf_class, botorch_acqf_options or {})
-    kwargs: dict[str, Any] = {
+    options = botorch_acqf_options if botorch_acqf_options is not None else {}
+    if not isinstance(options, Mapping):
+        raise type_error("botorch_acqf_options", "a mapping", options)
+    allowed = set(inspect.signature(botorch_acqf_class.__init__).parameters)
+    if unknown := sorted(set(options) - (allowed - _RESERVED)):
+        msg = f"option(s) {unknown}; expected some of {sorted(allowed - _RESERVED)}."
+        raise TypeError(f"Unknown {botorch_acqf_class.__name__} {msg}")
+    kwargs = {
         "botorch_acqf_class": botorch_acqf_class,
-        "botorch_acqf_options": options,
+        "botorch_acqf_options": check_chaining_options(options),
         "acquisition_class": CandidateSetAcquisition,
         # Refit from scratch at every step: a suggestion is then a function of
         # the data and seeds alone, so a reloaded client suggests the same.
         "warm_start_refit": False,
+        "surrogate_spec": surrogate_spec,
+        "torch_device": None if torch_device is None else torch.device(torch_device),
     }
-    if surrogate_spec is not None:
-        kwargs["surrogate_spec"] = surrogate_spec
-    if torch_device is not None:
-        kwargs["torch_device"] = torch.device(torch_device)
     return CandidateSetNode(
         name=name or botorch_acqf_class.__name__,
         generator_specs=[GeneratorSpec(Generators.BOTORCH_MODULAR, kwargs)],
@@ -375,20 +442,15 @@ def candidate_set_strategy(
     from ax_chaining.ax.storage import register_storage
 
     register_storage()  # so that the strategy can be saved; idempotent
-    fields = set(CandidateSetSpec.__dataclass_fields__) - {"candidates"}
-    spec_args = {"seed": None, **{k: kwargs.pop(k) for k in fields & set(kwargs)}}
-    spec = CandidateSetSpec(candidates, **spec_args)  # type: ignore[arg-type]
+    spec = _pop_spec(kwargs, candidates)
     check_int("init_trials", init_trials, 0)
     if spec.candidates is not None and init_trials > len(spec.candidates):
         rows = f"the {len(spec.candidates)} rows of `candidates`"
         raise ValueError(f"`init_trials`={init_trials} exceeds {rows}.")
-    if init not in ("uniform", "sobol"):
-        raise ValueError(f"`init` must be 'uniform' or 'sobol', got {init!r}.")
-    if init == "sobol" and spec.candidates is not None:
+    if check_choice("init", init, ("uniform", "sobol")) == "sobol" and spec.candidates:
         raise ValueError("`init='sobol'` ignores `candidates`; use init='uniform'.")
-    options = botorch_acqf_options
     main = candidate_set_node(
-        botorch_acqf_class, options, candidate_spec=spec, **kwargs
+        botorch_acqf_class, botorch_acqf_options, candidate_spec=spec, **kwargs
     )
     name = name or botorch_acqf_class.__name__
     if init_trials == 0:
@@ -396,23 +458,16 @@ def candidate_set_strategy(
     # As Ax's default strategy: leave the initialization after `init_trials`
     # trials (failed/abandoned not counted) once one of them has data.
     common = {"transition_to": main.name, "use_all_trials_in_exp": True}
+    with_data = {"only_in_statuses": [TrialStatus.COMPLETED], **common}
     criteria = [
-        MinTrials(threshold=init_trials, not_in_statuses=list(_DROPPED), **common),
-        MinTrials(
-            threshold=1,
-            only_in_statuses=[TrialStatus.COMPLETED],
-            count_only_trials_with_data=True,
-            **common,
-        ),
+        MinTrials(threshold=init_trials, not_in_statuses=[*_DROPPED], **common),
+        MinTrials(threshold=1, count_only_trials_with_data=True, **with_data),
     ]
-    # Ax's Sobol generator draws its own seed from the seeded global RNG when
-    # `spec.seed` is None, and stores it in its generator runs.
-    sobol = GeneratorSpec(Generators.SOBOL, generator_kwargs={"seed": spec.seed})
-    first = (
-        UniformCandidateNode("UniformCandidates", spec, criteria)
-        if init == "uniform"
-        else GenerationNode("Sobol", [sobol], criteria, should_deduplicate=True)
-    )
+    if init == "uniform":
+        first = UniformCandidateNode("UniformCandidates", spec, criteria)
+    else:  # Ax's Sobol draws its seed from the seeded global RNG if it is None
+        sobol = GeneratorSpec(Generators.SOBOL, generator_kwargs={"seed": spec.seed})
+        first = GenerationNode("Sobol", [sobol], criteria, should_deduplicate=True)
     return GenerationStrategy(name=name, nodes=[first, main])
 
 
@@ -421,12 +476,9 @@ def _chaining_options(
 ) -> dict[str, Any]:
     if engine_options is not None and not isinstance(engine_options, Mapping):
         raise type_error("engine_options", "a mapping", engine_options)
-    engine_options = engine_options or {}
-    if both := sorted({"delta", "scale"} & set(engine_options)):
-        raise TypeError(
-            f"Pass {both} as arguments of their own, not in engine_options."
-        )
-    given = {"delta": delta, "scale": scale, **engine_options}
+    if both := sorted({"delta", "scale"} & set(engine_options or {})):
+        raise TypeError(f"Pass {both} as arguments, not in `engine_options`.")
+    given = {"delta": delta, "scale": scale, **(engine_options or {})}
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -521,8 +573,7 @@ def chaining_ucb_node(
     Example:
         >>> node = chaining_ucb_node(delta=0.05, num_candidates=2048, seed=0)
     """
-    fields = set(CandidateSetSpec.__dataclass_fields__)
-    spec = {k: kwargs.pop(k) for k in list(kwargs) if k in fields}
-    kwargs.setdefault("candidate_spec", CandidateSetSpec(**{"seed": None, **spec}))
+    if "candidate_spec" not in kwargs:
+        kwargs["candidate_spec"] = _pop_spec(kwargs, kwargs.pop("candidates", None))
     options = _chaining_options(delta, scale, engine_options)
     return candidate_set_node(ChainingUCB, options, name=name, **kwargs)

@@ -1,9 +1,5 @@
-r"""Storage, and non-Euclidean spaces (an item index with a precomputed Gram).
-
-Nothing is registered at import time. Ax's ``RegistryBundle`` is not used: it
-does not cover the BoTorch classes, which resolve through Ax's global
-BoTorch-modular registries. A Gram matrix is stored as its content hash only.
-"""
+"""JSON storage, and non-Euclidean spaces: an item index with a precomputed
+Gram matrix, which is stored as its content hash only."""
 
 from __future__ import annotations
 
@@ -22,10 +18,14 @@ from ax.storage.json_store.encoders import (
     transition_criterion_to_dict,
 )
 from ax.storage.json_store.registry import CORE_DECODER_REGISTRY, CORE_ENCODER_REGISTRY
+from botorch.models import SingleTaskGP
 from torch import Tensor
 
+from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
+from ax_chaining.ax import nodes
 from ax_chaining.ax.candidates import CandidateSetSpec
 from ax_chaining.checks import check_int, type_error
+from ax_chaining.kernels import PrecomputedKernel, register_gram
 
 
 def candidate_index_parameter(
@@ -53,9 +53,8 @@ def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
     """An Ax ``SurrogateSpec`` whose GP covariance is a precomputed Gram matrix.
 
     For an item index (:func:`candidate_index_parameter`), which Ax normalizes
-    to ``[0, 1]`` and ``PrecomputedKernel`` maps back to a row of ``gram``, the
-    prior covariance of the standardized objective (no learned output scale).
-    In a new process, call this again with the same matrix before generating.
+    to ``[0, 1]`` and ``PrecomputedKernel`` maps back to a row of ``gram``: the
+    prior covariance of the standardized objective. Stored as in ``register_gram``.
 
     Args:
         gram: ``n x n`` symmetric PSD Gram matrix (the paper has ``k(g, g) = 1``).
@@ -65,10 +64,6 @@ def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
         ...     surrogate_spec=precomputed_kernel_surrogate_spec(gram)
         ... )
     """
-    from botorch.models import SingleTaskGP
-
-    from ax_chaining.kernels import PrecomputedKernel, register_gram
-
     if not isinstance(gram, Tensor):
         raise type_error("gram", "a torch.Tensor", gram)
     config = ModelConfig(
@@ -84,32 +79,23 @@ def _node_to_dict(node: Any) -> dict[str, Any]:
 
 
 def register_storage() -> None:
-    """Register this package's classes with Ax's JSON storage (idempotent): the
-    acquisition classes, kernel, candidate spec, nodes, and stopping classes.
-
-    Example:
-        >>> register_storage()
-        >>> client = Client.load_from_json_file("snapshot.json")
+    """Register this package's classes with Ax's JSON storage (idempotent; nothing
+    is registered at import). Not a ``RegistryBundle``: the BoTorch classes
+    resolve through Ax's global BoTorch-modular registries, which it lacks.
+    Call it before ``Client.load_from_json_file`` in a new process.
     """
-    from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
-    from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
-    from ax_chaining.ax.selection import CandidateSetAcquisition
-    from ax_chaining.kernels import PrecomputedKernel
-    from ax_chaining.stopping import (
-        RegretBoundCriterion,
-        RegretBoundGlobalStoppingStrategy,
-    )
+    from ax_chaining import stopping  # imports this package: not at module level
 
-    register_acquisition(CandidateSetAcquisition)
+    register_acquisition(nodes.CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
         register_acquisition_function(acqf_class)
     register_kernel(PrecomputedKernel)
     # Ax's generic encoder of init arguments fits both stopping classes.
     encoders = {
-        CandidateSetNode: _node_to_dict,
-        UniformCandidateNode: _node_to_dict,
-        RegretBoundCriterion: transition_criterion_to_dict,
-        RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
+        nodes.CandidateSetNode: _node_to_dict,
+        nodes.UniformCandidateNode: _node_to_dict,
+        stopping.RegretBoundCriterion: transition_criterion_to_dict,
+        stopping.RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
     }
     CORE_ENCODER_REGISTRY.update(encoders)
     for cls in (CandidateSetSpec, *encoders):
