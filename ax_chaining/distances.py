@@ -585,22 +585,7 @@ class LowRankDistance(PseudoDistance):
         self._right = torch.cat([factor, self.variance.unsqueeze(0), ones])
 
     def rows(self, idx: Tensor) -> Tensor:
-        idx = idx.to(device=self.device, dtype=torch.long)
-        k = idx.numel()
-        if self.device.type != "cpu" or self.row_workers < 2 or k * self.n < 2**21:
-            return self._rows(idx, clamp=True)
-        # Large requests (a farthest-first pool) in slices on row_workers
-        # threads: numpy's exponential and the passes over a block run on one
-        # thread each, the matrix products on all.
-        bounds = [k * j // self.row_workers for j in range(self.row_workers + 1)]
-        parts = list(
-            _map_ordered(
-                lambda j: self._rows(idx[bounds[j] : bounds[j + 1]], clamp=True),
-                range(self.row_workers),
-                self.row_workers,
-            )
-        )
-        return torch.cat(parts)
+        return self._rows(idx.to(device=self.device, dtype=torch.long), clamp=True)
 
     def _row_range(self, start: int, stop: int) -> Tensor:
         # Only compared with positive radii here, where a round-off negative
