@@ -2,8 +2,6 @@
 that Chaining-UCB records in ``gen_metadata`` (valid jointly over the steps, see
 :mod:`ax_chaining.certificate`)."""
 
-from __future__ import annotations
-
 from typing import Any, Literal, get_args
 
 from ax.core.experiment import Experiment

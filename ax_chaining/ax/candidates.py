@@ -1,7 +1,5 @@
 r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space."""
 
-from __future__ import annotations
-
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence

@@ -2,8 +2,6 @@ r"""Generation nodes and strategies over a finite candidate set :math:`X`, and
 selection over it in Ax's modular BoTorch generator. Only Ax's public
 ``GenerationNode.gen`` and ``Acquisition.optimize`` are overridden."""
 
-from __future__ import annotations
-
 import inspect
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence

@@ -1,8 +1,6 @@
 """JSON storage, and non-Euclidean spaces: an item index with a precomputed
 Gram matrix, which is stored as its content hash only."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from ax.api.configs import RangeParameterConfig
