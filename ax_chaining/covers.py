@@ -344,7 +344,7 @@ def farthest_first_order(
     centres are taken from it one by one, each the pool point farthest from the
     centres so far, while it is still at least 3/4 of the current radius away
     from them. Only chosen centres need their rows (the distances among pool
-    points are read off them): rows are computed ``b / 4`` at a time, for the
+    points are read off them): rows are computed ``b / 2`` at a time, for the
     centre just chosen and the pool points farthest from the centres so far,
     the likeliest next choices. Every chosen centre's row is known, so the
     radii stay exact and every prefix is still a valid cover; only the order
@@ -382,7 +382,7 @@ def farthest_first_order(
     radii2 = [float(mind2.max())]
     stop2 = float(stop_radius) ** 2
     pool_size = 1 if batch_size == 1 else 2 * batch_size
-    chunk_size = max(1, batch_size // 4)
+    chunk_size = max(1, batch_size // 2)
     gen = torch.Generator().manual_seed(start)
     while radii2[-1] > stop2 and len(order) < max_size:
         if pool_size == 1:
