@@ -37,6 +37,7 @@ rows, fits in the memory budget; else the low-rank one. It raises
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -84,6 +85,8 @@ AUTO_EXACT_MAX_N = 32_768
 
 #: Candidates per call when a quantity is computed in chunks.
 _CHUNK = 8192
+#: Entries of a kernel block above which its exponential is split over threads.
+_SPLIT_EXP = 2**22
 #: Candidates per posterior call for the mean (kept small in case a model
 #: builds a covariance anyway).
 _MEAN_CHUNK = 2048
@@ -315,7 +318,15 @@ class _SERows:
             # numpy's vectorised exp is several times faster than torch's on
             # CPU float64; same array, no copy.
             array = out.numpy()
-            np.exp(array, out=array)
+            threads = torch.get_num_threads()
+            if array.size < _SPLIT_EXP or threads < 2:
+                np.exp(array, out=array)
+                return out
+            # A large request (a farthest-first chunk at N ~ 10^6): numpy's
+            # exp runs on one thread, so split the rows over torch's threads.
+            views = np.array_split(array, threads)  # views of row ranges
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(lambda v: np.exp(v, out=v), views))
             return out
         return out.exp_()
 

@@ -250,6 +250,16 @@ def test_se_rows_equal_covar_module(ard, scaled):
     with torch.no_grad():
         expected = kernel(Z[idx], Z).to_dense()
     torch.testing.assert_close(rows(idx, None), expected, atol=1e-13, rtol=0)
+    # Columns from `first` on, and a large block's exponential split over
+    # threads (forced here by a threshold of 0), give the same values.
+    torch.testing.assert_close(rows(idx, None, 5), expected[:, 5:], atol=1e-13, rtol=0)
+    with pytest.MonkeyPatch.context() as patch:
+        import ax_chaining.posterior as posterior
+
+        patch.setattr(posterior, "_SPLIT_EXP", 0)
+        patch.setattr(torch, "get_num_threads", lambda: 3)
+        split = rows(idx, None)
+    torch.testing.assert_close(split, expected, atol=1e-13, rtol=0)
 
 
 def test_se_rows_only_for_plain_se_kernels():
