@@ -449,7 +449,12 @@ def reuse_covers(
 
 def _floor(result: ChainingResult) -> float:
     r"""The floor :math:`\texttt{sigma\_floor} \cdot s` that ``result`` used."""
-    return result.info["sigma_floor"] * result.scale
+    floor = result.info.get("sigma_floor")
+    if floor is None:
+        raise ValueError(
+            "base has no info['sigma_floor']; pass covers built by chaining_covers."
+        )
+    return float(floor) * result.scale
 
 
 GraphMethod = Literal["auto", "lists", "matrix"]
