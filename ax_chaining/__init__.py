@@ -19,8 +19,18 @@ from ax_chaining.certificate import (
     certificate_bounds,
     chaining_tree,
 )
-from ax_chaining.chaining import ChainingResult, chaining_covers, num_levels
-from ax_chaining.covers import farthest_first_order, greedy_cover, is_cover
+from ax_chaining.chaining import (
+    ChainingResult,
+    chaining_covers,
+    num_levels,
+    reuse_covers,
+)
+from ax_chaining.covers import (
+    farthest_first_order,
+    greedy_cover,
+    greedy_dominating_set_lazy,
+    is_cover,
+)
 from ax_chaining.distances import (
     DEFAULT_MEMORY_BUDGET,
     DenseDistance,
@@ -56,6 +66,7 @@ _LAZY = {
 }
 
 __all__ = [
+    *_LAZY,
     "DEFAULT_MEMORY_BUDGET",
     "Certificate",
     "ChainingResult",
@@ -69,9 +80,10 @@ __all__ = [
     "chaining_tree",
     "farthest_first_order",
     "greedy_cover",
+    "greedy_dominating_set_lazy",
     "is_cover",
     "num_levels",
-    *_LAZY,
+    "reuse_covers",
 ]
 
 __version__ = "0.1.0"
