@@ -67,6 +67,7 @@ from ax_chaining.distances import (
     MemoryBudgetError,
     PseudoDistance,
     format_bytes,
+    levels_np,
 )
 
 __all__ = [
@@ -356,12 +357,7 @@ def chaining_covers(
     else:
         covers, sizes, bounded = _farthest_first_levels(distance, eps, max_cover_size)
 
-    levels = torch.arange(1, num + 1, dtype=torch.float64, device=device)
-    sizes_t = torch.tensor(sizes, dtype=torch.long, device=device)
-    eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
-    u = union_bound_log(sizes_t, levels, t, delta)
-    radius = eps_t if h_radius == "algorithm" else 2.0 * eps_t
-    H = radius * torch.sqrt(2.0 * u)
+    eps_t, sizes_t, H = _terms(eps, sizes, t, delta, h_radius, device)
     return ChainingResult(
         eps=eps_t,
         cover_sizes=sizes_t,
@@ -378,6 +374,24 @@ def chaining_covers(
         cover_method=cover,
         info={"sigma_floor": sigma_floor},
     )
+
+
+def _terms(
+    eps: list[float],
+    sizes: list[int],
+    t: int,
+    delta: float,
+    h_radius: str,
+    device: torch.device,
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Radii, cover sizes and :math:`H_i = r_i \sqrt{2 u_i}` as tensors, with
+    :math:`r_i = \epsilon_i` (``"algorithm"``) or :math:`\epsilon_{i-1}`."""
+    levels = torch.arange(1, len(eps) + 1, dtype=torch.float64, device=device)
+    sizes_t = torch.tensor(sizes, dtype=torch.long, device=device)
+    eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
+    u = union_bound_log(sizes_t, levels, t, delta)
+    radius = eps_t if h_radius == "algorithm" else 2.0 * eps_t
+    return eps_t, sizes_t, radius * torch.sqrt(2.0 * u)
 
 
 def reuse_covers(
@@ -424,15 +438,11 @@ def reuse_covers(
         sizes.append(base.n)
         bounded.append(True)
     eps = [base.scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
-    levels = torch.arange(1, num + 1, dtype=torch.float64, device=device)
-    sizes_t = torch.tensor(sizes, dtype=torch.long, device=device)
-    eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
-    u = union_bound_log(sizes_t, levels, t, base.delta)
-    radius = eps_t if base.h_radius == "algorithm" else 2.0 * eps_t
+    eps_t, sizes_t, H = _terms(eps, sizes, t, base.delta, base.h_radius, device)
     return ChainingResult(
         eps=eps_t,
         cover_sizes=sizes_t,
-        H=radius * torch.sqrt(2.0 * u),
+        H=H,
         covers=tuple(covers),
         bounded=torch.tensor(bounded, dtype=torch.bool, device=device),
         sigma_min=sigma_min,
@@ -613,10 +623,7 @@ def _greedy_levels_lists(
                 )
                 cover = np.concatenate([cover, new])
                 for start in range(0, new.size, 256):
-                    d2 = rows(new[start : start + 256])
-                    depth = np.zeros(d2.shape, dtype=np.uint8)
-                    for e2 in eps2:
-                        depth += d2 <= e2
+                    depth = levels_np(rows(new[start : start + 256]), eps2)
                     np.maximum(reached, depth.max(axis=0), out=reached)
             covers.append(torch.from_numpy(cover.copy()).to(device))
             continue

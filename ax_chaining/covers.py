@@ -150,9 +150,15 @@ def _gather_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray):
         return np.concatenate(
             [indices[a:b] for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
         )
-    # Position k of the output reads indices[starts[j] + (k - offset of row j)].
-    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-    return indices[shift + np.arange(total, dtype=np.int64)]
+    return indices[_runs(starts, lengths)]
+
+
+def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions ``starts[j] + 0 .. lengths[j] - 1`` for every ``j``, concatenated."""
+    # Position k reads starts[j] + (k - offset of run j).
+    offsets = np.cumsum(lengths) - lengths
+    total = int(lengths.sum())
+    return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
 def greedy_dominating_set_csr(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:

@@ -35,6 +35,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ax_chaining.covers import _runs
+
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "DenseDistance",
@@ -98,13 +100,6 @@ def _map_ordered(
             yield pending.popleft().result()
 
 
-def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Positions ``starts[j] + 0 .. lengths[j] - 1`` for every ``j``, concatenated."""
-    total = int(lengths.sum())
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
-
-
 #: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
 #: and the peak per edge budgeted for the greedy covers: the lists are written
 #: into arrays sized from a sample of rows (up to 1.25 x 5 bytes), and
@@ -120,6 +115,16 @@ def _check_radii(eps: Sequence[float]) -> list[float]:
     if len(eps2) > 255 or any(a <= b for a, b in zip(eps2, eps2[1:], strict=False)):
         raise ValueError("eps must be at most 255 strictly decreasing radii.")
     return eps2
+
+
+def levels_np(d2: np.ndarray, eps2: Sequence[float], start: int = 0) -> np.ndarray:
+    """uint8 ``start + sum_i [d2 <= eps_i^2]`` over ``eps2`` (numpy), the same
+    comparisons as :func:`_levels_of`; ``start`` counts radii already known to
+    hold (coarse levels left out of ``eps2``)."""
+    q = np.full(d2.shape, start, dtype=np.uint8)
+    for e2 in eps2:
+        q += d2 <= e2
+    return q
 
 
 def _levels_of(d2: Tensor, eps2: list[float], out: Tensor | None = None) -> Tensor:
@@ -311,12 +316,6 @@ class PseudoDistance(ABC):
         direct_counts = np.zeros(n, dtype=np.int64)
         mirror_counts = np.zeros(n, dtype=np.int64)
 
-        def levels_of(vals: np.ndarray) -> np.ndarray:
-            q = np.full(vals.size, counted, dtype=np.uint8)
-            for e2 in eps2[counted:]:
-                q += vals <= e2
-            return q
-
         def block(start: int) -> tuple[Any, ...]:
             stop = min(n, start + step)
             k, width = stop - start, n - start
@@ -330,12 +329,12 @@ class PseudoDistance(ABC):
             flat = np.flatnonzero(mask)  # row-major: rows in turn, columns up
             bounds = np.searchsorted(flat, np.arange(k + 1) * width)
             cols = (flat % width + start).astype(np.int32)
-            q = levels_of(d2.ravel()[flat])
+            q = levels_np(d2.ravel()[flat], eps2[counted:], counted)
             # The mirrored pairs (b, a), b >= stop, in b-major order: for each
             # target b its sources a in increasing order.
             tflat = np.flatnonzero(mask[:, k:].T)
             tb, ta = np.divmod(tflat, k)
-            tq = levels_of(d2[ta, k + tb])
+            tq = levels_np(d2[ta, k + tb], eps2[counted:], counted)
             mirrored = (tb + stop, ta + start, tq)
             return (start, stop, deg, np.diff(bounds), cols, q, *mirrored)
 
@@ -404,9 +403,7 @@ class PseudoDistance(ABC):
             # Row r's edges are flat[bounds[r]:bounds[r + 1]].
             bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
             # Every kept pair is within the counted radii: start its level there.
-            q = np.full(flat.size, counted, dtype=np.uint8)
-            for e2 in eps2[counted:]:
-                q += vals <= e2
+            q = levels_np(vals, eps2[counted:], counted)
             return start, stop, np.diff(bounds), (flat % n).astype(np.int32), q
 
         for start, stop, row_counts, block_cols, block_levels in _map_ordered(
@@ -592,25 +589,25 @@ class LowRankDistance(PseudoDistance):
         # and the 0 it would be clamped to fall on the same side: no clamp pass.
         return self._rows(torch.arange(start, stop, device=self.device), clamp=False)
 
-    def _upper_block(self, start: int, stop: int) -> Tensor:
-        idx = torch.arange(start, stop, device=self.device)
+    def _left(self, idx: Tensor) -> Tensor:
+        # d^2(a, b) = -2 c k(a, b) + [2 w_a; 1; s_a^2] . [w_b; s_b^2; 1]
         left = self._right[:, idx].T.clone()
         left[:, :-2].mul_(2.0)
         left[:, -2:] = left[:, -2:].flip(-1)
+        return left
+
+    def _upper_block(self, start: int, stop: int) -> Tensor:
+        idx = torch.arange(start, stop, device=self.device)
         d2 = self.prior_block(idx, start).addmm_(
-            left, self._right[:, start:], beta=-2.0 * self.prior_scale
+            self._left(idx), self._right[:, start:], beta=-2.0 * self.prior_scale
         )
         square = torch.arange(stop - start, device=self.device)
         d2[square, square] = 0.0
         return d2
 
     def _rows(self, idx: Tensor, clamp: bool) -> Tensor:
-        # d^2(a, b) = -2 c k(a, b) + [2 w_a; 1; s_a^2] . [w_b; s_b^2; 1]
-        left = self._right[:, idx].T.clone()
-        left[:, :-2].mul_(2.0)
-        left[:, -2:] = left[:, -2:].flip(-1)
         d2 = self.prior_rows(idx).addmm_(
-            left, self._right, beta=-2.0 * self.prior_scale
+            self._left(idx), self._right, beta=-2.0 * self.prior_scale
         )
         if clamp:
             d2.clamp_(min=0.0)
