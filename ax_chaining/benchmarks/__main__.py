@@ -167,18 +167,23 @@ def _add_harness_parser(sub: Any) -> None:
     h.add_argument("--replications", type=int, default=None, help="seeds 0..R-1")
     h.add_argument("--trials", type=int, default=None, help="trials per replication")
     h.add_argument("--init", type=int, default=None, help="initial trials")
-    h.add_argument("--small", action="store_true", help="small preset (a test)")
-    h.add_argument("--out", default="results/harness", help="output directory")
-    h.add_argument("--force", action="store_true", help="recompute stored runs")
-    h.add_argument(
+    _add_record_options(h, "results/harness")
+
+
+def _add_record_options(parser: argparse.ArgumentParser, out: str) -> None:
+    """The options the resumable record-per-run subcommands share."""
+    parser.add_argument("--small", action="store_true", help="small preset (a test)")
+    parser.add_argument("--out", default=out, help="output directory")
+    parser.add_argument("--force", action="store_true", help="recompute stored runs")
+    parser.add_argument(
         "--jobs",
         type=int,
         default=1,
         help="worker processes (one torch thread each); results do not depend on it",
     )
-    h.add_argument("--no-progress", action="store_true", help="no progress bar")
-    h.add_argument("--no-plot", action="store_true", help="skip the figure")
-    h.add_argument(
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-plot", action="store_true", help="skip the figure")
+    parser.add_argument(
         "--summary-only",
         action="store_true",
         help="summarize the records under --out without running anything",
@@ -220,22 +225,7 @@ def _add_molecules_parser(sub: Any) -> None:
     m.add_argument("--runs", type=int, default=None, help="runs (seeds 0..R-1)")
     m.add_argument("--queries", type=int, default=None, help="queries after init")
     m.add_argument("--init", type=int, default=None, help="initial points")
-    m.add_argument("--small", action="store_true", help="small preset (a test)")
-    m.add_argument("--out", default="results/molecules", help="output directory")
-    m.add_argument("--force", action="store_true", help="recompute stored runs")
-    m.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        help="worker processes (one torch thread each); results do not depend on it",
-    )
-    m.add_argument("--no-progress", action="store_true", help="no progress bar")
-    m.add_argument("--no-plot", action="store_true", help="skip the figure")
-    m.add_argument(
-        "--summary-only",
-        action="store_true",
-        help="summarize the records under --out without running anything",
-    )
+    _add_record_options(m, "results/molecules")
 
 
 def _harness(args: argparse.Namespace, argv: list[str]) -> int:

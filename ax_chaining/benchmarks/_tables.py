@@ -81,6 +81,26 @@ def load_records(out: str | Path) -> list[dict[str, Any]]:
     return [r for r in (load_json(p) for p in paths) if r is not None]
 
 
+def common_seed_groups(
+    records: Sequence[dict[str, Any]],
+    field: str,
+    names: Sequence[str],
+    methods: Sequence[str],
+) -> Iterator[tuple[str, list[str], list[int], dict[str, list[dict[str, Any]]]]]:
+    """Per name (in ``names`` order, ``record[field]``): the methods present, the
+    seeds present for every one of them, and each method's records for those
+    seeds, so that table rows and paired differences use the same runs."""
+    by: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
+    for r in records:
+        by.setdefault(r[field], {}).setdefault(r["method"], {})[r["seed"]] = r
+    for name in [n for n in names if n in by]:
+        present = [m for m in methods if m in by[name]]
+        seeds = sorted(set.intersection(*(set(by[name][m]) for m in present)))
+        if seeds:
+            recs = {m: [by[name][m][s] for s in seeds] for m in present}
+            yield name, present, seeds, recs
+
+
 def check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> None:
     """Refuse an empty selection or names outside ``allowed``."""
     bad = [n for n in names if n not in allowed]

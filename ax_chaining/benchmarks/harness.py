@@ -68,6 +68,7 @@ from typing import Any
 
 from ax_chaining.benchmarks._tables import (
     check_names,
+    common_seed_groups,
     mean_se,
     num,
     paired,
@@ -382,18 +383,12 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     Only seeds present for every method of a problem enter the summary, so each
     table row and each paired difference uses the same replications.
     """
-    by: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
-    for r in records:
-        by.setdefault(r["problem"], {}).setdefault(r["method"], {})[r["seed"]] = r
     rows, pairs = [], []
-    for problem in [p for p in PROBLEMS if p in by]:
-        methods = [m for m in METHODS if m in by[problem]]
-        seeds = sorted(set.intersection(*(set(by[problem][m]) for m in methods)))
-        if not seeds:
-            continue
+    groups = common_seed_groups(records, "problem", PROBLEMS, METHODS)
+    for problem, methods, seeds, by_method in groups:
         final: dict[str, list[float]] = {}
         for m in methods:
-            recs = [by[problem][m][s] for s in seeds]
+            recs = by_method[m]
             final[m] = [r["score_trace"][-1] for r in recs]
             area = [sum(r["score_trace"]) / len(r["score_trace"]) for r in recs]
             per_trial = [

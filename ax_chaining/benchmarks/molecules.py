@@ -52,6 +52,7 @@ import numpy as np
 
 from ax_chaining.benchmarks._tables import (
     check_names,
+    common_seed_groups,
     mean_se,
     num,
     paired,
@@ -307,19 +308,13 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     Only seeds present for every method of a dataset enter, so rows and paired
     differences use the same runs.
     """
-    by: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
-    for r in records:
-        by.setdefault(r["dataset"], {}).setdefault(r["method"], {})[r["seed"]] = r
     rows, pairs = [], []
-    for dataset in [d for d in DATASET_NAMES if d in by]:
-        methods = [m for m in METHODS if m in by[dataset]]
-        seeds = sorted(set.intersection(*(set(by[dataset][m]) for m in methods)))
-        if not seeds:
-            continue
+    groups = common_seed_groups(records, "dataset", DATASET_NAMES, METHODS)
+    for dataset, methods, seeds, by_method in groups:
         finals: dict[str, list[float]] = {}
         aucs: dict[str, list[float]] = {}
         for m in methods:
-            recs = [by[dataset][m][s] for s in seeds]
+            recs = by_method[m]
             T = min(len(r["regret"]) for r in recs) - 1
             curves = [r["regret"][: T + 1] for r in recs]
             finals[m] = [c[T] for c in curves]
