@@ -24,6 +24,12 @@ def check_int(name: str, value: Any, low: int | None = None) -> int:
     return int(value)
 
 
+def check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise type_error(name, "a bool", value)
+    return value
+
+
 def check_float(
     name: str,
     value: Any,

@@ -27,7 +27,6 @@ def certificate_history(
 
     Returns:
         Per step: ``trial_index, bound, running_min, parameters, delta, units``.
-
     """
     objective = check_choice("units", units, get_args(Units)) == "objective"
     key = "bound" if objective else "bound_model_units"
@@ -85,18 +84,14 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
         best, units = best_certificate(experiment, units=self.units), self.units
         if best is None:
             return False, f"No Chaining-UCB regret certificate yet ({units} units)."
-        what = (
-            f"Chaining-UCB certified regret bound {best['bound']:.4g} ({units} "
-            f"units, running minimum, recorded at trial {best['trial_index']}) for "
-            f"{best['parameters']}"
-        )
+        what = f"Chaining-UCB certified regret bound {best['bound']:.4g} ({units} "
+        what += f"units, running minimum, recorded at trial {best['trial_index']}) "
+        what += f"for {best['parameters']} is "
+        tol = f"the tolerance {self.tolerance:.4g}"
         if best["bound"] > self.tolerance:
-            return False, f"{what} is above the tolerance {self.tolerance:.4g}."
-        return True, (
-            f"{what} is at most the tolerance {self.tolerance:.4g}: with probability "
-            f"at least 1 - {best['delta']}, these parameters are within that of the "
-            "best candidate."
-        )
+            return False, f"{what}above {tol}."
+        sure = f"with probability at least 1 - {best['delta']}, these parameters are"
+        return True, f"{what}at most {tol}: {sure} within that of the best candidate."
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in serialize_init_args(self).items())

@@ -29,10 +29,9 @@ from ax.storage.json_store.encoder import object_to_json
 from ax.storage.json_store.registry import CORE_DECODER_REGISTRY
 from ax.utils.common.constants import Keys
 
-from ax_chaining.acquisition import ChainingUCB
+from ax_chaining.acquisition import UCB, ChainingUCB
 from ax_chaining.ax import (
     GEN_METADATA_KEY,
-    UCB,
     CandidateSetNode,
     CandidateSetSpec,
     candidate_index_parameter,
@@ -392,7 +391,10 @@ def test_exclude_evaluated_applies_to_the_initialization() -> None:
         chaining_generation_strategy(init_trials=5, exclude_evaluated=True, seed=0)
     )
     _run(client, lambda p: float(p["x"]), 2)
-    with pytest.raises(SearchSpaceExhausted, match="init_trials is larger"):
+    with pytest.raises(
+        SearchSpaceExhausted,
+        match="All 2 candidates are used.*init_trials exceeds the candidate set",
+    ):
         client.get_next_trials(max_trials=1)
 
 
@@ -670,7 +672,7 @@ def test_precomputed_kernel_surrogate_spec_validates_gram() -> None:
         precomputed_kernel_surrogate_spec([[1.0, 0.0], [0.0, 1.0]])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="symmetric"):
         precomputed_kernel_surrogate_spec(torch.tensor([[1.0, 0.9], [0.0, 1.0]]))
-    with pytest.raises(ValueError, match="`num_items` must be at least 2"):
+    with pytest.raises(ValueError, match="`num_items` must be >= 2, got 1"):
         candidate_index_parameter(1)
 
 
@@ -732,9 +734,13 @@ def test_candidate_set_over_memory_budget() -> None:
     with pytest.raises(ValueError, match=r"1,000,000 combinations.*`max_candidates`"):
         client.get_next_trials(max_trials=1)
     table = [{"x": i, "y": 0} for i in range(50)]
-    with pytest.raises(ValueError, match=r"50 rows, more than `max_candidates`=20"):
+    with pytest.raises(
+        ValueError, match=r"50 `candidates` rows, more than `max_candidates`=20"
+    ):
         chaining_generation_strategy(candidates=table, max_candidates=20)
-    with pytest.raises(ValueError, match=r"`num_candidates`=5000 exceeds"):
+    with pytest.raises(
+        ValueError, match=r"`num_candidates`=5000, more than `max_candidates`"
+    ):
         chaining_generation_strategy(num_candidates=5000, max_candidates=1000)
 
 

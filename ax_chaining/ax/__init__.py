@@ -1,7 +1,7 @@
 """Chaining-UCB in Ax: candidate sets, nodes and strategies, storage. Importing
-registers nothing; see :func:`~ax_chaining.ax.storage.register_storage`."""
+registers nothing; see :func:`~ax_chaining.ax.storage.register_storage`. The
+public names are those imported here."""
 
-from ax_chaining.acquisition import UCB
 from ax_chaining.ax.candidates import CandidateSetSpec, candidate_parameterizations
 from ax_chaining.ax.nodes import (
     GEN_METADATA_KEY,
@@ -20,22 +20,3 @@ from ax_chaining.ax.storage import (
     precomputed_kernel_surrogate_spec,
     register_storage,
 )
-
-__all__ = [
-    "GEN_METADATA_KEY",
-    "UCB",
-    "CandidateSetAcquisition",
-    "CandidateSetNode",
-    "CandidateSetSpec",
-    "UniformCandidateNode",
-    "candidate_index_parameter",
-    "candidate_parameterizations",
-    "candidate_set_node",
-    "candidate_set_strategy",
-    "chaining_generation_strategy",
-    "chaining_ucb_node",
-    "gp_ucb_generation_strategy",
-    "precomputed_kernel_surrogate_spec",
-    "register_storage",
-    "ucb_generation_strategy",
-]

@@ -16,7 +16,7 @@ from ax.core.types import TParameterization, TParamValue
 from ax.exceptions.core import UnsupportedError
 from ax.utils.common.random import with_rng_seed
 
-from ax_chaining.checks import check_int, check_records, type_error
+from ax_chaining.checks import check_bool, check_int, check_records
 
 #: A ``pandas.DataFrame`` (a column per parameter) or a sequence of dicts.
 CandidateTable = pd.DataFrame | Sequence[Mapping[str, TParamValue]]
@@ -32,8 +32,7 @@ class CandidateSetSpec:
         seed: Seed of the design and of the uniform initialization; None: drawn
             from the global torch RNG (which Ax's ``Client`` and ``ax.benchmark``
             seed) at the first generation, then stored.
-        max_candidates: Largest allowed candidate set (memory guard: an ``N x d``
-            tensor and ``N^2`` distance work).
+        max_candidates: Largest allowed ``N`` (a guard on ``N^2`` distance work).
         exclude_evaluated: Never propose an evaluated candidate (noise-free).
         exclude_pending: Avoid pending candidates while others remain.
     """
@@ -53,18 +52,15 @@ class CandidateSetSpec:
         if self.seed is not None:
             check_int("seed", self.seed)
         for name in ("exclude_evaluated", "exclude_pending"):
-            if not isinstance(getattr(self, name), bool):
-                raise type_error(name, "a bool", getattr(self, name))
-        if self.candidates is not None and len(self.candidates) > most:
-            raise ValueError(
-                f"`candidates` has {len(self.candidates):,} rows, more than "
-                f"`max_candidates`={most:,}; pass fewer or raise `max_candidates`."
+            check_bool(name, getattr(self, name))
+        table = self.candidates is not None
+        size = len(self.candidates or ()) if table else self.num_candidates
+        if size > most:
+            what = (
+                f"{size:,} `candidates` rows" if table else f"`num_candidates`={size}"
             )
-        if self.candidates is None and self.num_candidates > most:
-            raise ValueError(
-                f"`num_candidates`={self.num_candidates} exceeds `max_candidates`="
-                f"{most}; lower num_candidates or raise max_candidates."
-            )
+            msg = "pass fewer candidates or raise `max_candidates`"
+            raise ValueError(f"{what}, more than `max_candidates`={most:,}; {msg}.")
 
     def resolve_seed(self, known: Iterable[Any] = ()) -> int:
         """The seed; if None, the first of ``known``, else a draw from the global

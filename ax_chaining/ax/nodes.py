@@ -60,16 +60,12 @@ def _arms(experiment: Experiment, keep: Callable[[TrialStatus], bool]) -> list:
 
 
 class CandidateSetAcquisition(Acquisition):
-    """Ax ``Acquisition`` that maximizes over a finite candidate set: Ax builds the
-    function by its input constructor (which gets the candidates); this overrides
-    only ``optimize``, to select with Ax's own ``select_from_candidate_set``.
-
-    Ax's arguments, by keyword. ``options`` may add ``selectable`` (a boolean mask
-    of the candidates that may be proposed), ``record`` (a function, called with
-    this object once it has selected: Ax deep-copies options, and ``deepcopy``
-    keeps functions as they are) and ``candidates`` (the ``N x d`` set in Ax's
-    model space) if ``botorch_acqf_options`` lacks them; a
-    :class:`CandidateSetNode` supplies all three.
+    """Ax ``Acquisition`` over a finite candidate set: Ax's input constructor
+    builds the function (and gets the candidates); ``optimize`` selects with Ax's
+    ``select_from_candidate_set``. Ax's arguments, by keyword; ``options`` may add
+    ``selectable`` (a boolean mask of the proposable candidates), ``record`` (called
+    with this object once it has selected) and ``candidates`` (``N x d``, in Ax's
+    model space) if ``botorch_acqf_options`` lacks them, as a node supplies them.
     """
 
     def __init__(
@@ -82,11 +78,9 @@ class CandidateSetAcquisition(Acquisition):
         options, acqf_options = dict(options or {}), dict(botorch_acqf_options or {})
         candidates = acqf_options.get("candidates", options.pop("candidates", None))
         if candidates is None:
-            raise ValueError(
-                "CandidateSetAcquisition needs `candidates` (N x d, in Ax's model "
-                "space), e.g. acq_options={'candidates': ...} of "
-                "adapter.evaluate_acquisition_function."
-            )
+            how = "e.g. acq_options={'candidates': X} of evaluate_acquisition_function"
+            msg = f"`candidates` (N x d, in Ax's model space), {how}"
+            raise ValueError(f"CandidateSetAcquisition needs {msg}.")
         self.candidates = acqf_options["candidates"] = torch.as_tensor(candidates)
         self.record: Callable[..., Any] | None = options.pop("record", None)
         n = len(self.candidates)
@@ -117,10 +111,8 @@ class CandidateSetAcquisition(Acquisition):
             for i, v in (fixed_features or {}).items():
                 mask &= torch.isclose(X[:, i], X.new_tensor(v), rtol=0.0, atol=1e-9)
             if not mask.any():
-                raise SearchSpaceExhausted(
-                    "No selectable candidate is left (after excluding evaluated or "
-                    "pending candidates and matching the fixed features)."
-                )
+                msg = "after excluding evaluated or pending ones and fixed features"
+                raise SearchSpaceExhausted(f"No selectable candidate is left ({msg}).")
             candidate_set = X[mask]
         n = min(int(n), len(candidate_set))
         if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
@@ -128,8 +120,7 @@ class CandidateSetAcquisition(Acquisition):
             # greedy path needs X_pending): the batch is the n best values.
             with torch.no_grad():
                 values, best = torch.topk(self.acqf(candidate_set.unsqueeze(-2)), n)
-            selected = candidate_set[best]
-            weights = torch.ones(n, dtype=self.dtype, device=self.device)
+            selected, weights = candidate_set[best], torch.ones_like(values)
         else:
             selected, values, weights = self.select_from_candidate_set(
                 n=n, candidate_set=candidate_set, sampling_strategy=sampling_strategy
@@ -180,8 +171,7 @@ class _SpecNode:
         """Mask of the candidates that take the ``fixed_features``' values."""
         if fixed is None or not fixed.parameters:
             return np.ones(len(self._rows), dtype=bool)
-        names = list(fixed.parameters)
-        want = row_key(fixed.parameters, names)
+        want = row_key(fixed.parameters, names := list(fixed.parameters))
         mask = np.array([row_key(r, names) == want for r in self._rows], dtype=bool)
         if not mask.any():
             msg = f"values in the candidate set, got {fixed.parameters}"
@@ -227,7 +217,7 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         return super().gen(experiment=experiment, **kwargs)
 
     def update_generator_state(self, experiment: Experiment, data: Data) -> None:
-        rows = self._candidate_rows(experiment)
+        rows = self._candidate_rows(experiment)  # first: it may resolve the seed
         rng = np.random.default_rng([self.candidate_spec.seed, 1])
         self._order = rng.permutation(len(rows))
         self._used = self._count(_arms(experiment, lambda s: s not in _DROPPED))
@@ -239,10 +229,8 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         allowed = self._matches(self._fixed)
         best = min((int(i) for i in self._order if allowed[i]), key=lambda i: use[i])
         if use[best] > 0 and self.candidate_spec.exclude_evaluated:
-            raise SearchSpaceExhausted(
-                f"All {allowed.sum()} candidates are used, `exclude_evaluated=True`: "
-                "init_trials is larger than the candidate set."
-            )
+            msg = f"All {allowed.sum()} candidates are used, `exclude_evaluated=True`"
+            raise SearchSpaceExhausted(f"{msg}: init_trials exceeds the candidate set.")
         return dict(self._rows[best])
 
 
@@ -264,8 +252,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
     def gen(  # type: ignore[override]
         self, *, experiment: Experiment, skip_fit: bool = False, **kwargs: Any
     ) -> GeneratorRun | None:
-        """Ax's ``gen``, with the candidates (through the fitted adapter's
-        transforms) and mask in ``model_gen_options``; records the step."""
+        """Ax's ``gen``, the candidates and mask in ``model_gen_options``; records."""
         rows, spec = self._candidate_rows(experiment), self.candidate_spec
         if not skip_fit:
             self.generator_spec.fit(experiment=experiment, data=kwargs.get("data"))
@@ -347,13 +334,13 @@ class CandidateSetNode(_SpecNode, GenerationNode):
 
 
 # Acquisition arguments the node sets itself (or Ax supplies).
-_RESERVED = {"self", "model", "candidates", "t", "posterior_transform", "maximize"}
-_RESERVED |= {"X_pending"}
+_RESERVED = set(
+    "self model candidates t X_pending posterior_transform maximize".split()
+)
 
 
 def _pop_spec(kwargs: dict[str, Any], candidates: Any = None) -> CandidateSetSpec:
-    """A spec from the ``CandidateSetSpec`` fields in ``kwargs`` (popped); its
-    ``seed`` defaults to None (the caller's seed)."""
+    """A spec of the ``CandidateSetSpec`` fields popped from ``kwargs``, seed None."""
     fields = CandidateSetSpec.__dataclass_fields__.keys() & kwargs.keys()
     given = {k: kwargs.pop(k) for k in fields}
     return CandidateSetSpec(**{"candidates": candidates, "seed": None, **given})
@@ -372,11 +359,10 @@ def candidate_set_node(
     """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
 
     Args:
-        botorch_acqf_class: ``ChainingUCB``, ``GPUCB`` or ``UCB`` (its input
-            constructor takes ``candidates`` and ``X_pending``).
+        botorch_acqf_class: ``ChainingUCB``, ``GPUCB`` or ``UCB`` (any class whose
+            input constructor takes ``candidates`` and ``X_pending``).
         botorch_acqf_options: Its options, validated here.
-        name: Node name; default the class name.
-        candidate_spec: Default ``CandidateSetSpec(seed=None)``.
+        name, candidate_spec: Default the class name, ``CandidateSetSpec(seed=None)``.
         surrogate_spec, torch_device, transition_criteria: Ax's (default: its GP).
 
     Example:
@@ -388,8 +374,8 @@ def candidate_set_node(
     if not isinstance(options, Mapping):
         raise type_error("botorch_acqf_options", "a mapping", options)
     allowed = set(inspect.signature(botorch_acqf_class.__init__).parameters)
-    if unknown := sorted(set(options) - (allowed - _RESERVED)):
-        msg = f"option(s) {unknown}; expected some of {sorted(allowed - _RESERVED)}."
+    if unknown := sorted(set(options) - (allowed := allowed - _RESERVED)):
+        msg = f"option(s) {unknown}; expected some of {sorted(allowed)}."
         raise TypeError(f"Unknown {botorch_acqf_class.__name__} {msg}")
     kwargs = {
         "botorch_acqf_class": botorch_acqf_class,
@@ -419,9 +405,8 @@ def candidate_set_strategy(
     name: str | None = None,
     **kwargs: Any,
 ) -> GenerationStrategy:
-    r"""Initialization, then ``botorch_acqf_class`` over :math:`X`, as a strategy.
-
-    Every argument is checked here, before any trial.
+    r"""Initialization, then ``botorch_acqf_class`` over :math:`X`, as a strategy
+    (every argument is checked here, before any trial).
 
     Args:
         botorch_acqf_class, botorch_acqf_options: As in :func:`candidate_set_node`.
@@ -429,8 +414,7 @@ def candidate_set_strategy(
             of a table) or Ax's Sobol; 0 for none (e.g. with ``attach_trial``).
         candidates: Optional table (DataFrame or list of dicts); default the
             whole discrete space or a fixed Sobol design.
-        init: ``"uniform"`` or ``"sobol"``.
-        name: Strategy name; default the class name.
+        init, name: ``"uniform"`` or ``"sobol"``; default name: the class name.
         kwargs: :class:`CandidateSetSpec` fields (``seed`` defaults to None: the
             caller's seed), and :func:`candidate_set_node` arguments.
 
@@ -509,11 +493,9 @@ def chaining_generation_strategy(
         from ax_chaining.stopping import RegretBoundCriterion
 
         criteria.append(RegretBoundCriterion(stop_tolerance, "ChainingUCB"))
-    options = _chaining_options(delta, scale, engine_options)
+    opts = _chaining_options(delta, scale, engine_options)
     kwargs.update(name=name, transition_criteria=criteria)
-    return candidate_set_strategy(
-        ChainingUCB, options, init_trials, candidates, **kwargs
-    )
+    return candidate_set_strategy(ChainingUCB, opts, init_trials, candidates, **kwargs)
 
 
 def ucb_generation_strategy(

@@ -40,11 +40,8 @@ def candidate_index_parameter(
     Example:
         >>> client.configure_experiment(parameters=[candidate_index_parameter(100)])
     """
-    if check_int("num_items", num_items) < 2:
-        raise ValueError(f"`num_items` must be at least 2, got {num_items}.")
-    return RangeParameterConfig(
-        name=name, bounds=(0, num_items - 1), parameter_type="int"
-    )
+    last = check_int("num_items", num_items, 2) - 1
+    return RangeParameterConfig(name=name, bounds=(0, last), parameter_type="int")
 
 
 def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
