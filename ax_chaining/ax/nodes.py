@@ -171,7 +171,8 @@ class _SpecNode:
         """Mask of the candidates that take the ``fixed_features``' values."""
         if fixed is None or not fixed.parameters:
             return np.ones(len(self._rows), dtype=bool)
-        want = row_key(fixed.parameters, names := list(fixed.parameters))
+        names = list(fixed.parameters)
+        want = row_key(fixed.parameters, names)
         mask = np.array([row_key(r, names) == want for r in self._rows], dtype=bool)
         if not mask.any():
             msg = f"values in the candidate set, got {fixed.parameters}"
@@ -334,9 +335,8 @@ class CandidateSetNode(_SpecNode, GenerationNode):
 
 
 # Acquisition arguments the node sets itself (or Ax supplies).
-_RESERVED = set(
-    "self model candidates t X_pending posterior_transform maximize".split()
-)
+_RESERVED = {"self", "model", "candidates", "t", "X_pending"}
+_RESERVED |= {"posterior_transform", "maximize"}
 
 
 def _pop_spec(kwargs: dict[str, Any], candidates: Any = None) -> CandidateSetSpec:
