@@ -19,7 +19,7 @@ install: $(STAMP)
 
 ## Compare Chaining-UCB, GP-UCB and stock UCB on a built-in discrete problem.
 demo: $(STAMP)
-	$(BIN)/python -m ax_chaining.demo
+	$(BIN)/python -m benchmarks.demo
 
 ## Lint, then the whole test suite. pytest's exit 5 (no tests ran) fails too.
 test: $(STAMP)
@@ -30,19 +30,19 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check ax_chaining tests
+	$(BIN)/ruff format --check ax_chaining benchmarks tests
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
-	$(BIN)/ruff format ax_chaining tests
+	$(BIN)/ruff format ax_chaining benchmarks tests
 
 ## Execute every tutorial in place at its full size, keeping outputs and figures.
 notebooks: $(STAMP)
-	cd tutorials && for nb in *.ipynb; do ../$(BIN)/jupyter-execute --inplace $$nb || exit 1; done
+	cd tutorials && for nb in *.ipynb; do PYTHONPATH=.. ../$(BIN)/jupyter-execute --inplace $$nb || exit 1; done
 
 ## Speed and memory of one ChainingUCB step against stock UCB (JSON lines).
 bench-speed: $(STAMP)
-	$(BIN)/python -m ax_chaining.benchmarks speed
+	$(BIN)/python -m benchmarks speed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

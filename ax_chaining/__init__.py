@@ -59,10 +59,10 @@ _LAZY = {
     "candidate_set_strategy": "ax_chaining.ax",
     "register_storage": "ax_chaining.ax",
     "register_gram": "ax_chaining.kernels",
-    "RegretBoundGlobalStoppingStrategy": "ax_chaining.stopping",
-    "RegretBoundCriterion": "ax_chaining.stopping",
-    "best_certificate": "ax_chaining.stopping",
-    "certificate_history": "ax_chaining.stopping",
+    "RegretBoundGlobalStoppingStrategy": "ax_chaining.ax.stopping",
+    "RegretBoundCriterion": "ax_chaining.ax.stopping",
+    "best_certificate": "ax_chaining.ax.stopping",
+    "certificate_history": "ax_chaining.ax.stopping",
 }
 
 __all__ = [

@@ -496,7 +496,7 @@ def test_storage_registration_is_explicit_and_idempotent() -> None:
     import sys
 
     code = (
-        "import ax_chaining.ax, ax_chaining.stopping\n"
+        "import ax_chaining.ax, ax_chaining.ax.stopping\n"
         "from ax.storage.json_store.registry import CORE_DECODER_REGISTRY as R\n"
         "assert 'CandidateSetNode' not in R, 'registered at import'\n"
         "ax_chaining.ax.register_storage()\n"
@@ -526,7 +526,7 @@ def test_gram_is_stored_by_reference_and_checked_on_load(tmp_path: Any) -> None:
     path = tmp_path / "ref.json"
     client.save_to_json_file(str(path))
     assert kernels.gram_key(gram) in path.read_text()
-    kernels._GRAMS.clear()  # as in a fresh process
+    kernels.precomputed._GRAMS.clear()  # as in a fresh process
     loaded = Client.load_from_json_file(str(path))
     with pytest.raises(ValueError, match="no Gram matrix with that content"):
         loaded.get_next_trials(max_trials=1)

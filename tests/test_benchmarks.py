@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from ax_chaining.benchmarks import runner
-from ax_chaining.benchmarks.__main__ import main
-from ax_chaining.benchmarks.runner import (
+from benchmarks import runner
+from benchmarks.__main__ import main
+from benchmarks.runner import (
     METHODS,
     BenchmarkConfig,
     format_summary_markdown,
@@ -213,7 +213,7 @@ def test_cli_figure1_and_errors(tmp_path, capsys):
 
 
 def test_figure1_targets_are_shifted():
-    from ax_chaining.benchmarks.plots import figure1_data
+    from benchmarks.plots import figure1_data
 
     data = figure1_data(n=100, num_obs=4)
     for key in ("chaining", "gp_ucb"):
@@ -223,18 +223,18 @@ def test_figure1_targets_are_shifted():
 
 
 def test_cli_speed_dispatch(monkeypatch, capsys):
-    import ax_chaining.benchmarks as package
+    import benchmarks as package
 
     calls = []
-    fake = type(sys)("ax_chaining.benchmarks.speed")
+    fake = type(sys)("benchmarks.speed")
     fake.main = lambda argv: calls.append(argv) or 0
-    monkeypatch.setitem(sys.modules, "ax_chaining.benchmarks.speed", fake)
+    monkeypatch.setitem(sys.modules, "benchmarks.speed", fake)
     monkeypatch.setattr(package, "speed", fake, raising=False)
     assert main(["speed", "--n", "100"]) == 0
     assert calls == [["--n", "100"]]
     # Without the module: a clear message and a non-zero status.
     monkeypatch.delattr(package, "speed")
-    monkeypatch.setitem(sys.modules, "ax_chaining.benchmarks.speed", None)
+    monkeypatch.setitem(sys.modules, "benchmarks.speed", None)
     assert main(["speed"]) == 2
     assert "not available" in capsys.readouterr().err
 

@@ -434,14 +434,14 @@ def test_soundness_small_seeded():
 
 
 def test_benchmark_small_preset_resumes(tmp_path, monkeypatch, capsys):
-    from ax_chaining.benchmarks.__main__ import main
+    from benchmarks.__main__ import main
 
     monkeypatch.setenv("AX_CHAINING_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "cert"
     args = ["certificate", "--small", "--out", str(out), "--no-progress"]
     assert main(args) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    from ax_chaining.benchmarks.certificate import OTHERS, VARIANTS
+    from benchmarks.certificate import OTHERS, VARIANTS
 
     assert len(lines) == 2 * (len(VARIANTS) + len(OTHERS))
     assert {x["problem"] for x in lines} == {"grid", "se"}
@@ -471,13 +471,13 @@ def test_benchmark_small_preset_resumes(tmp_path, monkeypatch, capsys):
 
 
 def test_benchmark_scaling_rows(capsys, tmp_path):
-    from ax_chaining.benchmarks.certificate import scaling
+    from benchmarks.certificate import scaling
 
     rows = scaling([60], num_obs=5)
     assert rows[0]["n"] == 60 and rows[0]["union"] <= rows[0]["pairwise"] + 1e-9
     line = capsys.readouterr().out.splitlines()[0]
     assert json.loads(line)["n"] == 60
-    from ax_chaining.benchmarks.certificate import main
+    from benchmarks.certificate import main
 
     saved = tmp_path / "scaling.jsonl"
     saved.write_text(line + "\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ax_chaining import demo
+from benchmarks import demo
 
 
 def test_reading_separates_by_two_standard_errors():

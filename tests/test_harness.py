@@ -11,21 +11,20 @@ import json
 import pytest
 import torch
 
-from ax_chaining.benchmarks import harness
-from ax_chaining.benchmarks.__main__ import main
+from ax_chaining.benchmark.harness import expected_best_of_uniform
+from benchmarks import harness
+from benchmarks.__main__ import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
 
 
 def test_expected_best_of_uniform_hand_computed():
     # Two values, two draws: min is 0 unless both draws are 1 (prob 1/4).
-    assert harness.expected_best_of_uniform([1.0, 0.0], draws=2) == pytest.approx(0.25)
+    assert expected_best_of_uniform([1.0, 0.0], draws=2) == pytest.approx(0.25)
     # One draw: the plain mean.
-    assert harness.expected_best_of_uniform([3.0, 1.0, 2.0], draws=1) == pytest.approx(
-        2
-    )
+    assert expected_best_of_uniform([3.0, 1.0, 2.0], draws=1) == pytest.approx(2)
     with pytest.raises(ValueError):
-        harness.expected_best_of_uniform([], draws=5)
+        expected_best_of_uniform([], draws=5)
 
 
 def test_grid_problem_optimum_is_the_best_grid_point():
@@ -70,7 +69,7 @@ def test_cli_harness_small_end_to_end(tmp_path, capsys):
         assert rec["score_trace"][-1] <= 100 + 1e-9
         assert rec["fit_time"] >= 0 and rec["gen_time"] >= 0
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["command"].startswith("python -m ax_chaining.benchmarks harness")
+    assert summary["command"].startswith("python -m benchmarks harness")
     assert [r["method"] for r in summary["rows"]] == list(harness.METHODS)
     assert all(r["replications"] == 2 for r in summary["rows"])
     assert {p["method"] for p in summary["paired"]} == set(harness.METHODS) - {

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("rdkit")
 
-from ax_chaining.benchmarks import molecules  # noqa: E402
-from ax_chaining.benchmarks.__main__ import main  # noqa: E402
+from benchmarks import molecules  # noqa: E402
+from benchmarks.__main__ import main  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
 

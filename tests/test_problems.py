@@ -1,4 +1,4 @@
-"""Tests for :mod:`ax_chaining.benchmarks.problems` (small ``n`` for speed)."""
+"""Tests for :mod:`ax_chaining.benchmark.problems` (small ``n`` for speed)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from ax_chaining.benchmarks import problems as P
-from ax_chaining.benchmarks.problems import (
+from ax_chaining.benchmark import problems as P
+from ax_chaining.benchmark.problems import (
     DiscreteProblem,
     fit_isotropic_se_lengthscale,
     fixed_se_kernel,

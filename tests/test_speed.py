@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ax_chaining.benchmarks import speed
+from benchmarks import speed
 
 
 def test_speed_quick_preset_end_to_end(capsys, tmp_path):

@@ -21,7 +21,7 @@ from ax_chaining.ax import (
     register_storage,
     ucb_generation_strategy,
 )
-from ax_chaining.stopping import (
+from ax_chaining.ax.stopping import (
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
     best_certificate,

@@ -83,6 +83,7 @@ def test_notebook_runs(path: Path, kernel_dir: Path, tmp_path, monkeypatch):
     monkeypatch.setenv("AX_CHAINING_TUTORIAL_OUT", str(tmp_path / "out"))
     monkeypatch.setenv("AX_CHAINING_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("PYTHONPATH", str(TUTORIALS.parent))  # the benchmarks/ runners
     nb = nbformat.read(path, as_version=4)
     # Notebooks are committed with their outputs (rendered on the repository
     # page); the test re-executes them from cleared cells at the small size.

@@ -490,7 +490,7 @@ def chaining_generation_strategy(
     """
     criteria = list(kwargs.pop("transition_criteria", None) or [])
     if stop_tolerance is not None:
-        from ax_chaining.stopping import RegretBoundCriterion
+        from ax_chaining.ax.stopping import RegretBoundCriterion
 
         criteria.append(RegretBoundCriterion(stop_tolerance, "ChainingUCB"))
     opts = _chaining_options(delta, scale, engine_options)

@@ -79,7 +79,7 @@ def register_storage() -> None:
     resolve through Ax's global BoTorch-modular registries, which it lacks.
     Call it before ``Client.load_from_json_file`` in a new process.
     """
-    from ax_chaining import stopping  # imports this package: not at module level
+    from ax_chaining.ax import stopping  # imports this module: not at module level
 
     register_acquisition(nodes.CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):

@@ -44,13 +44,14 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ax_chaining.benchmarks._tables import (
+from ax_chaining.benchmark.molecules import library
+from ax_chaining.checks import check_int
+from benchmarks._tables import (
     check_names,
     common_seed_groups,
     mean_se,
@@ -59,7 +60,6 @@ from ax_chaining.benchmarks._tables import (
     pm,
     run_resumable,
 )
-from ax_chaining.checks import check_int
 
 __all__ = [
     "DATASET_NAMES",
@@ -144,16 +144,6 @@ class MoleculeConfig:
 
 FULL_CONFIG = MoleculeConfig()
 SMALL_CONFIG = MoleculeConfig(datasets=("freesolv",), runs=2, queries=3)
-
-
-@lru_cache(maxsize=4)
-def library(name: str, radius: int = 2, n_bits: int = 2048) -> tuple[Any, Any]:
-    """``(dataset, gram)``: the molecules and their Tanimoto Gram matrix."""
-    from ax_chaining.chem import load_dataset, morgan_fingerprints, tanimoto_gram
-
-    data = load_dataset(name)
-    gram = tanimoto_gram(morgan_fingerprints(data.smiles, radius, n_bits))
-    return data, gram
 
 
 def make_strategy(method: str, gram: Any, n_init: int, config: MoleculeConfig) -> Any:

@@ -1,6 +1,6 @@
 r"""Soundness and usefulness of the regret certificates on GP samples.
 
-``python -m ax_chaining.benchmarks certificate`` runs Chaining-UCB on samples of
+``python -m benchmarks certificate`` runs Chaining-UCB on samples of
 the GP prior it uses (true hyperparameters, known noise) and, at every step,
 certifies the evaluated candidates with every variant of
 :mod:`ax_chaining.certificate`, plus the UCB - LCB rule of Makarova et al.
@@ -15,7 +15,7 @@ Problems (``--problem``):
     kernel with lengthscale 1 and variance 1, noise sd 0.05; run ``r`` draws the
     sample with seed ``r``.
 ``se``
-    The paper's SE problem (:func:`~ax_chaining.benchmarks.problems.se_problem`:
+    The paper's SE problem (:func:`~ax_chaining.benchmark.problems.se_problem`:
     ``N`` uniform points in :math:`[0, 20]^2`, lengthscale 1, noise sd 0.05).
 
 Protocol: 10 initial points uniform without replacement, then ``iters`` queries
@@ -54,14 +54,13 @@ from botorch.optim import optimize_acqf_discrete
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCB, gp_ucb_beta
-from ax_chaining.benchmarks._io import write_atomic
-from ax_chaining.benchmarks.problems import fixed_se_kernel, se_problem
+from ax_chaining.benchmark.io import write_atomic
+from ax_chaining.benchmark.problems import fixed_se_kernel, grid_problem, se_problem
 from ax_chaining.certificate import recommend, running_minimum, ucb_lcb_bound
 
 __all__ = [
     "VARIANTS",
     "CertificateConfig",
-    "grid_problem",
     "main",
     "run_one",
     "summarize",
@@ -113,25 +112,6 @@ class CertificateConfig:
 
 DEFAULT_CONFIG = CertificateConfig()
 SMALL_CONFIG = CertificateConfig(grid_side=8, se_n=120, iters=6, runs=2, n_init=5)
-
-
-def grid_problem(side: int = 30, seed: int = 0) -> tuple[Tensor, Tensor]:
-    r"""``side x side`` grid on :math:`[0, 6]^2` and an exact GP sample on it.
-
-    Isotropic SE kernel with lengthscale 1 and variance 1; the sample is
-    :math:`L z`, :math:`L L^\top = K + 10^{-10} I`, ``z`` from
-    ``torch.Generator().manual_seed(seed)``.
-    """
-    axis = torch.linspace(0.0, 6.0, side, dtype=DTYPE)
-    X = torch.cartesian_prod(axis, axis)
-    K = torch.exp(
-        -0.5 * torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist").square()
-    )
-    L = torch.linalg.cholesky(K + 1e-10 * torch.eye(X.shape[0], dtype=DTYPE))
-    z = torch.randn(
-        X.shape[0], generator=torch.Generator().manual_seed(seed), dtype=DTYPE
-    )
-    return X, L @ z
 
 
 def _model(X: Tensor, y: Tensor, noise_std: float) -> SingleTaskGP:
@@ -470,10 +450,10 @@ def _json_safe(x: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ax_chaining.benchmarks certificate [options]``."""
+    """``python -m benchmarks certificate [options]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
-        prog="python -m ax_chaining.benchmarks certificate",
+        prog="python -m benchmarks certificate",
         description="Soundness and usefulness of the regret certificates.",
     )
     parser.add_argument("--problem", default="grid,se", help="grid, se or both")
@@ -553,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     summary = {
         "config": {**config.key(), "runs": config.runs},
-        "command": "python -m ax_chaining.benchmarks certificate " + shlex.join(argv),
+        "command": "python -m benchmarks certificate " + shlex.join(argv),
         "wall_seconds_this_call": time.perf_counter() - start,
         "rows": [{k: _json_safe(v) for k, v in row.items()} for row in rows],
     }

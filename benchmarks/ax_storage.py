@@ -1,6 +1,6 @@
 r"""Saved-experiment size and save/load time with a precomputed kernel.
 
-``python -m ax_chaining.benchmarks.ax_storage`` runs an ``ax.api.Client`` loop
+``python -m benchmarks.ax_storage`` runs an ``ax.api.Client`` loop
 with Chaining-UCB over ``n`` items whose prior covariance is a precomputed Gram
 matrix (:func:`ax_chaining.ax.precomputed_kernel_surrogate_spec`), saves the
 client to JSON at the given trial counts, and prints one JSON line per save:
@@ -11,8 +11,8 @@ suggestion equals the original's.
 
 Examples::
 
-    python -m ax_chaining.benchmarks.ax_storage --items 300 --trials 10 25
-    python -m ax_chaining.benchmarks.ax_storage --items 4200 --trials 50
+    python -m benchmarks.ax_storage --items 300 --trials 10 25
+    python -m benchmarks.ax_storage --items 4200 --trials 50
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _items(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ax_chaining.benchmarks.ax_storage")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.ax_storage")
     parser.add_argument("--items", type=int, default=300)
     parser.add_argument("--trials", type=int, nargs="+", default=[10, 25])
     parser.add_argument("--init-trials", type=int, default=10)

@@ -35,7 +35,7 @@ import torch
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from torch import Tensor
 
-from ax_chaining.benchmarks._io import write_atomic
+from ax_chaining.benchmark.io import write_atomic
 from ax_chaining.kernels import PrecomputedKernel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,6 +47,7 @@ __all__ = [
     "fit_isotropic_se_lengthscale",
     "fixed_se_kernel",
     "graph_problem",
+    "grid_problem",
     "himmelblau",
     "himmelblau_objective",
     "himmelblau_problem",
@@ -244,6 +245,25 @@ def fixed_se_kernel(
     kernel.outputscale = outputscale
     kernel.requires_grad_(False)
     return kernel
+
+
+def grid_problem(side: int = 30, seed: int = 0) -> tuple[Tensor, Tensor]:
+    r"""``side x side`` grid on :math:`[0, 6]^2` and an exact GP sample on it.
+
+    Isotropic SE kernel with lengthscale 1 and variance 1; the sample is
+    :math:`L z`, :math:`L L^\top = K + 10^{-10} I`, ``z`` from
+    ``torch.Generator().manual_seed(seed)``.
+    """
+    axis = torch.linspace(0.0, 6.0, side, dtype=torch.float64)
+    X = torch.cartesian_prod(axis, axis)
+    K = torch.exp(
+        -0.5 * torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist").square()
+    )
+    L = torch.linalg.cholesky(K + 1e-10 * torch.eye(X.shape[0], dtype=torch.float64))
+    z = torch.randn(
+        X.shape[0], generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
+    return X, L @ z
 
 
 def _cholesky_sample(K: Tensor, z: Tensor) -> tuple[Tensor, float]:

@@ -11,7 +11,7 @@ interpreter with torch, BoTorch and GPyTorch imported (reported as
 
 Subcommands print one JSON line per result:
 
-``python -m ax_chaining.benchmarks speed --sizes 1000 10000 30000 100000 1000000``
+``python -m benchmarks speed --sizes 1000 10000 30000 100000 1000000``
     median seconds and peak RSS of one step (``q = 1``) and of a batch
     (``q = 5``: ``optimize_acqf_discrete`` sets each pick as a pending point)
     for ChainingUCB (path chosen automatically), and of one step of stock
@@ -19,20 +19,20 @@ Subcommands print one JSON line per result:
     pending points), and the ratio of each to that UCB step.
     ``--quick`` is a small preset (``N = 500``, one repeat) that a test runs
     end to end.
-``python -m ax_chaining.benchmarks speed --cpu-time --sizes 10000``
+``python -m benchmarks speed --cpu-time --sizes 10000``
     CPU seconds (``time.process_time``, one torch thread, in one process) of
     a stock UCB step, a ChainingUCB step and a ``q = 5`` batch: on a machine
     shared with other jobs, CPU time moves far less than wall time. Run as a
     script (``python path/to/speed.py --cpu-time``) it measures whichever
     ``ax_chaining`` is first on ``PYTHONPATH``, e.g. an earlier commit's.
-``python -m ax_chaining.benchmarks speed --rows --sizes 10000``
+``python -m benchmarks speed --rows --sizes 10000``
     the cost of a block of rows of :math:`d_t^2` against the same block of
     prior kernel rows (what a row of :math:`d_t^2` adds to a kernel row).
-``python -m ax_chaining.benchmarks speed --compare-covers --n 10000``
+``python -m benchmarks speed --compare-covers --n 10000``
     exact greedy covers (dense path) against farthest-first covers (low-rank
     path) on the same posterior: cover sizes per level, their ratio, and whether
     the selected point differs (and by how much in acquisition value).
-``python -m ax_chaining.benchmarks speed --table step.jsonl [compare.jsonl]``
+``python -m benchmarks speed --table step.jsonl [compare.jsonl]``
     the README's markdown tables, rendered from those JSON lines.
 """
 
@@ -251,7 +251,7 @@ def _run_worker(
     cmd = [
         sys.executable,
         "-m",
-        "ax_chaining.benchmarks.speed",
+        "benchmarks.speed",
         "--worker",
         "--method",
         method,
@@ -446,7 +446,7 @@ def _table(paths: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ax_chaining.benchmarks speed",
+        prog="python -m benchmarks speed",
         description="Speed and memory of one ChainingUCB step vs stock UCB.",
     )
     parser.add_argument(

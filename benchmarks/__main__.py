@@ -1,39 +1,39 @@
-r"""Command line of the benchmarks: ``python -m ax_chaining.benchmarks ...``.
+r"""Command line of the benchmarks: ``python -m benchmarks ...``.
 
 Subcommands:
 
 ``paper``
     The experiments of Section 4 of Contal, Malherbe & Vayatis (2015) (see
-    :mod:`ax_chaining.benchmarks.runner`): per-run JSON files, ``summary.md``,
+    :mod:`benchmarks.runner`): per-run JSON files, ``summary.md``,
     ``summary.json``, ``simple_regret.png`` (Figure 2) and
     ``cumulative_regret.png`` under ``--out``.
 ``figure1``
     The paper's Figure 1 on a 1-D toy problem, saved as ``figure1.png``.
 ``harness``
     Chaining-UCB and baselines in Ax's own benchmark harness (``ax.benchmark``)
-    on discrete and discretized problems (:mod:`ax_chaining.benchmarks.harness`):
+    on discrete and discretized problems (:mod:`benchmarks.harness`):
     one JSON record per replication (resumable), ``summary.md``,
     ``summary.json`` and ``scores.png`` under ``--out``.
 ``molecules``
     Ax ``Client`` loops over real molecule libraries (ESOL, FreeSolv) with a
-    Tanimoto kernel on Morgan fingerprints (:mod:`ax_chaining.benchmarks.molecules`).
+    Tanimoto kernel on Morgan fingerprints (:mod:`benchmarks.molecules`).
 ``speed``
-    Speed and memory of one acquisition step (:mod:`ax_chaining.benchmarks.speed`);
+    Speed and memory of one acquisition step (:mod:`benchmarks.speed`);
     arguments after ``speed`` are passed to it.
 ``certificate``
     Soundness and usefulness of the regret certificates on GP samples
-    (:mod:`ax_chaining.benchmarks.certificate`); arguments after
+    (:mod:`benchmarks.certificate`); arguments after
     ``certificate`` are passed to it.
 
 Examples::
 
-    python -m ax_chaining.benchmarks paper --small --out results/paper/small
-    python -m ax_chaining.benchmarks paper --problem se --n 2000 --runs 32 --iters 100
-    python -m ax_chaining.benchmarks figure1 --out results/paper
-    python -m ax_chaining.benchmarks harness --small --out results/harness/small
-    python -m ax_chaining.benchmarks molecules --small --out results/molecules/small
-    python -m ax_chaining.benchmarks speed --help
-    python -m ax_chaining.benchmarks certificate --small --out results/certificate_small
+    python -m benchmarks paper --small --out results/paper/small
+    python -m benchmarks paper --problem se --n 2000 --runs 32 --iters 100
+    python -m benchmarks figure1 --out results/paper
+    python -m benchmarks harness --small --out results/harness/small
+    python -m benchmarks molecules --small --out results/molecules/small
+    python -m benchmarks speed --help
+    python -m benchmarks certificate --small --out results/certificate_small
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ __all__ = ["main"]
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from ax_chaining.benchmarks.runner import METHODS, PAPER_CONFIG, SMALL_CONFIG
+    from benchmarks.runner import METHODS, PAPER_CONFIG, SMALL_CONFIG
 
     parser = argparse.ArgumentParser(
-        prog="python -m ax_chaining.benchmarks",
+        prog="python -m benchmarks",
         description="Benchmarks of Chaining-UCB (Contal et al., 2015).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,7 +120,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "speed",
-        help="speed benchmark (ax_chaining.benchmarks.speed; see `speed --help`)",
+        help="speed benchmark (benchmarks.speed; see `speed --help`)",
         add_help=False,
     )
     sub.add_parser(
@@ -133,7 +133,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _add_harness_parser(sub: Any) -> None:
-    from ax_chaining.benchmarks.harness import (
+    from benchmarks.harness import (
         FULL_CONFIG,
         METHODS,
         PROBLEMS,
@@ -191,7 +191,7 @@ def _add_record_options(parser: argparse.ArgumentParser, out: str) -> None:
 
 
 def _add_molecules_parser(sub: Any) -> None:
-    from ax_chaining.benchmarks.molecules import (
+    from benchmarks.molecules import (
         DATASET_NAMES,
         FULL_CONFIG,
         METHODS,
@@ -229,8 +229,8 @@ def _add_molecules_parser(sub: Any) -> None:
 
 
 def _harness(args: argparse.Namespace, argv: list[str]) -> int:
-    from ax_chaining.benchmarks import harness as h
-    from ax_chaining.benchmarks._tables import load_records
+    from benchmarks import harness as h
+    from benchmarks._tables import load_records
 
     preset = h.SMALL_CONFIG if args.small else h.FULL_CONFIG
     try:
@@ -289,8 +289,8 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
-    from ax_chaining.benchmarks import molecules as mol
-    from ax_chaining.benchmarks._tables import load_records
+    from benchmarks import molecules as mol
+    from benchmarks._tables import load_records
 
     preset = mol.SMALL_CONFIG if args.small else mol.FULL_CONFIG
     datasets = _split(
@@ -362,9 +362,9 @@ def _write_summary(
     elapsed: float,
     config: dict[str, Any],
 ) -> None:
-    from ax_chaining.benchmarks._tables import write_json
+    from benchmarks._tables import write_json
 
-    command = "python -m ax_chaining.benchmarks " + shlex.join(argv)
+    command = "python -m benchmarks " + shlex.join(argv)
     meta = {"command": command, "config": config, "wall_seconds_this_call": elapsed}
     write_json({**meta, **summary}, out / "summary.json")
     text = f"```bash\n{command}\n```\n\n{markdown}\n"
@@ -390,9 +390,9 @@ def _split(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
 
 def _speed(argv: list[str]) -> int:
     try:
-        from ax_chaining.benchmarks import speed
+        from benchmarks import speed
     except ModuleNotFoundError as e:
-        if e.name != "ax_chaining.benchmarks.speed":
+        if e.name != "benchmarks.speed":
             raise
         print(
             "The speed benchmark (ax_chaining/benchmarks/speed.py) is not available "
@@ -404,7 +404,7 @@ def _speed(argv: list[str]) -> int:
 
 
 def _paper(args: argparse.Namespace, argv: list[str]) -> int:
-    from ax_chaining.benchmarks.runner import (
+    from benchmarks.runner import (
         METHODS,
         PAPER_CONFIG,
         PROBLEMS,
@@ -458,7 +458,7 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
         "config": {**config.run_key(), "runs": config.runs},
         "problems": problems,
         "methods": methods,
-        "command": "python -m ax_chaining.benchmarks " + shlex.join(argv),
+        "command": "python -m benchmarks " + shlex.join(argv),
         "wall_seconds_this_call": elapsed,
     }
     md_path, json_path = write_summary(summary, out, extra=extra)
@@ -467,7 +467,7 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
     for line in summary_json_lines(summary):
         print(line)
     if not args.no_plot and summary["rows"]:
-        from ax_chaining.benchmarks.plots import (
+        from benchmarks.plots import (
             plot_cumulative_regret,
             plot_simple_regret,
         )
@@ -480,7 +480,7 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _figure1(args: argparse.Namespace) -> int:
-    from ax_chaining.benchmarks.plots import figure1_data, plot_figure1
+    from benchmarks.plots import figure1_data, plot_figure1
 
     data = figure1_data(
         n=args.n, seed=args.seed, num_obs=args.num_obs, obs_seed=args.obs_seed
@@ -505,7 +505,7 @@ def _figure1(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    r"""Entry point of ``python -m ax_chaining.benchmarks``.
+    r"""Entry point of ``python -m benchmarks``.
 
     Args:
         argv: Arguments without the program name (default ``sys.argv[1:]``).
@@ -521,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "speed":
         return _speed(argv[1:])
     if argv and argv[0] == "certificate":
-        from ax_chaining.benchmarks import certificate
+        from benchmarks import certificate
 
         return int(certificate.main(argv[1:]) or 0)
     args = _build_parser().parse_args(argv)

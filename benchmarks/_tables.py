@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ax_chaining.benchmarks._io import write_atomic
+from ax_chaining.benchmark.io import write_atomic
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float]:

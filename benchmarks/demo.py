@@ -20,7 +20,7 @@ It prints:
   point it recommends at the end of the last run, beside that point's true
   regret, which only a benchmark knows.
 
-Run it with ``make demo`` or ``python -m ax_chaining.demo --help``.
+Run it with ``make demo`` or ``python -m benchmarks.demo --help``.
 """
 
 from __future__ import annotations

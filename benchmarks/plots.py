@@ -58,7 +58,7 @@ def _curve_panels(
     path: str | os.PathLike | None,
     logy: bool,
 ) -> Any:
-    from ax_chaining.benchmarks.runner import METHOD_LABELS, PROBLEM_LABELS
+    from benchmarks.runner import METHOD_LABELS, PROBLEM_LABELS
 
     plt = _pyplot()
     curves = summary["curves"]
@@ -120,7 +120,7 @@ def plot_simple_regret(
     The band is one standard error of the mean over runs.
 
     Args:
-        summary: Output of :func:`~ax_chaining.benchmarks.runner.summarize`.
+        summary: Output of :func:`~benchmarks.runner.summarize`.
         path: If given, save the figure there (PNG by extension).
         problems: Panels to draw (default: every problem in ``summary``).
         title: Optional figure title.
@@ -154,7 +154,7 @@ def plot_cumulative_regret(
     r"""Mean cumulative regret :math:`R_n` against ``n``, one panel per problem.
 
     Args:
-        summary: Output of :func:`~ax_chaining.benchmarks.runner.summarize`.
+        summary: Output of :func:`~benchmarks.runner.summarize`.
         path: If given, save the figure there.
         problems: Panels to draw (default: all).
         title: Optional figure title.
@@ -216,7 +216,7 @@ def figure1_data(
     from botorch.models import SingleTaskGP
 
     from ax_chaining.acquisition import GPUCB, ChainingUCB
-    from ax_chaining.benchmarks.problems import toy_1d_problem
+    from ax_chaining.benchmark.problems import toy_1d_problem
 
     problem = toy_1d_problem(n=n, seed=seed)
     gen = torch.Generator().manual_seed(obs_seed)
