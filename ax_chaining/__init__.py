@@ -3,9 +3,9 @@
 Public names. The engine (:mod:`ax_chaining.covers`, :mod:`ax_chaining.distances`,
 :mod:`ax_chaining.chaining`) imports torch alone and is imported eagerly. The
 BoTorch and Ax layers are imported on first use of one of their names, so that
-``from ax_chaining import greedy_cover`` does not load BoTorch or Ax. Importing
-registers nothing with Ax; call :func:`register_storage` before
-``Client.load_from_json_file`` in a fresh process.
+``from ax_chaining import greedy_cover`` does not load BoTorch or Ax. Importing the
+Ax layer (``ax_chaining.ax``, or a name of it from here) registers its classes
+with Ax's JSON storage.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ _LAZY = {
     "GPUCB": "ax_chaining.acquisition",
     "default_t": "ax_chaining.acquisition",
     "evaluated_candidates": "ax_chaining.acquisition",
+    "ChainingOptions": "ax_chaining.acquisition",
     "gp_ucb_beta": "ax_chaining.acquisition",
     "PrecomputedKernel": "ax_chaining.kernels",
     "CandidateSetSpec": "ax_chaining.ax",
@@ -59,10 +60,10 @@ _LAZY = {
     "candidate_set_strategy": "ax_chaining.ax",
     "register_storage": "ax_chaining.ax",
     "register_gram": "ax_chaining.kernels",
-    "RegretBoundGlobalStoppingStrategy": "ax_chaining.ax.stopping",
-    "RegretBoundCriterion": "ax_chaining.ax.stopping",
-    "best_certificate": "ax_chaining.ax.stopping",
-    "certificate_history": "ax_chaining.ax.stopping",
+    "RegretBoundGlobalStoppingStrategy": "ax_chaining.ax",
+    "RegretBoundCriterion": "ax_chaining.ax",
+    "best_certificate": "ax_chaining.ax",
+    "certificate_history": "ax_chaining.ax",
 }
 
 __all__ = [

@@ -11,17 +11,15 @@ count as observations.
 from __future__ import annotations
 
 import math
-import typing
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, get_args
 
 import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.acquisition.analytic import UpperConfidenceBound
 from botorch.acquisition.input_constructors import acqf_input_constructor
 from botorch.acquisition.objective import PosteriorTransform
-from botorch.exceptions import UnsupportedError
 from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
@@ -41,18 +39,27 @@ from ax_chaining.chaining import (
     ChainingResult,
     CoverMethod,
     HRadius,
-    _check_delta,
-    _check_positive_int,
     chaining_covers,
     reuse_covers,
 )
-from ax_chaining.checks import check_float, check_int
-from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
+from ax_chaining.checks import (
+    as_index,
+    check_choice,
+    check_delta,
+    check_float,
+    check_int,
+    match_rows,
+)
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.posterior import (
+    CandidatePosterior,
     Path,
     PosteriorCache,
     candidate_posterior,
+    check_posterior_transform,
+    model_inputs,
     num_training_points,
+    posterior_at,
     prior_variance,
 )
 
@@ -64,8 +71,8 @@ __all__ = [
     "DEFAULT_MAX_COVER_SIZE",
     "GPUCB",
     "UCB",
+    "ChainingOptions",
     "ChainingUCB",
-    "check_chaining_options",
     "default_t",
     "evaluated_candidates",
     "gp_ucb_beta",
@@ -74,46 +81,59 @@ __all__ = [
 
 PendingCovers = Literal["rebuild", "reuse"]
 
-_CHOICES: dict[str, Any] = {
-    "h_radius": HRadius,
-    "path": Path,
-    "cover": CoverMethod,
-    "pending_covers": PendingCovers,
-}
-_RANGES: dict[str, tuple[Any, str]] = {
-    "delta": (lambda v: 0 < v < 1, "(0, 1)"),
-    "beta": (lambda v: v >= 0, ">= 0"),
-    "scale": (lambda v: v > 0, "finite and > 0"),
-    "sigma_floor": (lambda v: 0 <= v < 1, "[0, 1)"),
-}
 
+@dataclass(frozen=True)
+class ChainingOptions:
+    r"""The options of :class:`ChainingUCB`, checked once, when built.
 
-def check_chaining_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """A checked copy of acquisition options, by name, before any model step.
-
-    ``delta``, ``scale``, ``sigma_floor``, ``h_radius``, ``path``, ``cover``,
-    ``max_cover_size``, ``memory_budget`` and ``pending_covers`` as in
-    :class:`ChainingUCB` (``delta``
-    also of :class:`GPUCB`, ``beta`` of :class:`UCB`); None where the default is
-    None. Floats come back as floats; other names are left as they are.
+    Each is an argument of :class:`ChainingUCB` (see there); the Ax layer
+    builds one from a strategy's options to check them before any trial.
 
     Example:
-        >>> check_chaining_options({"delta": 0.1, "path": "dense"})
-        {'delta': 0.1, 'path': 'dense'}
+        >>> ChainingOptions(delta=0.1, path="dense").delta
+        0.1
     """
-    out = dict(options)
-    for name, value in out.items():
-        if value is None and name in ("scale", "cover", "max_cover_size"):
-            continue
-        if name in _CHOICES:
-            choices = typing.get_args(_CHOICES[name])
-            if value not in choices:
-                raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
-        elif name in ("max_cover_size", "memory_budget"):
-            out[name] = check_int(name, value, 1)
-        elif name in _RANGES:
-            out[name] = check_float(name, value, _RANGES[name])
-    return out
+
+    delta: float = 0.05
+    scale: float | None = None
+    sigma_floor: float = 1e-6
+    h_radius: HRadius = "algorithm"
+    path: Path = "auto"
+    cover: CoverMethod | None = None
+    max_cover_size: int | None = None
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    pending_covers: PendingCovers = "rebuild"
+
+    def __post_init__(self) -> None:
+        checked = {
+            "delta": check_delta(self.delta),
+            "sigma_floor": check_float(
+                "sigma_floor", self.sigma_floor, (lambda v: 0 <= v < 1, "in [0, 1)")
+            ),
+            "memory_budget": check_int("memory_budget", self.memory_budget, 1),
+        }
+        if self.scale is not None:
+            rule = (lambda v: v > 0, "finite and > 0")
+            checked["scale"] = check_float("scale", self.scale, rule)
+        if self.max_cover_size is not None:
+            checked["max_cover_size"] = check_int(
+                "max_cover_size", self.max_cover_size, 1
+            )
+        for name, kind in (
+            ("h_radius", HRadius),
+            ("path", Path),
+            ("cover", CoverMethod),
+            ("pending_covers", PendingCovers),
+        ):
+            value = getattr(self, name)
+            if value is not None or name != "cover":
+                check_choice(name, value, get_args(kind))
+        for name, value in checked.items():  # plain floats and ints
+            object.__setattr__(self, name, value)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as keyword arguments of :class:`ChainingUCB`."""
+        return asdict(self)
 
 
 def default_t(model: Model, num_pending: int = 0) -> int:
@@ -146,19 +166,33 @@ def gp_ucb_beta(num_candidates: int, t: int, delta: float = 0.05) -> float:
     .. math::
 
         \beta_t = 2 \log\big(|X|\, t^2 \pi^2 / (6 \delta)\big).
+
+    Example:
+        >>> round(gp_ucb_beta(100, t=1, delta=0.05), 4)  # 2 log(100 pi^2 / 0.3)
+        16.3942
     """
-    num_candidates = _check_positive_int("num_candidates", num_candidates)
-    t = _check_positive_int("t", t)
-    delta = _check_delta(delta)
+    num_candidates = check_int("num_candidates", num_candidates, 1)
+    t = check_int("t", t, 1)
+    delta = check_delta(delta)
     return 2.0 * math.log(num_candidates * t**2 * math.pi**2 / (6.0 * delta))
 
 
-def evaluated_candidates(model: Model, candidates: Tensor) -> Tensor:
+def evaluated_candidates(
+    model: Model, candidates: Tensor, given_dtype: torch.dtype | None = None
+) -> Tensor:
     """Boolean mask of the candidates that are training inputs of ``model``.
 
     Compared in the model's input space (``input_transform.preprocess_transform``
-    applied to the candidates, as BoTorch does to the training inputs), with a
-    relative tolerance of ``1e-9``. Model lists: a training input of any model.
+    applied to the candidates, as BoTorch does to the training inputs), within a
+    relative tolerance of ``1e-9`` (``1e-6`` where candidates or training inputs
+    are float32, e.g. float32 candidates converted to a float64 model: the same
+    points then differ by float32 round-off). Model lists: a training input of
+    any model.
+
+    Args:
+        model: The model.
+        candidates: ``N x d`` candidates on the model's device and dtype.
+        given_dtype: The dtype the candidates had before conversion, if any.
     """
     models = list(getattr(model, "models", None) or [model])
     mask = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
@@ -169,107 +203,30 @@ def evaluated_candidates(model: Model, candidates: Tensor) -> Tensor:
             continue
         with torch.no_grad():
             transform = getattr(sub, "input_transform", None)
-            C = (
-                candidates
-                if transform is None
-                else transform.preprocess_transform(candidates)
-            )
-            train = inputs[0].reshape(-1, inputs[0].shape[-1]).to(C)
-            tol = 1e-9 * (1.0 + float(train.abs().max()))
-            for start in range(0, C.shape[0], 4096):
-                d = torch.cdist(
-                    C[start : start + 4096],
-                    train,
-                    compute_mode="donot_use_mm_for_euclid_dist",
-                )
-                mask[start : start + 4096] |= d.min(dim=-1).values <= tol
+            C = candidates
+            if transform is not None:
+                C = transform.preprocess_transform(candidates)
+            train = inputs[0].reshape(-1, inputs[0].shape[-1])
+            dtypes = {C.dtype, train.dtype, given_dtype or C.dtype}
+            rtol = 1e-6 if torch.float32 in dtypes else 1e-9
+            mask |= match_rows(C, train.to(C), rtol=rtol) >= 0
     return mask
 
 
 @dataclass
-class _CertificateState:
-    """Posterior without pending points, and the chaining tree (one step)."""
+class ChainingStep:
+    """One build of Algorithm 1: the posterior over the candidates and the covers.
 
-    mean: Tensor
-    distance: PseudoDistance
-    tree: ChainingTree
-    t: int
-    _last: tuple[Tensor, Tensor] | None = None
+    Attributes:
+        posterior: Mean and pseudo-distance over the candidates.
+        chaining: Levels, covers and :math:`H_i`.
+        tree: The chaining tree of the covers, built on first use by the
+            certificate.
+    """
 
-    def rows(self, index: Tensor) -> Tensor:
-        """``d_t(x, .)`` for the points ``index``; the last set is kept (variants
-        of one step certify the same points)."""
-        if self._last is not None and torch.equal(self._last[0], index):
-            return self._last[1]
-        dist = self.distance.rows(index).to(torch.float64).clamp_min(0.0).sqrt()
-        self._last = (index.clone(), dist)
-        return dist
-
-
-def _check_candidates(candidates: Any, model: Model) -> Tensor:
-    if not isinstance(candidates, Tensor):
-        raise TypeError(
-            f"candidates must be a torch.Tensor of shape N x d, got "
-            f"{type(candidates).__name__}."
-        )
-    if candidates.ndim != 2:
-        raise ValueError(
-            f"candidates must be a 2-D tensor of shape N x d, got shape "
-            f"{tuple(candidates.shape)}."
-        )
-    if candidates.shape[0] == 0:
-        raise ValueError("candidates is empty: Chaining-UCB needs N >= 1 candidates.")
-    if not candidates.is_floating_point():
-        raise TypeError(f"candidates must be floating point, got {candidates.dtype}.")
-    if not torch.isfinite(candidates).all():
-        bad = (~torch.isfinite(candidates)).any(dim=-1).nonzero().squeeze(-1)
-        raise ValueError(
-            f"candidates contains NaN or inf in {bad.numel()} row(s), first at row "
-            f"{int(bad[0])}; every candidate must be finite."
-        )
-    device, dtype = _model_device(model), _model_dtype(model)
-    if (device is not None and candidates.device != device) or (
-        dtype is not None and candidates.dtype != dtype
-    ):
-        # BoTorch models live on one device with one dtype; follow them (float64
-        # candidates of a float32 model are rounded to float32) rather than fail
-        # deep inside GPyTorch with a dtype mismatch.
-        candidates = candidates.to(device=device, dtype=dtype)
-    d = _input_dim(model)
-    if d is not None and candidates.shape[-1] != d:
-        raise ValueError(
-            f"candidates has d={candidates.shape[-1]} columns, but the model was "
-            f"trained on d={d} inputs."
-        )
-    return candidates
-
-
-def _model_device(model: Model) -> torch.device | None:
-    for tensor in (*model.parameters(), *model.buffers()):
-        return tensor.device
-    return None
-
-
-def _model_dtype(model: Model) -> torch.dtype | None:
-    for tensor in (*model.parameters(), *model.buffers()):
-        if tensor.is_floating_point():
-            return tensor.dtype
-    return None
-
-
-def _input_dim(model: Model) -> int | None:
-    models = getattr(model, "models", None)
-    if models:
-        return _input_dim(models[0])
-    original = getattr(model, "_original_train_inputs", None)
-    if original is not None:
-        return int(original.shape[-1])
-    if getattr(model, "input_transform", None) is not None:
-        return None  # transformed inputs may have another width
-    inputs = getattr(model, "train_inputs", None)
-    if inputs and isinstance(inputs[0], torch.Tensor):
-        return int(inputs[0].shape[-1])
-    return None
+    posterior: CandidatePosterior
+    chaining: ChainingResult
+    tree: ChainingTree | None = field(default=None, repr=False)
 
 
 class ChainingUCB(AcquisitionFunction):
@@ -326,7 +283,7 @@ class ChainingUCB(AcquisitionFunction):
         >>> candidates = torch.rand(1000, 2, dtype=torch.float64)
         >>> acqf = ChainingUCB(model, candidates)
         >>> x_next, _ = optimize_acqf_discrete(acqf, q=1, choices=candidates)
-        >>> acqf.chaining.cover_sizes, acqf.regret_bound(x_next.unsqueeze(0))
+        >>> acqf.chaining.cover_sizes, acqf.regret_bound(x_next)
 
     Args:
         model: A fitted single-outcome model (or multi-output with a
@@ -373,43 +330,36 @@ class ChainingUCB(AcquisitionFunction):
         pending_covers: PendingCovers = "rebuild",
     ) -> None:
         super().__init__(model=model)
-        if posterior_transform is None and model.num_outputs != 1:
-            raise UnsupportedError(
-                "Must specify a posterior_transform when using a multi-output model "
-                f"(the model has {model.num_outputs} outputs)."
-            )
-        if posterior_transform is not None and not isinstance(
-            posterior_transform, PosteriorTransform
-        ):
-            raise UnsupportedError(
-                "posterior_transform must be a PosteriorTransform, got "
-                f"{type(posterior_transform).__name__}."
-            )
+        check_posterior_transform(model, posterior_transform)
         self.posterior_transform = posterior_transform
         self.maximize = maximize
-        self._options = check_chaining_options(
-            dict(
-                delta=delta,
-                scale=scale,
-                sigma_floor=sigma_floor,
-                h_radius=h_radius,
-                path=path,
-                cover=cover,
-                max_cover_size=max_cover_size,
-                memory_budget=memory_budget,
-                pending_covers=pending_covers,
-            )
+        self.options = ChainingOptions(
+            delta=delta,
+            scale=scale,
+            sigma_floor=sigma_floor,
+            h_radius=h_radius,
+            path=path,
+            cover=cover,
+            max_cover_size=max_cover_size,
+            memory_budget=memory_budget,
+            pending_covers=pending_covers,
         )
-        self.delta = self._options.pop("delta")
-        self._scale = self._options.pop("scale")
         if t is not None:
-            t = _check_positive_int("t", t)
+            t = check_int("t", t, 1)
         elif num_training_points(model) == 0:
             default_t(model)  # raises the no-training-data error
         self._t = t
-        self.register_buffer("candidates", _check_candidates(candidates, model))
+        self._given_dtype = getattr(candidates, "dtype", None)
+        self.register_buffer("candidates", model_inputs(model, candidates))
+        self._cache = PosteriorCache()
+        self._base: ChainingStep | None = None
         self.set_X_pending(X_pending)
-        self._built()  # bad input and memory errors surface here, not later
+        self._current()  # bad input and memory errors surface here, not later
+
+    @property
+    def delta(self) -> float:
+        r"""The confidence parameter :math:`\delta`."""
+        return self.options.delta
 
     @property
     def t(self) -> int:
@@ -426,7 +376,8 @@ class ChainingUCB(AcquisitionFunction):
 
         A pending point is treated as observed at its posterior mean, which leaves
         :math:`\mu_t` unchanged and shrinks :math:`k_t` exactly as a real
-        observation would (GP-BUCB, Desautels et al., 2014).
+        observation would (GP-BUCB, Desautels et al., 2014;
+        :func:`~ax_chaining.posterior.pending_rows`).
 
         The covers are rebuilt from scratch (Algorithm 1 on the new posterior)
         when the acquisition function is next evaluated or :attr:`chaining` is
@@ -439,141 +390,49 @@ class ChainingUCB(AcquisitionFunction):
             X_pending: ``p x d`` pending points, or None.
         """
         if X_pending is not None:
-            if X_pending.ndim != 2 or X_pending.shape[-1] != self.candidates.shape[-1]:
+            X_pending = model_inputs(self.model, X_pending, "X_pending")
+            if X_pending.shape[-1] != self.candidates.shape[-1]:
                 raise ValueError(
-                    f"X_pending must have shape p x {self.candidates.shape[-1]}, got "
-                    f"{tuple(X_pending.shape)}."
+                    f"`X_pending` must have shape p x {self.candidates.shape[-1]}, "
+                    f"got {tuple(X_pending.shape)}."
                 )
-            X_pending = X_pending.detach().to(self.candidates)
-            if X_pending.shape[0] == 0:
-                X_pending = None
         self.X_pending = X_pending
-        self._state = None
-        base = getattr(self, "_base_state", None)
-        if X_pending is None and base is not None:
-            self._state = base
+        self._step: ChainingStep | None = None
 
     @property
     def chaining(self) -> ChainingResult:
         """Levels, covers and :math:`H_i` for the current pending points."""
-        return self._built()[0]
+        return self._current().chaining
 
     @property
     def candidate_mean(self) -> Tensor:
         """Posterior mean over the candidates."""
-        return self._built()[1]
+        return self._current().posterior.mean
 
     @property
     def candidate_sigma(self) -> Tensor:
         """Posterior standard deviation over the candidates (given pending points)."""
-        return self._built()[2]
+        return self._current().posterior.distance.sigma
 
-    @property
-    def _pending_noise(self) -> Tensor | None:
-        return self._built()[3]
+    def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Posterior mean and standard deviation at ``X``, given pending points.
 
-    def _built(self) -> tuple[ChainingResult, Tensor, Tensor, Tensor | None]:
-        if getattr(self, "_state", None) is None:
-            self._build()
-        return self._state
+        Args:
+            X: A ``(b1 x ... bk) x 1 x d``-dim tensor of points.
 
-    @torch.no_grad()
-    def _build(self) -> None:
-        opts = self._options
-        p = 0 if self.X_pending is None else self.X_pending.shape[0]
-        t = self._t if self._t is not None else default_t(self.model, p)
-        if not hasattr(self, "_posterior_cache"):
-            self._posterior_cache = PosteriorCache()
-        post = candidate_posterior(
+        Returns:
+            ``(mean, sigma)``, each ``(b1 x ... bk)``-dim; ``mean`` of the model's
+            objective (not negated for ``maximize=False``).
+        """
+        step = self._current()  # builds the posterior given the pending points
+        return posterior_at(
             self.model,
-            self.candidates,
-            posterior_transform=self.posterior_transform,
-            X_pending=self.X_pending,
-            path=opts["path"],
-            memory_budget=opts["memory_budget"],
-            cache=self._posterior_cache,
-            first_radius=self._scale,
+            X.to(self.candidates),
+            self.posterior_transform,
+            self.X_pending,
+            step.posterior.pending_noise,
+            self._cache,
         )
-        if self._scale is not None:
-            scale = self._scale
-        else:
-            prior_var = post.prior_variance
-            if prior_var is None:
-                prior_var = prior_variance(
-                    self.model, self.candidates, self.posterior_transform
-                )
-            scale = float(prior_var.max().clamp_min(0).sqrt())
-            if not scale > 0:
-                raise ValueError(
-                    "The prior variance is 0 on every candidate; pass scale= "
-                    "explicitly."
-                )
-        cover = opts["cover"] or (
-            "greedy" if post.path == "dense" else "farthest_first"
-        )
-        max_cover_size = opts["max_cover_size"]
-        if max_cover_size is None and post.path == "low_rank":
-            max_cover_size = min(post.distance.n, DEFAULT_MAX_COVER_SIZE)
-        base = getattr(self, "_base_state", None)
-        if p and opts["pending_covers"] == "reuse" and base is not None:
-            chaining = reuse_covers(base[0], post.distance, t)
-            self._state = (chaining, post.mean, post.distance.sigma, post.pending_noise)
-            return
-        chaining = chaining_covers(
-            post.distance,
-            t=t,
-            delta=self.delta,
-            scale=scale,
-            sigma_floor=opts["sigma_floor"],
-            h_radius=opts["h_radius"],
-            cover=cover,
-            max_cover_size=max_cover_size,
-            memory_budget=opts["memory_budget"],
-        )
-        chaining.info.update(path=post.path)
-        if post.reason is not None:
-            chaining.info.update(reason=post.reason)
-        self._state = (chaining, post.mean, post.distance.sigma, post.pending_noise)
-        if self.X_pending is None:
-            self._base_state = self._state
-
-    def _mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        """Posterior mean and std at ``X`` (``b x 1 x d``), given pending points."""
-        if self.X_pending is None:
-            posterior = self.model.posterior(
-                X, posterior_transform=self.posterior_transform
-            )
-            mean = posterior.mean.squeeze(-1).squeeze(-1)
-            var = posterior.variance.squeeze(-1).squeeze(-1)
-            return mean, var.clamp_min(0).sqrt()
-        noise = self._pending_noise  # builds the state for these pending points
-        factors = getattr(self, "_posterior_cache", None)
-        factors = None if factors is None else factors.factors
-        if factors is not None:
-            # Exact GPs: the pending points' effect is a rank-p correction of
-            # the plain posterior variance, from the factor the build made.
-            flat = X.reshape(-1, X.shape[-1])
-            drop = factors.pending_variance_drop(self.X_pending, flat)
-            if drop is not None:
-                posterior = self.model.posterior(
-                    X, posterior_transform=self.posterior_transform
-                )
-                mean = posterior.mean.squeeze(-1).squeeze(-1)
-                var = posterior.variance.squeeze(-1).squeeze(-1)
-                var = var - drop.reshape(var.shape).to(var)
-                return mean, var.clamp_min(0).sqrt()
-        p = self.X_pending.shape[0]
-        P = self.X_pending.expand(*X.shape[:-2], p, X.shape[-1])
-        posterior = self.model.posterior(
-            torch.cat([X, P], dim=-2), posterior_transform=self.posterior_transform
-        )
-        mean = posterior.mean[..., 0, 0]
-        cov = posterior.distribution.covariance_matrix  # ... x (1 + p) x (1 + p)
-        S = cov[..., 1:, 1:] + torch.diag_embed(noise.to(cov))
-        c = cov[..., 1:, :1]
-        solved = torch.linalg.solve(S, c)
-        var = cov[..., 0, 0] - (c * solved).sum(dim=(-2, -1))
-        return mean, var.clamp_min(0).sqrt()
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
@@ -585,8 +444,77 @@ class ChainingUCB(AcquisitionFunction):
         Returns:
             A ``(b1 x ... bk)``-dim tensor of Chaining-UCB values.
         """
-        mean, sigma = self._mean_and_sigma(X)
-        return (mean if self.maximize else -mean) + self.chaining.bonus(sigma)
+        mean, sigma = self.mean_and_sigma(X)
+        value = (mean if self.maximize else -mean) + self.chaining.bonus(sigma)
+        return value.to(X.dtype)
+
+    def _current(self) -> ChainingStep:
+        """The step for the current pending points (built on first use)."""
+        if self._step is None:
+            if self.X_pending is None:
+                self._step = self._base_step()
+            else:
+                self._step = self._build(self.X_pending)
+        return self._step
+
+    def _base_step(self) -> ChainingStep:
+        """The step without pending points (the query's and the certificate's)."""
+        if self._base is None:
+            self._base = self._build(None)
+        return self._base
+
+    @torch.no_grad()
+    def _build(self, X_pending: Tensor | None) -> ChainingStep:
+        """Algorithm 1 on the posterior given ``X_pending``: the one place where
+        covers are built, for the query and for the certificate alike."""
+        opts = self.options
+        p = 0 if X_pending is None else X_pending.shape[0]
+        t = self._t if self._t is not None else default_t(self.model, p)
+        post = candidate_posterior(
+            self.model,
+            self.candidates,
+            posterior_transform=self.posterior_transform,
+            X_pending=X_pending,
+            path=opts.path,
+            memory_budget=opts.memory_budget,
+            cache=self._cache,
+            first_radius=opts.scale,
+        )
+        if p and opts.pending_covers == "reuse":
+            base = self._base_step().chaining
+            return ChainingStep(post, reuse_covers(base, post.distance, t))
+        scale = opts.scale
+        if scale is None:
+            prior_var = post.prior_variance
+            if prior_var is None:
+                prior_var = prior_variance(
+                    self.model, self.candidates, self.posterior_transform
+                )
+            scale = float(prior_var.max().clamp_min(0).sqrt())
+            if not scale > 0:
+                raise ValueError(
+                    "The prior variance is 0 on every candidate; pass scale= "
+                    "explicitly."
+                )
+        low_rank = post.path == "low_rank"
+        max_cover_size = opts.max_cover_size
+        if max_cover_size is None and low_rank:
+            max_cover_size = min(post.distance.n, DEFAULT_MAX_COVER_SIZE)
+        chaining = chaining_covers(
+            post.distance,
+            t=t,
+            delta=opts.delta,
+            scale=scale,
+            sigma_floor=opts.sigma_floor,
+            h_radius=opts.h_radius,
+            cover=opts.cover or ("farthest_first" if low_rank else "greedy"),
+            max_cover_size=max_cover_size,
+            memory_budget=opts.memory_budget,
+        )
+        chaining.info.update(path=post.path)
+        if post.reason is not None:
+            chaining.info.update(reason=post.reason)
+        return ChainingStep(post, chaining)
 
     @torch.no_grad()
     @t_batch_mode_transform(expected_q=1, assert_output_shape=False)
@@ -612,17 +540,17 @@ class ChainingUCB(AcquisitionFunction):
         Returns:
             A ``(b1 x ... bk)``-dim tensor of bounds, in objective units.
         """
-        flat = X.detach().reshape(-1, X.shape[-1])
-        index = self._candidate_index(flat)
-        state = self._certificate_state()
+        index = match_rows(X, self.candidates)
+        if bool((index < 0).any()):
+            bad = int((index < 0).nonzero()[0])
+            raise ValueError(
+                f"regret_bound: row {bad} of `X` is not a candidate; expected rows "
+                "of `candidates` (the certificate needs the row of d_t of the "
+                "point over the candidates)."
+            )
+        mean, step, t = self._certified()
         bounds = certificate_bounds(
-            state.mean,
-            state.distance,
-            index,
-            t=state.t,
-            delta=self.delta,
-            tree=state.tree,
-            dist=state.rows(index),
+            mean, step.posterior.distance, index, t=t, delta=self.delta, tree=step.tree
         )["bound"]
         return bounds.to(X).reshape(X.shape[:-2])
 
@@ -644,7 +572,9 @@ class ChainingUCB(AcquisitionFunction):
         :math:`\max_{x^\star \in X} f(x^\star) - f(\texttt{x}) \le
         \texttt{bound}` (objective units), assuming the model's GP prior and
         hyperparameters are the true ones. The bound uses the posterior given the
-        observations only (pending points are not conditioned on).
+        observations only (pending points are not conditioned on), and the covers
+        Algorithm 1 builds on it (the same build as a query without pending
+        points, with the same options and memory budget).
 
         Example:
             >>> acqf = ChainingUCB(model, candidates)
@@ -674,26 +604,24 @@ class ChainingUCB(AcquisitionFunction):
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.
         """
-        delta = self.delta if delta is None else _check_delta(delta)
-        state = self._certificate_state()
-        t = state.t if t is None else _check_positive_int("t", t)
-        index = self._certified_index(among)
-        tree = None if method in ("union", "pairwise") else state.tree
+        delta = self.delta if delta is None else check_delta(delta)
+        mean, step, own_t = self._certified()
+        t = own_t if t is None else check_int("t", t, 1)
+        index = self._among(among)
         parts = certificate_bounds(
-            state.mean,
-            state.distance,
+            mean,
+            step.posterior.distance,
             index,
             t=t,
             delta=delta,
             method=method,
-            tree=tree,
+            tree=None if method in ("union", "pairwise") else step.tree,
             links=links,
             tail=tail,
-            dist=state.rows(index),
             split_delta=split_delta,
         )
         bounds = parts["bound"]
-        pos = recommend(bounds, index, state.mean, rule)
+        pos = recommend(bounds, index, mean, rule)
         best = int(index[pos])
         return Certificate(
             index=best,
@@ -705,114 +633,43 @@ class ChainingUCB(AcquisitionFunction):
             rule=rule,
             links=links,
             tail=tail,
-            mean=float(state.mean[best]) * (1.0 if self.maximize else -1.0),
+            mean=float(mean[best]) * (1.0 if self.maximize else -1.0),
             components={k: float(v[pos]) for k, v in parts.items() if k != "bound"},
             certified=tuple(int(i) for i in index.tolist()),
             bounds=tuple(float(b) for b in bounds.tolist()),
             split_delta=bool(split_delta),
         )
 
-    @torch.no_grad()
-    def _certificate_state(self) -> _CertificateState:
-        """Posterior (no pending points) and chaining tree, cached per build."""
-        cached = getattr(self, "_certificate_cache", None)
-        if cached is not None and cached[0] is self.chaining:
-            return cached[1]
-        opts = self._options
-        post = candidate_posterior(
-            self.model,
-            self.candidates,
-            posterior_transform=self.posterior_transform,
-            X_pending=None,
-            path=opts["path"],
-            memory_budget=opts["memory_budget"],
-        )
-        t = self._t if self._t is not None else default_t(self.model, 0)
-        chaining = self.chaining
-        if self.X_pending is not None:
-            # The covers of the query were built on the posterior given the
-            # pending points; the radius form needs covers of this posterior.
-            chaining = chaining_covers(
-                post.distance,
-                t=t,
-                delta=self.delta,
-                scale=self.chaining.scale,
-                sigma_floor=opts["sigma_floor"],
-                h_radius=opts["h_radius"],
-                cover=self.chaining.cover_method,
-                max_cover_size=opts["max_cover_size"],
+    def _certified(self) -> tuple[Tensor, ChainingStep, int]:
+        """The objective's mean (larger is better), the step without pending
+        points with its chaining tree, and its ``t``."""
+        step = self._base_step()
+        if step.tree is None:
+            c = step.chaining
+            step.tree = chaining_tree(
+                step.posterior.distance, c.covers, c.eps, c.bounded
             )
-        tree = chaining_tree(
-            post.distance, chaining.covers, chaining.eps, chaining.bounded
-        )
-        mean = post.mean.to(torch.float64)
-        state = _CertificateState(
-            mean=mean if self.maximize else -mean,
-            distance=post.distance,
-            tree=tree,
-            t=t,
-        )
-        self._certificate_cache = (self.chaining, state)
-        return state
+        mean = step.posterior.mean.to(torch.float64)
+        return (mean if self.maximize else -mean), step, step.chaining.t
 
-    def _candidate_index(self, X: Tensor) -> Tensor:
-        """Row of ``candidates`` equal to each row of ``X`` (ValueError if none)."""
-        C = self.candidates
-        X = X.detach().to(C)
-        tol = 1e-9 * (1.0 + float(C.abs().max()))
-        index = torch.empty(X.shape[0], dtype=torch.long, device=C.device)
-        for start in range(0, X.shape[0], 1024):
-            d = torch.cdist(
-                X[start : start + 1024], C, compute_mode="donot_use_mm_for_euclid_dist"
-            )
-            val, arg = d.min(dim=-1)
-            if bool((val > tol).any()):
-                bad = start + int((val > tol).nonzero()[0])
-                raise ValueError(
-                    f"regret_bound: row {bad} of X is not a candidate; the "
-                    "certificate is defined on the candidate set (it needs the "
-                    "row of d_t of the point over the candidates)."
-                )
-            index[start : start + 1024] = arg
-        return index
-
-    def _certified_index(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
+    def _among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
         n, device = self.candidates.shape[0], self.candidates.device
         if among is None:
-            mask = evaluated_candidates(self.model, self.candidates)
+            mask = evaluated_candidates(self.model, self.candidates, self._given_dtype)
             if not bool(mask.any()):
                 raise ValueError(
-                    "certificate: no candidate is a training input of the model, so "
-                    "none is 'evaluated'; pass among='all', a boolean mask or "
-                    "indices of the candidates that may be recommended."
+                    "certificate: no candidate is a training input of the model "
+                    f"(candidates in {self.candidates.dtype}), so none is "
+                    "'evaluated'; pass among='all', a boolean mask or indices of "
+                    "the candidates that may be recommended."
                 )
             return mask.nonzero().squeeze(-1)
         if isinstance(among, str):
-            if among != "all":
-                raise ValueError(
-                    f"among must be None, 'all', a boolean mask or indices, got "
-                    f"{among!r}."
-                )
+            check_choice("among", among, ("all",))
             return torch.arange(n, device=device)
-        among = torch.as_tensor(among, device=device)
-        if among.dtype == torch.bool:
-            if among.shape != (n,):
-                raise ValueError(
-                    f"among as a mask must have shape ({n},), got {tuple(among.shape)}."
-                )
-            index = among.nonzero().squeeze(-1)
-        else:
-            if among.is_floating_point():
-                raise TypeError(
-                    f"among must hold integer indices or booleans, got {among.dtype}."
-                )
-            index = among.reshape(-1).long()
-            if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
-                raise ValueError(
-                    f"among has indices outside [0, {n}): {index.tolist()[:10]}."
-                )
+        index = as_index("among", among, n, device)
         if index.numel() == 0:
-            raise ValueError("among selects no candidate.")
+            raise ValueError("`among` selects no candidate; expected at least one.")
         return index
 
 
@@ -854,7 +711,7 @@ class GPUCB(UpperConfidenceBound):
         X_pending: Tensor | None = None,
     ) -> None:
         p = 0 if X_pending is None else int(X_pending.shape[0])
-        t = _check_positive_int("t", t) if t is not None else default_t(model, p)
+        t = check_int("t", t, 1) if t is not None else default_t(model, p)
         beta = gp_ucb_beta(num_candidates, t, delta)
         super().__init__(
             model=model,

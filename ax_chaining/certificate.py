@@ -139,6 +139,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from ax_chaining.checks import check_choice, check_delta, check_int
 from ax_chaining.distances import PseudoDistance
 
 __all__ = [
@@ -167,24 +168,15 @@ _METHODS = ("combined", "union", "pairwise", "chaining")
 _RULES = ("min_bound", "max_mean")
 
 
-def _check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}.")
-    return value
-
-
 def step_delta(delta: float, t: int) -> float:
     r"""Share of ``delta`` given to step ``t``: :math:`6 \delta / (\pi^2 t^2)`.
 
     Summed over :math:`t \ge 1` it is :math:`\delta`, so bounds built with these
     shares hold at every step at once.
     """
-    delta = float(delta)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}.")
-    if isinstance(t, bool) or int(t) != t or t < 1:
-        raise ValueError(f"t must be an integer >= 1, got {t!r}.")
-    return 6.0 * delta / (math.pi**2 * int(t) ** 2)
+    delta = check_delta(delta)
+    t = check_int("t", t, 1)
+    return 6.0 * delta / (math.pi**2 * t**2)
 
 
 def upper_quantile(p: Tensor | float, tail: Tail = "gaussian") -> Tensor:
@@ -200,7 +192,7 @@ def upper_quantile(p: Tensor | float, tail: Tail = "gaussian") -> Tensor:
     Returns:
         Thresholds, float64.
     """
-    _check_choice("tail", tail, _TAILS)
+    check_choice("tail", tail, _TAILS)
     p = torch.as_tensor(p, dtype=torch.float64)
     if not bool(((p > 0) & (p < 1)).all()):
         raise ValueError(f"tail probabilities must be in (0, 1), got {p}.")
@@ -313,7 +305,7 @@ def union_bound(
     Returns:
         ``m`` bounds (float64, at least 0).
     """
-    _check_choice("tail", tail, _TAILS)
+    check_choice("tail", tail, _TAILS)
     mean, index = _check_rows(mean, dist, index)
     dist = dist.to(mean)
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
@@ -515,7 +507,7 @@ def chaining_bound(
     Returns:
         ``m`` bounds (float64, at least 0).
     """
-    _check_choice("links", links, _LINKS)
+    check_choice("links", links, _LINKS)
     mean, index = _check_rows(mean, dist, index)
     if tree.level.numel() != mean.numel():
         raise ValueError(
@@ -579,7 +571,7 @@ def recommend(
     ``"min_bound"``: the smallest bound (ties to the larger posterior mean, then
     the first); ``"max_mean"``: the largest posterior mean.
     """
-    _check_choice("rule", rule, _RULES)
+    check_choice("rule", rule, _RULES)
     if index.numel() == 0:
         raise ValueError("No point to recommend: the certified set is empty.")
     m = mean.to(torch.float64)[index]
@@ -633,8 +625,8 @@ def certificate_bounds(
     Returns:
         ``{"bound": m bounds, <part>: m bounds, ...}`` with the part(s) computed.
     """
-    _check_choice("method", method, _METHODS)
-    _check_choice("links", links, _LINKS)
+    check_choice("method", method, _METHODS)
+    check_choice("links", links, _LINKS)
     if mean.numel() != distance.n:
         raise ValueError(f"mean has {mean.numel()} entries, distance {distance.n}.")
     index = torch.as_tensor(index, dtype=torch.long, device=mean.device).reshape(-1)

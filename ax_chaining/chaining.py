@@ -48,12 +48,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ax_chaining.checks import check_choice, check_delta, check_float, check_int
 from ax_chaining.covers import (
     _gather_rows,
     farthest_first_order,
@@ -112,24 +113,6 @@ def num_levels(sigma_min: float, scale: float) -> int:
     while scale * 2.0 ** (1 - level) > sigma_min:
         level += 1
     return level
-
-
-def _check_positive_int(name: str, value: int, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int,)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise TypeError(f"{name} must be an integer, got {value!r}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-    return int(value)
-
-
-def _check_delta(delta: float) -> float:
-    delta = float(delta)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}.")
-    return delta
 
 
 @dataclass(frozen=True)
@@ -319,24 +302,20 @@ def chaining_covers(
     Returns:
         A :class:`ChainingResult`.
     """
-    t = _check_positive_int("t", t)
-    delta = _check_delta(delta)
-    scale = float(scale)
-    if not (scale > 0 and math.isfinite(scale)):
-        raise ValueError(f"scale must be a finite positive number, got {scale}.")
-    sigma_floor = float(sigma_floor)
-    if not (0.0 <= sigma_floor < 1.0):
-        raise ValueError(f"sigma_floor must be in [0, 1), got {sigma_floor}.")
-    if h_radius not in ("algorithm", "proof"):
-        raise ValueError(f"h_radius must be 'algorithm' or 'proof', got {h_radius!r}.")
-    if cover not in ("greedy", "farthest_first"):
-        raise ValueError(f"cover must be 'greedy' or 'farthest_first', got {cover!r}.")
+    t = check_int("t", t, 1)
+    delta = check_delta(delta)
+    scale = check_float("scale", scale, (lambda v: v > 0, "finite and > 0"))
+    sigma_floor = check_float(
+        "sigma_floor", sigma_floor, (lambda v: 0 <= v < 1, "in [0, 1)")
+    )
+    check_choice("h_radius", h_radius, get_args(HRadius))
+    check_choice("cover", cover, get_args(CoverMethod))
     n = distance.n
     if n == 0:
-        raise ValueError("The candidate set is empty.")
+        raise ValueError("`distance` has no candidate; expected N >= 1.")
     if max_cover_size is None:
         max_cover_size = n
-    max_cover_size = _check_positive_int("max_cover_size", max_cover_size)
+    max_cover_size = check_int("max_cover_size", max_cover_size, 1)
 
     device = distance.device
     sigma = distance.sigma
@@ -420,7 +399,7 @@ def reuse_covers(
     Returns:
         A :class:`ChainingResult`; ``info["covers_from"] == "reused"``.
     """
-    t = _check_positive_int("t", t)
+    t = check_int("t", t, 1)
     if distance.n != base.n:
         raise ValueError(
             f"distance has N={distance.n} candidates, base covers N={base.n}."

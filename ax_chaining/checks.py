@@ -1,14 +1,31 @@
-"""Argument checks shared by the BoTorch and Ax layers: each error names the
-argument, what it got and what it expected."""
+"""The one place for argument checks: each error names the argument, what it got
+and what it expected. Also the two index helpers every layer shares: a mask or
+indices as sorted indices (:func:`as_index`), and points matched to the rows of
+a table (:func:`match_rows`). Imports torch and numpy only (pandas on demand).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import torch
+from torch import Tensor
+
+__all__ = [
+    "as_index",
+    "check_bool",
+    "check_choice",
+    "check_delta",
+    "check_float",
+    "check_int",
+    "check_matrix",
+    "check_records",
+    "match_rows",
+    "type_error",
+]
 
 
 def type_error(name: str, expected: str, value: Any) -> TypeError:
@@ -16,6 +33,7 @@ def type_error(name: str, expected: str, value: Any) -> TypeError:
 
 
 def check_int(name: str, value: Any, low: int | None = None) -> int:
+    """``value`` as an int (bools and floats are refused), at least ``low``."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise type_error(name, "an int", value)
     if low is not None and value < low:
@@ -36,8 +54,8 @@ def check_float(
     rule: tuple[Callable[[float], bool], str],
     kind: str = "a float",
 ) -> float:
-    """``value`` as a float; ``rule`` is (test, what the test expects)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """``value`` as a finite float; ``rule`` is (test, what the test expects)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
         raise type_error(name, kind, value)
     ok, expected = rule
     if not (math.isfinite(value) and ok(value)):
@@ -45,10 +63,92 @@ def check_float(
     return float(value)
 
 
+def check_delta(value: Any, name: str = "delta") -> float:
+    """A confidence parameter in (0, 1)."""
+    return check_float(name, value, (lambda v: 0 < v < 1, "in (0, 1)"))
+
+
+def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
+    if value not in choices:
+        expected = " or ".join(repr(c) for c in choices)
+        raise ValueError(f"`{name}` must be {expected}, got {value!r}.")
+    return value
+
+
+def check_matrix(name: str, value: Any) -> Tensor:
+    """A non-empty, finite, floating ``N x d`` tensor (returned as is)."""
+    if not isinstance(value, Tensor):
+        raise type_error(name, "a torch.Tensor of shape N x d", value)
+    if value.ndim != 2 or value.shape[0] == 0:
+        shape = tuple(value.shape)
+        raise ValueError(f"`{name}` must be a non-empty N x d tensor, got {shape}.")
+    if not value.is_floating_point():
+        raise TypeError(f"`{name}` must be floating point, got {value.dtype}.")
+    bad = (~torch.isfinite(value)).any(dim=-1)
+    if bool(bad.any()):
+        rows = bad.nonzero().squeeze(-1)
+        raise ValueError(
+            f"`{name}` has NaN or inf in {rows.numel()} row(s), first at row "
+            f"{int(rows[0])}; expected finite values."
+        )
+    return value
+
+
+def as_index(
+    name: str, value: Any, n: int, device: torch.device | None = None
+) -> Tensor:
+    """A boolean mask of length ``n`` or integer indices into ``0..n-1`` (None:
+    all of them), as a sorted tensor of unique indices (so that ties go to the
+    lowest index)."""
+    if value is None:
+        return torch.arange(n, device=device)
+    value = torch.as_tensor(value, device=device)
+    if value.dtype == torch.bool:
+        if value.shape != (n,):
+            got = tuple(value.shape)
+            raise ValueError(f"`{name}` as a mask must have shape ({n},), got {got}.")
+        return value.nonzero().squeeze(-1)
+    if value.ndim > 1 or value.is_floating_point() or value.is_complex():
+        raise TypeError(
+            f"`{name}` must be a boolean mask or 1-D integer indices, got dtype "
+            f"{value.dtype} and shape {tuple(value.shape)}."
+        )
+    value = value.reshape(-1).long()
+    if value.numel() and (int(value.min()) < 0 or int(value.max()) >= n):
+        got = f"[{int(value.min())}, {int(value.max())}]"
+        raise ValueError(f"`{name}` must index into 0..{n - 1}, got values in {got}.")
+    return torch.unique(value)  # sorted
+
+
+def match_rows(X: Tensor, rows: Tensor, rtol: float = 1e-9) -> Tensor:
+    """For each row of ``X``, the index of an equal row of ``rows``, or -1.
+
+    Rows are equal within ``rtol * (1 + max |rows|)`` in Euclidean distance
+    (float round-off of the same point). Compared in ``rows``' dtype, a block
+    of 4096 points at a time.
+
+    Example:
+        >>> match_rows(torch.tensor([[1.0], [5.0]]), torch.tensor([[0.0], [1.0]]))
+        tensor([ 1, -1])
+    """
+    X = X.detach().reshape(-1, rows.shape[-1]).to(rows)
+    out = torch.full((X.shape[0],), -1, dtype=torch.long, device=rows.device)
+    if rows.shape[0] == 0:
+        return out
+    tol = rtol * (1.0 + float(rows.abs().max()))
+    for start in range(0, X.shape[0], 4096):
+        d = torch.cdist(
+            X[start : start + 4096], rows, compute_mode="donot_use_mm_for_euclid_dist"
+        )
+        val, arg = d.min(dim=-1)
+        out[start : start + 4096] = torch.where(val <= tol, arg, -1)
+    return out
+
+
 def check_records(name: str, value: Any) -> list[dict[str, bool | int | float | str]]:
     """A table (a pandas DataFrame, or a sequence of mappings from names to values)
     as a non-empty list of dicts, every value a bool, int, str or finite float."""
-    if isinstance(value, pd.DataFrame):
+    if type(value).__name__ == "DataFrame":
         value = value.to_dict(orient="records")
     elif isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         what = "a pandas DataFrame or a sequence of {parameter name: value} mappings"
@@ -72,10 +172,3 @@ def check_records(name: str, value: Any) -> list[dict[str, bool | int | float | 
     if not rows:
         raise ValueError(f"`{name}` is empty; expected at least one row.")
     return rows
-
-
-def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> Any:
-    if value not in choices:
-        expected = " or ".join(repr(c) for c in choices)
-        raise ValueError(f"`{name}` must be {expected}, got {value!r}.")
-    return value

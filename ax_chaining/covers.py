@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ax_chaining.checks import as_index, check_float, type_error
+
 __all__ = ["farthest_first_order", "greedy_cover", "is_cover"]
 
 # Squared fraction of the current cover radius a batched pool point must reach.
@@ -35,45 +37,16 @@ _POOL_RATIO2 = 0.75**2
 
 def _check_dist2(dist2: Tensor) -> None:
     if not isinstance(dist2, Tensor):
-        raise TypeError(f"dist2 must be a torch.Tensor, got {type(dist2).__name__}.")
+        raise type_error("dist2", "a torch.Tensor", dist2)
     if dist2.ndim != 2 or dist2.shape[0] != dist2.shape[1]:
-        raise ValueError(
-            f"dist2 must be a square N x N matrix, got shape {tuple(dist2.shape)}."
-        )
+        shape = tuple(dist2.shape)
+        raise ValueError(f"`dist2` must be a square N x N matrix, got shape {shape}.")
     if not dist2.is_floating_point():
-        raise TypeError(f"dist2 must be a floating point tensor, got {dist2.dtype}.")
+        raise TypeError(f"`dist2` must be floating point, got {dist2.dtype}.")
 
 
 def _check_eps(eps: float) -> float:
-    eps = float(eps)
-    if not eps > 0 or eps == float("inf"):
-        raise ValueError(f"eps must be a finite positive number, got {eps}.")
-    return eps
-
-
-def _as_index(candidates: Tensor | None, n: int, device: torch.device) -> Tensor:
-    """Sorted unique indices (so that ties go to the lowest original index)."""
-    if candidates is None:
-        return torch.arange(n, device=device)
-    candidates = torch.as_tensor(candidates, device=device)
-    if candidates.dtype == torch.bool:
-        if candidates.shape != (n,):
-            raise ValueError(
-                f"candidates as a mask must have shape ({n},), got "
-                f"{tuple(candidates.shape)}."
-            )
-        return candidates.nonzero().squeeze(-1)
-    if candidates.ndim != 1 or candidates.is_floating_point():
-        raise TypeError(
-            "candidates must be a 1-D integer index tensor or a boolean mask, got "
-            f"dtype {candidates.dtype} and shape {tuple(candidates.shape)}."
-        )
-    if candidates.numel() and (candidates.min() < 0 or candidates.max() >= n):
-        raise ValueError(
-            f"candidates must index into 0..{n - 1}, got values in "
-            f"[{int(candidates.min())}, {int(candidates.max())}]."
-        )
-    return torch.unique(candidates)  # sorted
+    return check_float("eps", eps, (lambda v: v > 0, "finite and > 0"))
 
 
 def greedy_dominating_set(adjacency: Tensor) -> Tensor:
@@ -311,7 +284,7 @@ def greedy_cover(dist2: Tensor, eps: float, candidates: Tensor | None = None) ->
     """
     _check_dist2(dist2)
     eps = _check_eps(eps)
-    idx = _as_index(candidates, dist2.shape[0], dist2.device)
+    idx = as_index("candidates", candidates, dist2.shape[0], dist2.device)
     if idx.numel() == 0:
         return idx
     if torch.isnan(dist2[idx[:, None], idx[None, :]]).any():
@@ -449,7 +422,7 @@ def is_cover(
         True if ``d(x, cover) <= eps`` for every point ``x``.
     """
     _check_dist2(dist2)
-    idx = _as_index(points, dist2.shape[0], dist2.device)
+    idx = as_index("points", points, dist2.shape[0], dist2.device)
     if idx.numel() == 0:
         return True
     if cover.numel() == 0:

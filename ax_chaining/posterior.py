@@ -58,6 +58,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from ax_chaining.chaining import _lazy_levels
+from ax_chaining.checks import check_matrix
 from ax_chaining.distances import (
     DEFAULT_MEMORY_BUDGET,
     GRAPH_PEAK_EDGE_BYTES,
@@ -71,7 +72,14 @@ from ax_chaining.distances import (
 
 __all__ = [
     "CandidatePosterior",
+    "PosteriorCache",
     "candidate_posterior",
+    "check_posterior_transform",
+    "model_device_dtype",
+    "model_inputs",
+    "pending_noise",
+    "pending_rows",
+    "posterior_at",
     "num_training_points",
     "prior_variance",
     "supports_low_rank",
@@ -260,6 +268,143 @@ def pending_noise(
     return (noisy - latent).clamp_min(0)
 
 
+def pending_rows(
+    cov_pp: Tensor, noise: Tensor, cov_pz: Tensor
+) -> tuple[Tensor, Tensor]:
+    r"""Conditioning on pending points, the one formula every route uses.
+
+    A pending point :math:`P` treated as observed at its posterior mean leaves
+    :math:`\mu_t` unchanged and lowers the covariance by a term that does not
+    depend on the value (GP-BUCB, Desautels et al., 2014): with
+    :math:`S = k_t(P, P) + \mathrm{diag}(\text{noise}) = A A^\top` and
+    :math:`E = A^{-1} k_t(P, Z)`,
+
+    .. math::
+
+        k_t(z, z' \mid P) = k_t(z, z') - e(z)^\top e(z').
+
+    Args:
+        cov_pp: ``... x p x p`` posterior covariance of the pending points.
+        noise: ``p`` observation-noise variances given to them.
+        cov_pz: ``... x p x m`` posterior covariance of the pending points and
+            the points ``Z``.
+
+    Returns:
+        ``(E, A)``: ``E`` is ``... x p x m``; ``A`` the Cholesky factor of ``S``.
+    """
+    A = psd_safe_cholesky(cov_pp + torch.diag_embed(noise.to(cov_pp)))
+    return torch.linalg.solve_triangular(A, cov_pz, upper=False), A
+
+
+def posterior_at(
+    model: Model,
+    X: Tensor,
+    posterior_transform: PosteriorTransform | None = None,
+    X_pending: Tensor | None = None,
+    noise: Tensor | None = None,
+    cache: PosteriorCache | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Posterior mean and standard deviation of the objective at ``X`` (``b x 1 x
+    d``), given pending points hallucinated at their mean (:func:`pending_rows`).
+
+    Args:
+        model: The model.
+        X: ``b x 1 x d`` points.
+        posterior_transform: Optional transform to a single output.
+        X_pending: ``p x d`` pending points, or None.
+        noise: Their observation-noise variances (:func:`pending_noise`).
+        cache: The :class:`PosteriorCache` of the candidates' factor, if any: an
+            exact GP then computes the pending points' effect from it.
+
+    Returns:
+        ``(mean, std)``, each of shape ``b``.
+    """
+    if X_pending is None or (cache is not None and cache.factors is not None):
+        posterior = model.posterior(X, posterior_transform=posterior_transform)
+        mean, var = posterior.mean[..., 0, 0], posterior.variance[..., 0, 0]
+        if X_pending is not None:
+            # Exact GPs: a rank-p correction of the plain variance, from the
+            # factor the candidates' build made.
+            flat = X.reshape(-1, X.shape[-1])
+            drop = cache.factors.pending_variance_drop(X_pending, flat)  # type: ignore[union-attr]
+            if drop is None:
+                raise RuntimeError("pending points differ from the cached factor's")
+            var = var - drop.reshape(var.shape).to(var)
+        return mean, var.clamp_min(0).sqrt()
+    # Any other Gaussian model: the joint posterior of each point and P.
+    p = X_pending.shape[0]
+    P = X_pending.expand(*X.shape[:-2], p, X.shape[-1])
+    joint = model.posterior(
+        torch.cat([X, P], dim=-2), posterior_transform=posterior_transform
+    )
+    cov = joint.distribution.covariance_matrix  # ... x (1 + p) x (1 + p)
+    e, _ = pending_rows(cov[..., 1:, 1:], noise, cov[..., 1:, :1])
+    var = cov[..., 0, 0] - e.square().sum(dim=(-2, -1))
+    return joint.mean[..., 0, 0], var.clamp_min(0).sqrt()
+
+
+def model_device_dtype(model: Model) -> tuple[torch.device | None, torch.dtype | None]:
+    """The device and floating dtype of the model's parameters and buffers."""
+    device = dtype = None
+    for tensor in (*model.parameters(), *model.buffers()):
+        device = device or tensor.device
+        if tensor.is_floating_point():
+            return device, tensor.dtype
+    return device, dtype
+
+
+def model_inputs(model: Model, X: Tensor, name: str = "candidates") -> Tensor:
+    """``X`` (``N x d``, checked) on the model's device and in its dtype.
+
+    BoTorch models live on one device with one dtype; inputs are converted to
+    them (float64 points of a float32 model are rounded to float32) rather than
+    failing deep inside GPyTorch. The width is checked against the model's
+    training inputs through its public ``transform_inputs``.
+    """
+    X = check_matrix(name, X)
+    device, dtype = model_device_dtype(model)
+    if (device is not None and X.device != device) or (
+        dtype is not None and X.dtype != dtype
+    ):
+        X = X.to(device=device, dtype=dtype)
+    models = getattr(model, "models", None) or [model]
+    inputs = getattr(models[0], "train_inputs", None)
+    if inputs and isinstance(inputs[0], Tensor):
+        width = inputs[0].shape[-1]
+        try:
+            with torch.no_grad():
+                got = models[0].transform_inputs(X[:1]).shape[-1]
+        except (RuntimeError, ValueError, IndexError) as e:
+            raise ValueError(
+                f"`{name}` has d={X.shape[-1]} columns, which the model's input "
+                f"transform cannot take ({e})."
+            ) from e
+        if got != width:
+            raise ValueError(
+                f"`{name}` has d={X.shape[-1]} columns, but the model was trained "
+                f"on inputs of another width ({width} after its input transform)."
+            )
+    return X
+
+
+def check_posterior_transform(
+    model: Model, posterior_transform: PosteriorTransform | None
+) -> None:
+    """A single-output model, or a ``PosteriorTransform`` to one output."""
+    if posterior_transform is None and model.num_outputs != 1:
+        raise UnsupportedError(
+            "Must specify a posterior_transform when using a multi-output model "
+            f"(the model has {model.num_outputs} outputs)."
+        )
+    if posterior_transform is not None and not isinstance(
+        posterior_transform, PosteriorTransform
+    ):
+        raise UnsupportedError(
+            "`posterior_transform` must be a PosteriorTransform, got "
+            f"{type(posterior_transform).__name__}."
+        )
+
+
 class _SERows:
     r"""Rows of a plain SE kernel, :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`.
 
@@ -413,9 +558,7 @@ class _LowRankFactors:
         cov_pz = self.covar_module(Pt, torch.cat([self.Zt, Pt])).to_dense()
         cov_pz = cov_pz.addmm_(W_p.T, W_all, beta=float(self.out_var), alpha=-1.0)
         n = self.Zt.shape[0]
-        S = cov_pz[:, n:] + torch.diag_embed(noise)
-        A = psd_safe_cholesky(S)
-        extra = torch.linalg.solve_triangular(A, cov_pz[:, :n], upper=False)
+        extra, A = pending_rows(cov_pz[:, n:], noise, cov_pz[:, :n])
         self._pending = (X_pending.clone(), Pt, W_p, A)
         return torch.cat([self.factor, extra], dim=0)
 
@@ -627,9 +770,7 @@ def candidate_posterior(
                 ) from e
             cov = cov.reshape(Z.shape[0], Z.shape[0])
             if p:
-                S = cov[n:, n:] + torch.diag_embed(noise)
-                A = psd_safe_cholesky(S)
-                extra = torch.linalg.solve_triangular(A, cov[n:, :n], upper=False)
+                extra, _ = pending_rows(cov[n:, n:], noise, cov[n:, :n])
                 cov = cov[:n, :n].addmm_(extra.T, extra, alpha=-1.0)
             distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
     return CandidatePosterior(

@@ -130,7 +130,7 @@ def test_fixed_noise_model_and_pending_points(data):
     acqf.set_X_pending(P)
     assert acqf.t == X.shape[0] + 3
     # Conditioning on a pending point shrinks sigma there; the mean is unchanged.
-    mean_p, sigma_p = acqf._mean_and_sigma(P.unsqueeze(1))
+    mean_p, sigma_p = acqf.mean_and_sigma(P.unsqueeze(1))
     plain = model.posterior(P)
     torch.testing.assert_close(mean_p, plain.mean.reshape(-1))
     assert torch.all(sigma_p < plain.variance.reshape(-1).sqrt())
@@ -144,7 +144,7 @@ def test_pending_points_match_botorch_conditioning(data):
     hallucinated = model.condition_on_observations(P, model.posterior(P).mean)
     sigma = hallucinated.posterior(C).variance.reshape(-1).sqrt()
     torch.testing.assert_close(acqf.candidate_sigma, sigma, atol=1e-7, rtol=1e-6)
-    _, sigma_fwd = acqf._mean_and_sigma(C.unsqueeze(1))
+    _, sigma_fwd = acqf.mean_and_sigma(C.unsqueeze(1))
     torch.testing.assert_close(sigma_fwd, sigma, atol=1e-7, rtol=1e-6)
     low = ChainingUCB(model, C, X_pending=P, path="low_rank", cover="greedy")
     torch.testing.assert_close(low.candidate_sigma, sigma, atol=1e-7, rtol=1e-6)
@@ -259,12 +259,12 @@ def test_registered_input_constructors(data):
         (torch.tensor([[0.1, float("nan")]], dtype=DTYPE), {}, ValueError, "NaN"),
         (torch.tensor([[0.1, float("inf")]], dtype=DTYPE), {}, ValueError, "inf"),
         (torch.rand(5, 3, dtype=DTYPE), {}, ValueError, "d=3"),
-        (torch.rand(5, dtype=DTYPE), {}, ValueError, "2-D"),
+        (torch.rand(5, dtype=DTYPE), {}, ValueError, "N x d"),
         ([[0.1, 0.2]], {}, TypeError, "torch.Tensor"),
         (torch.ones(5, 2, dtype=torch.long), {}, TypeError, "floating"),
         (None, {"delta": 0.0}, ValueError, "delta"),
         (None, {"delta": 1.5}, ValueError, "delta"),
-        (None, {"t": 0}, ValueError, "t must be >= 1"),
+        (None, {"t": 0}, ValueError, "`t` must be a positive int"),
         (None, {"scale": -1.0}, ValueError, "scale"),
         (
             None,

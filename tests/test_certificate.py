@@ -65,11 +65,11 @@ def test_step_delta_and_quantiles():
         [math.sqrt(2 * math.log(1 / v)) for v in p.tolist()], rel=1e-12
     )
     assert bool((gauss < chern).all())  # the exact quantile is tighter
-    with pytest.raises(ValueError, match="delta must be in"):
+    with pytest.raises(ValueError, match="`delta` must be in"):
         step_delta(1.5, 1)
-    with pytest.raises(ValueError, match="t must be an integer"):
+    with pytest.raises(ValueError, match="`t` must be"):
         step_delta(0.05, 0)
-    with pytest.raises(ValueError, match="tail must be one of"):
+    with pytest.raises(ValueError, match="`tail` must be"):
         upper_quantile(0.1, "normal")
     with pytest.raises(ValueError, match=r"in \(0, 1\)"):
         upper_quantile(0.0)
@@ -225,7 +225,7 @@ def test_combined_is_the_min_at_full_delta():
     torch.testing.assert_close(alone["bound"], pairwise_bound(MEAN, dist, idx, full))
     with pytest.raises(ValueError, match="needs the chaining tree"):
         certificate_bounds(MEAN, distance, idx, t=4, method="chaining")
-    with pytest.raises(ValueError, match="method must be one of"):
+    with pytest.raises(ValueError, match="`method` must be"):
         certificate_bounds(MEAN, distance, idx, t=4, method="best", tree=tree)
 
 
@@ -239,7 +239,7 @@ def test_ucb_lcb_and_recommend_by_hand():
     assert recommend(bounds, idx, MEAN) == 2  # tie broken by the larger mean
     assert recommend(bounds, idx, MEAN, rule="max_mean") == 2
     assert recommend(bounds[:2], idx[:2], MEAN, rule="max_mean") == 1
-    with pytest.raises(ValueError, match="rule must be one of"):
+    with pytest.raises(ValueError, match="`rule` must be"):
         recommend(bounds, idx, MEAN, rule="last")
 
 
@@ -357,17 +357,17 @@ def test_certificate_api(small_problem):
 def test_certificate_bad_input(small_problem):
     C, _, _, model = small_problem
     acqf = ChainingUCB(model, C)
-    with pytest.raises(ValueError, match="among must be None, 'all'"):
+    with pytest.raises(ValueError, match="`among` must be 'all'"):
         acqf.certificate(among="evaluated")
-    with pytest.raises(ValueError, match="among as a mask must have shape"):
+    with pytest.raises(ValueError, match="`among` as a mask must have shape"):
         acqf.certificate(among=torch.ones(3, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"outside \[0, 64\)"):
+    with pytest.raises(ValueError, match="must index into 0..63"):
         acqf.certificate(among=[64])
-    with pytest.raises(TypeError, match="integer indices or booleans"):
+    with pytest.raises(TypeError, match="boolean mask or 1-D integer indices"):
         acqf.certificate(among=torch.tensor([0.5]))
     with pytest.raises(ValueError, match="selects no candidate"):
         acqf.certificate(among=torch.zeros(64, dtype=torch.bool))
-    with pytest.raises(ValueError, match="links must be one of"):
+    with pytest.raises(ValueError, match="`links` must be"):
         acqf.certificate(links="paper")
     with pytest.raises(ValueError, match="not a candidate"):
         acqf.regret_bound(torch.full((1, 1, 2), 0.123, dtype=DTYPE))
@@ -385,13 +385,31 @@ def test_pending_points_are_not_conditioned_on(small_problem):
     assert pending.t == plain.t
 
 
+def test_certificate_with_pending_points_uses_the_querys_own_build():
+    """The certificate's covers are those of the build without pending points,
+    with the acquisition's options: on the low-rank path the farthest-first
+    covers stay within the default cap (2,048 centres) and the memory budget,
+    as for a query without pending points (a second, uncapped build differs)."""
+    g = torch.Generator().manual_seed(0)
+    C = torch.rand(2600, 2, generator=g, dtype=DTYPE) * 20
+    idx = torch.randperm(2600, generator=g)[:30]
+    Y = torch.sin(C[idx, :1]) + 0.05 * torch.randn(30, 1, generator=g, dtype=DTYPE)
+    model = se_model(C[idx], Y)
+    plain = ChainingUCB(model, C, path="low_rank")
+    pending = ChainingUCB(model, C, path="low_rank", X_pending=C[:3])
+    assert int(plain.chaining.cover_sizes.max()) <= 2600
+    assert bool(plain.chaining.bounded.any())  # the cap was reached
+    a, b = plain.certificate(method="chaining"), pending.certificate(method="chaining")
+    assert b.bounds == a.bounds and b.components == a.components
+
+
 def test_bound_beats_eq_ucb_at_the_query(small_problem):
     """At x_t the certificate is below the paper's Eq. (ucb) on these cases."""
     C, f, idx, model = small_problem
     for _ in range(3):
         acqf = ChainingUCB(model, C)
         x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
-        sigma = acqf._mean_and_sigma(x.unsqueeze(0))[1]
+        sigma = acqf.mean_and_sigma(x.unsqueeze(0))[1]
         eq_ucb = acqf.chaining.regret_bound(sigma)
         assert acqf.regret_bound(x.unsqueeze(0)).item() <= eq_ucb.item()
         i = int(torch.cdist(x, C).argmin())

@@ -117,8 +117,8 @@ def test_sigma_floor_bounds_levels_for_noise_free_data():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"t": 0}, "t must be >= 1"),
-        ({"t": 1.5}, "t must be an integer"),
+        ({"t": 0}, "`t` must be a positive int"),
+        ({"t": 1.5}, "`t` must be an int"),
         ({"delta": 0.0}, "delta"),
         ({"delta": 1.0}, "delta"),
         ({"scale": 0.0}, "scale"),

@@ -31,3 +31,56 @@ print(greedy_cover(torch.zeros(2, 2), 1.0).tolist())
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[3]", "[0]"]
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Module -> the ax_chaining modules it imports at module level."""
+    import ast
+    import pkgutil
+
+    graph: dict[str, set[str]] = {}
+    root = ax_chaining.__path__
+    names = ["ax_chaining"] + [
+        m.name for m in pkgutil.walk_packages(root, prefix="ax_chaining.")
+    ]
+    modules = set(names)
+    for name in names:
+        spec = __import__("importlib").util.find_spec(name)
+        tree = ast.parse(open(spec.origin).read())
+        found: set[str] = set()
+        for node in tree.body:  # module level only: function-level imports are lazy
+            if isinstance(node, ast.ImportFrom) and node.module:
+                base = node.module
+                found.add(base)
+                found |= {f"{base}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_no_import_circle():
+    graph = _module_imports()
+    assert len(graph) > 15  # every module was found
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError(" -> ".join([*path, node, nxt]))
+            if nxt not in state:
+                visit(nxt, [*path, node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+
+
+def test_engine_floors_import_no_botorch_layer():
+    graph = _module_imports()
+    engine = {"ax_chaining.checks", "ax_chaining.covers", "ax_chaining.distances"}
+    engine |= {"ax_chaining.chaining", "ax_chaining.certificate"}
+    for module in engine:
+        assert graph[module] <= engine, (module, graph[module] - engine)

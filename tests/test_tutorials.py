@@ -62,17 +62,6 @@ def test_notebooks_are_committed_with_figures():
         assert images, f"{path.name} holds no rendered figure; run `make notebooks`."
 
 
-def test_notebooks_exist():
-    names = [p.name for p in NOTEBOOKS]
-    assert names == [
-        "01_botorch_quickstart.ipynb",
-        "02_ax_client.ipynb",
-        "03_paper_experiments.ipynb",
-        "04_molecules.ipynb",
-        "05_certificate.ipynb",
-    ]
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path, kernel_dir: Path, tmp_path, monkeypatch):
     from jupyter_client.kernelspec import KernelSpecManager

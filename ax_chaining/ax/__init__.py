@@ -1,13 +1,30 @@
-"""Chaining-UCB in Ax: candidate sets, nodes and strategies, storage. Importing
-registers nothing; see :func:`~ax_chaining.ax.storage.register_storage`. The
-public names are those imported here."""
+"""Chaining-UCB in Ax: candidate sets, nodes and strategies, stopping, storage.
+
+Importing this sub-package registers its classes with Ax's JSON storage
+(:func:`~ax_chaining.ax.storage.register_storage`, idempotent), as Ax registers
+its own: a strategy built here can be saved, and a saved experiment loads in a
+new process once ``ax_chaining.ax`` is imported.
+"""
 
 from ax_chaining.ax.candidates import CandidateSetSpec, candidate_parameterizations
+from ax_chaining.ax.metadata import GEN_METADATA_KEY
 from ax_chaining.ax.nodes import (
-    GEN_METADATA_KEY,
     CandidateSetAcquisition,
     CandidateSetNode,
     UniformCandidateNode,
+)
+from ax_chaining.ax.stopping import (
+    RegretBoundCriterion,
+    RegretBoundGlobalStoppingStrategy,
+    best_certificate,
+    certificate_history,
+)
+from ax_chaining.ax.storage import (
+    candidate_index_parameter,
+    precomputed_kernel_surrogate_spec,
+    register_storage,
+)
+from ax_chaining.ax.strategies import (
     candidate_set_node,
     candidate_set_strategy,
     chaining_generation_strategy,
@@ -15,8 +32,27 @@ from ax_chaining.ax.nodes import (
     gp_ucb_generation_strategy,
     ucb_generation_strategy,
 )
-from ax_chaining.ax.storage import (
-    candidate_index_parameter,
-    precomputed_kernel_surrogate_spec,
-    register_storage,
-)
+
+__all__ = [
+    "GEN_METADATA_KEY",
+    "CandidateSetAcquisition",
+    "CandidateSetNode",
+    "CandidateSetSpec",
+    "RegretBoundCriterion",
+    "RegretBoundGlobalStoppingStrategy",
+    "UniformCandidateNode",
+    "best_certificate",
+    "candidate_index_parameter",
+    "candidate_parameterizations",
+    "candidate_set_node",
+    "candidate_set_strategy",
+    "certificate_history",
+    "chaining_generation_strategy",
+    "chaining_ucb_node",
+    "gp_ucb_generation_strategy",
+    "precomputed_kernel_surrogate_spec",
+    "register_storage",
+    "ucb_generation_strategy",
+]
+
+register_storage()

@@ -2,16 +2,14 @@ r"""Generation nodes and strategies over a finite candidate set :math:`X`, and
 selection over it in Ax's modular BoTorch generator. Only Ax's public
 ``GenerationNode.gen`` and ``Acquisition.optimize`` are overridden."""
 
-import inspect
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from ax.adapter.adapter_utils import extract_objective_weight_matrix
 from ax.adapter.base import Adapter
-from ax.adapter.registry import Generators
 from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
 from ax.core.search_space import SearchSpaceDigest
 from ax.core.trial_status import TrialStatus
@@ -19,38 +17,24 @@ from ax.core.types import TParameterization
 from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
 from ax.generation_strategy.external_generation_node import ExternalGenerationNode
 from ax.generation_strategy.generation_node import GenerationNode
-from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generation_strategy.generator_spec import GeneratorSpec
-from ax.generation_strategy.transition_criterion import MinTrials, TransitionCriterion
+from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.generators.torch.botorch_modular.acquisition import Acquisition
-from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.storage.json_store.decoder import generation_node_from_json, object_from_json
 from ax.utils.common.constants import Keys
-from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 
-from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB, check_chaining_options
+from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.ax.candidates import (
     CandidateSetSpec,
-    CandidateTable,
     candidate_parameterizations,
     row_key,
 )
-from ax_chaining.checks import check_choice, check_int, type_error
+from ax_chaining.ax.metadata import GEN_METADATA_KEY, recorded
 
-#: Key of this package's entry in ``GeneratorRun.gen_metadata``.
-GEN_METADATA_KEY: str = "chaining_ucb"
 _EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
-_DROPPED = (TrialStatus.FAILED, TrialStatus.ABANDONED)
-
-
-def recorded(experiment: Experiment) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(trial index, metadata)`` of this package's generator runs, in order."""
-    for index in sorted(experiment.trials):
-        for gr in experiment.trials[index].generator_runs:
-            meta = (gr.gen_metadata or {}).get(GEN_METADATA_KEY)
-            if isinstance(meta, dict):
-                yield index, meta
+#: Trials whose arms are not evaluated and do not count as used.
+DROPPED = (TrialStatus.FAILED, TrialStatus.ABANDONED)
 
 
 def _arms(experiment: Experiment, keep: Callable[[TrialStatus], bool]) -> list:
@@ -221,7 +205,7 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         rows = self._candidate_rows(experiment)  # first: it may resolve the seed
         rng = np.random.default_rng([self.candidate_spec.seed, 1])
         self._order = rng.permutation(len(rows))
-        self._used = self._count(_arms(experiment, lambda s: s not in _DROPPED))
+        self._used = self._count(_arms(experiment, lambda s: s not in DROPPED))
 
     def get_next_candidate(
         self, pending_parameters: list[TParameterization]
@@ -332,228 +316,3 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             "parameters": dict(self._rows[int(cert.index)]),
         }
         return meta
-
-
-# Acquisition arguments the node sets itself (or Ax supplies).
-_RESERVED = {"self", "model", "candidates", "t", "X_pending"}
-_RESERVED |= {"posterior_transform", "maximize"}
-
-
-def _pop_spec(kwargs: dict[str, Any], candidates: Any = None) -> CandidateSetSpec:
-    """A spec of the ``CandidateSetSpec`` fields popped from ``kwargs``, seed None."""
-    fields = CandidateSetSpec.__dataclass_fields__.keys() & kwargs.keys()
-    given = {k: kwargs.pop(k) for k in fields}
-    return CandidateSetSpec(**{"candidates": candidates, "seed": None, **given})
-
-
-def candidate_set_node(
-    botorch_acqf_class: type[AcquisitionFunction],
-    botorch_acqf_options: Mapping[str, Any] | None = None,
-    *,
-    name: str | None = None,
-    candidate_spec: CandidateSetSpec | None = None,
-    surrogate_spec: SurrogateSpec | None = None,
-    torch_device: str | torch.device | None = None,
-    transition_criteria: Sequence[TransitionCriterion] | None = None,
-) -> CandidateSetNode:
-    """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
-
-    Args:
-        botorch_acqf_class: ``ChainingUCB``, ``GPUCB`` or ``UCB`` (any class whose
-            input constructor takes ``candidates`` and ``X_pending``).
-        botorch_acqf_options: Its options, validated here.
-        name, candidate_spec: Default the class name, ``CandidateSetSpec(seed=None)``.
-        surrogate_spec, torch_device, transition_criteria: Ax's (default: its GP).
-
-    Example:
-        >>> node = candidate_set_node(ChainingUCB, {"delta": 0.1})
-    """
-    if surrogate_spec is not None and not isinstance(surrogate_spec, SurrogateSpec):
-        raise type_error("surrogate_spec", "an ax SurrogateSpec", surrogate_spec)
-    options = botorch_acqf_options if botorch_acqf_options is not None else {}
-    if not isinstance(options, Mapping):
-        raise type_error("botorch_acqf_options", "a mapping", options)
-    allowed = set(inspect.signature(botorch_acqf_class.__init__).parameters)
-    if unknown := sorted(set(options) - (allowed := allowed - _RESERVED)):
-        msg = f"option(s) {unknown}; expected some of {sorted(allowed)}."
-        raise TypeError(f"Unknown {botorch_acqf_class.__name__} {msg}")
-    kwargs = {
-        "botorch_acqf_class": botorch_acqf_class,
-        "botorch_acqf_options": check_chaining_options(options),
-        "acquisition_class": CandidateSetAcquisition,
-        # Refit from scratch at every step: a suggestion is then a function of
-        # the data and seeds alone, so a reloaded client suggests the same.
-        "warm_start_refit": False,
-        "surrogate_spec": surrogate_spec,
-        "torch_device": None if torch_device is None else torch.device(torch_device),
-    }
-    return CandidateSetNode(
-        name=name or botorch_acqf_class.__name__,
-        generator_specs=[GeneratorSpec(Generators.BOTORCH_MODULAR, kwargs)],
-        candidate_spec=candidate_spec or CandidateSetSpec(seed=None),
-        transition_criteria=transition_criteria,
-    )
-
-
-def candidate_set_strategy(
-    botorch_acqf_class: type[AcquisitionFunction],
-    botorch_acqf_options: Mapping[str, Any] | None = None,
-    init_trials: int = 10,
-    candidates: CandidateTable | None = None,
-    *,
-    init: Literal["uniform", "sobol"] = "uniform",
-    name: str | None = None,
-    **kwargs: Any,
-) -> GenerationStrategy:
-    r"""Initialization, then ``botorch_acqf_class`` over :math:`X`, as a strategy
-    (every argument is checked here, before any trial).
-
-    Args:
-        botorch_acqf_class, botorch_acqf_options: As in :func:`candidate_set_node`.
-        init_trials: Initial trials, uniform over :math:`X` (at most one per row
-            of a table) or Ax's Sobol; 0 for none (e.g. with ``attach_trial``).
-        candidates: Optional table (DataFrame or list of dicts); default the
-            whole discrete space or a fixed Sobol design.
-        init, name: ``"uniform"`` or ``"sobol"``; default name: the class name.
-        kwargs: :class:`CandidateSetSpec` fields (``seed`` defaults to None: the
-            caller's seed), and :func:`candidate_set_node` arguments.
-
-    Example:
-        >>> gs = candidate_set_strategy(GPUCB, {"delta": 0.1}, init_trials=5)
-    """
-    from ax_chaining.ax.storage import register_storage
-
-    register_storage()  # so that the strategy can be saved; idempotent
-    spec = _pop_spec(kwargs, candidates)
-    check_int("init_trials", init_trials, 0)
-    if spec.candidates is not None and init_trials > len(spec.candidates):
-        rows = f"the {len(spec.candidates)} rows of `candidates`"
-        raise ValueError(f"`init_trials`={init_trials} exceeds {rows}.")
-    if check_choice("init", init, ("uniform", "sobol")) == "sobol" and spec.candidates:
-        raise ValueError("`init='sobol'` ignores `candidates`; use init='uniform'.")
-    main = candidate_set_node(
-        botorch_acqf_class, botorch_acqf_options, candidate_spec=spec, **kwargs
-    )
-    name = name or botorch_acqf_class.__name__
-    if init_trials == 0:
-        return GenerationStrategy(name=name, nodes=[main])
-    # As Ax's default strategy: leave the initialization after `init_trials`
-    # trials (failed/abandoned not counted) once one of them has data.
-    common = {"transition_to": main.name, "use_all_trials_in_exp": True}
-    with_data = {"only_in_statuses": [TrialStatus.COMPLETED], **common}
-    criteria = [
-        MinTrials(threshold=init_trials, not_in_statuses=[*_DROPPED], **common),
-        MinTrials(threshold=1, count_only_trials_with_data=True, **with_data),
-    ]
-    if init == "uniform":
-        first = UniformCandidateNode("UniformCandidates", spec, criteria)
-    else:  # Ax's Sobol draws its seed from the seeded global RNG if it is None
-        sobol = GeneratorSpec(Generators.SOBOL, generator_kwargs={"seed": spec.seed})
-        first = GenerationNode("Sobol", [sobol], criteria, should_deduplicate=True)
-    return GenerationStrategy(name=name, nodes=[first, main])
-
-
-def _chaining_options(
-    delta: float, scale: float | None, engine_options: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    if engine_options is not None and not isinstance(engine_options, Mapping):
-        raise type_error("engine_options", "a mapping", engine_options)
-    if both := sorted({"delta", "scale"} & set(engine_options or {})):
-        raise TypeError(f"Pass {both} as arguments, not in `engine_options`.")
-    given = {"delta": delta, "scale": scale, **(engine_options or {})}
-    return {k: v for k, v in given.items() if v is not None}
-
-
-def chaining_generation_strategy(
-    init_trials: int = 10,
-    delta: float = 0.05,
-    candidates: CandidateTable | None = None,
-    *,
-    scale: float | None = None,
-    engine_options: Mapping[str, Any] | None = None,
-    stop_tolerance: float | None = None,
-    name: str = "Chaining-UCB",
-    **kwargs: Any,
-) -> GenerationStrategy:
-    r"""Initialization, then Chaining-UCB, as an Ax ``GenerationStrategy``.
-
-    Args:
-        init_trials, candidates, name, kwargs: See :func:`candidate_set_strategy`.
-        delta: Confidence parameter :math:`\delta \in (0, 1)`.
-        scale: Radius of the first chaining level (see ``ChainingUCB``).
-        engine_options: Further ``ChainingUCB`` keyword arguments, checked here.
-        stop_tolerance: Complete the strategy once the certified regret bound
-            (running minimum, objective units) is at most this.
-
-    Example:
-        >>> client.set_generation_strategy(chaining_generation_strategy(init_trials=10))
-    """
-    criteria = list(kwargs.pop("transition_criteria", None) or [])
-    if stop_tolerance is not None:
-        from ax_chaining.ax.stopping import RegretBoundCriterion
-
-        criteria.append(RegretBoundCriterion(stop_tolerance, "ChainingUCB"))
-    opts = _chaining_options(delta, scale, engine_options)
-    kwargs.update(name=name, transition_criteria=criteria)
-    return candidate_set_strategy(ChainingUCB, opts, init_trials, candidates, **kwargs)
-
-
-def ucb_generation_strategy(
-    init_trials: int = 10,
-    beta: float = 0.2,
-    candidates: CandidateTable | None = None,
-    *,
-    name: str = "UCB",
-    **kwargs: Any,
-) -> GenerationStrategy:
-    """As :func:`chaining_generation_strategy`, with BoTorch's stock
-    ``UpperConfidenceBound`` and its ``beta`` (default 0.2) in place of ``delta``.
-
-    Example:
-        >>> client.set_generation_strategy(ucb_generation_strategy(seed=0))
-    """
-    return candidate_set_strategy(
-        UCB, {"beta": beta}, init_trials, candidates, name=name, **kwargs
-    )
-
-
-def gp_ucb_generation_strategy(
-    init_trials: int = 10,
-    delta: float = 0.05,
-    candidates: CandidateTable | None = None,
-    *,
-    name: str = "GP-UCB",
-    **kwargs: Any,
-) -> GenerationStrategy:
-    r"""As :func:`chaining_generation_strategy`, with GP-UCB (:math:`\beta_t` of
-    Srinivas et al.).
-
-    Example:
-        >>> client.set_generation_strategy(gp_ucb_generation_strategy(seed=0))
-    """
-    return candidate_set_strategy(
-        GPUCB, {"delta": delta}, init_trials, candidates, name=name, **kwargs
-    )
-
-
-def chaining_ucb_node(
-    name: str = "ChainingUCB",
-    *,
-    delta: float = 0.05,
-    scale: float | None = None,
-    engine_options: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> CandidateSetNode:
-    r"""A node running Chaining-UCB over a finite candidate set.
-
-    Args:
-        name, kwargs: As in :func:`candidate_set_node` (or spec fields).
-        delta, scale, engine_options: As in :func:`chaining_generation_strategy`.
-
-    Example:
-        >>> node = chaining_ucb_node(delta=0.05, num_candidates=2048, seed=0)
-    """
-    if "candidate_spec" not in kwargs:
-        kwargs["candidate_spec"] = _pop_spec(kwargs, kwargs.pop("candidates", None))
-    options = _chaining_options(delta, scale, engine_options)
-    return candidate_set_node(ChainingUCB, options, name=name, **kwargs)

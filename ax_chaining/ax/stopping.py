@@ -10,7 +10,7 @@ from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
 from ax.utils.common.serialization import serialize_init_args
 
-from ax_chaining.ax.nodes import recorded
+from ax_chaining.ax.metadata import recorded
 from ax_chaining.checks import check_choice, check_float, check_int
 
 Units = Literal["objective", "model"]

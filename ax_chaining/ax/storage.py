@@ -20,8 +20,16 @@ from botorch.models import SingleTaskGP
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
-from ax_chaining.ax import nodes
 from ax_chaining.ax.candidates import CandidateSetSpec
+from ax_chaining.ax.nodes import (
+    CandidateSetAcquisition,
+    CandidateSetNode,
+    UniformCandidateNode,
+)
+from ax_chaining.ax.stopping import (
+    RegretBoundCriterion,
+    RegretBoundGlobalStoppingStrategy,
+)
 from ax_chaining.checks import check_int, type_error
 from ax_chaining.kernels import PrecomputedKernel, register_gram
 
@@ -74,23 +82,23 @@ def _node_to_dict(node: Any) -> dict[str, Any]:
 
 
 def register_storage() -> None:
-    """Register this package's classes with Ax's JSON storage (idempotent; nothing
-    is registered at import). Not a ``RegistryBundle``: the BoTorch classes
-    resolve through Ax's global BoTorch-modular registries, which it lacks.
-    Call it before ``Client.load_from_json_file`` in a new process.
-    """
-    from ax_chaining.ax import stopping  # imports this module: not at module level
+    """Register this package's classes with Ax's JSON storage (idempotent).
 
-    register_acquisition(nodes.CandidateSetAcquisition)
+    Importing :mod:`ax_chaining.ax` calls it, as Ax registers its own classes
+    at import; call it again after registering classes of your own. Not a
+    ``RegistryBundle``: the BoTorch classes resolve through Ax's global
+    BoTorch-modular registries, which a bundle does not carry.
+    """
+    register_acquisition(CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
         register_acquisition_function(acqf_class)
     register_kernel(PrecomputedKernel)
     # Ax's generic encoder of init arguments fits both stopping classes.
     encoders = {
-        nodes.CandidateSetNode: _node_to_dict,
-        nodes.UniformCandidateNode: _node_to_dict,
-        stopping.RegretBoundCriterion: transition_criterion_to_dict,
-        stopping.RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
+        CandidateSetNode: _node_to_dict,
+        UniformCandidateNode: _node_to_dict,
+        RegretBoundCriterion: transition_criterion_to_dict,
+        RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
     }
     CORE_ENCODER_REGISTRY.update(encoders)
     for cls in (CandidateSetSpec, *encoders):
