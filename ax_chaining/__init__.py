@@ -64,6 +64,12 @@ _LAZY = {
     "RegretBoundCriterion": "ax_chaining.ax",
     "best_certificate": "ax_chaining.ax",
     "certificate_history": "ax_chaining.ax",
+    "certify": "ax_chaining.ax",
+    "certify_model": "ax_chaining.certification",
+    "CheckSchedule": "ax_chaining.certification",
+    "CertifiedStop": "ax_chaining.ax",
+    "parameters_from_table": "ax_chaining.ax",
+    "qlognei_generation_strategy": "ax_chaining.ax",
 }
 
 __all__ = [

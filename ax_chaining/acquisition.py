@@ -33,8 +33,9 @@ from ax_chaining.certificate import (
     Tail,
     certificate_bounds,
     chaining_tree,
-    recommend,
+    make_certificate,
 )
+from ax_chaining.certification import CheckSchedule
 from ax_chaining.chaining import (
     ChainingResult,
     CoverMethod,
@@ -57,6 +58,7 @@ from ax_chaining.posterior import (
     PosteriorCache,
     candidate_posterior,
     check_posterior_transform,
+    evaluated_candidates,
     model_inputs,
     num_training_points,
     posterior_at,
@@ -177,42 +179,6 @@ def gp_ucb_beta(num_candidates: int, t: int, delta: float = 0.05) -> float:
     return 2.0 * math.log(num_candidates * t**2 * math.pi**2 / (6.0 * delta))
 
 
-def evaluated_candidates(
-    model: Model, candidates: Tensor, given_dtype: torch.dtype | None = None
-) -> Tensor:
-    """Boolean mask of the candidates that are training inputs of ``model``.
-
-    Compared in the model's input space (``input_transform.preprocess_transform``
-    applied to the candidates, as BoTorch does to the training inputs), within a
-    relative tolerance of ``1e-9`` (``1e-6`` where candidates or training inputs
-    are float32, e.g. float32 candidates converted to a float64 model: the same
-    points then differ by float32 round-off). Model lists: a training input of
-    any model.
-
-    Args:
-        model: The model.
-        candidates: ``N x d`` candidates on the model's device and dtype.
-        given_dtype: The dtype the candidates had before conversion, if any.
-    """
-    models = list(getattr(model, "models", None) or [model])
-    mask = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
-    for sub in models:
-        sub.eval()  # BoTorch stores transformed training inputs in eval mode
-        inputs = getattr(sub, "train_inputs", None)
-        if not inputs or inputs[0] is None:
-            continue
-        with torch.no_grad():
-            transform = getattr(sub, "input_transform", None)
-            C = candidates
-            if transform is not None:
-                C = transform.preprocess_transform(candidates)
-            train = inputs[0].reshape(-1, inputs[0].shape[-1])
-            dtypes = {C.dtype, train.dtype, given_dtype or C.dtype}
-            rtol = 1e-6 if torch.float32 in dtypes else 1e-9
-            mask |= match_rows(C, train.to(C), rtol=rtol) >= 0
-    return mask
-
-
 @dataclass
 class ChainingStep:
     """One build of Algorithm 1: the posterior over the candidates and the covers.
@@ -310,6 +276,9 @@ class ChainingUCB(AcquisitionFunction):
         pending_covers: ``"rebuild"`` or ``"reuse"`` the covers when pending
             points are set (see above).
     """
+
+    #: Its input constructor takes the candidate set (Ax's candidate-set nodes).
+    takes_candidates = True
 
     def __init__(
         self,
@@ -565,6 +534,7 @@ class ChainingUCB(AcquisitionFunction):
         delta: float | None = None,
         t: int | None = None,
         split_delta: bool = False,
+        schedule: CheckSchedule | None = None,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate.
 
@@ -600,44 +570,34 @@ class ChainingUCB(AcquisitionFunction):
                 or the ``t`` given at construction); each step must use its own.
             split_delta: With ``"combined"``, ``delta / 2`` for each part (not
                 needed for validity; see :mod:`ax_chaining.certificate`).
+            schedule: The declared checks over which ``delta`` is spent
+                (:class:`~ax_chaining.certification.CheckSchedule`; default every
+                step, as ``t``); a step that is not a check raises.
 
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.
         """
         delta = self.delta if delta is None else check_delta(delta)
         mean, step, own_t = self._certified()
+        share = None
+        if t is None and schedule is not None:
+            share = schedule.share(delta, own_t - 1)
         t = own_t if t is None else check_int("t", t, 1)
-        index = self._among(among)
-        parts = certificate_bounds(
+        return make_certificate(
             mean,
             step.posterior.distance,
-            index,
+            self._among(among),
+            self.candidates,
             t=t,
             delta=delta,
+            share=share,
             method=method,
             tree=None if method in ("union", "pairwise") else step.tree,
             links=links,
             tail=tail,
-            split_delta=split_delta,
-        )
-        bounds = parts["bound"]
-        pos = recommend(bounds, index, mean, rule)
-        best = int(index[pos])
-        return Certificate(
-            index=best,
-            x=self.candidates[best].detach().clone(),
-            bound=float(bounds[pos]),
-            delta=float(delta),
-            t=int(t),
-            method=method,
             rule=rule,
-            links=links,
-            tail=tail,
-            mean=float(mean[best]) * (1.0 if self.maximize else -1.0),
-            components={k: float(v[pos]) for k, v in parts.items() if k != "bound"},
-            certified=tuple(int(i) for i in index.tolist()),
-            bounds=tuple(float(b) for b in bounds.tolist()),
-            split_delta=bool(split_delta),
+            split_delta=split_delta,
+            sign=1.0 if self.maximize else -1.0,
         )
 
     def _certified(self) -> tuple[Tensor, ChainingStep, int]:
@@ -700,6 +660,9 @@ class GPUCB(UpperConfidenceBound):
             analytic UCB does not condition on them).
     """
 
+    #: Its input constructor takes the candidate set (for ``num_candidates``).
+    takes_candidates = True
+
     def __init__(
         self,
         model: Model,
@@ -731,6 +694,9 @@ class UCB(UpperConfidenceBound):
     Example:
         >>> acqf = UCB(model, beta=0.2)
     """
+
+    #: Its input constructor accepts (and ignores) the candidate set.
+    takes_candidates = True
 
 
 @acqf_input_constructor(UCB)

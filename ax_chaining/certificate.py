@@ -148,6 +148,7 @@ __all__ = [
     "certificate_bounds",
     "chaining_bound",
     "chaining_tree",
+    "make_certificate",
     "pairwise_bound",
     "recommend",
     "running_minimum",
@@ -602,6 +603,7 @@ def certificate_bounds(
     tail: Tail = "gaussian",
     dist: Tensor | None = None,
     split_delta: bool = False,
+    share: float | None = None,
 ) -> dict[str, Tensor]:
     r"""Certificates of the points ``index`` at step ``t``.
 
@@ -621,6 +623,9 @@ def certificate_bounds(
             computed; default from ``distance``.
         split_delta: With ``"combined"``, give each part ``delta / 2`` instead
             of ``delta``. Not needed for validity (see the module docstring).
+        share: The failure probability of this check, if not
+            :func:`step_delta` ``(delta, t)`` (a declared schedule of checks,
+            :class:`ax_chaining.certification.CheckSchedule`).
 
     Returns:
         ``{"bound": m bounds, <part>: m bounds, ...}`` with the part(s) computed.
@@ -633,7 +638,9 @@ def certificate_bounds(
     parts = ("union", "chaining") if method == "combined" else (method,)
     if "chaining" in parts and tree is None:
         raise ValueError(f"method={method!r} needs the chaining tree (tree=).")
-    share = step_delta(delta / len(parts) if split_delta else delta, t)
+    if share is None:
+        share = step_delta(delta, t)
+    share = share / len(parts) if split_delta else share
     if dist is None:
         dist = distance.rows(index).to(torch.float64).clamp_min(0.0).sqrt()
     out: dict[str, Tensor] = {}
@@ -681,6 +688,12 @@ class Certificate:
         certified: Indices of the candidates that were certified.
         bounds: Their bounds (same order).
         split_delta: Whether the parts of ``"combined"`` got ``delta / 2`` each.
+        share: The failure probability spent on this check (the step's share
+            of ``delta``).
+        valid: False when a model check refused to certify; ``bound`` is then
+            ``inf`` and ``reason`` says why.
+        reason: Why the certificate was refused (empty when valid).
+        checks: The model checks' statistics (name to value).
     """
 
     index: int
@@ -697,6 +710,10 @@ class Certificate:
     certified: tuple[int, ...] = ()
     bounds: tuple[float, ...] = ()
     split_delta: bool = False
+    share: float = float("nan")
+    valid: bool = True
+    reason: str = ""
+    checks: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe dict (floats, ints, strings and lists only)."""
@@ -715,4 +732,73 @@ class Certificate:
             "certified": [int(i) for i in self.certified],
             "bounds": [_json_float(b) for b in self.bounds],
             "split_delta": bool(self.split_delta),
+            "share": _json_float(self.share),
+            "valid": bool(self.valid),
+            "reason": str(self.reason),
+            "checks": {str(k): _json_float(v) for k, v in self.checks.items()},
         }
+
+
+def make_certificate(
+    mean: Tensor,
+    distance: PseudoDistance,
+    index: Tensor,
+    candidates: Tensor,
+    *,
+    t: int,
+    delta: float,
+    share: float | None = None,
+    method: Method = "combined",
+    tree: ChainingTree | None = None,
+    links: Links = "actual",
+    tail: Tail = "gaussian",
+    rule: Rule = "min_bound",
+    split_delta: bool = False,
+    sign: float = 1.0,
+) -> Certificate:
+    """The :class:`Certificate` of the recommended point among ``index``.
+
+    Args:
+        mean: ``N`` posterior means of the objective, larger is better.
+        distance: The posterior pseudo-distance over the ``N`` candidates.
+        index: Indices of the candidates that may be recommended.
+        candidates: The ``N x d`` candidates (for the recommended ``x``).
+        t, delta, share, method, tree, links, tail, split_delta: As in
+            :func:`certificate_bounds`.
+        rule: As in :func:`recommend`.
+        sign: ``-1`` where ``mean`` is the negated model mean (minimization),
+            so that the reported ``mean`` is the model's.
+    """
+    parts = certificate_bounds(
+        mean,
+        distance,
+        index,
+        t=t,
+        delta=delta,
+        method=method,
+        tree=tree,
+        links=links,
+        tail=tail,
+        split_delta=split_delta,
+        share=share,
+    )
+    bounds = parts["bound"]
+    pos = recommend(bounds, index, mean, rule)
+    best = int(index[pos])
+    return Certificate(
+        index=best,
+        x=candidates[best].detach().clone(),
+        bound=float(bounds[pos]),
+        delta=float(delta),
+        t=int(t),
+        method=method,
+        rule=rule,
+        links=links,
+        tail=tail,
+        mean=float(mean[best]) * sign,
+        components={k: float(v[pos]) for k, v in parts.items() if k != "bound"},
+        certified=tuple(int(i) for i in index.tolist()),
+        bounds=tuple(float(b) for b in bounds.tolist()),
+        split_delta=bool(split_delta),
+        share=float(step_delta(delta, t) if share is None else share),
+    )

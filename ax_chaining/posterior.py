@@ -58,7 +58,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from ax_chaining.chaining import _lazy_levels
-from ax_chaining.checks import check_matrix
+from ax_chaining.checks import check_matrix, match_rows
 from ax_chaining.distances import (
     DEFAULT_MEMORY_BUDGET,
     GRAPH_PEAK_EDGE_BYTES,
@@ -75,6 +75,7 @@ __all__ = [
     "PosteriorCache",
     "candidate_posterior",
     "check_posterior_transform",
+    "evaluated_candidates",
     "model_device_dtype",
     "model_inputs",
     "pending_noise",
@@ -294,6 +295,42 @@ def pending_rows(
     """
     A = psd_safe_cholesky(cov_pp + torch.diag_embed(noise.to(cov_pp)))
     return torch.linalg.solve_triangular(A, cov_pz, upper=False), A
+
+
+def evaluated_candidates(
+    model: Model, candidates: Tensor, given_dtype: torch.dtype | None = None
+) -> Tensor:
+    """Boolean mask of the candidates that are training inputs of ``model``.
+
+    Compared in the model's input space (``input_transform.preprocess_transform``
+    applied to the candidates, as BoTorch does to the training inputs), within a
+    relative tolerance of ``1e-9`` (``1e-6`` where candidates or training inputs
+    are float32, e.g. float32 candidates converted to a float64 model: the same
+    points then differ by float32 round-off). Model lists: a training input of
+    any model.
+
+    Args:
+        model: The model.
+        candidates: ``N x d`` candidates on the model's device and dtype.
+        given_dtype: The dtype the candidates had before conversion, if any.
+    """
+    models = list(getattr(model, "models", None) or [model])
+    mask = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
+    for sub in models:
+        sub.eval()  # BoTorch stores transformed training inputs in eval mode
+        inputs = getattr(sub, "train_inputs", None)
+        if not inputs or inputs[0] is None:
+            continue
+        with torch.no_grad():
+            transform = getattr(sub, "input_transform", None)
+            C = candidates
+            if transform is not None:
+                C = transform.preprocess_transform(candidates)
+            train = inputs[0].reshape(-1, inputs[0].shape[-1])
+            dtypes = {C.dtype, train.dtype, given_dtype or C.dtype}
+            rtol = 1e-6 if torch.float32 in dtypes else 1e-9
+            mask |= match_rows(C, train.to(C), rtol=rtol) >= 0
+    return mask
 
 
 def posterior_at(

@@ -40,6 +40,7 @@ from ax_chaining.ax import (
     chaining_generation_strategy,
     chaining_ucb_node,
     gp_ucb_generation_strategy,
+    parameters_from_table,
     precomputed_kernel_surrogate_spec,
     register_storage,
     ucb_generation_strategy,
@@ -617,9 +618,12 @@ def test_candidate_table_is_validated_and_completed() -> None:
             FixedParameter("f", ParameterType.INT, 3),
         ]
     )
-    table = [{"x": 0.5}, {"x": 0.25, "f": 3}, {"x": 0.5}]
+    table = [{"x": 0.5}, {"x": 0.25, "f": 3}]
     rows = candidate_parameterizations(ss, CandidateSetSpec(candidates=table))
-    assert rows == [{"x": 0.5, "f": 3}, {"x": 0.25, "f": 3}]  # filled, deduplicated
+    assert rows == [{"x": 0.5, "f": 3}, {"x": 0.25, "f": 3}]  # filled
+    twice = [{"x": 0.5}, {"x": 0.25, "f": 3}, {"x": 0.5, "note": "again"}]
+    with pytest.raises(ValueError, match="rows 0 and 2 have the same parameters"):
+        candidate_parameterizations(ss, CandidateSetSpec(candidates=twice))
 
 
 # ---------------------------------------------------------------------------
@@ -639,10 +643,6 @@ def test_constraints_leaving_no_candidate_discrete() -> None:
 @pytest.mark.parametrize(
     ("table", "match"),
     [
-        (
-            [{"x": 0.5, "y": 0.5, "z": 1.0}],
-            r"candidates\[0\]` = .* not in the search space: Parameterization has",
-        ),
         (
             [{"x": 0.5, "y": 0.5}, {"x": 1.5, "y": 0.5}],
             r"candidates\[1\]` = .*1.5 is not a valid value for parameter .*'x'",
@@ -845,18 +845,217 @@ def test_engine_options_reach_chaining_ucb() -> None:
 
 
 def test_float64_candidates_with_a_float32_model() -> None:
-    """ChainingUCB converts candidates to the model's dtype instead of failing."""
+    """ChainingUCB converts candidates to the model's dtype instead of failing,
+    and optimize_acqf_discrete works with float64 choices on a float32 model."""
     from botorch.models import SingleTaskGP
+    from botorch.optim import optimize_acqf_discrete
 
     torch.manual_seed(0)
     X = torch.rand(6, 2)
     model = SingleTaskGP(X, torch.sin(6 * X).sum(-1, keepdim=True)).eval()
-    candidates = torch.rand(30, 2, dtype=torch.float64)
+    candidates = torch.cat([X.double(), torch.rand(30, 2, dtype=torch.float64)])
     acqf = ChainingUCB(model, candidates)
     same = ChainingUCB(model, candidates.float())
     assert acqf.candidates.dtype == torch.float32
     values = acqf(candidates.float().unsqueeze(-2))
     assert torch.equal(values, same(candidates.float().unsqueeze(-2)))
+    x, _ = optimize_acqf_discrete(acqf, q=2, choices=candidates)  # float64 choices
+    assert x.shape == (2, 2)
+    assert len(acqf.certificate().certified) == 6  # the training points match
+
+
+def test_float32_candidates_with_a_float64_model() -> None:
+    """The same points, rounded to float32, are still the training inputs."""
+    from botorch.models import SingleTaskGP
+
+    torch.manual_seed(0)
+    X = torch.rand(6, 2, dtype=torch.float64)
+    model = SingleTaskGP(X, torch.sin(6 * X).sum(-1, keepdim=True)).eval()
+    candidates = torch.cat([X, torch.rand(30, 2, dtype=torch.float64)]).float()
+    acqf = ChainingUCB(model, candidates)
+    assert acqf.candidates.dtype == torch.float64
+    assert len(acqf.certificate().certified) == 6
+    far = torch.rand(30, 2)  # no training point among them: the dtype is named
+    with pytest.raises(ValueError, match="candidates in torch.float64"):
+        ChainingUCB(model, far).certificate()
+
+
+# ---------------------------------------------------------------------------
+# A new user's catalogue: IDs, failures, duplicates, wrong kernels, any
+# acquisition over the table.
+# ---------------------------------------------------------------------------
+
+
+def _catalogue(n: int = 40, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "sku": [f"P-{1000 + i}" for i in range(n)],
+            "length": rng.integers(1, 30, n),
+            "width": rng.uniform(0.5, 3.0, n).round(3),
+            "coating": rng.choice(["none", "zinc", "epoxy"], n),
+            "vendor": rng.choice(["A", "B"], n),
+        }
+    ).drop_duplicates(subset=["length", "width", "coating"])
+
+
+def _score(p: dict[str, Any]) -> float:
+    bonus = {"none": 0.0, "zinc": 0.3, "epoxy": 0.5}[p["coating"]]
+    return -((p["length"] - 17) ** 2) / 50.0 - (p["width"] - 2.0) ** 2 + bonus
+
+
+def _catalogue_client(table: pd.DataFrame, seed: int = 0) -> Client:
+    client = Client(random_seed=seed)
+    params = parameters_from_table(table, exclude=["sku", "vendor"])
+    client.configure_experiment(parameters=params)
+    client.configure_optimization(objective="score")
+    return client
+
+
+def test_a_catalogue_with_an_id_column_leads_back_to_its_rows() -> None:
+    table = _catalogue()
+    names = [p.name for p in parameters_from_table(table, exclude=["sku", "vendor"])]
+    assert names == ["length", "width", "coating"]
+    client = _catalogue_client(table)
+    gs = chaining_generation_strategy(
+        init_trials=4, candidates=table, id_column="sku", exclude_evaluated=True
+    )
+    client.set_generation_strategy(gs)
+    by_sku = table.set_index("sku")
+    for _ in range(8):
+        for index, p in client.get_next_trials(max_trials=1).items():
+            client.complete_trial(index, raw_data={"score": _score(p)})
+    best, _, trial_index, arm_name = client.get_best_parameterization()
+    row = by_sku.loc[arm_name]  # the arm is named after its row's SKU
+    assert (row["length"], row["coating"]) == (best["length"], best["coating"])
+    for trial in gs.experiment.trials.values():
+        sku = trial.arms[0].name
+        assert trial.arms[0].parameters["length"] == by_sku.loc[sku, "length"]
+    meta = gs.experiment.trials[7].generator_runs[0].gen_metadata[GEN_METADATA_KEY]
+    (picked,) = meta["rows"]  # the metadata columns travel with the arm
+    assert picked["sku"] == gs.experiment.trials[7].arms[0].name
+    assert picked["vendor"] == by_sku.loc[picked["sku"], "vendor"]
+
+
+def test_duplicate_rows_are_refused_naming_them_before_any_trial() -> None:
+    table = _catalogue(12)
+    doubled = pd.concat([table, table.iloc[[3]]], ignore_index=True)
+    client = _catalogue_client(doubled)
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=2, candidates=doubled)
+    )
+    with pytest.raises(ValueError, match=r"rows 3 and 12 have the same parameters"):
+        client.get_next_trials(max_trials=1)
+    assert len(client.summarize()) == 0
+
+
+def test_a_failed_candidate_is_not_proposed_again_unless_asked() -> None:
+    """Six rows, one trial failed, every other row evaluated: only the failed
+    row is left. By default it is not proposed again; retry_failed=True does."""
+    table = _catalogue(6)
+    assert len(table) == 6
+    for retry in (False, True):
+        client = _catalogue_client(table)
+        gs = chaining_generation_strategy(
+            init_trials=3,
+            candidates=table,
+            seed=1,
+            retry_failed=retry,
+            exclude_evaluated=True,
+        )
+        client.set_generation_strategy(gs)
+        ((failed, params),) = client.get_next_trials(max_trials=1).items()
+        client.mark_trial_failed(failed)
+        proposed = []
+        for _ in range(5 + retry):
+            for index, p in client.get_next_trials(max_trials=1).items():
+                proposed.append(p)
+                client.complete_trial(index, raw_data={"score": _score(p)})
+        assert proposed.count(params) == int(retry)  # every row once
+        if not retry:
+            with pytest.raises(SearchSpaceExhausted, match="failed before"):
+                client.get_next_trials(max_trials=1)
+
+
+def test_init_trials_zero_without_data_says_what_to_do() -> None:
+    from ax.exceptions.core import DataRequiredError
+
+    client = _int_grid_client(seed=0)
+    client.set_generation_strategy(chaining_generation_strategy(init_trials=0))
+    with pytest.raises(DataRequiredError, match="attach and complete trials"):
+        client.get_next_trials(max_trials=1)
+
+
+def test_a_gram_of_another_size_is_refused_before_any_trial() -> None:
+    gram, _ = _graph_items(80, seed=0)
+    client = Client(random_seed=0)
+    client.configure_experiment(parameters=[candidate_index_parameter(100)])
+    client.configure_optimization(objective="f")
+    spec = precomputed_kernel_surrogate_spec(gram)
+    client.set_generation_strategy(chaining_generation_strategy(5, surrogate_spec=spec))
+    with pytest.raises(ValueError, match="holds 80 items.*candidate_index_parameter"):
+        client.get_next_trials(max_trials=1)
+    assert len(client.summarize()) == 0
+
+
+def test_a_gram_that_is_not_psd_is_refused_when_the_spec_is_built() -> None:
+    gram, _ = _graph_items(30, seed=0)
+    bent = gram.clone()
+    bent[0, 1] = bent[1, 0] = -0.9  # two near-identical items, opposite signs
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        precomputed_kernel_surrogate_spec(bent)
+
+
+@pytest.mark.parametrize("acqf", ["LogExpectedImprovement", "qLogNEI", "qUCB"])
+def test_any_botorch_acquisition_over_a_table(acqf: str) -> None:
+    """Analytic and Monte Carlo acquisitions select over the table, batches are
+    distinct with pending points, and every step records a certificate."""
+    from botorch.acquisition.analytic import LogExpectedImprovement
+    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
+    from botorch.acquisition.monte_carlo import qUpperConfidenceBound
+
+    from ax_chaining.ax import qlognei_generation_strategy
+
+    table = _catalogue(30)
+    client = _catalogue_client(table)
+    if acqf == "qLogNEI":
+        gs = qlognei_generation_strategy(4, table, exclude_evaluated=True)
+    else:
+        cls = {"LogExpectedImprovement": LogExpectedImprovement}.get(
+            acqf, qUpperConfidenceBound
+        )
+        gs = candidate_set_strategy(cls, None, 4, table, exclude_evaluated=True)
+    client.set_generation_strategy(gs)
+    rows = {(r.length, r.width, r.coating) for r in table.itertuples()}
+    seen = []
+    for batch in (1, 1, 1, 1, 3, 3):
+        trials = client.get_next_trials(max_trials=batch)
+        seen += list(trials.values())
+        for index, p in trials.items():
+            client.complete_trial(index, raw_data={"score": _score(p)})
+    keys = [(p["length"], p["width"], p["coating"]) for p in seen]
+    assert set(keys) <= rows and len(set(keys)) == len(keys) == 10
+    records = [
+        gr.gen_metadata[GEN_METADATA_KEY]
+        for t in gs.experiment.trials.values()
+        for gr in t.generator_runs
+        if "certificate" in (gr.gen_metadata or {}).get(GEN_METADATA_KEY, {})
+    ]
+    assert records and all(r["certificate"]["bound"] > 0 for r in records)
+    del qLogNoisyExpectedImprovement
+
+
+def test_an_unsupported_acquisition_is_refused_when_the_strategy_is_built() -> None:
+    from botorch.acquisition.acquisition import AcquisitionFunction
+
+    class NoConstructor(AcquisitionFunction):
+        def forward(self, X):  # pragma: no cover - never built
+            return X.sum(-1)
+
+    with pytest.raises(TypeError, match="`botorch_acqf_class` must be an"):
+        candidate_set_strategy(dict)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="has no BoTorch input constructor"):
+        candidate_set_strategy(NoConstructor)
 
 
 # ---------------------------------------------------------------------------

@@ -153,6 +153,7 @@ class _RecordingUCB(UpperConfidenceBound):
     """BoTorch's UCB; its input constructor records what Ax passes it."""
 
     seen: list[dict] = []
+    takes_candidates = True
 
 
 @acqf_input_constructor(_RecordingUCB)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from gpytorch.kernels import ProductKernel, RBFKernel, ScaleKernel
 
-from ax_chaining.kernels import PrecomputedKernel
+from ax_chaining.kernels import PrecomputedKernel, register_gram
 
 # A hand-made symmetric positive definite 3 x 3 Gram with distinct entries.
 GRAM = torch.tensor(
@@ -120,9 +120,12 @@ def test_normalized_inputs_mapping() -> None:
     x = (idx.double() / (n - 1)).unsqueeze(-1)
     assert torch.equal(k.indices(x), idx)
     assert torch.equal(k(x).to_dense(), gram[idx][:, idx])
-    # float32 inputs and small perturbations still map to the right indices
-    x32 = (x + 1e-4 / (n - 1)).float()
-    assert torch.equal(k.indices(x32), idx)
+    # float32 inputs (their round-off) still map to the right indices
+    assert torch.equal(k.indices(x.float()), idx)
+    # an index parameter of another size: refused, never mapped to wrong rows
+    other = (torch.tensor([0, 1, 37, 79]).double() / 79).unsqueeze(-1)
+    with pytest.raises(ValueError, match=r"bounds \(0, 100\)"):
+        k.indices(other)
     # out of [0, 1] -> error naming what was expected
     with pytest.raises(ValueError, match=r"normalized values in \[0, 1\]"):
         k(_col([1.2])).to_dense()
@@ -200,12 +203,21 @@ def test_bad_gram(gram: torch.Tensor, match: str) -> None:
     assert "`gram`" in str(err.value)
 
 
-def test_psd_check_is_optional() -> None:
+def test_a_gram_that_is_not_psd_is_refused_beyond_round_off() -> None:
     indefinite = torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=torch.float64)
-    PrecomputedKernel(indefinite)  # cheap checks only
-    with pytest.raises(ValueError, match="smallest eigenvalue"):
-        PrecomputedKernel(indefinite, check_psd=True)
-    PrecomputedKernel(GRAM, check_psd=True)
+    with pytest.raises(ValueError, match="smallest eigenvalue -1"):
+        PrecomputedKernel(indefinite)
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        register_gram(indefinite)
+    PrecomputedKernel(indefinite, check_psd=False)  # the caller's responsibility
+    PrecomputedKernel(GRAM)
+    # Round-off negatives of a PSD matrix pass: a rank-2 Gram of 50 points.
+    z = torch.randn(
+        50, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+    )
+    low_rank = z @ z.T
+    assert torch.linalg.eigvalsh(low_rank).min() < 0  # round-off
+    PrecomputedKernel(low_rank)
 
 
 def test_symmetry_tolerance_and_validate_flag() -> None:

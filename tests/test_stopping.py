@@ -17,15 +17,15 @@ from ax.storage.json_store.encoder import object_to_json
 
 from ax_chaining.ax import (
     GEN_METADATA_KEY,
-    chaining_generation_strategy,
-    register_storage,
-    ucb_generation_strategy,
-)
-from ax_chaining.ax.stopping import (
+    CertifiedStop,
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
     best_certificate,
     certificate_history,
+    certify,
+    chaining_generation_strategy,
+    register_storage,
+    ucb_generation_strategy,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
@@ -100,14 +100,17 @@ def test_every_step_records_a_certificate(chaining_gs: GenerationStrategy) -> No
     assert cert["parameters"] in evaluated
 
 
-def test_best_certificate_is_the_running_minimum(
+def test_best_certificate_is_the_current_one_or_the_running_minimum(
     chaining_gs: GenerationStrategy,
 ) -> None:
     bounds = _bounds(chaining_gs)
-    best = best_certificate(chaining_gs)
-    assert best is not None and best["bound"] == min(bounds)
-    assert best_certificate(chaining_gs.experiment) == best
-    model = best_certificate(chaining_gs, units="model")
+    current = best_certificate(chaining_gs)
+    assert current is not None and current["bound"] == bounds[-1]
+    assert current["recorded_at"] == 11  # the last step recorded it
+    lowest = best_certificate(chaining_gs, use="running_min")
+    assert lowest is not None and lowest["bound"] == min(bounds)
+    assert best_certificate(chaining_gs.experiment, use="running_min") == lowest
+    model = best_certificate(chaining_gs, units="model", use="running_min")
     assert model is not None and model["bound"] == min(
         _bounds(chaining_gs, "bound_model_units")
     )
@@ -116,7 +119,11 @@ def test_best_certificate_is_the_running_minimum(
     assert [c["bound"] for c in history] == bounds
     running = [c["running_min"] for c in history]
     assert running == [min(bounds[: k + 1]) for k in range(len(bounds))]
-    assert running == sorted(running, reverse=True) and running[-1] == best["bound"]
+    # trial_index is the trial that evaluated the certified point.
+    trials = chaining_gs.experiment.trials
+    for c in history:
+        assert trials[c["trial_index"]].arms[0].parameters == c["parameters"]
+        assert c["trial_index"] < c["recorded_at"]
 
 
 def test_stops_below_tolerance_and_names_parameters_and_bound(
@@ -144,42 +151,72 @@ def test_respects_min_trials(chaining_gs: GenerationStrategy) -> None:
 
 
 def test_a_plain_client_loop_stops_on_the_certificate(tmp_path: Any) -> None:
-    """stop_tolerance: the strategy completes itself; Ax's Client raises
-    GenerationStrategyCompleted, with no private attribute involved."""
+    """stop_tolerance: the strategy stops at the first step whose current
+    certificate is within the tolerance; the exception names the bound."""
     reference = chaining_generation_strategy(init_trials=4, seed=0)
     client = _client(reference)
-    for _ in range(7):
+    for _ in range(8):
         _step(client)
-    bounds = _bounds(reference)  # trials 4, 5, 6 are Chaining-UCB steps
-    running = min(bounds)
-    first = 4 + next(k for k, b in enumerate(bounds) if b <= running)
-    gs = chaining_generation_strategy(init_trials=4, seed=0, stop_tolerance=running)
+    bounds = _bounds(reference)  # trials 4..7 are Chaining-UCB steps
+    tolerance = min(bounds[:3])
+    first = next(k for k, b in enumerate(bounds) if b <= tolerance)
+    gs = chaining_generation_strategy(init_trials=4, seed=0, stop_tolerance=tolerance)
     client = _client(gs)
     steps = 0
-    with pytest.raises(GenerationStrategyCompleted):
+    with pytest.raises(CertifiedStop, match=f"{bounds[first]:.4g}") as stopped:
         while steps < 30:
             _step(client)
             steps += 1
-    assert steps == first + 1  # the same run, stopped once the bound got there
-    best = best_certificate(gs)
-    assert best is not None and best["bound"] <= running
-    # The criterion survives JSON: a reloaded client is complete as well.
+    assert isinstance(stopped.value, GenerationStrategyCompleted)
+    assert "at most the tolerance" in str(stopped.value)
+    assert steps == 4 + first + 1  # the same run, stopped after that step
+    # A reloaded client reads the certificate through public functions and
+    # stops as well.
     path = str(tmp_path / "stopped.json")
     client.save_to_json_file(path)
-    with pytest.raises(GenerationStrategyCompleted):
-        Client.load_from_json_file(path).get_next_trials(max_trials=1)
+    loaded = Client.load_from_json_file(path)
+    assert best_certificate(loaded)["bound"] == bounds[first]
+    with pytest.raises(CertifiedStop):
+        loaded.get_next_trials(max_trials=1)
 
 
-def test_no_certificate_without_chaining() -> None:
+def test_certify_any_loop_including_axs_default_strategy() -> None:
+    """A Client run with Ax's own default strategy has no recorded certificate;
+    certify() fits Ax's default surrogate and certifies its best evaluated arm."""
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="x", bounds=(0, 14), parameter_type="int"),
+            RangeParameterConfig(name="y", bounds=(0, 14), parameter_type="int"),
+        ]
+    )
+    client.configure_optimization(objective="f")
+    for _ in range(8):
+        for index, params in client.get_next_trials(max_trials=1).items():
+            client.complete_trial(index, raw_data={"f": _f(params)})
+    assert best_certificate(client) is None
+    cert = certify(client)
+    f_max = max(_f({"x": x, "y": y}) for x in range(15) for y in range(15))
+    assert cert["valid"] and 0 < cert["bound"] < 10
+    assert f_max - _f(cert["parameters"]) <= cert["bound"]
+    assert cert["trial_index"] is not None
+    summary = client.summarize()
+    row = summary[summary["trial_index"] == cert["trial_index"]]
+    assert float(row["x"].iloc[0]) == cert["parameters"]["x"]
+
+
+def test_no_recorded_certificate_means_no_stop() -> None:
     gs = ucb_generation_strategy(init_trials=4, seed=0)
     client = _client(gs)
+    assert best_certificate(gs.experiment) is None
+    stop, message = RegretBoundGlobalStoppingStrategy(
+        tolerance=1e9, min_trials=0
+    ).should_stop_optimization(experiment=gs.experiment)
+    assert not stop and "No regret certificate" in message
     for _ in range(6):
         _step(client)
-    assert best_certificate(gs) is None
-    stop, message = RegretBoundGlobalStoppingStrategy(
-        tolerance=1e9, min_trials=1
-    ).should_stop_optimization(experiment=gs.experiment)
-    assert not stop and "No Chaining-UCB regret certificate" in message
+    # Every candidate-set strategy records one, whatever its acquisition.
+    assert best_certificate(gs) is not None
 
 
 def test_json_round_trip() -> None:
@@ -219,7 +256,6 @@ def test_bad_arguments(
         RegretBoundGlobalStoppingStrategy(**kwargs)
     with pytest.raises(error, match=match):
         RegretBoundCriterion(transition_to="A", **kwargs)
-    with pytest.raises(error, match=match):
-        chaining_generation_strategy(stop_tolerance=kwargs["tolerance"]) if len(
-            kwargs
-        ) == 1 else RegretBoundCriterion(transition_to="A", **kwargs)
+    if len(kwargs) == 1:
+        with pytest.raises(error, match=match):
+            chaining_generation_strategy(stop_tolerance=kwargs["tolerance"])

@@ -6,7 +6,16 @@ its own: a strategy built here can be saved, and a saved experiment loads in a
 new process once ``ax_chaining.ax`` is imported.
 """
 
-from ax_chaining.ax.candidates import CandidateSetSpec, candidate_parameterizations
+from ax_chaining.ax.candidates import (
+    CandidateSetSpec,
+    candidate_parameterizations,
+    parameters_from_table,
+)
+from ax_chaining.ax.certificates import (
+    best_certificate,
+    certificate_history,
+    certify,
+)
 from ax_chaining.ax.metadata import GEN_METADATA_KEY
 from ax_chaining.ax.nodes import (
     CandidateSetAcquisition,
@@ -14,10 +23,9 @@ from ax_chaining.ax.nodes import (
     UniformCandidateNode,
 )
 from ax_chaining.ax.stopping import (
+    CertifiedStop,
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
-    best_certificate,
-    certificate_history,
 )
 from ax_chaining.ax.storage import (
     candidate_index_parameter,
@@ -30,6 +38,7 @@ from ax_chaining.ax.strategies import (
     chaining_generation_strategy,
     chaining_ucb_node,
     gp_ucb_generation_strategy,
+    qlognei_generation_strategy,
     ucb_generation_strategy,
 )
 
@@ -38,6 +47,7 @@ __all__ = [
     "CandidateSetAcquisition",
     "CandidateSetNode",
     "CandidateSetSpec",
+    "CertifiedStop",
     "RegretBoundCriterion",
     "RegretBoundGlobalStoppingStrategy",
     "UniformCandidateNode",
@@ -47,10 +57,13 @@ __all__ = [
     "candidate_set_node",
     "candidate_set_strategy",
     "certificate_history",
+    "certify",
     "chaining_generation_strategy",
     "chaining_ucb_node",
     "gp_ucb_generation_strategy",
+    "parameters_from_table",
     "precomputed_kernel_surrogate_spec",
+    "qlognei_generation_strategy",
     "register_storage",
     "ucb_generation_strategy",
 ]

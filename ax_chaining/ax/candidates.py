@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 from ax.adapter.registry import Generators
+from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig
 from ax.core import Arm, ChoiceParameter, Experiment, SearchSpace
 from ax.core.parameter import DerivedParameter, ParameterType
 from ax.core.types import TParameterization, TParamValue
@@ -27,7 +28,10 @@ class CandidateSetSpec:
     """Definition of the finite candidate set :math:`X` (stored in JSON).
 
     Args:
-        candidates: Optional table of parameterizations (finite values).
+        candidates: Optional table of candidates (finite values): a column per
+            parameter, and any other columns (an ID, a name, a price) as
+            metadata that travels with the arm (its name, and the step record).
+            One row per candidate: rows with the same parameters are refused.
         num_candidates: Size of the Sobol design of continuous or mixed spaces.
         seed: Seed of the design and of the uniform initialization; None: drawn
             from the global torch RNG (which Ax's ``Client`` and ``ax.benchmark``
@@ -35,6 +39,16 @@ class CandidateSetSpec:
         max_candidates: Largest allowed ``N`` (a guard on ``N^2`` distance work).
         exclude_evaluated: Never propose an evaluated candidate (noise-free).
         exclude_pending: Avoid pending candidates while others remain.
+        id_column: A column of ``candidates`` (not a parameter) whose values
+            name the arms, e.g. a catalogue number; default ``"row_<i>"`` for
+            row ``i`` of the table. Its values must be unique.
+        retry_failed: Propose a candidate again after its trial failed (default
+            False: a failed evaluation is not repeated). Abandoned trials free
+            their candidate either way.
+        num_items: The number of items of an item-index kernel (a precomputed
+            Gram matrix or fingerprint library), set from the surrogate spec by
+            the strategy builders: the search space must then be one integer
+            parameter ``0 .. num_items - 1``.
     """
 
     candidates: list[dict[str, TParamValue]] | None = None
@@ -43,6 +57,9 @@ class CandidateSetSpec:
     max_candidates: int = 100_000
     exclude_evaluated: bool = False
     exclude_pending: bool = True
+    id_column: str | None = None
+    retry_failed: bool = False
+    num_items: int | None = None
 
     def __post_init__(self) -> None:
         if self.candidates is not None:
@@ -51,8 +68,12 @@ class CandidateSetSpec:
         most = check_int("max_candidates", self.max_candidates, 1)
         if self.seed is not None:
             check_int("seed", self.seed)
-        for name in ("exclude_evaluated", "exclude_pending"):
+        if self.num_items is not None:
+            check_int("num_items", self.num_items, 2)
+        for name in ("exclude_evaluated", "exclude_pending", "retry_failed"):
             check_bool(name, getattr(self, name))
+        if self.id_column is not None:
+            _check_id_column(self.candidates, self.id_column)
         table = self.candidates is not None
         size = len(self.candidates or ()) if table else self.num_candidates
         if size > most:
@@ -70,6 +91,84 @@ class CandidateSetSpec:
         if self.seed is None:
             self.seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
         return self.seed
+
+
+def _check_id_column(table: list[dict] | None, column: Any) -> None:
+    if table is None:
+        raise ValueError("`id_column` names a column of `candidates`; got no table.")
+    if not isinstance(column, str) or any(column not in row for row in table):
+        raise ValueError(f"`id_column`={column!r} is not a column of every row.")
+    seen: dict[str, int] = {}
+    for i, row in enumerate(table):
+        label = str(row[column])
+        if label in seen:
+            msg = f"rows {seen[label]} and {i} both have {column}={label!r}"
+            raise ValueError(f"`id_column` values must be unique: {msg}.")
+        seen[label] = i
+
+
+def arm_names(spec: CandidateSetSpec) -> list[str] | None:
+    """Arm names of the table's rows (``id_column`` values, or ``"row_<i>"``);
+    None without a table."""
+    if spec.candidates is None:
+        return None
+    if spec.id_column is None:
+        return [f"row_{i}" for i in range(len(spec.candidates))]
+    return [str(row[spec.id_column]) for row in spec.candidates]
+
+
+def row_metadata(search_space: SearchSpace, spec: CandidateSetSpec) -> list[dict]:
+    """The table's non-parameter columns, row by row (empty dicts without one)."""
+    if spec.candidates is None:
+        return []
+    names = set(search_space.parameters)
+    return [{k: v for k, v in r.items() if k not in names} for r in spec.candidates]
+
+
+def parameters_from_table(
+    table: CandidateTable, exclude: Sequence[str] = ()
+) -> list[RangeParameterConfig | ChoiceParameterConfig]:
+    """Ax parameter configs that span a table's columns, for
+    ``Client.configure_experiment(parameters=...)``.
+
+    A numeric column becomes a range parameter over its smallest and largest
+    values (``"int"`` if every value is an int), a string or bool column a
+    choice parameter over its values. Columns in ``exclude`` (an ID, a name)
+    and columns with a single value are left out.
+
+    Example:
+        >>> table = [{"id": "a", "x": 1, "s": "u"}, {"id": "b", "x": 4, "s": "v"}]
+        >>> [p.name for p in parameters_from_table(table, exclude=["id"])]
+        ['x', 's']
+    """
+    rows = check_records("table", table)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    if unknown := sorted(set(exclude) - set(columns)):
+        raise ValueError(f"`exclude` names no column of the table: {unknown}.")
+    out: list[RangeParameterConfig | ChoiceParameterConfig] = []
+    for name in columns:
+        if name in exclude:
+            continue
+        values = [r[name] for r in rows if name in r]
+        if len(values) != len(rows):
+            raise ValueError(f"Column {name!r} is missing in some rows of `table`.")
+        distinct = list(dict.fromkeys(values))
+        if len(distinct) < 2:
+            continue
+        if all(isinstance(v, bool) for v in distinct):
+            out.append(ChoiceParameterConfig(name, [False, True], "bool"))
+        elif all(isinstance(v, str) for v in distinct):
+            out.append(ChoiceParameterConfig(name, sorted(distinct), "str", False))
+        elif all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in distinct
+        ):
+            kind = "int" if all(isinstance(v, int) for v in distinct) else "float"
+            out.append(RangeParameterConfig(name, (min(distinct), max(distinct)), kind))
+        else:
+            kinds = sorted({type(v).__name__ for v in distinct})
+            msg = f"mixes types {kinds}; expected one of int/float, str, bool"
+            raise TypeError(f"Column {name!r} of `table` {msg}.")
+    return out
 
 
 def candidate_parameterizations(
@@ -93,9 +192,11 @@ def candidate_parameterizations(
         msg = "flatten it, or pass `candidates=` with one row per configuration"
         raise UnsupportedError(f"Hierarchical search spaces are unsupported: {msg}.")
     free = list(search_space.tunable_parameters.values())
+    if spec.num_items is not None:
+        _check_item_index(search_space, spec.num_items)
     if spec.candidates is not None:
-        rows = _validate_table(search_space, spec.candidates)
-    elif all(
+        return _validate_table(search_space, spec.candidates)
+    if all(
         isinstance(p, ChoiceParameter) or p.parameter_type == ParameterType.INT
         for p in free
     ):
@@ -172,17 +273,46 @@ def _sobol_design(search_space: SearchSpace, num: int, seed: int) -> list[dict]:
         raise _no_candidate(search_space, f"Ax's Sobol generator failed ({e})") from e
 
 
+def _check_item_index(search_space: SearchSpace, num_items: int) -> None:
+    """The one integer parameter ``0 .. num_items - 1`` an item-index kernel maps
+    (from Ax's unit-cube normalization) onto its ``num_items`` rows."""
+    free = list(search_space.tunable_parameters.values())
+    p = free[0] if len(free) == 1 else None
+    ok = p is not None and p.parameter_type == ParameterType.INT
+    ok = ok and (int(p.lower), int(p.upper)) == (0, num_items - 1)  # type: ignore[union-attr]
+    if not ok:
+        got = ", ".join(str(q) for q in free)
+        raise ValueError(
+            f"The surrogate's item-index kernel holds {num_items} items (its Gram "
+            f"matrix or fingerprint library), but the search space is [{got}]; "
+            f"expected one integer parameter 0..{num_items - 1}, e.g. "
+            f"`candidate_index_parameter({num_items})`."
+        )
+
+
 def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:
-    """Ax's own membership check (names, domains, constraints) and casting."""
-    rows = []
+    """Ax's own membership check (names, domains, constraints) and casting of the
+    parameter columns; other columns are metadata. One row per candidate."""
+    names = set(search_space.parameters)
+    rows, seen = [], {}
     for i, given in enumerate(table):
+        params = {k: v for k, v in given.items() if k in names}
         try:
-            row = _complete(search_space, dict(given))
+            row = _complete(search_space, params)
             search_space.check_membership(row, raise_error=True)
         except (ValueError, KeyError) as e:
             msg = f"`candidates[{i}]` = {given} is not in the search space: {e}"
             raise ValueError(msg) from e
-        rows.append(search_space.cast_arm(Arm(parameters=row)).parameters)
+        row = search_space.cast_arm(Arm(parameters=row)).parameters
+        key = row_key(row, list(search_space.parameters))
+        if key in seen:
+            raise ValueError(
+                f"`candidates` rows {seen[key]} and {i} have the same parameters "
+                f"{row}; expected one row per candidate (drop duplicates, or add "
+                "a parameter that tells them apart)."
+            )
+        seen[key] = i
+        rows.append(row)
     return rows
 
 

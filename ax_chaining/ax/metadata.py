@@ -4,7 +4,15 @@
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+from ax.adapter.adapter_utils import extract_objective_weight_matrix
+from ax.adapter.base import Adapter
 from ax.core import Experiment
+from botorch.acquisition.objective import ScalarizedPosteriorTransform
+from torch import Tensor
+
+from ax_chaining.acquisition import ChainingUCB
+from ax_chaining.certification import certify_model
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
 GEN_METADATA_KEY: str = "chaining_ucb"
@@ -17,3 +25,63 @@ def recorded(experiment: Experiment) -> Iterator[tuple[int, dict[str, Any]]]:
             meta = (gr.gen_metadata or {}).get(GEN_METADATA_KEY)
             if isinstance(meta, dict):
                 yield index, meta
+
+
+def objective_scale(
+    adapter: Adapter, experiment: Experiment, weights: Tensor | None
+) -> float | None:
+    """The factor from the model's objective to the user's objective units.
+
+    Differences of the model's objective :math:`\\sum_i w_i y_i` (:math:`y_i`
+    standardized by Ax's ``StandardizeY``, scales :math:`s_i`) are the user's
+    :math:`\\sum_i c_i (s_i y_i + m_i)` ones times :math:`|c_i s_i / w_i|`, when
+    that is one number for all :math:`i`; None otherwise.
+    """
+    opt = experiment.optimization_config
+    if opt is None or weights is None:
+        return None
+    outcomes = list(adapter.outcomes)
+    c = np.ravel(extract_objective_weight_matrix(opt.objective, outcomes))
+    w = weights.detach().cpu().double().numpy().ravel()
+    ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
+    s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
+    r = np.abs(c[w != 0] * s[w != 0] / w[w != 0])
+    if len(r) > 0 and np.allclose(r, r[0], rtol=1e-6, atol=0.0):
+        return float(r[0])
+    return None
+
+
+def certificate_record(
+    acquisition: Any, evaluated: Tensor, scale: float | None, **options: Any
+) -> dict[str, Any]:
+    """The step's certificate as JSON: the evaluated candidate with the smallest
+    bound, from the acquisition's own model, whatever the acquisition.
+
+    ``ChainingUCB`` certifies with its covers (:meth:`ChainingUCB.certificate`);
+    any other acquisition with :func:`~ax_chaining.certification.certify_model` on its
+    model. ``bound`` is in the objective's units (None without a single
+    ``scale``), ``bound_model_units`` in Ax's; ``options`` go to the certificate
+    (``delta``, ``schedule``).
+    """
+    acqf = acquisition.acqf
+    if isinstance(acqf, ChainingUCB):
+        cert = acqf.certificate(among=evaluated, **options)
+    else:
+        weights = acquisition.objective_weights.reshape(-1)
+        transform = ScalarizedPosteriorTransform(
+            weights=weights.to(acquisition.candidates)
+        )
+        cert = certify_model(
+            acqf.model,
+            acquisition.candidates,
+            among=evaluated,
+            posterior_transform=transform,
+            **options,
+        )
+    record = cert.as_dict()
+    record.update(
+        bound_model_units=float(cert.bound),
+        bound=None if scale is None else float(cert.bound) * scale,
+        objective_scale=scale,
+    )
+    return record

@@ -4,17 +4,21 @@ selection over it in Ax's modular BoTorch generator. Only Ax's public
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
-from ax.adapter.adapter_utils import extract_objective_weight_matrix
 from ax.adapter.base import Adapter
 from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
 from ax.core.search_space import SearchSpaceDigest
 from ax.core.trial_status import TrialStatus
 from ax.core.types import TParameterization
-from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
+from ax.exceptions.core import (
+    DataRequiredError,
+    SearchSpaceExhausted,
+    UnsupportedError,
+)
 from ax.generation_strategy.external_generation_node import ExternalGenerationNode
 from ax.generation_strategy.generation_node import GenerationNode
 from ax.generation_strategy.generator_spec import GeneratorSpec
@@ -22,34 +26,65 @@ from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.generators.torch.botorch_modular.acquisition import Acquisition
 from ax.storage.json_store.decoder import generation_node_from_json, object_from_json
 from ax.utils.common.constants import Keys
+from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
+from botorch.acquisition.input_constructors import get_acqf_input_constructor
 
-from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.ax.candidates import (
     CandidateSetSpec,
+    arm_names,
     candidate_parameterizations,
     row_key,
+    row_metadata,
 )
-from ax_chaining.ax.metadata import GEN_METADATA_KEY, recorded
+from ax_chaining.ax.metadata import (
+    GEN_METADATA_KEY,
+    certificate_record,
+    objective_scale,
+    recorded,
+)
+from ax_chaining.ax.stopping import RegretBoundCriterion
+from ax_chaining.checks import type_error
 
 _EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
 #: Trials whose arms are not evaluated and do not count as used.
 DROPPED = (TrialStatus.FAILED, TrialStatus.ABANDONED)
 
 
-def _arms(experiment: Experiment, keep: Callable[[TrialStatus], bool]) -> list:
-    """The arms' parameters of the trials whose status ``keep`` accepts."""
-    trials = [t for t in experiment.trials.values() if keep(t.status)]
-    return [a.parameters for t in trials for a in t.arms]
+def takes_candidates(acqf_class: type) -> bool:
+    """Whether the input constructor of ``acqf_class`` takes the candidate set
+    (``candidates``): a class declares it with a class attribute
+    ``takes_candidates = True``, as this package's do; BoTorch's own take none.
+
+    Raises:
+        TypeError: ``acqf_class`` is not an ``AcquisitionFunction`` subclass.
+        ValueError: It has no registered input constructor, which Ax needs.
+    """
+    if not isinstance(acqf_class, type) or not issubclass(
+        acqf_class, AcquisitionFunction
+    ):
+        what = "an AcquisitionFunction class"
+        raise type_error("botorch_acqf_class", what, acqf_class)
+    try:
+        get_acqf_input_constructor(acqf_class)
+    except RuntimeError as e:
+        raise ValueError(
+            f"`botorch_acqf_class`={acqf_class.__name__} has no BoTorch input "
+            "constructor, which Ax needs to build it; register one with "
+            "`botorch.acquisition.input_constructors.acqf_input_constructor`."
+        ) from e
+    return bool(getattr(acqf_class, "takes_candidates", False))
 
 
 class CandidateSetAcquisition(Acquisition):
-    """Ax ``Acquisition`` over a finite candidate set: Ax's input constructor
-    builds the function (and gets the candidates); ``optimize`` selects with Ax's
-    ``select_from_candidate_set``. Ax's arguments, by keyword; ``options`` may add
-    ``selectable`` (a boolean mask of the proposable candidates), ``record`` (called
-    with this object once it has selected) and ``candidates`` (``N x d``, in Ax's
-    model space) if ``botorch_acqf_options`` lacks them, as a node supplies them.
+    """Ax ``Acquisition`` over a finite candidate set, for any BoTorch
+    acquisition function: Ax's input constructor builds the function (and gets
+    the candidates where it takes them, :func:`takes_candidates`); ``optimize``
+    selects with Ax's ``select_from_candidate_set`` (sequential greedy with
+    pending points for a batch). Ax's arguments, by keyword; ``options`` may add
+    ``selectable`` (a boolean mask of the proposable candidates), ``record``
+    (called with this object once it has selected) and ``candidates`` (``N x d``,
+    in Ax's model space), as a node supplies them.
     """
 
     def __init__(
@@ -65,7 +100,19 @@ class CandidateSetAcquisition(Acquisition):
             how = "e.g. acq_options={'candidates': X} of evaluate_acquisition_function"
             msg = f"`candidates` (N x d, in Ax's model space), {how}"
             raise ValueError(f"CandidateSetAcquisition needs {msg}.")
-        self.candidates = acqf_options["candidates"] = torch.as_tensor(candidates)
+        self.candidates = torch.as_tensor(candidates)
+        acqf_class = kwargs["botorch_acqf_class"]
+        if issubclass(acqf_class, AnalyticAcquisitionFunction) and not getattr(
+            acqf_class, "takes_candidates", False
+        ):
+            # BoTorch's analytic functions refuse pending points (their batch is
+            # the n best values); pending candidates are excluded from the set.
+            config = kwargs["torch_opt_config"]
+            kwargs["torch_opt_config"] = replace(config, pending_observations=None)
+        if takes_candidates(acqf_class):
+            acqf_options["candidates"] = self.candidates
+        else:  # e.g. qLogNoisyExpectedImprovement: selection alone uses the set
+            acqf_options.pop("candidates", None)
         self.record: Callable[..., Any] | None = options.pop("record", None)
         n = len(self.candidates)
         self.selectable = torch.as_tensor(options.pop("selectable", [True] * n))
@@ -115,7 +162,8 @@ class CandidateSetAcquisition(Acquisition):
 
 
 class _SpecNode:
-    """The candidate set of one search space, and JSON storage of the spec."""
+    """The candidate set of one search space, its arms' names and metadata, the
+    candidates' use by trial status, and JSON storage of the spec."""
 
     candidate_spec: CandidateSetSpec
 
@@ -123,9 +171,9 @@ class _SpecNode:
         opt = experiment.optimization_config  # None: the Client reports it itself
         if opt is not None and (opt.is_moo_problem or opt.outcome_constraints):
             raise UnsupportedError(
-                "Chaining-UCB supports a single objective without outcome constraints "
-                f"(its certificate is unconstrained), got {opt.objective} with "
-                f"{[str(c) for c in opt.outcome_constraints]}. Scalarize, e.g. "
+                "Candidate-set strategies support a single objective without outcome "
+                f"constraints (the certificate is unconstrained), got {opt.objective} "
+                f"with {[str(c) for c in opt.outcome_constraints]}. Scalarize, e.g. "
                 "`configure_optimization(objective='a + 0.5 * b')`."
             )
         spec = self.candidate_spec
@@ -140,9 +188,12 @@ class _SpecNode:
             spec.resolve_seed(seeds + [m.get("seed") for _, m in recorded(experiment)])
         key = (repr(experiment.search_space), spec.seed)
         if getattr(self, "_rows_key", None) != key:
-            self._rows = candidate_parameterizations(experiment.search_space, spec)
-            self._names = list(experiment.search_space.parameters)
+            ss = experiment.search_space
+            self._rows = candidate_parameterizations(ss, spec)
+            self._names = list(ss.parameters)
             self._keys = [row_key(r, self._names) for r in self._rows]
+            self._arm_names = arm_names(spec)
+            self._metadata = row_metadata(ss, spec)
             self._rows_key = key
         return self._rows
 
@@ -150,6 +201,11 @@ class _SpecNode:
         """How often each candidate occurs in ``parameterizations``."""
         counts = Counter(row_key(p, self._names) for p in parameterizations)
         return np.array([counts[k] for k in self._keys], dtype=np.int64)
+
+    def _in_trials(self, experiment: Experiment, statuses: Sequence[TrialStatus]):
+        """Boolean mask of the candidates in a trial of one of ``statuses``."""
+        trials = [t for t in experiment.trials.values() if t.status in statuses]
+        return self._count(a.parameters for t in trials for a in t.arms) > 0
 
     def _matches(self, fixed: ObservationFeatures | None) -> np.ndarray:
         """Mask of the candidates that take the ``fixed_features``' values."""
@@ -163,6 +219,19 @@ class _SpecNode:
             raise ValueError(f"`fixed_parameters` must take {msg}.")
         return mask
 
+    def _name_arms(self, experiment: Experiment, gr: GeneratorRun | None) -> None:
+        """Name a table's arms after their rows (``id_column`` or ``row_<i>``), so
+        that ``Client.get_best_parameterization`` and the trials lead back to the
+        row; an arm already on the experiment keeps its name."""
+        if gr is None or self._arm_names is None:
+            return
+        index = {k: i for i, k in enumerate(self._keys)}
+        known = experiment.arms_by_signature
+        for arm in gr.arms:
+            i = index.get(row_key(arm.parameters, self._names))
+            if i is not None and arm.signature not in known and not arm.has_name:
+                arm.name = self._arm_names[i]
+
     @classmethod
     def deserialize_init_args(
         cls, args: dict[str, Any], **registries: Any
@@ -170,19 +239,23 @@ class _SpecNode:
         # Ax's own GenerationNode decoding, re-wrapped in this class.
         args = dict(args)
         spec = object_from_json(args.pop("candidate_spec"), **registries)
+        stop_rule = object_from_json(args.pop("stop_rule", None), **registries)
         node = generation_node_from_json(generation_node_json=args, **registries)
         kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
         if cls is CandidateSetNode:
             keys = ("generator_specs", "pausing_criteria", "should_deduplicate")
             kwargs |= {k: getattr(node, k) for k in keys}
             kwargs["previous_node_name"] = args.get("previous_node_name")
+            kwargs["stop_rule"] = stop_rule
         return {**kwargs, "candidate_spec": spec}
 
 
 class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
     """Initialization: the next candidate of a seeded permutation of :math:`X`
-    not yet in a trial (failed or abandoned ones do not count), then the least
-    used (or ``SearchSpaceExhausted`` with ``exclude_evaluated=True``)."""
+    not yet in a trial, then the least used (or ``SearchSpaceExhausted`` with
+    ``exclude_evaluated=True``). A candidate whose trial failed is not proposed
+    again unless ``retry_failed``; an abandoned trial frees its candidate.
+    Failed and abandoned trials do not count towards ``init_trials``."""
 
     def __init__(
         self,
@@ -197,21 +270,32 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         self._fixed: ObservationFeatures | None = None
 
     def gen(self, *, experiment: Experiment, **kwargs: Any) -> GeneratorRun | None:
-        """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`."""
+        """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`;
+        a table's arms are named after their rows."""
         self._fixed = kwargs.get("fixed_features")
-        return super().gen(experiment=experiment, **kwargs)
+        gr = super().gen(experiment=experiment, **kwargs)
+        self._name_arms(experiment, gr)
+        return gr
 
     def update_generator_state(self, experiment: Experiment, data: Data) -> None:
         rows = self._candidate_rows(experiment)  # first: it may resolve the seed
         rng = np.random.default_rng([self.candidate_spec.seed, 1])
         self._order = rng.permutation(len(rows))
-        self._used = self._count(_arms(experiment, lambda s: s not in DROPPED))
+        trials = [t for t in experiment.trials.values() if t.status not in DROPPED]
+        self._used = self._count(a.parameters for t in trials for a in t.arms)
+        self._failed = np.zeros(len(rows), dtype=bool)
+        if not self.candidate_spec.retry_failed:
+            self._failed = self._in_trials(experiment, [TrialStatus.FAILED])
 
     def get_next_candidate(
         self, pending_parameters: list[TParameterization]
     ) -> TParameterization:
         use = self._used + self._count(pending_parameters)
-        allowed = self._matches(self._fixed)
+        allowed = self._matches(self._fixed) & ~self._failed
+        if not allowed.any():
+            raise SearchSpaceExhausted(
+                "Every candidate left failed before (`retry_failed=False`)."
+            )
         best = min((int(i) for i in self._order if allowed[i]), key=lambda i: use[i])
         if use[best] > 0 and self.candidate_spec.exclude_evaluated:
             msg = f"All {allowed.sum()} candidates are used, `exclude_evaluated=True`"
@@ -220,8 +304,11 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
 
 
 class CandidateSetNode(_SpecNode, GenerationNode):
-    """A ``GenerationNode`` that optimizes over a finite candidate set, built by
-    :func:`candidate_set_node`: ``GenerationNode``'s arguments and the spec."""
+    """A ``GenerationNode`` that optimizes any BoTorch acquisition function over a
+    finite candidate set and records the step (:mod:`ax_chaining.ax.metadata`),
+    built by :func:`~ax_chaining.ax.strategies.candidate_set_node`:
+    ``GenerationNode``'s arguments, the spec, and optionally a stopping rule
+    checked before each generation."""
 
     def __init__(
         self,
@@ -229,23 +316,48 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         generator_specs: list[GeneratorSpec],
         candidate_spec: CandidateSetSpec,
         transition_criteria: Sequence[TransitionCriterion] | None = None,
+        stop_rule: RegretBoundCriterion | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(name, generator_specs, transition_criteria, **kwargs)
         self.candidate_spec = candidate_spec
+        self.stop_rule = stop_rule
 
     def gen(  # type: ignore[override]
         self, *, experiment: Experiment, skip_fit: bool = False, **kwargs: Any
     ) -> GeneratorRun | None:
-        """Ax's ``gen``, the candidates and mask in ``model_gen_options``; records."""
+        """Ax's ``gen``, the candidates and mask in ``model_gen_options``; records.
+
+        Raises:
+            CertifiedStop: The stopping rule is met (its message names the bound).
+        """
         rows, spec = self._candidate_rows(experiment), self.candidate_spec
+        if self.stop_rule is not None:
+            self.stop_rule.stop_if_met(experiment)
+        if experiment.lookup_data().df.empty:
+            raise DataRequiredError(
+                f"{self.name} needs data, and no trial has any yet: run initial "
+                "trials (`init_trials >= 1`), or attach and complete trials first "
+                "(`client.attach_trial(...)`, `client.complete_trial(...)`)."
+            )
         if not skip_fit:
             self.generator_spec.fit(experiment=experiment, data=kwargs.get("data"))
         adapter = self.generator_spec.fitted_adapter
-        evaluated = self._count(_arms(experiment, lambda s: s in _EVALUATED)) > 0
+        evaluated = self._in_trials(experiment, _EVALUATED)
         mask = self._matches(kwargs.get("fixed_features"))
-        if spec.exclude_evaluated and not (mask := mask & ~evaluated).any():
-            msg = f"All {len(rows)} candidates are evaluated, `exclude_evaluated=True`."
+        if not spec.retry_failed:
+            mask &= ~self._in_trials(experiment, [TrialStatus.FAILED])
+        if spec.exclude_evaluated:
+            mask &= ~evaluated
+        if not mask.any():
+            why = (
+                "evaluated (`exclude_evaluated=True`)" if spec.exclude_evaluated else ""
+            )
+            why += " or " if why and not spec.retry_failed else ""
+            why += (
+                "failed before (`retry_failed=False`)" if not spec.retry_failed else ""
+            )
+            msg = f"All {len(rows)} candidates are {why or 'excluded'}."
             raise SearchSpaceExhausted(msg)
         if spec.exclude_pending:
             pending = (kwargs.get("pending_observations") or {}).values()
@@ -255,19 +367,19 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             mask = keep if keep.any() else mask
         own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
         options = dict(kwargs.pop("model_gen_options", None) or own or {})
-        acqf, acq = Keys.ACQF_KWARGS.value, Keys.AX_ACQUISITION_KWARGS.value
+        acq = Keys.AX_ACQUISITION_KWARGS.value
         X, chosen = self.model_space_candidates(adapter, rows), []
-        options[acqf] = {**options.get(acqf, {}), "candidates": X}
         # Ax deep-copies options; `deepcopy` keeps a function (here list.append).
-        selectable = {"selectable": torch.tensor(mask), "record": chosen.append}
-        options[acq] = {**options.get(acq, {}), **selectable}
+        given = {"candidates": X, "selectable": torch.tensor(mask)}
+        options[acq] = {**options.get(acq, {}), **given, "record": chosen.append}
         gr = super().gen(
             experiment=experiment, skip_fit=True, model_gen_options=options, **kwargs
         )
         if gr is not None:
+            self._name_arms(experiment, gr)
             meta = {"seed": spec.seed, "num_candidates": len(rows)}
             meta["num_selectable"] = int(mask.sum())
-            meta.update(self._step_record(chosen, adapter, experiment, evaluated))
+            meta.update(self._step_record(chosen, adapter, experiment, evaluated, gr))
             # `gen_metadata` is the run's own dict (Ax adds "trial_type" the same
             # way); pinned in tests/test_ax_contract.py.
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
@@ -281,38 +393,31 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         return adapter.transform_observation_features(feats)
 
     def _step_record(
-        self, chosen: list, adapter: Adapter, experiment: Experiment, evaluated: Any
+        self,
+        chosen: list,
+        adapter: Adapter,
+        experiment: Experiment,
+        evaluated: np.ndarray,
+        gr: GeneratorRun,
     ) -> dict[str, Any]:
         """JSON-safe facts of the step, and the certificate among the evaluated."""
         if not chosen:
             return {}
-        acqf, weights = chosen[-1].acqf, chosen[-1].objective_weights
+        acquisition = chosen[-1]
+        acqf, weights = acquisition.acqf, acquisition.objective_weights
         meta: dict[str, Any] = {"acquisition_function": type(acqf).__name__}
         casts = {"t": int, "delta": float}
         meta |= {k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)}
-        if not isinstance(acqf, ChainingUCB) or not evaluated.any():
+        if self._metadata:
+            index = {k: i for i, k in enumerate(self._keys)}
+            picked = [index.get(row_key(a.parameters, self._names)) for a in gr.arms]
+            meta["rows"] = [
+                {"row": i, **self._metadata[i]} for i in picked if i is not None
+            ]
+        if not evaluated.any():
             return meta
-        cert, factor = acqf.certificate(among=torch.as_tensor(evaluated)), None
-        opt = experiment.optimization_config
-        if opt is not None and weights is not None:
-            # Differences of the model's objective sum_i w_i y_i (y_i standardized
-            # by Ax's StandardizeY, scales s_i) are the user's sum_i c_i (s_i y_i +
-            # m_i) ones times |c_i s_i / w_i|, when that is one number for all i.
-            outcomes = list(adapter.outcomes)
-            c = np.ravel(extract_objective_weight_matrix(opt.objective, outcomes))
-            w = weights.detach().cpu().double().numpy().ravel()
-            ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
-            s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
-            r = np.abs(c[w != 0] * s[w != 0] / w[w != 0])
-            if len(r) > 0 and np.allclose(r, r[0], rtol=1e-6, atol=0.0):
-                factor = float(r[0])
-        # Ax's model units, except "bound" (the objective's units, None without a
-        # single scale) and "parameters" (the user's space).
-        meta["certificate"] = {
-            **cert.as_dict(),
-            "bound_model_units": float(cert.bound),
-            "bound": None if factor is None else float(cert.bound) * factor,
-            "objective_scale": factor,
-            "parameters": dict(self._rows[int(cert.index)]),
-        }
+        scale = objective_scale(adapter, experiment, weights)
+        cert = certificate_record(acquisition, torch.as_tensor(evaluated), scale)
+        cert["parameters"] = dict(self._rows[int(cert["index"])])
+        meta["certificate"] = cert
         return meta

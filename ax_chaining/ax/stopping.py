@@ -1,63 +1,51 @@
-"""Stop an Ax optimization on the running minimum of the regret certificates
-that Chaining-UCB records in ``gen_metadata`` (valid jointly over the steps, see
-:mod:`ax_chaining.certificate`)."""
+"""Stop an Ax optimization when the recorded regret certificate is small.
+
+One rule, three of Ax's extension points: a node's own check (the strategies'
+``stop_tolerance``, which ends ``Client.get_next_trials`` with
+:class:`CertifiedStop` naming the bound), a transition criterion
+(:class:`RegretBoundCriterion`, for strategies composed by hand) and a global
+stopping strategy (:class:`RegretBoundGlobalStoppingStrategy`, for Ax's
+``Orchestrator``).
+
+Which bound the rule acts on (``use``): by default the *current* one, the last
+check's certificate. With hyperparameters refitted at every step, a running
+minimum would keep an early, overconfident bound forever; the current bound is
+as valid as the current model, and a stop at any check is covered by the union
+over checks (:mod:`ax_chaining.certification`). ``use="running_min"`` is valid when
+every step's model is right (fixed, true hyperparameters).
+"""
 
 from typing import Any, Literal, get_args
 
 from ax.core.experiment import Experiment
-from ax.generation_strategy.generation_strategy import GenerationStrategy
+from ax.exceptions.generation_strategy import GenerationStrategyCompleted
 from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.global_stopping.strategies.base import BaseGlobalStoppingStrategy
 from ax.utils.common.serialization import serialize_init_args
 
-from ax_chaining.ax.metadata import recorded
+from ax_chaining.ax.certificates import Units, best_certificate
 from ax_chaining.checks import check_choice, check_float, check_int
 
-Units = Literal["objective", "model"]
+Use = Literal["current", "running_min"]
 
 
-def certificate_history(
-    source: Experiment | GenerationStrategy, units: Units = "objective"
-) -> list[dict[str, Any]]:
-    """Every recorded certificate, in trial order, with its running minimum.
+class CertifiedStop(GenerationStrategyCompleted):
+    """The strategy stopped: the certified regret bound reached the tolerance.
 
-    Args:
-        source: The experiment, or the generation strategy given to the Client.
-        units: ``"objective"`` (the objective's units) or ``"model"`` (the GP's).
-
-    Returns:
-        Per step: ``trial_index, bound, running_min, parameters, delta, units``.
+    A ``GenerationStrategyCompleted`` (code that catches it keeps working);
+    its message names the parameters, the bound, the tolerance and ``delta``.
     """
-    objective = check_choice("units", units, get_args(Units)) == "objective"
-    key = "bound" if objective else "bound_model_units"
-    experiment = source.experiment if isinstance(source, GenerationStrategy) else source
-    out: list[dict[str, Any]] = []
-    for index, meta in recorded(experiment):
-        cert = meta.get("certificate") or {}
-        if cert.get(key) is not None:
-            low = min([float(cert[key])] + [c["running_min"] for c in out[-1:]])
-            row = {"trial_index": index, "bound": float(cert[key]), "running_min": low}
-            fields = {k: cert.get(k) for k in ("parameters", "delta")}
-            out.append({**row, **fields, "units": units})
-    return out
-
-
-def best_certificate(
-    source: Experiment | GenerationStrategy, units: Units = "objective"
-) -> dict[str, Any] | None:
-    """The certificate of :func:`certificate_history` with the smallest bound
-    (the earliest on ties); None before the first one."""
-    history = certificate_history(source, units)
-    return min(history, key=lambda c: c["bound"]) if history else None
 
 
 class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
-    r"""Stop when the running minimum of the certified regret bound is small.
+    r"""Stop when the certified regret bound is at most ``tolerance``.
 
     Args:
-        tolerance: Stop once the smallest recorded bound is at most this.
+        tolerance: Stop once the bound (see ``use``) is at most this.
         min_trials, inactive_when_pending_trials: Ax's arguments.
-        units: ``"objective"`` or ``"model"``, as in :func:`certificate_history`.
+        units: ``"objective"`` or ``"model"``, as in
+            :func:`~ax_chaining.ax.certificates.certificate_history`.
+        use: ``"current"`` (default) or ``"running_min"`` (module docstring).
 
     Example:
         >>> stopping = RegretBoundGlobalStoppingStrategy(tolerance=0.5, min_trials=15)
@@ -70,10 +58,12 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
         min_trials: int = 5,
         inactive_when_pending_trials: bool = True,
         units: Units = "objective",
+        use: Use = "current",
     ) -> None:
         rule = (lambda v: v > 0, "a finite positive float")
         self.tolerance = check_float("tolerance", tolerance, rule, "a positive float")
         self.units: Units = check_choice("units", units, get_args(Units))
+        self.use: Use = check_choice("use", use, get_args(Use))
         min_trials = check_int("min_trials", min_trials, 0)
         super().__init__(min_trials, inactive_when_pending_trials)
 
@@ -81,13 +71,16 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
         self, experiment: Experiment, **kwargs: Any
     ) -> tuple[bool, str]:
         """``(should_stop, message)``; the message names the parameters and bound."""
-        best, units = best_certificate(experiment, units=self.units), self.units
+        best = best_certificate(experiment, units=self.units, use=self.use)
         if best is None:
-            return False, f"No Chaining-UCB regret certificate yet ({units} units)."
-        what = f"Chaining-UCB certified regret bound {best['bound']:.4g} ({units} "
-        what += f"units, running minimum, recorded at trial {best['trial_index']}) "
-        what += f"for {best['parameters']} is "
+            return False, f"No regret certificate recorded yet ({self.units} units)."
+        which = "current" if self.use == "current" else "running minimum"
+        what = f"The certified regret bound {best['bound']:.4g} ({self.units} units, "
+        what += f"{which}, recorded at trial {best['recorded_at']}) for "
+        what += f"{best['parameters']} (evaluated in trial {best['trial_index']}) is "
         tol = f"the tolerance {self.tolerance:.4g}"
+        if not best["valid"]:
+            return False, f"{what}refused: {best['reason']}"
         if best["bound"] > self.tolerance:
             return False, f"{what}above {tol}."
         sure = f"with probability at least 1 - {best['delta']}, these parameters are"
@@ -99,10 +92,11 @@ class RegretBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
 
 
 class RegretBoundCriterion(TransitionCriterion):
-    """Ax transition criterion: met once the certified bound is at most ``tolerance``.
+    """Ax transition criterion: met once the certified bound is at most
+    ``tolerance`` (a node pointing to itself then completes the strategy).
 
     Args:
-        tolerance, units: As in :class:`RegretBoundGlobalStoppingStrategy`.
+        tolerance, units, use: As in :class:`RegretBoundGlobalStoppingStrategy`.
         transition_to, continue_trial_generation: Ax's (its own node: stop).
         min_trials: Not before this many completed trials.
     """
@@ -114,13 +108,22 @@ class RegretBoundCriterion(TransitionCriterion):
         min_trials: int = 0,
         units: Units = "objective",
         continue_trial_generation: bool | None = False,
+        use: Use = "current",
     ) -> None:
         # The global stopping rule, active with pending trials too.
-        rule = RegretBoundGlobalStoppingStrategy(tolerance, min_trials, False, units)
-        self.rule, self.tolerance = rule, rule.tolerance
-        self.min_trials, self.units = min_trials, units
+        self.rule = RegretBoundGlobalStoppingStrategy(
+            tolerance, min_trials, False, units, use
+        )
+        self.tolerance, self.min_trials = self.rule.tolerance, min_trials
+        self.units, self.use = units, use
         super().__init__(transition_to, continue_trial_generation)
 
     def is_met(self, experiment: Experiment, curr_node: Any = None) -> bool:
-        """Whether the running minimum of the bound is at most ``tolerance``."""
+        """Whether the bound is at most ``tolerance``."""
         return self.rule.should_stop_optimization(experiment)[0]
+
+    def stop_if_met(self, experiment: Experiment) -> None:
+        """Raise :class:`CertifiedStop`, naming the bound, if the rule is met."""
+        stop, message = self.rule.should_stop_optimization(experiment)
+        if stop:
+            raise CertifiedStop(message)

@@ -78,7 +78,10 @@ def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
 
 
 def _node_to_dict(node: Any) -> dict[str, Any]:
-    return {**generation_node_to_dict(node), "candidate_spec": node.candidate_spec}
+    extra = {"candidate_spec": node.candidate_spec}
+    if getattr(node, "stop_rule", None) is not None:
+        extra["stop_rule"] = node.stop_rule
+    return {**generation_node_to_dict(node), **extra}
 
 
 def register_storage() -> None:

@@ -15,6 +15,7 @@ from ax.generation_strategy.generator_spec import GeneratorSpec
 from ax.generation_strategy.transition_criterion import MinTrials, TransitionCriterion
 from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.acquisition.logei import qLogNoisyExpectedImprovement
 
 from ax_chaining.acquisition import GPUCB, UCB, ChainingOptions, ChainingUCB
 from ax_chaining.ax.candidates import (
@@ -26,6 +27,7 @@ from ax_chaining.ax.nodes import (
     CandidateSetAcquisition,
     CandidateSetNode,
     UniformCandidateNode,
+    takes_candidates,
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
 from ax_chaining.checks import (
@@ -35,6 +37,7 @@ from ax_chaining.checks import (
     check_int,
     type_error,
 )
+from ax_chaining.kernels import registered_gram
 
 # Acquisition arguments the node sets itself (or Ax supplies).
 _RESERVED = {"self", "model", "candidates", "t", "X_pending"}
@@ -62,6 +65,17 @@ def _pop_spec(kwargs: dict[str, Any], candidates: Any = None) -> CandidateSetSpe
     return CandidateSetSpec(**{"candidates": candidates, "seed": None, **given})
 
 
+def _num_items(surrogate_spec: SurrogateSpec | None) -> int | None:
+    """The item count of an item-index kernel in ``surrogate_spec``, if any."""
+    for config in surrogate_spec.model_configs if surrogate_spec else []:
+        gram = (config.covar_module_options or {}).get("gram")
+        if gram is not None:
+            return int(
+                (registered_gram(gram) if isinstance(gram, str) else gram).shape[0]
+            )
+    return None
+
+
 def candidate_set_node(
     botorch_acqf_class: type[AcquisitionFunction],
     botorch_acqf_options: Mapping[str, Any] | None = None,
@@ -71,19 +85,29 @@ def candidate_set_node(
     surrogate_spec: SurrogateSpec | None = None,
     torch_device: str | torch.device | None = None,
     transition_criteria: Sequence[TransitionCriterion] | None = None,
+    stop_tolerance: float | None = None,
 ) -> CandidateSetNode:
     """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
 
     Args:
-        botorch_acqf_class: ``ChainingUCB``, ``GPUCB`` or ``UCB`` (any class whose
-            input constructor takes ``candidates`` and ``X_pending``).
+        botorch_acqf_class: Any BoTorch acquisition function class with a
+            registered input constructor: ``ChainingUCB``, ``GPUCB``, ``UCB``,
+            or BoTorch's own, analytic or Monte Carlo (``LogExpectedImprovement``,
+            ``qLogNoisyExpectedImprovement``, ``qUpperConfidenceBound``, ...).
         botorch_acqf_options: Its options, validated here.
-        name, candidate_spec: Default the class name, ``CandidateSetSpec(seed=None)``.
-        surrogate_spec, torch_device, transition_criteria: Ax's (default: its GP).
+        name: Default the class name.
+        candidate_spec: Default ``CandidateSetSpec(seed=None)``.
+        surrogate_spec: Ax's (default: its GP).
+        torch_device: Ax's.
+        transition_criteria: Ax's.
+        stop_tolerance: Stop (:class:`~ax_chaining.ax.stopping.CertifiedStop`)
+            once the current certified regret bound, in the objective's units,
+            is at most this.
 
     Example:
         >>> node = candidate_set_node(ChainingUCB, {"delta": 0.1})
     """
+    takes_candidates(botorch_acqf_class)  # a class Ax can build, or a clear error
     if surrogate_spec is not None and not isinstance(surrogate_spec, SurrogateSpec):
         raise type_error("surrogate_spec", "an ax SurrogateSpec", surrogate_spec)
     options = botorch_acqf_options if botorch_acqf_options is not None else {}
@@ -103,11 +127,19 @@ def candidate_set_node(
         "surrogate_spec": surrogate_spec,
         "torch_device": None if torch_device is None else torch.device(torch_device),
     }
+    name = name or botorch_acqf_class.__name__
+    spec = candidate_spec or CandidateSetSpec(seed=None)
+    if (items := _num_items(surrogate_spec)) is not None:
+        spec.num_items = items
+    stop_rule = None
+    if stop_tolerance is not None:
+        stop_rule = RegretBoundCriterion(stop_tolerance, transition_to=name)
     return CandidateSetNode(
-        name=name or botorch_acqf_class.__name__,
+        name=name,
         generator_specs=[GeneratorSpec(Generators.BOTORCH_MODULAR, kwargs)],
-        candidate_spec=candidate_spec or CandidateSetSpec(seed=None),
+        candidate_spec=spec,
         transition_criteria=transition_criteria,
+        stop_rule=stop_rule,
     )
 
 
@@ -123,6 +155,10 @@ def candidate_set_strategy(
 ) -> GenerationStrategy:
     r"""Initialization, then ``botorch_acqf_class`` over :math:`X`, as a strategy
     (every argument is checked here, before any trial).
+
+    Initialization leaves after ``init_trials`` trials, once one of them has
+    data; failed and abandoned trials do not count (as in Ax's default
+    strategy).
 
     Args:
         botorch_acqf_class, botorch_acqf_options: As in :func:`candidate_set_node`.
@@ -195,17 +231,14 @@ def chaining_generation_strategy(
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
         scale: Radius of the first chaining level (see ``ChainingUCB``).
         engine_options: Further ``ChainingUCB`` keyword arguments, checked here.
-        stop_tolerance: Complete the strategy once the certified regret bound
-            (running minimum, objective units) is at most this.
+        stop_tolerance: Stop once the current certified regret bound (objective
+            units) is at most this (:class:`~ax_chaining.ax.stopping.CertifiedStop`).
 
     Example:
         >>> client.set_generation_strategy(chaining_generation_strategy(init_trials=10))
     """
-    criteria = list(kwargs.pop("transition_criteria", None) or [])
-    if stop_tolerance is not None:
-        criteria.append(RegretBoundCriterion(stop_tolerance, "ChainingUCB"))
     opts = _chaining_options(delta, scale, engine_options)
-    kwargs.update(name=name, transition_criteria=criteria)
+    kwargs.update(name=name, stop_tolerance=stop_tolerance)
     return candidate_set_strategy(ChainingUCB, opts, init_trials, candidates, **kwargs)
 
 
@@ -244,6 +277,29 @@ def gp_ucb_generation_strategy(
     """
     return candidate_set_strategy(
         GPUCB, {"delta": delta}, init_trials, candidates, name=name, **kwargs
+    )
+
+
+def qlognei_generation_strategy(
+    init_trials: int = 10,
+    candidates: CandidateTable | None = None,
+    *,
+    name: str = "qLogNEI",
+    **kwargs: Any,
+) -> GenerationStrategy:
+    """Ax's default acquisition over the candidate set: initialization, then
+    BoTorch's ``qLogNoisyExpectedImprovement`` on Ax's default GP, proposing
+    only candidates (Ax's own default strategy proposes points off a table).
+
+    ``init="sobol"`` starts with Ax's Sobol as Ax's default does (for search
+    spaces without a table); every step records a certificate, as for
+    Chaining-UCB.
+
+    Example:
+        >>> client.set_generation_strategy(qlognei_generation_strategy(5, table))
+    """
+    return candidate_set_strategy(
+        qLogNoisyExpectedImprovement, None, init_trials, candidates, name=name, **kwargs
     )
 
 

@@ -1,0 +1,236 @@
+r"""From a BoTorch model and a finite candidate set to a regret certificate.
+
+:mod:`ax_chaining.certificate` holds the bounds; this module decides when and
+from which model one is issued:
+
+* **The schedule of checks** (:class:`CheckSchedule`). A certificate is a
+  statement about one step; a user who stops on the first certificate below a
+  tolerance looks at many steps, so :math:`\delta` is split over the steps at
+  which certificates are *checked*: the :math:`j`-th check gets
+  :math:`\delta_j = 6 \delta / (\pi^2 j^2)`. Since
+  :math:`\sum_{j \ge 1} 6 / (\pi^2 j^2) = 1`, the union bound gives: with
+  probability at least :math:`1 - \delta`, every check's bound holds, and so
+  does the bound at whichever check a stopping rule stops (a function of the
+  data). Checking every step (the default, :math:`j = t` = observations + 1)
+  spends :math:`\delta` over all steps; checking every ``k`` trials, or on a
+  geometric schedule, spends it over far fewer checks, so each gets more.
+  A step that is not a check issues no certificate.
+* **The model** (:func:`certify_model`): the posterior over the candidates of
+  the model given, at the check's share of :math:`\delta`.
+
+**Assumptions of every bound here.** (i) The objective is a sample of the
+model's GP prior with its hyperparameters, and observations carry the model's
+Gaussian noise; (ii) the certified point and everything the bound is built from
+are functions of the data (and of randomness independent of the objective).
+Points chosen adaptively by any acquisition satisfy (ii). Hyperparameters
+fitted to the data break (i): the bound is then a statement about the fitted
+model, and is measured where the two part (docs: "The certificate").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import torch
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.models.model import Model
+from torch import Tensor
+
+from ax_chaining.certificate import Certificate, Method, Rule, Tail, make_certificate
+from ax_chaining.checks import (
+    as_index,
+    check_choice,
+    check_delta,
+    check_float,
+    check_int,
+)
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
+from ax_chaining.posterior import (
+    candidate_posterior,
+    check_posterior_transform,
+    evaluated_candidates,
+    model_inputs,
+    num_training_points,
+    supports_low_rank,
+)
+
+__all__ = ["CheckSchedule", "certify_model"]
+
+ScheduleKind = Literal["every", "every_k", "geometric"]
+
+
+@dataclass(frozen=True)
+class CheckSchedule:
+    r"""The steps at which certificates are checked; :math:`\delta` is spent on
+    them only (module docstring).
+
+    * ``"every"`` (default): every step; the check of a model with ``n``
+      observations has index :math:`j = t = n + 1`, so
+      :math:`\delta_j` is :func:`~ax_chaining.certificate.step_delta`.
+    * ``"every_k"``: after ``start``, ``start + k``, ``start + 2k``, ...
+      observations; the check after ``start + (j - 1) k`` has index :math:`j`.
+    * ``"geometric"``: after :math:`n_1 = \texttt{start}` observations and
+      :math:`n_j = \max(n_{j-1} + 1, \lceil \texttt{start} \cdot
+      \texttt{ratio}^{j-1} \rceil)`: about :math:`\log_{\texttt{ratio}}
+      (n / \texttt{start})` checks up to ``n``.
+
+    Example:
+        >>> s = CheckSchedule("geometric", start=10)
+        >>> [n for n in range(1, 100) if s.index(n) is not None]
+        [10, 20, 40, 80]
+        >>> round(s.share(0.05, 40) / CheckSchedule().share(0.05, 40), 1)
+        186.8
+
+    Args:
+        kind: ``"every"``, ``"every_k"`` or ``"geometric"``.
+        k: The spacing of ``"every_k"``.
+        start: The number of observations of the first check (``"every_k"``
+            and ``"geometric"``).
+        ratio: The growth of ``"geometric"`` (> 1).
+    """
+
+    kind: ScheduleKind = "every"
+    k: int = 1
+    start: int = 1
+    ratio: float = 2.0
+
+    def __post_init__(self) -> None:
+        check_choice("kind", self.kind, get_args(ScheduleKind))
+        check_int("k", self.k, 1)
+        check_int("start", self.start, 1)
+        check_float("ratio", self.ratio, (lambda v: v > 1, "> 1"))
+
+    def index(self, num_observations: int) -> int | None:
+        """The check index :math:`j \\ge 1` of the step with that many
+        observations, or None if it is not a check."""
+        n = check_int("num_observations", num_observations, 0)
+        if self.kind == "every":
+            return n + 1 if n >= 1 else None
+        if n < self.start:
+            return None
+        if self.kind == "every_k":
+            j, rest = divmod(n - self.start, self.k)
+            return j + 1 if rest == 0 else None
+        j, at = 1, self.start
+        while at < n:
+            j += 1
+            at = max(at + 1, math.ceil(self.start * self.ratio ** (j - 1)))
+        return j if at == n else None
+
+    def next_check(self, num_observations: int) -> int:
+        """The number of observations of the first check at or after this step."""
+        n = max(1, check_int("num_observations", num_observations, 0))
+        while self.index(n) is None:
+            n += 1
+        return n
+
+    def share(self, delta: float, num_observations: int) -> float:
+        r""":math:`\delta_j = 6 \delta / (\pi^2 j^2)` of this step's check.
+
+        Raises:
+            ValueError: The step is not a check.
+        """
+        j = self.index(num_observations)
+        if j is None:
+            raise ValueError(
+                f"{num_observations} observations is not a check of {self}; the "
+                f"next check is after {self.next_check(num_observations)}."
+            )
+        return 6.0 * check_delta(delta) / (math.pi**2 * j**2)
+
+
+@torch.no_grad()
+def certify_model(
+    model: Model,
+    candidates: Tensor,
+    among: Tensor | Sequence[int] | str | None = None,
+    *,
+    delta: float = 0.05,
+    schedule: CheckSchedule | None = None,
+    posterior_transform: PosteriorTransform | None = None,
+    maximize: bool = True,
+    method: Method = "union",
+    tail: Tail = "gaussian",
+    rule: Rule = "min_bound",
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> Certificate:
+    r"""A regret certificate from any model, whatever chose its data.
+
+    With probability at least :math:`1 - \delta` over all checks of
+    ``schedule``, :math:`\max_{x^\star} f(x^\star) - f(x) \le` ``bound`` for
+    the recommended candidate ``x``, under the assumptions of the module
+    docstring. ``method`` is ``"union"`` (default; the chaining bound needs the
+    covers of :class:`~ax_chaining.ChainingUCB`, whose ``certificate`` adds it)
+    or ``"pairwise"``.
+
+    Example:
+        >>> cert = certify_model(model, candidates)  # the evaluated candidates
+        >>> cert.index, cert.bound
+
+    Args:
+        model: A fitted single-outcome model (or multi-output with a
+            ``posterior_transform``) with a Gaussian posterior.
+        candidates: The ``N x d`` finite search space, in the model's inputs.
+        among: The candidates that may be recommended: None (the evaluated
+            ones: training inputs of the model), ``"all"``, a boolean mask or
+            indices.
+        delta: Confidence parameter.
+        schedule: The checks over which ``delta`` is spent (default every step).
+        posterior_transform: Maps a multi-output posterior to one output.
+        maximize: If False, the objective is minimized.
+        method: ``"union"`` or ``"pairwise"``.
+        tail: ``"gaussian"`` or ``"chernoff"``.
+        rule: ``"min_bound"`` or ``"max_mean"``.
+        memory_budget: Bytes the posterior may take.
+
+    Returns:
+        A :class:`~ax_chaining.certificate.Certificate`.
+    """
+    check_posterior_transform(model, posterior_transform)
+    check_choice("method", method, ("union", "pairwise"))
+    delta = check_delta(delta)
+    given_dtype = getattr(candidates, "dtype", None)
+    candidates = model_inputs(model, candidates)
+    n_obs = num_training_points(model)
+    if not n_obs:
+        raise ValueError("The model holds no observation; nothing to certify yet.")
+    schedule = schedule or CheckSchedule()
+    share = schedule.share(delta, n_obs)
+    if among is None:
+        mask = evaluated_candidates(model, candidates, given_dtype)
+        if not bool(mask.any()):
+            raise ValueError(
+                "certify_model: no candidate is a training input of the model; "
+                "pass among='all', a boolean mask or indices."
+            )
+        index = mask.nonzero().squeeze(-1)
+    elif isinstance(among, str):
+        check_choice("among", among, ("all",))
+        index = torch.arange(candidates.shape[0], device=candidates.device)
+    else:
+        index = as_index("among", among, candidates.shape[0], candidates.device)
+    path = "low_rank" if supports_low_rank(model, posterior_transform) else "dense"
+    post = candidate_posterior(
+        model,
+        candidates,
+        posterior_transform=posterior_transform,
+        path=path,
+        memory_budget=memory_budget,
+    )
+    mean = post.mean.to(torch.float64)
+    return make_certificate(
+        mean if maximize else -mean,
+        post.distance,
+        index,
+        candidates,
+        t=n_obs + 1,
+        delta=delta,
+        share=share,
+        method=method,
+        tail=tail,
+        rule=rule,
+        sign=1.0 if maximize else -1.0,
+    )
