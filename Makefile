@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format notebooks bench bench-speed bench-paper clean
+.PHONY: install demo test lint format docs notebooks bench bench-speed bench-paper clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,8 @@ demo: $(STAMP)
 	$(BIN)/python -m benchmarks.demo
 
 ## Lint, then the whole test suite. pytest's exit 5 (no tests ran) fails too.
+## The suite builds the documentation site with `mkdocs build --strict` into a
+## temporary folder (tests/test_docs.py), so a broken link fails `make test`.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --durations=15; rc=$$?; \
@@ -30,11 +32,15 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check ax_chaining benchmarks tests
+	$(BIN)/ruff format --check ax_chaining benchmarks tests docs/_ext
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
-	$(BIN)/ruff format ax_chaining benchmarks tests
+	$(BIN)/ruff format ax_chaining benchmarks tests docs/_ext
+
+## Build the documentation site into site/ (--strict: any warning fails).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 ## Execute every tutorial in place at its full size, keeping outputs and figures.
 notebooks: $(STAMP)
@@ -45,4 +51,4 @@ bench-speed: $(STAMP)
 	$(BIN)/python -m benchmarks speed
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site
