@@ -29,7 +29,12 @@ from torch import Tensor
 
 from ax_chaining.checks import as_index, check_float, type_error
 
-__all__ = ["farthest_first_order", "greedy_cover", "is_cover"]
+__all__ = [
+    "farthest_first_order",
+    "greedy_cover",
+    "greedy_dominating_set_lazy",
+    "is_cover",
+]
 
 # Squared fraction of the current cover radius a batched pool point must reach.
 _POOL_RATIO2 = 0.75**2
