@@ -34,8 +34,9 @@ from ax_chaining.certificate import (
     certificate_bounds,
     chaining_tree,
     make_certificate,
+    refused_certificate,
 )
-from ax_chaining.certification import CheckSchedule
+from ax_chaining.certification import Calibration, CheckSchedule, calibrate
 from ax_chaining.chaining import (
     ChainingResult,
     CoverMethod,
@@ -493,9 +494,9 @@ class ChainingUCB(AcquisitionFunction):
         With probability at least :math:`1 - \delta` (jointly over all steps),
         :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for any ``x``
         chosen from the data, the query :math:`x_t` included: the default
-        certificate of :meth:`certificate` (``method="combined"``), see
-        :mod:`ax_chaining.certificate`. It assumes the model's prior and
-        hyperparameters are the true ones.
+        certificate of :meth:`certificate` (``method="combined"``, with its
+        ``"loo"`` calibration: ``inf`` where that refuses), see
+        :mod:`ax_chaining.certification`.
 
         The paper's Eq. (ucb) is kept, for comparison only, as
         :meth:`ChainingResult.regret_bound` (``acqf.chaining.regret_bound``); its
@@ -518,10 +519,18 @@ class ChainingUCB(AcquisitionFunction):
                 "point over the candidates)."
             )
         mean, step, t = self._certified()
+        check = calibrate(self.model, "loo")
+        if not check.valid:
+            return torch.full(X.shape[:-2], math.inf, dtype=X.dtype, device=X.device)
         bounds = certificate_bounds(
-            mean, step.posterior.distance, index, t=t, delta=self.delta, tree=step.tree
+            mean / check.scale,
+            step.posterior.distance,
+            index,
+            t=t,
+            delta=self.delta,
+            tree=step.tree,
         )["bound"]
-        return bounds.to(X).reshape(X.shape[:-2])
+        return (bounds * check.scale).to(X).reshape(X.shape[:-2])
 
     @torch.no_grad()
     def certificate(
@@ -535,6 +544,8 @@ class ChainingUCB(AcquisitionFunction):
         t: int | None = None,
         split_delta: bool = False,
         schedule: CheckSchedule | None = None,
+        calibration: Calibration = "loo",
+        alpha: float = 0.01,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate.
 
@@ -544,7 +555,11 @@ class ChainingUCB(AcquisitionFunction):
         hyperparameters are the true ones. The bound uses the posterior given the
         observations only (pending points are not conditioned on), and the covers
         Algorithm 1 builds on it (the same build as a query without pending
-        points, with the same options and memory budget).
+        points, with the same options and memory budget). With
+        ``calibration="loo"`` (default) the model's leave-one-out calibration
+        is checked first: the certificate is refused (``valid=False``) or its
+        spread inflated where the data show the model overconfident
+        (:mod:`ax_chaining.certification`).
 
         Example:
             >>> acqf = ChainingUCB(model, candidates)
@@ -573,6 +588,8 @@ class ChainingUCB(AcquisitionFunction):
             schedule: The declared checks over which ``delta`` is spent
                 (:class:`~ax_chaining.certification.CheckSchedule`; default every
                 step, as ``t``); a step that is not a check raises.
+            calibration: ``"loo"`` (default) or ``"none"`` (true hyperparameters).
+            alpha: The level of the ``"loo"`` check's tests.
 
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.
@@ -583,10 +600,23 @@ class ChainingUCB(AcquisitionFunction):
         if t is None and schedule is not None:
             share = schedule.share(delta, own_t - 1)
         t = own_t if t is None else check_int("t", t, 1)
+        index, sign = self._among(among), 1.0 if self.maximize else -1.0
+        check = calibrate(self.model, calibration, alpha)
+        if not check.valid:
+            return refused_certificate(
+                mean,
+                index,
+                self.candidates,
+                t=t,
+                delta=delta,
+                reason=check.reason,
+                checks=check.stats,
+                sign=sign,
+            )
         return make_certificate(
             mean,
             step.posterior.distance,
-            self._among(among),
+            index,
             self.candidates,
             t=t,
             delta=delta,
@@ -597,7 +627,9 @@ class ChainingUCB(AcquisitionFunction):
             tail=tail,
             rule=rule,
             split_delta=split_delta,
-            sign=1.0 if self.maximize else -1.0,
+            sign=sign,
+            scale=check.scale,
+            checks=check.stats,
         )
 
     def _certified(self) -> tuple[Tensor, ChainingStep, int]:

@@ -134,7 +134,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import torch
 from torch import Tensor
@@ -145,10 +145,12 @@ from ax_chaining.distances import PseudoDistance
 __all__ = [
     "Certificate",
     "ChainingTree",
+    "TailLaw",
     "certificate_bounds",
     "chaining_bound",
     "chaining_tree",
     "make_certificate",
+    "refused_certificate",
     "pairwise_bound",
     "recommend",
     "running_minimum",
@@ -180,7 +182,19 @@ def step_delta(delta: float, t: int) -> float:
     return 6.0 * delta / (math.pi**2 * t**2)
 
 
-def upper_quantile(p: Tensor | float, tail: Tail = "gaussian") -> Tensor:
+class TailLaw(Protocol):
+    """The standardized law of one pair's difference, for tails other than the
+    named ones (e.g. :class:`ax_chaining.certification.StudentTail`): its
+    survival function and its inverse."""
+
+    name: str
+
+    def sf(self, z: Tensor) -> Tensor: ...
+
+    def isf(self, p: Tensor) -> Tensor: ...
+
+
+def upper_quantile(p: Tensor | float, tail: Tail | TailLaw = "gaussian") -> Tensor:
     r"""Threshold ``z`` with tail probability ``p`` for one standard Gaussian pair.
 
     ``"gaussian"``: :math:`z = \bar\Phi^{-1}(p)`, exact; ``"chernoff"``:
@@ -193,10 +207,12 @@ def upper_quantile(p: Tensor | float, tail: Tail = "gaussian") -> Tensor:
     Returns:
         Thresholds, float64.
     """
-    check_choice("tail", tail, _TAILS)
     p = torch.as_tensor(p, dtype=torch.float64)
     if not bool(((p > 0) & (p < 1)).all()):
         raise ValueError(f"tail probabilities must be in (0, 1), got {p}.")
+    if not isinstance(tail, str):
+        return tail.isf(p)
+    check_choice("tail", tail, _TAILS)
     if tail == "gaussian":
         # -ndtri(p) is accurate for tiny p, where 1 - p would round to 1.
         return -torch.special.ndtri(p)
@@ -222,7 +238,7 @@ def pairwise_bound(
     dist: Tensor,
     index: Tensor,
     delta_t: float,
-    tail: Tail = "gaussian",
+    tail: Tail | TailLaw = "gaussian",
 ) -> Tensor:
     r"""Pairwise union bound :math:`\max_{x^\star}[\mu(x^\star) - \mu(x) + z\,d(x,
     x^\star)]`, :math:`z = \bar\Phi^{-1}(\delta_t / (N - 1))`.
@@ -253,11 +269,13 @@ def pairwise_bound(
     return gap.amax(dim=-1).clamp_min(0.0)
 
 
-def _tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: Tail) -> Tensor:
+def _tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: Tail | TailLaw) -> Tensor:
     """``sum_{x*: d > 0} P[f(x*) - f(x) > b]`` (or its Chernoff bound), per row."""
     pos = dist > 0
     z = (b.unsqueeze(-1) - gap) / torch.where(pos, dist, torch.ones_like(dist))
-    if tail == "gaussian":
+    if not isinstance(tail, str):
+        term = tail.sf(z)
+    elif tail == "gaussian":
         term = torch.special.ndtr(-z)
     else:
         term = torch.where(z > 0, torch.exp(-0.5 * z.square()), torch.ones_like(z))
@@ -269,7 +287,7 @@ def union_bound(
     dist: Tensor,
     index: Tensor,
     delta_t: float,
-    tail: Tail = "gaussian",
+    tail: Tail | TailLaw = "gaussian",
     rtol: float = 1e-6,
 ) -> Tensor:
     r"""Union bound with the budget spread over the pairs as the data allow.
@@ -306,7 +324,8 @@ def union_bound(
     Returns:
         ``m`` bounds (float64, at least 0).
     """
-    check_choice("tail", tail, _TAILS)
+    if isinstance(tail, str):
+        check_choice("tail", tail, _TAILS)
     mean, index = _check_rows(mean, dist, index)
     dist = dist.to(mean)
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
@@ -491,7 +510,7 @@ def chaining_bound(
     tree: ChainingTree,
     delta_t: float,
     links: Links = "actual",
-    tail: Tail = "gaussian",
+    tail: Tail | TailLaw = "gaussian",
 ) -> Tensor:
     r"""Chaining certificate :math:`B^{\mathrm{chain}}_t(x)` (module docstring).
 
@@ -600,7 +619,7 @@ def certificate_bounds(
     method: Method = "combined",
     tree: ChainingTree | None = None,
     links: Links = "actual",
-    tail: Tail = "gaussian",
+    tail: Tail | TailLaw = "gaussian",
     dist: Tensor | None = None,
     split_delta: bool = False,
     share: float | None = None,
@@ -751,10 +770,12 @@ def make_certificate(
     method: Method = "combined",
     tree: ChainingTree | None = None,
     links: Links = "actual",
-    tail: Tail = "gaussian",
+    tail: Tail | TailLaw = "gaussian",
     rule: Rule = "min_bound",
     split_delta: bool = False,
     sign: float = 1.0,
+    scale: float = 1.0,
+    checks: dict[str, float] | None = None,
 ) -> Certificate:
     """The :class:`Certificate` of the recommended point among ``index``.
 
@@ -768,9 +789,13 @@ def make_certificate(
         rule: As in :func:`recommend`.
         sign: ``-1`` where ``mean`` is the negated model mean (minimization),
             so that the reported ``mean`` is the model's.
+        scale: A factor ``c >= 1`` on every posterior standard deviation (a
+            calibration; the bound of ``c d`` is ``c`` times the bound of ``d``
+            with the means divided by ``c``, for every method).
+        checks: The model checks' statistics, recorded with the certificate.
     """
     parts = certificate_bounds(
-        mean,
+        mean / scale,
         distance,
         index,
         t=t,
@@ -782,6 +807,7 @@ def make_certificate(
         split_delta=split_delta,
         share=share,
     )
+    parts = {k: v * scale for k, v in parts.items()}
     bounds = parts["bound"]
     pos = recommend(bounds, index, mean, rule)
     best = int(index[pos])
@@ -794,11 +820,43 @@ def make_certificate(
         method=method,
         rule=rule,
         links=links,
-        tail=tail,
+        tail=tail if isinstance(tail, str) else tail.name,
         mean=float(mean[best]) * sign,
         components={k: float(v[pos]) for k, v in parts.items() if k != "bound"},
         certified=tuple(int(i) for i in index.tolist()),
         bounds=tuple(float(b) for b in bounds.tolist()),
         split_delta=bool(split_delta),
         share=float(step_delta(delta, t) if share is None else share),
+        checks=dict(checks or {}),
+    )
+
+
+def refused_certificate(
+    mean: Tensor,
+    index: Tensor,
+    candidates: Tensor,
+    *,
+    t: int,
+    delta: float,
+    reason: str,
+    checks: dict[str, float],
+    sign: float = 1.0,
+) -> Certificate:
+    """A refused certificate (``valid=False``, ``bound=inf``) for the evaluated
+    candidate of largest posterior mean, saying ``reason``."""
+    pos = int(torch.argmax(mean[index]))
+    best = int(index[pos])
+    return Certificate(
+        index=best,
+        x=candidates[best].detach().clone(),
+        bound=math.inf,
+        delta=float(delta),
+        t=int(t),
+        method="refused",
+        rule="max_mean",
+        mean=float(mean[best]) * sign,
+        certified=tuple(int(i) for i in index.tolist()),
+        valid=False,
+        reason=reason,
+        checks=dict(checks),
     )

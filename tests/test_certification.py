@@ -1,0 +1,212 @@
+"""From a model to a certificate: the schedule of checks, the LOO calibration
+check that may refuse, Student-t tails, and certify_model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+from gpytorch.kernels import RBFKernel
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ax_chaining import ChainingUCB
+from ax_chaining.benchmark.problems import grid_problem
+from ax_chaining.certificate import step_delta, union_bound
+from ax_chaining.certification import (
+    CheckSchedule,
+    StudentTail,
+    certify_model,
+    loo_check,
+    loo_residuals,
+)
+
+DTYPE = torch.float64
+
+
+# ---------------------------------------------------------------------------
+# The schedule of checks.
+# ---------------------------------------------------------------------------
+
+
+def test_schedule_indices_by_hand() -> None:
+    every = CheckSchedule()
+    assert [every.index(n) for n in (0, 1, 2, 9)] == [None, 2, 3, 10]
+    every_k = CheckSchedule("every_k", k=5, start=10)
+    checks = [n for n in range(40) if every_k.index(n) is not None]
+    assert checks == [10, 15, 20, 25, 30, 35]
+    assert every_k.index(25) == 4
+    geometric = CheckSchedule("geometric", start=10, ratio=2.0)
+    assert [n for n in range(200) if geometric.index(n)] == [10, 20, 40, 80, 160]
+    slow = CheckSchedule("geometric", start=1, ratio=1.2)  # ceil repeats: +1
+    assert [n for n in range(1, 9) if slow.index(n)] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert geometric.next_check(41) == 80
+
+
+def test_schedule_shares_by_hand_and_the_gain() -> None:
+    delta = 0.05
+    # Every step: the check after n observations is t = n + 1.
+    assert CheckSchedule().share(delta, 39) == step_delta(delta, 40)
+    geometric = CheckSchedule("geometric", start=10)
+    assert geometric.share(delta, 40) == pytest.approx(6 * delta / (math.pi**2 * 9))
+    # The third check of the geometric schedule gets 1600 / 9 times the share
+    # of the 40th step of the every-step schedule.
+    gain = geometric.share(delta, 40) / CheckSchedule().share(delta, 39)
+    assert gain == pytest.approx(1600 / 9)
+    with pytest.raises(ValueError, match="next check is after 40"):
+        geometric.share(delta, 30)
+
+
+@given(
+    st.sampled_from(["every", "every_k", "geometric"]),
+    st.integers(1, 7),
+    st.integers(1, 30),
+)
+def test_shares_over_all_checks_sum_to_at_most_delta(kind, k, start) -> None:
+    schedule = CheckSchedule(kind, k=k, start=start, ratio=1.5)
+    total = sum(
+        schedule.share(0.05, n) for n in range(3000) if schedule.index(n) is not None
+    )
+    assert total <= 0.05
+
+
+def test_schedule_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="`kind` must be"):
+        CheckSchedule("daily")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="`ratio` must be > 1"):
+        CheckSchedule("geometric", ratio=1.0)
+    with pytest.raises(ValueError, match="`k` must be a positive int"):
+        CheckSchedule("every_k", k=0)
+
+
+# ---------------------------------------------------------------------------
+# Tails and the scale.
+# ---------------------------------------------------------------------------
+
+
+def test_student_tail_by_table_values() -> None:
+    t5 = StudentTail(5)
+    assert float(t5.isf(torch.tensor(0.025))) == pytest.approx(2.5706, abs=1e-4)
+    assert float(t5.sf(torch.tensor(2.5706))) == pytest.approx(0.025, abs=1e-5)
+    p = torch.tensor([1e-8, 1e-3, 0.3], dtype=DTYPE)
+    assert torch.allclose(t5.sf(t5.isf(p)), p, rtol=1e-9)
+    gauss = -torch.special.ndtri(p)
+    assert bool((t5.isf(p) > gauss).all())  # heavier than Gaussian
+    assert torch.allclose(StudentTail(1e7).isf(p), gauss, rtol=1e-5)
+
+
+def test_union_bound_with_student_tails_by_hand() -> None:
+    # One other point at distance 1, mean gap 0: B = t quantile at delta.
+    mean = torch.tensor([0.0, 0.0], dtype=DTYPE)
+    dist = torch.tensor([[0.0, 1.0]], dtype=DTYPE)
+    bound = union_bound(mean, dist, torch.tensor([0]), 0.025, StudentTail(5))
+    assert float(bound) == pytest.approx(2.5706, abs=1e-4)
+
+
+@given(st.floats(1.0, 5.0), st.integers(0, 10))
+def test_a_scale_on_every_spread_scales_the_bound(c: float, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    mean = torch.randn(12, generator=g, dtype=DTYPE)
+    dist = torch.rand(3, 12, generator=g, dtype=DTYPE)
+    index = torch.tensor([0, 4, 7])
+    dist[0, 0] = dist[1, 4] = dist[2, 7] = 0.0
+    direct = union_bound(mean, c * dist, index, 1e-3)
+    homogeneous = c * union_bound(mean / c, dist, index, 1e-3)
+    assert torch.allclose(direct, homogeneous, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# The LOO check.
+# ---------------------------------------------------------------------------
+
+
+def _se_model(X, y, lengthscale: float, noise_sd: float = 0.05) -> SingleTaskGP:
+    kernel = RBFKernel().to(X)
+    kernel.lengthscale = lengthscale
+    model = SingleTaskGP(
+        X,
+        y.unsqueeze(-1),
+        train_Yvar=torch.full((y.numel(), 1), noise_sd**2, dtype=DTYPE),
+        covar_module=kernel,
+        outcome_transform=None,
+    )
+    model.mean_module.constant.data.fill_(0.0)
+    return model.eval()
+
+
+def _grid_data(seed: int, n: int = 40):
+    X, f = grid_problem(20, seed)
+    g = torch.Generator().manual_seed(100 + seed)
+    idx = torch.randperm(X.shape[0], generator=g)[:n]
+    y = f[idx] + 0.05 * torch.randn(n, generator=g, dtype=DTYPE)
+    return X, f, idx, y
+
+
+def test_loo_residuals_equal_brute_force_leave_one_out() -> None:
+    _, _, idx, y = _grid_data(0, n=12)
+    X = grid_problem(20, 0)[0][idx]
+    model = _se_model(X, y, 1.0)
+    z = loo_residuals(model)
+    for i in (0, 5, 11):
+        keep = torch.arange(12) != i
+        other = _se_model(X[keep], y[keep], 1.0)
+        post = other.posterior(X[i : i + 1], observation_noise=True)
+        expected = (y[i] - post.mean.squeeze()) / post.variance.squeeze().sqrt()
+        assert float(z[i]) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_the_check_refuses_a_lengthscale_ten_times_too_long() -> None:
+    refused = accepted = 0
+    for seed in range(8):
+        X, _, idx, y = _grid_data(seed)
+        refused += not loo_check(_se_model(X[idx], y, 10.0)).valid
+        right = loo_check(_se_model(X[idx], y, 1.0))
+        accepted += right.valid
+        if right.valid:
+            assert 1.0 <= right.scale < 1.5
+    assert refused == 8
+    assert accepted >= 7  # a false refusal has probability about alpha each
+
+
+def test_a_refused_certificate_says_why_and_bounds_nothing() -> None:
+    X, _, idx, y = _grid_data(0)
+    wrong = _se_model(X[idx], y, 10.0)
+    cert = certify_model(wrong, X)
+    assert not cert.valid and cert.bound == math.inf
+    assert "overconfident" in cert.reason and cert.checks["mean_z2"] > 1
+    plain = certify_model(wrong, X, calibration="none")  # the model taken as true
+    assert plain.valid and math.isfinite(plain.bound)
+    as_dict = cert.as_dict()
+    assert as_dict["valid"] is False and as_dict["bound"] == "inf"
+
+
+def test_certify_model_equals_the_acquisitions_union_certificate() -> None:
+    X, _, idx, y = _grid_data(1)
+    model = _se_model(X[idx], y, 1.0)
+    for calibration in ("none", "loo"):
+        ours = certify_model(model, X, calibration=calibration)
+        acqf = ChainingUCB(model, X).certificate(
+            method="union", calibration=calibration
+        )
+        assert ours.index == acqf.index
+        assert ours.bound == pytest.approx(acqf.bound, rel=1e-9)
+        assert ours.certified == acqf.certified
+    check = loo_check(model)
+    plain = certify_model(model, X, calibration="none")
+    inflated = certify_model(model, X)
+    assert inflated.bound >= plain.bound  # calibration only makes it larger
+    assert inflated.checks == check.stats
+
+
+def test_certify_model_with_a_schedule() -> None:
+    X, _, idx, y = _grid_data(2, n=20)
+    model = _se_model(X[idx], y, 1.0)
+    geometric = CheckSchedule("geometric", start=10)
+    on = certify_model(model, X, schedule=geometric, calibration="none")
+    every = certify_model(model, X, calibration="none")
+    assert on.share == geometric.share(0.05, 20) > every.share
+    assert on.bound < every.bound  # more of delta on fewer checks
+    with pytest.raises(ValueError, match="not a check"):
+        certify_model(model, X, schedule=CheckSchedule("geometric", start=12))
