@@ -1,10 +1,12 @@
-"""Run records: packed files, working directories, and the shared statistics."""
+"""Run records: packed files, working directories, shared statistics, and the
+committed summaries remade from the committed records."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import math
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,8 @@ from benchmarks.records import (
     write_json,
     write_packed,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _records() -> list[dict]:
@@ -164,3 +168,35 @@ def test_cli_pack_errors(tmp_path):
         main(["harness", "--summary-only", "--records", str(tmp_path / "x.gz")])
     with pytest.raises(SystemExit, match="read by --summary-only, which was not"):
         main(["harness", "--records", str(tmp_path / "x.gz"), "--out", str(tmp_path)])
+
+
+# ------------------------------------------- the committed summaries and records
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("benchmark", ["harness", "molecules", "paper_n10000"])
+def test_committed_summary_is_remade_from_the_committed_records(
+    benchmark, tmp_path, monkeypatch
+):
+    """The command stored in each committed summary remakes it, byte for byte,
+    from the committed packed records alone."""
+    from benchmarks.__main__ import main
+
+    committed = ROOT / "docs" / "results" / benchmark
+    command = json.loads((committed / "summary.json").read_text())["command"]
+    argv = shlex.split(command)
+    assert argv[:3] == ["python", "-m", "benchmarks"]
+    argv = argv[3:]
+    records = argv[argv.index("--records") + 1]
+    assert records == f"benchmarks/results/{benchmark}.jsonl.gz"
+    assert argv[argv.index("--out") + 1] == f"docs/results/{benchmark}"
+    # Same relative paths in an empty directory: only the records are there.
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / records).symlink_to(ROOT / records)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
+    for name in ("summary.md", "summary.json"):
+        made = (tmp_path / "docs" / "results" / benchmark / name).read_bytes()
+        assert made == (committed / name).read_bytes(), name
+    for png in committed.glob("*.png"):
+        assert (tmp_path / "docs" / "results" / benchmark / png.name).stat().st_size
