@@ -5,7 +5,8 @@ import re
 import tomllib
 from pathlib import Path
 
-project = tomllib.loads(Path(__file__).parents[1].joinpath("pyproject.toml").read_text())
+pyproject = Path(__file__).parents[1] / "pyproject.toml"
+project = tomllib.loads(pyproject.read_text())
 requirements = list(project["project"]["dependencies"])
 for extra in project["project"]["optional-dependencies"].values():
     requirements += extra

@@ -24,6 +24,12 @@ Subcommands:
     Soundness and usefulness of the regret certificates on GP samples
     (:mod:`benchmarks.certificate`); arguments after
     ``certificate`` are passed to it.
+``pack`` / ``unpack``
+    A working directory's per-run JSON files to one packed file
+    (``benchmarks/results/<benchmark>.jsonl.gz``, what is committed) and back
+    (:mod:`benchmarks.records`). ``--summary-only --records FILE`` makes the
+    tables and figures of ``paper``, ``harness``, ``molecules`` and
+    ``certificate`` from a packed file.
 
 Examples::
 
@@ -31,6 +37,9 @@ Examples::
     python -m benchmarks paper --problem se --n 2000 --runs 32 --iters 100
     python -m benchmarks figure1 --out results/paper
     python -m benchmarks harness --small --out results/harness/small
+    python -m benchmarks pack harness results/harness/small small.jsonl.gz
+    python -m benchmarks harness --small --records small.jsonl.gz --summary-only \
+        --out results/harness/small_summary
     python -m benchmarks molecules --small --out results/molecules/small
     python -m benchmarks speed --help
     python -m benchmarks certificate --small --out results/certificate_small
@@ -40,18 +49,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+from benchmarks._tables import parse_names
+from benchmarks.records import LAYOUTS, command_line
 
 __all__ = ["main"]
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from benchmarks.runner import METHODS, PAPER_CONFIG, SMALL_CONFIG
+    from benchmarks.runner import METHODS, PAPER_CONFIG, PROBLEMS, SMALL_CONFIG
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
@@ -70,40 +82,17 @@ def _build_parser() -> argparse.ArgumentParser:
             "override either preset. Finished runs found under --out are reused."
         ),
     )
-    paper.add_argument(
-        "--problem",
-        default="all",
-        help="se, himmelblau, graph, a comma-separated list, or all (default)",
-    )
-    paper.add_argument(
-        "--methods",
-        default=",".join(METHODS),
-        help=f"comma-separated subset of {','.join(METHODS)} (default: all)",
-    )
+    _add_selection(paper, "--problem", PROBLEMS, METHODS, default="all")
     paper.add_argument("--runs", type=int, default=None, help="runs (seeds 0..R-1)")
     paper.add_argument("--iters", type=int, default=None, help="queries per run (T)")
     paper.add_argument("--n", type=int, default=None, help="number of candidates N")
     paper.add_argument(
-        "--small", action="store_true", help="small preset (a few minutes)"
-    )
-    paper.add_argument("--out", default="results/paper", help="output directory")
-    paper.add_argument("--jobs", type=int, default=1, help="worker processes")
-    paper.add_argument(
         "--threads", type=int, default=None, help="torch threads per process"
-    )
-    paper.add_argument(
-        "--force", action="store_true", help="recompute runs that already exist"
-    )
-    paper.add_argument("--no-progress", action="store_true", help="no progress bar")
-    paper.add_argument("--no-plot", action="store_true", help="skip the figures")
-    paper.add_argument(
-        "--summary-only",
-        action="store_true",
-        help="run nothing: tables and figures from the complete runs stored",
     )
     paper.add_argument(
         "--logy", action="store_true", help="symmetric-log y axis in the figure"
     )
+    _add_record_options(paper, "results/paper", "small preset (a few minutes)")
 
     fig1 = sub.add_parser(
         "figure1",
@@ -129,6 +118,31 @@ def _build_parser() -> argparse.ArgumentParser:
         "(see `certificate --help`)",
         add_help=False,
     )
+    kinds = tuple(LAYOUTS)
+    pack = sub.add_parser(
+        "pack",
+        help="pack a working directory's per-run JSON files into one .jsonl.gz",
+        description=(
+            "Write every per-run JSON file of a working directory (the --out of a "
+            "run) into one gzipped JSON-lines file, sorted by run, with the same "
+            "bytes for the same records: the file to commit."
+        ),
+    )
+    pack.add_argument("kind", choices=kinds, help="the benchmark that wrote the runs")
+    pack.add_argument("workdir", help="the working directory (--out of the run)")
+    pack.add_argument("file", help="the packed file to write (.jsonl.gz)")
+    unpack = sub.add_parser(
+        "unpack",
+        help="write a packed file's records as per-run JSON files (to run more)",
+        description=(
+            "Write the records of a packed file as the per-run JSON files of a "
+            "working directory, which the benchmark's command then resumes or "
+            "extends. Files holding another record of the same run are refused."
+        ),
+    )
+    unpack.add_argument("kind", choices=kinds, help="the benchmark of the records")
+    unpack.add_argument("file", help="the packed file (.jsonl.gz)")
+    unpack.add_argument("workdir", help="the working directory to write")
     return parser
 
 
@@ -154,26 +168,44 @@ def _add_harness_parser(sub: Any) -> None:
             "override either preset; finished replications under --out are reused."
         ),
     )
-    h.add_argument(
-        "--problem",
-        default=None,
-        help=f"comma-separated subset of {','.join(PROBLEMS)}, or all",
-    )
-    h.add_argument(
-        "--methods",
-        default=",".join(METHODS),
-        help=f"comma-separated subset of {','.join(METHODS)} (default: all)",
-    )
+    _add_selection(h, "--problem", PROBLEMS, METHODS)
     h.add_argument("--replications", type=int, default=None, help="seeds 0..R-1")
     h.add_argument("--trials", type=int, default=None, help="trials per replication")
     h.add_argument("--init", type=int, default=None, help="initial trials")
-    _add_record_options(h, "results/harness")
+    _add_record_options(h, "results/harness", "small preset (a test)")
 
 
-def _add_record_options(parser: argparse.ArgumentParser, out: str) -> None:
+def _add_selection(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    names: tuple[str, ...],
+    methods: tuple[str, ...],
+    default: str | None = None,
+) -> None:
+    """``flag`` (problems or datasets) and ``--methods``: comma-separated names."""
+    parser.add_argument(
+        flag,
+        default=default,
+        help=f"comma-separated subset of {','.join(names)}, or all"
+        + (" (default)" if default == "all" else " (default: the preset's)"),
+    )
+    parser.add_argument(
+        "--methods",
+        default=",".join(methods),
+        help=f"comma-separated subset of {','.join(methods)} (default: all)",
+    )
+
+
+def _add_record_options(
+    parser: argparse.ArgumentParser, out: str, small_help: str
+) -> None:
     """The options the resumable record-per-run subcommands share."""
-    parser.add_argument("--small", action="store_true", help="small preset (a test)")
-    parser.add_argument("--out", default=out, help="output directory")
+    parser.add_argument("--small", action="store_true", help=small_help)
+    parser.add_argument(
+        "--out",
+        default=out,
+        help="working directory of the runs, and where summaries and figures go",
+    )
     parser.add_argument("--force", action="store_true", help="recompute stored runs")
     parser.add_argument(
         "--jobs",
@@ -182,11 +214,19 @@ def _add_record_options(parser: argparse.ArgumentParser, out: str) -> None:
         help="worker processes (one torch thread each); results do not depend on it",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--no-plot", action="store_true", help="skip the figure")
+    parser.add_argument("--no-plot", action="store_true", help="skip the figures")
     parser.add_argument(
         "--summary-only",
         action="store_true",
-        help="summarize the records under --out without running anything",
+        help="run nothing: the tables and figures of the records under --out "
+        "(or in --records), written to --out",
+    )
+    parser.add_argument(
+        "--records",
+        default=None,
+        metavar="FILE",
+        help="with --summary-only: read the records from this packed file "
+        "(benchmarks/results/<benchmark>.jsonl.gz) instead of --out",
     )
 
 
@@ -212,25 +252,62 @@ def _add_molecules_parser(sub: Any) -> None:
             "preset; finished runs under --out are reused."
         ),
     )
-    m.add_argument(
-        "--dataset",
-        default=None,
-        help=f"comma-separated subset of {','.join(DATASET_NAMES)}, or all",
-    )
-    m.add_argument(
-        "--methods",
-        default=",".join(METHODS),
-        help=f"comma-separated subset of {','.join(METHODS)} (default: all)",
-    )
+    _add_selection(m, "--dataset", DATASET_NAMES, METHODS)
     m.add_argument("--runs", type=int, default=None, help="runs (seeds 0..R-1)")
     m.add_argument("--queries", type=int, default=None, help="queries after init")
     m.add_argument("--init", type=int, default=None, help="initial points")
-    _add_record_options(m, "results/molecules")
+    _add_record_options(m, "results/molecules", "small preset (a test)")
+
+
+def _records(
+    args: argparse.Namespace, kind: str, run: Callable[[], list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The stored records (``--summary-only``), or those of ``run()``."""
+    if args.summary_only:
+        from benchmarks.records import stored_records
+
+        return stored_records(args.records, args.out, kind)
+    if args.records is not None:
+        raise SystemExit(
+            f"error: --records {args.records} is read by --summary-only, which "
+            "was not given; to run more, first `python -m benchmarks unpack` "
+            "the file into --out."
+        )
+    return run()
+
+
+def _summary_outputs(
+    args: argparse.Namespace,
+    argv: list[str],
+    summary: dict[str, Any],
+    markdown: str,
+    config: dict[str, Any],
+    elapsed: float,
+    figures: Callable[[dict[str, Any], Path], list[Path]],
+) -> None:
+    """Write ``summary.md``, ``summary.json`` and the figures under ``--out``.
+
+    A summary-only call records no wall time, so that the same records and
+    command give the same bytes.
+    """
+    from benchmarks.records import write_summary
+
+    out = Path(args.out)
+    meta: dict[str, Any] = {"config": config}
+    if not args.summary_only:
+        meta["wall_seconds_this_call"] = elapsed
+    md_path, json_path = write_summary(
+        out, command_line(argv), markdown, {**meta, **summary}
+    )
+    print()
+    print(markdown)
+    if not args.no_plot and summary["rows"]:
+        print("figures: " + ", ".join(map(str, figures(summary, out))))
+    print(f"summary: {md_path}, {json_path} ({elapsed:.0f} s)")
 
 
 def _harness(args: argparse.Namespace, argv: list[str]) -> int:
     from benchmarks import harness as h
-    from benchmarks._tables import load_records
 
     preset = h.SMALL_CONFIG if args.small else h.FULL_CONFIG
     try:
@@ -246,25 +323,19 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     default = h.SMALL_PROBLEMS if args.small else h.PROBLEMS
-    problems = _split(args.problem or ",".join(default), h.PROBLEMS, "problem")
-    methods = _split(args.methods, h.METHODS, "method")
-    out = Path(args.out)
-    _quiet_ax()
-    start = time.perf_counter()
-    if args.summary_only:
-        records = [
-            r
-            for r in load_records(out)
-            if r["problem"] in problems and r["method"] in methods
-        ]
-    else:
-        print(
-            f"harness: problems={','.join(problems)} methods={','.join(methods)} "
-            f"replications={config.replications} trials={config.num_trials} "
-            f"init={config.init_trials} out={out}",
-            flush=True,
-        )
-        records = h.run_harness(
+    problems = parse_names(args.problem or ",".join(default), h.PROBLEMS, "problem")
+    methods = parse_names(args.methods, h.METHODS, "method")
+    return _ax_benchmark(
+        args,
+        argv,
+        h,
+        "problem",
+        problems,
+        methods,
+        config,
+        f"replications={config.replications} trials={config.num_trials} "
+        f"init={config.init_trials}",
+        lambda out: h.run_harness(
             problems,
             methods,
             config,
@@ -272,28 +343,16 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
             progress=not args.no_progress,
             force=args.force,
             jobs=args.jobs,
-        )
-    elapsed = time.perf_counter() - start
-    summary = h.summarize(records)
-    _write_summary(
-        out,
-        summary,
-        h.format_markdown(summary),
-        argv,
-        elapsed,
-        {"summary_only": True} if args.summary_only else asdict(config),
+        ),
+        lambda s, out: [h.plot_scores(s, out / "scores.png")],
     )
-    if not args.no_plot and summary["rows"]:
-        print(f"figure: {h.plot_scores(summary, out / 'scores.png')}")
-    return 0
 
 
 def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
     from benchmarks import molecules as mol
-    from benchmarks._tables import load_records
 
     preset = mol.SMALL_CONFIG if args.small else mol.FULL_CONFIG
-    datasets = _split(
+    datasets = parse_names(
         args.dataset or ",".join(preset.datasets), mol.DATASET_NAMES, "dataset"
     )
     try:
@@ -305,43 +364,81 @@ def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
         )
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    methods = _split(args.methods, mol.METHODS, "method")
-    out = Path(args.out)
-    _quiet_ax()
-    start = time.perf_counter()
-    if args.summary_only:
-        records = [
-            r
-            for r in load_records(out)
-            if r["dataset"] in datasets and r["method"] in methods
-        ]
-    else:
-        print(
-            f"molecules: datasets={','.join(datasets)} methods={','.join(methods)} "
-            f"runs={config.runs} init={config.n_init} queries={config.queries} "
-            f"out={out}",
-            flush=True,
-        )
-        records = mol.run_molecules(
+    methods = parse_names(args.methods, mol.METHODS, "method")
+    return _ax_benchmark(
+        args,
+        argv,
+        mol,
+        "dataset",
+        datasets,
+        methods,
+        config,
+        f"runs={config.runs} init={config.n_init} queries={config.queries}",
+        lambda out: mol.run_molecules(
             methods,
             config,
             out,
             progress=not args.no_progress,
             force=args.force,
             jobs=args.jobs,
-        )
-    elapsed = time.perf_counter() - start
-    summary = mol.summarize(records)
-    _write_summary(
-        out,
-        summary,
-        mol.format_markdown(summary),
-        argv,
-        elapsed,
-        {"summary_only": True} if args.summary_only else asdict(config),
+        ),
+        lambda s, out: [mol.plot_regret(s, out / "simple_regret.png")],
     )
-    if not args.no_plot and summary["rows"]:
-        print(f"figure: {mol.plot_regret(summary, out / 'simple_regret.png')}")
+
+
+def _ax_benchmark(
+    args: argparse.Namespace,
+    argv: list[str],
+    module: Any,
+    field: str,
+    names: list[str],
+    methods: list[str],
+    config: Any,
+    sizes: str,
+    run: Callable[[Path], list[dict[str, Any]]],
+    figures: Callable[[dict[str, Any], Path], list[Path]],
+) -> int:
+    """Run (or read) the records of an Ax benchmark (``harness``,
+    ``molecules``), then write its summary and figures.
+
+    Args:
+        module: The benchmark's module (``summarize``, ``format_markdown``).
+        field: The record field that names the problem or dataset.
+        names: The problems or datasets to summarize.
+        methods: The methods to summarize.
+        config: The run's configuration (a dataclass).
+        sizes: How large the run is, for the line printed before it.
+        run: Runs (or resumes) the records under the working directory.
+        figures: Draws the figures of a summary into a folder.
+    """
+    out = Path(args.out)
+    kind = args.command  # "harness" or "molecules": also the records layout
+    _quiet_ax()
+    start = time.perf_counter()
+
+    def fresh() -> list[dict[str, Any]]:
+        print(
+            f"{kind}: {field}s={','.join(names)} methods={','.join(methods)} "
+            f"{sizes} out={out}",
+            flush=True,
+        )
+        return run(out)
+
+    records = [
+        r
+        for r in _records(args, kind, fresh)
+        if r[field] in names and r["method"] in methods
+    ]
+    summary = module.summarize(records)
+    _summary_outputs(
+        args,
+        argv,
+        summary,
+        module.format_markdown(summary),
+        {"summary_only": True} if args.summary_only else asdict(config),
+        time.perf_counter() - start,
+        figures,
+    )
     return 0
 
 
@@ -354,40 +451,6 @@ def _quiet_ax() -> None:
     set_stderr_log_level(logging.WARNING)
 
 
-def _write_summary(
-    out: Path,
-    summary: dict[str, Any],
-    markdown: str,
-    argv: list[str],
-    elapsed: float,
-    config: dict[str, Any],
-) -> None:
-    from benchmarks._tables import write_json
-
-    command = "python -m benchmarks " + shlex.join(argv)
-    meta = {"command": command, "config": config, "wall_seconds_this_call": elapsed}
-    write_json({**meta, **summary}, out / "summary.json")
-    text = f"```bash\n{command}\n```\n\n{markdown}\n"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.md").write_text(text)
-    print()
-    print(markdown)
-    print(f"summary: {out / 'summary.md'}, {out / 'summary.json'} ({elapsed:.0f} s)")
-
-
-def _split(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    if names == ["all"]:
-        return list(allowed)
-    bad = [v for v in names if v not in allowed]
-    if bad or not names:
-        raise SystemExit(
-            f"error: unknown {what} {bad or value!r}; choose from "
-            f"{', '.join(allowed)} (or all)."
-        )
-    return names
-
-
 def _speed(argv: list[str]) -> int:
     try:
         from benchmarks import speed
@@ -395,7 +458,7 @@ def _speed(argv: list[str]) -> int:
         if e.name != "benchmarks.speed":
             raise
         print(
-            "The speed benchmark (ax_chaining/benchmarks/speed.py) is not available "
+            "The speed benchmark (benchmarks/speed.py) is not available "
             "in this checkout.",
             file=sys.stderr,
         )
@@ -411,11 +474,10 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
         SMALL_CONFIG,
         BenchmarkConfig,
         format_summary_markdown,
-        load_results,
         run_benchmark,
+        select_results,
         summarize,
         summary_json_lines,
-        write_summary,
     )
 
     preset = SMALL_CONFIG if args.small else PAPER_CONFIG
@@ -426,10 +488,11 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
     )
     if config.n < config.n_init or config.iters < 1 or config.runs < 1:
         raise SystemExit(
-            f"error: need --n >= {config.n_init}, --iters >= 1 and --runs >= 1."
+            f"error: need --n >= {config.n_init}, --iters >= 1 and --runs >= 1; "
+            f"got --n {config.n}, --iters {config.iters}, --runs {config.runs}."
         )
-    problems = _split(args.problem, PROBLEMS, "problem")
-    methods = _split(args.methods, METHODS, "method")
+    problems = parse_names(args.problem, PROBLEMS, "problem")
+    methods = parse_names(args.methods, METHODS, "method")
     out = Path(args.out)
     print(
         f"paper: problems={','.join(problems)} methods={','.join(methods)} "
@@ -437,12 +500,9 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
         flush=True,
     )
     start = time.perf_counter()
-    if args.summary_only:
-        # Whatever finished (e.g. a run interrupted to be resumed later): the
-        # table's `runs` column says how many runs each row holds.
-        records = load_results(out, problems, methods, config)
-    else:
-        records = run_benchmark(
+
+    def run() -> list[dict[str, Any]]:
+        return run_benchmark(
             problems=problems,
             methods=methods,
             out=out,
@@ -452,30 +512,46 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
             progress=not args.no_progress,
             config=config,
         )
-    elapsed = time.perf_counter() - start
+
+    # Summary-only: whatever finished (e.g. a run interrupted to be resumed
+    # later); the table's `runs` column says how many runs each row holds.
+    records = select_results(_records(args, "paper", run), problems, methods, config)
     summary = summarize(records)
-    extra = {
-        "config": {**config.run_key(), "runs": config.runs},
-        "problems": problems,
-        "methods": methods,
-        "command": "python -m benchmarks " + shlex.join(argv),
-        "wall_seconds_this_call": elapsed,
-    }
-    md_path, json_path = write_summary(summary, out, extra=extra)
-    print()
-    print(format_summary_markdown(summary))
+
+    def figures(summary: dict[str, Any], out: Path) -> list[Path]:
+        from benchmarks.plots import plot_cumulative_regret, plot_simple_regret
+
+        paths = [out / "simple_regret.png", out / "cumulative_regret.png"]
+        plot_simple_regret(summary, paths[0], logy=args.logy)
+        plot_cumulative_regret(summary, paths[1])
+        return paths
+
+    _summary_outputs(
+        args,
+        argv,
+        {"problems": problems, "methods": methods, **summary},
+        format_summary_markdown(summary),
+        {**config.run_key(), "runs": config.runs},
+        time.perf_counter() - start,
+        figures,
+    )
     for line in summary_json_lines(summary):
         print(line)
-    if not args.no_plot and summary["rows"]:
-        from benchmarks.plots import (
-            plot_cumulative_regret,
-            plot_simple_regret,
-        )
+    return 0
 
-        plot_simple_regret(summary, out / "simple_regret.png", logy=args.logy)
-        plot_cumulative_regret(summary, out / "cumulative_regret.png")
-        print(f"figures: {out / 'simple_regret.png'}, {out / 'cumulative_regret.png'}")
-    print(f"summary: {md_path}, {json_path} ({elapsed:.0f} s)")
+
+def _pack(args: argparse.Namespace) -> int:
+    from benchmarks.records import pack, unpack
+
+    try:
+        if args.command == "pack":
+            count = pack(args.kind, args.workdir, args.file)
+            print(f"packed {count} {args.kind} records into {args.file}")
+        else:
+            count = unpack(args.kind, args.file, args.workdir)
+            print(f"wrote {count} {args.kind} run files under {args.workdir}")
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"error: {e}") from None
     return 0
 
 
@@ -533,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
         return _harness(args, argv)
     if args.command == "molecules":
         return _molecules(args, argv)
+    if args.command in ("pack", "unpack"):
+        return _pack(args)
     raise AssertionError(args.command)  # pragma: no cover - argparse guards this
 
 

@@ -1,32 +1,38 @@
-"""Small statistics and formatting shared by the harness and molecule benchmarks."""
+"""Statistics, number formatting and name checks shared by every benchmark."""
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ax_chaining.benchmark.io import write_atomic
+import numpy as np
+from numpy.typing import ArrayLike
 
 
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean (0 for a single value)."""
-    n = len(values)
+def mean_se(values: ArrayLike) -> tuple[Any, Any]:
+    """Mean and standard error of the mean over the first axis.
+
+    Floats for 1-D ``values``, one array per column for 2-D (runs x steps);
+    the standard error is 0 for a single value, and both are NaN for none.
+    """
+    a = np.asarray(values, dtype=np.float64)
+    n = a.shape[0]
     if n == 0:
-        return math.nan, math.nan
-    mean = sum(values) / n
-    if n == 1:
-        return mean, 0.0
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(var / n)
+        mean = se = np.full(a.shape[1:], math.nan)
+    else:
+        mean = a.mean(axis=0)
+        se = a.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros_like(mean)
+    if a.ndim == 1:
+        return float(mean), float(se)
+    return mean, se
 
 
 def paired(
     a: Sequence[float], b: Sequence[float], higher_is_better: bool, tol: float = 1e-12
 ) -> dict[str, Any]:
-    """Mean ± SE of the run-by-run difference ``a - b``, and wins/ties/losses of a."""
+    """Mean ± SE of the run-by-run difference ``a - b``, and wins/ties/losses of a
+    (a tie: a difference within ``tol``)."""
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}.")
     diff = [x - y for x, y in zip(a, b, strict=True)]
@@ -55,30 +61,8 @@ def num(x: float | None, digits: int = 3, sign: bool = False) -> str:
 
 
 def pm(mean: float, se: float, digits: int = 3, sign: bool = False) -> str:
+    """``mean ± se`` with :func:`num`."""
     return f"{num(mean, digits, sign)} ± {num(se, digits)}"
-
-
-def write_json(obj: Any, path: Path) -> None:
-    write_atomic(path, lambda fh: json.dump(obj, fh, indent=1), binary=False)
-
-
-def load_json(path: Path) -> Any | None:
-    """The JSON in ``path``, or None if it is missing or unreadable (rerun it)."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def record_path(out: str | Path, name: str, method: str, seed: int) -> Path:
-    """Where the record of ``(name, method, seed)`` is stored under ``out``."""
-    return Path(out) / "runs" / name / method / f"seed_{seed}.json"
-
-
-def load_records(out: str | Path) -> list[dict[str, Any]]:
-    """Every record stored under ``out`` (any configuration)."""
-    paths = sorted((Path(out) / "runs").glob("*/*/seed_*.json"))
-    return [r for r in (load_json(p) for p in paths) if r is not None]
 
 
 def common_seed_groups(
@@ -101,103 +85,33 @@ def common_seed_groups(
             yield name, present, seeds, recs
 
 
-def check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> None:
-    """Refuse an empty selection or names outside ``allowed``."""
+def check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> list[str]:
+    """``names`` without repeats, in order; refuses none, or names outside
+    ``allowed``."""
+    names = list(dict.fromkeys(names))
     bad = [n for n in names if n not in allowed]
     if bad or not names:
         raise ValueError(
-            f"unknown {what}(s) {bad or list(names)}; choose from {', '.join(allowed)}."
+            f"unknown {what}(s) {bad or names}; choose from {', '.join(allowed)}."
         )
+    return names
 
 
-def run_resumable(
-    tasks: Sequence[tuple[str, str, int]],
-    out: str | Path,
-    key: Any,
-    run: Callable[..., dict[str, Any]],
-    *,
-    force: bool,
-    progress: bool,
-    desc: str,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-    jobs: int = 1,
-) -> list[dict[str, Any]]:
-    """Reuse every stored record of ``tasks`` made with ``key``; run the rest.
-
-    Each new record is written (atomically) as soon as it is made, so an
-    interrupted call loses at most the tasks in progress and the next call
-    resumes there. With ``jobs > 1`` the tasks run in that many worker
-    processes (one torch thread each); every task seeds itself, so the
-    records do not depend on ``jobs``.
-
-    Args:
-        tasks: ``(name, method, seed)`` triples, in the order to run them.
-        out: Output folder; records go to :func:`record_path`.
-        key: The configuration a stored record must hold (``record["config"]``).
-        run: Maps a task's three fields to its new record.
-        force: Recompute records that exist.
-        progress: Show a tqdm bar over the tasks to run.
-        desc: Label of the bar.
-        on_record: Called with each new record.
-        jobs: Worker processes; ``run`` must then be picklable (a module-level
-            function or a ``functools.partial`` of one).
-
-    Returns:
-        The records of every task, stored or new.
-    """
-    records: list[dict[str, Any]] = []
-    todo = []
-    for task in tasks:
-        rec = None if force else load_json(record_path(out, *task))
-        if rec is not None and rec.get("config") == key:
-            records.append(rec)
-        else:
-            todo.append(task)
-    bar = None
-    if progress and todo:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), desc=desc, unit="run")
-    for task, rec in _run_tasks(run, todo, jobs, bar):
-        write_json(rec, record_path(out, *task))
-        records.append(rec)
-        if on_record is not None:
-            on_record(rec)
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    return records
+def fill_preset(args: Any, preset: dict[str, Any]) -> None:
+    """Give each option of ``preset`` that the command line left unset (None)
+    the preset's value, so that explicit options override a preset."""
+    for name, value in preset.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
 
 
-def _one_thread() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
-def _run_tasks(
-    run: Callable[..., dict[str, Any]],
-    todo: Sequence[tuple[str, str, int]],
-    jobs: int,
-    bar: Any,
-) -> Iterator[tuple[tuple[str, str, int], dict[str, Any]]]:
-    """``(task, run(*task))`` in order (``jobs == 1``) or as they finish."""
-    if jobs <= 1 or len(todo) <= 1:
-        for task in todo:
-            if bar is not None:
-                bar.set_postfix_str("{} {} seed {}".format(*task))
-            yield task, run(*task)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    # spawn: a fork of a process holding torch's thread pools can deadlock.
-    with ProcessPoolExecutor(
-        max_workers=min(jobs, len(todo)),
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_one_thread,
-    ) as pool:
-        futures = {pool.submit(run, *task): task for task in todo}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+def parse_names(value: str, allowed: Sequence[str], what: str) -> list[str]:
+    """A command-line list (``a,b`` or ``all``) checked against ``allowed``;
+    exits with the error of :func:`check_names`."""
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if names == ["all"]:
+        return list(allowed)
+    try:
+        return check_names(names, allowed, what)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None

@@ -13,6 +13,7 @@ Examples::
 
     python -m benchmarks.ax_storage --items 300 --trials 10 25
     python -m benchmarks.ax_storage --items 4200 --trials 50
+    python -m benchmarks.ax_storage --small   # 40 items, 4 trials: a test
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import tempfile
 import time
 import warnings
@@ -27,7 +29,13 @@ from pathlib import Path
 
 import torch
 
+from benchmarks._tables import fill_preset
+
 __all__ = ["main"]
+
+#: The defaults, and the ``--small`` preset (a few seconds).
+FULL = {"items": 300, "trials": [10, 25], "init_trials": 10}
+SMALL = {"items": 40, "trials": [4], "init_trials": 3}
 
 
 def _items(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -38,13 +46,36 @@ def _items(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return phi @ phi.T, phi @ torch.randn(16, generator=g, dtype=torch.float64)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Print one JSON line per save; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ax_storage")
-    parser.add_argument("--items", type=int, default=300)
-    parser.add_argument("--trials", type=int, nargs="+", default=[10, 25])
-    parser.add_argument("--init-trials", type=int, default=10)
+    parser.add_argument("--items", type=int, default=None, help=f"{FULL['items']}")
+    parser.add_argument(
+        "--trials",
+        type=int,
+        nargs="+",
+        default=None,
+        help="trial counts at which to save (default: "
+        + " ".join(map(str, FULL["trials"]))
+        + ")",
+    )
+    parser.add_argument(
+        "--init-trials", type=int, default=None, help=f"{FULL['init_trials']}"
+    )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help=f"small preset (a test): {SMALL['items']} items, trials "
+        f"{SMALL['trials']}, {SMALL['init_trials']} initial; options override it",
+    )
     args = parser.parse_args(argv)
+    fill_preset(args, SMALL if args.small else FULL)
+    if not 1 <= args.init_trials <= args.items or min(args.trials) < 1:
+        parser.error(
+            "need 1 <= --init-trials <= --items and --trials >= 1; got --items "
+            f"{args.items}, --init-trials {args.init_trials}, --trials {args.trials}."
+        )
     warnings.filterwarnings("ignore")
     logging.getLogger("ax").setLevel(logging.ERROR)
     from ax.api.client import Client
@@ -102,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
                 "loop_s": round(time.perf_counter() - t0, 1),
             }
             print(json.dumps(record), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -28,9 +28,11 @@ probability :math:`1 - \delta` a run has none at all.
 
 Output: one JSON file per (problem, run) under ``--out`` (written atomically
 when the run completes; a rerun skips finished runs of the same configuration,
-so an interrupted command resumes), ``summary.json``, and one JSON line per
-(problem, variant) on stdout. ``--table`` prints the README's markdown table
-from those files.
+so an interrupted command resumes), ``summary.md`` (the README's markdown
+table), ``summary.json``, and one JSON line per (problem, variant) on stdout.
+``--table`` prints the table of the finished runs; ``--summary-only`` writes
+the summary from them, or from a packed file with ``--records``
+(:mod:`benchmarks.records`).
 """
 
 from __future__ import annotations
@@ -38,25 +40,32 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shlex
 import statistics
 import sys
 import time
-import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from botorch.exceptions.warnings import InputDataWarning
 from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf_discrete
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCB, gp_ucb_beta
-from ax_chaining.benchmark.io import write_atomic
 from ax_chaining.benchmark.problems import fixed_se_kernel, grid_problem, se_problem
 from ax_chaining.certificate import recommend, running_minimum, ucb_lcb_bound
+from benchmarks._tables import parse_names
+from benchmarks.records import (
+    LAYOUTS,
+    command_line,
+    load_json,
+    stored_records,
+    write_json,
+    write_summary,
+)
+from benchmarks.runner import fixed_model
 
 __all__ = [
     "VARIANTS",
@@ -115,19 +124,8 @@ SMALL_CONFIG = CertificateConfig(grid_side=8, se_n=120, iters=6, runs=2, n_init=
 
 
 def _model(X: Tensor, y: Tensor, noise_std: float) -> SingleTaskGP:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InputDataWarning)
-        model = SingleTaskGP(
-            X,
-            y.unsqueeze(-1),
-            train_Yvar=torch.full((X.shape[0], 1), noise_std**2, dtype=DTYPE),
-            covar_module=fixed_se_kernel(1.0, 1.0),
-            outcome_transform=None,
-            input_transform=None,
-        )
-    model.mean_module.constant = 0.0
-    model.requires_grad_(False)
-    return model.eval()
+    """The true prior: SE kernel, lengthscale 1, variance 1, mean 0."""
+    return fixed_model(X, y.unsqueeze(-1), fixed_se_kernel(1.0, 1.0), noise_std, 0.0)
 
 
 def run_one(problem: str, seed: int, config: CertificateConfig) -> dict[str, Any]:
@@ -213,19 +211,20 @@ def run_one(problem: str, seed: int, config: CertificateConfig) -> dict[str, Any
     }
 
 
-def _path(out: Path, problem: str, seed: int) -> Path:
-    return out / problem / f"run{seed:03d}.json"
+def _is_complete(record: Any, config: CertificateConfig) -> bool:
+    return (
+        isinstance(record, dict)
+        and record.get("complete") is True
+        and record.get("format_version") == FORMAT_VERSION
+        and record.get("config") == config.key()
+    )
 
 
 def _load(path: Path, config: CertificateConfig) -> dict[str, Any] | None:
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if record.get("complete") and record.get("config") == config.key():
-        if record.get("format_version") == FORMAT_VERSION:
-            return record
-    if record.get("complete"):
+    record = load_json(path)
+    if _is_complete(record, config):
+        return record
+    if isinstance(record, dict) and record.get("complete"):
         raise ValueError(
             f"{path} holds a run of another configuration ({record.get('config')}); "
             "use another --out directory."
@@ -233,28 +232,37 @@ def _load(path: Path, config: CertificateConfig) -> dict[str, Any] | None:
     return None
 
 
+def select(
+    records: Iterable[dict[str, Any]], problems: list[str], config: CertificateConfig
+) -> list[dict[str, Any]]:
+    """The complete runs of ``problems`` made with ``config`` (seeds below
+    ``config.runs``), in problem and seed order."""
+    keep = [
+        r
+        for r in records
+        if r.get("problem") in problems
+        and _is_complete(r, config)
+        and r["seed"] < config.runs
+    ]
+    return sorted(keep, key=lambda r: (problems.index(r["problem"]), r["seed"]))
+
+
 def run_all(
     problems: list[str],
     config: CertificateConfig,
     out: Path,
     progress: bool = True,
-    run_missing: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run (or load) every ``(problem, seed)``; each finished run is saved at once.
-
-    With ``run_missing=False`` only the finished runs are loaded.
-    """
+    """Run (or load) every ``(problem, seed)``; each finished run is saved at once."""
     records = []
     for problem in problems:
         for seed in range(config.runs):
-            path = _path(out, problem, seed)
+            path = LAYOUTS["certificate"].path(out, problem, seed)
             record = _load(path, config)
-            if record is None and not run_missing:
-                continue
             if record is None:
                 start = time.perf_counter()
                 record = run_one(problem, seed, config)
-                write_atomic(path, lambda fh, r=record: json.dump(r, fh), binary=False)
+                write_json(record, path)
                 if progress:
                     print(
                         f"{problem} run {seed}: {time.perf_counter() - start:.0f} s",
@@ -469,6 +477,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print the table of the finished runs only (runs nothing)",
     )
+    parser.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="run nothing: write the summary of the finished runs under --out "
+        "(or in --records) to --out",
+    )
+    parser.add_argument(
+        "--records",
+        default=None,
+        metavar="FILE",
+        help="with --table or --summary-only: read the runs from this packed "
+        "file instead of --out",
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument(
         "--scaling",
@@ -510,37 +531,43 @@ def main(argv: list[str] | None = None) -> int:
         runs=args.runs or preset.runs,
         n_init=preset.n_init,
     )
-    problems = [p.strip() for p in args.problem.split(",") if p.strip()]
-    bad = [p for p in problems if p not in PROBLEMS]
-    if bad or not problems:
-        raise SystemExit(
-            f"error: unknown problem {bad or args.problem!r}; choose from {PROBLEMS}."
-        )
+    problems = parse_names(args.problem, PROBLEMS, "problem")
     if config.iters < 1 or config.runs < 1 or config.grid_side < 4 or config.se_n < 20:
         raise SystemExit(
-            "error: need --iters >= 1, --runs >= 1, --grid-side >= 4, --se-n >= 20."
+            "error: need --iters >= 1, --runs >= 1, --grid-side >= 4, --se-n >= 20; "
+            f"got --iters {config.iters}, --runs {config.runs}, --grid-side "
+            f"{config.grid_side}, --se-n {config.se_n}."
+        )
+    stored = args.table or args.summary_only
+    if args.records is not None and not stored:
+        raise SystemExit(
+            f"error: --records {args.records} is read by --table or --summary-only, "
+            "neither of which was given; to run more, first `python -m benchmarks "
+            "unpack certificate` the file into --out."
         )
     if args.threads:
         torch.set_num_threads(args.threads)
     out = Path(args.out)
     start = time.perf_counter()
-    records = run_all(
-        problems, config, out, progress=not args.no_progress, run_missing=not args.table
-    )
+    if stored:
+        records = select(
+            stored_records(args.records, out, "certificate"), problems, config
+        )
+    else:
+        records = run_all(problems, config, out, progress=not args.no_progress)
     rows = summarize(records, config.delta)
+    table = format_table(rows)
     if args.table:
-        print(format_table(rows))
+        print(table)
         return 0
-    summary = {
-        "config": {**config.key(), "runs": config.runs},
-        "command": "python -m benchmarks certificate " + shlex.join(argv),
-        "wall_seconds_this_call": time.perf_counter() - start,
-        "rows": [{k: _json_safe(v) for k, v in row.items()} for row in rows],
-    }
-    write_atomic(
-        out / "summary.json", lambda fh: json.dump(summary, fh, indent=1), binary=False
+    meta: dict[str, Any] = {"config": {**config.key(), "runs": config.runs}}
+    if not args.summary_only:  # the same records give the same summary bytes
+        meta["wall_seconds_this_call"] = time.perf_counter() - start
+    safe = [{k: _json_safe(v) for k, v in row.items()} for row in rows]
+    write_summary(
+        out, command_line(["certificate", *argv]), table, {**meta, "rows": safe}
     )
-    for row in summary["rows"]:
+    for row in safe:
         print(json.dumps(row))
     return 0
 

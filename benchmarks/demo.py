@@ -43,11 +43,16 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, ChainingUCB
+from benchmarks._tables import fill_preset, mean_se, paired
 
 DTYPE = torch.float64
 NOISE_STD = 0.05
 
 Policy = Callable[[SingleTaskGP, Tensor], AcquisitionFunction]
+#: The README's run (``make demo``: about a minute) and the ``--small`` preset
+#: (a few seconds).
+FULL = {"n": 500, "runs": 40, "iters": 30}
+SMALL = {"n": 60, "runs": 2, "iters": 3}
 
 
 def _logei(model: SingleTaskGP, C: Tensor) -> AcquisitionFunction:
@@ -121,12 +126,6 @@ def run(
     return regret, idx, y
 
 
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    v = torch.tensor(values, dtype=DTYPE)
-    se = float(v.std() / math.sqrt(len(v))) if len(v) > 1 else 0.0
-    return float(v.mean()), se
-
-
 def reading(
     final: dict[str, list[float]], iters: int, reference: str = "Chaining-UCB"
 ) -> tuple[list[tuple[str, float, float, bool]], str]:
@@ -142,8 +141,8 @@ def reading(
     for m, values in final.items():
         if m == reference:
             continue
-        diff = [a - b for a, b in zip(final[reference], values, strict=True)]
-        mean, se = _mean_se(diff)
+        diff = paired(final[reference], values, higher_is_better=False)
+        mean, se = diff["mean"], diff["se"]
         rows.append((m, mean, se, abs(mean) >= 2 * se and mean != 0))
     better = [m for m, mean, _, sep in rows if sep and mean < 0]
     worse = [m for m, mean, _, sep in rows if sep and mean > 0]
@@ -179,10 +178,23 @@ def _join(names: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, default=500, help="number of candidates")
-    parser.add_argument("--runs", type=int, default=40, help="seeds")
-    parser.add_argument("--iters", type=int, default=30, help="queries per run")
+    parser.add_argument(
+        "--n", type=int, default=None, help=f"number of candidates ({FULL['n']})"
+    )
+    parser.add_argument(
+        "--runs", type=int, default=None, help=f"seeds ({FULL['runs']})"
+    )
+    parser.add_argument(
+        "--iters", type=int, default=None, help=f"queries per run ({FULL['iters']})"
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help=f"small preset (a test): N={SMALL['n']}, {SMALL['runs']} runs x "
+        f"{SMALL['iters']} queries; explicit options override it",
+    )
     args = parser.parse_args(argv)
+    fill_preset(args, SMALL if args.small else FULL)
     for name in ("n", "runs", "iters"):
         if getattr(args, name) < (11 if name == "n" else 1):
             parser.error(f"--{name} is too small: {getattr(args, name)}")
@@ -210,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     for m in methods:
         row = f"{m:<15}"
         for k in checkpoints:
-            mean, se = _mean_se([r[k - 1] for r in results[m]])
+            mean, se = mean_se([r[k - 1] for r in results[m]])
             row += f"{mean:>10.3f} ± {se:<5.3f}"
         print(row + f"{seconds[m] / (args.runs * args.iters):>9.3f}")
     print(

@@ -1,6 +1,7 @@
 """Runner of Ax's benchmark harness: records one JSON per replication under
 ``OUT/runs/PROBLEM/METHOD/seed_S.json`` (a record that exists and matches the
-configuration is reused, so an interrupted run resumes), and summarizes them.
+configuration is reused, so an interrupted run resumes; see
+:mod:`benchmarks.records` for packing them), and summarizes them.
 Problems and methods come from :mod:`ax_chaining.benchmark.harness`."""
 
 from __future__ import annotations
@@ -24,15 +25,8 @@ from ax_chaining.benchmark.harness import (
     get_method,
     get_problem,
 )
-from benchmarks._tables import (
-    check_names,
-    common_seed_groups,
-    mean_se,
-    num,
-    paired,
-    pm,
-    run_resumable,
-)
+from benchmarks._tables import check_names, common_seed_groups, mean_se, num, paired, pm
+from benchmarks.records import run_resumable
 
 __all__ = [
     "FULL_CONFIG",
@@ -125,6 +119,7 @@ def run_harness(
     return run_resumable(
         tasks,
         out,
+        "harness",
         config.key(),
         functools.partial(_replicate, config=config),
         force=force,
@@ -158,9 +153,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 (r["fit_time"] + r["gen_time"]) / r["num_trials"] for r in recs
             ]
             wall = [r["wall_time"] / r["num_trials"] for r in recs]
-            traces = [r["score_trace"] for r in recs]
-            length = min(len(t) for t in traces)
-            curve = [mean_se([t[i] for t in traces]) for i in range(length)]
+            length = min(len(r["score_trace"]) for r in recs)
+            curve_mean, curve_se = mean_se([r["score_trace"][:length] for r in recs])
             rows.append(
                 {
                     "problem": problem,
@@ -172,8 +166,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     "mean_score": mean_se(area),
                     "fit_gen_s_per_trial": mean_se(per_trial)[0],
                     "wall_s_per_trial": mean_se(wall)[0],
-                    "curve_mean": [c[0] for c in curve],
-                    "curve_se": [c[1] for c in curve],
+                    "curve_mean": curve_mean.tolist(),
+                    "curve_se": curve_se.tolist(),
                 }
             )
         if "chaining" in final:

@@ -51,15 +51,8 @@ import numpy as np
 
 from ax_chaining.benchmark.molecules import library
 from ax_chaining.checks import check_int
-from benchmarks._tables import (
-    check_names,
-    common_seed_groups,
-    mean_se,
-    num,
-    paired,
-    pm,
-    run_resumable,
-)
+from benchmarks._tables import check_names, common_seed_groups, mean_se, num, paired, pm
+from benchmarks.records import run_resumable
 
 __all__ = [
     "DATASET_NAMES",
@@ -283,6 +276,7 @@ def run_molecules(
     return run_resumable(
         tasks,
         out,
+        "molecules",
         config.key(),
         functools.partial(run_one, config=config),
         force=force,
@@ -312,6 +306,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             hits = [r["queries_to_top1"] for r in recs]
             reached = [h for h in hits if h is not None and h <= T]
             steps = [s for r in recs for s in r["step_seconds"][:T]]
+            curve_mean, curve_se = mean_se(curves)
             rows.append(
                 {
                     "dataset": dataset,
@@ -329,12 +324,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     "top1_reached": len(reached),
                     "top1_median": _censored_median(hits, T),
                     "s_per_step": (sum(steps) / len(steps)) if steps else 0.0,
-                    "curve_mean": [
-                        mean_se([c[i] for c in curves])[0] for i in range(T + 1)
-                    ],
-                    "curve_se": [
-                        mean_se([c[i] for c in curves])[1] for i in range(T + 1)
-                    ],
+                    "curve_mean": curve_mean.tolist(),
+                    "curve_se": curve_se.tolist(),
                 }
             )
         if "chaining" in finals:

@@ -70,12 +70,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
+from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,6 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, ChainingUCB
-from ax_chaining.benchmark.io import write_atomic
 from ax_chaining.benchmark.problems import (
     DEFAULT_NOISE_STD,
     DiscreteProblem,
@@ -101,6 +100,8 @@ from ax_chaining.benchmark.problems import (
     himmelblau_problem,
     se_problem,
 )
+from benchmarks._tables import check_names, mean_se, paired, pm
+from benchmarks.records import LAYOUTS, load_json, load_records, write_json
 
 __all__ = [
     "CHECKPOINTS",
@@ -109,6 +110,7 @@ __all__ = [
     "PROBLEMS",
     "SMALL_CONFIG",
     "BenchmarkConfig",
+    "fixed_model",
     "format_summary_markdown",
     "load_results",
     "make_problem",
@@ -116,8 +118,8 @@ __all__ = [
     "result_path",
     "run_benchmark",
     "run_method",
+    "select_results",
     "summarize",
-    "write_summary",
 ]
 
 #: Methods, in the order of tables and legends.
@@ -259,10 +261,11 @@ def _kernel_description(kernel: Kernel) -> dict[str, Any]:
     return desc
 
 
-def _fixed_model(
+def fixed_model(
     train_X: Tensor, train_Y: Tensor, kernel: Kernel, noise_std: float, mean: float
 ) -> SingleTaskGP:
-    """Exact GP with fixed kernel, fixed noise and fixed constant mean."""
+    """Exact GP with fixed kernel, fixed noise and fixed constant mean (nothing
+    is fitted: the prior is given)."""
     with warnings.catch_warnings():
         # The data are deliberately not standardized: the prior is fixed.
         warnings.simplefilter("ignore", InputDataWarning)
@@ -404,7 +407,7 @@ def run_method(
         else:
             train_X = X[torch.tensor(idx)]
             train_Y = torch.tensor(ys, dtype=_DTYPE).unsqueeze(-1)
-            model = _fixed_model(
+            model = fixed_model(
                 train_X, train_Y, setup.kernel, config.noise_std, setup.prior_mean
             )
             acqf = _acquisition(method, model, X, config)
@@ -482,36 +485,30 @@ _ENGINE = _engine_fingerprint()
 
 def result_path(out: str | os.PathLike, problem: str, method: str, seed: int) -> Path:
     """Where the record of ``(problem, method, seed)`` is stored under ``out``."""
-    return Path(out) / problem / method / f"run{seed:03d}.json"
+    return LAYOUTS["paper"].path(out, problem, method, seed)
 
 
-def _write_json_atomic(obj: Any, path: Path) -> None:
-    write_atomic(path, lambda fh: json.dump(obj, fh), binary=False)
-
-
-def _load_complete(path: Path, config: BenchmarkConfig) -> dict[str, Any] | None:
-    """The stored record if it is complete and matches ``config``, else None."""
-    try:
-        with open(path) as fh:
-            record = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    ok = (
+def _is_complete(record: Any, config: BenchmarkConfig) -> bool:
+    """Whether ``record`` is a complete run made with ``config``."""
+    return (
         isinstance(record, dict)
         and record.get("format_version") == FORMAT_VERSION
         and record.get("complete") is True
         and record.get("config") == config.run_key()
         and len(record.get("simple_regret", ())) == config.iters
     )
-    return record if ok else None
+
+
+def _load_complete(path: Path, config: BenchmarkConfig) -> dict[str, Any] | None:
+    """The stored record if it is complete and matches ``config``, else None."""
+    record = load_json(path)
+    return record if _is_complete(record, config) else None
 
 
 def _check_no_conflict(path: Path, config: BenchmarkConfig) -> None:
     """Refuse to overwrite a complete run made with another configuration."""
-    try:
-        with open(path) as fh:
-            record = json.load(fh)
-    except (OSError, ValueError):
+    record = load_json(path)
+    if not isinstance(record, dict):
         return  # unreadable or partial: recompute it
     if record.get("complete") and record.get("config") != config.run_key():
         raise ValueError(
@@ -547,9 +544,7 @@ def _run_task(task: _Task) -> list[tuple[str, str, int, float]]:
     for method in task.methods:
         start = time.perf_counter()
         record = run_method(problem, method, task.seed, task.config, setup=setup)
-        _write_json_atomic(
-            record, result_path(task.out, task.problem, method, task.seed)
-        )
+        write_json(record, result_path(task.out, task.problem, method, task.seed))
         done.append((task.problem, method, task.seed, time.perf_counter() - start))
     return done
 
@@ -603,8 +598,8 @@ def run_benchmark(
     from tqdm.auto import tqdm
 
     config = config or BenchmarkConfig(n=n, iters=iters, runs=runs)
-    problems = _validate_names(problems, PROBLEMS, "problem")
-    methods = _validate_names(methods, METHODS, "method")
+    problems = check_names(problems, PROBLEMS, "problem")
+    methods = check_names(methods, METHODS, "method")
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}.")
     if threads is None and jobs > 1:
@@ -656,16 +651,38 @@ def run_benchmark(
     return load_results(out, problems, methods, config)
 
 
-def _validate_names(
-    names: Iterable[str], allowed: Sequence[str], what: str
-) -> list[str]:
-    names = list(dict.fromkeys(names))  # de-duplicate, keep order
-    bad = [x for x in names if x not in allowed]
-    if bad or not names:
-        raise ValueError(
-            f"Unknown or missing {what}(s) {bad}; expected some of {list(allowed)}."
-        )
-    return names
+def select_results(
+    records: Iterable[dict[str, Any]],
+    problems: Sequence[str] = PROBLEMS,
+    methods: Sequence[str] = METHODS,
+    config: BenchmarkConfig | None = None,
+) -> list[dict[str, Any]]:
+    r"""The complete records of ``problems`` and ``methods`` among ``records``.
+
+    Args:
+        records: Run records, e.g. those of a packed file
+            (:func:`benchmarks.records.read_packed`).
+        problems: Problems to keep.
+        methods: Methods to keep.
+        config: If given, only seeds ``0..config.runs-1`` whose configuration
+            matches; otherwise every complete record.
+
+    Returns:
+        The records, in ``problems``, ``methods``, seed order.
+    """
+    order = {(p, m): i for i, (p, m) in enumerate(product(problems, methods))}
+
+    def keep(r: dict[str, Any]) -> bool:
+        if (r.get("problem"), r.get("method")) not in order:
+            return False
+        if config is None:
+            return r.get("complete") is True
+        return _is_complete(r, config) and r["seed"] < config.runs
+
+    return sorted(
+        (r for r in records if keep(r)),
+        key=lambda r: (order[(r["problem"], r["method"])], r["seed"]),
+    )
 
 
 def load_results(
@@ -674,59 +691,14 @@ def load_results(
     methods: Sequence[str] = METHODS,
     config: BenchmarkConfig | None = None,
 ) -> list[dict[str, Any]]:
-    r"""Load the complete records stored under ``out``.
-
-    Args:
-        out: Output directory of :func:`run_benchmark`.
-        problems: Problems to load.
-        methods: Methods to load.
-        config: If given, only seeds ``0..config.runs-1`` whose configuration
-            matches; otherwise every complete record found.
-
-    Returns:
-        The records, in problem, method, seed order.
-    """
-    records = []
-    for problem in problems:
-        for method in methods:
-            folder = Path(out) / problem / method
-            if config is not None:
-                paths = [
-                    result_path(out, problem, method, s) for s in range(config.runs)
-                ]
-            else:
-                paths = sorted(folder.glob("run*.json"))
-            for path in paths:
-                if config is not None:
-                    record = _load_complete(path, config)
-                else:
-                    try:
-                        with open(path) as fh:
-                            record = json.load(fh)
-                    except (OSError, ValueError):
-                        record = None
-                    if not (isinstance(record, dict) and record.get("complete")):
-                        record = None
-                if record is not None:
-                    records.append(record)
-    return records
+    r"""The complete records stored under the working directory ``out``
+    (:func:`select_results` of its files)."""
+    return select_results(load_records(out, "paper"), problems, methods, config)
 
 
 # ---------------------------------------------------------------------------
 # Summary
 # ---------------------------------------------------------------------------
-
-
-def _mean_se(values: np.ndarray) -> tuple[Any, Any]:
-    """Mean and standard error over axis 0 (floats for 1-D input, else arrays)."""
-    mean = values.mean(axis=0)
-    if values.shape[0] > 1:
-        se = values.std(axis=0, ddof=1) / math.sqrt(values.shape[0])
-    else:
-        se = np.zeros_like(mean)
-    if values.ndim == 1:
-        return float(mean), float(se)
-    return mean, se
 
 
 def summarize(
@@ -784,13 +756,13 @@ def summarize(
             "checkpoints": cps,
         }
         for k in cps:
-            row[f"S_{k}_mean"], row[f"S_{k}_se"] = _mean_se(S[:, k])
-        row["auc_mean"], row["auc_se"] = _mean_se(S[:, 1:].sum(axis=1))
-        row["R_T_mean"], row["R_T_se"] = _mean_se(R[:, -1])
+            row[f"S_{k}_mean"], row[f"S_{k}_se"] = mean_se(S[:, k])
+        row["auc_mean"], row["auc_se"] = mean_se(S[:, 1:].sum(axis=1))
+        row["R_T_mean"], row["R_T_se"] = mean_se(R[:, -1])
         row["seconds_per_step"] = float(secs.mean())
         rows.append(row)
-        s_mean, s_se = _mean_se(S)
-        r_mean, r_se = _mean_se(R)
+        s_mean, s_se = mean_se(S)
+        r_mean, r_se = mean_se(R)
         curves.setdefault(problem, {})[method] = {
             "simple_regret_mean": np.asarray(s_mean).tolist(),
             "simple_regret_se": np.asarray(s_se).tolist(),
@@ -841,40 +813,33 @@ def paired_comparison(
                 len(ref[0]["simple_regret"])
             }:
                 continue  # different horizons: not comparable run by run
-            dS = np.array(
-                [
-                    a["simple_regret"][-1] - b["simple_regret"][-1]
-                    for a, b in zip(ref, other, strict=True)
-                ]
+            final = paired(
+                [r["simple_regret"][-1] for r in ref],
+                [r["simple_regret"][-1] for r in other],
+                higher_is_better=False,
             )
-            dauc = np.array(
-                [
-                    sum(a["simple_regret"]) - sum(b["simple_regret"])
-                    for a, b in zip(ref, other, strict=True)
-                ]
+            auc = paired(
+                [sum(r["simple_regret"]) for r in ref],
+                [sum(r["simple_regret"]) for r in other],
+                higher_is_better=False,
             )
-            row: dict[str, Any] = {
-                "problem": problem,
-                "reference": reference,
-                "method": method,
-                "runs": len(seeds),
-                "T": len(ref[0]["simple_regret"]),
-            }
-            row["dS_T_mean"], row["dS_T_se"] = _mean_se(dS)
-            row["dauc_mean"], row["dauc_se"] = _mean_se(dauc)
-            row["wins"] = int((dS < -1e-12).sum())
-            row["ties"] = int((np.abs(dS) <= 1e-12).sum())
-            row["losses"] = int((dS > 1e-12).sum())
-            out.append(row)
+            out.append(
+                {
+                    "problem": problem,
+                    "reference": reference,
+                    "method": method,
+                    "runs": len(seeds),
+                    "T": len(ref[0]["simple_regret"]),
+                    "dS_T_mean": final["mean"],
+                    "dS_T_se": final["se"],
+                    "dauc_mean": auc["mean"],
+                    "dauc_se": auc["se"],
+                    "wins": final["wins"],
+                    "ties": final["ties"],
+                    "losses": final["losses"],
+                }
+            )
     return out
-
-
-def _num(x: float, digits: int = 3, sign: bool = False) -> str:
-    """Fixed-point, or scientific when a non-zero value would print as 0."""
-    spec = "+" if sign else ""
-    if x != 0 and abs(x) < 0.5 * 10.0**-digits:
-        return f"{x:{spec}.1e}"
-    return f"{x:{spec}.{digits}f}"
 
 
 def format_summary_markdown(summary: dict[str, Any]) -> str:
@@ -908,10 +873,10 @@ def format_summary_markdown(summary: dict[str, Any]) -> str:
         for r in rows:
             cells = [METHOD_LABELS.get(r["method"], r["method"])]
             for k in cps:
-                text = f"{_num(r[f'S_{k}_mean'])} ± {_num(r[f'S_{k}_se'])}"
+                text = pm(r[f"S_{k}_mean"], r[f"S_{k}_se"])
                 # Bold the lowest mean of each column (ties included).
                 cells.append(f"**{text}**" if r[f"S_{k}_mean"] == best[k] else text)
-            cells.append(f"{_num(r['auc_mean'], 2)} ± {_num(r['auc_se'], 2)}")
+            cells.append(pm(r["auc_mean"], r["auc_se"], 2))
             cells.append(f"{r['R_T_mean']:.1f} ± {r['R_T_se']:.1f}")
             cells.append(f"{r['seconds_per_step']:.3f}")
             cells.append(str(r["runs"]))
@@ -939,8 +904,8 @@ def format_summary_markdown(summary: dict[str, Any]) -> str:
             lines.append(
                 f"| {PROBLEM_LABELS.get(r['problem'], r['problem'])} "
                 f"| {METHOD_LABELS.get(r['method'], r['method'])} "
-                f"| {_num(r['dS_T_mean'], sign=True)} ± {_num(r['dS_T_se'])} "
-                f"| {_num(r['dauc_mean'], 2, True)} ± {_num(r['dauc_se'], 2)} "
+                f"| {pm(r['dS_T_mean'], r['dS_T_se'], sign=True)} "
+                f"| {pm(r['dauc_mean'], r['dauc_se'], 2, True)} "
                 f"| {r['wins']} / {r['ties']} / {r['losses']} | {r['runs']} |"
             )
         blocks.append("\n".join(lines))
@@ -950,30 +915,3 @@ def format_summary_markdown(summary: dict[str, Any]) -> str:
 def summary_json_lines(summary: dict[str, Any]) -> list[str]:
     """One compact JSON object per summary row (machine-readable output)."""
     return [json.dumps({"summary_row": row}, sort_keys=True) for row in summary["rows"]]
-
-
-def write_summary(
-    summary: dict[str, Any],
-    out: str | os.PathLike,
-    extra: dict[str, Any] | None = None,
-) -> tuple[Path, Path]:
-    r"""Write ``summary.md`` and ``summary.json`` under ``out`` (atomically).
-
-    Args:
-        summary: The output of :func:`summarize`.
-        out: Output directory.
-        extra: Additional JSON fields (e.g. the configuration and command).
-
-    Returns:
-        The paths of the markdown and JSON files.
-    """
-    out = Path(out)
-    md_path, json_path = out / "summary.md", out / "summary.json"
-    md = format_summary_markdown(summary)
-    out.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix="summary.md", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(md)
-    os.replace(tmp, md_path)
-    _write_json_atomic({**(extra or {}), **summary}, json_path)
-    return md_path, json_path

@@ -17,8 +17,8 @@ Subcommands print one JSON line per result:
     for ChainingUCB (path chosen automatically), and of one step of stock
     ``UpperConfidenceBound(beta=0.2)`` on the same candidates (which has no
     pending points), and the ratio of each to that UCB step.
-    ``--quick`` is a small preset (``N = 500``, one repeat) that a test runs
-    end to end.
+    ``--small`` (or ``--quick``) is a small preset (``N = 500``, one repeat)
+    that a test runs end to end.
 ``python -m benchmarks speed --cpu-time --sizes 10000``
     CPU seconds (``time.process_time``, one torch thread, in one process) of
     a stock UCB step, a ChainingUCB step and a ``q = 5`` batch: on a machine
@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -145,12 +146,17 @@ def _worker(args: argparse.Namespace) -> dict:
     }
 
 
-def _median_s(fn, repeats: int) -> float:
+def _median_s(
+    fn: Callable[[], object],
+    repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Median over ``repeats`` calls of ``fn`` of the seconds ``clock`` counts."""
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times)
 
 
@@ -173,13 +179,8 @@ def _cpu_time_bench(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
 
-    def cpu(fn, repeats: int) -> float:
-        times = []
-        for _ in range(repeats):
-            start = time.process_time()
-            fn()
-            times.append(time.process_time() - start)
-        return statistics.median(times)
+    def cpu(fn: Callable[[], object], repeats: int) -> float:
+        return _median_s(fn, repeats, clock=time.process_time)
 
     for n in args.n:
         model, C = _problem(n, args.obs, args.seed)
@@ -462,7 +463,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--obs", type=int, default=50, help="observations")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--quick", action="store_true", help="small preset: N = 500, one repeat"
+        "--small",
+        "--quick",
+        dest="quick",
+        action="store_true",
+        help="small preset (a test): N = 500, one repeat",
     )
     parser.add_argument(
         "--rows", action="store_true", help="cost of d_t^2 rows vs kernel rows"

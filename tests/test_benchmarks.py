@@ -187,11 +187,13 @@ def test_same_seed_same_result(tmp_path):
     assert a["queries"] == b["queries"] and a["y"] == b["y"]
 
 
-def test_cli_paper_small_with_overrides(tmp_path, capsys):
+def test_cli_paper_small_with_overrides(
+    tmp_path, capsys, monkeypatch, summary_from_packed
+):
     out = tmp_path / "cli"
     argv = ["paper", "--small", "--problem", "se", "--methods", "chaining,random"]
-    argv += ["--runs", "2", "--iters", "3", "--n", "100", "--out", str(out)]
-    assert main([*argv, "--no-progress"]) == 0
+    argv += ["--runs", "2", "--iters", "3", "--n", "100"]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "N=100 runs=2 iters=3" in text
     lines = [json.loads(x) for x in text.splitlines() if x.startswith('{"summary_row"')]
@@ -199,8 +201,50 @@ def test_cli_paper_small_with_overrides(tmp_path, capsys):
     assert (out / "summary.md").read_text().count("| Chaining-UCB |") == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["runs"] == 2 and summary["config"]["n"] == 100
+    assert summary["command"] == "python -m benchmarks " + " ".join(
+        [*argv, "--out", str(out), "--no-progress"]
+    )
     assert (out / "simple_regret.png").stat().st_size > 0
-    assert (out / "se" / "random" / "run001.json").exists()
+    record = json.loads((out / "se" / "random" / "run001.json").read_text())
+    rows = {r["method"]: r for r in summary["rows"]}
+    assert rows["random"]["S_3_mean"] == pytest.approx(
+        sum(r["simple_regret"][-1] for r in load_results(out, ["se"], ["random"])) / 2
+    )
+    assert record["seed"] == 1 and len(record["simple_regret"]) == 3
+
+    packed = summary_from_packed("paper", out, argv, ("rows", "curves", "paired"))
+    remade = tmp_path / "paper_from_packed"
+    assert (remade / "simple_regret.png").stat().st_size > 0
+    assert (remade / "cumulative_regret.png").stat().st_size > 0
+    # Only the runs of the requested configuration enter, as from --out.
+    fewer = [*argv[:-6], "--runs", "1", "--iters", "3", "--n", "100"]
+    assert (
+        main(
+            [
+                *fewer,
+                "--records",
+                str(packed),
+                "--summary-only",
+                "--out",
+                str(tmp_path / "one"),
+            ]
+        )
+        == 0
+    )
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert {r["runs"] for r in one["rows"]} == {1}
+
+    # Unpacked, the records resume a run: nothing is recomputed.
+    again = tmp_path / "unpacked"
+    assert main(["unpack", "paper", str(packed), str(again)]) == 0
+    assert json.loads((again / "se" / "random" / "run001.json").read_text()) == record
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a stored run was recomputed")
+
+    monkeypatch.setattr(runner, "run_method", fail)
+    assert main([*argv, "--out", str(again), "--no-progress", "--no-plot"]) == 0
+    assert json.loads((again / "summary.json").read_text())["rows"] == summary["rows"]
 
 
 def test_cli_figure1_and_errors(tmp_path, capsys):

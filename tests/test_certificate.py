@@ -451,7 +451,9 @@ def test_soundness_small_seeded():
 # ---------------------------------------------------------------- benchmark
 
 
-def test_benchmark_small_preset_resumes(tmp_path, monkeypatch, capsys):
+def test_benchmark_small_preset_resumes(
+    tmp_path, monkeypatch, capsys, summary_from_packed
+):
     from benchmarks.__main__ import main
 
     monkeypatch.setenv("AX_CHAINING_CACHE", str(tmp_path / "cache"))
@@ -481,6 +483,18 @@ def test_benchmark_small_preset_resumes(tmp_path, monkeypatch, capsys):
     assert (
         table.startswith("| problem | certificate |") and "| grid | combined |" in table
     )
+    # The summary written by the run holds the same table; so does the one
+    # remade from the packed runs.
+    assert (out / "summary.md").read_text().split("```\n\n", 1)[1] == table
+    capsys.readouterr()
+    packed = summary_from_packed(
+        "certificate", out, ["certificate", "--small"], ("rows",)
+    )
+    capsys.readouterr()
+    assert main(["certificate", "--small", "--records", str(packed), "--table"]) == 0
+    assert capsys.readouterr().out == table
+    with pytest.raises(SystemExit, match="read by --table or --summary-only"):
+        main(["certificate", "--small", "--records", str(packed), "--out", str(out)])
     # Another configuration in the same directory is refused.
     with pytest.raises(ValueError, match="another configuration"):
         main([*args, "--iters", "3"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import demo
+from benchmarks._tables import mean_se
 
 
 def test_reading_separates_by_two_standard_errors():
@@ -32,14 +33,29 @@ def test_reading_when_nothing_separates():
     assert "do not separate Chaining-UCB from GP-UCB or LogEI" in sentence
 
 
-def test_demo_runs_and_prints_a_certificate(capsys):
-    assert demo.main(["--n", "60", "--runs", "2", "--iters", "3"]) == 0
+def test_demo_small_preset_end_to_end(capsys):
+    assert demo.main(["--small"]) == 0
     out = capsys.readouterr().out
+    n, runs, iters = demo.SMALL["n"], demo.SMALL["runs"], demo.SMALL["iters"]
+    assert f"N={n} candidates" in out and f"{runs} runs x {iters} queries" in out
     for name in ("Chaining-UCB", "GP-UCB", "UCB(beta=0.2)", "LogEI", "Random"):
         assert name in out
-    assert "Paired difference of S_3" in out
-    assert "After 3 queries" in out
+    # Values: random search's S_3 row is the mean ± SE of its runs' regrets.
+    finals = [
+        demo.run("Random", *demo.make_problem(n, seed), iters, seed)[0][-1]
+        for seed in range(runs)
+    ]
+    mean, se = mean_se(finals)
+    row = next(line for line in out.splitlines() if line.startswith("Random "))
+    assert row.split()[-4:-1] == [f"{mean:.3f}", "±", f"{se:.3f}"]
+    assert f"Paired difference of S_{iters}" in out
+    assert f"After {iters} queries" in out
     assert "Certificate for the recommended point" in out and "max f - f(x) <=" in out
+
+
+def test_demo_explicit_options_override_the_preset(capsys):
+    assert demo.main(["--small", "--iters", "2"]) == 0
+    assert "2 runs x 2 queries" in capsys.readouterr().out
 
 
 def test_demo_rejects_bad_arguments():

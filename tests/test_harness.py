@@ -53,11 +53,14 @@ def test_unknown_names():
         harness.HarnessConfig(num_trials=3, init_trials=3)
 
 
-def test_cli_harness_small_end_to_end(tmp_path, capsys):
+def test_cli_harness_small_end_to_end(
+    tmp_path, capsys, monkeypatch, summary_from_packed
+):
     argv = ["harness", "--small", "--problem", "hartmann3", "--trials", "4"]
-    argv += ["--init", "2", "--out", str(tmp_path), "--no-progress"]
-    assert main(argv) == 0
-    runs = sorted((tmp_path / "runs").glob("*/*/seed_*.json"))
+    argv += ["--init", "2"]
+    out = tmp_path / "work"
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+    runs = sorted((out / "runs").glob("*/*/seed_*.json"))
     assert len(runs) == len(harness.METHODS) * 2
     for path in runs:
         rec = json.loads(path.read_text())
@@ -68,20 +71,39 @@ def test_cli_harness_small_end_to_end(tmp_path, capsys):
         )
         assert rec["score_trace"][-1] <= 100 + 1e-9
         assert rec["fit_time"] >= 0 and rec["gen_time"] >= 0
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
     assert summary["command"].startswith("python -m benchmarks harness")
     assert [r["method"] for r in summary["rows"]] == list(harness.METHODS)
     assert all(r["replications"] == 2 for r in summary["rows"])
+    # Values: the row's final score is the mean over seeds of the last score.
+    chaining = [
+        json.loads(p.read_text())["score_trace"][-1]
+        for p in sorted((out / "runs" / "hartmann3" / "chaining").glob("*.json"))
+    ]
+    assert summary["rows"][0]["final_score"][0] == pytest.approx(sum(chaining) / 2)
     assert {p["method"] for p in summary["paired"]} == set(harness.METHODS) - {
         "chaining"
     }
-    assert (tmp_path / "scores.png").stat().st_size > 0
-    assert "Chaining-UCB" in (tmp_path / "summary.md").read_text()
+    assert (out / "scores.png").stat().st_size > 0
+    assert "Chaining-UCB" in (out / "summary.md").read_text()
 
     # Resume: nothing is recomputed, so no record is rewritten.
     mtimes = {p: p.stat().st_mtime_ns for p in runs}
-    assert main(argv) == 0
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
     assert {p: p.stat().st_mtime_ns for p in runs} == mtimes
+
+    packed = summary_from_packed("harness", out, argv, ("rows", "paired"))
+    assert (tmp_path / "harness_from_packed" / "scores.png").stat().st_size > 0
+    # Unpacked elsewhere, the same command resumes from the records.
+    again = tmp_path / "unpacked"
+    assert main(["unpack", "harness", str(packed), str(again)]) == 0
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a stored replication was recomputed")
+
+    monkeypatch.setattr(harness, "_replicate", fail)
+    assert main([*argv, "--out", str(again), "--no-progress", "--no-plot"]) == 0
+    assert json.loads((again / "summary.json").read_text())["rows"] == summary["rows"]
 
 
 def test_cli_harness_rejects_bad_arguments(tmp_path):

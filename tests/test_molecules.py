@@ -87,14 +87,22 @@ def test_top1_and_summary_on_hand_made_records():
     assert "> T" in molecules.format_markdown(s)
 
 
-def test_cli_molecules_small_end_to_end(tmp_path):
-    argv = ["molecules", "--small", "--queries", "2", "--out", str(tmp_path)]
-    assert main([*argv, "--no-progress"]) == 0
-    runs = sorted((tmp_path / "runs").glob("*/*/seed_*.json"))
+def test_cli_molecules_small_end_to_end(tmp_path, summary_from_packed):
+    argv = ["molecules", "--small", "--queries", "2"]
+    out = tmp_path / "work"
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+    runs = sorted((out / "runs").glob("*/*/seed_*.json"))
     assert len(runs) == len(molecules.METHODS) * 2
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
     assert [r["method"] for r in summary["rows"]] == list(molecules.METHODS)
     assert all(r["runs"] == 2 and r["queries"] == 2 for r in summary["rows"])
-    assert (tmp_path / "simple_regret.png").stat().st_size > 0
+    # Values: the final regret of a row is the mean over its runs.
+    finals = [json.loads(p.read_text())["regret"][-1] for p in runs[:2]]
+    method = runs[0].parent.name
+    row = next(r for r in summary["rows"] if r["method"] == method)
+    assert row["regret"]["2"][0] == pytest.approx(sum(finals) / 2)
+    assert (out / "simple_regret.png").stat().st_size > 0
+    summary_from_packed("molecules", out, argv, ("rows", "paired"))
+    assert (tmp_path / "molecules_from_packed" / "simple_regret.png").exists()
     with pytest.raises(SystemExit, match="dataset"):
         main(["molecules", "--dataset", "qm9", "--out", str(tmp_path)])

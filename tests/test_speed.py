@@ -1,4 +1,4 @@
-"""The speed benchmark's quick preset, end to end (fresh processes per row)."""
+"""The speed benchmark's small preset, end to end (fresh processes per row)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 from benchmarks import speed
 
 
-def test_speed_quick_preset_end_to_end(capsys, tmp_path):
-    assert speed.main(["--quick"]) == 0
+def test_speed_small_preset_end_to_end(capsys, tmp_path):
+    assert speed.main(["--small"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["method"], r["q"]) for r in lines] == [
         ("ucb", 1),
