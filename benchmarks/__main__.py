@@ -20,6 +20,9 @@ Subcommands:
 ``speed``
     Speed and memory of one acquisition step (:mod:`benchmarks.speed`);
     arguments after ``speed`` are passed to it.
+``validity``
+    Certificates under fitted hyperparameters in Ax loops, and stopping
+    rules compared (:mod:`benchmarks.validity`); arguments are passed to it.
 ``certificate``
     Soundness and usefulness of the regret certificates on GP samples
     (:mod:`benchmarks.certificate`); arguments after
@@ -596,6 +599,10 @@ def main(argv: list[str] | None = None) -> int:
     # `speed` owns its arguments (including --help): dispatch before parsing.
     if argv and argv[0] == "speed":
         return _speed(argv[1:])
+    if argv and argv[0] == "validity":  # likewise
+        from benchmarks import validity
+
+        return validity.main(argv[1:])
     if argv and argv[0] == "certificate":
         from benchmarks import certificate
 
