@@ -23,6 +23,9 @@ Subcommands:
 ``validity``
     Certificates under fitted hyperparameters in Ax loops, and stopping
     rules compared (:mod:`benchmarks.validity`); arguments are passed to it.
+``limit``
+    The certificate beside the Monte Carlo quantile of the regret under the
+    same posterior (:mod:`benchmarks.limit`); arguments are passed to it.
 ``certificate``
     Soundness and usefulness of the regret certificates on GP samples
     (:mod:`benchmarks.certificate`); arguments after
@@ -603,6 +606,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import validity
 
         return validity.main(argv[1:])
+    if argv and argv[0] == "limit":  # likewise
+        from benchmarks import limit
+
+        return limit.main(argv[1:])
     if argv and argv[0] == "certificate":
         from benchmarks import certificate
 
