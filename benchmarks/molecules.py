@@ -19,6 +19,8 @@ Methods (``METHODS``):
 ``logei``     Ax's modular BoTorch generator with ``LogExpectedImprovement``
               and the same surrogate (Ax enumerates the library and skips
               evaluated molecules)
+``qlognei``   :func:`~ax_chaining.ax.qlognei_generation_strategy`: Ax's default
+              acquisition (qLogNEI) over the library, same surrogate
 ``random``    uniform without replacement over the molecules not yet tested
 ============  ================================================================
 
@@ -72,12 +74,13 @@ __all__ = [
 
 FORMAT_VERSION = 1
 DATASET_NAMES: tuple[str, ...] = ("esol", "freesolv", "lipo")
-METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "ucb", "logei", "random")
+METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "ucb", "logei", "qlognei", "random")
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
     "gp-ucb": "GP-UCB",
     "ucb": "UCB (beta=0.2)",
     "logei": "LogEI",
+    "qlognei": "qLogNEI over the table",
     "random": "Random",
 }
 DATASET_LABELS = {
@@ -175,6 +178,8 @@ def make_strategy(method: str, gram: Any, n_init: int, config: MoleculeConfig) -
         return axc.gp_ucb_generation_strategy(delta=config.delta, **common)
     if method == "ucb":
         return axc.ucb_generation_strategy(beta=config.beta, **common)
+    if method == "qlognei":
+        return axc.qlognei_generation_strategy(**common)
     raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
 
 

@@ -15,6 +15,8 @@ Methods (``METHODS``), each an Ax ``BenchmarkMethod`` around a
 ``gp-ucb``         :func:`ax_chaining.ax.gp_ucb_generation_strategy` (delta 0.05)
 ``ucb``            :func:`ax_chaining.ax.ucb_generation_strategy` (BoTorch's
                    ``UpperConfidenceBound``, beta 0.2)
+``qlognei-table``  :func:`ax_chaining.ax.qlognei_generation_strategy`: Ax's default
+                   acquisition over the same candidate set as this package's
 ``ax-default``     Ax's ``get_sobol_mbm_generation_strategy(SingleTaskGP,
                    qLogNoisyExpectedImprovement)``: Sobol, then Ax's modular
                    BoTorch generator (Ax's own optimizer of the acquisition)
@@ -74,11 +76,19 @@ __all__ = [
 
 FORMAT_VERSION = 1
 
-METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "ucb", "ax-default", "sobol")
+METHODS: tuple[str, ...] = (
+    "chaining",
+    "gp-ucb",
+    "ucb",
+    "qlognei-table",
+    "ax-default",
+    "sobol",
+)
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
     "gp-ucb": "GP-UCB",
     "ucb": "UCB (beta=0.2)",
+    "qlognei-table": "qLogNEI over the candidate set",
     "ax-default": "Ax default (Sobol + qLogNEI)",
     "sobol": "Sobol",
 }
@@ -263,6 +273,8 @@ def get_method(name: str, config: HarnessConfig) -> Any:
             gs = axc.chaining_generation_strategy(delta=config.delta, **common)
         elif name == "gp-ucb":
             gs = axc.gp_ucb_generation_strategy(delta=config.delta, **common)
+        elif name == "qlognei-table":
+            gs = axc.qlognei_generation_strategy(**common)
         else:
             gs = axc.ucb_generation_strategy(beta=config.beta, **common)
     return BenchmarkMethod(name=LABELS[name], generation_strategy=gs)
