@@ -81,6 +81,7 @@ __all__ = [
 
 HRadius = Literal["algorithm", "proof"]
 CoverMethod = Literal["greedy", "farthest_first"]
+GraphMethod = Literal["auto", "lists", "matrix"]
 
 _PI4_OVER_36 = math.pi**4 / 36.0
 
@@ -256,6 +257,7 @@ def chaining_covers(
     max_cover_size: int | None = None,
     memory_budget: int | None = None,
     lazy: bool = True,
+    graph: GraphMethod = "auto",
 ) -> ChainingResult:
     r"""Run the cover loop of Algorithm 1 on a pseudo-distance.
 
@@ -298,6 +300,11 @@ def chaining_covers(
             kept, their edges not; see :func:`_greedy_levels`). The same picks
             as the lists wherever :math:`d_t^2` is symmetric as computed;
             ``False`` keeps every edge within :math:`\epsilon_1`.
+        graph: How greedy covers hold the :math:`\epsilon_i`-graphs:
+            ``"auto"`` (neighbour lists on CPU within ``memory_budget``, else
+            the level matrix), ``"lists"``, or ``"matrix"`` (the ``N x N``
+            uint8 level matrix: the reference implementation, any device).
+            All give the same covers.
 
     Returns:
         A :class:`ChainingResult`.
@@ -330,8 +337,9 @@ def chaining_covers(
     eps = [scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
 
     if cover == "greedy":
+        check_choice("graph", graph, get_args(GraphMethod))
         covers, sizes, bounded = _greedy_levels(
-            distance, eps, memory_budget=memory_budget, lazy=lazy
+            distance, eps, graph=graph, memory_budget=memory_budget, lazy=lazy
         )
     else:
         covers, sizes, bounded = _farthest_first_levels(distance, eps, max_cover_size)
@@ -445,8 +453,6 @@ def _floor(result: ChainingResult) -> float:
         )
     return float(floor) * result.scale
 
-
-GraphMethod = Literal["auto", "lists", "matrix"]
 
 #: A coarse level is covered by the lazy greedy (its degrees kept, its edges
 #: not) while its estimated edge count exceeds ``LAZY_EDGE_FACTOR * N^1.5``:

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ax_chaining.chaining import _greedy_levels, _greedy_levels_matrix
+from ax_chaining.chaining import chaining_covers
 from ax_chaining.covers import (
     greedy_dominating_set,
     greedy_dominating_set_csr,
@@ -54,14 +54,25 @@ def instances(draw):
     return DenseDistance(cov.to(dtype)), _radii(scale, num)
 
 
+def _covers(distance, eps, **kwargs):
+    """Algorithm 1's covers at the radii ``eps`` (scale eps_1; the floor below
+    eps_L keeps the levels to at most len(eps))."""
+    res = chaining_covers(
+        distance,
+        t=2,
+        scale=eps[0],
+        sigma_floor=0.75 * 2.0 ** (1 - len(eps)),
+        **kwargs,
+    )
+    return [c.tolist() for c in res.covers], res.cover_sizes.tolist()
+
+
 @given(instances())
 def test_lists_equal_level_matrix_covers(instance):
     distance, eps = instance
-    lists = _greedy_levels(distance, eps, graph="lists")
-    matrix = _greedy_levels_matrix(distance, eps)
-    for a, b in zip(lists[0], matrix[0], strict=True):
-        assert a.tolist() == b.tolist()
-    assert lists[1:] == matrix[1:]
+    assert _covers(distance, eps, graph="lists", lazy=False) == _covers(
+        distance, eps, graph="matrix"
+    )
 
 
 @given(instances())
@@ -89,11 +100,8 @@ def test_lazy_coarse_levels_equal_level_matrix_covers(instance):
         return  # the lazy loop reads a candidate's row, the lists its column
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(chaining, "LAZY_EDGE_FACTOR", 0.0)
-        lazy = _greedy_levels(distance, eps, graph="lists")
-    matrix = _greedy_levels_matrix(distance, eps)
-    for a, b in zip(lazy[0], matrix[0], strict=True):
-        assert a.tolist() == b.tolist()
-    assert lazy[1:] == matrix[1:]
+        lazy = _covers(distance, eps, graph="lists")
+    assert lazy == _covers(distance, eps, graph="matrix")
 
 
 @given(instances(), st.integers(0, 6))
@@ -219,55 +227,75 @@ def test_greedy_by_hand_on_lists():
 def test_lists_respect_memory_budget():
     cov = torch.eye(200, dtype=torch.float64) * 0.1 + 0.9  # every pair within eps_1
     distance = DenseDistance(cov)
+    eps = [1.0, 0.5]
     with pytest.raises(MemoryBudgetError, match="memory_budget"):
-        _greedy_levels(distance, [1.0, 0.5], graph="matrix", memory_budget=1000)
+        _covers(distance, eps, graph="matrix", memory_budget=1000, lazy=False)
     # 40,000 pairs as lists (16 bytes each at the peak) exceed 300 kB; the
     # level matrix (2 bytes a pair) fits: "auto" takes it, with the same covers.
-    auto = _greedy_levels(distance, [1.0, 0.5], memory_budget=300_000)
-    assert [c.tolist() for c in auto[0]] == [[0], [0]]
+    auto = _covers(distance, eps, memory_budget=300_000, lazy=False)
+    assert auto[0] == [[0]]  # one level: every sigma is 1 = eps_1
     sparse = DenseDistance(torch.eye(200, dtype=torch.float64))  # d = sqrt(2)
     with pytest.raises(MemoryBudgetError, match="neighbour lists"):
-        _greedy_levels(sparse, [1.0, 0.5], graph="lists", memory_budget=100)
+        _covers(sparse, eps, graph="lists", memory_budget=100, lazy=False)
+
+
+def _se_gp(kernel, Z: torch.Tensor, n: int = 25) -> object:
+    from botorch.models import SingleTaskGP
+
+    g = torch.Generator().manual_seed(1)
+    idx = torch.randperm(Z.shape[0], generator=g)[:n]
+    y = torch.sin(Z[idx].sum(-1, keepdim=True))
+    model = SingleTaskGP(Z[idx], y, covar_module=kernel, outcome_transform=None)
+    return model.eval()
 
 
 @pytest.mark.parametrize("ard", [False, True])
 @pytest.mark.parametrize("scaled", [False, True])
-def test_se_rows_equal_covar_module(ard, scaled):
+def test_low_rank_se_rows_equal_the_dense_posterior(ard, scaled):
+    """The low-rank route's rows of d_t^2 (a plain SE kernel in three passes)
+    equal the dense posterior's, on one thread and with a large block's
+    exponential split over two."""
     from gpytorch.kernels import RBFKernel, ScaleKernel
 
-    from ax_chaining.posterior import _SERows
+    from ax_chaining.posterior import candidate_posterior
 
     g = torch.Generator().manual_seed(0)
-    Z = 20.0 * torch.rand(300, 3, generator=g, dtype=torch.float64)
+    Z = 20.0 * torch.rand(3000, 3, generator=g, dtype=torch.float64)
     kernel = RBFKernel(ard_num_dims=3 if ard else None).to(torch.float64)
     kernel.lengthscale = torch.tensor([0.7, 1.3, 2.0] if ard else [1.1])
     if scaled:
         kernel = ScaleKernel(kernel).to(torch.float64)
         kernel.outputscale = 2.5
-    rows = _SERows.of(kernel, Z)
-    assert rows is not None
-    idx = torch.tensor([0, 7, 299, 7])
-    with torch.no_grad():
-        expected = kernel(Z[idx], Z).to_dense()
-    torch.testing.assert_close(rows(idx, None), expected, atol=1e-13, rtol=0)
-    # Columns from `first` on, and a large block's exponential split over
-    # threads (forced here by a threshold of 0), give the same values.
-    torch.testing.assert_close(rows(idx, None, 5), expected[:, 5:], atol=1e-13, rtol=0)
-    with pytest.MonkeyPatch.context() as patch:
-        import ax_chaining.posterior as posterior
-
-        patch.setattr(posterior, "_SPLIT_EXP", 0)
-        patch.setattr(torch, "get_num_threads", lambda: 3)
-        split = rows(idx, None)
-    torch.testing.assert_close(split, expected, atol=1e-13, rtol=0)
+    model = _se_gp(kernel, Z)
+    low = candidate_posterior(model, Z, path="low_rank").distance
+    dense = candidate_posterior(model, Z, path="dense").distance
+    idx = torch.tensor([0, 7, 2999, 7])
+    torch.testing.assert_close(low.rows(idx), dense.rows(idx), atol=1e-11, rtol=0)
+    big = torch.arange(0, 3000, 2)  # 1,500 x 3,000 entries: split over threads
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        split = low.rows(big)
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(split, dense.rows(big), atol=1e-11, rtol=0)
 
 
-def test_se_rows_only_for_plain_se_kernels():
+@pytest.mark.parametrize("kind", ["matern", "active_dims", "product"])
+def test_low_rank_rows_of_other_kernels_equal_the_dense_posterior(kind):
     from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
-    from ax_chaining.posterior import _SERows
+    from ax_chaining.posterior import candidate_posterior
 
-    Z = torch.rand(10, 2, dtype=torch.float64)
-    assert _SERows.of(ScaleKernel(MaternKernel()), Z) is None
-    assert _SERows.of(RBFKernel(active_dims=[0]), Z) is None
-    assert _SERows.of(RBFKernel(batch_shape=torch.Size([2])), Z) is None
+    g = torch.Generator().manual_seed(2)
+    Z = 5.0 * torch.rand(200, 2, generator=g, dtype=torch.float64)
+    kernel = {
+        "matern": lambda: ScaleKernel(MaternKernel()),
+        "active_dims": lambda: RBFKernel(active_dims=[0]),
+        "product": lambda: RBFKernel(active_dims=[0]) * MaternKernel(active_dims=[1]),
+    }[kind]().to(torch.float64)
+    model = _se_gp(kernel, Z, n=15)
+    low = candidate_posterior(model, Z, path="low_rank").distance
+    dense = candidate_posterior(model, Z, path="dense").distance
+    idx = torch.arange(0, 200, 7)
+    torch.testing.assert_close(low.rows(idx), dense.rows(idx), atol=1e-11, rtol=0)
