@@ -29,7 +29,7 @@ from ax_chaining.ax.candidates import (
     row_key,
 )
 from ax_chaining.ax.metadata import objective_scale, recorded
-from ax_chaining.certification import CheckSchedule, certify_model
+from ax_chaining.certification import Calibration, CheckSchedule, certify_model
 from ax_chaining.checks import check_choice, check_delta, type_error
 
 Units = Literal["objective", "model"]
@@ -146,6 +146,7 @@ def certify(
     *,
     schedule: CheckSchedule | None = None,
     units: Units = "objective",
+    calibration: Calibration = "loo",
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
@@ -171,11 +172,15 @@ def certify(
         delta: Confidence parameter.
         schedule: The checks over which ``delta`` is spent (default every step).
         units: ``"objective"`` or ``"model"`` for ``bound``.
+        calibration: ``"loo"`` (default: the fitted model's leave-one-out
+            check, :mod:`ax_chaining.certification`) or ``"none"`` (the model
+            taken as true).
 
     Returns:
         ``parameters``, ``bound`` (None in objective units without a single
         scale), ``bound_model_units``, ``trial_index`` (the trial that evaluated
-        the certified point), ``delta``, ``share``, ``valid``, ``reason``.
+        the certified point), ``delta``, ``share``, ``valid``, ``reason``,
+        ``checks`` (the calibration check's statistics).
     """
     delta = check_delta(delta)
     check_choice("units", units, get_args(Units))
@@ -222,6 +227,7 @@ def certify(
         delta=delta,
         schedule=schedule,
         posterior_transform=ScalarizedPosteriorTransform(weights=weights),
+        calibration=calibration,
     )
     scale = objective_scale(adapter, experiment, weights)
     parameters = dict(rows[cert.index])
@@ -238,6 +244,7 @@ def certify(
         "share": cert.share,
         "valid": cert.valid,
         "reason": cert.reason,
+        "checks": dict(cert.checks),
     }
 
 
