@@ -79,6 +79,10 @@ def certificate_record(
             **options,
         )
     record = cert.as_dict()
+    # Lean JSON: every step's record would otherwise grow with the evaluated
+    # candidates (their indices and bounds), quadratically over a loop.
+    record["num_certified"] = len(record.pop("certified"))
+    record.pop("bounds")
     record.update(
         bound_model_units=float(cert.bound),
         bound=None if scale is None else float(cert.bound) * scale,
