@@ -18,7 +18,9 @@ step) and records at every step:
 * the UCB - LCB bound of Makarova et al. (2022) with GP-UCB's
   :math:`\beta_t` over the candidates (the rule behind BoFire's
   ``UCBLCBRegretTermination``), its point and that point's regret;
-* whether Ax's ``ImprovementGlobalStoppingStrategy`` (Ax's defaults) would stop.
+* whether Ax's ``ImprovementGlobalStoppingStrategy`` (Ax's defaults) would
+  stop, at every fifth query (from the finished experiment, with Ax's
+  ``trial_to_check``: one call costs more than a model step).
 
 Problems: ``esol``, ``freesolv``, ``lipo`` (the vendored libraries, item index
 and precomputed Tanimoto kernel of Morgan fingerprints, noise-free values,
@@ -311,12 +313,20 @@ def run_one(
                 if scale is None
                 else float(ucb_lcb[index.tolist().index(lcb_pick)]) * scale,
                 "ucb_lcb_regret": f_max - float(f[lcb_pick]),
-                "ax_improvement_stop": bool(
-                    improvement.should_stop_optimization(experiment)[0]
-                ),
+                "ax_improvement_stop": None,  # filled in after the loop
             }
             steps.append(step)
             observe(trial, index_of[row_key(p, names)])
+    # Ax's rule at every fifth query, from the finished experiment (one call
+    # costs more than a model step; its trial_to_check looks back in time).
+    experiment = gs.experiment
+    for k, step in enumerate(steps, start=1):
+        if k % 5 == 0:
+            trial = config.n_init + k - 1  # the trial of the k-th query
+            stop, _ = improvement.should_stop_optimization(
+                experiment, trial_to_check=trial
+            )
+            step["ax_improvement_stop"] = bool(stop)
     return {
         "problem": problem,
         "method": method,
