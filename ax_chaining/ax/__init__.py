@@ -17,6 +17,7 @@ from ax_chaining.ax.nodes import (
 )
 from ax_chaining.ax.storage import (
     candidate_index_parameter,
+    fingerprint_kernel_surrogate_spec,
     precomputed_kernel_surrogate_spec,
     register_storage,
 )
