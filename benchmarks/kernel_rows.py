@@ -9,23 +9,28 @@ per second (wall clock and per CPU second) and the peak resident memory. Each
 (route, N) runs in a fresh subprocess so that its peak memory is its own.
 
 The library is ``N`` random fingerprints of 2048 bits with 40 to 60 bits set
-per row, at uniformly drawn positions (``--seed``), or the first ``N`` rows of
-a real library (``--library``: a :func:`ax_chaining.chem.featurize_library`
-cache directory or a :meth:`PackedFingerprints.save` file). The rows are drawn
-with the same seed and computed in blocks of ``--block`` (default 16) against
-all ``N`` columns. ``checksum`` is a hash of the float64 values of the first
-block: equal checksums across routes mean bit-identical values.
+per row, at uniformly drawn positions (``--seed``), written once to a temporary
+file, or the first ``N`` rows of a real library (``--library``: a
+:func:`ax_chaining.chem.featurize_library` cache directory or a
+:meth:`PackedFingerprints.save` file); workers memory-map it. The rows are
+drawn with the same seed and computed in blocks of ``--block`` (default 16)
+against all ``N`` columns. ``checksum`` is a hash of the float64 values of the
+first block: equal checksums across routes mean bit-identical values.
 
 One JSON line per measurement::
 
     python -m benchmarks.kernel_rows --sizes 10000 100000 1000000
+    python -m benchmarks.kernel_rows --sizes 10000 100000 1000000 \
+        --library cache/moses  # featurize_library("train.csv.gz", "cache/moses")
 
-with the fields ``route``, ``n``, ``rows``, ``rows_per_s`` (wall clock),
-``rows_per_cpu_s``, ``setup_s`` (building the inverted index, or RDKit's bit
-vectors; not in the rates), ``peak_rss_mb``, ``library_rss_mb`` (resident
-memory once the library is loaded, before the route's setup), ``threads``
-(torch's, used by ``matmul``) and ``checksum``. ``--quick`` is a small preset
-(``N = 2000``, 32 rows, one repeat) that a test runs end to end.
+with the fields ``route``, ``n``, ``rows``, ``rows_per_s`` (wall clock, best of
+``--repeats``), ``rows_per_cpu_s``, ``setup_s`` (building the inverted index,
+or RDKit's bit vectors; not in the rates), ``library_rss_mb`` (resident memory
+once the library is mapped and its bit counts computed, the interpreter with
+torch included), ``peak_rss_mb``, ``route_mb`` (their difference: what the
+route added, its index or RDKit's vectors included), ``threads`` (torch's, used
+by ``matmul``) and ``checksum``. ``--quick`` is a small preset (``N = 2000``,
+32 rows, one repeat) that a test runs end to end.
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -73,8 +80,6 @@ def random_library(
 def _load(args: argparse.Namespace):
     from ax_chaining.kernels import PackedFingerprints
 
-    if args.library is None:
-        return random_library(args.n, args.seed)
     path = Path(args.library)
     if path.is_dir():
         path = path / "fingerprints.npy"
@@ -85,13 +90,23 @@ def _load(args: argparse.Namespace):
 
 
 def _rss_mb() -> float:
+    """Peak resident memory of this process so far (MB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _current_rss_mb() -> float:
+    """Resident memory now (MB; Linux), else the peak so far."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except OSError:  # pragma: no cover - not Linux
+        return _rss_mb()
+    return pages * resource.getpagesize() / 2**20
 
 
 def _worker(args: argparse.Namespace) -> dict:
     library = _load(args)
     library.popcounts  # noqa: B018 - computed once, as any route needs them
-    library_rss = _rss_mb()
+    library_rss = _current_rss_mb()
     rng = np.random.default_rng(args.seed + 1)
     rows = np.sort(rng.choice(args.n, size=min(args.rows, args.n), replace=False))
     blocks = [rows[i : i + args.block] for i in range(0, rows.shape[0], args.block)]
@@ -138,11 +153,12 @@ def _worker(args: argparse.Namespace) -> dict:
         "setup_s": round(setup, 2),
         "peak_rss_mb": round(_rss_mb(), 1),
         "library_rss_mb": round(library_rss, 1),
-        "library": args.library or f"random 40-60 of 2048 bits, seed {args.seed}",
+        "route_mb": round(_rss_mb() - library_rss, 1),
+        "library": args.label or args.library,
         "threads": torch.get_num_threads(),
         "repeats": args.repeats,
         "checksum": checksum,
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
     }
 
 
@@ -163,34 +179,45 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--route", choices=ROUTES, help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--label", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(_worker(args)), flush=True)
         return
     if args.quick:
         args.sizes, args.repeats, args.rows = [2000], 1, 32
-    for n in args.sizes:
-        for route in args.routes:
-            cmd = [
-                sys.executable,
-                "-m",
-                "benchmarks.kernel_rows",
-                "--worker",
-                f"--route={route}",
-                f"--n={n}",
-                f"--rows={args.rows or _default_rows(n)}",
-                f"--block={args.block}",
-                f"--repeats={args.repeats}",
-                f"--seed={args.seed}",
-            ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            # Random libraries are written once and memory-mapped by each
+            # worker, so that a worker's memory is the library and its route.
             if args.library:
-                cmd.append(f"--library={args.library}")
-            done = subprocess.run(
-                cmd, capture_output=True, text=True, check=False, cwd=ROOT
-            )
-            if done.returncode != 0:
-                raise SystemExit(f"{route} at N={n} failed:\n{done.stderr[-3000:]}")
-            print(done.stdout.strip().splitlines()[-1], flush=True)
+                library, label = args.library, f"{args.library} (first N rows)"
+            else:
+                library = str(random_library(n, args.seed).save(Path(tmp) / f"{n}"))
+                label = f"random, 40-60 of 2048 bits set, seed {args.seed}"
+            for route in args.routes:
+                print(_run_worker(args, route, n, library, label), flush=True)
+
+
+def _run_worker(args: argparse.Namespace, route: str, n: int, library: str, label: str):
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.kernel_rows",
+        "--worker",
+        f"--route={route}",
+        f"--n={n}",
+        f"--rows={args.rows or _default_rows(n)}",
+        f"--block={args.block}",
+        f"--repeats={args.repeats}",
+        f"--seed={args.seed}",
+        f"--library={library}",
+        f"--label={label}",
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"{route} at N={n} failed:\n{done.stderr[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]
 
 
 if __name__ == "__main__":

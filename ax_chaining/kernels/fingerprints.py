@@ -394,7 +394,9 @@ class PackedFingerprints:
         if route == "matmul":
             return self._matmul(row_idx, col_idx, span, dtype, device)
         out = np.empty((row_idx.shape[0], num_cols), dtype=np.float64)
-        if route == "inverted":
+        if out.size == 0:
+            pass
+        elif route == "inverted":
             self._inverted(row_idx, col_idx, span, out)
         else:
             cols_words = self._words[span[0] : span[1]] if col_idx is None else None
@@ -439,12 +441,16 @@ class PackedFingerprints:
         out: np.ndarray,
     ) -> None:
         pointers, postings = self.build_index()._index
-        pop = self.popcounts
+        pop = self.popcounts.astype(np.float64)
         if span is None:  # arbitrary columns: rows over the tiles they span
             lo, hi = int(col_idx.min()), int(col_idx.max()) + 1
             buffer = np.empty(hi - lo, dtype=np.float64)
         else:
             lo, hi = span
+        # Buffers reused across rows and tiles; the postings are gathered as
+        # intp, which bincount counts without a cast of its own.
+        hits = np.empty(1 << 20, dtype=np.intp)
+        union = np.empty(_TILE, dtype=np.float64)
         for r, i in enumerate(row_idx):
             target = out[r] if span is not None else buffer
             bits = np.flatnonzero(
@@ -456,14 +462,22 @@ class PackedFingerprints:
                 t0 = tile * _TILE
                 t1 = min(t0 + _TILE, len(self))
                 starts, stops = pointers[tile, bits], pointers[tile, bits + 1]
-                hits = np.concatenate(
-                    [postings[a:b] for a, b in zip(starts, stops, strict=True)]
-                )
-                counts = np.bincount(hits, minlength=t1 - t0)
+                total = int((stops - starts).sum())
+                if total > hits.shape[0]:
+                    hits = np.empty(2 * total, dtype=np.intp)
+                if total:
+                    parts = [postings[a:b] for a, b in zip(starts, stops, strict=True)]
+                    np.concatenate(parts, out=hits[:total], casting="safe")
+                counts = np.bincount(hits[:total], minlength=t1 - t0)
                 a, b = max(lo, t0), min(hi, t1)
-                _quotient(
-                    counts[a - t0 : b - t0], pop[i], pop[a:b], target[a - lo : b - lo]
-                )
+                inter, u = counts[a - t0 : b - t0], union[: b - a]
+                # union = |a| + |b| - inter, exact integers in float64.
+                np.add(pop[a:b], pop[i], out=u)
+                np.subtract(u, inter, out=u)
+                with np.errstate(invalid="ignore"):
+                    np.divide(inter, u, out=target[a - lo : b - lo])
+                if pop[i] == 0:  # two empty fingerprints: 0 / 0 above, k = 1
+                    np.copyto(target[a - lo : b - lo], 1.0, where=u == 0)
             if span is None:
                 out[r] = buffer[col_idx - lo]
 
@@ -556,6 +570,35 @@ class _FingerprintKernel(Kernel):
     def __init__(self, validate: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validate = check_bool("validate", validate)
+
+    def __call__(
+        self,
+        x1: Tensor,
+        x2: Tensor | None = None,
+        diag: bool = False,
+        last_dim_is_batch: bool = False,
+        **params: Any,
+    ) -> Any:
+        # GPyTorch compares the widths before `forward` with a message that
+        # names neither argument nor mode; say what was expected instead.
+        name = type(self).__name__
+        if self.active_dims is None and getattr(self, "library", None) is not None:
+            for arg, x in (("x1", x1), ("x2", x1 if x2 is None else x2)):
+                if x.shape[-1] != 1:
+                    raise ValueError(
+                        f"{name} in library mode expects `{arg}` with a single "
+                        "column holding the item index (`... x n x 1`), got shape "
+                        f"{tuple(x.shape)}. For fingerprint inputs, construct it "
+                        "without `library`."
+                    )
+        elif self.active_dims is None and x2 is not None:
+            if x1.shape[-1] != x2.shape[-1]:
+                raise ValueError(
+                    f"{name} inputs `x1` and `x2` must have the same fingerprint "
+                    f"width (last dimension), got {x1.shape[-1]} and "
+                    f"{x2.shape[-1]}."
+                )
+        return super().__call__(x1, x2, diag, last_dim_is_batch, **params)
 
     def _features(self, x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
         r"""Inputs as a floating dtype after the checks; raises on bad input."""
