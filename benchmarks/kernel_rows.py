@@ -89,18 +89,32 @@ def _load(args: argparse.Namespace):
     return PackedFingerprints(full.words[: args.n], full.n_bits)
 
 
+def _status_mb(field: str) -> float | None:
+    """A memory figure of this process from ``/proc/self/status`` (MB; Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return None  # pragma: no cover
+
+
 def _rss_mb() -> float:
-    """Peak resident memory of this process so far (MB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak resident memory of this process (MB).
+
+    ``VmHWM`` where there is one: ``ru_maxrss`` also counts the parent's memory
+    copied at fork, before the worker's exec.
+    """
+    peak = _status_mb("VmHWM")
+    if peak is None:  # pragma: no cover - not Linux
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return peak
 
 
 def _current_rss_mb() -> float:
-    """Resident memory now (MB; Linux), else the peak so far."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except OSError:  # pragma: no cover - not Linux
-        return _rss_mb()
-    return pages * resource.getpagesize() / 2**20
+    """Resident memory now (MB)."""
+    return _status_mb("VmRSS") or _rss_mb()
 
 
 def _worker(args: argparse.Namespace) -> dict:

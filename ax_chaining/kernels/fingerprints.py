@@ -15,8 +15,8 @@ similarity is
     k_{MM}(a, b) = \frac{\sum_i \min(a_i, b_i)}{\sum_i \max(a_i, b_i)},
 
 both defined as 1 when :math:`a = b = 0`. Both are positive semi-definite
-(Ralaivola et al., 2005; Gower, 1971), equal 1 on the diagonal and reduce to each
-other on binary vectors.
+(Ralaivola et al., 2005), equal 1 on the diagonal and reduce to each other on
+binary vectors.
 
 Two ways to use them:
 
@@ -33,28 +33,31 @@ Two ways to use them:
 
 Rows :math:`k(\text{lib}[i], \text{lib}[c_0:c_1])` of the Tanimoto kernel in library
 mode go through one of three exact routes (:meth:`PackedFingerprints.tanimoto`),
-all giving bit-identical values (integer counts, then one division in float64):
+all giving bit-identical values (integer counts, then one correctly rounded
+division), besides the ``r x c`` result itself:
 
 ==============  ===============================================  ===================
 route           how                                              memory
 ==============  ===============================================  ===================
 ``inverted``    an inverted index (for each bit, the rows that   ``2 B`` per set bit
-                set it, in tiles of :math:`2^{16}` rows): a      (``~N * 100 B`` for
+                set it, in tiles of :math:`2^{16}` rows): a      (``~N * 90 B`` for
                 row's intersections with the library are a      Morgan 2048, built
-                ``bincount`` of the postings of its set bits;    once, lazily), plus
-                used on CPU for large column sets                ``~1.5 MB`` per call
+                ``bincount`` of the postings of its set bits;    once, lazily) and
+                used on CPU for large column sets                ``8 N`` B, plus
+                                                                 ``~3 MB`` per call
 ``popcount``    ``numpy.bitwise_count`` of the AND of packed     ``<= 16 MB`` of
                 ``uint64`` words, in row x column blocks; used   temporaries
                 on CPU for small column sets (GP fitting)
 ``matmul``      float32 matrix products of unpacked bits, in     a device copy of the
                 column blocks; used when the inputs live on a    words (``N * m / 8``
-                GPU                                              B), blocks ``<= 512
-                                                                 MB`` (64 MB on CPU)
+                GPU                                              B); blocks of columns
+                                                                 of ``~1.5 x 512 MB``
+                                                                 (``64 MB`` on CPU)
 ==============  ===============================================  ===================
 
 The library itself is ``N * ceil(m / 64) * 8`` bytes of ``uint64`` words
 (256 B per molecule for 2048 bits, memory-mapped from a ``.npy`` file when opened
-with :meth:`PackedFingerprints.open`) and ``4 N`` bytes of bit counts; no route
+with :meth:`PackedFingerprints.open`) and ``8 N`` bytes of bit counts; no route
 materializes ``N x m`` values.
 """
 
@@ -95,9 +98,11 @@ _TILE = 1 << 16
 _POPCOUNT_WORDS = 1 << 21
 # Bytes of unpacked float32 columns per block of the matmul route.
 _MATMUL_BYTES = {"cpu": 1 << 26, "other": 1 << 29}
-# The inverted route is used from this many columns on (below, popcount is
-# faster: measured by `python -m benchmarks.kernel_rows`).
-_INVERTED_MIN_COLS = 2048
+# The inverted route costs about a fixed amount per row and tile, the popcount
+# route a fixed amount per column: "auto" takes the inverted one from
+# 1024 + min(N, 2^16) / 32 columns on (measured crossovers: ~1,100 columns in
+# a library of 10^4, ~2,900 in one of 10^5).
+_INVERTED_MIN_COLS = 1024
 _FORMAT = "ax_chaining.PackedFingerprints"
 
 if hasattr(np, "bitwise_count"):  # numpy >= 2.0
@@ -183,7 +188,7 @@ class PackedFingerprints:
         self._n_bits = n_bits
         self._popcounts: np.ndarray | None = None
         self._key: str | None = None
-        self._index: tuple[np.ndarray, np.ndarray] | None = None
+        self._index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._devices: dict[torch.device, tuple[Tensor, Tensor]] = {}
 
     @classmethod
@@ -321,8 +326,9 @@ class PackedFingerprints:
     def build_index(self) -> PackedFingerprints:
         r"""Build the inverted index of the ``inverted`` route now (else on first use).
 
-        About 2 bytes per set bit (``~100 B`` per Morgan-2048 molecule), built
-        in tiles of :math:`2^{16}` rows. Returns ``self``.
+        About 2 bytes per set bit (``~90 B`` per Morgan-2048 molecule) and 8
+        bytes per row, built in tiles of :math:`2^{16}` rows (about 10 s per
+        million rows on one core). Returns ``self``.
         """
         if self._index is None:
             pointers, postings = [], []
@@ -335,7 +341,9 @@ class PackedFingerprints:
                 np.cumsum(np.bincount(bits, minlength=self.n_bits), out=pointer[1:])
                 pointers.append(pointer + total)
                 total += rows.shape[0]
-            self._index = (np.stack(pointers), np.concatenate(postings))
+            # Bit counts as float64 too: the quotients are formed in float64.
+            pop = self.popcounts.astype(np.float64)
+            self._index = (np.stack(pointers), np.concatenate(postings), pop)
         return self
 
     def tanimoto(
@@ -357,7 +365,8 @@ class PackedFingerprints:
             cols: Library column indices, or a slice (``Z[first:stop]``, the
                 fast case for large libraries); all rows if None.
             route: ``"auto"`` (default: ``matmul`` on a GPU; on CPU
-                ``inverted`` from 2,048 columns on, else ``popcount``), or one
+                ``inverted`` from ``1024 + min(N, 65536) / 32`` columns on,
+                else ``popcount``), or one
                 of ``"inverted"``, ``"popcount"``, ``"matmul"`` (see the module
                 docstring for their memory).
             dtype: Floating dtype of the result.
@@ -387,7 +396,7 @@ class PackedFingerprints:
         if route == "auto":
             if device.type != "cpu":
                 route = "matmul"
-            elif num_cols >= _INVERTED_MIN_COLS:
+            elif num_cols >= _INVERTED_MIN_COLS + min(n, _TILE) // 32:
                 route = "inverted"
             else:
                 route = "popcount"
@@ -440,8 +449,7 @@ class PackedFingerprints:
         span: tuple[int, int] | None,
         out: np.ndarray,
     ) -> None:
-        pointers, postings = self.build_index()._index
-        pop = self.popcounts.astype(np.float64)
+        pointers, postings, pop = self.build_index()._index
         if span is None:  # arbitrary columns: rows over the tiles they span
             lo, hi = int(col_idx.min()), int(col_idx.max()) + 1
             buffer = np.empty(hi - lo, dtype=np.float64)
@@ -449,7 +457,7 @@ class PackedFingerprints:
             lo, hi = span
         # Buffers reused across rows and tiles; the postings are gathered as
         # intp, which bincount counts without a cast of its own.
-        hits = np.empty(1 << 20, dtype=np.intp)
+        hits = np.empty(1 << 17, dtype=np.intp)
         union = np.empty(_TILE, dtype=np.float64)
         for r, i in enumerate(row_idx):
             target = out[r] if span is not None else buffer
