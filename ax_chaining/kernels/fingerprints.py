@@ -331,19 +331,21 @@ class PackedFingerprints:
         million rows on one core). Returns ``self``.
         """
         if self._index is None:
-            pointers, postings = [], []
+            # Filled in place (its size is the total bit count): no second copy.
+            postings = np.empty(int(self.popcounts.sum()), dtype=np.uint16)
+            pointers = np.zeros((-(-len(self) // _TILE), self.n_bits + 1), np.int64)
             total = 0
-            for start in range(0, len(self), _TILE):
+            for tile, start in enumerate(range(0, len(self), _TILE)):
                 bits, rows = _set_bits(self._words[start : start + _TILE])
                 order = np.argsort(bits, kind="stable")  # radix sort of uint16
-                postings.append(rows[order].astype(np.uint16))
-                pointer = np.zeros(self.n_bits + 1, dtype=np.int64)
-                np.cumsum(np.bincount(bits, minlength=self.n_bits), out=pointer[1:])
-                pointers.append(pointer + total)
+                postings[total : total + rows.shape[0]] = rows[order]
+                counts = np.bincount(bits, minlength=self.n_bits)
+                np.cumsum(counts, out=pointers[tile, 1:])
+                pointers[tile] += total
                 total += rows.shape[0]
             # Bit counts as float64 too: the quotients are formed in float64.
             pop = self.popcounts.astype(np.float64)
-            self._index = (np.stack(pointers), np.concatenate(postings), pop)
+            self._index = (pointers, postings, pop)
         return self
 
     def tanimoto(
