@@ -39,12 +39,12 @@ division), besides the ``r x c`` result itself:
 ==============  ===============================================  ===================
 route           how                                              memory
 ==============  ===============================================  ===================
-``inverted``    an inverted index (for each bit, the rows that   ``2 B`` per set bit
-                set it, in tiles of :math:`2^{16}` rows): a      (``~N * 90 B`` for
-                row's intersections with the library are a      Morgan 2048, built
-                ``bincount`` of the postings of its set bits;    once, lazily) and
-                used on CPU for large column sets                ``8 N`` B, plus
-                                                                 ``~3 MB`` per call
+``inverted``    an inverted index (for each bit, the rows that   ``<= 2 B`` per set
+                set it, in tiles of :math:`2^{16}` rows; a bit   bit (``< N * 90 B``
+                set in most rows is stored by the rows that      for Morgan 2048,
+                lack it): a row's intersections with the         built once, lazily)
+                library are a ``bincount`` of the postings of    and ``8 N`` B, plus
+                its set bits; used on CPU for large column sets  ``~3 MB`` per call
 ``popcount``    ``numpy.bitwise_count`` of the AND of packed     ``<= 16 MB`` of
                 ``uint64`` words, in row x column blocks; used   temporaries
                 on CPU for small column sets (GP fitting)
@@ -188,7 +188,7 @@ class PackedFingerprints:
         self._n_bits = n_bits
         self._popcounts: np.ndarray | None = None
         self._key: str | None = None
-        self._index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._index: tuple[np.ndarray, ...] | None = None
         self._devices: dict[torch.device, tuple[Tensor, Tensor]] = {}
 
     @classmethod
@@ -326,26 +326,31 @@ class PackedFingerprints:
     def build_index(self) -> PackedFingerprints:
         r"""Build the inverted index of the ``inverted`` route now (else on first use).
 
-        About 2 bytes per set bit (``~90 B`` per Morgan-2048 molecule) and 8
-        bytes per row, built in tiles of :math:`2^{16}` rows (about 10 s per
-        million rows on one core). Returns ``self``.
+        At most 2 bytes per set bit (bits set in more than half of a tile's
+        rows are stored by the rows that lack them; ``< 90 B`` per Morgan-2048
+        molecule) and 8 bytes per row, built in tiles of :math:`2^{16}` rows
+        (about 6 to 10 s per million rows on one core). Returns ``self``.
         """
         if self._index is None:
-            # Filled in place (its size is the total bit count): no second copy.
+            num_tiles = -(-len(self) // _TILE)
+            # At most one posting per set bit (fewer where complemented).
             postings = np.empty(int(self.popcounts.sum()), dtype=np.uint16)
-            pointers = np.zeros((-(-len(self) // _TILE), self.n_bits + 1), np.int64)
+            pointers = np.zeros((num_tiles, self.n_bits + 1), dtype=np.int64)
+            flipped = np.zeros((num_tiles, self.n_bits), dtype=bool)
             total = 0
             for tile, start in enumerate(range(0, len(self), _TILE)):
-                bits, rows = _set_bits(self._words[start : start + _TILE])
+                words = self._words[start : start + _TILE]
+                bits, rows, flipped[tile] = _tile_postings(words, self.n_bits)
                 order = np.argsort(bits, kind="stable")  # radix sort of uint16
                 postings[total : total + rows.shape[0]] = rows[order]
                 counts = np.bincount(bits, minlength=self.n_bits)
                 np.cumsum(counts, out=pointers[tile, 1:])
                 pointers[tile] += total
                 total += rows.shape[0]
+            postings = postings[:total].copy()
             # Bit counts as float64 too: the quotients are formed in float64.
             pop = self.popcounts.astype(np.float64)
-            self._index = (pointers, postings, pop)
+            self._index = (pointers, postings, flipped, pop)
         return self
 
     def tanimoto(
@@ -451,7 +456,7 @@ class PackedFingerprints:
         span: tuple[int, int] | None,
         out: np.ndarray,
     ) -> None:
-        pointers, postings, pop = self.build_index()._index
+        pointers, postings, flipped, pop = self.build_index()._index
         if span is None:  # arbitrary columns: rows over the tiles they span
             lo, hi = int(col_idx.min()), int(col_idx.max()) + 1
             buffer = np.empty(hi - lo, dtype=np.float64)
@@ -471,14 +476,32 @@ class PackedFingerprints:
             for tile in range(lo // _TILE, -(-hi // _TILE)):
                 t0 = tile * _TILE
                 t1 = min(t0 + _TILE, len(self))
-                starts, stops = pointers[tile, bits], pointers[tile, bits + 1]
-                total = int((stops - starts).sum())
+                width = t1 - t0
+                # Complemented bits last: their postings are the rows *without*
+                # the bit, counted in a second half of the bincount.
+                flip = flipped[tile, bits]
+                num_flipped = int(flip.sum())
+                query = (
+                    np.concatenate([bits[~flip], bits[flip]]) if num_flipped else bits
+                )
+                starts, stops = pointers[tile, query], pointers[tile, query + 1]
+                lengths = stops - starts
+                total = int(lengths.sum())
                 if total > hits.shape[0]:
                     hits = np.empty(2 * total, dtype=np.intp)
                 if total:
                     parts = [postings[a:b] for a, b in zip(starts, stops, strict=True)]
                     np.concatenate(parts, out=hits[:total], casting="safe")
-                counts = np.bincount(hits[:total], minlength=t1 - t0)
+                if num_flipped:
+                    split = int(lengths[: query.shape[0] - num_flipped].sum())
+                    hits[split:total] += width
+                    counts = np.bincount(hits[:total], minlength=2 * width)
+                    # |a & b| = (plain bits shared) + (complemented bits of a
+                    # that b has) = counts - (rows lacking them) + their number.
+                    counts = counts[:width] - counts[width:]
+                    counts += num_flipped
+                else:
+                    counts = np.bincount(hits[:total], minlength=width)
                 a, b = max(lo, t0), min(hi, t1)
                 inter, u = counts[a - t0 : b - t0], union[: b - a]
                 # union = |a| + |b| - inter, exact integers in float64.
@@ -1022,6 +1045,29 @@ def _set_bits(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     bit = byte[which] * 8 + offset
     # uint16 keys make the stable argsort a radix sort (widths up to 2^16).
     return bit.astype(np.uint16 if words.shape[1] <= 1024 else np.int64), rows[which]
+
+
+def _tile_postings(
+    words: np.ndarray, n_bits: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""(bit, row) postings of a tile of packed rows, and which bits are flipped.
+
+    A bit set in more than half of the tile's rows (a few Morgan bits are set
+    in most drug-like molecules) is stored by the rows that *lack* it: at most
+    half the tile, which bounds the postings a row's query reads.
+    """
+    bits, rows = _set_bits(words)
+    counts = np.bincount(bits, minlength=n_bits)
+    flip = 2 * counts > words.shape[0]
+    if flip.any():
+        flipped = np.flatnonzero(flip)
+        mine = flip[bits]
+        has = np.zeros((flipped.shape[0], words.shape[0]), dtype=bool)
+        has[np.searchsorted(flipped, bits[mine]), rows[mine]] = True
+        which, lacking = np.nonzero(~has)
+        bits = np.concatenate([bits[~mine], flipped[which].astype(bits.dtype)])
+        rows = np.concatenate([rows[~mine], lacking])
+    return bits, rows, flip
 
 
 def _unpack_torch(words: Tensor, n_bits: int) -> Tensor:
