@@ -93,7 +93,14 @@ def fingerprint_kernel_surrogate_spec(
         metric: ``"tanimoto"`` (binary fingerprints; the only library mode).
 
     Example:
-        >>> spec = fingerprint_kernel_surrogate_spec(PackedFingerprints.open(path))
+        >>> library = featurize_library("train.csv.gz", "cache/moses").fingerprints
+        >>> client = Client()
+        >>> client.configure_experiment([candidate_index_parameter(len(library))])
+        >>> client.configure_optimization(objective="score")
+        >>> client.set_generation_strategy(chaining_generation_strategy(
+        ...     surrogate_spec=fingerprint_kernel_surrogate_spec(library)))
+        >>> for index, p in client.get_next_trials(max_trials=4).items():
+        ...     client.complete_trial(index, raw_data={"score": score(p["item"])})
     """
     if not isinstance(library, PackedFingerprints):
         raise type_error("library", "a PackedFingerprints", library)
