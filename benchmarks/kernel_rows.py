@@ -28,7 +28,8 @@ with the fields ``route``, ``n``, ``rows``, ``rows_per_s`` (wall clock, best of
 or RDKit's bit vectors; not in the rates), ``library_rss_mb`` (resident memory
 once the library is mapped and its bit counts computed, the interpreter with
 torch included), ``peak_rss_mb``, ``route_mb`` (their difference: what the
-route added, its index or RDKit's vectors included), ``threads`` (torch's, used
+route added, its index or RDKit's vectors and one ``block x N`` float64 result
+included), ``threads`` (torch's, used
 by ``matmul``) and ``checksum``. ``--quick`` is a small preset (``N = 2000``,
 32 rows, one repeat) that a test runs end to end.
 """
@@ -149,7 +150,9 @@ def _worker(args: argparse.Namespace) -> dict:
             return out.numpy()
 
     setup = time.perf_counter() - start
-    checksum = hashlib.sha256(compute(blocks[0]).tobytes()).hexdigest()[:16]
+    first = np.ascontiguousarray(compute(blocks[0]))
+    checksum = hashlib.sha256(first.data).hexdigest()[:16]  # no copy
+    del first
     best_wall, best_cpu = float("inf"), float("inf")
     for _ in range(args.repeats):
         wall, cpu = time.perf_counter(), time.process_time()

@@ -188,7 +188,7 @@ class PackedFingerprints:
         self._n_bits = n_bits
         self._popcounts: np.ndarray | None = None
         self._key: str | None = None
-        self._index: tuple[np.ndarray, ...] | None = None
+        self._index: tuple[Any, ...] | None = None
         self._devices: dict[torch.device, tuple[Tensor, Tensor]] = {}
 
     @classmethod
@@ -333,21 +333,17 @@ class PackedFingerprints:
         """
         if self._index is None:
             num_tiles = -(-len(self) // _TILE)
-            # At most one posting per set bit (fewer where complemented).
-            postings = np.empty(int(self.popcounts.sum()), dtype=np.uint16)
+            # One array of postings per tile (uint16 rows within the tile).
+            postings = []
             pointers = np.zeros((num_tiles, self.n_bits + 1), dtype=np.int64)
             flipped = np.zeros((num_tiles, self.n_bits), dtype=bool)
-            total = 0
             for tile, start in enumerate(range(0, len(self), _TILE)):
                 words = self._words[start : start + _TILE]
                 bits, rows, flipped[tile] = _tile_postings(words, self.n_bits)
                 order = np.argsort(bits, kind="stable")  # radix sort of uint16
-                postings[total : total + rows.shape[0]] = rows[order]
+                postings.append(rows[order])
                 counts = np.bincount(bits, minlength=self.n_bits)
                 np.cumsum(counts, out=pointers[tile, 1:])
-                pointers[tile] += total
-                total += rows.shape[0]
-            postings = postings[:total].copy()
             # Bit counts as float64 too: the quotients are formed in float64.
             pop = self.popcounts.astype(np.float64)
             self._index = (pointers, postings, flipped, pop)
@@ -485,12 +481,15 @@ class PackedFingerprints:
                     np.concatenate([bits[~flip], bits[flip]]) if num_flipped else bits
                 )
                 starts, stops = pointers[tile, query], pointers[tile, query + 1]
+                tile_postings = postings[tile]
                 lengths = stops - starts
                 total = int(lengths.sum())
                 if total > hits.shape[0]:
                     hits = np.empty(2 * total, dtype=np.intp)
                 if total:
-                    parts = [postings[a:b] for a, b in zip(starts, stops, strict=True)]
+                    parts = [
+                        tile_postings[a:b] for a, b in zip(starts, stops, strict=True)
+                    ]
                     np.concatenate(parts, out=hits[:total], casting="safe")
                 if num_flipped:
                     split = int(lengths[: query.shape[0] - num_flipped].sum())
@@ -1056,7 +1055,14 @@ def _tile_postings(
     in most drug-like molecules) is stored by the rows that *lack* it: at most
     half the tile, which bounds the postings a row's query reads.
     """
-    bits, rows = _set_bits(words)
+    # In sub-blocks, keeping uint16 rows: the int64 temporaries of a whole
+    # tile would take ~150 MB.
+    bit_parts, row_parts = [], []
+    for first in range(0, words.shape[0], 8192):
+        bits, rows = _set_bits(words[first : first + 8192])
+        bit_parts.append(bits)
+        row_parts.append((rows + first).astype(np.uint16))
+    bits, rows = np.concatenate(bit_parts), np.concatenate(row_parts)
     counts = np.bincount(bits, minlength=n_bits)
     flip = 2 * counts > words.shape[0]
     if flip.any():
@@ -1066,7 +1072,7 @@ def _tile_postings(
         has[np.searchsorted(flipped, bits[mine]), rows[mine]] = True
         which, lacking = np.nonzero(~has)
         bits = np.concatenate([bits[~mine], flipped[which].astype(bits.dtype)])
-        rows = np.concatenate([rows[~mine], lacking])
+        rows = np.concatenate([rows[~mine], lacking.astype(np.uint16)])
     return bits, rows, flip
 
 
