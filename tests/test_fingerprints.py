@@ -360,7 +360,9 @@ def test_bad_libraries_and_indices_are_rejected() -> None:
 # ---------------------------------------------------------------------------
 
 
-def _ax_run(library: PackedFingerprints, y: list[float], trials: int, seed: int) -> Any:
+def _ax_run(
+    library: PackedFingerprints, y: list[float], trials: int, seed: int
+) -> tuple[Any, Any]:
     from ax.api.client import Client
 
     from ax_chaining.ax import (
@@ -375,13 +377,12 @@ def _ax_run(library: PackedFingerprints, y: list[float], trials: int, seed: int)
     )
     client.configure_optimization(objective="logS")
     spec = fingerprint_kernel_surrogate_spec(library)
-    client.set_generation_strategy(
-        chaining_generation_strategy(init_trials=4, seed=seed, surrogate_spec=spec)
-    )
+    gs = chaining_generation_strategy(init_trials=4, seed=seed, surrogate_spec=spec)
+    client.set_generation_strategy(gs)
     for _ in range(trials):
         for index, p in client.get_next_trials(max_trials=1).items():
             client.complete_trial(index, raw_data={"logS": y[p["molecule"]]})
-    return client
+    return client, gs
 
 
 @pytest.mark.filterwarnings("ignore::Warning:ax")
@@ -402,8 +403,7 @@ def test_ax_client_loop_and_lean_json_round_trip(tmp_path: Any) -> None:
     sizes = []
     for n in (100, 600):
         sub = PackedFingerprints(library.words[:n], library.n_bits)
-        client = _ax_run(sub, y, trials=6, seed=0)
-        gs = client._generation_strategy
+        client, gs = _ax_run(sub, y, trials=6, seed=0)
         model = gs.adapter.generator.surrogate.model
         assert type(model.covar_module) is TanimotoKernel
         assert model.covar_module.library is sub
@@ -416,7 +416,7 @@ def test_ax_client_loop_and_lean_json_round_trip(tmp_path: Any) -> None:
     loaded = Client.load_from_json_file(str(path))
     assert loaded.get_next_trials(max_trials=1) == client.get_next_trials(max_trials=1)
     # In a new process the library must be registered again, or a clear error.
-    fingerprints._LIBRARIES.clear()
+    fingerprints._LIBRARIES.clear()  # as in a fresh process
     again = Client.load_from_json_file(str(path))
     with pytest.raises(ValueError, match="register_fingerprints"):
         again.get_next_trials(max_trials=1)
