@@ -29,6 +29,7 @@ from ax_chaining.ax.stopping import (
 )
 from ax_chaining.ax.storage import (
     candidate_index_parameter,
+    fingerprint_kernel_surrogate_spec,
     precomputed_kernel_surrogate_spec,
     register_storage,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "chaining_generation_strategy",
     "chaining_ucb_node",
     "gp_ucb_generation_strategy",
+    "fingerprint_kernel_surrogate_spec",
     "parameters_from_table",
     "precomputed_kernel_surrogate_spec",
     "qlognei_generation_strategy",

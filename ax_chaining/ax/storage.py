@@ -1,5 +1,5 @@
 """JSON storage, and non-Euclidean spaces: an item index with a precomputed
-Gram matrix, which is stored as its content hash only."""
+Gram matrix or a fingerprint library, each stored as its content hash only."""
 
 from typing import Any
 
@@ -30,8 +30,15 @@ from ax_chaining.ax.stopping import (
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
-from ax_chaining.checks import check_int, type_error
-from ax_chaining.kernels import PrecomputedKernel, register_gram
+from ax_chaining.checks import check_choice, check_int, type_error
+from ax_chaining.kernels import (
+    MinMaxKernel,
+    PackedFingerprints,
+    PrecomputedKernel,
+    TanimotoKernel,
+    register_fingerprints,
+    register_gram,
+)
 
 
 def candidate_index_parameter(
@@ -77,6 +84,46 @@ def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
     return SurrogateSpec(model_configs=[config])
 
 
+def fingerprint_kernel_surrogate_spec(
+    library: PackedFingerprints, metric: str = "tanimoto"
+) -> SurrogateSpec:
+    """An Ax ``SurrogateSpec`` whose GP covariance is a fingerprint kernel over a
+    molecule library, evaluated from the packed bits (no Gram matrix).
+
+    For an item index (:func:`candidate_index_parameter` with ``len(library)``
+    items): ``TanimotoKernel`` in library mode with ``normalized_inputs=True``.
+    The library is registered (:func:`~ax_chaining.kernels.register_fingerprints`)
+    and the JSON stores its content key only; call this function or
+    ``register_fingerprints`` again after loading an experiment in a new process.
+
+    Args:
+        library: The candidates' fingerprints, row ``i`` for item ``i``.
+        metric: ``"tanimoto"`` (binary fingerprints; the only library mode).
+
+    Example:
+        >>> library = featurize_library("train.csv.gz", "cache/moses").fingerprints
+        >>> client = Client()
+        >>> client.configure_experiment([candidate_index_parameter(len(library))])
+        >>> client.configure_optimization(objective="score")
+        >>> client.set_generation_strategy(chaining_generation_strategy(
+        ...     surrogate_spec=fingerprint_kernel_surrogate_spec(library)))
+        >>> for index, p in client.get_next_trials(max_trials=4).items():
+        ...     client.complete_trial(index, raw_data={"score": score(p["item"])})
+    """
+    if not isinstance(library, PackedFingerprints):
+        raise type_error("library", "a PackedFingerprints", library)
+    check_choice("metric", metric, ("tanimoto",))
+    config = ModelConfig(
+        botorch_model_class=SingleTaskGP,
+        covar_module_class=TanimotoKernel,
+        covar_module_options={
+            "library": register_fingerprints(library),
+            "normalized_inputs": True,
+        },
+    )
+    return SurrogateSpec(model_configs=[config])
+
+
 def _node_to_dict(node: Any) -> dict[str, Any]:
     extra = {"candidate_spec": node.candidate_spec}
     if getattr(node, "stop_rule", None) is not None:
@@ -95,7 +142,8 @@ def register_storage() -> None:
     register_acquisition(CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
         register_acquisition_function(acqf_class)
-    register_kernel(PrecomputedKernel)
+    for kernel_class in (PrecomputedKernel, TanimotoKernel, MinMaxKernel):
+        register_kernel(kernel_class)
     # Ax's generic encoder of init arguments fits both stopping classes.
     encoders = {
         CandidateSetNode: _node_to_dict,

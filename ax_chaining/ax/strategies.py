@@ -37,7 +37,7 @@ from ax_chaining.checks import (
     check_int,
     type_error,
 )
-from ax_chaining.kernels import registered_gram
+from ax_chaining.kernels import registered_fingerprints, registered_gram
 
 # Acquisition arguments the node sets itself (or Ax supplies).
 _RESERVED = {"self", "model", "candidates", "t", "X_pending"}
@@ -68,11 +68,17 @@ def _pop_spec(kwargs: dict[str, Any], candidates: Any = None) -> CandidateSetSpe
 def _num_items(surrogate_spec: SurrogateSpec | None) -> int | None:
     """The item count of an item-index kernel in ``surrogate_spec``, if any."""
     for config in surrogate_spec.model_configs if surrogate_spec else []:
-        gram = (config.covar_module_options or {}).get("gram")
-        if gram is not None:
-            return int(
-                (registered_gram(gram) if isinstance(gram, str) else gram).shape[0]
+        options = config.covar_module_options or {}
+        if (gram := options.get("gram")) is not None:
+            found = registered_gram(gram) if isinstance(gram, str) else gram
+            return int(found.shape[0])
+        if (library := options.get("library")) is not None:
+            found = (
+                registered_fingerprints(library)
+                if isinstance(library, str)
+                else library
             )
+            return len(found)
     return None
 
 

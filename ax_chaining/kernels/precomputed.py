@@ -179,63 +179,9 @@ class PrecomputedKernel(Kernel):
             A ``torch.long`` tensor of indices in ``0, ..., n - 1`` with the shape of
             ``x`` without its last (size-one) dimension, on ``x``'s device.
         """
-        if x.shape[-1] != 1:
-            raise ValueError(
-                "PrecomputedKernel expects inputs with a single column holding the "
-                f"item index (shape `... x q x 1`), got shape {tuple(x.shape)}. Use "
-                "`active_dims` to select the index column."
-            )
-        x = x[..., 0]
-        if x.is_floating_point() and not torch.isfinite(x).all():
-            raise ValueError(
-                "PrecomputedKernel got non-finite inputs (NaN or inf); expected item"
-                " indices."
-            )
-        n = self.num_items
-        # float64 keeps the rounding exact for large n (MPS has no float64).
-        values = x.to(torch.float32 if x.device.type == "mps" else torch.float64)
-        if self.normalized_inputs:
-            values = values * (n - 1)
-        idx = torch.round(values)
-        off = (values - idx).abs()
-        # The inputs' own round-off: x = i / (n - 1) in float32 is off by ~eps.
-        eps = torch.finfo(x.dtype).eps if x.is_floating_point() else 0.0
-        tol = 1e-6 + 8 * eps * n
-        if self.normalized_inputs and idx.numel() and float(off.max()) > tol:
-            # x = i / (m - 1) for an index parameter 0..m-1: x (n - 1) is an
-            # integer only if m == n. Anything else would map items to the
-            # wrong rows of the Gram matrix.
-            k = int(off.argmax())
-            got = float(x.reshape(-1)[k])
-            raise ValueError(
-                f"PrecomputedKernel input {got:.6g} is not an item of its {n}-item "
-                f"Gram matrix (x * (n - 1) = {float(values.reshape(-1)[k]):.4f} is "
-                f"not an integer): the index parameter must have bounds (0, {n - 1}),"
-                f" as `candidate_index_parameter({n})` gives."
-            )
-        if idx.numel() > 0:
-            lo, hi = idx.min().item(), idx.max().item()
-            if lo < 0 or hi > n - 1:
-                if self.normalized_inputs:
-                    expected = (
-                        f"normalized values in [0, 1] (mapped to indices "
-                        f"round(x * {n - 1}) in 0..{n - 1})"
-                    )
-                else:
-                    expected = f"integer item indices in 0..{n - 1}"
-                got = f"values in [{x.min().item()}, {x.max().item()}]"
-                hint = (
-                    ""
-                    if self.normalized_inputs
-                    else " If the inputs are normalized to the unit cube, construct "
-                    "the kernel with `normalized_inputs=True`."
-                )
-                raise ValueError(
-                    f"PrecomputedKernel input `x` out of range: got {got}, which "
-                    f"round to indices in [{int(lo)}, {int(hi)}]; expected "
-                    f"{expected}.{hint}"
-                )
-        return idx.to(torch.long)
+        return item_indices(
+            x, self.num_items, self.normalized_inputs, "PrecomputedKernel"
+        )
 
     def forward(
         self,
@@ -290,6 +236,83 @@ class PrecomputedKernel(Kernel):
         for key, value in self.__dict__.items():
             new.__dict__[key] = copy.deepcopy(value, memo)
         return new
+
+
+def item_indices(
+    x: Tensor, num_items: int, normalized_inputs: bool, owner: str
+) -> Tensor:
+    r"""Map index-mode kernel inputs to integer item indices.
+
+    Shared by the kernels over a finite set of items (:class:`PrecomputedKernel`,
+    the fingerprint kernels in library mode).
+
+    Args:
+        x: A ``... x q x 1`` tensor of item indices, or of values in ``[0, 1]``
+            if ``normalized_inputs`` (index ``round(x * (num_items - 1))``).
+        num_items: The number of items ``n``.
+        normalized_inputs: Whether ``x`` is Ax's unit-cube normalization.
+        owner: The kernel's name, for error messages.
+
+    Returns:
+        A ``torch.long`` tensor of indices in ``0, ..., n - 1`` with the shape of
+        ``x`` without its last (size-one) dimension, on ``x``'s device.
+    """
+    if x.shape[-1] != 1:
+        raise ValueError(
+            f"{owner} expects inputs with a single column holding the "
+            f"item index (shape `... x q x 1`), got shape {tuple(x.shape)}. Use "
+            "`active_dims` to select the index column."
+        )
+    x = x[..., 0]
+    if x.is_floating_point() and not torch.isfinite(x).all():
+        raise ValueError(
+            f"{owner} got non-finite inputs (NaN or inf); expected item indices."
+        )
+    n = num_items
+    # float64 keeps the rounding exact for large n (MPS has no float64).
+    values = x.to(torch.float32 if x.device.type == "mps" else torch.float64)
+    if normalized_inputs:
+        values = values * (n - 1)
+    idx = torch.round(values)
+    off = (values - idx).abs()
+    # The inputs' own round-off: x = i / (n - 1) in float32 is off by ~eps.
+    eps = torch.finfo(x.dtype).eps if x.is_floating_point() else 0.0
+    tol = 1e-6 + 8 * eps * n
+    if normalized_inputs and idx.numel() and float(off.max()) > tol:
+        # x = i / (m - 1) for an index parameter 0..m-1: x (n - 1) is an
+        # integer only if m == n. Anything else would map items to the wrong
+        # rows of the kernel's matrix or library.
+        k = int(off.argmax())
+        got = float(x.reshape(-1)[k])
+        raise ValueError(
+            f"{owner} input {got:.6g} is not an item of its {n} items "
+            f"(x * (n - 1) = {float(values.reshape(-1)[k]):.4f} is not an "
+            f"integer): the index parameter must have bounds (0, {n - 1}), as "
+            f"`candidate_index_parameter({n})` gives."
+        )
+    if idx.numel() > 0:
+        lo, hi = idx.min().item(), idx.max().item()
+        if lo < 0 or hi > n - 1:
+            if normalized_inputs:
+                expected = (
+                    f"normalized values in [0, 1] (mapped to indices "
+                    f"round(x * {n - 1}) in 0..{n - 1})"
+                )
+            else:
+                expected = f"integer item indices in 0..{n - 1}"
+            got = f"values in [{x.min().item()}, {x.max().item()}]"
+            hint = (
+                ""
+                if normalized_inputs
+                else " If the inputs are normalized to the unit cube, construct "
+                "the kernel with `normalized_inputs=True`."
+            )
+            raise ValueError(
+                f"{owner} input `x` out of range: got {got}, which "
+                f"round to indices in [{int(lo)}, {int(hi)}]; expected "
+                f"{expected}.{hint}"
+            )
+    return idx.to(torch.long)
 
 
 def gram_key(gram: Tensor) -> str:

@@ -1,0 +1,1093 @@
+r"""Fingerprint kernels for molecule libraries: Tanimoto and MinMax similarity.
+
+For binary fingerprints :math:`a, b \in \{0, 1\}^m` (e.g. Morgan / ECFP bits) the
+Tanimoto similarity is
+
+.. math::
+
+    k_T(a, b) = \frac{\langle a, b \rangle}{|a| + |b| - \langle a, b \rangle},
+
+and for count fingerprints :math:`a, b \in \mathbb{R}_{\ge 0}^m` the MinMax
+similarity is
+
+.. math::
+
+    k_{MM}(a, b) = \frac{\sum_i \min(a_i, b_i)}{\sum_i \max(a_i, b_i)},
+
+both defined as 1 when :math:`a = b = 0`. Both are positive semi-definite
+(Ralaivola et al., 2005), equal 1 on the diagonal and reduce to each other on
+binary vectors.
+
+Two ways to use them:
+
+* *Feature mode* (default): the kernels take fingerprint tensors ``... x n x m``,
+  like any GPyTorch kernel; ``x @ y.mT`` of the bits gives the intersections,
+  which is the fast route on a GPU.
+* *Library mode* (:class:`TanimotoKernel` only): the kernel holds a
+  :class:`PackedFingerprints` library of ``N`` molecules and its inputs are item
+  indices (``... x n x 1``), as for
+  :class:`~ax_chaining.kernels.PrecomputedKernel`, but nothing ``N x N`` is ever
+  stored: rows of the kernel are computed from the packed bits on demand. This is
+  what Ax uses (:func:`~ax_chaining.ax.fingerprint_kernel_surrogate_spec`), with
+  the library's content key in the JSON instead of the fingerprints.
+
+Rows :math:`k(\text{lib}[i], \text{lib}[c_0:c_1])` of the Tanimoto kernel in library
+mode go through one of three exact routes (:meth:`PackedFingerprints.tanimoto`),
+all giving bit-identical values (integer counts, then one correctly rounded
+division), besides the ``r x c`` result itself:
+
+==============  ===============================================  ===================
+route           how                                              memory
+==============  ===============================================  ===================
+``inverted``    an inverted index (for each bit, the rows that   ``<= 2 B`` per set
+                set it, in tiles of :math:`2^{16}` rows; a bit   bit (``< N * 90 B``
+                set in most rows is stored by the rows that      for Morgan 2048,
+                lack it): a row's intersections with the         built once, lazily)
+                library are a ``bincount`` of the postings of    and ``8 N`` B, plus
+                its set bits; used on CPU for large column sets  ``~3 MB`` per call
+``popcount``    ``numpy.bitwise_count`` of the AND of packed     ``<= 16 MB`` of
+                ``uint64`` words, in row x column blocks; used   temporaries
+                on CPU for small column sets (GP fitting)
+``matmul``      float32 matrix products of unpacked bits, in     a device copy of the
+                column blocks; used when the inputs live on a    words (``N * m / 8``
+                GPU                                              B); blocks of columns
+                                                                 of ``~1.5 x 512 MB``
+                                                                 (``64 MB`` on CPU)
+==============  ===============================================  ===================
+
+The library itself is ``N * ceil(m / 64) * 8`` bytes of ``uint64`` words
+(256 B per molecule for 2048 bits, memory-mapped from a ``.npy`` file when opened
+with :meth:`PackedFingerprints.open`) and ``8 N`` bytes of bit counts; no route
+materializes ``N x m`` values.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from ax_chaining.checks import check_bool, check_choice, check_int, type_error
+from ax_chaining.kernels.precomputed import item_indices
+
+__all__ = [
+    "MinMaxKernel",
+    "PackedFingerprints",
+    "TanimotoKernel",
+    "register_fingerprints",
+    "registered_fingerprints",
+]
+
+# Fingerprint libraries by content key (see `register_fingerprints`): references.
+_LIBRARIES: dict[str, PackedFingerprints] = {}
+
+ROUTES = ("auto", "inverted", "popcount", "matmul")
+# Rows per tile of the inverted index: postings fit in uint16, and one tile's
+# counts (512 KB of int64) stay in cache while a row's postings are added up.
+_TILE = 1 << 16
+# Words (8 bytes) of AND temporaries per block of the popcount route.
+_POPCOUNT_WORDS = 1 << 21
+# Bytes of unpacked float32 columns per block of the matmul route.
+_MATMUL_BYTES = {"cpu": 1 << 26, "other": 1 << 29}
+# The inverted route costs about a fixed amount per row and tile, the popcount
+# route a fixed amount per column: "auto" takes the inverted one from
+# 1024 + min(N, 2^16) / 32 columns on (measured crossovers: ~1,100 columns in
+# a library of 10^4, ~2,900 in one of 10^5).
+_INVERTED_MIN_COLS = 1024
+_FORMAT = "ax_chaining.PackedFingerprints"
+
+if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+    _popcount = np.bitwise_count
+else:  # pragma: no cover - numpy 1.x
+    _BYTE_COUNTS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+    def _popcount(words: np.ndarray) -> np.ndarray:
+        counts = _BYTE_COUNTS[words.view(np.uint8)]
+        return counts.reshape(*words.shape, 8).sum(-1, dtype=np.uint8)
+
+
+def pack_bits(bits: np.ndarray) -> np.ndarray:
+    r"""Pack an ``N x m`` array of 0/1 into ``N x ceil(m / 64)`` ``uint64`` words.
+
+    Bit ``j`` of a row is bit ``j % 64`` of word ``j // 64`` (little-endian bit
+    and byte order, so the words do not depend on the machine); padding bits are
+    0. No check of the values is made here (see
+    :meth:`PackedFingerprints.from_bits`).
+    """
+    n_words = -(-bits.shape[1] // 64)
+    packed = np.packbits(bits.astype(bool, copy=False), axis=1, bitorder="little")
+    out = np.zeros((bits.shape[0], n_words * 8), dtype=np.uint8)
+    out[:, : packed.shape[1]] = packed
+    return out.view("<u8")
+
+
+class PackedFingerprints:
+    r"""A library of binary fingerprints packed 64 bits to a ``uint64`` word.
+
+    Holds the ``N x ceil(m / 64)`` words, the bit width ``m`` and, computed on
+    first use, each row's number of set bits and the library's content key (a
+    SHA-256 of the width and the words, under which :func:`register_fingerprints`
+    files it). Treated as immutable: copies share the words.
+
+    :meth:`save` writes the words as a ``.npy`` file (with a small ``.json``
+    beside it for the bit width); :meth:`open` memory-maps it, so opening a
+    library of millions of molecules reads nothing until rows are used.
+
+    Example:
+        >>> bits = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]])
+        >>> library = PackedFingerprints.from_bits(bits)
+        >>> len(library), library.n_bits, library.popcounts.tolist()
+        (3, 4, [2, 2, 0])
+        >>> library.tanimoto([0], slice(0, 3))
+        tensor([[1.0000, 0.3333, 0.0000]], dtype=torch.float64)
+    """
+
+    def __init__(self, words: np.ndarray, n_bits: int, validate: bool = True) -> None:
+        r"""Wrap packed words (see :func:`pack_bits` for the layout).
+
+        Args:
+            words: An ``N x ceil(n_bits / 64)`` array of ``uint64`` (a memory map
+                is kept as is, not read).
+            n_bits: The fingerprint width ``m``.
+            validate: If True (default), check that the padding bits beyond
+                ``n_bits`` are 0 (reads the last word of every row when
+                ``n_bits`` is not a multiple of 64).
+        """
+        n_bits = check_int("n_bits", n_bits, 1)
+        if not isinstance(words, np.ndarray):
+            raise type_error("words", "a numpy array of uint64", words)
+        if words.dtype.kind != "u" or words.dtype.itemsize != 8:
+            raise ValueError(f"`words` must hold uint64, got dtype {words.dtype}.")
+        n_words = -(-n_bits // 64)
+        if words.ndim != 2 or words.shape[1] != n_words or words.shape[0] == 0:
+            raise ValueError(
+                f"`words` must be N x {n_words} (N >= 1) for n_bits={n_bits}, got "
+                f"shape {words.shape}."
+            )
+        if words.dtype.byteorder not in ("<", "|") and not (
+            words.dtype.byteorder == "=" and sys.byteorder == "little"
+        ):
+            words = words.astype("<u8")
+        if validate and n_bits % 64:
+            high = ~np.uint64((1 << (n_bits % 64)) - 1)
+            if np.any(words[:, -1] & high):
+                raise ValueError(
+                    f"`words` has bits set beyond n_bits={n_bits} (padding must be "
+                    "0); pack the bits with `PackedFingerprints.from_bits`."
+                )
+        self._words = words
+        self._n_bits = n_bits
+        self._popcounts: np.ndarray | None = None
+        self._key: str | None = None
+        self._index: tuple[Any, ...] | None = None
+        self._devices: dict[torch.device, tuple[Tensor, Tensor]] = {}
+
+    @classmethod
+    def from_bits(cls, bits: Tensor | np.ndarray) -> PackedFingerprints:
+        r"""Pack an ``N x m`` tensor or array of 0/1 fingerprints (any dtype).
+
+        Raises:
+            ValueError: Not 2-D, no rows or no bits, or values other than 0 and 1.
+        """
+        array = _numpy(bits, "bits")
+        if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
+            raise ValueError(
+                "`bits` must be an N x m array of fingerprints with N >= 1 and "
+                f"m >= 1, got shape {array.shape}."
+            )
+        _check_binary("bits", array)
+        return cls(pack_bits(array), array.shape[1], validate=False)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> PackedFingerprints:
+        r"""Memory-map a library written by :meth:`save` (read-only).
+
+        Args:
+            path: The ``.npy`` file (its ``.json`` companion must be beside it).
+        """
+        path = _npy_path(path)
+        meta_path = path.with_suffix(".json")
+        if not path.exists() or not meta_path.exists():
+            raise FileNotFoundError(
+                f"`path` {str(path)!r}: expected a fingerprint library written by "
+                f"PackedFingerprints.save, i.e. {path.name} and {meta_path.name}."
+            )
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != _FORMAT:
+            raise ValueError(
+                f"`path` {str(meta_path)!r} is not a PackedFingerprints description "
+                f"(format {meta.get('format')!r}, expected {_FORMAT!r})."
+            )
+        words = np.load(path, mmap_mode="r")
+        return cls(words, int(meta["n_bits"]))
+
+    @staticmethod
+    def allocate(path: str | os.PathLike, num_rows: int, n_bits: int) -> np.memmap:
+        r"""Create a zeroed library file of ``num_rows`` rows to fill in place.
+
+        For writers that produce a library in chunks (e.g.
+        :func:`ax_chaining.chem.featurize_library`); :meth:`open` reads it back.
+
+        Returns:
+            The writable ``num_rows x ceil(n_bits / 64)`` memory map of words.
+        """
+        path = _npy_path(path)
+        n_bits = check_int("n_bits", n_bits, 1)
+        shape = (check_int("num_rows", num_rows, 1), -(-n_bits // 64))
+        words = np.lib.format.open_memmap(path, mode="w+", dtype="<u8", shape=shape)
+        meta = {"format": _FORMAT, "version": 1, "n_bits": n_bits, "rows": shape[0]}
+        path.with_suffix(".json").write_text(json.dumps(meta) + "\n")
+        return words
+
+    def save(self, path: str | os.PathLike) -> Path:
+        r"""Write the words to ``path`` (``.npy``) and the width beside it (``.json``).
+
+        Returns:
+            The path of the ``.npy`` file.
+        """
+        path = _npy_path(path)
+        out = self.allocate(path, len(self), self.n_bits)
+        for start in range(0, len(self), _TILE):
+            out[start : start + _TILE] = self._words[start : start + _TILE]
+        out.flush()
+        return path
+
+    def __len__(self) -> int:
+        return self._words.shape[0]
+
+    def __repr__(self) -> str:
+        return f"PackedFingerprints({len(self)} rows x {self.n_bits} bits)"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PackedFingerprints:
+        # Immutable: BoTorch deep-copies models (e.g. when fantasizing); a copy
+        # must not duplicate a library of millions of rows.
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Caches (index, device copies) are rebuilt on demand after unpickling.
+        state = dict(self.__dict__)
+        state.update(_words=np.asarray(self._words), _index=None, _devices={})
+        return state
+
+    @property
+    def n_bits(self) -> int:
+        r"""The fingerprint width ``m``."""
+        return self._n_bits
+
+    @property
+    def words(self) -> np.ndarray:
+        r"""The ``N x ceil(m / 64)`` packed words (read them, do not modify)."""
+        return self._words
+
+    @property
+    def popcounts(self) -> np.ndarray:
+        r"""The number of bits set in each row (``int64``, computed once)."""
+        if self._popcounts is None:
+            counts = np.empty(len(self), dtype=np.int64)
+            for start in range(0, len(self), _TILE):
+                block = self._words[start : start + _TILE]
+                counts[start : start + _TILE] = _popcount(block).sum(-1)
+            self._popcounts = counts
+        return self._popcounts
+
+    @property
+    def key(self) -> str:
+        r"""Content key ``"sha256:<hex>"`` over the width, the shape and the words."""
+        if self._key is None:
+            header = f"{_FORMAT}|{self.n_bits}|{self._words.shape}|".encode()
+            digest = hashlib.sha256(header)
+            for start in range(0, len(self), _TILE):
+                digest.update(np.ascontiguousarray(self._words[start : start + _TILE]))
+            self._key = "sha256:" + digest.hexdigest()
+        return self._key
+
+    def unpack(self, rows: Sequence[int] | np.ndarray | slice | None = None) -> Tensor:
+        r"""The 0/1 bits of some rows as a ``len(rows) x m`` ``torch.uint8`` tensor.
+
+        Args:
+            rows: Row indices or a slice; all rows if None (``N x m`` bytes).
+        """
+        words = self._words[slice(None) if rows is None else rows]
+        words = np.ascontiguousarray(np.atleast_2d(words))
+        bits = np.unpackbits(
+            words.view(np.uint8), axis=-1, count=self.n_bits, bitorder="little"
+        )
+        return torch.from_numpy(bits)
+
+    def build_index(self) -> PackedFingerprints:
+        r"""Build the inverted index of the ``inverted`` route now (else on first use).
+
+        At most 2 bytes per set bit (bits set in more than half of a tile's
+        rows are stored by the rows that lack them; ``< 90 B`` per Morgan-2048
+        molecule) and 8 bytes per row, built in tiles of :math:`2^{16}` rows
+        (about 6 to 10 s per million rows on one core). Returns ``self``.
+        """
+        if self._index is None:
+            num_tiles = -(-len(self) // _TILE)
+            # One array of postings per tile (uint16 rows within the tile).
+            postings = []
+            pointers = np.zeros((num_tiles, self.n_bits + 1), dtype=np.int64)
+            flipped = np.zeros((num_tiles, self.n_bits), dtype=bool)
+            for tile, start in enumerate(range(0, len(self), _TILE)):
+                words = self._words[start : start + _TILE]
+                bits, rows, flipped[tile] = _tile_postings(words, self.n_bits)
+                order = np.argsort(bits, kind="stable")  # radix sort of uint16
+                postings.append(rows[order])
+                counts = np.bincount(bits, minlength=self.n_bits)
+                np.cumsum(counts, out=pointers[tile, 1:])
+            # Bit counts as float64 too: the quotients are formed in float64.
+            pop = self.popcounts.astype(np.float64)
+            self._index = (pointers, postings, flipped, pop)
+        return self
+
+    def tanimoto(
+        self,
+        rows: Tensor | Sequence[int] | np.ndarray,
+        cols: Tensor | Sequence[int] | np.ndarray | slice | None = None,
+        route: str = "auto",
+        dtype: torch.dtype = torch.float64,
+        device: torch.device | str | None = None,
+    ) -> Tensor:
+        r"""Rows of the Tanimoto kernel: :math:`k(\text{lib}[rows], \text{lib}[cols])`.
+
+        Exact: intersections and unions are integer counts and the quotient is
+        rounded once (to ``dtype``), so every route gives the same values, equal
+        to RDKit's ``BulkTanimotoSimilarity``.
+
+        Args:
+            rows: Library row indices (``r`` of them).
+            cols: Library column indices, or a slice (``Z[first:stop]``, the
+                fast case for large libraries); all rows if None.
+            route: ``"auto"`` (default: ``matmul`` on a GPU; on CPU
+                ``inverted`` from ``1024 + min(N, 65536) / 32`` columns on,
+                else ``popcount``), or one
+                of ``"inverted"``, ``"popcount"``, ``"matmul"`` (see the module
+                docstring for their memory).
+            dtype: Floating dtype of the result.
+            device: Device of the result (and of the ``matmul`` route); default
+                that of ``rows`` if it is a tensor, else CPU.
+
+        Returns:
+            An ``r x c`` tensor.
+        """
+        check_choice("route", route, ROUTES)
+        if device is None:
+            device = rows.device if isinstance(rows, Tensor) else torch.device("cpu")
+        device = torch.device(device)
+        n = len(self)
+        row_idx = _index_array(rows, "rows", n)
+        if cols is None:
+            cols = slice(0, n)
+        if isinstance(cols, slice):
+            start, stop, step = cols.indices(n)
+            if step != 1:
+                col_idx, span = np.arange(start, stop, step), None
+            else:
+                col_idx, span = None, (start, max(start, stop))
+        else:
+            col_idx, span = _index_array(cols, "cols", n), None
+        num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
+        if route == "auto":
+            if device.type != "cpu":
+                route = "matmul"
+            elif num_cols >= _INVERTED_MIN_COLS + min(n, _TILE) // 32:
+                route = "inverted"
+            else:
+                route = "popcount"
+        if route == "matmul":
+            return self._matmul(row_idx, col_idx, span, dtype, device)
+        out = np.empty((row_idx.shape[0], num_cols), dtype=np.float64)
+        if out.size == 0:
+            pass
+        elif route == "inverted":
+            self._inverted(row_idx, col_idx, span, out)
+        else:
+            cols_words = self._words[span[0] : span[1]] if col_idx is None else None
+            for r0 in range(0, row_idx.shape[0], 256):
+                r_idx = row_idx[r0 : r0 + 256]
+                if col_idx is None:
+                    _popcount_block(self, r_idx, cols_words, span[0], out[r0:])
+                else:
+                    _popcount_block(self, r_idx, col_idx, None, out[r0:])
+        return torch.from_numpy(out).to(device=device, dtype=dtype)
+
+    def tanimoto_pairs(
+        self,
+        rows: Tensor | np.ndarray,
+        cols: Tensor | np.ndarray,
+        dtype: torch.dtype = torch.float64,
+    ) -> Tensor:
+        r"""Elementwise :math:`k(\text{lib}[rows_i], \text{lib}[cols_i])` (a diagonal).
+
+        Args:
+            rows: Row indices (a tensor's shape and device are kept).
+            cols: Column indices, broadcastable against ``rows``.
+            dtype: Floating dtype of the result.
+        """
+        device = rows.device if isinstance(rows, Tensor) else torch.device("cpu")
+        r, c = np.broadcast_arrays(
+            _index_array(rows, "rows", len(self), flat=False),
+            _index_array(cols, "cols", len(self), flat=False),
+        )
+        if np.array_equal(r, c):  # k(a, a) = 1, also for an empty fingerprint
+            return torch.ones(r.shape, dtype=dtype, device=device)
+        inter = _popcount(self._words[r] & self._words[c]).sum(-1, dtype=np.int64)
+        out = np.empty(r.shape, dtype=np.float64)
+        _quotient(inter, self.popcounts[r], self.popcounts[c], out)
+        return torch.from_numpy(out).to(device=device, dtype=dtype)
+
+    def _inverted(
+        self,
+        row_idx: np.ndarray,
+        col_idx: np.ndarray | None,
+        span: tuple[int, int] | None,
+        out: np.ndarray,
+    ) -> None:
+        pointers, postings, flipped, pop = self.build_index()._index
+        if span is None:  # arbitrary columns: rows over the tiles they span
+            lo, hi = int(col_idx.min()), int(col_idx.max()) + 1
+            buffer = np.empty(hi - lo, dtype=np.float64)
+        else:
+            lo, hi = span
+        # Buffers reused across rows and tiles; the postings are gathered as
+        # intp, which bincount counts without a cast of its own.
+        hits = np.empty(1 << 17, dtype=np.intp)
+        union = np.empty(_TILE, dtype=np.float64)
+        for r, i in enumerate(row_idx):
+            target = out[r] if span is not None else buffer
+            bits = np.flatnonzero(
+                np.unpackbits(
+                    self._words[i].view(np.uint8), count=self.n_bits, bitorder="little"
+                )
+            )
+            for tile in range(lo // _TILE, -(-hi // _TILE)):
+                t0 = tile * _TILE
+                t1 = min(t0 + _TILE, len(self))
+                width = t1 - t0
+                # Complemented bits last: their postings are the rows *without*
+                # the bit, counted in a second half of the bincount.
+                flip = flipped[tile, bits]
+                num_flipped = int(flip.sum())
+                query = (
+                    np.concatenate([bits[~flip], bits[flip]]) if num_flipped else bits
+                )
+                starts, stops = pointers[tile, query], pointers[tile, query + 1]
+                tile_postings = postings[tile]
+                lengths = stops - starts
+                total = int(lengths.sum())
+                if total > hits.shape[0]:
+                    hits = np.empty(2 * total, dtype=np.intp)
+                if total:
+                    parts = [
+                        tile_postings[a:b] for a, b in zip(starts, stops, strict=True)
+                    ]
+                    np.concatenate(parts, out=hits[:total], casting="safe")
+                if num_flipped:
+                    split = int(lengths[: query.shape[0] - num_flipped].sum())
+                    hits[split:total] += width
+                    counts = np.bincount(hits[:total], minlength=2 * width)
+                    # |a & b| = (plain bits shared) + (complemented bits of a
+                    # that b has) = counts - (rows lacking them) + their number.
+                    counts = counts[:width] - counts[width:]
+                    counts += num_flipped
+                else:
+                    counts = np.bincount(hits[:total], minlength=width)
+                a, b = max(lo, t0), min(hi, t1)
+                inter, u = counts[a - t0 : b - t0], union[: b - a]
+                # union = |a| + |b| - inter, exact integers in float64.
+                np.add(pop[a:b], pop[i], out=u)
+                np.subtract(u, inter, out=u)
+                with np.errstate(invalid="ignore"):
+                    np.divide(inter, u, out=target[a - lo : b - lo])
+                if pop[i] == 0:  # two empty fingerprints: 0 / 0 above, k = 1
+                    np.copyto(target[a - lo : b - lo], 1.0, where=u == 0)
+            if span is None:
+                out[r] = buffer[col_idx - lo]
+
+    def _on_device(self, device: torch.device) -> tuple[Tensor, Tensor]:
+        r"""Words (as int64) and bit counts on ``device``, copied once in blocks."""
+        if device.type == "cpu":
+            raise ValueError("CPU routes read the words in place.")  # pragma: no cover
+        if device not in self._devices:
+            words = torch.empty(self._words.shape, dtype=torch.int64, device=device)
+            for start in range(0, len(self), _TILE):
+                block = np.array(self._words[start : start + _TILE]).view(np.int64)
+                words[start : start + _TILE] = torch.from_numpy(block).to(device)
+            pop = torch.from_numpy(self.popcounts.astype(np.int32)).to(device)
+            self._devices[device] = (words, pop)
+        return self._devices[device]
+
+    def _matmul(
+        self,
+        row_idx: np.ndarray,
+        col_idx: np.ndarray | None,
+        span: tuple[int, int] | None,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> Tensor:
+        num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
+        out = torch.empty(row_idx.shape[0], num_cols, dtype=dtype, device=device)
+        pop_np = self.popcounts
+
+        def words_of(index: np.ndarray | slice) -> tuple[Tensor, Tensor]:
+            if device.type == "cpu":
+                block = np.array(self._words[index]).view(np.int64)
+                return torch.from_numpy(block), torch.from_numpy(pop_np[index])
+            words, pop = self._on_device(device)
+            if not isinstance(index, slice):
+                index = torch.from_numpy(index).to(device)
+            return words[index], pop[index]
+
+        a_words, a_pop = words_of(row_idx)
+        a_bits = _unpack_torch(a_words, self.n_bits)
+        budget = _MATMUL_BYTES["cpu" if device.type == "cpu" else "other"]
+        block = max(1, budget // (4 * self.n_bits))
+        for c0 in range(0, num_cols, block):
+            c1 = min(c0 + block, num_cols)
+            if col_idx is None:
+                index = slice(span[0] + c0, span[0] + c1)
+            else:
+                index = col_idx[c0:c1]
+            c_words, c_pop = words_of(index)
+            # float32 sums of 0/1 products are exact integers (m < 2^24), also
+            # with TF32 matmuls (0 and 1 are exact there).
+            inter = (a_bits @ _unpack_torch(c_words, self.n_bits).mT).to(dtype)
+            union = a_pop.to(dtype).unsqueeze(-1) + c_pop.to(dtype) - inter
+            value = inter / union
+            out[:, c0:c1] = torch.where(union > 0, value, torch.ones_like(value))
+        return out
+
+
+def register_fingerprints(library: PackedFingerprints | Tensor | np.ndarray) -> str:
+    r"""Register a fingerprint library under its content key; returns the key.
+
+    The key replaces the library in :class:`TanimotoKernel`'s arguments, so Ax
+    stores a short string with each generator run instead of the fingerprints.
+    A reloaded experiment finds the library again only if the same content was
+    registered in this process (call this function again, e.g. on
+    ``PackedFingerprints.open(path)``, before generating): a different library
+    has a different key, so a reference never resolves to other molecules. The
+    registry keeps a reference, not a copy.
+
+    Args:
+        library: A :class:`PackedFingerprints`, or ``N x m`` 0/1 bits to pack.
+
+    Example:
+        >>> key = register_fingerprints(torch.eye(3))
+        >>> TanimotoKernel(library=key).num_items
+        3
+    """
+    if not isinstance(library, PackedFingerprints):
+        library = PackedFingerprints.from_bits(library)
+    _LIBRARIES[library.key] = library
+    return library.key
+
+
+class _FingerprintKernel(Kernel):
+    r"""Shared checks of the fingerprint kernels (no hyperparameters)."""
+
+    has_lengthscale = False
+    is_stationary = False
+    _values = ""  # what the features hold, for error messages
+
+    def __init__(self, validate: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validate = check_bool("validate", validate)
+
+    def __call__(
+        self,
+        x1: Tensor,
+        x2: Tensor | None = None,
+        diag: bool = False,
+        last_dim_is_batch: bool = False,
+        **params: Any,
+    ) -> Any:
+        # GPyTorch compares the widths before `forward` with a message that
+        # names neither argument nor mode; say what was expected instead.
+        name = type(self).__name__
+        if self.active_dims is None and getattr(self, "library", None) is not None:
+            for arg, x in (("x1", x1), ("x2", x1 if x2 is None else x2)):
+                if x.shape[-1] != 1:
+                    raise ValueError(
+                        f"{name} in library mode expects `{arg}` with a single "
+                        "column holding the item index (`... x n x 1`), got shape "
+                        f"{tuple(x.shape)}. For fingerprint inputs, construct it "
+                        "without `library`."
+                    )
+        elif self.active_dims is None and x2 is not None:
+            if x1.shape[-1] != x2.shape[-1]:
+                raise ValueError(
+                    f"{name} inputs `x1` and `x2` must have the same fingerprint "
+                    f"width (last dimension), got {x1.shape[-1]} and "
+                    f"{x2.shape[-1]}."
+                )
+        return super().__call__(x1, x2, diag, last_dim_is_batch, **params)
+
+    def _features(self, x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Inputs as a floating dtype after the checks; raises on bad input."""
+        name = type(self).__name__
+        for arg, x in (("x1", x1), ("x2", x2)):
+            if x.dim() < 2 or x.shape[-1] == 0:
+                raise ValueError(
+                    f"{name} input `{arg}` must be `... x n x m` fingerprints with "
+                    f"m >= 1 bits, got shape {tuple(x.shape)}."
+                )
+        if x1.shape[-1] != x2.shape[-1]:
+            raise ValueError(
+                f"{name} inputs `x1` and `x2` must have the same fingerprint width "
+                f"(last dimension), got {x1.shape[-1]} and {x2.shape[-1]}."
+            )
+        dtype = x1.dtype if x1.is_floating_point() else torch.get_default_dtype()
+        x1, x2 = x1.to(dtype), x2.to(dtype)
+        if self.validate:
+            for arg, x in (("x1", x1), ("x2", x2)):
+                bad = self._invalid(x)
+                if bool(bad.any()):
+                    where = tuple(int(i) for i in bad.nonzero()[0])
+                    raise ValueError(
+                        f"{name} input `{arg}` must hold {self._values}, got "
+                        f"{x[where].item()} at index {where}."
+                    )
+        return x1, x2
+
+    def _invalid(self, x: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class TanimotoKernel(_FingerprintKernel):
+    r"""Tanimoto (Jaccard) kernel of binary fingerprints.
+
+    .. math::
+
+        k(a, b) = \frac{\langle a, b \rangle}{|a| + |b| - \langle a, b \rangle},
+        \qquad k(0, 0) = 1,
+
+    for :math:`a, b \in \{0, 1\}^m`: the number of bits set in both over the
+    number set in either. Positive semi-definite, :math:`k(a, a) = 1`, no
+    hyperparameters (wrap it in a :class:`~gpytorch.kernels.ScaleKernel` to
+    learn an output scale).
+
+    *Feature mode* (``library=None``): inputs are ``... x n x m`` fingerprints
+    (0/1 in any dtype; batch shapes broadcast; ``diag=True`` supported); the
+    result has the floating dtype and device of ``x1``, and the intersections
+    are one matrix product (exact in float32 for ``m < 2^24``).
+
+    *Library mode*: with a :class:`PackedFingerprints` library (or the key that
+    :func:`register_fingerprints` returned for it), inputs are item indices
+    ``... x n x 1``, or with ``normalized_inputs=True`` Ax's unit-cube
+    normalization of an integer parameter ``0 .. N - 1`` (index
+    ``round(x (N - 1))``), exactly as for
+    :class:`~ax_chaining.kernels.PrecomputedKernel`. Rows against a contiguous
+    range of the library (``kernel(Z[idx], Z[first:stop])`` with ``Z`` the
+    library in order) go through :meth:`PackedFingerprints.tanimoto`'s fast
+    routes; other index sets are reduced to their distinct items first. The
+    kernel is piecewise constant in its index input: optimize over the finite
+    set, not by gradients.
+
+    Example:
+        >>> import torch
+        >>> from botorch.models import SingleTaskGP
+        >>> from gpytorch.kernels import ScaleKernel
+        >>> bits = torch.tensor(
+        ...     [[1, 1, 0, 0], [1, 0, 1, 0], [0, 1, 1, 1]], dtype=torch.float64
+        ... )
+        >>> TanimotoKernel()(bits[:1], bits).to_dense()
+        tensor([[1.0000, 0.3333, 0.2500]], dtype=torch.float64)
+        >>> train_Y = torch.tensor([[0.1], [0.3], [-0.2]], dtype=torch.float64)
+        >>> covar_module = ScaleKernel(TanimotoKernel())
+        >>> model = SingleTaskGP(bits, train_Y, covar_module=covar_module)
+        >>> key = register_fingerprints(bits)  # library mode, over item indices
+        >>> kernel = TanimotoKernel(library=key)
+        >>> kernel(torch.tensor([[0.0]]), torch.tensor([[1.0], [2.0]])).to_dense()
+        tensor([[0.3333, 0.2500]])
+    """
+
+    _values = "only 0 and 1 (fingerprint bits)"
+
+    def __init__(
+        self,
+        library: PackedFingerprints | str | None = None,
+        normalized_inputs: bool = False,
+        route: str = "auto",
+        validate: bool = True,
+        active_dims: tuple[int, ...] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        r"""Build a Tanimoto kernel.
+
+        Args:
+            library: None for feature mode (default). For library mode, a
+                :class:`PackedFingerprints` or the key :func:`register_fingerprints`
+                returned (the library is then looked up in this process's
+                registry; Ax stores this key).
+            normalized_inputs: Library mode: inputs in ``[0, 1]`` are mapped to
+                indices ``round(x * (N - 1))`` (Ax's normalization); if False
+                (default) inputs are the indices themselves.
+            route: Library mode: how rows are computed (see
+                :meth:`PackedFingerprints.tanimoto`); ``"auto"`` by default.
+            validate: Feature mode: check on each call that the inputs hold only
+                0 and 1 (one pass over them). Library mode: the library was
+                checked when packed.
+            active_dims: Input columns the kernel acts on (library mode: exactly
+                one, the index).
+            **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`.
+        """
+        if library is not None and active_dims is not None:
+            if len(tuple(active_dims)) != 1:
+                raise ValueError(
+                    "`active_dims` must select exactly one input column (the item "
+                    f"index) in library mode, got {tuple(active_dims)}."
+                )
+        super().__init__(validate=validate, active_dims=active_dims, **kwargs)
+        if isinstance(library, str):
+            library = registered_fingerprints(library)
+        elif library is not None and not isinstance(library, PackedFingerprints):
+            raise type_error(
+                "library", "a PackedFingerprints, its registered key, or None", library
+            )
+        self.library = library
+        self.normalized_inputs = check_bool("normalized_inputs", normalized_inputs)
+        self.route = check_choice("route", route, ROUTES)
+
+    @property
+    def num_items(self) -> int | None:
+        r"""The library size ``N`` (None in feature mode)."""
+        return None if self.library is None else len(self.library)
+
+    def _invalid(self, x: Tensor) -> Tensor:
+        return (x != 0) & (x != 1)
+
+    def forward(
+        self,
+        x1: Tensor,
+        x2: Tensor,
+        diag: bool = False,
+        last_dim_is_batch: bool = False,
+        **params: Any,
+    ) -> Tensor:
+        r"""Tanimoto similarities of the fingerprints (or items) in ``x1`` and ``x2``.
+
+        Args:
+            x1: ``batch_shape x n1 x m`` fingerprints, or ``batch_shape x n1 x 1``
+                item indices in library mode.
+            x2: ``batch_shape x n2 x m`` (or ``x 1``), batch shapes broadcast.
+            diag: If True, only the diagonal ``k(x1[..., i, :], x2[..., i, :])``.
+            last_dim_is_batch: Not supported; must be False.
+            **params: Ignored.
+
+        Returns:
+            ``batch_shape x n1 x n2`` (``batch_shape x n1`` if ``diag``), with
+            ``x1``'s floating dtype (else the default dtype) on ``x1``'s device.
+        """
+        if last_dim_is_batch:
+            raise ValueError("TanimotoKernel does not support `last_dim_is_batch`.")
+        if self.library is not None:
+            return self._library_forward(x1, x2, diag)
+        x1, x2 = self._features(x1, x2)
+        if diag:
+            inter = (x1 * x2).sum(-1)
+            union = x1.sum(-1) + x2.sum(-1) - inter
+        else:
+            inter = x1 @ x2.mT
+            union = x1.sum(-1).unsqueeze(-1) + x2.sum(-1).unsqueeze(-2) - inter
+        # Integer counts: union is 0 only for two empty fingerprints (k = 1).
+        return torch.where(union > 0, inter / union.clamp_min(1), 1.0)
+
+    def _library_forward(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
+        library = self.library
+        dtype = x1.dtype if x1.is_floating_point() else torch.get_default_dtype()
+        i1 = item_indices(x1, len(library), self.normalized_inputs, "TanimotoKernel")
+        i2 = item_indices(x2, len(library), self.normalized_inputs, "TanimotoKernel")
+        if diag:
+            return library.tanimoto_pairs(i1, i2, dtype=dtype)
+        kw = {"route": self.route, "dtype": dtype, "device": x1.device}
+        if i1.dim() == 1 and i2.dim() == 1:
+            return library.tanimoto(i1, _as_range(i2), **kw)
+        # Batches (e.g. BoTorch's posterior over b x q points): the kernel of
+        # the distinct items, then indexed, so the cost does not grow with b^2.
+        u1, inv1 = torch.unique(i1, return_inverse=True)
+        u2, inv2 = torch.unique(i2, return_inverse=True)
+        values = library.tanimoto(u1, _as_range(u2), **kw)
+        return values[inv1.unsqueeze(-1), inv2.unsqueeze(-2)]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TanimotoKernel:
+        r"""Deep-copy the kernel, sharing (not duplicating) the library."""
+        memo[id(self.library)] = self.library
+        cls = self.__class__
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            new.__dict__[key] = copy.deepcopy(value, memo)
+        return new
+
+
+class MinMaxKernel(_FingerprintKernel):
+    r"""MinMax (weighted Jaccard) kernel of count fingerprints.
+
+    .. math::
+
+        k(a, b) = \frac{\sum_i \min(a_i, b_i)}{\sum_i \max(a_i, b_i)}
+        = \frac{s - d}{s + d}, \qquad k(0, 0) = 1,
+
+    for non-negative :math:`a, b \in \mathbb{R}^m`, with :math:`s = |a|_1 + |b|_1`
+    and :math:`d = |a - b|_1` (as :math:`\min = (a + b - |a - b|) / 2` and
+    :math:`\max = (a + b + |a - b|) / 2`): one ``torch.cdist(p=1)``, which needs
+    no ``n1 x n2 x m`` temporary and is exact for integer counts. Equal to
+    :class:`TanimotoKernel` on binary fingerprints; positive semi-definite;
+    :math:`k(a, a) = 1`; no hyperparameters.
+
+    Feature mode only: inputs are ``... x n x m`` counts (batch shapes
+    broadcast; ``diag=True`` supported), the result has ``x1``'s floating dtype
+    and device.
+
+    Example:
+        >>> import torch
+        >>> counts = torch.tensor([[2.0, 1.0, 0.0], [1.0, 1.0, 3.0]])
+        >>> MinMaxKernel()(counts).to_dense()  # min sums 2, max sums 6
+        tensor([[1.0000, 0.3333],
+                [0.3333, 1.0000]])
+    """
+
+    _values = "non-negative finite counts"
+
+    def __init__(
+        self,
+        validate: bool = True,
+        active_dims: tuple[int, ...] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        r"""Build a MinMax kernel.
+
+        Args:
+            validate: Check on each call that the inputs are finite and
+                non-negative (one pass over them).
+            active_dims: Input columns holding the counts.
+            **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`.
+        """
+        super().__init__(validate=validate, active_dims=active_dims, **kwargs)
+
+    def _invalid(self, x: Tensor) -> Tensor:
+        return ~(torch.isfinite(x) & (x >= 0))
+
+    def forward(
+        self,
+        x1: Tensor,
+        x2: Tensor,
+        diag: bool = False,
+        last_dim_is_batch: bool = False,
+        **params: Any,
+    ) -> Tensor:
+        r"""MinMax similarities of the count fingerprints in ``x1`` and ``x2``.
+
+        Args:
+            x1: ``batch_shape x n1 x m`` counts.
+            x2: ``batch_shape x n2 x m`` counts (batch shapes broadcast).
+            diag: If True, only the diagonal ``k(x1[..., i, :], x2[..., i, :])``.
+            last_dim_is_batch: Not supported; must be False.
+            **params: Ignored.
+
+        Returns:
+            ``batch_shape x n1 x n2`` (``batch_shape x n1`` if ``diag``).
+        """
+        if last_dim_is_batch:
+            raise ValueError("MinMaxKernel does not support `last_dim_is_batch`.")
+        x1, x2 = self._features(x1, x2)
+        tiny = torch.finfo(x1.dtype).tiny
+        if diag:
+            low = torch.minimum(x1, x2).sum(-1)
+            high = torch.maximum(x1, x2).sum(-1)
+            return torch.where(high > 0, low / high.clamp_min(tiny), 1.0)
+        batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+        x1 = x1.expand(*batch, *x1.shape[-2:])
+        x2 = x2.expand(*batch, *x2.shape[-2:])
+        dist = torch.cdist(x1, x2, p=1.0)
+        total = x1.sum(-1).unsqueeze(-1) + x2.sum(-1).unsqueeze(-2)
+        # max sum = (s + d) / 2 > 0 unless both are 0; min sum = (s - d) / 2.
+        high = total + dist
+        return torch.where(high > 0, (total - dist) / high.clamp_min(tiny), 1.0)
+
+
+def registered_fingerprints(key: str) -> PackedFingerprints:
+    """The library registered under ``key`` (:func:`register_fingerprints`).
+
+    Raises:
+        ValueError: No library with that content is registered in this process.
+    """
+    library = _LIBRARIES.get(key)
+    if library is None:
+        raise ValueError(
+            f"TanimotoKernel argument `library` is the key {key[:23]}..., but no "
+            "fingerprint library with that content is registered in this process. "
+            "Expected it to be registered first: call "
+            "`ax_chaining.kernels.register_fingerprints(library)` (e.g. with "
+            "`PackedFingerprints.open(path)`), or "
+            "`fingerprint_kernel_surrogate_spec(library)`, after loading a saved "
+            "experiment."
+        )
+    return library
+
+
+def _npy_path(path: str | os.PathLike) -> Path:
+    if not isinstance(path, str | os.PathLike):
+        raise type_error("path", "a str or os.PathLike", path)
+    path = Path(path)
+    return path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
+
+
+def _numpy(x: Any, arg: str) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return x.detach().cpu().numpy()
+    if isinstance(x, np.ndarray):
+        return x
+    raise type_error(arg, "a torch.Tensor or numpy array", x)
+
+
+def _check_binary(arg: str, array: np.ndarray) -> None:
+    if array.dtype == bool:
+        return
+    bad = (array != 0) & (array != 1)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"`{arg}` must hold only 0 and 1 (fingerprint bits), got "
+            f"{array[where].item()} at index {where}."
+        )
+
+
+def _index_array(x: Any, arg: str, n: int, flat: bool = True) -> np.ndarray:
+    r"""Integer indices in ``0 .. n - 1`` as an int64 numpy array (CPU)."""
+    if isinstance(x, Tensor):
+        if x.is_floating_point() or x.is_complex():
+            raise ValueError(f"`{arg}` must hold integer indices, got {x.dtype}.")
+        array = x.detach().to("cpu", torch.int64).numpy()
+    else:
+        array = np.asarray(x)
+        if array.size and array.dtype.kind not in "iu":
+            raise ValueError(f"`{arg}` must hold integer indices, got {array.dtype}.")
+        array = array.astype(np.int64, copy=False)
+    if flat:
+        array = array.reshape(-1)
+    if array.size and (array.min() < 0 or array.max() >= n):
+        raise ValueError(
+            f"`{arg}` must be library rows in 0..{n - 1}, got values in "
+            f"[{int(array.min())}, {int(array.max())}]."
+        )
+    return array
+
+
+def _as_range(idx: Tensor) -> Tensor | slice:
+    r"""A slice when ``idx`` is ``first, first + 1, ...`` (the fast case)."""
+    n = idx.shape[-1]
+    if idx.dim() != 1 or n == 0:
+        return idx
+    first = int(idx[0])
+    if int(idx[-1]) - first != n - 1:
+        return idx
+    if n > 1 and not bool((idx.diff() == 1).all()):
+        return idx
+    return slice(first, first + n)
+
+
+def _quotient(
+    inter: np.ndarray, pop_a: np.ndarray | int, pop_b: np.ndarray, out: np.ndarray
+) -> None:
+    r"""``out = inter / (pop_a + pop_b - inter)`` in float64, 1 where both empty."""
+    union = pop_a + pop_b
+    union -= inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.divide(inter, union, out=out)
+    # Only two empty fingerprints have an empty union (0 / 0 above).
+    if np.any(np.asarray(pop_a) == 0):
+        np.copyto(out, 1.0, where=union == 0)
+
+
+def _popcount_block(
+    library: PackedFingerprints,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    first: int | None,
+    out: np.ndarray,
+) -> None:
+    r"""Tanimoto rows by popcounts of ANDed words, in bounded column blocks.
+
+    ``cols`` is either an index array (``first`` None) or a block of words
+    starting at library row ``first``.
+    """
+    words, pop = library.words, library.popcounts
+    a_words, a_pop = words[rows], pop[rows]
+    num_cols = cols.shape[0]
+    step = max(1, _POPCOUNT_WORDS // (rows.shape[0] * words.shape[1]))
+    for c0 in range(0, num_cols, step):
+        c1 = min(c0 + step, num_cols)
+        if first is None:
+            c_words, c_pop = words[cols[c0:c1]], pop[cols[c0:c1]]
+        else:
+            c_words, c_pop = cols[c0:c1], pop[first + c0 : first + c1]
+        both = np.bitwise_and(a_words[:, None, :], c_words[None, :, :])
+        inter = _popcount(both).sum(-1, dtype=np.int64)
+        _quotient(inter, a_pop[:, None], c_pop[None, :], out[: rows.shape[0], c0:c1])
+
+
+def _set_bits(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""(bit, row) of every set bit of a block of packed rows, row-major.
+
+    Only the non-zero bytes are unpacked (a Morgan fingerprint has ~50 of 256).
+    """
+    block = np.ascontiguousarray(words).view(np.uint8)
+    rows, byte = np.nonzero(block)
+    bits = np.unpackbits(block[rows, byte][:, None], axis=1, bitorder="little")
+    which, offset = np.nonzero(bits)
+    bit = byte[which] * 8 + offset
+    # uint16 keys make the stable argsort a radix sort (widths up to 2^16).
+    return bit.astype(np.uint16 if words.shape[1] <= 1024 else np.int64), rows[which]
+
+
+def _tile_postings(
+    words: np.ndarray, n_bits: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""(bit, row) postings of a tile of packed rows, and which bits are flipped.
+
+    A bit set in more than half of the tile's rows (a few Morgan bits are set
+    in most drug-like molecules) is stored by the rows that *lack* it: at most
+    half the tile, which bounds the postings a row's query reads.
+    """
+    # In sub-blocks, keeping uint16 rows: the int64 temporaries of a whole
+    # tile would take ~150 MB.
+    bit_parts, row_parts = [], []
+    for first in range(0, words.shape[0], 8192):
+        bits, rows = _set_bits(words[first : first + 8192])
+        bit_parts.append(bits)
+        row_parts.append((rows + first).astype(np.uint16))
+    bits, rows = np.concatenate(bit_parts), np.concatenate(row_parts)
+    counts = np.bincount(bits, minlength=n_bits)
+    flip = 2 * counts > words.shape[0]
+    if flip.any():
+        flipped = np.flatnonzero(flip)
+        mine = flip[bits]
+        has = np.zeros((flipped.shape[0], words.shape[0]), dtype=bool)
+        has[np.searchsorted(flipped, bits[mine]), rows[mine]] = True
+        which, lacking = np.nonzero(~has)
+        bits = np.concatenate([bits[~mine], flipped[which].astype(bits.dtype)])
+        rows = np.concatenate([rows[~mine], lacking.astype(np.uint16)])
+    return bits, rows, flip
+
+
+def _unpack_torch(words: Tensor, n_bits: int) -> Tensor:
+    r"""Unpack ``k x W`` int64 words into ``k x n_bits`` float32 0/1 (any device).
+
+    Little-endian bytes, as every CUDA and x86/ARM host stores them.
+    """
+    shifts = torch.arange(8, dtype=torch.uint8, device=words.device)
+    bytes_ = words.contiguous().view(torch.uint8)
+    bits = (bytes_.unsqueeze(-1) >> shifts) & 1
+    return bits.reshape(words.shape[0], -1)[:, :n_bits].to(torch.float32)
