@@ -441,3 +441,56 @@ def test_speed_benchmark_runs_and_all_routes_agree_with_rdkit(capsys: Any) -> No
     assert {line["n"] for line in lines} == {2000}
     assert len({line["checksum"] for line in lines}) == 1  # bit-identical values
     assert all(line["rows_per_s"] > 0 and line["peak_rss_mb"] > 0 for line in lines)
+
+
+def _library_model(n: int = 300, obs: int = 20, scaled: bool = True, seed: int = 0):
+    from botorch.models import SingleTaskGP
+    from gpytorch.kernels import ScaleKernel
+
+    g = np.random.default_rng(seed)
+    bits = (g.random((n, 256)) < 0.08).astype(np.uint8)
+    library = PackedFingerprints.from_bits(bits)
+    kernel = TanimotoKernel(library=library)
+    if scaled:
+        kernel = ScaleKernel(kernel)
+        kernel.outputscale = 2.0
+    Z = torch.arange(n, dtype=torch.float64).unsqueeze(-1)
+    idx = torch.as_tensor(g.choice(n, obs, replace=False))
+    y = torch.as_tensor(g.standard_normal((obs, 1)))
+    model = SingleTaskGP(Z[idx], y, covar_module=kernel.to(torch.float64))
+    return model.eval(), Z, library
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+@pytest.mark.parametrize("subset", [False, True])
+def test_engine_rows_of_a_library_kernel_equal_the_posterior(scaled, subset) -> None:
+    """The engine's rows of d_t^2 from the library's fast route equal the
+    model's own posterior covariance, for all the library or a subset of it."""
+    from ax_chaining.distances import DenseDistance
+    from ax_chaining.posterior import candidate_posterior
+
+    model, Z, _ = _library_model(scaled=scaled)
+    if subset:
+        Z = Z[torch.arange(3, 300, 2)]  # candidates: every other item
+    with torch.no_grad():
+        cov = model.posterior(Z).distribution.covariance_matrix
+    fast = candidate_posterior(model, Z, path="low_rank").distance
+    idx = torch.tensor([0, 5, Z.shape[0] - 1, 5])
+    expected = DenseDistance(cov).rows(idx)
+    torch.testing.assert_close(fast.rows(idx), expected, atol=1e-10, rtol=0)
+
+
+def test_covers_with_a_library_kernel_equal_the_level_matrix_reference() -> None:
+    from ax_chaining import ChainingUCB, chaining_covers
+    from ax_chaining.posterior import candidate_posterior
+
+    model, Z, _ = _library_model(n=400, obs=30)
+    acqf = ChainingUCB(model, Z)  # the default route (lazy coarse levels, lists)
+    distance = candidate_posterior(model, Z, path="low_rank").distance
+    common = {"t": acqf.t, "scale": acqf.scale}
+    lists = chaining_covers(distance, graph="lists", lazy=False, **common)
+    matrix = chaining_covers(distance, graph="matrix", **common)
+    reference = [c.tolist() for c in matrix.covers]
+    assert len(reference) >= 3
+    assert [c.tolist() for c in lists.covers] == reference
+    assert [c.tolist() for c in acqf.chaining.covers] == reference
