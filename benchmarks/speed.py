@@ -54,7 +54,56 @@ import torch
 DTYPE = torch.float64
 
 
-def _problem(n: int, num_obs: int, seed: int, device: str = "cpu"):
+def _tanimoto_problem(
+    n: int, num_obs: int, seed: int, library_path: str | None, device: str
+):
+    """``n`` molecules (the first rows of a packed library, or random
+    fingerprints with 40 to 60 of 2,048 bits set), an item index, and a GP
+    with a Tanimoto kernel in library mode (output scale 1, noise sd 0.05)."""
+    import numpy as np
+    from botorch.models import SingleTaskGP
+    from gpytorch.kernels import ScaleKernel
+
+    from ax_chaining.kernels import PackedFingerprints, TanimotoKernel
+
+    if library_path:
+        full = PackedFingerprints.open(library_path)
+        library = PackedFingerprints(full.words[:n], full.n_bits, validate=False)
+    else:
+        rng = np.random.default_rng(seed)
+        words = np.zeros((n, 32), dtype=np.uint64)
+        for start in range(0, n, 100_000):  # 40 to 60 random bits a row
+            stop = min(n, start + 100_000)
+            k = rng.integers(40, 61, stop - start)
+            cols = rng.integers(0, 2048, (stop - start, 60))
+            keep = np.arange(60) < k[:, None]
+            rows = np.repeat(np.arange(start, stop), keep.sum(1))
+            bits = cols[keep]
+            np.bitwise_or.at(
+                words, (rows, bits // 64), np.uint64(1) << (bits % 64).astype(np.uint64)
+            )
+        library = PackedFingerprints(words, 2048, validate=False)
+    g = torch.Generator().manual_seed(seed)
+    C = torch.arange(n, dtype=DTYPE).unsqueeze(-1)
+    obs = torch.randperm(n, generator=g)[:num_obs]
+    Y = torch.randn(num_obs, 1, generator=g, dtype=DTYPE)
+    kernel = ScaleKernel(TanimotoKernel(library=library)).to(DTYPE)
+    kernel.outputscale = 1.0
+    model = SingleTaskGP(C[obs], Y, covar_module=kernel, outcome_transform=None)
+    model.likelihood.noise = 0.05**2
+    return model.to(device).eval(), C.to(device)
+
+
+def _problem(
+    n: int,
+    num_obs: int,
+    seed: int,
+    device: str = "cpu",
+    kernel: str = "se",
+    library: str | None = None,
+):
+    if kernel == "tanimoto":
+        return _tanimoto_problem(n, num_obs, seed, library, device)
     from botorch.models import SingleTaskGP
     from gpytorch.kernels import RBFKernel, ScaleKernel
 
@@ -89,7 +138,9 @@ def _worker(args: argparse.Namespace) -> dict:
     baseline = _rss_mb()
     device = torch.device(args.device)
     cuda = device.type == "cuda"
-    model, C = _problem(args.n, args.obs, args.seed, args.device)
+    model, C = _problem(
+        args.n, args.obs, args.seed, args.device, args.kernel, args.library
+    )
     times = []
     info: dict = {}
     if cuda:
@@ -134,6 +185,7 @@ def _worker(args: argparse.Namespace) -> dict:
         "peak_rss_mb": _rss_mb(),
         "baseline_rss_mb": baseline,
         "device": str(device),
+        "kernel": args.kernel,
         **(
             {
                 "gpu": torch.cuda.get_device_name(device),
@@ -272,7 +324,9 @@ def _run_worker(
         args.device,
         "--pending-covers",
         pending,
-    ]
+        "--kernel",
+        args.kernel,
+    ] + (["--library", args.library] if args.library else [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return {"method": method, "n": n, "q": q, "error": out.stderr.strip()[-2000:]}
@@ -493,6 +547,18 @@ def main(argv: list[str] | None = None) -> int:
         default=["rebuild", "reuse"],
         choices=["rebuild", "reuse"],
         help="ChainingUCB pending_covers for batches (default: both)",
+    )
+    parser.add_argument(
+        "--kernel",
+        default="se",
+        choices=["se", "tanimoto"],
+        help="the paper's SE setting, or molecules with a Tanimoto kernel",
+    )
+    parser.add_argument(
+        "--library",
+        default=None,
+        help="with --kernel tanimoto: a packed fingerprint library (.npy) whose "
+        "first N rows are the candidates (default: random fingerprints)",
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--method", default="chaining", help=argparse.SUPPRESS)

@@ -66,6 +66,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -369,8 +370,8 @@ class PackedFingerprints:
             cols: Library column indices, or a slice (``Z[first:stop]``, the
                 fast case for large libraries); all rows if None.
             route: ``"auto"`` (default: ``matmul`` on a GPU; on CPU
-                ``inverted`` from ``1024 + min(N, 65536) / 32`` columns on,
-                else ``popcount``), or one
+                ``inverted`` for a run of at least ``1024 + min(N, 65536) / 32``
+                columns, else ``popcount``), or one
                 of ``"inverted"``, ``"popcount"``, ``"matmul"`` (see the module
                 docstring for their memory).
             dtype: Floating dtype of the result.
@@ -396,11 +397,18 @@ class PackedFingerprints:
                 col_idx, span = None, (start, max(start, stop))
         else:
             col_idx, span = _index_array(cols, "cols", n), None
+            if col_idx.shape[0] > 1 and np.all(np.diff(col_idx) == 1):
+                # A run of items (a batch of candidates in order): a span.
+                col_idx, span = None, (int(col_idx[0]), int(col_idx[-1]) + 1)
         num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
         if route == "auto":
             if device.type != "cpu":
                 route = "matmul"
-            elif num_cols >= _INVERTED_MIN_COLS + min(n, _TILE) // 32:
+            elif (
+                col_idx is None and num_cols >= _INVERTED_MIN_COLS + min(n, _TILE) // 32
+            ):
+                # The inverted route reads a row's postings over every tile the
+                # columns span: worth it for a span, not for scattered columns.
                 route = "inverted"
             else:
                 route = "popcount"
@@ -806,17 +814,29 @@ class TanimotoKernel(_FingerprintKernel):
     def _library_forward(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
         library = self.library
         dtype = x1.dtype if x1.is_floating_point() else torch.get_default_dtype()
+        device = x1.device
+        # Batch dimensions that are broadcast copies (the training inputs
+        # expanded over b test points) are mapped and computed once.
+        x1, x2 = _drop_expanded(x1), _drop_expanded(x2)
         i1 = item_indices(x1, len(library), self.normalized_inputs, "TanimotoKernel")
         i2 = item_indices(x2, len(library), self.normalized_inputs, "TanimotoKernel")
         if diag:
             return library.tanimoto_pairs(i1, i2, dtype=dtype)
-        kw = {"route": self.route, "dtype": dtype, "device": x1.device}
+        kw = {"route": self.route, "dtype": dtype, "device": device}
         if i1.dim() == 1 and i2.dim() == 1:
             return library.tanimoto(i1, _as_range(i2), **kw)
         # Batches (e.g. BoTorch's posterior over b x q points): the kernel of
-        # the distinct items, then indexed, so the cost does not grow with b^2.
+        # the distinct items, then indexed, so the cost does not grow with b^2;
+        # or, when the batch needs fewer entries than that (b points of q = 1,
+        # their test-test blocks), each entry alone.
         u1, inv1 = torch.unique(i1, return_inverse=True)
         u2, inv2 = torch.unique(i2, return_inverse=True)
+        pairs = torch.broadcast_shapes(i1.unsqueeze(-1).shape, i2.unsqueeze(-2).shape)
+        if math.prod(pairs) < u1.numel() * u2.numel():
+            out = library.tanimoto_pairs(
+                i1.unsqueeze(-1), i2.unsqueeze(-2), dtype=dtype
+            )
+            return out.to(x1.device)
         values = library.tanimoto(u1, _as_range(u2), **kw)
         return values[inv1.unsqueeze(-1), inv2.unsqueeze(-2)]
 
@@ -983,6 +1003,17 @@ def _index_array(x: Any, arg: str, n: int, flat: bool = True) -> np.ndarray:
             f"[{int(array.min())}, {int(array.max())}]."
         )
     return array
+
+
+def _drop_expanded(x: Tensor) -> Tensor:
+    """``x`` without its leading batch dimensions that only repeat one slice
+    (the training inputs copied for each of b test points, as GPyTorch's
+    prediction does), which the kernel's output broadcasts back."""
+    while x.dim() > 2 and (
+        x.shape[0] == 1 or x.stride(0) == 0 or torch.equal(x, x[:1].expand_as(x))
+    ):
+        x = x[0]
+    return x
 
 
 def _as_range(idx: Tensor) -> Tensor | slice:
