@@ -494,3 +494,19 @@ def test_covers_with_a_library_kernel_equal_the_level_matrix_reference() -> None
     assert len(reference) >= 3
     assert [c.tolist() for c in lists.covers] == reference
     assert [c.tolist() for c in acqf.chaining.covers] == reference
+
+
+def test_inverted_rows_over_threads_equal_one_thread() -> None:
+    rng = np.random.default_rng(3)
+    bits = (rng.random((3000, 512)) < 0.05).astype(np.uint8)
+    library = PackedFingerprints.from_bits(bits)
+    rows = np.arange(0, 3000, 37)
+    one = library.tanimoto(rows, slice(0, 3000), route="inverted")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        two = library.tanimoto(rows, slice(0, 3000), route="inverted")
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, two)
+    assert torch.equal(one, library.tanimoto(rows, slice(0, 3000), route="popcount"))
