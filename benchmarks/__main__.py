@@ -26,6 +26,9 @@ Subcommands:
 ``limit``
     The certificate beside the Monte Carlo quantile of the regret under the
     same posterior (:mod:`benchmarks.limit`); arguments are passed to it.
+``bonus``
+    Chaining-UCB's bonus against GP-UCB's over a molecule library, step by
+    step (:mod:`benchmarks.bonus`); arguments are passed to it.
 ``certificate``
     Soundness and usefulness of the regret certificates on GP samples
     (:mod:`benchmarks.certificate`); arguments after
@@ -610,6 +613,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import limit
 
         return limit.main(argv[1:])
+    if argv and argv[0] == "bonus":  # likewise
+        from benchmarks import bonus
+
+        return bonus.main(argv[1:])
     if argv and argv[0] == "certificate":
         from benchmarks import certificate
 
