@@ -393,7 +393,6 @@ def test_ax_client_loop_and_lean_json_round_trip(tmp_path: Any) -> None:
     from ax_chaining.ax import fingerprint_kernel_surrogate_spec, register_storage
     from ax_chaining.benchmark.molecules import load_dataset
     from ax_chaining.chem import morgan_fingerprints
-    from ax_chaining.kernels import fingerprints
 
     logging.getLogger("ax").setLevel(logging.WARNING)
     register_storage()
@@ -416,13 +415,26 @@ def test_ax_client_loop_and_lean_json_round_trip(tmp_path: Any) -> None:
     loaded = Client.load_from_json_file(str(path))
     assert loaded.get_next_trials(max_trials=1) == client.get_next_trials(max_trials=1)
     # In a new process the library must be registered again, or a clear error.
-    fingerprints._LIBRARIES.clear()  # as in a fresh process
-    again = Client.load_from_json_file(str(path))
-    with pytest.raises(ValueError, match="register_fingerprints"):
-        again.get_next_trials(max_trials=1)
-    same = PackedFingerprints(library.words[:600].copy(), 2048)  # a new object
-    fingerprint_kernel_surrogate_spec(same)
-    assert len(again.get_next_trials(max_trials=1)) == 1
+    import subprocess
+    import sys
+
+    sub.save(tmp_path / "library.npy")
+    code = (
+        "import ax_chaining.ax as axc\n"
+        "from ax.api.client import Client\n"
+        "from ax_chaining.kernels import PackedFingerprints\n"
+        f"c = Client.load_from_json_file({str(path)!r})\n"
+        "try:\n"
+        "    c.get_next_trials(max_trials=1)\n"
+        "except ValueError as e:\n"
+        "    print('refused:', 'register_fingerprints' in str(e))\n"
+        f"same = PackedFingerprints.open({str(tmp_path / 'library.npy')!r})\n"
+        "axc.fingerprint_kernel_surrogate_spec(same)  # a new object, same content\n"
+        "print(len(c.get_next_trials(max_trials=1)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["refused:", "True", "1"]
     with pytest.raises(ValueError, match=r"`metric` must be 'tanimoto', got 'minmax'"):
         fingerprint_kernel_surrogate_spec(library, metric="minmax")
     with pytest.raises(TypeError, match="`library` must be a PackedFingerprints"):

@@ -81,6 +81,7 @@ from torch import Tensor
 
 from ax_chaining.checks import check_bool, check_choice, check_int, type_error
 from ax_chaining.kernels.precomputed import item_indices
+from ax_chaining.kernels.registry import ContentRegistry
 
 __all__ = [
     "MinMaxKernel",
@@ -91,7 +92,13 @@ __all__ = [
 ]
 
 # Fingerprint libraries by content key (see `register_fingerprints`): references.
-_LIBRARIES: dict[str, PackedFingerprints] = {}
+_LIBRARIES: ContentRegistry[PackedFingerprints] = ContentRegistry(
+    "TanimotoKernel argument `library`",
+    "fingerprint library",
+    "`ax_chaining.kernels.register_fingerprints(library)` (e.g. with "
+    "`PackedFingerprints.open(path)`), or `fingerprint_kernel_surrogate_spec("
+    "library)`,",
+)
 
 ROUTES = ("auto", "inverted", "popcount", "matmul")
 # Rows per tile of the inverted index: postings fit in uint16, and one tile's
@@ -615,8 +622,7 @@ def register_fingerprints(library: PackedFingerprints | Tensor | np.ndarray) -> 
     """
     if not isinstance(library, PackedFingerprints):
         library = PackedFingerprints.from_bits(library)
-    _LIBRARIES[library.key] = library
-    return library.key
+    return _LIBRARIES.add(library.key, library)
 
 
 class _FingerprintKernel(Kernel):
@@ -961,18 +967,7 @@ def registered_fingerprints(key: str) -> PackedFingerprints:
     Raises:
         ValueError: No library with that content is registered in this process.
     """
-    library = _LIBRARIES.get(key)
-    if library is None:
-        raise ValueError(
-            f"TanimotoKernel argument `library` is the key {key[:23]}..., but no "
-            "fingerprint library with that content is registered in this process. "
-            "Expected it to be registered first: call "
-            "`ax_chaining.kernels.register_fingerprints(library)` (e.g. with "
-            "`PackedFingerprints.open(path)`), or "
-            "`fingerprint_kernel_surrogate_spec(library)`, after loading a saved "
-            "experiment."
-        )
-    return library
+    return _LIBRARIES.get(key)
 
 
 def _npy_path(path: str | os.PathLike) -> Path:

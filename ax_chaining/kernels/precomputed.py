@@ -20,10 +20,17 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
+from ax_chaining.kernels.registry import ContentRegistry
+
 __all__ = ["PrecomputedKernel", "gram_key", "register_gram", "registered_gram"]
 
 # Gram matrices by content hash (see `register_gram`): references, not copies.
-_GRAMS: dict[str, Tensor] = {}
+_GRAMS: ContentRegistry[Tensor] = ContentRegistry(
+    "PrecomputedKernel argument `gram`",
+    "Gram matrix",
+    "`ax_chaining.kernels.register_gram(gram)` (or "
+    "`precomputed_kernel_surrogate_spec(gram)`)",
+)
 
 # Block side when validating a large Gram matrix (keeps temporaries small).
 _CHECK_BLOCK = 512
@@ -351,9 +358,7 @@ def register_gram(gram: Tensor, validate: bool = True, check_psd: bool = True) -
     gram = _as_float_gram(gram)
     if validate:
         _validate_gram(gram, rtol=1e-5, atol=1e-8, check_psd=check_psd)
-    key = gram_key(gram)
-    _GRAMS[key] = gram
-    return key
+    return _GRAMS.add(gram_key(gram), gram)
 
 
 def registered_gram(key: str) -> Tensor:
@@ -362,17 +367,7 @@ def registered_gram(key: str) -> Tensor:
     Raises:
         ValueError: No matrix with that content is registered in this process.
     """
-    gram = _GRAMS.get(key)
-    if gram is None:
-        raise ValueError(
-            f"PrecomputedKernel argument `gram` is the key {key[:23]}..., but no Gram "
-            "matrix with that content is registered in this process. Expected the "
-            "same matrix to be registered first: call "
-            "`ax_chaining.kernels.register_gram(gram)` (or "
-            "`precomputed_kernel_surrogate_spec(gram)`) after loading a saved "
-            "experiment."
-        )
-    return gram
+    return _GRAMS.get(key)
 
 
 def _as_float_gram(gram: Tensor) -> Tensor:

@@ -1,0 +1,47 @@
+"""Content-addressed registries of the large objects an item-index kernel holds
+(a Gram matrix, a fingerprint library), so that Ax stores a short key with
+every generator run instead of the object, and a key can never resolve to
+other content."""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+_T = TypeVar("_T")
+
+
+class ContentRegistry(Generic[_T]):
+    """Objects by content key, for one kernel argument.
+
+    Args:
+        owner: The kernel and its argument, for messages (e.g.
+            ``"PrecomputedKernel argument `gram`"``).
+        what: What is registered, in words (``"Gram matrix"``).
+        how: How to register it again, in words (the functions to call).
+    """
+
+    def __init__(self, owner: str, what: str, how: str) -> None:
+        self.owner, self.what, self.how = owner, what, how
+        self._objects: dict[str, _T] = {}
+
+    def add(self, key: str, obj: _T) -> str:
+        """Keep a reference (not a copy) of ``obj`` under ``key``; returns it."""
+        self._objects[key] = obj
+        return key
+
+    def get(self, key: str) -> _T:
+        """The object registered under ``key``.
+
+        Raises:
+            ValueError: No object with that content is registered in this
+                process (e.g. after loading a saved experiment).
+        """
+        obj = self._objects.get(key)
+        if obj is None:
+            raise ValueError(
+                f"{self.owner} is the key {key[:23]}..., but no {self.what} with "
+                "that content is registered in this process. Expected it to be "
+                f"registered first: call {self.how} after loading a saved "
+                "experiment."
+            )
+        return obj
