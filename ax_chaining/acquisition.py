@@ -33,10 +33,13 @@ from ax_chaining.certificate import (
     Tail,
     certificate_bounds,
     chaining_tree,
-    make_certificate,
-    refused_certificate,
 )
-from ax_chaining.certification import Calibration, CheckSchedule, calibrate
+from ax_chaining.certification import (
+    Calibration,
+    CheckSchedule,
+    calibrate,
+    issue_certificate,
+)
 from ax_chaining.chaining import (
     ChainingResult,
     CoverMethod,
@@ -600,24 +603,15 @@ class ChainingUCB(AcquisitionFunction):
         if t is None and schedule is not None:
             share = schedule.share(delta, own_t - 1)
         t = own_t if t is None else check_int("t", t, 1)
-        index, sign = self._among(among), 1.0 if self.maximize else -1.0
-        check = calibrate(self.model, calibration, alpha)
-        if not check.valid:
-            return refused_certificate(
-                mean,
-                index,
-                self.candidates,
-                t=t,
-                delta=delta,
-                reason=check.reason,
-                checks=check.stats,
-                sign=sign,
-            )
-        return make_certificate(
+        return issue_certificate(
+            self.model,
             mean,
             step.posterior.distance,
-            index,
+            self._among(among),
             self.candidates,
+            calibration=calibration,
+            alpha=alpha,
+            sign=1.0 if self.maximize else -1.0,
             t=t,
             delta=delta,
             share=share,
@@ -627,9 +621,6 @@ class ChainingUCB(AcquisitionFunction):
             tail=tail,
             rule=rule,
             split_delta=split_delta,
-            sign=sign,
-            scale=check.scale,
-            checks=check.stats,
         )
 
     def _certified(self) -> tuple[Tensor, ChainingStep, int]:

@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
@@ -74,7 +74,7 @@ from ax_chaining.checks import (
     check_float,
     check_int,
 )
-from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 from ax_chaining.posterior import (
     candidate_posterior,
     check_posterior_transform,
@@ -90,6 +90,7 @@ __all__ = [
     "LooCheck",
     "StudentTail",
     "certify_model",
+    "issue_certificate",
     "loo_check",
 ]
 
@@ -383,33 +384,61 @@ def certify_model(
     )
     mean = post.mean.to(torch.float64)
     mean = mean if maximize else -mean
-    sign = 1.0 if maximize else -1.0
-    check = calibrate(model, calibration, alpha)
-    if not check.valid:
-        return refused_certificate(
-            mean,
-            index,
-            candidates,
-            t=n_obs + 1,
-            delta=delta,
-            reason=check.reason,
-            checks=check.stats,
-            sign=sign,
-        )
-    return make_certificate(
+    return issue_certificate(
+        model,
         mean,
         post.distance,
         index,
         candidates,
+        calibration=calibration,
+        alpha=alpha,
         t=n_obs + 1,
         delta=delta,
         share=share,
         method=method,
         tail=tail,
         rule=rule,
+        sign=1.0 if maximize else -1.0,
+    )
+
+
+def issue_certificate(
+    model: Model,
+    mean: Tensor,
+    distance: PseudoDistance,
+    index: Tensor,
+    candidates: Tensor,
+    *,
+    calibration: Calibration = "loo",
+    alpha: float = 0.01,
+    sign: float = 1.0,
+    **bounds: Any,
+) -> Certificate:
+    """The certificate of a model's posterior: its calibration first (refused,
+    or the spread widened), then the bound (``bounds``: the keywords of
+    :func:`~ax_chaining.certificate.make_certificate`). The one place where a
+    certificate is issued, for :func:`certify_model` and ``ChainingUCB``."""
+    check = calibrate(model, calibration, alpha)
+    if not check.valid:
+        return refused_certificate(
+            mean,
+            index,
+            candidates,
+            t=bounds["t"],
+            delta=bounds["delta"],
+            reason=check.reason,
+            checks=check.stats,
+            sign=sign,
+        )
+    return make_certificate(
+        mean,
+        distance,
+        index,
+        candidates,
         sign=sign,
         scale=check.scale,
         checks=check.stats,
+        **bounds,
     )
 
 

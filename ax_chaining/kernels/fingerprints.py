@@ -63,7 +63,6 @@ materializes ``N x m`` values.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -81,7 +80,7 @@ from torch import Tensor
 
 from ax_chaining.checks import check_bool, check_choice, check_int, type_error
 from ax_chaining.kernels.precomputed import item_indices
-from ax_chaining.kernels.registry import ContentRegistry
+from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
 
 __all__ = [
     "MinMaxKernel",
@@ -866,13 +865,7 @@ class TanimotoKernel(_FingerprintKernel):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TanimotoKernel:
         r"""Deep-copy the kernel, sharing (not duplicating) the library."""
-        memo[id(self.library)] = self.library
-        cls = self.__class__
-        new = cls.__new__(cls)
-        memo[id(self)] = new
-        for key, value in self.__dict__.items():
-            new.__dict__[key] = copy.deepcopy(value, memo)
-        return new
+        return deepcopy_sharing(self, memo, self.library)
 
 
 class MinMaxKernel(_FingerprintKernel):

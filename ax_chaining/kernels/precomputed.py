@@ -11,7 +11,6 @@ integer "item index" parameter.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 from typing import Any
@@ -20,7 +19,7 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from ax_chaining.kernels.registry import ContentRegistry
+from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
 
 __all__ = ["PrecomputedKernel", "gram_key", "register_gram", "registered_gram"]
 
@@ -236,13 +235,7 @@ class PrecomputedKernel(Kernel):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> PrecomputedKernel:
         r"""Deep-copy the kernel, sharing (not duplicating) the constant Gram."""
-        memo[id(self.gram)] = self.gram
-        cls = self.__class__
-        new = cls.__new__(cls)
-        memo[id(self)] = new
-        for key, value in self.__dict__.items():
-            new.__dict__[key] = copy.deepcopy(value, memo)
-        return new
+        return deepcopy_sharing(self, memo, self.gram)
 
 
 def item_indices(

@@ -5,7 +5,8 @@ other content."""
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+import copy
+from typing import Any, Generic, TypeVar
 
 _T = TypeVar("_T")
 
@@ -45,3 +46,16 @@ class ContentRegistry(Generic[_T]):
                 "experiment."
             )
         return obj
+
+
+def deepcopy_sharing(obj: Any, memo: dict[int, Any], constant: Any) -> Any:
+    """``copy.deepcopy(obj)`` that shares (does not duplicate) ``constant``: a
+    kernel's Gram matrix or library, which BoTorch's fantasies and Ax's model
+    copies would otherwise copy whole."""
+    memo[id(constant)] = constant
+    cls = obj.__class__
+    new = cls.__new__(cls)
+    memo[id(obj)] = new
+    for key, value in obj.__dict__.items():
+        new.__dict__[key] = copy.deepcopy(value, memo)
+    return new
