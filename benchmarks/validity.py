@@ -390,19 +390,24 @@ def summarize(records: Sequence[dict[str, Any]], delta: float = 0.05) -> dict[st
             for r in runs:
                 rng = r["f_range"]
                 viol_run = False
+                # The certificate in force at query k: the last check at or
+                # before it (rules that check every 10th step or on a
+                # geometric schedule have none at k itself).
+                current_bound = None
                 for k, s in enumerate(r["steps"], start=1):
                     bound = s[f"{rule}_bound"]
-                    if bound is None:
-                        continue
-                    steps_n += 1
-                    if rule != "plain" and not s[f"{rule}_valid"]:
-                        refused += 1
-                        continue
-                    if s[f"{rule}_regret"] > bound + 1e-9:
-                        step_viol += 1
-                        viol_run = True
-                    if k in bound_at:
-                        bound_at[k].append(bound / rng)
+                    if bound is not None:
+                        steps_n += 1
+                        if rule != "plain" and not s[f"{rule}_valid"]:
+                            refused += 1
+                            current_bound = math.inf
+                        else:
+                            current_bound = bound
+                            if s[f"{rule}_regret"] > bound + 1e-9:
+                                step_viol += 1
+                                viol_run = True
+                    if k in bound_at and current_bound is not None:
+                        bound_at[k].append(current_bound / rng)
                 any_viol += viol_run
 
                 def current(s, frac, rng=rng, rule=rule):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -922,8 +923,12 @@ def test_a_catalogue_with_an_id_column_leads_back_to_its_rows() -> None:
     )
     client.set_generation_strategy(gs)
     by_sku = table.set_index("sku")
+    walls = []
     for _ in range(8):
-        for index, p in client.get_next_trials(max_trials=1).items():
+        start = time.perf_counter()
+        trials = client.get_next_trials(max_trials=1)
+        walls.append(time.perf_counter() - start)
+        for index, p in trials.items():
             client.complete_trial(index, raw_data={"score": _score(p)})
     best, _, trial_index, arm_name = client.get_best_parameterization()
     row = by_sku.loc[arm_name]  # the arm is named after its row's SKU
@@ -933,6 +938,10 @@ def test_a_catalogue_with_an_id_column_leads_back_to_its_rows() -> None:
         assert trial.arms[0].parameters["length"] == by_sku.loc[sku, "length"]
     meta = gs.experiment.trials[7].generator_runs[0].gen_metadata[GEN_METADATA_KEY]
     (picked,) = meta["rows"]  # the metadata columns travel with the arm
+    assert set(meta["seconds"]) == {"fit", "acquisition", "certificate"}
+    assert all(v >= 0 for v in meta["seconds"].values())
+    # The parts are parts of the step's own wall time (trial 7 is the 8th call).
+    assert sum(meta["seconds"].values()) <= walls[7]
     assert picked["sku"] == gs.experiment.trials[7].arms[0].name
     assert picked["vendor"] == by_sku.loc[picked["sku"], "vendor"]
 
