@@ -34,8 +34,10 @@ Larger is better; an unparsable SMILES scores ``nan``.
 from __future__ import annotations
 
 import gzip
-import io
+import hashlib
+import json
 import math
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -44,6 +46,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from ax_chaining.checks import check_int
 
 __all__ = ["MOSES_REQUIREMENT", "mpo", "mpo_scores", "moses_smiles"]
 
@@ -105,36 +109,74 @@ def _chunk(smiles: Sequence[str]) -> np.ndarray:
     return np.array([mpo(s) for s in smiles], dtype=np.float64)
 
 
+def _save_npy(array: np.ndarray, path: Path) -> None:
+    """Write atomically: a reader sees the old file or the whole new one."""
+    partial = path.with_name(path.name + ".tmp")
+    with open(partial, "wb") as fh:
+        np.save(fh, array)
+    partial.replace(path)
+
+
 def mpo_scores(
     smiles: Sequence[str],
     cache: str | Path | None = None,
     workers: int = 2,
     progress: bool = True,
+    chunk_size: int = 20_000,
 ) -> np.ndarray:
-    """:func:`mpo` of every molecule, in parallel, cached in ``cache`` (a
-    ``.npy`` file, reused when it holds as many values as ``smiles``)."""
-    if cache is not None and Path(cache).exists():
-        values = np.load(cache)
-        if values.shape == (len(smiles),):
-            return values
-    size = 20_000
-    chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
-    out: list[np.ndarray] = []
+    """:func:`mpo` of every molecule, in parallel, with a progress bar.
+
+    With ``cache`` (a ``.npy`` path) the scores are kept there, beside a
+    ``.json`` naming the SHA-256 of the SMILES, and reused only for the same
+    SMILES in the same order; an interrupted run resumes from its finished
+    chunks (kept in ``<cache>.parts/`` until the last one is done).
+    """
+    check_int("workers", workers, 1)
+    check_int("chunk_size", chunk_size, 1)
+    items = list(smiles)
+    digest = hashlib.sha256("\n".join(map(str, items)).encode()).hexdigest()
+    meta = {"num_smiles": len(items), "smiles_sha256": digest}
+    path = None if cache is None else Path(cache)
+    if path is not None:
+        side = path.with_suffix(".json")
+        if path.exists() and side.exists() and json.loads(side.read_text()) == meta:
+            return np.load(path)
+        parts = path.with_name(path.name + ".parts")
+        manifest = parts / "manifest.json"
+        if parts.exists() and (
+            not manifest.exists() or json.loads(manifest.read_text()) != meta
+        ):
+            shutil.rmtree(parts)  # parts of other SMILES
+        parts.mkdir(parents=True, exist_ok=True)
+        manifest.write_text(json.dumps(meta))
+    starts = list(range(0, len(items), chunk_size))
+    done: dict[int, np.ndarray] = {}
+    if path is not None:
+        for start in starts:
+            part = parts / f"{start:012d}.npy"
+            if part.exists():
+                done[start] = np.load(part)
+    todo = [s for s in starts if s not in done]
     bar = None
     if progress:
-        from tqdm import tqdm
+        from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(smiles), desc="MPO", unit="mol")
+        initial = sum(len(v) for v in done.values())
+        bar = tqdm(total=len(items), initial=initial, desc="MPO", unit="mol")
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for values in pool.map(_chunk, chunks):
-            out.append(values)
+        chunks = (items[s : s + chunk_size] for s in todo)
+        for start, values in zip(todo, pool.map(_chunk, chunks), strict=True):
+            done[start] = values
+            if path is not None:
+                _save_npy(values, parts / f"{start:012d}.npy")
             if bar is not None:
                 bar.update(len(values))
     if bar is not None:
         bar.close()
-    result = np.concatenate(out) if out else np.zeros(0)
-    if cache is not None:
-        buffer = io.BytesIO()
-        np.save(buffer, result)
-        Path(cache).write_bytes(buffer.getvalue())
+    result = np.concatenate([done[s] for s in starts]) if starts else np.zeros(0)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _save_npy(result, path)
+        path.with_suffix(".json").write_text(json.dumps(meta))
+        shutil.rmtree(parts)
     return result
