@@ -251,6 +251,7 @@ def plot_scores(summary: dict[str, Any], path: str | Path) -> Path:
         "gp-ucb": "tab:blue",
         "ucb": "tab:orange",
         "ax-default": "tab:purple",
+        "qlognei-table": "tab:red",
         "sobol": "tab:gray",
     }
     for ax, problem in zip(axes.flat, problems, strict=False):

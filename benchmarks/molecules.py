@@ -435,6 +435,7 @@ def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
         "gp-ucb": "tab:blue",
         "ucb": "tab:orange",
         "logei": "tab:purple",
+        "qlognei": "tab:red",
         "random": "tab:gray",
     }
     for ax, dataset in zip(axes.flat, datasets, strict=True):
