@@ -29,6 +29,10 @@ Subcommands:
 ``bonus``
     Chaining-UCB's bonus against GP-UCB's over a molecule library, step by
     step (:mod:`benchmarks.bonus`); arguments are passed to it.
+``screening``
+    Ax loops over nested MOSES libraries up to 10^6 molecules, MolPAL's
+    top-k metric, seconds and memory (:mod:`benchmarks.screening`);
+    arguments are passed to it.
 ``certificate``
     Soundness and usefulness of the regret certificates on GP samples
     (:mod:`benchmarks.certificate`); arguments after
@@ -617,6 +621,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import bonus
 
         return bonus.main(argv[1:])
+    if argv and argv[0] == "screening":  # likewise
+        from benchmarks import screening
+
+        return screening.main(argv[1:])
     if argv and argv[0] == "certificate":
         from benchmarks import certificate
 

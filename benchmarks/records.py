@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -103,6 +104,7 @@ LAYOUTS: dict[str, Layout] = {
     "validity": Layout(
         ("problem", "method", "seed"), "{problem}/{method}/seed_{seed}.json"
     ),
+    "screening": Layout(("size", "method", "seed"), "{size}/{method}/seed_{seed}.json"),
 }
 
 
@@ -298,14 +300,16 @@ def run_resumable(
     desc: str,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     jobs: int = 1,
+    fresh_process: bool = False,
 ) -> list[dict[str, Any]]:
     """Reuse every stored record of ``tasks`` made with ``key``; run the rest.
 
     Each new record is written (atomically) as soon as it is made, so an
     interrupted call loses at most the tasks in progress and the next call
     resumes there. With ``jobs > 1`` the tasks run in that many worker
-    processes (one torch thread each); every task seeds itself, so the
-    records do not depend on ``jobs``.
+    processes (the cores shared out between them: one torch thread each
+    when ``jobs`` equals the cores); every task seeds itself, so the records
+    do not depend on ``jobs``.
 
     Args:
         tasks: The fields that name each run (``LAYOUTS[kind].key``), in the
@@ -320,6 +324,8 @@ def run_resumable(
         on_record: Called with each new record.
         jobs: Worker processes; ``run`` must then be picklable (a module-level
             function or a ``functools.partial`` of one).
+        fresh_process: Run every task in a new worker process (even with
+            ``jobs == 1``), so that a task's peak memory is its own.
 
     Returns:
         The records of every task, stored or new.
@@ -338,7 +344,7 @@ def run_resumable(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=desc, unit="run")
-    for task, rec in _run_tasks(run, todo, jobs, bar):
+    for task, rec in _run_tasks(run, todo, jobs, bar, fresh_process):
         write_json(rec, lay.path(out, *task))
         records.append(rec)
         if on_record is not None:
@@ -350,10 +356,10 @@ def run_resumable(
     return records
 
 
-def _one_thread() -> None:
+def _set_threads(threads: int) -> None:
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
 
 
 def _run_tasks(
@@ -361,9 +367,10 @@ def _run_tasks(
     todo: Sequence[tuple[Any, ...]],
     jobs: int,
     bar: Any,
+    fresh_process: bool = False,
 ) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
     """``(task, run(*task))`` in order (``jobs == 1``) or as they finish."""
-    if jobs <= 1 or len(todo) <= 1:
+    if not fresh_process and (jobs <= 1 or len(todo) <= 1):
         for task in todo:
             if bar is not None:
                 bar.set_postfix_str(" ".join(map(str, task)))
@@ -373,10 +380,15 @@ def _run_tasks(
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # spawn: a fork of a process holding torch's thread pools can deadlock.
+    workers = max(1, min(jobs, len(todo)))
+    # The cores shared out between the workers (one thread each at jobs = cores).
+    threads = max(1, (os.cpu_count() or 1) // workers)
     with ProcessPoolExecutor(
-        max_workers=min(jobs, len(todo)),
+        max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_one_thread,
+        initializer=_set_threads,
+        initargs=(threads,),
+        max_tasks_per_child=1 if fresh_process else None,
     ) as pool:
         futures = {pool.submit(run, *task): task for task in todo}
         for future in as_completed(futures):

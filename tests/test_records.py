@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import shlex
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from benchmarks.records import (
     pack,
     packed_bytes,
     read_packed,
+    run_resumable,
     unpack,
     write_json,
     write_packed,
@@ -117,6 +119,23 @@ def test_packed_file_errors(tmp_path):
     bad.write_bytes(gzip.compress(b'{"a": 1}\n[1, 2]\n'))
     with pytest.raises(ValueError, match="line 2: expected a JSON object, got list"):
         read_packed(bad)
+
+
+def _pid_record(problem: str, method: str, seed: int) -> dict:
+    return {"problem": problem, "method": method, "seed": seed, "pid": os.getpid()}
+
+
+def test_fresh_process_runs_each_task_in_its_own_process(tmp_path):
+    tasks = [("p", "m", s) for s in range(3)]
+    kwargs = {"force": False, "progress": False, "desc": "x"}
+    records = run_resumable(
+        tasks, tmp_path, "validity", {}, _pid_record, fresh_process=True, **kwargs
+    )
+    pids = {r["pid"] for r in records}
+    assert len(pids) == 3 and os.getpid() not in pids
+    # Without it, one process (this one) runs them all.
+    again = run_resumable(tasks, tmp_path / "b", "validity", {}, _pid_record, **kwargs)
+    assert {r["pid"] for r in again} == {os.getpid()}
 
 
 def test_layouts_name_their_files():

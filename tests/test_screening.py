@@ -1,0 +1,90 @@
+"""The screening benchmark: nested libraries, MolPAL's top-k fractions by hand,
+and a real Ax loop over a small fingerprint library."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ax_chaining.kernels import PackedFingerprints
+from benchmarks.screening import (
+    ScreeningConfig,
+    format_markdown,
+    library_rows,
+    run_one,
+    summarize,
+)
+
+
+def test_libraries_are_nested_and_sorted() -> None:
+    small, large = library_rows(1000, 30), library_rows(1000, 200)
+    assert np.all(np.diff(small) > 0) and len(small) == 30
+    assert set(small) <= set(large)
+    assert not np.array_equal(small, np.arange(30))  # a permutation, not a prefix
+
+
+@pytest.fixture(scope="module")
+def tiny_library(tmp_path_factory):
+    """40 molecules of 64 random bits, and scores of the largest (30) library."""
+    path = tmp_path_factory.mktemp("screen")
+    rng = np.random.default_rng(0)
+    bits = (rng.random((40, 64)) < 0.3).astype(np.uint8)
+    bits[:, 0] = 1  # no empty fingerprint
+    fingerprints = PackedFingerprints.from_bits(bits).save(path / "fp.npy")
+    scores = rng.normal(size=30)
+    np.save(path / "mpo_30.npy", scores)
+    return str(fingerprints), str(path / "mpo_30.npy"), scores
+
+
+def test_random_run_counts_the_top_k_by_hand(tiny_library) -> None:
+    fingerprints, scores_path, scores = tiny_library
+    config = ScreeningConfig(queries=6, n_init=3, top_k=(2, 5))
+    rec = run_one(20, "random", 4, config, fingerprints, scores_path, max_size=30)
+    # The size-20 library's scores are those of its rows within the size-30 one.
+    rows20, rows30 = library_rows(40, 20), library_rows(40, 30)
+    y = scores[[list(rows30).index(r) for r in rows20]]
+    items = rec["items"]
+    assert len(items) == len(set(items)) == 9
+    for k in (2, 5):
+        top = set(np.argsort(-y)[:k].tolist())
+        by_hand = np.cumsum([i in top for i in items]).tolist()
+        assert rec["found"][str(k)] == by_hand
+    assert rec["steps"] == []
+
+
+def test_greedy_ax_loop_records_and_is_reproducible(tiny_library) -> None:
+    fingerprints, scores_path, _ = tiny_library
+    config = ScreeningConfig(queries=2, n_init=3, top_k=(2,))
+    one = run_one(30, "greedy", 1, config, fingerprints, scores_path, max_size=30)
+    assert len(set(one["items"])) == 5 and max(one["items"]) < 30
+    assert [set(s) for s in one["steps"]] == [
+        {"total", "fit", "acquisition", "certificate"}
+    ] * 2
+    assert all(
+        sum(v for k, v in s.items() if k != "total") <= s["total"] for s in one["steps"]
+    )
+    two = run_one(30, "greedy", 1, config, fingerprints, scores_path, max_size=30)
+    assert two["items"] == one["items"]
+
+
+def test_summary_fractions_by_hand() -> None:
+    config = ScreeningConfig(queries=2, n_init=1, top_k=(2,)).key()
+    recs = [
+        {
+            "size": 10,
+            "method": m,
+            "seed": s,
+            "config": config,
+            "items": [0, 1, 2],
+            "found": {"2": f},
+            "steps": [],
+            "peak_rss_mb": 100.0 + s,
+        }
+        for m, s, f in [("random", 0, [0, 1, 2]), ("random", 1, [0, 0, 1])]
+    ]
+    (row,) = summarize(recs)["rows"]
+    # After 0, 1, 2 queries: (0 + 0) / 2 / 2, (1 + 0) / 2 / 2, (2 + 1) / 2 / 2.
+    assert row["found"]["2"]["mean"] == [0.0, 0.25, 0.75]
+    assert row["peak_rss_mb"] == 101.0 and row["queries"] == 2
+    table = format_markdown(summarize(recs))
+    assert "| random | 0.0% | 75.0% | - | 101 | 2 |" in table
