@@ -19,6 +19,7 @@ Example::
 
     python -m benchmarks bonus --dataset freesolv --seeds 0 1 2 \
         --steps 1 10 25 50 > docs/results/molecules/bonus.jsonl
+    python -m benchmarks bonus --table docs/results/molecules/bonus.jsonl
 """
 
 from __future__ import annotations
@@ -121,13 +122,41 @@ def run(dataset: str, seed: int, steps: list[int], n_init: int = 10) -> list[dic
     return out
 
 
+def table(paths: list[str]) -> str:
+    """A markdown table of the JSON lines in ``paths``."""
+    rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
+    lines = [
+        "| dataset | seed | queries | cover sizes | sqrt(beta_t) | chaining bonus "
+        "p10 / median / p90 | bonus / GP-UCB's, p10 / median / p90 | sigma_t "
+        "p10 / median / p90 | rank of the best molecule: chaining / GP-UCB |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+
+    def three(q: dict[str, float]) -> str:
+        return " / ".join(f"{q[k]:.2f}" for k in ("p10", "median", "p90"))
+
+    for r in sorted(rows, key=lambda r: (r["dataset"], r["seed"], r["queries"])):
+        sizes = ", ".join(str(c) for c in r["cover_sizes"])
+        lines.append(
+            f"| {r['dataset']} | {r['seed']} | {r['queries']} | {sizes} | "
+            f"{r['sqrt_beta']:.2f} | {three(r['bonus'])} | "
+            f"{three(r['bonus_over_gp_ucb'])} | {three(r['sigma'])} | "
+            f"{r['best_rank_chaining'] + 1} / {r['best_rank_gp_ucb'] + 1} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks bonus")
+    parser.add_argument("--table", nargs="+", help="JSON-lines files to tabulate")
     parser.add_argument("--dataset", default="freesolv")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--steps", type=int, nargs="+", default=[1, 10, 25, 50])
     parser.add_argument("--small", action="store_true", help="one seed, 2 steps")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.table:
+        print(table(args.table), end="")
+        return 0
     seeds, steps = ([0], [1, 2]) if args.small else (args.seeds, args.steps)
     for seed in seeds:
         for row in run(args.dataset, seed, sorted(steps)):
