@@ -30,15 +30,17 @@ from ax_chaining.certificate import (
     Links,
     Method,
     Rule,
-    Tail,
+    TailLaw,
     certificate_bounds,
     chaining_tree,
 )
 from ax_chaining.certification import (
     Calibration,
     CheckSchedule,
+    TailChoice,
     calibrate,
     issue_certificate,
+    resolve_tail,
 )
 from ax_chaining.chaining import (
     ChainingResult,
@@ -498,7 +500,8 @@ class ChainingUCB(AcquisitionFunction):
         :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for any ``x``
         chosen from the data, the query :math:`x_t` included: the default
         certificate of :meth:`certificate` (``method="combined"``, with its
-        ``"loo"`` calibration: ``inf`` where that refuses), see
+        ``"loo"`` calibration, ``inf`` where that refuses, and its Student-t
+        tails), see
         :mod:`ax_chaining.certification`.
 
         The paper's Eq. (ucb) is kept, for comparison only, as
@@ -532,6 +535,7 @@ class ChainingUCB(AcquisitionFunction):
             t=t,
             delta=self.delta,
             tree=step.tree,
+            tail=resolve_tail("auto", "loo", num_training_points(self.model)),
         )["bound"]
         return (bounds * check.scale).to(X).reshape(X.shape[:-2])
 
@@ -542,7 +546,7 @@ class ChainingUCB(AcquisitionFunction):
         rule: Rule = "min_bound",
         method: Method = "combined",
         links: Links = "actual",
-        tail: Tail = "gaussian",
+        tail: TailChoice | TailLaw = "auto",
         delta: float | None = None,
         t: int | None = None,
         split_delta: bool = False,
@@ -582,7 +586,11 @@ class ChainingUCB(AcquisitionFunction):
                 :math:`\delta_t / (N - 1)` per pair) or ``"chaining"``.
             links: ``"actual"`` (default, pseudo-distances along the chain) or
                 ``"radius"`` (the paper's radii).
-            tail: ``"gaussian"`` (default, exact quantile) or ``"chernoff"``.
+            tail: ``"auto"`` (default: Student-t tails with ``n - 1`` degrees
+                of freedom under ``calibration="loo"``, the exact Gaussian
+                quantile under ``"none"``), ``"gaussian"``, ``"chernoff"``,
+                ``"student"`` or a :class:`~ax_chaining.certification.StudentTail`
+                (:func:`~ax_chaining.certification.resolve_tail`).
             delta: Confidence parameter; default the acquisition's ``delta``.
             t: Step whose share of ``delta`` is used (default: observations + 1,
                 or the ``t`` given at construction); each step must use its own.

@@ -202,7 +202,8 @@ def upper_quantile(p: Tensor | float, tail: Tail | TailLaw = "gaussian") -> Tens
 
     Args:
         p: Tail probabilities in (0, 1), any shape.
-        tail: ``"gaussian"`` or ``"chernoff"``.
+        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
+            :class:`~ax_chaining.certification.StudentTail`).
 
     Returns:
         Thresholds, float64.
@@ -255,7 +256,8 @@ def pairwise_bound(
             ``m`` certified points.
         index: ``m`` indices of the certified points.
         delta_t: Failure probability of this step.
-        tail: ``"gaussian"`` or ``"chernoff"``.
+        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
+            :class:`~ax_chaining.certification.StudentTail`).
 
     Returns:
         ``m`` bounds (float64, at least 0).
@@ -493,7 +495,9 @@ def chaining_tree(
     )
 
 
-def _level_thresholds(num_pairs: Tensor, delta_t: float, tail: Tail) -> Tensor:
+def _level_thresholds(
+    num_pairs: Tensor, delta_t: float, tail: Tail | TailLaw
+) -> Tensor:
     """``z_j`` with ``w_j ~ 1/j^2`` (sum 1 over the levels) and ``m_j`` pairs."""
     k = num_pairs.numel()
     j = torch.arange(1, k + 1, dtype=torch.float64, device=num_pairs.device)
@@ -522,7 +526,8 @@ def chaining_bound(
         delta_t: Failure probability of this step.
         links: ``"actual"`` (pseudo-distances along the chain, default) or
             ``"radius"`` (radii :math:`\epsilon_{j-1}`, one row per point).
-        tail: ``"gaussian"`` or ``"chernoff"``.
+        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
+            :class:`~ax_chaining.certification.StudentTail`).
 
     Returns:
         ``m`` bounds (float64, at least 0).
@@ -637,7 +642,8 @@ def certificate_bounds(
             ``"union"``, ``"pairwise"`` or ``"chaining"``.
         tree: The chaining tree (needed for ``"chaining"`` and ``"combined"``).
         links: ``"actual"`` or ``"radius"`` (chaining only).
-        tail: ``"gaussian"`` or ``"chernoff"``.
+        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
+            :class:`~ax_chaining.certification.StudentTail`).
         dist: The ``m x N`` rows :math:`d(x, \cdot)` (not squared) if already
             computed; default from ``distance``.
         split_delta: With ``"combined"``, give each part ``delta / 2`` instead
@@ -700,7 +706,7 @@ class Certificate:
         rule: How the point was chosen (``"min_bound"``, ``"max_mean"`` or
             ``"index"``).
         links: ``"actual"`` or ``"radius"``.
-        tail: ``"gaussian"`` or ``"chernoff"``.
+        tail: ``"gaussian"``, ``"chernoff"`` or ``"student-<dof>"``.
         mean: Posterior mean at the point (objective units).
         components: The bound of each part at the point (``union`` and
             ``chaining`` for ``"combined"``).

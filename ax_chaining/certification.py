@@ -30,10 +30,17 @@ from which model one is issued:
   the data do not show, such as outliers far from every observation (measured
   on FreeSolv, docs: "The certificate"). ``calibration="none"`` is the plain
   model-based certificate, for known (true) hyperparameters.
-* **Tails** (``tail``): Gaussian (exact under the model), the paper's Chernoff
-  bound, or :class:`StudentTail`: Student-t tails with ``dof`` degrees of
-  freedom, for a model whose scale is uncertain (the conjugate treatment of
-  an unknown overall scale gives ``dof = n - 1``) or a deliberately heavy tail.
+* **Tails** (``tail``, :func:`resolve_tail`): Gaussian (exact under the
+  model), the paper's Chernoff bound, or :class:`StudentTail`: Student-t tails
+  with ``dof`` degrees of freedom. ``"auto"`` (the default) takes Student-t
+  tails with ``n - 1`` degrees of freedom under ``calibration="loo"`` (fitted
+  hyperparameters) and Gaussian tails under ``calibration="none"``. The
+  Student-t law is what the conjugate treatment of an unknown overall scale
+  gives (``dof = n - 1``), here applied at the *fitted* scale (not multiplied
+  by an estimate of it): a heuristic widening for a model whose scale and
+  shape are estimated from ``n`` points, not a guarantee. Measured on
+  FreeSolv with fitted hyperparameters it lowers, but does not remove, the
+  violations (docs: "The certificate").
 * **The model** (:func:`certify_model`): the posterior over the candidates of
   the model given, at the check's share of :math:`\delta`.
 
@@ -48,11 +55,13 @@ model, and is measured where the two part (docs: "The certificate").
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+import numpy as np
 import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import Model
@@ -69,6 +78,7 @@ from ax_chaining.certificate import (
 )
 from ax_chaining.checks import (
     as_index,
+    check_bool,
     check_choice,
     check_delta,
     check_float,
@@ -89,9 +99,11 @@ __all__ = [
     "CheckSchedule",
     "LooCheck",
     "StudentTail",
+    "TailChoice",
     "certify_model",
     "issue_certificate",
     "loo_check",
+    "resolve_tail",
 ]
 
 ScheduleKind = Literal["every", "every_k", "geometric"]
@@ -181,29 +193,85 @@ class CheckSchedule:
 class StudentTail:
     r"""Student-t tails with ``dof`` degrees of freedom for the certificate.
 
-    :math:`P[T > z]` and its inverse, from SciPy's ``stdtr`` / ``stdtrit``
-    (float64). Heavier than Gaussian; ``dof -> inf`` recovers it.
+    :math:`P[T > z]` and its inverse. ``isf`` is SciPy's ``stdtrit`` (exact,
+    float64). ``sf`` is evaluated on a fine grid, rounding ``z`` down to the
+    grid (``exact=False``, default): the grid is uniform in
+    :math:`\operatorname{asinh} z` with step ``h = 1e-3`` over
+    :math:`|z| \le 10^8`, so a term :math:`P[T > z]` is replaced by
+    :math:`P[T > z']` with :math:`z - 1.001\, h \sqrt{1 + z^2} \le z' \le z`: never
+    smaller, so every bound stays valid, and a union bound at most about
+    :math:`h \sqrt{1 + z^2}\, d` larger (0.1% of its ``z`` part at
+    :math:`z \approx 7`). One ``stdtr`` call per grid point and ``dof`` (cached)
+    instead of one per candidate pair and bisection step: a certificate over
+    4,200 candidates costs a gather instead of about 10 s.
+    ``exact=True`` calls ``stdtr`` for every term.
 
     Example:
         >>> round(float(StudentTail(5).isf(torch.tensor(0.025))), 4)
         2.5706
     """
 
-    def __init__(self, dof: float) -> None:
+    #: Grid step in asinh(z), and the grid's reach.
+    GRID_STEP: float = 1e-3
+    GRID_MAX: float = math.asinh(1e8)
+
+    def __init__(self, dof: float, exact: bool = False) -> None:
         self.dof = check_float("dof", dof, (lambda v: v > 0, "> 0"))
+        self.exact = check_bool("exact", exact)
         self.name = f"student-{self.dof:g}"
 
     def sf(self, z: Tensor) -> Tensor:
-        from scipy.special import stdtr
+        if self.exact:
+            from scipy.special import stdtr
 
-        values = stdtr(self.dof, -z.detach().cpu().double().numpy())
-        return torch.as_tensor(values, dtype=z.dtype, device=z.device)
+            values = stdtr(self.dof, -z.detach().cpu().double().numpy())
+            return torch.as_tensor(values, dtype=z.dtype, device=z.device)
+        table = _student_sf_table(self.dof).to(device=z.device)
+        u = torch.asinh(z.to(torch.float64))
+        k = torch.floor((u + self.GRID_MAX) / self.GRID_STEP)
+        k = k.clamp(0, table.numel() - 1).long()
+        return table[k].to(z.dtype)
 
     def isf(self, p: Tensor) -> Tensor:
         from scipy.special import stdtrit
 
         values = -stdtrit(self.dof, p.detach().cpu().double().numpy())
         return torch.as_tensor(values, dtype=torch.float64, device=p.device)
+
+
+@functools.lru_cache(maxsize=8)
+def _student_sf_table(dof: float) -> Tensor:
+    """:math:`P[T > z_k]` at ``z_k = sinh(-GRID_MAX + k h)`` (see StudentTail)."""
+    from scipy.special import stdtr
+
+    h, top = StudentTail.GRID_STEP, StudentTail.GRID_MAX
+    u = np.arange(int(math.ceil(2 * top / h)) + 1) * h - top
+    return torch.as_tensor(stdtr(dof, -np.sinh(u)), dtype=torch.float64)
+
+
+#: ``tail`` of the certificates: a named law, ``"auto"``, or a :class:`TailLaw`.
+TailChoice = Literal["auto", "gaussian", "chernoff", "student"]
+
+
+def resolve_tail(
+    tail: TailChoice | TailLaw, calibration: Calibration, num_observations: int
+) -> Tail | TailLaw:
+    """The tail law a certificate uses.
+
+    ``"auto"`` (the default): Student-t tails with ``n - 1`` degrees of freedom
+    (:class:`StudentTail`; at least 1) when ``calibration="loo"`` (fitted
+    hyperparameters), Gaussian when ``calibration="none"`` (the model taken as
+    true, where Gaussian tails are exact). ``"student"``: the Student-t tails
+    whatever the calibration.
+    """
+    if not isinstance(tail, str):
+        return tail
+    check_choice("tail", tail, get_args(TailChoice))
+    if tail == "auto":
+        tail = "student" if calibration == "loo" else "gaussian"
+    if tail == "student":
+        return StudentTail(max(1, num_observations - 1))
+    return tail  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -310,7 +378,7 @@ def certify_model(
     posterior_transform: PosteriorTransform | None = None,
     maximize: bool = True,
     method: Method = "union",
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailChoice | TailLaw = "auto",
     rule: Rule = "min_bound",
     calibration: Calibration = "loo",
     alpha: float = 0.01,
@@ -341,7 +409,10 @@ def certify_model(
         posterior_transform: Maps a multi-output posterior to one output.
         maximize: If False, the objective is minimized.
         method: ``"union"`` or ``"pairwise"``.
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`StudentTail`.
+        tail: ``"auto"`` (default: Student-t tails with ``n - 1`` degrees of
+            freedom under ``calibration="loo"``, Gaussian under ``"none"``;
+            :func:`resolve_tail`), ``"gaussian"``, ``"chernoff"``,
+            ``"student"`` or a :class:`StudentTail`.
         rule: ``"min_bound"`` or ``"max_mean"``.
         calibration: ``"loo"`` (default, for fitted hyperparameters) or
             ``"none"`` (the model's hyperparameters are the true ones).
@@ -416,9 +487,12 @@ def issue_certificate(
 ) -> Certificate:
     """The certificate of a model's posterior: its calibration first (refused,
     or the spread widened), then the bound (``bounds``: the keywords of
-    :func:`~ax_chaining.certificate.make_certificate`). The one place where a
+    :func:`~ax_chaining.certificate.make_certificate`; ``tail`` may be any
+    :data:`TailChoice`, see :func:`resolve_tail`). The one place where a
     certificate is issued, for :func:`certify_model` and ``ChainingUCB``."""
     check = calibrate(model, calibration, alpha)
+    n_obs = num_training_points(model)
+    bounds["tail"] = resolve_tail(bounds.get("tail", "auto"), calibration, n_obs)
     if not check.valid:
         return refused_certificate(
             mean,

@@ -348,9 +348,13 @@ def test_certificate_api(small_problem):
                 assert c.bound >= 0 and math.isfinite(c.bound)
     assert (
         acqf.certificate(tail="chernoff", method="pairwise").bound
-        > acqf.certificate(method="pairwise").bound
-        >= acqf.certificate(method="union").bound
+        > acqf.certificate(tail="gaussian", method="pairwise").bound
+        >= acqf.certificate(tail="gaussian", method="union").bound
     )
+    # The default for a fitted model is Student-t with n - 1 = 11 degrees of
+    # freedom (12 observations): heavier than the Gaussian, so its bound is larger.
+    assert cert.tail == "student-11"
+    assert acqf.certificate().bound > acqf.certificate(tail="gaussian").bound
     assert acqf.certificate(split_delta=True).bound >= cert.bound
 
 

@@ -21,6 +21,7 @@ from ax_chaining.certification import (
     certify_model,
     loo_check,
     loo_residuals,
+    resolve_tail,
 )
 
 DTYPE = torch.float64
@@ -87,7 +88,7 @@ def test_schedule_bad_arguments() -> None:
 
 
 def test_student_tail_by_table_values() -> None:
-    t5 = StudentTail(5)
+    t5 = StudentTail(5, exact=True)
     assert float(t5.isf(torch.tensor(0.025))) == pytest.approx(2.5706, abs=1e-4)
     assert float(t5.sf(torch.tensor(2.5706))) == pytest.approx(0.025, abs=1e-5)
     p = torch.tensor([1e-8, 1e-3, 0.3], dtype=DTYPE)
@@ -95,6 +96,39 @@ def test_student_tail_by_table_values() -> None:
     gauss = -torch.special.ndtri(p)
     assert bool((t5.isf(p) > gauss).all())  # heavier than Gaussian
     assert torch.allclose(StudentTail(1e7).isf(p), gauss, rtol=1e-5)
+
+
+@given(st.sampled_from([1.0, 4.0, 30.0, 500.0]), st.integers(0, 10))
+def test_student_grid_tail_is_conservative_and_close(dof: float, seed: int) -> None:
+    """The grid's P[T > z] is never below the exact one and at most the exact
+    one at z - 1.001 h sqrt(1 + z^2) (the class docstring), so a union bound
+    with it is valid and barely larger."""
+    g = torch.Generator().manual_seed(seed)
+    z = 40 * torch.randn(2000, generator=g, dtype=DTYPE)
+    fast, exact = StudentTail(dof), StudentTail(dof, exact=True)
+    h = StudentTail.GRID_STEP
+    assert bool((fast.sf(z) >= exact.sf(z)).all())
+    below = exact.sf(z - 1.001 * h * torch.sqrt(1 + z.square()))
+    assert bool((fast.sf(z) <= below * (1 + 1e-12)).all())
+    mean = torch.randn(50, generator=g, dtype=DTYPE)
+    dist = torch.rand(4, 50, generator=g, dtype=DTYPE) + 0.1
+    index = torch.tensor([0, 1, 2, 3])
+    b_fast = union_bound(mean, dist, index, 1e-4, fast)
+    b_exact = union_bound(mean, dist, index, 1e-4, exact)
+    assert bool((b_fast >= b_exact * (1 - 1e-6)).all())
+    assert bool((b_fast <= b_exact * 1.01 + 1e-3).all())
+
+
+def test_the_tail_follows_the_calibration_unless_named() -> None:
+    student = resolve_tail("auto", "loo", 12)
+    assert isinstance(student, StudentTail) and student.dof == 11
+    assert resolve_tail("auto", "none", 12) == "gaussian"
+    assert resolve_tail("student", "none", 1).dof == 1  # at least 1
+    assert resolve_tail("chernoff", "loo", 12) == "chernoff"
+    law = StudentTail(3)
+    assert resolve_tail(law, "loo", 12) is law
+    with pytest.raises(ValueError, match="`tail` must be .auto.*got .cauchy."):
+        resolve_tail("cauchy", "loo", 12)
 
 
 def test_union_bound_with_student_tails_by_hand() -> None:
