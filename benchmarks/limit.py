@@ -19,8 +19,8 @@ among the evaluated ones. One JSON line per (problem, seed).
 Example::
 
     python -m benchmarks limit --problems freesolv,esol,grid --seeds 0 1 2 \
-        --obs 35 --samples 200000 > docs/results/limit.jsonl
-    python -m benchmarks limit --table docs/results/limit.jsonl
+        --obs 35 --samples 100000 > docs/results/certificate/limit.jsonl
+    python -m benchmarks limit --table docs/results/certificate/limit.jsonl
 """
 
 from __future__ import annotations

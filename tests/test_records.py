@@ -219,3 +219,22 @@ def test_committed_summary_is_remade_from_the_committed_records(
         assert made == (committed / name).read_bytes(), name
     for png in committed.glob("*.png"):
         assert (tmp_path / "docs" / "results" / benchmark / png.name).stat().st_size
+
+
+@pytest.mark.parametrize(
+    ("module", "lines", "page"),
+    [
+        ("limit", "docs/results/certificate/limit.jsonl", "docs/certificate.md"),
+        ("bonus", "docs/results/molecules/bonus.jsonl", "docs/results/molecules.md"),
+    ],
+)
+def test_tables_in_the_docs_are_remade_from_their_committed_lines(
+    module: str, lines: str, page: str
+) -> None:
+    """A table shown in a docs page is what its ``--table`` command prints from
+    the committed JSON lines, not an edited copy."""
+    import importlib
+
+    table = importlib.import_module(f"benchmarks.{module}").table([str(ROOT / lines)])
+    assert table.count("\n") >= 3
+    assert table in (ROOT / page).read_text()
