@@ -446,7 +446,10 @@ def summarize(records: Sequence[dict[str, Any]], delta: float = 0.05) -> dict[st
 
 
 def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
-    """Queries and true regret at stop for each rule, tolerance 10% of range."""
+    """Queries and true regret at stop for each rule, tolerance 10% of range.
+
+    A rule that never fires stops at the budget (``fired`` counts the runs in
+    which it fired before)."""
     rows = []
     for name, stops in (
         (
@@ -476,7 +479,7 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
         ),
         ("fixed budget", lambda s, tol: False),
     ):
-        queries, regrets, above = [], [], 0
+        queries, regrets, above, fired = [], [], 0, 0
         for r in runs:
             tol = 0.10 * r["f_range"]
             steps = r["steps"]
@@ -492,6 +495,7 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
                 k_stop = next(
                     (k for k, s in enumerate(steps, 1) if stops(s, tol)), None
                 )
+            fired += k_stop is not None
             k_stop = k_stop or len(steps)
             regret = steps[k_stop - 1]["best_regret"]
             queries.append(k_stop)
@@ -505,6 +509,7 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
                 "median_queries": float(np.median(queries)),
                 "median_regret_over_range": float(np.median(regrets)),
                 "stopped_above_tolerance": above,
+                "fired": fired,
                 "runs": len(runs),
             }
         )
@@ -542,14 +547,14 @@ def format_markdown(summary: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "| problem | method | stopping rule | median queries at stop | "
-        "median regret/range at stop | stopped above tolerance |",
-        "|---|---|---|---:|---:|---:|",
+        "| problem | method | stopping rule | fired (runs) | median queries at stop | "
+        "median regret/range at stop | regret above tolerance at stop |",
+        "|---|---|---|---:|---:|---:|---:|",
     ]
     for r in summary["stopping"]:
         lines.append(
             f"| {PROBLEM_LABELS[r['problem']]} | {LABELS[r['method']]} | {r['rule']} | "
-            f"{num(r['median_queries'], 3)} | "
+            f"{r['fired']}/{r['runs']} | {num(r['median_queries'], 3)} | "
             f"{num(r['median_regret_over_range'], 3)} | "
             f"{r['stopped_above_tolerance']}/{r['runs']} |"
         )

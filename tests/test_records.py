@@ -238,3 +238,22 @@ def test_tables_in_the_docs_are_remade_from_their_committed_lines(
     table = importlib.import_module(f"benchmarks.{module}").table([str(ROOT / lines)])
     assert table.count("\n") >= 3
     assert table in (ROOT / page).read_text()
+
+
+@pytest.mark.parametrize(
+    ("benchmark", "page"),
+    [
+        ("harness", "harness"),
+        ("molecules", "molecules"),
+        ("paper_n10000", "paper-n10000"),
+    ],
+)
+def test_results_pages_show_the_committed_summary_tables(benchmark, page) -> None:
+    """Every table of a committed summary is in its results page verbatim, so
+    a page cannot drift from the records it cites."""
+    summary = (ROOT / "docs" / "results" / benchmark / "summary.md").read_text()
+    tables = [b for b in summary.split("\n\n") if b.startswith("|")]
+    assert tables
+    text = (ROOT / "docs" / "results" / f"{page}.md").read_text()
+    for t in tables:
+        assert t in text, t.splitlines()[0]

@@ -1,0 +1,105 @@
+"""The validity benchmark's summary, by hand on made-up records: what counts as
+a violation, a refusal, the first query below a fraction of the range, and when
+each stopping rule fires."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks.validity import RULES, format_markdown, summarize
+
+
+def _step(bound, regret, valid=True, *, best_regret=1.0, improvement=False):
+    step = {
+        "best_regret": best_regret,
+        "ucb_lcb_bound": None,
+        "ucb_lcb_regret": regret,
+        "ax_improvement_stop": improvement,
+    }
+    for rule in RULES:
+        step[f"{rule}_bound"] = bound
+        step[f"{rule}_valid"] = valid
+        step[f"{rule}_regret"] = regret
+    return step
+
+
+def _record(steps, seed=0):
+    return {
+        "problem": "freesolv",
+        "method": "chaining",
+        "seed": seed,
+        "f_range": 10.0,
+        "steps": steps,
+    }
+
+
+def test_violations_refusals_and_first_queries_by_hand() -> None:
+    run0 = [
+        _step(5.0, 6.0),  # violated: regret 6 > bound 5
+        _step(math.inf, 9.0, valid=False),  # refused: neither counted nor violated
+        _step(0.9, 0.5),  # first <= 10% of the range (1.0), at query 3
+        _step(0.4, 0.1),  # first <= 5% (0.5), at query 4
+    ]
+    run1 = [_step(4.0, 1.0), _step(3.0, 1.0), _step(2.0, 1.0), _step(2.0, 1.0)]
+    rows = summarize([_record(run0), _record(run1, seed=1)])["rows"]
+    robust = next(r for r in rows if r["rule"] == "robust")
+    assert robust["runs_violated"] == 1
+    # 8 checks, 1 refused, 1 violated among the 7 others.
+    assert robust["refused_rate"] == pytest.approx(1 / 8)
+    assert robust["step_violation_rate"] == pytest.approx(1 / 7)
+    assert robust["first_10pct"] == [3, None]
+    assert robust["first_5pct"] == [4, None]
+    assert robust["regret_at_10pct"] == [pytest.approx(0.05)]
+    # The plain certificate is never refused: the refused step's bound (inf)
+    # is a bound like any other and is not violated.
+    plain = next(r for r in rows if r["rule"] == "plain")
+    assert plain["refused_rate"] == 0 and plain["runs_violated"] == 1
+
+
+def test_stopping_rules_fire_or_run_to_the_budget() -> None:
+    steps = [
+        _step(3.0, 2.0, best_regret=2.0),
+        _step(0.8, 0.5, best_regret=0.5, improvement=True),  # certificate fires
+        _step(0.7, 0.5, best_regret=0.5),
+    ]
+    stopping = summarize([_record(steps)])["stopping"]
+    by_rule = {r["rule"]: r for r in stopping}
+    current = by_rule["certificate (current, default)"]
+    assert (current["fired"], current["median_queries"]) == (1, 2)
+    assert current["median_regret_over_range"] == pytest.approx(0.05)
+    assert current["stopped_above_tolerance"] == 0
+    ax_rule = by_rule["Ax ImprovementGlobalStoppingStrategy"]
+    assert (ax_rule["fired"], ax_rule["median_queries"]) == (1, 2)
+    budget = by_rule["fixed budget"]
+    assert (budget["fired"], budget["median_queries"]) == (0, 3)
+    ucb_lcb = by_rule["UCB - LCB"]  # no bound recorded: never fires
+    assert ucb_lcb["fired"] == 0
+    text = format_markdown(summarize([_record(steps)]))
+    row = "| FreeSolv | Chaining-UCB | certificate (current, default) | 1/1 | 2.000 |"
+    assert row in text
+
+
+def test_small_preset_runs_real_loops_and_resumes(tmp_path) -> None:
+    """``validity --small``: real Ax loops (FreeSolv and the grid, both
+    methods); every step records each certificate beside the true regret of
+    its point, and a second call reuses the stored runs."""
+    from benchmarks.validity import SMALL_CONFIG, run_validity
+
+    records = run_validity(SMALL_CONFIG, tmp_path, progress=False)
+    assert {(r["problem"], r["method"]) for r in records} == {
+        (p, m) for p in SMALL_CONFIG.problems for m in SMALL_CONFIG.methods
+    }
+    for r in records:
+        assert len(r["steps"]) == SMALL_CONFIG.queries
+        assert len(set(r["items"])) == SMALL_CONFIG.n_init + SMALL_CONFIG.queries
+        for s in r["steps"]:
+            for rule in ("robust", "loo_gaussian", "plain"):
+                assert s[f"{rule}_bound"] is None or s[f"{rule}_bound"] >= 0
+                assert 0 <= s[f"{rule}_regret"] <= r["f_range"]
+            # Student-t tails are heavier than the Gaussian at the same model.
+            if s["robust_valid"] and s["loo_gaussian_valid"]:
+                assert s["robust_bound"] >= s["loo_gaussian_bound"] - 1e-9
+    again = run_validity(SMALL_CONFIG, tmp_path, progress=False)
+    assert [r["items"] for r in again] == [r["items"] for r in records]
