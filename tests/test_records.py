@@ -193,7 +193,9 @@ def test_cli_pack_errors(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("benchmark", ["harness", "molecules", "paper_n10000"])
+@pytest.mark.parametrize(
+    "benchmark", ["harness", "molecules", "paper_n10000", "validity"]
+)
 def test_committed_summary_is_remade_from_the_committed_records(
     benchmark, tmp_path, monkeypatch
 ):
@@ -246,6 +248,7 @@ def test_tables_in_the_docs_are_remade_from_their_committed_lines(
         ("harness", "harness"),
         ("molecules", "molecules"),
         ("paper_n10000", "paper-n10000"),
+        ("validity", "validity"),
     ],
 )
 def test_results_pages_show_the_committed_summary_tables(benchmark, page) -> None:
