@@ -396,3 +396,143 @@ def test_cluster_lost_worker_mid_step(client, monkeypatch):
             assert_same_step(single, acqf)
         monkeypatch.undo()
         sharded.close()
+
+
+# ------------------------------------------------------------------------ Ax
+def _ax_loop(gs, library_size: int, values, trials: int):
+    from ax.api.client import Client
+
+    from ax_chaining.ax import candidate_index_parameter
+
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[candidate_index_parameter(library_size, "item")]
+    )
+    client.configure_optimization(objective="score")
+    client.set_generation_strategy(gs)
+    items = []
+    for _ in range(trials):
+        for index, p in client.get_next_trials(max_trials=1).items():
+            items.append(p["item"])
+            client.complete_trial(index, raw_data={"score": float(values[p["item"]])})
+    return client, items
+
+
+@pytest.mark.filterwarnings("ignore::Warning:ax")
+def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
+    import logging
+
+    from ax.storage.json_store.save import save_experiment
+
+    from ax_chaining.ax import (
+        certificate_history,
+        chaining_generation_strategy,
+        fingerprint_kernel_surrogate_spec,
+    )
+
+    logging.getLogger("ax").setLevel(logging.WARNING)
+    n = 6000
+    _, _, library = library_problem(n, seed=7)
+    rng = np.random.default_rng(7)
+    values = library.unpack().numpy() @ rng.normal(size=256) / 5.0
+    spec = fingerprint_kernel_surrogate_spec(library)
+    # One machine on the same (low-rank) route, and the same strategy given
+    # the sharded library: the same trials, the same certificates.
+    one = chaining_generation_strategy(
+        init_trials=4, seed=0, surrogate_spec=spec, engine_options={"path": "low_rank"}
+    )
+    _, expected = _ax_loop(one, n, values, trials=8)
+    sharded = ShardedCandidates(None, library, workers=["a", "b"])
+    gs = chaining_generation_strategy(
+        init_trials=4, seed=0, surrogate_spec=spec, candidates=sharded
+    )
+    client, items = _ax_loop(gs, n, values, trials=8)
+    assert items == expected
+    got = certificate_history(gs)
+    ref = certificate_history(one)
+    assert [h["trial_index"] for h in got] == [h["trial_index"] for h in ref]
+    for a, b in zip(got, ref, strict=True):
+        assert a["bound"] <= b["bound"] * (1 + 2e-6)  # union; one machine min(.)
+        assert a["parameters"]["item"] in items
+    meta = gs.experiment.trials[5].generator_runs[0].gen_metadata["chaining_ucb"]
+    assert meta["certificate"]["method"] == "union"
+    assert meta["num_candidates"] == n and meta["shards"] == 2
+    # The experiment is stored as usual; the strategy (a cluster handle) not.
+    save_experiment(gs.experiment, str(tmp_path / "experiment.json"))
+    with pytest.raises(TypeError, match="not stored in Ax's JSON"):
+        client.save_to_json_file(str(tmp_path / "client.json"))
+    with pytest.raises(ValueError, match="normalized_inputs=False"):
+        chaining_generation_strategy(
+            candidates=ShardedCandidates(None, library, normalized_inputs=True)
+        )
+    with pytest.raises(ValueError, match="must be ChainingUCB"):
+        from ax_chaining import GPUCB
+        from ax_chaining.ax import candidate_set_strategy
+
+        candidate_set_strategy(GPUCB, candidates=sharded)
+
+
+def _score(values, params):
+    """A slow evaluation on a worker: its value, start and end times."""
+    start = time.time()
+    time.sleep(2.0)
+    return {
+        "score": float(values[int(params["item"])]),
+        "start": start,
+        "end": time.time(),
+    }
+
+
+@pytest.mark.filterwarnings("ignore::Warning:ax")
+def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
+    import functools
+    import logging
+
+    from ax.api.client import Client
+
+    from ax_chaining.ax import (
+        candidate_index_parameter,
+        chaining_generation_strategy,
+        fingerprint_kernel_surrogate_spec,
+    )
+    from ax_chaining.distributed.ax import DaskMetric, DaskRunner
+
+    logging.getLogger("ax").setLevel(logging.WARNING)
+    _wait_for_workers(client)
+    n = 6000
+    _, _, library = library_problem(n, seed=8)
+    values = np.random.default_rng(8).normal(size=n)
+    sharded = ShardedCandidates(client, library)
+    ax_client = Client(random_seed=0)
+    ax_client.configure_experiment(parameters=[candidate_index_parameter(n, "item")])
+    ax_client.configure_optimization(objective="score")
+    runner = DaskRunner(client, functools.partial(_score, values))
+    ax_client.configure_runner(runner)
+    ax_client.configure_metrics([DaskMetric("score", client)])
+    gs = chaining_generation_strategy(
+        init_trials=4,
+        seed=0,
+        candidates=sharded,
+        surrogate_spec=fingerprint_kernel_surrogate_spec(library),
+        engine_options={"max_cover_size": 64},
+    )
+    ax_client.set_generation_strategy(gs)
+    # Ax's Orchestrator (public route): two trials pending at a time.
+    ax_client.run_trials(max_trials=6, parallelism=2, initial_seconds_between_polls=0)
+    trials = gs.experiment.trials
+    assert len(trials) == 6
+    assert all(t.status.is_completed for t in trials.values())
+    spans = [runner._futures[i].result() for i in sorted(trials)]
+    overlap = any(
+        a["start"] < b["end"] and b["start"] < a["end"]
+        for k, a in enumerate(spans)
+        for b in spans[k + 1 :]
+    )
+    assert overlap  # trials ran at the same time on the two workers
+    nodes = [t.generator_runs[0]._generation_node_name for t in trials.values()]
+    assert nodes == ["UniformCandidates"] * 4 + ["Chaining-UCB"] * 2
+    data = gs.experiment.lookup_data().df
+    for i, t in trials.items():
+        got = data[data.trial_index == i]["mean"].item()
+        assert got == pytest.approx(values[t.arm.parameters["item"]])
+    sharded.close()

@@ -511,6 +511,23 @@ class ShardedCandidates:
             return X, vals, torch.tensor(picks, dtype=torch.long)
         return X, vals
 
+    def candidate_set_strategy(
+        self,
+        botorch_acqf_class: type,
+        botorch_acqf_options: Any = None,
+        init_trials: int = 10,
+        **kwargs: Any,
+    ) -> Any:
+        """An Ax strategy over these candidates (what
+        ``candidate_set_strategy(..., candidates=sharded)`` and
+        ``chaining_generation_strategy(..., candidates=sharded)`` return):
+        :func:`~ax_chaining.distributed.ax.sharded_candidate_set_strategy`."""
+        from ax_chaining.distributed.ax import sharded_candidate_set_strategy
+
+        return sharded_candidate_set_strategy(
+            self, botorch_acqf_class, botorch_acqf_options, init_trials, **kwargs
+        )
+
     def close(self) -> None:
         """Release the shards (their workers free the memory)."""
         self._handles = [None] * self.num_shards
