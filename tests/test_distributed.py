@@ -242,15 +242,20 @@ def test_certificates_equal_one_machine():
         {"calibration": "none", "rule": "max_mean"},
         {"method": "pairwise", "calibration": "none"},
         {"among": [1, 2, 3, 100], "calibration": "none"},
+        {"tail": "chernoff", "calibration": "none"},
+        {"tail": "gaussian"},
     ):
         one = single.certificate(**{"method": "union", **kw})
         got = acqf.certificate(**kw)
         assert (got.index, got.valid, got.method) == (one.index, one.valid, one.method)
+        # Main's default tails ("auto": Student-t under the LOO check).
+        assert got.tail == one.tail
         # The tail sums add over shards in another order: equal to the
         # bisection's tolerance (here, and usually, exactly).
         assert got.bound == pytest.approx(one.bound, rel=2e-6)
         assert np.allclose(got.bounds, one.bounds, rtol=2e-6, atol=0)
         assert torch.equal(got.x, one.x) and got.mean == one.mean
+    assert acqf.certificate().tail.startswith("student-")
     X = C[[5, 17]].unsqueeze(1)
     assert torch.allclose(acqf.regret_bound(X), single.regret_bound(X), rtol=2e-6)
     with pytest.raises(ValueError, match="method"):

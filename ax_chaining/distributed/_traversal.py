@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate import upper_quantile
+from ax_chaining.certificate import Tail, TailLaw, upper_quantile
 from ax_chaining.covers import _POOL_RATIO2
 from ax_chaining.distributed._shard import Left
 
@@ -246,7 +246,7 @@ def sharded_union_bound(
     mean_rows: Tensor,
     n: int,
     delta_t: float,
-    tail: str = "gaussian",
+    tail: Tail | TailLaw = "gaussian",
     rtol: float = 1e-6,
     scale: float = 1.0,
     sign: float = 1.0,

@@ -48,11 +48,17 @@ from ax_chaining.certificate import (
     Certificate,
     Method,
     Rule,
-    Tail,
+    TailLaw,
     recommend,
     step_delta,
 )
-from ax_chaining.certification import Calibration, CheckSchedule, calibrate
+from ax_chaining.certification import (
+    Calibration,
+    CheckSchedule,
+    TailChoice,
+    calibrate,
+    resolve_tail,
+)
 from ax_chaining.chaining import (
     ChainingResult,
     CoverMethod,
@@ -515,7 +521,7 @@ class ShardedChainingUCB(ChainingUCB):
         rule: Rule = "min_bound",
         method: Method = "union",
         links: str = "actual",
-        tail: Tail = "gaussian",
+        tail: TailChoice | TailLaw = "auto",
         delta: float | None = None,
         t: int | None = None,
         split_delta: bool = False,
@@ -532,10 +538,13 @@ class ShardedChainingUCB(ChainingUCB):
         bisection's relative tolerance (``1e-6``), and exactly unless a tail
         sum falls within round-off of the step's share of ``delta`` (the
         shards add in another order). ``"chaining"`` and ``"combined"`` are
-        not distributed.
+        not distributed. ``tail`` as one machine's (default ``"auto"``:
+        Student-t tails with ``n - 1`` degrees of freedom under
+        ``calibration="loo"``, Gaussian under ``"none"``;
+        :func:`~ax_chaining.certification.resolve_tail`).
         """
         check_choice("method", method, ("union", "pairwise"))
-        check_choice("tail", tail, ("gaussian", "chernoff"))
+        law = resolve_tail(tail, calibration, num_training_points(self.model))
         delta = self.delta if delta is None else check_delta(delta)
         step = self._base_step()
         own_t = step.chaining.t
@@ -576,7 +585,7 @@ class ShardedChainingUCB(ChainingUCB):
                 mean_obj / check.scale,
                 self.sharded.n,
                 share_t,
-                tail=tail,
+                tail=law,
                 scale=check.scale,
                 sign=sign,
                 method=method,
@@ -592,7 +601,7 @@ class ShardedChainingUCB(ChainingUCB):
                 method=method,
                 rule=rule,
                 links=links,
-                tail=tail,
+                tail=law if isinstance(law, str) else law.name,
                 mean=float(mean_obj[pos]) * sign,
                 components={method: float(bounds[pos])},
                 certified=tuple(idx),
@@ -632,11 +641,12 @@ class ShardedChainingUCB(ChainingUCB):
     @t_batch_mode_transform(expected_q=1, assert_output_shape=False)
     def regret_bound(self, X: Tensor) -> Tensor:
         r"""The union-bound certificate :math:`B_t(x)` at candidate points
-        ``X`` (``method="union"`` of :meth:`certificate`; ``inf`` where the
-        ``"loo"`` check refuses)."""
+        ``X`` (``method="union"`` of :meth:`certificate`, its default tails;
+        ``inf`` where the ``"loo"`` check refuses)."""
         flat = X.reshape(-1, X.shape[-1])
         index = self._match(flat)
         check = calibrate(self.model, "loo")
+        law = resolve_tail("auto", "loo", num_training_points(self.model))
         if not check.valid:
             return torch.full(X.shape[:-2], math.inf, dtype=X.dtype)
 
@@ -653,6 +663,7 @@ class ShardedChainingUCB(ChainingUCB):
                 mean_obj / check.scale,
                 self.sharded.n,
                 step_delta(self.delta, base.chaining.t),
+                tail=law,
                 scale=check.scale,
                 sign=sign,
             )
