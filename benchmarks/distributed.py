@@ -195,7 +195,9 @@ def _sharded_steps(
     from ax_chaining.distributed import ShardedCandidates
 
     t0 = time.perf_counter()
-    sharded = ShardedCandidates(client, problem["shards_from"], backend=backend)
+    sharded = ShardedCandidates(
+        client, problem["shards_from"], backend=backend, batch_size=args.batch_size
+    )
     setup = time.perf_counter() - t0
     placed = sharded.comm_stats()["bytes_placed"]
     model, opts = problem["model"], _engine_options(args)
@@ -276,12 +278,12 @@ def fit_model(rows: list[dict[str, Any]]) -> dict[str, Any]:
     sharded = [r for r in rows if r.get("kind") == "step" and r.get("sharded")]
     if not sharded:
         raise ValueError("no measured sharded step to fit")
-    best: dict[int, dict[str, Any]] = {}
-    for r in sharded:  # the fastest backend at each N
-        n = r["n"]
-        if n not in best or r["sharded"]["step_s"] < best[n]["sharded"]["step_s"]:
-            best[n] = r
-    top = best[max(best)]
+    # The largest N measured at the default cover size (the fastest backend).
+    default = [r for r in sharded if r.get("max_cover_size") is None] or sharded
+    top = min(
+        (r for r in default if r["n"] == max(q["n"] for q in default)),
+        key=lambda r: r["sharded"]["step_s"],
+    )
     s = top["sharded"]
     n, w = top["n"], top["workers"]
     shard_total = sum(p["seconds"] for p in s["per_shard"])
@@ -370,9 +372,8 @@ def table(paths: list[str]) -> str:
             f"| {_kb(s['largest_reply'])} | {_mb(s['bytes_placed'])} "
             f"| {_same(r)} |"
         )
-    models = [r for r in rows if r.get("kind") == "model"]
-    if models:
-        m = models[-1]
+    if steps:
+        m = fit_model(steps)
         out.append("")
         out.append(
             f"Fitted at N = {m['fitted_at']['n']:,} on "
@@ -419,6 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="steps per measure")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-cover-size", type=int, default=None)
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="rows per farthest-first batch on the shards (default: one "
+        "machine's; larger means fewer round trips, other covers)",
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -501,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
                     "workers": args.workers,
                     "repeats": args.repeats,
                     "max_cover_size": args.max_cover_size,
+                    "batch_size": args.batch_size,
                     "bytes_per_row_on_worker": _bytes_per_row(args),
                     "single": single,
                     "sharded": sharded,

@@ -541,3 +541,35 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
         got = data[data.trial_index == i]["mean"].item()
         assert got == pytest.approx(values[t.arm.parameters["item"]])
     sharded.close()
+
+
+# ----------------------------------------------------------------- benchmark
+def test_benchmark_small_preset_end_to_end(capsys, tmp_path):
+    import json
+
+    from benchmarks import distributed as bench
+    from benchmarks.__main__ import main
+
+    threads = torch.get_num_threads()
+    try:
+        assert main(["distributed", "--small", "--backends", "actors"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0]["kind"] == "command"
+    assert "--small" in lines[0]["command"] and lines[0]["machine"]["cpus"] >= 1
+    (step,) = [r for r in lines if r["kind"] == "step"]
+    assert step["n"] == 6000 and step["backend"] == "actors"
+    assert step["same_pick"] and step["same_covers"]
+    assert step["single"]["botorch_pick"] == step["sharded"]["pick"]
+    s = step["sharded"]
+    assert [p["rows"] for p in s["per_shard"]] == [4096, 6000 - 4096]
+    assert s["round_trips"] > 0 and 0 < s["largest_reply"] < 100_000
+    model = lines[-1]
+    assert model["kind"] == "model" and model["a_s_per_candidate"] > 0
+    assert {(p["n"], p["workers"]) for p in model["predict"]} >= {(10**9, 512)}
+    path = tmp_path / "steps.jsonl"
+    path.write_text(out)
+    table = bench.table([str(path)])
+    assert "| 6,000 | tanimoto | actors | 2 |" in table and "Fitted at" in table
