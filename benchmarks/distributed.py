@@ -382,6 +382,17 @@ def table(paths: list[str]) -> str:
             f"R = {m['round_trips']} round trips, "
             f"ℓ = {m['latency_s_per_round_trip'] * 1e3:.1f} ms per round trip."
         )
+        out.append("")
+        out.append("| N | W | a N / W (s) | R ℓ (s) | step (s) | per worker (GiB) |")
+        out.append("|---:|---:|---:|---:|---:|---:|")
+        for p in m["predict"]:
+            trips = p["step_s"] - p["shard_s"]
+            gib = p.get("worker_gib")
+            out.append(
+                f"| 10^{len(str(p['n'])) - 1} | {p['workers']} "
+                f"| {p['shard_s']:.3g} | {trips:.3g} | {p['step_s']:.3g} "
+                f"| {'—' if gib is None else f'{gib:.3g}'} |"
+            )
     return "\n".join(out)
 
 
