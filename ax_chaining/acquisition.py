@@ -261,7 +261,10 @@ class ChainingUCB(AcquisitionFunction):
         model: A fitted single-outcome model (or multi-output with a
             ``posterior_transform``) with a Gaussian posterior.
         candidates: ``N x d`` tensor, the finite search space :math:`X`, in the
-            same input space as the ``X`` passed to ``forward``.
+            same input space as the ``X`` passed to ``forward``; or candidates
+            sharded over a Dask cluster
+            (:class:`~ax_chaining.distributed.ShardedCandidates`), which makes
+            this a :class:`~ax_chaining.distributed.ShardedChainingUCB`.
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
         t: Iteration index :math:`t \ge 1`; default observations + pending + 1.
         posterior_transform: Maps a multi-output posterior to a single output.
@@ -285,6 +288,16 @@ class ChainingUCB(AcquisitionFunction):
 
     #: Its input constructor takes the candidate set (Ax's candidate-set nodes).
     takes_candidates = True
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ChainingUCB:
+        # Candidates held elsewhere (ax_chaining.distributed.ShardedCandidates)
+        # name the subclass that runs the step where they are; the core
+        # imports nothing of it.
+        candidates = kwargs.get("candidates", args[1] if len(args) > 1 else None)
+        route = getattr(type(candidates), "chaining_ucb_class", None)
+        if route is not None and not issubclass(cls, route):
+            cls = route
+        return super().__new__(cls)
 
     def __init__(
         self,

@@ -325,16 +325,8 @@ def chaining_covers(
     max_cover_size = check_int("max_cover_size", max_cover_size, 1)
 
     device = distance.device
-    sigma = distance.sigma
-    sigma_min = float(sigma.min())
-    sigma_min_used = max(sigma_min, sigma_floor * scale)
-    if sigma_min_used <= 0:
-        raise ValueError(
-            "The smallest posterior standard deviation over the candidates is 0, "
-            "which needs infinitely many levels; pass sigma_floor > 0."
-        )
-    num = num_levels(sigma_min_used, scale)
-    eps = [scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
+    sigma_min = float(distance.sigma.min())
+    sigma_min_used, eps = level_radii(sigma_min, scale, sigma_floor)
 
     if cover == "greedy":
         check_choice("graph", graph, get_args(GraphMethod))
@@ -344,6 +336,58 @@ def chaining_covers(
     else:
         covers, sizes, bounded = _farthest_first_levels(distance, eps, max_cover_size)
 
+    return chaining_result(
+        eps,
+        covers,
+        sizes,
+        bounded,
+        sigma_min=sigma_min,
+        sigma_floor=sigma_floor,
+        scale=scale,
+        t=t,
+        delta=delta,
+        n=n,
+        h_radius=h_radius,
+        cover_method=cover,
+        device=device,
+    )
+
+
+def level_radii(
+    sigma_min: float, scale: float, sigma_floor: float
+) -> tuple[float, list[float]]:
+    r""":math:`\sigma^{\min}_{\text{used}} = \max(\sigma^{\min},
+    \texttt{sigma\_floor} \cdot s)` and the radii :math:`\epsilon_i = s\,2^{1-i}`
+    of its :func:`num_levels` levels."""
+    sigma_min_used = max(sigma_min, sigma_floor * scale)
+    if sigma_min_used <= 0:
+        raise ValueError(
+            "The smallest posterior standard deviation over the candidates is 0, "
+            "which needs infinitely many levels; pass sigma_floor > 0."
+        )
+    num = num_levels(sigma_min_used, scale)
+    return sigma_min_used, [scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
+
+
+def chaining_result(
+    eps: list[float],
+    covers: list[Tensor],
+    sizes: list[int],
+    bounded: list[bool],
+    *,
+    sigma_min: float,
+    sigma_floor: float,
+    scale: float,
+    t: int,
+    delta: float,
+    n: int,
+    h_radius: HRadius,
+    cover_method: CoverMethod,
+    device: torch.device,
+) -> ChainingResult:
+    """The :class:`ChainingResult` of covers built for radii ``eps`` (the
+    :math:`H_i` computed here), for any route that builds covers."""
+    sigma_min_used = max(sigma_min, sigma_floor * scale)
     eps_t, sizes_t, H = _terms(eps, sizes, t, delta, h_radius, device)
     return ChainingResult(
         eps=eps_t,
@@ -358,7 +402,7 @@ def chaining_covers(
         delta=delta,
         n=n,
         h_radius=h_radius,
-        cover_method=cover,
+        cover_method=cover_method,
         info={"sigma_floor": sigma_floor},
     )
 
@@ -695,6 +739,15 @@ def _farthest_first_levels(
         device=distance.device,
         dtype=distance.dtype,
     )
+    return prefix_covers(order, radii, eps, n)
+
+
+def prefix_covers(
+    order: Tensor, radii: Tensor, eps: list[float], n: int
+) -> tuple[list[Tensor], list[int], list[bool]]:
+    """Nested covers of a farthest-first traversal: for each radius, the
+    shortest prefix of ``order`` whose cover radius is within it, or the
+    whole traversal and the bound ``N`` where none is."""
     covers, sizes, bounded = [], [], []
     for e in eps:
         within = (radii <= e).nonzero()

@@ -38,12 +38,14 @@ from torch import Tensor
 from ax_chaining.covers import _runs
 
 __all__ = [
+    "COLUMN_BLOCK",
     "DEFAULT_MEMORY_BUDGET",
     "DenseDistance",
     "LevelGraph",
     "LowRankDistance",
     "MemoryBudgetError",
     "PseudoDistance",
+    "column_blocks",
     "dense_memory_bytes",
     "format_bytes",
 ]
@@ -52,6 +54,36 @@ _T = TypeVar("_T")
 
 #: Default memory budget for the engine's largest allocations, in bytes (4 GiB).
 DEFAULT_MEMORY_BUDGET: int = 4 * 2**30
+
+#: Columns (candidates) per block of every matrix product over the candidates
+#: on the low-rank route. A BLAS product computes the last few columns of a call
+#: with other kernels than the columns inside it (measured with MKL: the last
+#: four columns of a call round differently), so a product over some columns
+#: is not bit for bit the same product over a longer range. Products are
+#: therefore always taken over the same blocks of *global* candidate indices,
+#: ``[k B, (k + 1) B)``: a part of the candidates that starts at a multiple of
+#: ``B`` (a shard of :mod:`ax_chaining.distributed`) then computes the same
+#: bits as the whole set.
+COLUMN_BLOCK: int = 4096
+
+
+def column_blocks(
+    start: int, stop: int, offset: int = 0, block: int = COLUMN_BLOCK
+) -> Iterator[tuple[int, int]]:
+    """Split local columns ``start..stop-1`` at global multiples of ``block``.
+
+    Local column ``c`` is global candidate ``offset + c``; the pieces ``(a, b)``
+    are local and each lies within one global block.
+
+    Example:
+        >>> list(column_blocks(0, 10, offset=6, block=4))
+        [(0, 2), (2, 6), (6, 10)]
+    """
+    a = start
+    while a < stop:
+        b = min(stop, ((offset + a) // block + 1) * block - offset)
+        yield a, b
+        a = b
 
 
 class MemoryBudgetError(ValueError):
@@ -486,6 +518,31 @@ class PseudoDistance(ABC):
         return LevelGraph(indptr, torch.cat(cols), torch.cat(levels), kept_degrees)
 
 
+def _column_square_sums(factor: Tensor, offset: int = 0) -> Tensor:
+    """``factor.square().sum(dim=0)`` per block of :func:`column_blocks`."""
+    out = torch.empty(factor.shape[-1], dtype=factor.dtype, device=factor.device)
+    for a, b in column_blocks(0, factor.shape[-1], offset):
+        torch.sum(factor[:, a:b].square(), dim=0, out=out[a:b])
+    return out
+
+
+def low_rank_rows(
+    prior: Tensor, left: Tensor, right: Tensor, scale: float, offset: int = 0
+) -> Tensor:
+    r"""Rows of :math:`d^2` from prior rows, in place: ``-2 c prior + left @ right``.
+
+    ``prior`` is ``b x m`` (prior covariance rows over ``m`` columns, local
+    column ``j`` being global candidate ``offset + j``), ``left`` ``b x (r + 2)``
+    and ``right`` ``(r + 2) x m`` (see :class:`LowRankDistance`); the product
+    is taken per block of :func:`column_blocks`, so any part of the
+    candidates that starts at a block boundary computes the same bits.
+    """
+    beta = -2.0 * scale
+    for a, b in column_blocks(0, prior.shape[-1], offset):
+        prior[:, a:b].addmm_(left, right[:, a:b], beta=beta)
+    return prior
+
+
 class DenseDistance(PseudoDistance):
     r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`.
 
@@ -568,7 +625,7 @@ class LowRankDistance(PseudoDistance):
                 f"factor must be r x N with N = {prior_variance.shape[-1]}, got "
                 f"shape {tuple(factor.shape)}."
             )
-        super().__init__(prior_variance - factor.square().sum(dim=0), block_bytes)
+        super().__init__(prior_variance - _column_square_sums(factor), block_bytes)
         self.row_batch = 32
         self.prior_rows = prior_rows
         self.prior_block = prior_block
@@ -606,8 +663,8 @@ class LowRankDistance(PseudoDistance):
         return d2
 
     def _rows(self, idx: Tensor, clamp: bool) -> Tensor:
-        d2 = self.prior_rows(idx).addmm_(
-            self._left(idx), self._right, beta=-2.0 * self.prior_scale
+        d2 = low_rank_rows(
+            self.prior_rows(idx), self._left(idx), self._right, self.prior_scale
         )
         if clamp:
             d2.clamp_(min=0.0)

@@ -60,15 +60,18 @@ from torch import Tensor
 from ax_chaining.chaining import _lazy_levels
 from ax_chaining.checks import check_matrix, match_rows
 from ax_chaining.distances import (
+    COLUMN_BLOCK,
     DEFAULT_MEMORY_BUDGET,
     GRAPH_PEAK_EDGE_BYTES,
     DenseDistance,
     LowRankDistance,
     MemoryBudgetError,
     PseudoDistance,
+    column_blocks,
     dense_memory_bytes,
     format_bytes,
 )
+from ax_chaining.kernels.precomputed import item_indices
 
 __all__ = [
     "CandidatePosterior",
@@ -442,6 +445,63 @@ def check_posterior_transform(
         )
 
 
+class _KernelRows:
+    r"""Prior covariance rows :math:`k(a, Z[\text{first}:\text{stop}])` through a
+    GPyTorch ``covar_module`` (any kernel).
+
+    The points ``a`` come as *features* (:meth:`features`: their transformed
+    inputs), so rows can be asked for points held elsewhere (a shard of
+    :mod:`ax_chaining.distributed` asks for the rows of another shard's points
+    over its own columns). A kernel built on matrix products is evaluated per
+    block of :func:`~ax_chaining.distances.column_blocks` (global candidate
+    index ``offset + column``); an *exact* kernel, whose values do not depend
+    on how columns are grouped (a fingerprint library's integer counts), in
+    ranges of up to ``chunk`` columns.
+    """
+
+    def __init__(
+        self, covar_module, Zt: Tensor, offset: int = 0, exact: bool = False
+    ) -> None:
+        self.covar_module, self.Zt, self.offset = covar_module, Zt, int(offset)
+        self.exact = exact
+        # Exact kernels: ranges of 2^16 columns, a tile of the library's
+        # inverted index (a smaller range would read a whole tile for a part).
+        self.chunk = 2**16 if exact else COLUMN_BLOCK
+
+    @property
+    def n(self) -> int:
+        return self.Zt.shape[-2]
+
+    def features(self, idx: Tensor) -> Tensor:
+        """What :meth:`__call__` needs of the points ``idx`` (local indices)."""
+        return self.Zt[idx]
+
+    def ranges(self, first: int, stop: int) -> list[tuple[int, int]]:
+        """The column ranges a row computation is split into."""
+        return list(column_blocks(first, stop, self.offset, self.chunk))
+
+    def __call__(
+        self, feats: Tensor, cols: int | None = None, first: int = 0
+    ) -> Tensor:
+        stop = self.n if cols is None else cols
+        parts = [
+            self.covar_module(feats, self.Zt[a:b]).to_dense()
+            for a, b in self.ranges(first, stop)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        return torch.cat(parts, dim=-1)
+
+    def diag(self, first: int, stop: int) -> Tensor:
+        """Prior variances (model space) of the candidates ``first..stop-1``."""
+        return torch.cat(
+            [
+                self.covar_module(self.Zt[a:b], diag=True)
+                for a, b in column_blocks(first, stop, self.offset)
+            ]
+        )
+
+
 class _SERows:
     r"""Rows of a plain SE kernel, :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`.
 
@@ -450,17 +510,24 @@ class _SERows:
     are most of Chaining-UCB's time, so this computes the same values in three:
     one ``addmm`` for :math:`a^\top b - \tfrac12\|b\|^2`, one broadcast
     subtraction of :math:`\tfrac12\|a\|^2 - \log c` and an in-place
-    exponential. Inputs are scaled
-    by the lengthscales (read through the kernels' public properties) and
-    centred once, as GPyTorch centres each call. Values agree with
-    ``covar_module`` to round-off (tested); any other kernel, batch shape or
-    ``active_dims`` goes through ``covar_module``.
+    exponential. Inputs are scaled by the lengthscales (read through the
+    kernels' public properties) and centred on the mean of the scaled training
+    inputs, as GPyTorch centres each call (on the first argument's mean; a
+    centre that does not depend on the candidates gives the same bits for any
+    part of them). Values agree with ``covar_module`` to round-off (tested);
+    any other kernel, batch shape or ``active_dims`` goes through
+    ``covar_module``. Products are taken per block of
+    :func:`~ax_chaining.distances.column_blocks` (global index ``offset +
+    column``).
     """
 
-    def __init__(self, Zs: Tensor, log_scale: float) -> None:
+    exact = False
+
+    def __init__(self, Zs: Tensor, log_scale: float, offset: int = 0) -> None:
         self.Zs = Zs
         self.half_norm = half_norm = 0.5 * Zs.square().sum(dim=-1)
         self.log_scale = log_scale
+        self.offset = int(offset)
         # The exponent z_a.z_b - |z_b|^2/2 - (|z_a|^2/2 - log c) as one matrix
         # product [z_a, 1, log c - |z_a|^2/2] . [z_b, -|z_b|^2/2, 1]: no
         # further pass over the block before the exponential.
@@ -468,7 +535,9 @@ class _SERows:
         self._right = torch.cat([Zs, -half_norm.unsqueeze(-1), ones], dim=-1)
 
     @classmethod
-    def of(cls, covar_module, Zt: Tensor) -> _SERows | None:
+    def of(
+        cls, covar_module, Zt: Tensor, train_X: Tensor, offset: int = 0
+    ) -> _SERows | None:
         from gpytorch.kernels import RBFKernel, ScaleKernel
 
         scale = torch.ones((), dtype=Zt.dtype, device=Zt.device)
@@ -476,7 +545,7 @@ class _SERows:
         if type(covar_module) is ScaleKernel:
             scale = covar_module.outputscale
             base = covar_module.base_kernel
-        if type(base) is not RBFKernel or Zt.ndim != 2:
+        if type(base) is not RBFKernel or Zt.ndim != 2 or train_X.ndim != 2:
             return None
         if any(k.active_dims is not None for k in (covar_module, base)):
             return None
@@ -485,18 +554,35 @@ class _SERows:
         lengthscale = base.lengthscale.detach()
         if scale.numel() != 1 or lengthscale.shape[:-1] != (1,):
             return None
-        Zs = Zt.detach() / lengthscale.reshape(-1)
-        Zs = Zs - Zs.mean(dim=0)
-        return cls(Zs, math.log(float(scale.detach())))
+        lengthscale = lengthscale.reshape(-1)
+        centre = (train_X.detach() / lengthscale).mean(dim=0)
+        Zs = Zt.detach() / lengthscale - centre
+        return cls(Zs, math.log(float(scale.detach())), offset)
 
-    def __call__(self, idx: Tensor, cols: int | None = None, first: int = 0) -> Tensor:
-        left = self._right[idx].clone()
+    @property
+    def n(self) -> int:
+        return self.Zs.shape[0]
+
+    def features(self, idx: Tensor) -> Tensor:
+        """``[z_a, -|z_a|^2/2, 1]`` of the points ``idx`` (local indices)."""
+        return self._right[idx].clone()
+
+    def __call__(
+        self, feats: Tensor, cols: int | None = None, first: int = 0
+    ) -> Tensor:
+        stop = self.n if cols is None else cols
+        left = feats.clone()
+        half = -left[:, -2]
         left[:, -2] = 1.0
-        left[:, -1] = self.log_scale - self.half_norm[idx]
+        left[:, -1] = self.log_scale - half
         # Round-off may leave the exponent a few ulps above log c on the
         # diagonal; d_t^2 is clamped at 0 downstream, so no clamp here.
-        out = left @ self._right[first:cols].T
-        if out.device.type == "cpu" and out.is_contiguous():
+        out = torch.empty(
+            left.shape[0], stop - first, dtype=left.dtype, device=left.device
+        )
+        for a, b in column_blocks(first, stop, self.offset):
+            out[:, a - first : b - first] = left @ self._right[a:b].T
+        if out.device.type == "cpu":
             # numpy's vectorised exp is several times faster than torch's on
             # CPU float64; same array, no copy.
             array = out.numpy()
@@ -523,8 +609,12 @@ class _LibraryRows:
     :meth:`~ax_chaining.kernels.PackedFingerprints.tanimoto` (a slice of the
     library where the candidates are its items in order, as
     ``candidate_index_parameter`` gives), with no GPyTorch call and no mapping
-    of ``N`` inputs per block. Values equal ``covar_module``'s (tested).
+    of ``N`` inputs per block. Values equal ``covar_module``'s (tested), and
+    do not depend on how the columns are grouped (integer counts, one rounded
+    division).
     """
+
+    exact = True
 
     def __init__(self, library, items: Tensor, scale: float, route: str) -> None:
         self.library, self.items, self.scale, self.route = library, items, scale, route
@@ -535,33 +625,172 @@ class _LibraryRows:
 
     @classmethod
     def of(cls, covar_module, Zt: Tensor) -> _LibraryRows | None:
-        from gpytorch.kernels import ScaleKernel
-
-        from ax_chaining.kernels import TanimotoKernel
-        from ax_chaining.kernels.precomputed import item_indices
-
-        scale, base = 1.0, covar_module
-        if type(covar_module) is ScaleKernel:
-            scale = float(covar_module.outputscale.detach())
-            base = covar_module.base_kernel
-        if type(base) is not TanimotoKernel or base.library is None:
+        parts = library_kernel_parts(covar_module)
+        if parts is None or Zt.ndim != 2:
             return None
-        if base.active_dims is not None or Zt.ndim != 2:
-            return None
+        base, scale = parts
         n = len(base.library)
         items = item_indices(Zt, n, base.normalized_inputs, "TanimotoKernel").cpu()
         return cls(base.library, items, scale, base.route)
 
-    def __call__(self, idx: Tensor, cols: int | None = None, first: int = 0) -> Tensor:
-        rows = self.items[idx.cpu()]
+    def features(self, idx: Tensor) -> Tensor:
+        """The item indices of the points ``idx``."""
+        return self.items[idx.cpu()]
+
+    def __call__(
+        self, feats: Tensor, cols: int | None = None, first: int = 0
+    ) -> Tensor:
         stop = self.items.numel() if cols is None else cols
         if self.contiguous:
             start = int(self.items[0])
             columns = slice(start + first, start + stop)
         else:
             columns = self.items[first:stop]
-        out = self.library.tanimoto(rows, columns, route=self.route, device="cpu")
+        out = self.library.tanimoto(feats, columns, route=self.route, device="cpu")
         return out.mul_(self.scale) if self.scale != 1.0 else out
+
+
+def library_kernel_parts(covar_module) -> tuple[object, float] | None:
+    """``(TanimotoKernel, output scale)`` of a library-mode Tanimoto kernel
+    (optionally in a ``ScaleKernel``, no ``active_dims``), else None."""
+    from gpytorch.kernels import ScaleKernel
+
+    from ax_chaining.kernels import TanimotoKernel
+
+    scale, base = 1.0, covar_module
+    if type(covar_module) is ScaleKernel:
+        scale = float(covar_module.outputscale.detach())
+        base = covar_module.base_kernel
+    if type(base) is not TanimotoKernel or base.library is None:
+        return None
+    if base.active_dims is not None or covar_module.active_dims is not None:
+        return None
+    return base, scale
+
+
+def factor_blocks(
+    kernel: _KernelRows,
+    train_features: Tensor,
+    L: Tensor,
+    whitened: Tensor,
+    mean_module,
+    outcome_transform,
+    out_var: Tensor,
+    out: Tensor,
+) -> Tensor:
+    r"""The factor :math:`W = c^{1/2} L^{-1} k(X_n, Z)` into ``out[:r]`` and the
+    posterior mean over ``kernel``'s candidates, block by block.
+
+    ``out`` is ``(r + k) x m`` (rows past ``r`` are left alone); the kernel is
+    evaluated in its ranges, the triangular solve and the mean's product per
+    block of :func:`~ax_chaining.distances.column_blocks`: the one place both
+    one machine and a shard of :mod:`ax_chaining.distributed` compute them.
+
+    Returns:
+        The ``m`` posterior means (outcome units).
+    """
+    n, r = kernel.n, L.shape[-1]
+    mean = torch.empty(n, dtype=out.dtype, device=out.device)
+    root = out_var.sqrt()
+    for a0, b0 in kernel.ranges(0, n):
+        cross = kernel(train_features, b0, a0)
+        for a, b in column_blocks(a0, b0, kernel.offset):
+            W = torch.linalg.solve_triangular(L, cross[:, a - a0 : b - a0], upper=False)
+            # Posterior mean in model space, m(z) + w(z)^T L^{-1} (y - m(X_n)),
+            # from the same factor: one matrix-vector product, no predictive
+            # covariance (which model.posterior would build chunk by chunk).
+            m = mean_module(kernel.Zt[a:b]) + (W.T @ whitened).squeeze(-1)
+            if outcome_transform is not None:
+                m = outcome_transform.untransform(m.unsqueeze(-1))[0].squeeze(-1)
+            mean[a:b] = m
+            out[:r, a:b] = W.mul_(root)
+    return mean
+
+
+def pending_factor_blocks(
+    kernel: _KernelRows,
+    pending_features: Tensor,
+    W_p: Tensor,
+    A: Tensor,
+    W: Tensor,
+    out_var: Tensor,
+    out: Tensor,
+) -> None:
+    r"""The rows :math:`A^{-1} k_t(P, Z)` that pending points add to the factor,
+    into ``out`` (``p x m``), block by block (see :func:`factor_blocks`).
+
+    :math:`k_t(P, z) = c\, k(P, z) - W_P^\top w(z)`, with ``W`` the
+    candidates' ``r x m`` factor and ``W_p``, ``A`` from
+    :meth:`_ModelFactors.pending`.
+    """
+    n = kernel.n
+    for a0, b0 in kernel.ranges(0, n):
+        cov = kernel(pending_features, b0, a0)
+        for a, b in column_blocks(a0, b0, kernel.offset):
+            block = cov[:, a - a0 : b - a0].clone()
+            block.addmm_(W_p.T, W[:, a:b], beta=float(out_var), alpha=-1.0)
+            out[:, a:b] = torch.linalg.solve_triangular(A, block, upper=False)
+
+
+class _ModelFactors:
+    r"""What the posterior over any candidates needs of an exact single-output
+    GP: the Cholesky factor :math:`L` of :math:`K_n + \eta^2 I`, the whitened
+    residual :math:`L^{-1}(y - m(X_n))`, the outcome scale, and, given pending
+    points, their rows :math:`W_P` and the factor :math:`A` of their
+    covariance. Small (``r x r``), so they can be sent to other machines.
+    """
+
+    def __init__(self, model: ExactGP, like: Tensor) -> None:
+        self.model = model
+        self.train_X = train_X = model.train_inputs[0]
+        self.covar_module = covar_module = model.covar_module
+        self.mean_module = model.mean_module
+        self.outcome_transform = getattr(model, "outcome_transform", None)
+        self.out_var = _outcome_variance_scale(model, like)[0]
+        noise = model.likelihood.noise.reshape(-1)
+        K_train = covar_module(train_X).to_dense()
+        K_train = K_train + torch.diag_embed(noise.expand(train_X.shape[0]))
+        self.L = L = psd_safe_cholesky(K_train)
+        residual = (model.train_targets - model.mean_module(train_X)).unsqueeze(-1)
+        self.whitened = torch.linalg.solve_triangular(L, residual, upper=False)
+        self._pending: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
+
+    def pending(
+        self, X_pending: Tensor, noise: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        r"""``(Pt, W_P, A)`` for pending points ``X_pending`` (raw inputs).
+
+        :math:`W_P = c^{1/2} L^{-1} k(X_n, P)` and :math:`A A^\top = k_t(P, P)
+        + \mathrm{diag}(\text{noise})` (:func:`pending_rows`); kept for
+        :meth:`pending_variance_drop`.
+        """
+        Pt = self.model.transform_inputs(X_pending)
+        W_p = torch.linalg.solve_triangular(
+            self.L, self.covar_module(self.train_X, Pt).to_dense(), upper=False
+        ).mul_(self.out_var.sqrt())
+        cov_pp = self.covar_module(Pt, Pt).to_dense()
+        cov_pp = cov_pp.addmm_(W_p.T, W_p, beta=float(self.out_var), alpha=-1.0)
+        A = psd_safe_cholesky(cov_pp + torch.diag_embed(noise.to(cov_pp)))
+        self._pending = (X_pending.clone(), Pt, W_p, A)
+        return Pt, W_p, A
+
+    def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
+        r"""How much the pending points lower the variance at ``X`` (``b x d``).
+
+        :math:`\|A^{-1} k_t(P, x)\|^2`, with :math:`A` and :math:`P` from the last
+        :meth:`pending` call; None if that call was for other pending points.
+        """
+        if self._pending is None or not torch.equal(self._pending[0], X_pending):
+            return None
+        _, Pt, W_p, A = self._pending
+        Xt = self.model.transform_inputs(X)
+        w = torch.linalg.solve_triangular(
+            self.L, self.covar_module(self.train_X, Xt).to_dense(), upper=False
+        ).mul_(self.out_var.sqrt())
+        k_px = self.covar_module(Pt, Xt).to_dense()
+        k_px = k_px.mul_(self.out_var).addmm_(W_p.T, w, alpha=-1.0)
+        e = torch.linalg.solve_triangular(A, k_px, upper=False)
+        return e.square().sum(dim=0)
 
 
 class _LowRankFactors:
@@ -569,35 +798,38 @@ class _LowRankFactors:
 
     Built once per model and candidate set; pending points only add rows to
     :math:`W` (:meth:`condition`), so a batch reuses the candidates' factor.
+    Every product over the candidates is taken per block of
+    :func:`~ax_chaining.distances.column_blocks` (see
+    :data:`~ax_chaining.distances.COLUMN_BLOCK`).
     """
 
     def __init__(self, model: ExactGP, Z: Tensor) -> None:
-        covar_module = model.covar_module
         self.model = model
+        self.model_factors = mf = _ModelFactors(model, Z)
         self.Zt = model.transform_inputs(Z)
-        self.train_X = train_X = model.train_inputs[0]
-        self.covar_module = covar_module
-        self.out_var = _outcome_variance_scale(model, Z)[0]
-        noise = model.likelihood.noise.reshape(-1)
-        K_train = covar_module(train_X).to_dense()
-        K_train = K_train + torch.diag_embed(noise.expand(train_X.shape[0]))
-        self.L = L = psd_safe_cholesky(K_train)
-        cross = covar_module(train_X, self.Zt).to_dense()
-        self.factor = torch.linalg.solve_triangular(L, cross, upper=False)
-        # Posterior mean in model space, m(z) + w(z)^T L^{-1} (y - m(X_n)),
-        # from the same factor: one matrix-vector product, no predictive
-        # covariance (which model.posterior would build chunk by chunk).
-        residual = (model.train_targets - model.mean_module(train_X)).unsqueeze(-1)
-        whitened = torch.linalg.solve_triangular(L, residual, upper=False)
-        mean = model.mean_module(self.Zt) + (self.factor.T @ whitened).squeeze(-1)
-        transform = getattr(model, "outcome_transform", None)
-        if transform is not None:
-            mean = transform.untransform(mean.unsqueeze(-1))[0].squeeze(-1)
-        self.mean = mean
-        self.factor.mul_(self.out_var.sqrt())
+        self.train_X = mf.train_X
+        self.covar_module = mf.covar_module
+        self.out_var = mf.out_var
+        self.L = mf.L
+        library = _LibraryRows.of(self.covar_module, self.Zt)
+        self.kernel = _KernelRows(self.covar_module, self.Zt, exact=library is not None)
+        r = self.train_X.shape[-2]
+        self.factor = torch.empty(
+            r, self.Zt.shape[-2], dtype=self.Zt.dtype, device=self.Zt.device
+        )
+        self.mean = factor_blocks(
+            self.kernel,
+            self.train_X,
+            mf.L,
+            mf.whitened,
+            mf.mean_module,
+            mf.outcome_transform,
+            mf.out_var,
+            self.factor,
+        )
+        self._library = library
         self._prior_variance: Tensor | None = None
         self._fast_rows: _SERows | _LibraryRows | bool | None = None
-        self._pending: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
 
     def prior_rows(
         self, idx: Tensor, cols: int | None = None, first: int = 0
@@ -606,27 +838,22 @@ class _LowRankFactors:
 
         Multiply by :attr:`out_var` for outcome units. For a plain SE kernel
         (see :class:`_SERows`) it is computed in three passes over the block;
+        for a fingerprint library from the library (:class:`_LibraryRows`);
         otherwise by the model's ``covar_module``.
         """
         if self._fast_rows is None:
             self._fast_rows = (
-                _SERows.of(self.covar_module, self.Zt)
-                or _LibraryRows.of(self.covar_module, self.Zt)
+                _SERows.of(self.covar_module, self.Zt, self.train_X)
+                or self._library
                 or False
             )
-        if self._fast_rows:
-            out = self._fast_rows(idx, cols, first)
-            return out.to(device=self.Zt.device, dtype=self.Zt.dtype)
-        return self.covar_module(self.Zt[idx], self.Zt[first:cols]).to_dense()
+        rows = self._fast_rows or self.kernel
+        out = rows(rows.features(idx), cols, first)
+        return out.to(device=self.Zt.device, dtype=self.Zt.dtype)
 
     def prior_variance(self) -> Tensor:
         if self._prior_variance is None:
-            var = torch.cat(
-                [
-                    self.covar_module(self.Zt[i : i + _CHUNK], diag=True)
-                    for i in range(0, self.Zt.shape[0], _CHUNK)
-                ]
-            )
+            var = self.kernel.diag(0, self.Zt.shape[-2])
             self._prior_variance = var * self.out_var
         return self._prior_variance
 
@@ -643,35 +870,20 @@ class _LowRankFactors:
         Returns:
             The ``(r + p) x N`` factor over the candidates.
         """
-        Pt = self.model.transform_inputs(X_pending)
-        W_p = torch.linalg.solve_triangular(
-            self.L, self.covar_module(self.train_X, Pt).to_dense(), upper=False
-        ).mul_(self.out_var.sqrt())
-        W_all = torch.cat([self.factor, W_p], dim=-1)
-        cov_pz = self.covar_module(Pt, torch.cat([self.Zt, Pt])).to_dense()
-        cov_pz = cov_pz.addmm_(W_p.T, W_all, beta=float(self.out_var), alpha=-1.0)
-        n = self.Zt.shape[0]
-        extra, A = pending_rows(cov_pz[:, n:], noise, cov_pz[:, :n])
-        self._pending = (X_pending.clone(), Pt, W_p, A)
-        return torch.cat([self.factor, extra], dim=0)
+        Pt, W_p, A = self.model_factors.pending(X_pending, noise)
+        r, n = self.factor.shape
+        out = torch.empty(
+            r + Pt.shape[-2], n, dtype=self.factor.dtype, device=self.factor.device
+        )
+        out[:r] = self.factor
+        pending_factor_blocks(
+            self.kernel, Pt, W_p, A, self.factor, self.out_var, out[r:]
+        )
+        return out
 
     def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
-        r"""How much the pending points lower the variance at ``X`` (``b x d``).
-
-        :math:`\|A^{-1} k_t(P, x)\|^2`, with :math:`A` and :math:`P` from the last
-        :meth:`condition` call; None if that call was for other pending points.
-        """
-        if self._pending is None or not torch.equal(self._pending[0], X_pending):
-            return None
-        _, Pt, W_p, A = self._pending
-        Xt = self.model.transform_inputs(X)
-        w = torch.linalg.solve_triangular(
-            self.L, self.covar_module(self.train_X, Xt).to_dense(), upper=False
-        ).mul_(self.out_var.sqrt())
-        k_px = self.covar_module(Pt, Xt).to_dense()
-        k_px = k_px.mul_(self.out_var).addmm_(W_p.T, w, alpha=-1.0)
-        e = torch.linalg.solve_triangular(A, k_px, upper=False)
-        return e.square().sum(dim=0)
+        """See :meth:`_ModelFactors.pending_variance_drop`."""
+        return self.model_factors.pending_variance_drop(X_pending, X)
 
 
 class PosteriorCache:
@@ -700,6 +912,27 @@ class PosteriorCache:
     def put(self, model: Model, candidates: Tensor, factors: _LowRankFactors) -> None:
         self._key = self._key_of(model, candidates)
         self.factors = factors
+
+
+def _row_budgets(memory_budget: int) -> tuple[int, int]:
+    """Bytes of a block of rows, and of a farthest-first pool of rows."""
+    # Rows are computed a block at a time (a farthest-first pool is one larger
+    # block); a kernel call makes a few temporaries of a block's size. A few
+    # MiB keep a block's passes (kernel, correction, thresholds) in cache:
+    # measured at N = 10^4, 4 MiB blocks made the row pass faster than 32.
+    block_bytes = max(2**20, min(4 * 2**20, memory_budget // 32))
+    # A farthest-first pool: each call reads the whole r x N factor, so at
+    # large N the rows must come many per call (at N = 10^6, pools of 64 rows
+    # took 27 s against 40 s for pools of 16).
+    pool_bytes = max(block_bytes, min(512 * 2**20, memory_budget // 8))
+    return block_bytes, pool_bytes
+
+
+def low_rank_row_batch(n: int, itemsize: int, memory_budget: int) -> int:
+    """Rows per farthest-first batch on the low-rank route over ``n``
+    candidates: a pool of ``2 * batch`` rows fits in the pool's budget."""
+    pool_bytes = _row_budgets(memory_budget)[1]
+    return max(1, min(32, pool_bytes // (2 * n * itemsize)))
 
 
 def _memory_error(n: int, need: int, budget: int, what: str) -> MemoryBudgetError:
@@ -759,15 +992,7 @@ def candidate_posterior(
         )
     r = num_training_points(model) or 0
     p = 0 if X_pending is None else X_pending.shape[0]
-    # Rows are computed a block at a time (a farthest-first pool is one larger
-    # block); a kernel call makes a few temporaries of a block's size. A few
-    # MiB keep a block's passes (kernel, correction, thresholds) in cache:
-    # measured at N = 10^4, 4 MiB blocks made the row pass faster than 32.
-    block_bytes = max(2**20, min(4 * 2**20, memory_budget // 32))
-    # A farthest-first pool: each call reads the whole r x N factor, so at
-    # large N the rows must come many per call (at N = 10^6, pools of 64 rows
-    # took 27 s against 40 s for pools of 16).
-    pool_bytes = max(block_bytes, min(512 * 2**20, memory_budget // 8))
+    block_bytes, pool_bytes = _row_budgets(memory_budget)
     low_rank_need = (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
     # Models without the low-rank form: the float covariance from
     # model.posterior (about three N x N copies at its peak) plus the greedy
@@ -818,8 +1043,7 @@ def candidate_posterior(
                 prior_scale=float(factors.out_var),
                 prior_block=lambda idx, first: factors.prior_rows(idx, n, first),
             )
-            # A farthest-first pool of 2 * row_batch rows fits in pool_bytes.
-            distance.row_batch = max(1, min(32, pool_bytes // (2 * n * itemsize)))
+            distance.row_batch = low_rank_row_batch(n, itemsize, memory_budget)
             if path == "auto" and GRAPH_PEAK_EDGE_BYTES * n * n + low_rank_need <= (
                 memory_budget
             ):

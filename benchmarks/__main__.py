@@ -33,6 +33,11 @@ Subcommands:
     Ax loops over nested MOSES libraries up to 10^6 molecules, MolPAL's
     top-k metric, seconds and memory (:mod:`benchmarks.screening`);
     arguments are passed to it.
+``distributed``
+    One step on candidates sharded over a Dask ``LocalCluster`` against the
+    single-machine step in the same run, per-shard seconds, bytes per step
+    and a time model (:mod:`benchmarks.distributed`); arguments are passed
+    to it.
 ``certificate``
     Soundness and usefulness of the regret certificates on GP samples
     (:mod:`benchmarks.certificate`); arguments after
@@ -55,6 +60,7 @@ Examples::
         --out results/harness/small_summary
     python -m benchmarks molecules --small --out results/molecules/small
     python -m benchmarks speed --help
+    python -m benchmarks distributed --small
     python -m benchmarks certificate --small --out results/certificate_small
 """
 
@@ -123,6 +129,12 @@ def _build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "speed",
         help="speed benchmark (benchmarks.speed; see `speed --help`)",
+        add_help=False,
+    )
+    sub.add_parser(
+        "distributed",
+        help="one step on sharded candidates (Dask LocalCluster) against one "
+        "machine (see `distributed --help`)",
         add_help=False,
     )
     sub.add_parser(
@@ -625,6 +637,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import screening
 
         return screening.main(argv[1:])
+    if argv and argv[0] == "distributed":  # likewise
+        from benchmarks import distributed
+
+        return distributed.main(argv[1:])
     if argv and argv[0] == "certificate":
         from benchmarks import certificate
 

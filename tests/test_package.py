@@ -33,6 +33,33 @@ print(greedy_cover(torch.zeros(2, 2), 1.0).tolist())
     assert out.stdout.split() == ["[3]", "[0]"]
 
 
+def test_core_and_ax_layer_import_without_dask():
+    # The distributed extra is optional: with Dask blocked, the package, the
+    # engine, the BoTorch and Ax layers import and run; only
+    # ax_chaining.distributed refuses, naming the extra.
+    code = """
+import sys
+for blocked in ("dask", "distributed"):
+    sys.modules[blocked] = None
+import torch
+import ax_chaining
+import ax_chaining.ax
+from ax_chaining import ChainingUCB, DenseDistance, chaining_covers
+print(chaining_covers(DenseDistance(torch.eye(2, dtype=torch.float64)), t=2).n)
+print(any(m.split(".")[0] in ("dask", "distributed") for m in sys.modules
+          if sys.modules[m] is not None))
+try:
+    import ax_chaining.distributed
+except ImportError as e:
+    print("ax-chaining[distributed]" in str(e))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "False", "True"]
+
+
 def _module_imports() -> dict[str, set[str]]:
     """Module -> the ax_chaining modules it imports at module level."""
     import ast

@@ -171,7 +171,10 @@ def candidate_set_strategy(
         init_trials: Initial trials, uniform over :math:`X` (at most one per row
             of a table) or Ax's Sobol; 0 for none (e.g. with ``attach_trial``).
         candidates: Optional table (DataFrame or list of dicts); default the
-            whole discrete space or a fixed Sobol design.
+            whole discrete space or a fixed Sobol design. Or a fingerprint
+            library sharded over a Dask cluster
+            (:class:`~ax_chaining.distributed.ShardedCandidates`): then
+            :func:`~ax_chaining.distributed.ax.sharded_candidate_set_strategy`.
         init, name: ``"uniform"`` or ``"sobol"``; default name: the class name.
         kwargs: :class:`CandidateSetSpec` fields (``seed`` defaults to None: the
             caller's seed), and :func:`candidate_set_node` arguments.
@@ -179,6 +182,19 @@ def candidate_set_strategy(
     Example:
         >>> gs = candidate_set_strategy(GPUCB, {"delta": 0.1}, init_trials=5)
     """
+    # Candidates held elsewhere (ax_chaining.distributed.ShardedCandidates)
+    # build their own strategy; this layer imports nothing of it.
+    build = getattr(type(candidates), "candidate_set_strategy", None)
+    if build is not None:
+        return build(
+            candidates,
+            botorch_acqf_class,
+            botorch_acqf_options,
+            init_trials,
+            init=init,
+            name=name,
+            **kwargs,
+        )
     spec = _pop_spec(kwargs, candidates)
     check_int("init_trials", init_trials, 0)
     if spec.candidates is not None and init_trials > len(spec.candidates):
@@ -233,7 +249,8 @@ def chaining_generation_strategy(
     r"""Initialization, then Chaining-UCB, as an Ax ``GenerationStrategy``.
 
     Args:
-        init_trials, candidates, name, kwargs: See :func:`candidate_set_strategy`.
+        init_trials, candidates, name, kwargs: See :func:`candidate_set_strategy`
+            (``candidates`` may be sharded over a Dask cluster).
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
         scale: Radius of the first chaining level (see ``ChainingUCB``).
         engine_options: Further ``ChainingUCB`` keyword arguments, checked here.

@@ -360,7 +360,7 @@ class PackedFingerprints:
 
     def tanimoto(
         self,
-        rows: Tensor | Sequence[int] | np.ndarray,
+        rows: Tensor | Sequence[int] | np.ndarray | PackedFingerprints,
         cols: Tensor | Sequence[int] | np.ndarray | slice | None = None,
         route: str = "auto",
         dtype: torch.dtype = torch.float64,
@@ -373,7 +373,10 @@ class PackedFingerprints:
         to RDKit's ``BulkTanimotoSimilarity``.
 
         Args:
-            rows: Library row indices (``r`` of them).
+            rows: Library row indices (``r`` of them), or a
+                :class:`PackedFingerprints` of ``r`` fingerprints of the same
+                width that need not be in this library (e.g. rows held by
+                another part of a sharded library).
             cols: Library column indices, or a slice (``Z[first:stop]``, the
                 fast case for large libraries); all rows if None.
             route: ``"auto"`` (default: ``matmul`` on a GPU; on CPU
@@ -393,7 +396,16 @@ class PackedFingerprints:
             device = rows.device if isinstance(rows, Tensor) else torch.device("cpu")
         device = torch.device(device)
         n = len(self)
-        row_idx = _index_array(rows, "rows", n)
+        if isinstance(rows, PackedFingerprints):
+            if rows.n_bits != self.n_bits:
+                raise ValueError(
+                    f"`rows` has {rows.n_bits}-bit fingerprints, the library "
+                    f"{self.n_bits}-bit ones; expected the same width."
+                )
+            row_words, row_pop = np.asarray(rows.words), rows.popcounts
+        else:
+            row_idx = _index_array(rows, "rows", n)
+            row_words, row_pop = self._words[row_idx], self.popcounts[row_idx]
         if cols is None:
             cols = slice(0, n)
         if isinstance(cols, slice):
@@ -420,37 +432,43 @@ class PackedFingerprints:
             else:
                 route = "popcount"
         if route == "matmul":
-            return self._matmul(row_idx, col_idx, span, dtype, device)
-        out = np.empty((row_idx.shape[0], num_cols), dtype=np.float64)
+            return self._matmul(row_words, row_pop, col_idx, span, dtype, device)
+        num_rows = row_words.shape[0]
+        out = np.empty((num_rows, num_cols), dtype=np.float64)
         if out.size == 0:
             pass
         elif route == "inverted":
             self.build_index()  # once, before any thread reads it
             threads = torch.get_num_threads()
-            if threads > 1 and row_idx.shape[0] >= 4 * threads:
+            pop = row_pop.astype(np.float64)
+            if threads > 1 and num_rows >= 4 * threads:
                 # Rows are independent and numpy's loops release the GIL: the
                 # rows split over torch's threads (measured 1.45x on two busy
                 # cores), each writing its own rows of `out`.
-                parts = np.array_split(np.arange(row_idx.shape[0]), threads)
+                parts = np.array_split(np.arange(num_rows), threads)
                 with ThreadPoolExecutor(threads) as pool:
                     list(
                         pool.map(
                             lambda p: self._inverted(
-                                row_idx[p], col_idx, span, out[p[0] : p[-1] + 1]
+                                row_words[p],
+                                pop[p],
+                                col_idx,
+                                span,
+                                out[p[0] : p[-1] + 1],
                             ),
                             parts,
                         )
                     )
             else:
-                self._inverted(row_idx, col_idx, span, out)
+                self._inverted(row_words, pop, col_idx, span, out)
         else:
             cols_words = self._words[span[0] : span[1]] if col_idx is None else None
-            for r0 in range(0, row_idx.shape[0], 256):
-                r_idx = row_idx[r0 : r0 + 256]
+            for r0 in range(0, num_rows, 256):
+                part = (row_words[r0 : r0 + 256], row_pop[r0 : r0 + 256])
                 if col_idx is None:
-                    _popcount_block(self, r_idx, cols_words, span[0], out[r0:])
+                    _popcount_block(self, *part, cols_words, span[0], out[r0:])
                 else:
-                    _popcount_block(self, r_idx, col_idx, None, out[r0:])
+                    _popcount_block(self, *part, col_idx, None, out[r0:])
         return torch.from_numpy(out).to(device=device, dtype=dtype)
 
     def tanimoto_pairs(
@@ -480,7 +498,8 @@ class PackedFingerprints:
 
     def _inverted(
         self,
-        row_idx: np.ndarray,
+        row_words: np.ndarray,
+        row_pop: np.ndarray,
         col_idx: np.ndarray | None,
         span: tuple[int, int] | None,
         out: np.ndarray,
@@ -495,11 +514,14 @@ class PackedFingerprints:
         # intp, which bincount counts without a cast of its own.
         hits = np.empty(1 << 17, dtype=np.intp)
         union = np.empty(_TILE, dtype=np.float64)
-        for r, i in enumerate(row_idx):
+        for r in range(row_words.shape[0]):
             target = out[r] if span is not None else buffer
+            pop_r = row_pop[r]
             bits = np.flatnonzero(
                 np.unpackbits(
-                    self._words[i].view(np.uint8), count=self.n_bits, bitorder="little"
+                    np.ascontiguousarray(row_words[r]).view(np.uint8),
+                    count=self.n_bits,
+                    bitorder="little",
                 )
             )
             for tile in range(lo // _TILE, -(-hi // _TILE)):
@@ -537,11 +559,11 @@ class PackedFingerprints:
                 a, b = max(lo, t0), min(hi, t1)
                 inter, u = counts[a - t0 : b - t0], union[: b - a]
                 # union = |a| + |b| - inter, exact integers in float64.
-                np.add(pop[a:b], pop[i], out=u)
+                np.add(pop[a:b], pop_r, out=u)
                 np.subtract(u, inter, out=u)
                 with np.errstate(invalid="ignore"):
                     np.divide(inter, u, out=target[a - lo : b - lo])
-                if pop[i] == 0:  # two empty fingerprints: 0 / 0 above, k = 1
+                if pop_r == 0:  # two empty fingerprints: 0 / 0 above, k = 1
                     np.copyto(target[a - lo : b - lo], 1.0, where=u == 0)
             if span is None:
                 out[r] = buffer[col_idx - lo]
@@ -561,14 +583,15 @@ class PackedFingerprints:
 
     def _matmul(
         self,
-        row_idx: np.ndarray,
+        row_words: np.ndarray,
+        row_pop: np.ndarray,
         col_idx: np.ndarray | None,
         span: tuple[int, int] | None,
         dtype: torch.dtype,
         device: torch.device,
     ) -> Tensor:
         num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
-        out = torch.empty(row_idx.shape[0], num_cols, dtype=dtype, device=device)
+        out = torch.empty(row_words.shape[0], num_cols, dtype=dtype, device=device)
         pop_np = self.popcounts
 
         def words_of(index: np.ndarray | slice) -> tuple[Tensor, Tensor]:
@@ -580,7 +603,8 @@ class PackedFingerprints:
                 index = torch.from_numpy(index).to(device)
             return words[index], pop[index]
 
-        a_words, a_pop = words_of(row_idx)
+        a_words = torch.from_numpy(np.array(row_words).view(np.int64)).to(device)
+        a_pop = torch.from_numpy(np.asarray(row_pop, dtype=np.int64)).to(device)
         a_bits = _unpack_torch(a_words, self.n_bits)
         budget = _MATMUL_BYTES["cpu" if device.type == "cpu" else "other"]
         block = max(1, budget // (4 * self.n_bits))
@@ -1050,20 +1074,22 @@ def _quotient(
 
 def _popcount_block(
     library: PackedFingerprints,
-    rows: np.ndarray,
+    a_words: np.ndarray,
+    a_pop: np.ndarray,
     cols: np.ndarray,
     first: int | None,
     out: np.ndarray,
 ) -> None:
-    r"""Tanimoto rows by popcounts of ANDed words, in bounded column blocks.
+    r"""Tanimoto rows (their words ``a_words`` and bit counts ``a_pop``) by
+    popcounts of ANDed words, in bounded column blocks.
 
     ``cols`` is either an index array (``first`` None) or a block of words
     starting at library row ``first``.
     """
     words, pop = library.words, library.popcounts
-    a_words, a_pop = words[rows], pop[rows]
+    num_rows = a_words.shape[0]
     num_cols = cols.shape[0]
-    step = max(1, _POPCOUNT_WORDS // (rows.shape[0] * words.shape[1]))
+    step = max(1, _POPCOUNT_WORDS // (num_rows * words.shape[1]))
     for c0 in range(0, num_cols, step):
         c1 = min(c0 + step, num_cols)
         if first is None:
@@ -1072,7 +1098,7 @@ def _popcount_block(
             c_words, c_pop = cols[c0:c1], pop[first + c0 : first + c1]
         both = np.bitwise_and(a_words[:, None, :], c_words[None, :, :])
         inter = _popcount(both).sum(-1, dtype=np.int64)
-        _quotient(inter, a_pop[:, None], c_pop[None, :], out[: rows.shape[0], c0:c1])
+        _quotient(inter, a_pop[:, None], c_pop[None, :], out[:num_rows, c0:c1])
 
 
 def _set_bits(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,715 @@
+r"""Chaining-UCB whose step runs on sharded candidates:
+:class:`ShardedChainingUCB`, what ``ChainingUCB(model, sharded)`` builds.
+
+One step (the low-rank route of one machine, with farthest-first covers):
+
+1. the client computes the model's small factors (:math:`L`, the whitened
+   residual, the pending points' :math:`W_P` and :math:`A`) and sends them
+   once (:class:`~ax_chaining.distributed._shard.StepFactors`);
+2. every shard computes its part of :math:`W`, the posterior mean and
+   variance, and returns its smallest variance and largest prior variance
+   (the start of the traversal, :math:`\sigma^{\min}` and the scale);
+3. the farthest-first traversal runs with the shards holding the distances
+   (:func:`~ax_chaining.distributed._traversal.sharded_farthest_first`);
+4. the covers, :math:`H_i` and the bonus are computed on the client from the
+   traversal's order and radii (``O(max_cover_size)``), exactly as on one
+   machine;
+5. selection and certificates ask each shard for its best value, or its part
+   of the union bound's tail sum.
+
+Nothing ``N``-long crosses the network after the shards are placed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.exceptions import UnsupportedError
+from botorch.models.model import Model
+from botorch.utils.transforms import t_batch_mode_transform
+from torch import Tensor
+
+from ax_chaining.acquisition import (
+    DEFAULT_MAX_COVER_SIZE,
+    ChainingOptions,
+    ChainingUCB,
+    PendingCovers,
+    default_t,
+)
+from ax_chaining.certificate import (
+    Certificate,
+    Method,
+    Rule,
+    TailLaw,
+    recommend,
+    step_delta,
+)
+from ax_chaining.certification import (
+    Calibration,
+    CheckSchedule,
+    TailChoice,
+    calibrate,
+    resolve_tail,
+)
+from ax_chaining.chaining import (
+    ChainingResult,
+    CoverMethod,
+    HRadius,
+    chaining_result,
+    level_radii,
+    prefix_covers,
+    reuse_covers,
+)
+from ax_chaining.checks import as_index, check_choice, check_delta, check_int
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, MemoryBudgetError, format_bytes
+from ax_chaining.distributed._shard import Left, StepFactors
+from ax_chaining.distributed._traversal import (
+    combine_max,
+    sharded_farthest_first,
+    sharded_union_bound,
+)
+from ax_chaining.distributed.candidates import ShardedCandidates
+from ax_chaining.kernels.precomputed import item_indices
+from ax_chaining.posterior import (
+    Path,
+    _ModelFactors,
+    _row_budgets,
+    library_kernel_parts,
+    low_rank_row_batch,
+    num_training_points,
+    pending_noise,
+    posterior_at,
+    sign_flip,
+    supports_low_rank,
+)
+
+__all__ = ["ShardedChainingUCB", "ShardedStep"]
+
+_STEPS = itertools.count(1)
+
+
+@dataclass
+class ShardedStep:
+    """One build of Algorithm 1 on the shards.
+
+    Attributes:
+        chaining: Levels, covers and :math:`H_i` (as on one machine).
+        factors: What was sent to the shards.
+        pending_noise: Noise variances given to the pending points, or None.
+        info: Round trips, bytes and seconds of the build.
+    """
+
+    chaining: ChainingResult
+    factors: StepFactors
+    pending_noise: Tensor | None
+    info: dict
+
+
+class _PendingCache:
+    """What :func:`~ax_chaining.posterior.posterior_at` reads of a cache."""
+
+    def __init__(self, factors: _ModelFactors) -> None:
+        self.factors = factors
+
+
+class ShardedChainingUCB(ChainingUCB):
+    r"""Chaining-UCB over :class:`~ax_chaining.distributed.ShardedCandidates`.
+
+    What ``ChainingUCB(model, sharded, ...)`` returns: the same arguments,
+    the same step as one machine's low-rank route with farthest-first covers
+    (``path="low_rank"``, the default above 32,768 candidates), run on the
+    shards. ``forward`` evaluates at any ``X`` on the client, as
+    ``ChainingUCB`` does; :meth:`best_candidate` and
+    :meth:`ShardedCandidates.optimize` select without the candidates on the
+    client; :meth:`certificate` gives the union bound (``method="union"``,
+    or ``"pairwise"``) from the shards.
+
+    Not distributed: the dense route's exact greedy covers (they read all
+    ``N^2`` pairs; ``path="dense"`` or ``cover="greedy"`` raise), and the
+    chaining certificate (``method="chaining"`` and ``"combined"`` raise).
+
+    Example:
+        >>> sharded = ShardedCandidates(client, candidates)
+        >>> acqf = ChainingUCB(model, sharded)  # a ShardedChainingUCB
+        >>> X, value = sharded.optimize(acqf, q=1)
+        >>> acqf.certificate().bound
+
+    Args:
+        model: An exact single-output GP (the low-rank route's models).
+        candidates: The :class:`~ax_chaining.distributed.ShardedCandidates`.
+        others: As :class:`~ax_chaining.ChainingUCB`; ``memory_budget``
+            bounds each worker's share (and sets the farthest-first batch as
+            one machine's does, unless the candidates set ``batch_size``).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        candidates: ShardedCandidates,
+        delta: float = 0.05,
+        t: int | None = None,
+        posterior_transform: PosteriorTransform | None = None,
+        maximize: bool = True,
+        X_pending: Tensor | None = None,
+        scale: float | None = None,
+        sigma_floor: float = 1e-6,
+        h_radius: HRadius = "algorithm",
+        path: Path = "auto",
+        cover: CoverMethod | None = None,
+        max_cover_size: int | None = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        pending_covers: PendingCovers = "rebuild",
+    ) -> None:
+        AcquisitionFunction.__init__(self, model=model)
+        if not isinstance(candidates, ShardedCandidates):
+            raise TypeError(
+                "`candidates` must be a ShardedCandidates, got "
+                f"{type(candidates).__name__}."
+            )
+        self.options = ChainingOptions(
+            delta=delta,
+            scale=scale,
+            sigma_floor=sigma_floor,
+            h_radius=h_radius,
+            path=path,
+            cover=cover,
+            max_cover_size=max_cover_size,
+            memory_budget=memory_budget,
+            pending_covers=pending_covers,
+        )
+        if path == "dense":
+            raise ValueError(
+                "`path`='dense' is not distributed (its greedy covers read all "
+                "N^2 pairs); sharded candidates take path='low_rank' (or 'auto')."
+            )
+        if cover == "greedy":
+            raise ValueError(
+                "`cover`='greedy' is not distributed; sharded candidates take "
+                "cover='farthest_first' (or None)."
+            )
+        if not supports_low_rank(model, posterior_transform):
+            raise UnsupportedError(
+                "Sharded candidates need the low-rank route: an exact single-output "
+                "GP (ExactGP with a Gaussian likelihood, no or a Standardize "
+                "outcome transform, no posterior_transform other than a single "
+                f"weight of +1 or -1); got {type(model).__name__}."
+            )
+        self.posterior_transform = posterior_transform
+        self.maximize = maximize
+        if t is not None:
+            t = check_int("t", t, 1)
+        elif num_training_points(model) == 0:
+            default_t(model)  # raises the no-training-data error
+        self._t = t
+        self.sharded = candidates
+        params = [*model.parameters(), *model.buffers()]
+        self.candidate_dtype = next(
+            (p.dtype for p in params if p.is_floating_point()), torch.float64
+        )
+        self._model_factors: _ModelFactors | None = None
+        self._base_key = uuid.uuid4().hex
+        self._base = None
+        self.set_X_pending(X_pending)
+        self._current()  # bad input and memory errors surface here, not later
+
+    # ------------------------------------------------------------- pending
+    def set_X_pending(self, X_pending: Tensor | None = None) -> None:
+        """Condition on pending points; the step follows on the next use (see
+        :meth:`ChainingUCB.set_X_pending`)."""
+        if X_pending is not None:
+            X_pending = X_pending.detach().to(self.candidate_dtype)
+            if X_pending.ndim != 2 or X_pending.shape[-1] != self.sharded.d:
+                raise ValueError(
+                    f"`X_pending` must have shape p x {self.sharded.d}, got "
+                    f"{tuple(X_pending.shape)}."
+                )
+        self.X_pending = X_pending
+        self._step = None
+
+    @property
+    def candidates(self) -> ShardedCandidates:  # type: ignore[override]
+        """The sharded candidates (not a tensor: they stay on the workers)."""
+        return self.sharded
+
+    @property
+    def candidate_mean(self) -> Tensor:
+        raise RuntimeError(
+            "candidate_mean would bring N values to the client; use "
+            "values_at(index) for some candidates."
+        )
+
+    @property
+    def candidate_sigma(self) -> Tensor:
+        raise RuntimeError(
+            "candidate_sigma would bring N values to the client; use "
+            "values_at(index) for some candidates."
+        )
+
+    # ---------------------------------------------------------------- build
+    def _factors_of_model(self) -> _ModelFactors:
+        if self._model_factors is None:
+            self.model.eval()
+            like = torch.empty(0, dtype=self.candidate_dtype)
+            with torch.no_grad():
+                self._model_factors = _ModelFactors(self.model, like)
+        return self._model_factors
+
+    def _kernel_message(self, mf: _ModelFactors) -> tuple[tuple, Any, Any]:
+        """The kernel as sent to the shards, and the features of a function of
+        points (training or pending inputs) in that kernel."""
+        parts = library_kernel_parts(mf.covar_module)
+        if parts is None:
+            return ("torch", mf.covar_module), mf.train_X, None
+        base, scale = parts
+        library = base.library
+        if len(library) != self.sharded.n:
+            raise ValueError(
+                f"The model's TanimotoKernel holds {len(library)} items, the sharded "
+                f"candidates {self.sharded.n}; expected the same library."
+            )
+        kernel = (
+            "library",
+            scale,
+            base.route,
+            base.normalized_inputs,
+            len(library),
+            library.n_bits,
+        )
+
+        def words(Xt: Tensor) -> Any:
+            items = item_indices(Xt, len(library), base.normalized_inputs, "Kernel")
+            return library.words[items.reshape(-1).cpu().numpy()]
+
+        return kernel, words(mf.train_X), words
+
+    @torch.no_grad()
+    def _build(self, X_pending: Tensor | None) -> ShardedStep:  # type: ignore[override]
+        """Algorithm 1 on the shards, given ``X_pending`` (one machine's
+        low-rank step with farthest-first covers)."""
+        sharded = self.sharded
+        return sharded.retrying(self._build_once, X_pending)
+
+    def _build_once(self, X_pending: Tensor | None) -> ShardedStep:
+        opts = self.options
+        sharded = self.sharded
+        p = 0 if X_pending is None else X_pending.shape[0]
+        t = self._t if self._t is not None else default_t(self.model, p)
+        mf = self._factors_of_model()
+        dtype = self.candidate_dtype
+        itemsize = torch.finfo(dtype).bits // 8
+        r = mf.L.shape[-1]
+        n = sharded.n
+        self._check_memory(r, p, itemsize)
+        kernel, train_features, features_of = self._kernel_message(mf)
+        noise = pending = None
+        if p:
+            noise = pending_noise(self.model, X_pending, self.posterior_transform)
+            Pt, W_p, A = mf.pending(X_pending, noise)
+            feats = Pt if features_of is None else features_of(Pt)
+            pending = (feats, W_p, A)
+        flip = sign_flip(self.model, self.posterior_transform)
+        factors = StepFactors(
+            step=next(_STEPS),
+            base_key=self._base_key,
+            dtype=dtype,
+            input_transform=getattr(self.model, "input_transform", None),
+            kernel=kernel,
+            train_features=train_features,
+            L=mf.L,
+            whitened=mf.whitened,
+            out_var=mf.out_var,
+            mean_module=mf.mean_module,
+            outcome_transform=mf.outcome_transform,
+            flip=flip,
+            pending=pending,
+        )
+        sharded.stats_reset()
+        before = sharded.comm_stats()
+        sharded._factors = factors
+        summary = sharded.call("prepare", (factors,))
+        if not all(s["finite"] for s in summary):
+            raise ValueError("variance contains NaN or inf.")
+        low = min(s["min_variance"] for s in summary)
+        first = next(s for s in summary if s["min_variance"] == low)
+        max_prior = max(s["max_prior_variance"] for s in summary)
+        info = {"path": "low_rank", "distributed": True, "shards": sharded.num_shards}
+        if p and opts.pending_covers == "reuse":
+            base = self._base_step().chaining
+            stub = _SigmaStub(n, math.sqrt(max(low, 0.0)))
+            chaining = reuse_covers(base, stub, t)
+        else:
+            scale = opts.scale
+            if scale is None:
+                scale = math.sqrt(max(max_prior, 0.0))
+                if not scale > 0:
+                    raise ValueError(
+                        "The prior variance is 0 on every candidate; pass scale= "
+                        "explicitly."
+                    )
+            sigma_min = math.sqrt(max(low, 0.0))
+            sigma_min_used, eps = level_radii(sigma_min, scale, opts.sigma_floor)
+            max_cover_size = opts.max_cover_size or min(n, DEFAULT_MAX_COVER_SIZE)
+            batch = sharded.batch_size or low_rank_row_batch(
+                n, itemsize, opts.memory_budget
+            )
+            if eps:
+                order, radii = sharded_farthest_first(
+                    sharded,
+                    factors.step,
+                    n,
+                    first["left"],
+                    max_size=max_cover_size,
+                    stop_radius=eps[-1],
+                    batch_size=batch,
+                    dtype=dtype,
+                )
+                covers, sizes, bounded = prefix_covers(order, radii, eps, n)
+            else:
+                covers, sizes, bounded = [], [], []
+            chaining = chaining_result(
+                eps,
+                covers,
+                sizes,
+                bounded,
+                sigma_min=sigma_min,
+                sigma_floor=opts.sigma_floor,
+                scale=scale,
+                t=t,
+                delta=opts.delta,
+                n=n,
+                h_radius=opts.h_radius,
+                cover_method="farthest_first",
+                device=torch.device("cpu"),
+            )
+            info["batch_size"] = batch
+        chaining.info.update(info)
+        after = sharded.comm_stats()
+        stats = {k: after[k] - before.get(k, 0) for k in ("round_trips",)}
+        stats.update(
+            {k: after[k] for k in ("bytes_sent", "bytes_received", "largest_reply")}
+        )
+        return ShardedStep(chaining, factors, noise, stats)
+
+    def _check_memory(self, r: int, p: int, itemsize: int) -> None:
+        """Each worker's share against ``memory_budget`` (one machine's
+        low-rank estimate, for the largest shard)."""
+        budget = self.options.memory_budget
+        largest = max(self.sharded.sizes)
+        pool_bytes = _row_budgets(budget)[1]
+        need = (r + 2 * p + 6) * (largest + p) * itemsize + 4 * pool_bytes
+        if need > budget:
+            raise MemoryBudgetError(
+                f"A shard of {largest} candidates needs about {format_bytes(need)} "
+                f"on its worker, above memory_budget={format_bytes(budget)}. Pass a "
+                "larger memory_budget (it bounds each worker), or shard over more "
+                "workers."
+            )
+
+    # ------------------------------------------------------------ selection
+    def best_candidate(self, exclude: Sequence[int] = ()) -> dict[str, Any]:
+        r"""The candidate of largest :math:`\pm\mu_t + b_t(\sigma_t)` given the
+        current pending points (first index among ties): ``index``, ``value``,
+        ``x`` (its raw row), ``mean`` and ``sigma``."""
+        excluded = sorted({int(i) for i in exclude})
+
+        def run() -> dict[str, Any]:
+            step = self._current()
+            c = step.chaining
+            args = (
+                step.factors.step,
+                c.eps,
+                c.H,
+                c.sigma_min_used,
+                self.maximize,
+                excluded,
+            )
+            parts = [p for p in self.sharded.call("best", args) if p is not None]
+            if not parts:
+                raise ValueError("Every candidate is excluded; nothing to select.")
+            top = combine_max([{**p, "max": p["value"]} for p in parts])
+            return {k: top[k] for k in ("index", "value", "x", "mean", "sigma")}
+
+        return self._retry(run)
+
+    def _retry(self, fn):
+        """``fn()``; after a lost worker, the shards are rebuilt and prepared
+        again for the current step (the covers stay on the client)."""
+        return self.sharded.retrying(fn)
+
+    def values_at(self, index: Sequence[int]) -> dict[str, Tensor]:
+        """Posterior mean (objective) and standard deviation at candidates
+        ``index``, from the shards (the values one machine's
+        ``candidate_mean`` and ``candidate_sigma`` hold there)."""
+        index = [int(i) for i in index]
+
+        def run() -> dict[str, Tensor]:
+            step = self._current()
+            parts = self.sharded.call("values", (step.factors.step, index))
+            mean = torch.empty(len(index), dtype=self.candidate_dtype)
+            var = torch.empty(len(index), dtype=self.candidate_dtype)
+            x = torch.empty(len(index), self.sharded.d, dtype=self.candidate_dtype)
+            for part in parts:
+                if part["positions"]:
+                    mean[part["positions"]] = part["mean"]
+                    var[part["positions"]] = part["variance"]
+                    x[part["positions"]] = part["x"].to(x)
+            return {"mean": mean, "sigma": var.sqrt(), "x": x}
+
+        return self._retry(run)
+
+    def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Posterior mean and standard deviation at ``X`` (on the client),
+        given the pending points; see :meth:`ChainingUCB.mean_and_sigma`."""
+        step = self._current()
+        cache = _PendingCache(self._factors_of_model())
+        if self.X_pending is not None:
+            # The pending factors of the current step (pending() keeps them).
+            cache.factors.pending(self.X_pending, step.pending_noise)
+        return posterior_at(
+            self.model,
+            X.to(self.candidate_dtype),
+            self.posterior_transform,
+            self.X_pending,
+            step.pending_noise,
+            cache,
+        )
+
+    # ---------------------------------------------------------- certificate
+    def _left_of(self, step: ShardedStep, index: list[int]) -> Left:
+        parts = self.sharded.call("left", (step.factors.step, index))
+        found = Left.cat([p for p in parts if p is not None])
+        pos = {g: k for k, g in enumerate(found.index)}
+        return found.take([pos[g] for g in index])
+
+    def _among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:  # type: ignore[override]
+        n = self.sharded.n
+        if among is None:
+            model = self.model
+            model.eval()
+            train = model.train_inputs[0].reshape(-1, model.train_inputs[0].shape[-1])
+            transform = getattr(model, "input_transform", None)
+            dtypes = {self.candidate_dtype, train.dtype, self.sharded._dtype()}
+            rtol = 1e-6 if torch.float32 in dtypes else 1e-9
+            found = self.sharded.evaluated(train, transform, rtol)
+            if not found:
+                raise ValueError(
+                    "certificate: no candidate is a training input of the model, "
+                    "so none is 'evaluated'; pass among='all', a boolean mask or "
+                    "indices of the candidates that may be recommended."
+                )
+            return torch.tensor(found, dtype=torch.long)
+        if isinstance(among, str):
+            check_choice("among", among, ("all",))
+            return torch.arange(n)
+        index = as_index("among", among, n, torch.device("cpu"))
+        if index.numel() == 0:
+            raise ValueError("`among` selects no candidate; expected at least one.")
+        return index
+
+    @torch.no_grad()
+    def certificate(
+        self,
+        among: Tensor | Sequence[int] | str | None = None,
+        rule: Rule = "min_bound",
+        method: Method = "union",
+        links: str = "actual",
+        tail: TailChoice | TailLaw = "auto",
+        delta: float | None = None,
+        t: int | None = None,
+        split_delta: bool = False,
+        schedule: CheckSchedule | None = None,
+        calibration: Calibration = "loo",
+        alpha: float = 0.01,
+    ) -> Certificate:
+        r"""A regret certificate for a recommended candidate, from the shards.
+
+        As :meth:`ChainingUCB.certificate` with ``method="union"`` (the
+        default here; ``"pairwise"`` also): the posterior without pending
+        points, the union bound over the candidates solved by bisection, each
+        tail sum added up over the shards. It agrees with one machine's to the
+        bisection's relative tolerance (``1e-6``), and exactly unless a tail
+        sum falls within round-off of the step's share of ``delta`` (the
+        shards add in another order). ``"chaining"`` and ``"combined"`` are
+        not distributed. ``tail`` as one machine's (default ``"auto"``:
+        Student-t tails with ``n - 1`` degrees of freedom under
+        ``calibration="loo"``, Gaussian under ``"none"``;
+        :func:`~ax_chaining.certification.resolve_tail`).
+        """
+        check_choice("method", method, ("union", "pairwise"))
+        law = resolve_tail(tail, calibration, num_training_points(self.model))
+        delta = self.delta if delta is None else check_delta(delta)
+        step = self._base_step()
+        own_t = step.chaining.t
+        share = None
+        if t is None and schedule is not None:
+            share = schedule.share(delta, own_t - 1)
+        t = own_t if t is None else check_int("t", t, 1)
+        index = self._among(among)
+        sign = 1.0 if self.maximize else -1.0
+        check = calibrate(self.model, calibration, alpha)
+
+        def run() -> Certificate:
+            base = self._base_step()
+            idx = index.tolist()
+            vals = self._values_base(base, idx)
+            mean_obj = (sign * vals["mean"]).to(torch.float64)
+            if not check.valid:
+                pos = int(torch.argmax(mean_obj))
+                return Certificate(
+                    index=idx[pos],
+                    x=vals["x"][pos].clone(),
+                    bound=math.inf,
+                    delta=float(delta),
+                    t=int(t),
+                    method="refused",
+                    rule="max_mean",
+                    mean=float(mean_obj[pos]) * sign,
+                    certified=tuple(idx),
+                    valid=False,
+                    reason=check.reason,
+                    checks=dict(check.stats),
+                )
+            share_t = step_delta(delta, t) if share is None else share
+            bounds = sharded_union_bound(
+                self.sharded,
+                base.factors.step,
+                self._left_of(base, idx),
+                mean_obj / check.scale,
+                self.sharded.n,
+                share_t,
+                tail=law,
+                scale=check.scale,
+                sign=sign,
+                method=method,
+            )
+            bounds = bounds * check.scale
+            pos = recommend(bounds, torch.arange(len(idx)), mean_obj, rule)
+            return Certificate(
+                index=idx[pos],
+                x=vals["x"][pos].clone(),
+                bound=float(bounds[pos]),
+                delta=float(delta),
+                t=int(t),
+                method=method,
+                rule=rule,
+                links=links,
+                tail=law if isinstance(law, str) else law.name,
+                mean=float(mean_obj[pos]) * sign,
+                components={method: float(bounds[pos])},
+                certified=tuple(idx),
+                bounds=tuple(float(b) for b in bounds.tolist()),
+                split_delta=bool(split_delta),
+                share=float(share_t),
+                checks=dict(check.stats),
+            )
+
+        return self._retry(run)
+
+    def _values_base(self, base: ShardedStep, index: list[int]) -> dict[str, Tensor]:
+        """Mean and raw rows at ``index`` under the step without pending
+        points (prepared again if the shards hold another)."""
+        self._prepare(base)
+        parts = self.sharded.call("values", (base.factors.step, index))
+        mean = torch.empty(len(index), dtype=self.candidate_dtype)
+        x = torch.empty(len(index), self.sharded.d, dtype=self.sharded._dtype())
+        for part in parts:
+            if part["positions"]:
+                mean[part["positions"]] = part["mean"]
+                x[part["positions"]] = part["x"].to(x)
+        return {"mean": mean, "x": x}
+
+    def _prepare(self, step: ShardedStep) -> None:
+        """Make the shards hold ``step`` (they hold the last step built)."""
+        if self.sharded._factors is not step.factors:
+            self.sharded._factors = step.factors
+            self.sharded.call("prepare", (step.factors,))
+
+    def _current(self) -> ShardedStep:  # type: ignore[override]
+        step = super()._current()
+        self._prepare(step)
+        return step
+
+    @torch.no_grad()
+    @t_batch_mode_transform(expected_q=1, assert_output_shape=False)
+    def regret_bound(self, X: Tensor) -> Tensor:
+        r"""The union-bound certificate :math:`B_t(x)` at candidate points
+        ``X`` (``method="union"`` of :meth:`certificate`, its default tails;
+        ``inf`` where the ``"loo"`` check refuses)."""
+        flat = X.reshape(-1, X.shape[-1])
+        index = self._match(flat)
+        check = calibrate(self.model, "loo")
+        law = resolve_tail("auto", "loo", num_training_points(self.model))
+        if not check.valid:
+            return torch.full(X.shape[:-2], math.inf, dtype=X.dtype)
+
+        def run() -> Tensor:
+            base = self._base_step()
+            idx = index.tolist()
+            vals = self._values_base(base, idx)
+            sign = 1.0 if self.maximize else -1.0
+            mean_obj = (sign * vals["mean"]).to(torch.float64)
+            return sharded_union_bound(
+                self.sharded,
+                base.factors.step,
+                self._left_of(base, idx),
+                mean_obj / check.scale,
+                self.sharded.n,
+                step_delta(self.delta, base.chaining.t),
+                tail=law,
+                scale=check.scale,
+                sign=sign,
+            )
+
+        bounds = self._retry(run) * check.scale
+        return bounds.to(X).reshape(X.shape[:-2])
+
+    def _match(self, X: Tensor, rtol: float = 1e-9) -> Tensor:
+        """Global indices of the candidates equal to the rows of ``X``
+        (``match_rows``' rule); raises if one is not a candidate."""
+        parts = self.sharded.call("nearest", (X,))
+        tol = rtol * (1.0 + max(self.sharded.call("max_abs", ())))
+        vals = torch.stack([p[0] for p in parts])
+        args = torch.stack([p[1] for p in parts])
+        best = vals.argmin(dim=0)  # first shard among ties: lowest index
+        dist = vals.gather(0, best.unsqueeze(0))[0]
+        index = args.gather(0, best.unsqueeze(0))[0]
+        if bool((dist > tol).any()):
+            bad = int((dist > tol).nonzero()[0])
+            raise ValueError(
+                f"regret_bound: row {bad} of `X` is not a candidate; expected rows "
+                "of the sharded candidates."
+            )
+        return index
+
+    def _certified(self):  # type: ignore[override]
+        raise NotImplementedError(
+            "The chaining certificate is not distributed; use certificate()."
+        )
+
+    def shard_stats(self) -> list[dict[str, Any]]:
+        """The shards' seconds per method since the last call."""
+        return self.sharded.shard_stats()
+
+    def __repr__(self) -> str:
+        return f"ShardedChainingUCB({self.sharded!r})"
+
+
+class _SigmaStub:
+    """The two things :func:`~ax_chaining.chaining.reuse_covers` reads of a
+    distance: ``n`` and the standard deviations (their minimum suffices)."""
+
+    def __init__(self, n: int, sigma_min: float) -> None:
+        self.n = n
+        self.sigma = torch.tensor([sigma_min], dtype=torch.float64)
+
+
+# ChainingUCB(model, sharded) builds this class (ChainingUCB.__new__ reads it).
+ShardedCandidates.chaining_ucb_class = ShardedChainingUCB
