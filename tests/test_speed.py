@@ -24,6 +24,6 @@ def test_speed_small_preset_end_to_end(capsys, tmp_path):
     assert lines[1]["path"] == "dense" and lines[1]["cover"] == "greedy"
     path = tmp_path / "step.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in lines))
-    table = speed._table([str(path)])
+    table = speed.table([str(path)])
     assert table.count("\n") == 2 + len(lines) - 1
     assert "| 500 | 5 | ChainingUCB | dense / greedy, pending: reuse |" in table
