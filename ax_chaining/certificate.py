@@ -132,7 +132,7 @@ functions of :math:`D_t`, so the bound holds for them.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -339,22 +339,37 @@ def union_bound(
         exact = torch.where(d > 0, torch.full_like(gap, -math.inf), gap)
         lo = exact.amax(dim=-1).clamp_min(0.0)
         hi = torch.maximum(pairwise_bound(mean, d, index[rows], delta_t, tail), lo)
-        # Grow hi until the tail sum is within budget (pairwise_bound already is,
-        # up to round-off).
-        for _ in range(64):
-            over = _tail_sum(hi, gap, d, tail) > delta_t
-            if not bool(over.any()):
-                break
-            hi = torch.where(over, hi + (hi - lo).clamp_min(1e-12) + 1e-12, hi)
-        for _ in range(200):
-            if bool((hi - lo <= rtol * hi.abs().clamp_min(1e-300)).all()):
-                break
-            mid = 0.5 * (lo + hi)
-            ok = _tail_sum(mid, gap, d, tail) <= delta_t
-            hi = torch.where(ok, mid, hi)
-            lo = torch.where(ok, lo, mid)
-        out[rows] = hi
+        out[rows] = solve_tail_budget(
+            lambda b, gap=gap, d=d: _tail_sum(b, gap, d, tail), lo, hi, delta_t, rtol
+        )
     return out
+
+
+def solve_tail_budget(
+    tail_sum: Callable[[Tensor], Tensor],
+    lo: Tensor,
+    hi: Tensor,
+    delta_t: float,
+    rtol: float,
+) -> Tensor:
+    """The smallest ``b`` in ``[lo, hi]`` (to ``rtol``) with ``tail_sum(b) <=
+    delta_t``, per entry: ``hi`` is first grown until it is within budget (the
+    pairwise bound it usually starts from already is, up to round-off), then
+    bisected. ``tail_sum`` is non-increasing in ``b``; the union bound calls it
+    on one machine's rows, the sharded certificate on the shards' sums."""
+    for _ in range(64):
+        over = tail_sum(hi) > delta_t
+        if not bool(over.any()):
+            break
+        hi = torch.where(over, hi + (hi - lo).clamp_min(1e-12) + 1e-12, hi)
+    for _ in range(200):
+        if bool((hi - lo <= rtol * hi.abs().clamp_min(1e-300)).all()):
+            break
+        mid = 0.5 * (lo + hi)
+        ok = tail_sum(mid) <= delta_t
+        hi = torch.where(ok, mid, hi)
+        lo = torch.where(ok, lo, mid)
+    return hi
 
 
 @dataclass(frozen=True)

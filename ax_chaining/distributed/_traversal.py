@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate import Tail, TailLaw, upper_quantile
+from ax_chaining.certificate import Tail, TailLaw, solve_tail_budget, upper_quantile
 from ax_chaining.covers import _POOL_RATIO2
 from ax_chaining.distributed._shard import Left
 
@@ -294,18 +294,6 @@ def sharded_union_bound(
                 total += p
             return total
 
-        for _ in range(64):
-            over = tail_sum(hi) > delta_t
-            if not bool(over.any()):
-                break
-            hi = torch.where(over, hi + (hi - lo).clamp_min(1e-12) + 1e-12, hi)
-        for _ in range(200):
-            if bool((hi - lo <= rtol * hi.abs().clamp_min(1e-300)).all()):
-                break
-            mid = 0.5 * (lo + hi)
-            ok = tail_sum(mid) <= delta_t
-            hi = torch.where(ok, mid, hi)
-            lo = torch.where(ok, lo, mid)
-        out[block] = hi
+        out[block] = solve_tail_budget(tail_sum, lo, hi, delta_t, rtol)
         calls.call("cert_end", (step,))
     return out
