@@ -290,17 +290,37 @@ def test_errors_name_the_argument():
 
 
 # --------------------------------------------------------------- LocalCluster
-@pytest.fixture(scope="module")
-def client():
+def _cluster(n_workers: int):
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(
-        n_workers=2,
+        n_workers=n_workers,
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
         dashboard_address=None,
     )
-    c = distributed.Client(cluster)
+    return cluster, distributed.Client(cluster)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two workers that no test kills (the lost-worker tests get their own)."""
+    cluster, c = _cluster(2)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+@pytest.fixture
+def fragile_client():
+    """A fresh cluster of three workers for one test that kills some: the
+    shards use two of them, so after a loss there is still a worker to rebuild
+    on, without waiting for a nanny to restart one (which imports torch, BoTorch
+    and Ax again, and once took over five minutes on a loaded machine)."""
+    cluster, c = _cluster(3)
+    c.wait_for_workers(3, timeout=120)
     try:
         yield c
     finally:
@@ -324,16 +344,15 @@ def _kill(client, worker: str) -> None:
     raise AssertionError(f"{worker} did not leave")
 
 
-def _wait_for_workers(client, n: int = 2) -> None:
-    # A worker killed by an earlier test is restarted by its nanny, which
-    # imports torch, BoTorch and Ax again: on two cores shared with another
-    # pytest worker that took more than 60 s in one full-suite run.
-    client.wait_for_workers(n, timeout=300)
+def _two_workers(client) -> list[str]:
+    """Two workers of the cluster that are alive now."""
+    workers = sorted(client.scheduler_info()["workers"])
+    assert len(workers) >= 2, workers
+    return workers[:2]
 
 
 @pytest.mark.parametrize("backend", ["actors", "futures"])
 def test_cluster_step_equals_one_machine(client, backend):
-    _wait_for_workers(client)
     model, C = se_problem(12_000, seed=1)
     single = ChainingUCB(model, C, path="low_rank")
     sharded = ShardedCandidates(client, C, backend=backend)
@@ -357,10 +376,12 @@ def test_cluster_step_equals_one_machine(client, backend):
     sharded.close()
 
 
-def test_cluster_lost_worker_between_calls(client):
-    _wait_for_workers(client)
+def test_cluster_lost_worker_between_calls(fragile_client):
+    client = fragile_client
     model, C = se_problem(9000, seed=4)
-    sharded = ShardedCandidates(client, C, retries=0, timeout=10)
+    sharded = ShardedCandidates(
+        client, C, workers=_two_workers(client), retries=0, timeout=10
+    )
     acqf = ChainingUCB(model, sharded, max_cover_size=200)
     reference = acqf.best_candidate()["index"]
     _kill(client, sharded.workers[1])
@@ -371,7 +392,6 @@ def test_cluster_lost_worker_between_calls(client):
     assert again.best_candidate()["index"] == reference
     # With retries, the next loss is absorbed: the step runs again from the
     # start on the rebuilt shards, with the same answer.
-    _wait_for_workers(client)
     sharded.retries = 1
     _kill(client, sharded.workers[0])
     retried = ChainingUCB(model, sharded, max_cover_size=200)
@@ -379,31 +399,32 @@ def test_cluster_lost_worker_between_calls(client):
     sharded.close()
 
 
-def test_cluster_lost_worker_mid_step(client, monkeypatch):
-    _wait_for_workers(client)
+@pytest.mark.parametrize("retries", [0, 1])
+def test_cluster_lost_worker_mid_step(fragile_client, monkeypatch, retries):
+    client = fragile_client
     model, C = se_problem(9000, seed=6)
-    single = ChainingUCB(model, C, path="low_rank", max_cover_size=400)
+    sharded = ShardedCandidates(
+        client, C, workers=_two_workers(client), retries=retries, timeout=10
+    )
     original = ShardedCandidates.call
-    for retries in (0, 1):
-        _wait_for_workers(client)
-        sharded = ShardedCandidates(client, C, retries=retries, timeout=10)
-        calls = {"n": 0}
+    calls = {"n": 0}
 
-        def call(self, method, args, shards=None, calls=calls, sharded=sharded):
-            calls["n"] += 1
-            if self is sharded and calls["n"] == 12:  # inside the traversal
-                _kill(client, self.workers[1])
-            return original(self, method, args, shards)
+    def call(self, method, args, shards=None):
+        calls["n"] += 1
+        if self is sharded and calls["n"] == 12:  # inside the traversal
+            _kill(client, self.workers[1])
+        return original(self, method, args, shards)
 
-        monkeypatch.setattr(ShardedCandidates, "call", call)
-        if retries == 0:
-            with pytest.raises(ShardLostError):
-                ChainingUCB(model, sharded, max_cover_size=400)
-        else:
-            acqf = ChainingUCB(model, sharded, max_cover_size=400)
-            assert_same_step(single, acqf)
-        monkeypatch.undo()
-        sharded.close()
+    monkeypatch.setattr(ShardedCandidates, "call", call)
+    if retries == 0:
+        with pytest.raises(ShardLostError):
+            ChainingUCB(model, sharded, max_cover_size=400)
+    else:
+        acqf = ChainingUCB(model, sharded, max_cover_size=400)
+        single = ChainingUCB(model, C, path="low_rank", max_cover_size=400)
+        assert_same_step(single, acqf)
+    monkeypatch.undo()
+    sharded.close()
 
 
 # ------------------------------------------------------------------------ Ax
@@ -506,7 +527,6 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
     from ax_chaining.distributed.ax import DaskMetric, DaskRunner
 
     logging.getLogger("ax").setLevel(logging.WARNING)
-    _wait_for_workers(client)
     n = 6000
     _, _, library = library_problem(n, seed=8)
     values = np.random.default_rng(8).normal(size=n)
