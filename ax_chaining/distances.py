@@ -352,7 +352,7 @@ class PseudoDistance(ABC):
             stop = min(n, start + step)
             k, width = stop - start, n - start
             with torch.no_grad():
-                d2 = self._upper_block(start, stop).detach().numpy()
+                d2 = self._upper_block(start, stop).detach().cpu().numpy()
             deg = [
                 (np.count_nonzero(m, axis=1), np.count_nonzero(m[:, k:], axis=0))
                 for m in (d2 <= eps2[i] for i in range(counted))
@@ -427,7 +427,7 @@ class PseudoDistance(ABC):
             stop = min(n, start + step)
             # Grad mode is per thread: the caller's no_grad does not reach here.
             with torch.no_grad():
-                d2 = self._row_range(start, stop).detach().numpy()
+                d2 = self._row_range(start, stop).detach().cpu().numpy()
             for i in range(counted):
                 degrees[i, start:stop] = np.count_nonzero(d2 <= eps2[i], axis=1)
             flat = np.flatnonzero(d2 <= kept)  # row-major: rows in turn

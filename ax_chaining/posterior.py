@@ -616,8 +616,18 @@ class _LibraryRows:
 
     exact = True
 
-    def __init__(self, library, items: Tensor, scale: float, route: str) -> None:
+    def __init__(
+        self,
+        library,
+        items: Tensor,
+        scale: float,
+        route: str,
+        device: torch.device | None = None,
+    ) -> None:
         self.library, self.items, self.scale, self.route = library, items, scale, route
+        # Rows are computed where the candidates live: on a GPU by the
+        # library's matmul route (route "auto"), on the CPU by its fastest one.
+        self.device = torch.device("cpu") if device is None else device
         n = items.numel()
         self.contiguous = n > 0 and bool(
             torch.equal(items, torch.arange(int(items[0]), int(items[0]) + n))
@@ -631,7 +641,7 @@ class _LibraryRows:
         base, scale = parts
         n = len(base.library)
         items = item_indices(Zt, n, base.normalized_inputs, "TanimotoKernel").cpu()
-        return cls(base.library, items, scale, base.route)
+        return cls(base.library, items, scale, base.route, Zt.device)
 
     def features(self, idx: Tensor) -> Tensor:
         """The item indices of the points ``idx``."""
@@ -646,7 +656,9 @@ class _LibraryRows:
             columns = slice(start + first, start + stop)
         else:
             columns = self.items[first:stop]
-        out = self.library.tanimoto(feats, columns, route=self.route, device="cpu")
+        out = self.library.tanimoto(
+            feats, columns, route=self.route, device=self.device
+        )
         return out.mul_(self.scale) if self.scale != 1.0 else out
 
 

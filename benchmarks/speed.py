@@ -397,6 +397,8 @@ TANIMOTO_TARGETS = {
     (100_000, 1): (6.0, None),
     (1_000_000, 1): (60.0, 8.0),
 }
+#: Targets on one GPU (either kernel).
+GPU_TARGETS = {(1_000_000, 1): (5.0, None)}
 #: Earlier measurements of one step (seconds, ratio to UCB) for the README
 #: table: the level-matrix engine on an idle machine of the same kind.
 PREVIOUS = {
@@ -447,10 +449,12 @@ def table(paths: list[str]) -> str:
         if "pending_covers" in r:
             how += f", pending: {r['pending_covers']}"
         se = r.get("kernel", "se") == "se"
-        targets = TARGETS if se else TANIMOTO_TARGETS
-        previous = PREVIOUS.get(key) if chaining and se else None
+        gpu = str(r.get("device", "cpu")).startswith("cuda")
+        targets = GPU_TARGETS if gpu else TARGETS if se else TANIMOTO_TARGETS
+        previous = PREVIOUS.get(key) if chaining and se and not gpu else None
+        method = ("ChainingUCB" if chaining else "UCB") + ("" if se else ", Tanimoto")
         out.append(
-            f"| {r['n']:,} | {key[1]} | {'ChainingUCB' if chaining else 'UCB'} "
+            f"| {r['n']:,} | {key[1]} | {method} "
             f"| {how} | {r['median_s']:.3g} | {_ratio(r)} "
             f"| {r['peak_rss_mb'] / 1024:.2f}{_gpu_memory(r)} "
             f"| {_target(targets.get(key)) if chaining else ''} "

@@ -57,8 +57,12 @@ route           how                                              memory
 
 The library itself is ``N * ceil(m / 64) * 8`` bytes of ``uint64`` words
 (256 B per molecule for 2048 bits, memory-mapped from a ``.npy`` file when opened
-with :meth:`PackedFingerprints.open`) and ``8 N`` bytes of bit counts; no route
-materializes ``N x m`` values.
+with :meth:`PackedFingerprints.open`) and ``8 N`` bytes of bit counts. No CPU
+route materializes ``N x m`` values. On a CUDA device the ``matmul`` route
+keeps the unpacked bits there too (float16 for up to 2048 bits, ``2 N m``
+bytes: 4 GB for a million Morgan-2048 fingerprints; float32 beyond) when they
+take at most a quarter of the device's free memory, so that a block of rows is
+one matrix product; otherwise it unpacks the columns block by block.
 """
 
 from __future__ import annotations
@@ -107,6 +111,12 @@ _TILE = 1 << 16
 _POPCOUNT_WORDS = 1 << 21
 # Bytes of unpacked float32 columns per block of the matmul route.
 _MATMUL_BYTES = {"cpu": 1 << 26, "other": 1 << 29}
+# On a CUDA device the matmul route keeps the library's unpacked bits there
+# (float16, exact for up to 2048 bits; else float32) when they take at most
+# this fraction of the device's free memory: one matrix product a call instead
+# of unpacking every column again (measured on an H200, docs: "Large
+# candidate sets").
+_DEVICE_BITS_FRACTION = 0.25
 # The inverted route costs about a fixed amount per row and tile, the popcount
 # route a fixed amount per column: "auto" takes the inverted one from
 # 1024 + min(N, 2^16) / 32 columns on (measured crossovers: ~1,100 columns in
@@ -198,7 +208,7 @@ class PackedFingerprints:
         self._popcounts: np.ndarray | None = None
         self._key: str | None = None
         self._index: tuple[Any, ...] | None = None
-        self._devices: dict[torch.device, tuple[Tensor, Tensor]] = {}
+        self._devices: dict[torch.device, tuple[Tensor, Tensor, Tensor | None]] = {}
 
     @classmethod
     def from_bits(cls, bits: Tensor | np.ndarray) -> PackedFingerprints:
@@ -568,8 +578,10 @@ class PackedFingerprints:
             if span is None:
                 out[r] = buffer[col_idx - lo]
 
-    def _on_device(self, device: torch.device) -> tuple[Tensor, Tensor]:
-        r"""Words (as int64) and bit counts on ``device``, copied once in blocks."""
+    def _on_device(self, device: torch.device) -> tuple[Tensor, Tensor, Tensor | None]:
+        r"""Words (as int64), bit counts and, where they fit (see
+        ``_DEVICE_BITS_FRACTION``), the unpacked bits on ``device``, copied once
+        in blocks."""
         if device.type == "cpu":
             raise ValueError("CPU routes read the words in place.")  # pragma: no cover
         if device not in self._devices:
@@ -578,7 +590,16 @@ class PackedFingerprints:
                 block = np.array(self._words[start : start + _TILE]).view(np.int64)
                 words[start : start + _TILE] = torch.from_numpy(block).to(device)
             pop = torch.from_numpy(self.popcounts.astype(np.int32)).to(device)
-            self._devices[device] = (words, pop)
+            bits, m = None, self.n_bits
+            dtype = _bits_dtype(m)
+            if device.type == "cuda":
+                free, _ = torch.cuda.mem_get_info(device)
+                if len(self) * m * dtype.itemsize <= _DEVICE_BITS_FRACTION * free:
+                    bits = torch.empty(len(self), m, dtype=dtype, device=device)
+                    for start in range(0, len(self), _TILE):
+                        part = words[start : start + _TILE]
+                        bits[start : start + _TILE] = _unpack_torch(part, m, dtype)
+            self._devices[device] = (words, pop, bits)
         return self._devices[device]
 
     def _matmul(
@@ -594,18 +615,27 @@ class PackedFingerprints:
         out = torch.empty(row_words.shape[0], num_cols, dtype=dtype, device=device)
         pop_np = self.popcounts
 
-        def words_of(index: np.ndarray | slice) -> tuple[Tensor, Tensor]:
+        cached = None if device.type == "cpu" else self._on_device(device)[2]
+
+        def bits_of(index: np.ndarray | slice) -> tuple[Tensor, Tensor]:
             if device.type == "cpu":
                 block = np.array(self._words[index]).view(np.int64)
-                return torch.from_numpy(block), torch.from_numpy(pop_np[index])
-            words, pop = self._on_device(device)
+                words = torch.from_numpy(block)
+                return _unpack_torch(words, self.n_bits), torch.from_numpy(
+                    pop_np[index]
+                )
+            words, pop, bits = self._on_device(device)
             if not isinstance(index, slice):
                 index = torch.from_numpy(index).to(device)
-            return words[index], pop[index]
+            if bits is not None:
+                return bits[index], pop[index]
+            return _unpack_torch(words[index], self.n_bits), pop[index]
 
         a_words = torch.from_numpy(np.array(row_words).view(np.int64)).to(device)
         a_pop = torch.from_numpy(np.asarray(row_pop, dtype=np.int64)).to(device)
-        a_bits = _unpack_torch(a_words, self.n_bits)
+        a_bits = _unpack_torch(
+            a_words, self.n_bits, torch.float32 if cached is None else cached.dtype
+        )
         budget = _MATMUL_BYTES["cpu" if device.type == "cpu" else "other"]
         block = max(1, budget // (4 * self.n_bits))
         for c0 in range(0, num_cols, block):
@@ -614,10 +644,11 @@ class PackedFingerprints:
                 index = slice(span[0] + c0, span[0] + c1)
             else:
                 index = col_idx[c0:c1]
-            c_words, c_pop = words_of(index)
-            # float32 sums of 0/1 products are exact integers (m < 2^24), also
-            # with TF32 matmuls (0 and 1 are exact there).
-            inter = (a_bits @ _unpack_torch(c_words, self.n_bits).mT).to(dtype)
+            c_bits, c_pop = bits_of(index)
+            # Sums of 0/1 products are exact integers: in float32 (also with
+            # TF32 matmuls, where 0 and 1 are exact) up to 2^24, and in
+            # float16 (the cached bits) up to 2048 = the most bits it is used for.
+            inter = (a_bits @ c_bits.mT).to(dtype)
             union = a_pop.to(dtype).unsqueeze(-1) + c_pop.to(dtype) - inter
             value = inter / union
             out[:, c0:c1] = torch.where(union > 0, value, torch.ones_like(value))
@@ -1145,12 +1176,20 @@ def _tile_postings(
     return bits, rows, flip
 
 
-def _unpack_torch(words: Tensor, n_bits: int) -> Tensor:
-    r"""Unpack ``k x W`` int64 words into ``k x n_bits`` float32 0/1 (any device).
+def _unpack_torch(
+    words: Tensor, n_bits: int, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    r"""Unpack ``k x W`` int64 words into ``k x n_bits`` 0/1 of ``dtype`` (any device).
 
     Little-endian bytes, as every CUDA and x86/ARM host stores them.
     """
     shifts = torch.arange(8, dtype=torch.uint8, device=words.device)
     bytes_ = words.contiguous().view(torch.uint8)
     bits = (bytes_.unsqueeze(-1) >> shifts) & 1
-    return bits.reshape(words.shape[0], -1)[:, :n_bits].to(torch.float32)
+    return bits.reshape(words.shape[0], -1)[:, :n_bits].to(dtype)
+
+
+def _bits_dtype(n_bits: int) -> torch.dtype:
+    """The narrowest float whose sums of ``n_bits`` 0/1 products are exact in
+    any accumulation order: float16 holds every integer up to 2048."""
+    return torch.float16 if n_bits <= 2048 else torch.float32
