@@ -16,6 +16,7 @@ from ax_chaining import ChainingUCB
 from ax_chaining.benchmark.problems import grid_problem
 from ax_chaining.certificate import step_delta, union_bound
 from ax_chaining.certification import (
+    AUTO_DOF_CAP,
     CheckSchedule,
     StudentTail,
     certify_model,
@@ -120,8 +121,13 @@ def test_student_grid_tail_is_conservative_and_close(dof: float, seed: int) -> N
 
 
 def test_the_tail_follows_the_calibration_unless_named() -> None:
-    student = resolve_tail("auto", "loo", 12)
-    assert isinstance(student, StudentTail) and student.dof == 11
+    # n - 1 degrees of freedom, capped at AUTO_DOF_CAP = 10 (heavy tails for
+    # any number of observations); "student" is the uncapped n - 1.
+    assert resolve_tail("auto", "loo", 8).dof == 7
+    assert resolve_tail("auto", "loo", 11).dof == 10
+    student = resolve_tail("auto", "loo", 120)
+    assert isinstance(student, StudentTail) and student.dof == AUTO_DOF_CAP == 10
+    assert resolve_tail("student", "loo", 120).dof == 119
     assert resolve_tail("auto", "none", 12) == "gaussian"
     assert resolve_tail("student", "none", 1).dof == 1  # at least 1
     assert resolve_tail("chernoff", "loo", 12) == "chernoff"

@@ -95,11 +95,13 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path) -> None:
         assert len(r["steps"]) == SMALL_CONFIG.queries
         assert len(set(r["items"])) == SMALL_CONFIG.n_init + SMALL_CONFIG.queries
         for s in r["steps"]:
-            for rule in ("robust", "loo_gaussian", "plain"):
+            for rule in ("robust", "loo_student", "loo_gaussian", "plain"):
                 assert s[f"{rule}_bound"] is None or s[f"{rule}_bound"] >= 0
                 assert 0 <= s[f"{rule}_regret"] <= r["f_range"]
-            # Student-t tails are heavier than the Gaussian at the same model.
+            # Student-t tails are heavier than the Gaussian at the same model,
+            # and capped degrees of freedom heavier than n - 1.
             if s["robust_valid"] and s["loo_gaussian_valid"]:
                 assert s["robust_bound"] >= s["loo_gaussian_bound"] - 1e-9
+                assert s["loo_student_bound"] >= s["loo_gaussian_bound"] - 1e-9
     again = run_validity(SMALL_CONFIG, tmp_path, progress=False)
     assert [r["items"] for r in again] == [r["items"] for r in records]

@@ -539,7 +539,7 @@ class ShardedChainingUCB(ChainingUCB):
         sum falls within round-off of the step's share of ``delta`` (the
         shards add in another order). ``"chaining"`` and ``"combined"`` are
         not distributed. ``tail`` as one machine's (default ``"auto"``:
-        Student-t tails with ``n - 1`` degrees of freedom under
+        Student-t tails with ``min(n - 1, 10)`` degrees of freedom under
         ``calibration="loo"``, Gaussian under ``"none"``;
         :func:`~ax_chaining.certification.resolve_tail`).
         """
