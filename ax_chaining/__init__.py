@@ -5,7 +5,9 @@ Public names. The engine (:mod:`ax_chaining.covers`, :mod:`ax_chaining.distances
 BoTorch and Ax layers are imported on first use of one of their names, so that
 ``from ax_chaining import greedy_cover`` does not load BoTorch or Ax. Importing the
 Ax layer (``ax_chaining.ax``, or a name of it from here) registers its classes
-with Ax's JSON storage.
+with Ax's JSON storage; ``import ax_chaining`` alone does not (it would load Ax),
+so a snapshot saved with this package loads with ``ax_chaining.load_client(path)``
+or after ``import ax_chaining.ax``.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ _LAZY = {
     "candidate_set_node": "ax_chaining.ax",
     "candidate_set_strategy": "ax_chaining.ax",
     "register_storage": "ax_chaining.ax",
+    "load_client": "ax_chaining.ax",
     "register_gram": "ax_chaining.kernels",
     "RegretBoundGlobalStoppingStrategy": "ax_chaining.ax",
     "RegretBoundCriterion": "ax_chaining.ax",

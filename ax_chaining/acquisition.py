@@ -69,6 +69,7 @@ from ax_chaining.posterior import (
     num_training_points,
     posterior_at,
     prior_variance,
+    to_model,
 )
 
 #: Default cap on farthest-first cover sizes (low-rank path): a traversal costs
@@ -599,8 +600,8 @@ class ChainingUCB(AcquisitionFunction):
                 :math:`\delta_t / (N - 1)` per pair) or ``"chaining"``.
             links: ``"actual"`` (default, pseudo-distances along the chain) or
                 ``"radius"`` (the paper's radii).
-            tail: ``"auto"`` (default: Student-t tails with ``n - 1`` degrees
-                of freedom under ``calibration="loo"``, the exact Gaussian
+            tail: ``"auto"`` (default: Student-t tails with ``min(n - 1, 10)``
+                degrees of freedom under ``calibration="loo"``, the exact Gaussian
                 quantile under ``"none"``), ``"gaussian"``, ``"chernoff"``,
                 ``"student"`` or a :class:`~ax_chaining.certification.StudentTail`
                 (:func:`~ax_chaining.certification.resolve_tail`).
@@ -663,7 +664,8 @@ class ChainingUCB(AcquisitionFunction):
             if not bool(mask.any()):
                 raise ValueError(
                     "certificate: no candidate is a training input of the model "
-                    f"(candidates in {self.candidates.dtype}), so none is "
+                    f"(candidates given in {self._given_dtype or self.candidates.dtype}"
+                    f", compared in the model's {self.candidates.dtype}), so none is "
                     "'evaluated'; pass among='all', a boolean mask or indices of "
                     "the candidates that may be recommended."
                 )
@@ -677,7 +679,18 @@ class ChainingUCB(AcquisitionFunction):
         return index
 
 
-class GPUCB(UpperConfidenceBound):
+class _UpperConfidenceBound(UpperConfidenceBound):
+    """BoTorch's ``UpperConfidenceBound`` at points converted to the model's
+    dtype and device, as :class:`ChainingUCB` converts its candidates: GPyTorch
+    fails on, or caches in, whatever dtype the first points had."""
+
+    @t_batch_mode_transform(expected_q=1)
+    def forward(self, X: Tensor) -> Tensor:
+        r"""The UCB values at ``X`` (``(b1 x ... bk) x 1 x d``), in ``X``'s dtype."""
+        return super().forward(to_model(self.model, X)).to(X.dtype)
+
+
+class GPUCB(_UpperConfidenceBound):
     r"""GP-UCB with the schedule of Srinivas et al. (2010) for a finite set.
 
     .. math::
@@ -687,6 +700,7 @@ class GPUCB(UpperConfidenceBound):
 
     the competitor of Chaining-UCB in Contal et al. (2015). ``t`` follows the
     same convention as :class:`ChainingUCB` (observations + pending + 1).
+    Points are evaluated in the model's dtype, and values returned in theirs.
 
     Example:
         >>> model = SingleTaskGP(train_X, train_Y)
@@ -731,9 +745,10 @@ class GPUCB(UpperConfidenceBound):
         self.t = t
 
 
-class UCB(UpperConfidenceBound):
+class UCB(_UpperConfidenceBound):
     r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
     an input constructor that ignores the ``X_pending`` Ax passes and the set.
+    Points are evaluated in the model's dtype, and values returned in theirs.
 
     Example:
         >>> acqf = UCB(model, beta=0.2)

@@ -87,6 +87,7 @@ __all__ = [
     "num_training_points",
     "prior_variance",
     "supports_low_rank",
+    "to_model",
 ]
 
 Path = Literal["auto", "dense", "low_rank"]
@@ -393,6 +394,17 @@ def model_device_dtype(model: Model) -> tuple[torch.device | None, torch.dtype |
     return device, dtype
 
 
+def to_model(model: Model, X: Tensor) -> Tensor:
+    """``X`` on the model's device and in its floating dtype (``X`` itself when
+    they match already)."""
+    device, dtype = model_device_dtype(model)
+    if (device is not None and X.device != device) or (
+        dtype is not None and X.dtype != dtype
+    ):
+        X = X.to(device=device, dtype=dtype)
+    return X
+
+
 def model_inputs(model: Model, X: Tensor, name: str = "candidates") -> Tensor:
     """``X`` (``N x d``, checked) on the model's device and in its dtype.
 
@@ -401,12 +413,7 @@ def model_inputs(model: Model, X: Tensor, name: str = "candidates") -> Tensor:
     failing deep inside GPyTorch. The width is checked against the model's
     training inputs through its public ``transform_inputs``.
     """
-    X = check_matrix(name, X)
-    device, dtype = model_device_dtype(model)
-    if (device is not None and X.device != device) or (
-        dtype is not None and X.dtype != dtype
-    ):
-        X = X.to(device=device, dtype=dtype)
+    X = to_model(model, check_matrix(name, X))
     models = getattr(model, "models", None) or [model]
     inputs = getattr(models[0], "train_inputs", None)
     if inputs and isinstance(inputs[0], Tensor):

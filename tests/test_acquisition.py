@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ax_chaining import GPUCB, ChainingUCB, MemoryBudgetError, gp_ucb_beta
+from ax_chaining.acquisition import UCB
 from ax_chaining.posterior import candidate_posterior
 
 DTYPE = torch.float64
@@ -190,6 +191,29 @@ def test_dtypes(dtype):
     assert values.dtype == dtype and torch.isfinite(values).all()
     x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
     assert x.dtype == dtype
+
+
+@pytest.mark.parametrize("make", [lambda m: GPUCB(m, 100), lambda m: UCB(m, 0.2)])
+@pytest.mark.parametrize(
+    ("model_dtype", "choices_dtype"),
+    [(torch.float32, torch.float64), (torch.float64, torch.float32)],
+)
+def test_gp_ucb_and_ucb_follow_the_model_dtype(make, model_dtype, choices_dtype):
+    C = grid(10, torch.float64)
+    X = C[torch.randperm(100, generator=torch.Generator().manual_seed(0))[:6]]
+    model = fixed_model(X.to(model_dtype), objective(X).to(model_dtype))
+    acqf = make(model)
+    choices = C.to(choices_dtype)
+    # The choices' dtype first: GPyTorch would cache in it, and fail on the
+    # model's own dtype next (or fail at once on float32 after float64).
+    x, value = optimize_acqf_discrete(acqf, q=1, choices=choices)
+    assert x.dtype == value.dtype == choices_dtype
+    own = acqf(choices.to(model_dtype).unsqueeze(-2))  # the same points
+    assert own.dtype == model_dtype
+    values = acqf(choices.unsqueeze(-2))
+    assert values.dtype == choices_dtype
+    assert torch.equal(values, own.to(choices_dtype))
+    assert torch.equal(x, choices[own.argmax()].unsqueeze(0))
 
 
 def test_multi_output_needs_posterior_transform(data):

@@ -41,6 +41,7 @@ from ax_chaining.ax import (
     chaining_generation_strategy,
     chaining_ucb_node,
     gp_ucb_generation_strategy,
+    load_client,
     parameters_from_table,
     precomputed_kernel_surrogate_spec,
     register_storage,
@@ -492,6 +493,25 @@ def test_json_round_trip_during_initialization(tmp_path: Any) -> None:
     assert client.get_next_trials(max_trials=3) == loaded.get_next_trials(max_trials=3)
 
 
+def test_json_round_trip_during_sobol_initialization(tmp_path: Any) -> None:
+    """The Sobol node, its seed drawn from the Client's, reloads and goes on."""
+    client = _continuous_client(seed=0)
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=4, init="sobol")
+    )
+    _run(client, _continuous_f, 2)
+    path = str(tmp_path / "sobol.json")
+    client.save_to_json_file(path)
+    loaded = Client.load_from_json_file(path)
+    for _ in range(3):  # two Sobol trials, then the model's
+        trials = client.get_next_trials(max_trials=1)
+        assert trials == loaded.get_next_trials(max_trials=1)
+        for index, p in trials.items():
+            client.complete_trial(index, raw_data={"f": _continuous_f(p)})
+            loaded.complete_trial(index, raw_data={"f": _continuous_f(p)})
+    assert _nodes(client) == _nodes(loaded) == ["Sobol"] * 4 + ["ChainingUCB"]
+
+
 def _fresh_process(code: str) -> str:
     """Run ``code`` in a new Python process; its stdout (fails on an error)."""
     import subprocess
@@ -524,6 +544,41 @@ def test_a_saved_experiment_loads_in_a_new_process_after_importing_ax_layer(
     assert object_from_json(object_to_json(spec)) == spec
     node = chaining_ucb_node(seed=1, engine_options={"sigma_floor": 1e-5})
     assert isinstance(object_from_json(object_to_json(node)), CandidateSetNode)
+
+
+def test_load_client_after_importing_the_package_alone(tmp_path: Any) -> None:
+    """``import ax_chaining`` loads no Ax (so registers nothing with it):
+    ``ax_chaining.load_client`` does, and names a class that stays unknown."""
+    client = _int_grid_client(3)
+    client.set_generation_strategy(chaining_generation_strategy(init_trials=4))
+    _run(client, _grid_f, 5)
+    path = tmp_path / "saved.json"
+    client.save_to_json_file(str(path))
+    expected = client.get_next_trials(max_trials=1)
+    # A snapshot naming an acquisition class this process never registered.
+    text = path.read_text()
+    assert text.count('"index": "ChainingUCB"') > 0
+    other = tmp_path / "other.json"
+    other.write_text(text.replace('"index": "ChainingUCB"', '"index": "MyOwnUCB"'))
+    out = _fresh_process(
+        "import sys\n"
+        "import ax_chaining\n"
+        "print(any(m == 'ax' or m.startswith('ax.') for m in sys.modules))\n"
+        f"c = ax_chaining.load_client({str(path)!r})\n"
+        "print(repr(c.get_next_trials(max_trials=1)))\n"
+        "try:\n"
+        f"    ax_chaining.load_client({str(other)!r})\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    no_ax, suggested, error = out.strip().split("\n")
+    assert no_ax == "False"
+    assert suggested == repr(expected)
+    assert "Index 'MyOwnUCB' is not registered" in error
+    assert "a class of your own" in error
+    assert "must be registered with Ax's JSON storage before loading" in error
+    with pytest.raises(TypeError, match="`filepath` must be a path"):
+        load_client(3)  # type: ignore[arg-type]
 
 
 def test_gram_is_stored_by_reference_and_checked_on_load(tmp_path: Any) -> None:
@@ -699,15 +754,17 @@ def test_precomputed_kernel_surrogate_spec_validates_gram() -> None:
         candidate_index_parameter(1)
 
 
-def test_multi_objective_is_unsupported() -> None:
+@pytest.mark.parametrize("init", ["uniform", "sobol"])
+def test_multi_objective_is_unsupported(init: str) -> None:
     client = Client(random_seed=0)
     client.configure_experiment(
         parameters=[RangeParameterConfig(name="x", bounds=(0, 9), parameter_type="int")]
     )
     client.configure_optimization(objective="a, b")
-    client.set_generation_strategy(chaining_generation_strategy(seed=0))
+    client.set_generation_strategy(chaining_generation_strategy(seed=0, init=init))
     with pytest.raises(UnsupportedError, match=r"single objective.*Scalarize"):
         client.get_next_trials(max_trials=1)
+    assert len(client.summarize()) == 0  # refused before any trial
 
 
 def test_scalarized_objective_is_supported() -> None:
@@ -876,9 +933,13 @@ def test_float32_candidates_with_a_float64_model() -> None:
     acqf = ChainingUCB(model, candidates)
     assert acqf.candidates.dtype == torch.float64
     assert len(acqf.certificate().certified) == 6
-    far = torch.rand(30, 2)  # no training point among them: the dtype is named
-    with pytest.raises(ValueError, match="candidates in torch.float64"):
+    # No training point among them: the dtype given is named, and the model's.
+    far = torch.rand(30, 2)
+    given = r"candidates given in torch.float32, compared in the model's torch.float64"
+    with pytest.raises(ValueError, match=given):
         ChainingUCB(model, far).certificate()
+    with pytest.raises(ValueError, match="candidates given in torch.float64"):
+        ChainingUCB(model, far.double()).certificate()
 
 
 # ---------------------------------------------------------------------------
@@ -995,14 +1056,22 @@ def test_init_trials_zero_without_data_says_what_to_do() -> None:
         client.get_next_trials(max_trials=1)
 
 
-def test_a_gram_of_another_size_is_refused_before_any_trial() -> None:
-    gram, _ = _graph_items(80, seed=0)
+@pytest.mark.parametrize("init", ["uniform", "sobol"])
+@pytest.mark.parametrize("items", [80, 120])
+def test_a_gram_of_another_size_is_refused_before_any_trial(
+    items: int, init: str
+) -> None:
+    """Ax's Sobol (``init="sobol"``) would draw indices 0..99 for either."""
+    gram, _ = _graph_items(items, seed=0)
     client = Client(random_seed=0)
     client.configure_experiment(parameters=[candidate_index_parameter(100)])
     client.configure_optimization(objective="f")
     spec = precomputed_kernel_surrogate_spec(gram)
-    client.set_generation_strategy(chaining_generation_strategy(5, surrogate_spec=spec))
-    with pytest.raises(ValueError, match="holds 80 items.*candidate_index_parameter"):
+    client.set_generation_strategy(
+        chaining_generation_strategy(5, init=init, surrogate_spec=spec)
+    )
+    expected = rf"holds {items} items.*candidate_index_parameter\({items}\)"
+    with pytest.raises(ValueError, match=expected):
         client.get_next_trials(max_trials=1)
     assert len(client.summarize()) == 0
 
@@ -1065,6 +1134,33 @@ def test_an_unsupported_acquisition_is_refused_when_the_strategy_is_built() -> N
         candidate_set_strategy(dict)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="has no BoTorch input constructor"):
         candidate_set_strategy(NoConstructor)
+
+
+@pytest.mark.parametrize(
+    ("module", "acqf", "why"),
+    [
+        ("knowledge_gradient", "qKnowledgeGradient", "a one-shot acquisition"),
+        ("knowledge_gradient", "qMultiFidelityKnowledgeGradient", "a one-shot"),
+        ("multi_objective.logei", "qLogExpectedHypervolumeImprovement", "multi-ob"),
+        ("multi_objective.analytic", "ExpectedHypervolumeImprovement", "multi-ob"),
+        (
+            "multi_objective.joint_entropy_search",
+            "qLowerBoundMultiObjectiveJointEntropySearch",
+            "multi-objective",
+        ),
+    ],
+)
+def test_one_shot_and_multi_objective_acquisitions_are_refused_at_build_time(
+    module: str, acqf: str, why: str
+) -> None:
+    import importlib
+
+    cls = getattr(importlib.import_module(f"botorch.acquisition.{module}"), acqf)
+    expected = rf"`botorch_acqf_class`={acqf} is {why}.*expected a single-objective"
+    with pytest.raises(ValueError, match=expected):
+        candidate_set_strategy(cls, None, 3)
+    with pytest.raises(ValueError, match=expected):
+        candidate_set_node(cls)
 
 
 # ---------------------------------------------------------------------------

@@ -220,6 +220,36 @@ def test_a_gram_that_is_not_psd_is_refused_beyond_round_off() -> None:
     PrecomputedKernel(low_rank)
 
 
+@pytest.mark.parametrize(("n", "min_eig"), [(200, -1.41), (400, -0.05)])
+def test_a_float32_gram_with_a_clearly_negative_eigenvalue_is_refused(
+    n: int, min_eig: float
+) -> None:
+    # I - c 11^T: eigenvalues 1 and 1 - c n = min_eig, diagonal just under 1.
+    # With n = 400, -0.05 was within the former -n sqrt(eps32) = -0.138.
+    c = (1.0 - min_eig) / n
+    gram = (torch.eye(n) - c * torch.ones(n, n)).to(torch.float32)
+    with pytest.raises(ValueError, match="positive semi-definite") as err:
+        PrecomputedKernel(gram)
+    assert f"smallest eigenvalue {min_eig:.3g}" in str(err.value)
+    assert "eps of torch.float32" in str(err.value)
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        register_gram(gram)
+
+
+def test_a_float32_gram_psd_up_to_float32_rounding_is_accepted() -> None:
+    g = torch.Generator().manual_seed(0)
+    # A rank-3 float64 Gram rounded to float32, and one computed in float32:
+    # their zero eigenvalues come out negative by float32 round-off.
+    f = torch.randn(400, 3, dtype=torch.float64, generator=g)
+    rounded = (f @ f.T / 3).to(torch.float32)
+    h = torch.randn(400, 64, generator=g)
+    computed = (h @ h.T / 64).to(torch.float32)
+    for gram in (rounded, computed):
+        assert torch.linalg.eigvalsh(gram.double()).min() < 0
+        assert PrecomputedKernel(gram).gram.dtype == torch.float32
+        register_gram(gram)
+
+
 def test_symmetry_tolerance_and_validate_flag() -> None:
     g = GRAM.clone()
     g[0, 1] += 1e-12

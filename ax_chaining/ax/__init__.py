@@ -3,7 +3,8 @@
 Importing this sub-package registers its classes with Ax's JSON storage
 (:func:`~ax_chaining.ax.storage.register_storage`, idempotent), as Ax registers
 its own: a strategy built here can be saved, and a saved experiment loads in a
-new process once ``ax_chaining.ax`` is imported.
+new process once ``ax_chaining.ax`` is imported, or with
+:func:`~ax_chaining.ax.storage.load_client` (also ``ax_chaining.load_client``).
 """
 
 from ax_chaining.ax.candidates import (
@@ -20,6 +21,7 @@ from ax_chaining.ax.metadata import GEN_METADATA_KEY
 from ax_chaining.ax.nodes import (
     CandidateSetAcquisition,
     CandidateSetNode,
+    SobolCandidateNode,
     UniformCandidateNode,
 )
 from ax_chaining.ax.stopping import (
@@ -30,6 +32,7 @@ from ax_chaining.ax.stopping import (
 from ax_chaining.ax.storage import (
     candidate_index_parameter,
     fingerprint_kernel_surrogate_spec,
+    load_client,
     precomputed_kernel_surrogate_spec,
     register_storage,
 )
@@ -51,6 +54,7 @@ __all__ = [
     "CertifiedStop",
     "RegretBoundCriterion",
     "RegretBoundGlobalStoppingStrategy",
+    "SobolCandidateNode",
     "UniformCandidateNode",
     "best_certificate",
     "candidate_index_parameter",
@@ -63,6 +67,7 @@ __all__ = [
     "chaining_ucb_node",
     "gp_ucb_generation_strategy",
     "fingerprint_kernel_surrogate_spec",
+    "load_client",
     "parameters_from_table",
     "precomputed_kernel_surrogate_spec",
     "qlognei_generation_strategy",

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 from ax.adapter.base import Adapter
+from ax.adapter.registry import Generators
 from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
 from ax.core.search_space import SearchSpaceDigest
 from ax.core.trial_status import TrialStatus
@@ -27,9 +28,16 @@ from ax.generation_strategy.transition_criterion import TransitionCriterion
 from ax.generators.torch.botorch_modular.acquisition import Acquisition
 from ax.storage.json_store.decoder import generation_node_from_json, object_from_json
 from ax.utils.common.constants import Keys
-from botorch.acquisition.acquisition import AcquisitionFunction
+from botorch.acquisition.acquisition import (
+    AcquisitionFunction,
+    OneShotAcquisitionFunction,
+)
 from botorch.acquisition.analytic import AnalyticAcquisitionFunction
 from botorch.acquisition.input_constructors import get_acqf_input_constructor
+from botorch.acquisition.multi_objective.base import (
+    MultiObjectiveAnalyticAcquisitionFunction,
+    MultiObjectiveMCAcquisitionFunction,
+)
 
 from ax_chaining.ax.candidates import (
     CandidateSetSpec,
@@ -59,13 +67,21 @@ def takes_candidates(acqf_class: type) -> bool:
 
     Raises:
         TypeError: ``acqf_class`` is not an ``AcquisitionFunction`` subclass.
-        ValueError: It has no registered input constructor, which Ax needs.
+        ValueError: It is a one-shot or multi-objective class, or has no
+            registered input constructor, which Ax needs.
     """
     if not isinstance(acqf_class, type) or not issubclass(
         acqf_class, AcquisitionFunction
     ):
         what = "an AcquisitionFunction class"
         raise type_error("botorch_acqf_class", what, acqf_class)
+    if why := _not_selectable(acqf_class):
+        raise ValueError(
+            f"`botorch_acqf_class`={acqf_class.__name__} is {why}; expected a "
+            "single-objective acquisition function that scores a set of points "
+            "(ChainingUCB, GPUCB, UCB, LogExpectedImprovement, "
+            "qLogNoisyExpectedImprovement, qUpperConfidenceBound, ...)."
+        )
     try:
         get_acqf_input_constructor(acqf_class)
     except RuntimeError as e:
@@ -75,6 +91,32 @@ def takes_candidates(acqf_class: type) -> bool:
             "`botorch.acquisition.input_constructors.acqf_input_constructor`."
         ) from e
     return bool(getattr(acqf_class, "takes_candidates", False))
+
+
+def _not_selectable(acqf_class: type[AcquisitionFunction]) -> str | None:
+    """Why ``acqf_class`` cannot select from a finite candidate set, if so."""
+    if issubclass(acqf_class, OneShotAcquisitionFunction):
+        # Its points carry fantasy solutions (q + num_fantasies per batch)
+        # that are optimized jointly with them; rows of a table have none.
+        return (
+            "a one-shot acquisition (it optimizes fantasy points jointly with "
+            "the batch), which cannot be selected over a candidate table"
+        )
+    multi = (
+        MultiObjectiveMCAcquisitionFunction,
+        MultiObjectiveAnalyticAcquisitionFunction,
+    )
+    # BoTorch's multi-objective package also holds classes that derive from
+    # AcquisitionFunction directly (its entropy searches).
+    if issubclass(acqf_class, multi) or acqf_class.__module__.startswith(
+        "botorch.acquisition.multi_objective."
+    ):
+        return (
+            "multi-objective, and candidate-set strategies are single-objective "
+            "(scalarize the objectives, e.g. `configure_optimization("
+            "objective='a + 0.5 * b')`)"
+        )
+    return None
 
 
 class CandidateSetAcquisition(Acquisition):
@@ -243,10 +285,11 @@ class _SpecNode:
         stop_rule = object_from_json(args.pop("stop_rule", None), **registries)
         node = generation_node_from_json(generation_node_json=args, **registries)
         kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
-        if cls is CandidateSetNode:
+        if cls is not UniformCandidateNode:  # its generator is itself
             keys = ("generator_specs", "pausing_criteria", "should_deduplicate")
             kwargs |= {k: getattr(node, k) for k in keys}
             kwargs["previous_node_name"] = args.get("previous_node_name")
+        if cls is CandidateSetNode:
             kwargs["stop_rule"] = stop_rule
         return {**kwargs, "candidate_spec": spec}
 
@@ -302,6 +345,50 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
             msg = f"All {allowed.sum()} candidates are used, `exclude_evaluated=True`"
             raise SearchSpaceExhausted(f"{msg}: init_trials exceeds the candidate set.")
         return dict(self._rows[best])
+
+
+class SobolCandidateNode(_SpecNode, GenerationNode):
+    """Initialization with Ax's Sobol generator over the search space
+    (``init="sobol"``), after the checks of the candidate set's first
+    generation: one objective without outcome constraints, the item-index
+    parameter against the kernel's items, the candidate set itself (size,
+    constraints). A mismatch then fails before any trial, as with
+    :class:`UniformCandidateNode`, rather than once the initial trials are
+    spent.
+
+    Args:
+        name: The node's name.
+        candidate_spec: The candidate set of the nodes that follow.
+        transition_criteria: Ax's.
+        generator_specs: Default Ax's Sobol generator with the spec's seed (None:
+            Ax draws it from the global RNG, which the ``Client`` seeds).
+        kwargs: ``GenerationNode``'s (default ``should_deduplicate=True``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        candidate_spec: CandidateSetSpec,
+        transition_criteria: Sequence[TransitionCriterion] | None = None,
+        generator_specs: list[GeneratorSpec] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if generator_specs is None:
+            seed = {"seed": candidate_spec.seed}
+            generator_specs = [GeneratorSpec(Generators.SOBOL, generator_kwargs=seed)]
+        kwargs.setdefault("should_deduplicate", True)
+        super().__init__(name, generator_specs, transition_criteria, **kwargs)
+        self.candidate_spec = candidate_spec
+
+    def gen(self, *, experiment: Experiment, **kwargs: Any) -> GeneratorRun | None:
+        """Ax's ``gen``, once the experiment fits the candidate set.
+
+        Raises:
+            ValueError, UnsupportedError: As the model's node would, naming what
+                to change.
+        """
+        self._candidate_rows(experiment)
+        return super().gen(experiment=experiment, **kwargs)
 
 
 class CandidateSetNode(_SpecNode, GenerationNode):

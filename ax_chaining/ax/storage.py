@@ -1,9 +1,12 @@
 """JSON storage, and non-Euclidean spaces: an item index with a precomputed
 Gram matrix or a fingerprint library, each stored as its content hash only."""
 
+import os
 from typing import Any
 
+from ax.api.client import Client
 from ax.api.configs import RangeParameterConfig
+from ax.exceptions.storage import JSONDecodeError
 from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.generators.torch.botorch_modular.utils import ModelConfig
 from ax.storage.botorch_modular_registry import (
@@ -24,6 +27,7 @@ from ax_chaining.ax.candidates import CandidateSetSpec
 from ax_chaining.ax.nodes import (
     CandidateSetAcquisition,
     CandidateSetNode,
+    SobolCandidateNode,
     UniformCandidateNode,
 )
 from ax_chaining.ax.stopping import (
@@ -147,6 +151,7 @@ def register_storage() -> None:
     # Ax's generic encoder of init arguments fits both stopping classes.
     encoders = {
         CandidateSetNode: _node_to_dict,
+        SobolCandidateNode: _node_to_dict,
         UniformCandidateNode: _node_to_dict,
         RegretBoundCriterion: transition_criterion_to_dict,
         RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
@@ -154,3 +159,43 @@ def register_storage() -> None:
     CORE_ENCODER_REGISTRY.update(encoders)
     for cls in (CandidateSetSpec, *encoders):
         CORE_DECODER_REGISTRY[cls.__name__] = cls
+
+
+def load_client(filepath: str | os.PathLike[str]) -> Client:
+    """Ax's ``Client.load_from_json_file``, once this package's classes are
+    registered with Ax's JSON storage (:func:`register_storage`).
+
+    ``Client.load_from_json_file`` alone knows them only once
+    :mod:`ax_chaining.ax` is imported; this function is reachable from
+    ``import ax_chaining`` too (``ax_chaining.load_client``). A Gram matrix or
+    fingerprint library is stored by content key: register it again
+    (``precomputed_kernel_surrogate_spec(gram)``, ``register_gram``) before
+    generating.
+
+    Args:
+        filepath: A snapshot written by ``Client.save_to_json_file``.
+
+    Raises:
+        ValueError: The snapshot names a class Ax's storage does not know (one
+            of your own: register it with Ax before loading); the message
+            names the class.
+
+    Example:
+        >>> import ax_chaining
+        >>> client = ax_chaining.load_client("snapshot.json")
+    """
+    if not isinstance(filepath, str | os.PathLike):
+        raise type_error("filepath", "a path (str or os.PathLike)", filepath)
+    register_storage()
+    try:
+        return Client.load_from_json_file(os.fspath(filepath))
+    except (ValueError, JSONDecodeError) as e:
+        if "not registered" not in str(e):
+            raise
+        raise ValueError(
+            f"Cannot load {os.fspath(filepath)!r}: {e} This package's classes are "
+            "registered; a class of your own (an acquisition function, kernel, "
+            "node or criterion) must be registered with Ax's JSON storage before "
+            "loading, as in the process that saved it (e.g. ax.storage."
+            "botorch_modular_registry.register_acquisition_function(MyClass))."
+        ) from e

@@ -9,7 +9,6 @@ from typing import Any, Literal
 import torch
 from ax.adapter.registry import Generators
 from ax.core.trial_status import TrialStatus
-from ax.generation_strategy.generation_node import GenerationNode
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generation_strategy.generator_spec import GeneratorSpec
 from ax.generation_strategy.transition_criterion import MinTrials, TransitionCriterion
@@ -26,6 +25,7 @@ from ax_chaining.ax.nodes import (
     DROPPED,
     CandidateSetAcquisition,
     CandidateSetNode,
+    SobolCandidateNode,
     UniformCandidateNode,
     takes_candidates,
 )
@@ -96,10 +96,13 @@ def candidate_set_node(
     """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
 
     Args:
-        botorch_acqf_class: Any BoTorch acquisition function class with a
-            registered input constructor: ``ChainingUCB``, ``GPUCB``, ``UCB``,
-            or BoTorch's own, analytic or Monte Carlo (``LogExpectedImprovement``,
+        botorch_acqf_class: A single-objective BoTorch acquisition function
+            class that scores a set of points, with a registered input
+            constructor: ``ChainingUCB``, ``GPUCB``, ``UCB``, or BoTorch's own,
+            analytic or Monte Carlo (``LogExpectedImprovement``,
             ``qLogNoisyExpectedImprovement``, ``qUpperConfidenceBound``, ...).
+            One-shot (``qKnowledgeGradient``) and multi-objective classes are
+            refused here.
         botorch_acqf_options: Its options, validated here.
         name: Default the class name.
         candidate_spec: Default ``CandidateSetSpec(seed=None)``.
@@ -216,11 +219,12 @@ def candidate_set_strategy(
         MinTrials(threshold=init_trials, not_in_statuses=[*DROPPED], **common),
         MinTrials(threshold=1, count_only_trials_with_data=True, **with_data),
     ]
+    # Either node checks the experiment against `spec` (the objective, the
+    # item-index parameter, the candidate set) before its first trial.
     if init == "uniform":
         first = UniformCandidateNode("UniformCandidates", spec, criteria)
-    else:  # Ax's Sobol draws its seed from the seeded global RNG if it is None
-        sobol = GeneratorSpec(Generators.SOBOL, generator_kwargs={"seed": spec.seed})
-        first = GenerationNode("Sobol", [sobol], criteria, should_deduplicate=True)
+    else:
+        first = SobolCandidateNode("Sobol", spec, criteria)
     return GenerationStrategy(name=name, nodes=[first, main])
 
 

@@ -133,10 +133,11 @@ class PrecomputedKernel(Kernel):
                 diagonal. The check is blockwise, so it costs no extra
                 ``n x n`` memory (about 0.5 s for ``n = 10^4``).
             check_psd: If True (default), check positive semi-definiteness: a
-                smallest eigenvalue below ``-n * sqrt(eps) * max diag`` (far
-                beyond round-off) is refused. One Cholesky factorization,
-                ``O(n^3)``: about 1 s at ``n = 4,000`` and 15 s at ``n = 10^4``
-                on two cores.
+                smallest eigenvalue below ``-sqrt(n * eps) * max |diag|``
+                (``eps`` of the Gram's dtype: beyond the rounding of its
+                entries) is refused. One Cholesky factorization in float64
+                whatever the dtype, ``O(n^3)``: about 1 s at ``n = 4,000`` and
+                15 s at ``n = 10^4`` on two cores.
             rtol: Relative tolerance of the symmetry / PSD checks.
             atol: Absolute tolerance of the symmetry / PSD checks.
             active_dims: Optional input column holding the index, e.g. ``(3,)``, for
@@ -431,19 +432,35 @@ def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> N
             f"negative diagonal entry gram[{i}, {i}] = {diagonal[i].item()}."
         )
     if check_psd:
-        # Round-off leaves eigenvalues of a PSD Gram at about -n eps |K|; refuse
-        # below -n * sqrt(eps) * max diag, far beyond round-off and where GP
-        # posteriors would get negative variances. A Cholesky factorization of
-        # K + tol I succeeds iff every eigenvalue exceeds -tol.
-        scale = max(float(diagonal.abs().max()), 1e-300)
-        tol = n * math.sqrt(torch.finfo(gram.dtype).eps) * scale
-        eye = torch.eye(n, dtype=gram.dtype, device=gram.device)
-        _, info = torch.linalg.cholesky_ex(gram + tol * eye)
-        if int(info) != 0:
-            min_eig = torch.linalg.eigvalsh(gram).min().item()
-            raise ValueError(
-                "PrecomputedKernel argument `gram` must be positive semi-definite, "
-                f"got smallest eigenvalue {min_eig:.3g}, below the tolerance "
-                f"-{tol:.3g} (n * sqrt(eps) * max diagonal). Expected a valid kernel "
-                "matrix; pass check_psd=False only for a matrix known to be PSD."
-            )
+        _check_psd(gram, n, diagonal)
+
+
+def _check_psd(gram: Tensor, n: int, diagonal: Tensor) -> None:
+    r"""Refuse a smallest eigenvalue below ``-sqrt(n * eps) * max |diag|``.
+
+    ``eps`` is the machine epsilon of the Gram's dtype. Rounding the entries of a
+    PSD matrix to that dtype moves its eigenvalues by at most ``n * eps / 2 *
+    max |diag|`` (every entry by ``eps / 2 * max |diag|``), and errors of random
+    sign in a computed Gram by about ``2 sqrt(n)`` times the entries' error: the
+    tolerance covers the first for ``n <= 4 / eps`` and the second up to
+    ``sqrt(eps) / 2`` per entry, yet stays small (0.024 for a float32 Gram with
+    ``n = 5000`` and a unit diagonal). The check runs in float64 whatever the
+    dtype: a float32 factorization has round-off of the tolerance's own size.
+    """
+    scale = max(float(diagonal.abs().max()), 1e-300)
+    tol = math.sqrt(n * torch.finfo(gram.dtype).eps) * scale
+    # A Cholesky factorization of K + tol I succeeds iff every eigenvalue of K
+    # exceeds -tol (up to float64 round-off, far below tol).
+    shifted = gram.to(torch.float64, copy=True)
+    shifted.diagonal().add_(tol)
+    failed = int(torch.linalg.cholesky_ex(shifted).info) != 0
+    del shifted  # n^2 float64 entries, before eigvalsh takes as many
+    if failed:
+        min_eig = torch.linalg.eigvalsh(gram.to(torch.float64)).min().item()
+        raise ValueError(
+            "PrecomputedKernel argument `gram` must be positive semi-definite, "
+            f"got smallest eigenvalue {min_eig:.3g}, below the tolerance "
+            f"-{tol:.3g} (sqrt(n * eps) * max |diagonal|, eps of {gram.dtype}). "
+            "Expected a valid kernel matrix; pass check_psd=False only for a "
+            "matrix known to be PSD."
+        )
