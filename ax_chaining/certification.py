@@ -105,6 +105,7 @@ __all__ = [
     "AUTO_DOF_CAP",
     "Calibration",
     "CheckSchedule",
+    "EVERY_STEP",
     "LooCheck",
     "StudentTail",
     "TailChoice",
@@ -196,6 +197,10 @@ class CheckSchedule:
                 f"next check is after {self.next_check(num_observations)}."
             )
         return 6.0 * check_delta(delta) / (math.pi**2 * j**2)
+
+
+#: The default schedule: a check at every step.
+EVERY_STEP = CheckSchedule()
 
 
 class StudentTail:

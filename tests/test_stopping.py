@@ -27,6 +27,7 @@ from ax_chaining.ax import (
     register_storage,
     ucb_generation_strategy,
 )
+from ax_chaining.certification import CheckSchedule
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
 
@@ -259,3 +260,49 @@ def test_bad_arguments(
     if len(kwargs) == 1:
         with pytest.raises(error, match=match):
             chaining_generation_strategy(stop_tolerance=kwargs["tolerance"])
+
+
+def test_a_declared_schedule_spends_delta_on_its_checks_alone(tmp_path: Any) -> None:
+    """certificate_schedule: certificates are recorded at the declared checks
+    only (after 5, 8, 11, 14 observations), the j-th with the share
+    6 delta / (pi^2 j^2); the schedule survives a save and reload."""
+    schedule = CheckSchedule("every_k", k=3, start=5)
+    gs = chaining_generation_strategy(
+        init_trials=4, seed=0, certificate_schedule=schedule
+    )
+    client = _client(gs)
+    for _ in range(13):  # trials 0..3 initial, 4..12 Chaining-UCB
+        _step(client)
+    history = certificate_history(client)
+    # Trial k is generated with k observations: checks at trials 5, 8, 11.
+    assert [h["recorded_at"] for h in history] == [5, 8, 11]
+    shares = [6 * 0.05 / (math.pi**2 * j**2) for j in (1, 2, 3)]
+    assert [h["share"] for h in history] == pytest.approx(shares, rel=1e-12)
+    # Every step instead: the check after n observations has index n + 1.
+    every = chaining_generation_strategy(init_trials=4, seed=0)
+    reference = _client(every)
+    for _ in range(6):
+        _step(reference)
+    assert certificate_history(reference)[-1]["share"] == pytest.approx(
+        6 * 0.05 / (math.pi**2 * 6**2), rel=1e-12
+    )
+    path = str(tmp_path / "scheduled.json")
+    client.save_to_json_file(path)
+    loaded = Client.load_from_json_file(path)
+    for _ in range(2):  # trials 13 and 14: the next check is at 14
+        _step(loaded)
+    history = certificate_history(loaded)
+    assert [h["recorded_at"] for h in history] == [5, 8, 11, 14]
+    assert history[-1]["share"] == pytest.approx(6 * 0.05 / (math.pi**2 * 16))
+
+
+def test_no_certificate_schedule_records_none_and_refuses_a_tolerance() -> None:
+    gs = chaining_generation_strategy(init_trials=3, seed=0, certificate_schedule=None)
+    client = _client(gs)
+    for _ in range(5):
+        _step(client)
+    assert certificate_history(client) == [] and best_certificate(client) is None
+    with pytest.raises(ValueError, match="certificate_schedule=None` records none"):
+        chaining_generation_strategy(certificate_schedule=None, stop_tolerance=0.1)
+    with pytest.raises(TypeError, match="certificate_schedule"):
+        chaining_generation_strategy(certificate_schedule="geometric")

@@ -87,8 +87,10 @@ def certificate_history(
     Returns:
         Per check: ``recorded_at`` (the trial whose generation recorded it),
         ``trial_index`` (the last trial that evaluated the certified point),
-        ``bound``, ``running_min``, ``parameters``, ``delta``, ``valid``,
-        ``reason``, ``units``. A refused certificate has ``bound`` ``inf``.
+        ``bound``, ``running_min``, ``parameters``, ``delta``, ``share`` (the
+        part of ``delta`` the check spent), ``valid``, ``reason``, ``units``.
+        A refused certificate has ``bound`` ``inf``. A strategy with a
+        ``certificate_schedule`` records its checks only.
     """
     objective = check_choice("units", units, get_args(Units)) == "objective"
     key = "bound" if objective else "bound_model_units"
@@ -109,6 +111,7 @@ def certificate_history(
                 "running_min": low,
                 "parameters": params,
                 "delta": cert.get("delta"),
+                "share": cert.get("share"),
                 "valid": bool(cert.get("valid", True)),
                 "reason": cert.get("reason", ""),
                 "units": units,

@@ -53,7 +53,9 @@ from ax_chaining.ax.metadata import (
     recorded,
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
+from ax_chaining.certification import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import type_error
+from ax_chaining.posterior import num_training_points
 
 _EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
 #: Trials whose arms are not evaluated and do not count as used.
@@ -283,6 +285,11 @@ class _SpecNode:
         args = dict(args)
         spec = object_from_json(args.pop("candidate_spec"), **registries)
         stop_rule = object_from_json(args.pop("stop_rule", None), **registries)
+        # Absent in snapshots from before the option: every step, as then.
+        schedule = EVERY_STEP
+        if "certificate_schedule" in args:
+            raw = args.pop("certificate_schedule")
+            schedule = object_from_json(raw, **registries)
         node = generation_node_from_json(generation_node_json=args, **registries)
         kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
         if cls is not UniformCandidateNode:  # its generator is itself
@@ -291,6 +298,7 @@ class _SpecNode:
             kwargs["previous_node_name"] = args.get("previous_node_name")
         if cls is CandidateSetNode:
             kwargs["stop_rule"] = stop_rule
+            kwargs["certificate_schedule"] = schedule
         return {**kwargs, "candidate_spec": spec}
 
 
@@ -395,8 +403,10 @@ class CandidateSetNode(_SpecNode, GenerationNode):
     """A ``GenerationNode`` that optimizes any BoTorch acquisition function over a
     finite candidate set and records the step (:mod:`ax_chaining.ax.metadata`),
     built by :func:`~ax_chaining.ax.strategies.candidate_set_node`:
-    ``GenerationNode``'s arguments, the spec, and optionally a stopping rule
-    checked before each generation."""
+    ``GenerationNode``'s arguments, the spec, optionally a stopping rule
+    checked before each generation, and the schedule of the certificate's
+    checks (``certificate_schedule``: every step by default; None records no
+    certificate)."""
 
     def __init__(
         self,
@@ -405,11 +415,13 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         candidate_spec: CandidateSetSpec,
         transition_criteria: Sequence[TransitionCriterion] | None = None,
         stop_rule: RegretBoundCriterion | None = None,
+        certificate_schedule: CheckSchedule | None = EVERY_STEP,
         **kwargs: Any,
     ) -> None:
         super().__init__(name, generator_specs, transition_criteria, **kwargs)
         self.candidate_spec = candidate_spec
         self.stop_rule = stop_rule
+        self.certificate_schedule = certificate_schedule
 
     def gen(  # type: ignore[override]
         self, *, experiment: Experiment, skip_fit: bool = False, **kwargs: Any
@@ -513,10 +525,19 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             meta["rows"] = [
                 {"row": i, **self._metadata[i]} for i in picked if i is not None
             ]
-        if not evaluated.any():
+        schedule = self.certificate_schedule
+        # A step that is not a declared check records no certificate, so that
+        # delta is spent on the checks alone (ax_chaining.certification).
+        if (
+            not evaluated.any()
+            or schedule is None
+            or schedule.index(num_training_points(acqf.model) or 0) is None
+        ):
             return meta
         scale = objective_scale(adapter, experiment, weights)
-        cert = certificate_record(acquisition, torch.as_tensor(evaluated), scale)
+        cert = certificate_record(
+            acquisition, torch.as_tensor(evaluated), scale, schedule=schedule
+        )
         cert["parameters"] = dict(self._rows[int(cert["index"])])
         meta["certificate"] = cert
         return meta

@@ -34,6 +34,7 @@ from ax_chaining.ax.stopping import (
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
+from ax_chaining.certification import CheckSchedule
 from ax_chaining.checks import check_choice, check_int, type_error
 from ax_chaining.kernels import (
     MinMaxKernel,
@@ -132,6 +133,8 @@ def _node_to_dict(node: Any) -> dict[str, Any]:
     extra = {"candidate_spec": node.candidate_spec}
     if getattr(node, "stop_rule", None) is not None:
         extra["stop_rule"] = node.stop_rule
+    if isinstance(node, CandidateSetNode):
+        extra["certificate_schedule"] = node.certificate_schedule
     return {**generation_node_to_dict(node), **extra}
 
 
@@ -157,7 +160,7 @@ def register_storage() -> None:
         RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
     }
     CORE_ENCODER_REGISTRY.update(encoders)
-    for cls in (CandidateSetSpec, *encoders):
+    for cls in (CandidateSetSpec, CheckSchedule, *encoders):
         CORE_DECODER_REGISTRY[cls.__name__] = cls
 
 

@@ -30,6 +30,7 @@ from ax_chaining.ax.nodes import (
     takes_candidates,
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
+from ax_chaining.certification import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import (
     check_choice,
     check_delta,
@@ -92,6 +93,7 @@ def candidate_set_node(
     torch_device: str | torch.device | None = None,
     transition_criteria: Sequence[TransitionCriterion] | None = None,
     stop_tolerance: float | None = None,
+    certificate_schedule: CheckSchedule | None = EVERY_STEP,
 ) -> CandidateSetNode:
     """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
 
@@ -112,6 +114,13 @@ def candidate_set_node(
         stop_tolerance: Stop (:class:`~ax_chaining.ax.stopping.CertifiedStop`)
             once the current certified regret bound, in the objective's units,
             is at most this.
+        certificate_schedule: The steps at which the certificate is checked
+            and recorded, delta being spent on those alone
+            (:class:`~ax_chaining.certification.CheckSchedule`; default every
+            step; e.g. ``CheckSchedule("geometric", start=10)`` checks after
+            10, 20, 40, ... observations, each with a larger share). None
+            records no certificate (no stopping on it; a step then costs the
+            acquisition alone).
 
     Example:
         >>> node = candidate_set_node(ChainingUCB, {"delta": 0.1})
@@ -140,8 +149,19 @@ def candidate_set_node(
     spec = candidate_spec or CandidateSetSpec(seed=None)
     if (items := _num_items(surrogate_spec)) is not None:
         spec.num_items = items
+    if certificate_schedule is not None and not isinstance(
+        certificate_schedule, CheckSchedule
+    ):
+        raise type_error(
+            "certificate_schedule", "a CheckSchedule or None", certificate_schedule
+        )
     stop_rule = None
     if stop_tolerance is not None:
+        if certificate_schedule is None:
+            raise ValueError(
+                "`stop_tolerance` stops on the recorded certificate, and "
+                "`certificate_schedule=None` records none; pass a CheckSchedule."
+            )
         stop_rule = RegretBoundCriterion(stop_tolerance, transition_to=name)
     return CandidateSetNode(
         name=name,
@@ -149,6 +169,7 @@ def candidate_set_node(
         candidate_spec=spec,
         transition_criteria=transition_criteria,
         stop_rule=stop_rule,
+        certificate_schedule=certificate_schedule,
     )
 
 
