@@ -550,6 +550,7 @@ class ChainingUCB(AcquisitionFunction):
             delta=self.delta,
             tree=step.tree,
             tail=resolve_tail("auto", "loo", num_training_points(self.model)),
+            memory_budget=self.options.memory_budget,
         )["bound"]
         return (bounds * check.scale).to(X).reshape(X.shape[:-2])
 
@@ -643,6 +644,7 @@ class ChainingUCB(AcquisitionFunction):
             tail=tail,
             rule=rule,
             split_delta=split_delta,
+            memory_budget=self.options.memory_budget,
         )
 
     def _certified(self) -> tuple[Tensor, ChainingStep, int]:

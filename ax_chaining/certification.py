@@ -441,7 +441,8 @@ def certify_model(
         calibration: ``"loo"`` (default, for fitted hyperparameters) or
             ``"none"`` (the model's hyperparameters are the true ones).
         alpha: The level of the ``"loo"`` check's tests.
-        memory_budget: Bytes the posterior may take.
+        memory_budget: Bytes the posterior and the certificate's temporaries
+            may take.
 
     Returns:
         A :class:`~ax_chaining.certificate.Certificate`.
@@ -494,6 +495,7 @@ def certify_model(
         tail=tail,
         rule=rule,
         sign=1.0 if maximize else -1.0,
+        memory_budget=memory_budget,
     )
 
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+import textwrap
 from dataclasses import FrozenInstanceError
+from pathlib import Path
 from statistics import NormalDist
 
 import pytest
@@ -19,6 +24,7 @@ from ax_chaining import ChainingUCB, DenseDistance, chaining_covers
 from ax_chaining.certificate import (
     Certificate,
     certificate_bounds,
+    certified_block,
     chaining_bound,
     chaining_tree,
     pairwise_bound,
@@ -278,6 +284,226 @@ def test_bounds_are_nonnegative_and_ordered(n, seed, tail):
     assert bool((union <= pair * (1 + 1e-9) + 1e-12).all())
     assert bool((rad >= act - 1e-9).all())
     assert sig_min >= 0
+
+
+def _posterior(n: int, obs: int = 20, seed: int = 0):
+    """Mean and dense distance of an SE posterior on ``n`` random points."""
+    g = torch.Generator().manual_seed(seed)
+    X = 10.0 * torch.rand(n, 2, generator=g, dtype=DTYPE)
+    K = torch.exp(-0.5 * torch.cdist(X, X).square())
+    o = torch.randperm(n, generator=g)[:obs]
+    A = torch.linalg.solve(K[o][:, o] + 1e-2 * torch.eye(obs, dtype=DTYPE), K[o])
+    mean = A.T @ torch.sin(X[o, 0])
+    return mean, DenseDistance(K - K[:, o] @ A, inplace=True)
+
+
+@pytest.mark.parametrize("tail", ["gaussian", "chernoff"])
+def test_blocks_of_any_size_give_the_same_bounds(tail):
+    """A budget of a few kB (one certified point, a few candidates per block)
+    gives every part bit for bit the bounds of one block."""
+    mean, distance = _posterior(300)
+    res = chaining_covers(distance, t=21)
+    tree = chaining_tree(distance, res.covers, res.eps, res.bounded)
+    idx = torch.arange(0, 300, 2)
+    assert certified_block(300, 80, 2**12) == 1  # the blocks are real
+    for method, links in [("combined", "actual"), ("chaining", "radius")]:
+        kw = {"t": 21, "method": method, "tree": tree, "links": links, "tail": tail}
+        whole = certificate_bounds(mean, distance, idx, **kw)
+        for budget in (2**12, 2**16):
+            blocked = certificate_bounds(
+                mean, distance, idx, memory_budget=budget, **kw
+            )
+            assert blocked.keys() == whole.keys()
+            for part in whole:
+                assert torch.equal(blocked[part], whole[part]), (method, budget, part)
+    # Given rows (float32 here) take the same blocks.
+    dist = distance.rows(idx).sqrt().float()
+    dt = step_delta(DELTA, 21)
+    for fn in (union_bound, pairwise_bound):
+        whole = fn(mean, dist, idx, dt, tail)
+        assert torch.equal(fn(mean, dist, idx, dt, tail, memory_budget=2**12), whole)
+    with pytest.raises(ValueError, match="`memory_budget` must be a positive int"):
+        certificate_bounds(mean, distance, idx, t=21, tree=tree, memory_budget=0)
+    with pytest.raises(TypeError, match="`memory_budget` must be an int"):
+        union_bound(mean, dist, idx, dt, memory_budget=1e6)
+
+
+def test_blocks_give_the_same_bounds_on_the_low_rank_route():
+    # Rows of d computed by matrix products (the low-rank route) come in the
+    # distance's batches whatever the budget, so they round the same.
+    from ax_chaining.posterior import candidate_posterior
+
+    g = torch.Generator().manual_seed(1)
+    C = 10.0 * torch.rand(500, 2, generator=g, dtype=DTYPE)
+    obs = torch.randperm(500, generator=g)[:15]
+    model = se_model(C[obs], torch.sin(C[obs, :1]))
+    post = candidate_posterior(model, C, path="low_rank")
+    distance = post.distance
+    assert distance.row_batch > 1
+    res = chaining_covers(distance, t=16)
+    tree = chaining_tree(distance, res.covers, res.eps, res.bounded)
+    idx = torch.arange(0, 500, 3)
+    whole = certificate_bounds(post.mean, distance, idx, t=16, tree=tree)
+    for budget in (1, 2**16):
+        blocked = certificate_bounds(
+            post.mean, distance, idx, t=16, tree=tree, memory_budget=budget
+        )
+        assert all(torch.equal(blocked[k], whole[k]) for k in whole), budget
+
+
+_PEAK = """
+import json
+import torch
+torch.set_num_threads(1)
+from ax_chaining import chaining_covers, chaining_tree, certificate_bounds
+from tests.test_certificate import _posterior
+
+def kib(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key))
+
+def peak_mib(call):
+    # Resident memory above the start of the call, at its peak (VmHWM, reset).
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = kib("VmRSS")
+    out = call()
+    return out, (kib("VmHWM") - before) / 1024
+
+mean, distance = _posterior(3000)
+res = chaining_covers(distance, t=21)
+tree = chaining_tree(distance, res.covers, res.eps, res.bounded)
+index = torch.arange(0, 3000, 3)
+kw = {"t": 21, "tree": tree}
+blocked, blocked_peak = peak_mib(
+    lambda: certificate_bounds(mean, distance, index, memory_budget=BUDGET, **kw)
+)
+default, _ = peak_mib(lambda: certificate_bounds(mean, distance, index, **kw))
+# What the bounds made first before they took blocks: every row of d at once.
+_, rows_peak = peak_mib(lambda: distance.rows(index).sqrt())
+print(json.dumps({
+    "blocked": blocked_peak,
+    "rows": rows_peak,
+    "equal": all(torch.equal(default[k], blocked[k]) for k in default),
+}))
+"""
+
+
+_PEAK_ACQF = """
+import json
+import torch
+torch.set_num_threads(1)
+from ax_chaining import ChainingUCB
+from tests.test_certificate import se_model
+
+def kib(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key))
+
+def peak_mib(call):
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = kib("VmRSS")
+    out = call()
+    return out, (kib("VmHWM") - before) / 1024
+
+g = torch.Generator().manual_seed(0)
+C = 20.0 * torch.rand(3000, 2, generator=g, dtype=torch.float64)
+obs = torch.randperm(3000, generator=g)[:30]
+model = se_model(C[obs], torch.sin(C[obs, :1]))
+small = ChainingUCB(model, C, path="low_rank", memory_budget=BUDGET)
+big = ChainingUCB(model, C, path="low_rank")
+cert, peak = peak_mib(lambda: small.certificate(among="all", calibration="none"))
+reference = big.certificate(among="all", calibration="none")
+_, rows_peak = peak_mib(lambda: torch.ones(3000, 3000, dtype=torch.float64))
+print(json.dumps({
+    "peak": peak,
+    "rows": rows_peak,
+    "equal": cert.index == reference.index and cert.bound == reference.bound,
+}))
+"""
+
+
+def _peak_run(code: str) -> dict:
+    """Run ``code`` in a fresh process where resident memory follows what is
+    live (glibc maps every allocation above 64 kB on its own and gives freed
+    memory back, else memory freed by one call hides the next one's)."""
+    root = Path(__file__).resolve().parents[1]  # imports tests.test_certificate
+    env = {
+        **os.environ,
+        "MALLOC_MMAP_THRESHOLD_": "65536",
+        "MALLOC_TRIM_THRESHOLD_": "0",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=root,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _needs_peak_reset() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pytest.skip("needs Linux's /proc/self/clear_refs to reset the peak")
+
+
+def test_chaining_ucb_certificate_honours_the_acquisitions_memory_budget():
+    """ChainingUCB(memory_budget=8 MiB).certificate(among="all") over 3000
+    candidates: every candidate's row of d at once (what the certificate
+    allocated before it took blocks) is 69 MiB; the call's peak resident memory
+    stays within the acquisition's budget, with the default budget's result."""
+    _needs_peak_reset()
+    budget = 8 * 2**20
+    got = _peak_run(textwrap.dedent(_PEAK_ACQF).replace("BUDGET", str(budget)))
+    assert got["equal"]
+    assert got["rows"] > 4 * budget / 2**20  # the probe sees an N x N at once
+    assert got["peak"] < budget / 2**20
+
+
+def test_certificate_stays_within_its_memory_budget():
+    """1000 certified points of 3000 candidates: their rows of d alone take
+    48 MB (24 MB, and as many for their square roots), which the bounds
+    computed at once before they took blocks; with a 4 MiB budget the call's
+    peak resident memory stays within it, and the bounds are those of the
+    default budget. Measured in a fresh process from the kernel's peak
+    resident memory (VmHWM, reset before each call; torch's CPU allocations
+    are invisible to tracemalloc), which sees the rows when made at once."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pytest.skip("needs Linux's /proc/self/clear_refs to reset the peak")
+    budget = 4 * 2**20
+    code = textwrap.dedent(_PEAK).replace("BUDGET", str(budget))
+    root = Path(__file__).resolve().parents[1]  # imports tests.test_certificate
+    # glibc's malloc then maps every allocation above 64 kB on its own and
+    # gives freed memory back, so the resident memory follows what is live
+    # (else memory freed by one call hides the next one's allocations).
+    env = {
+        **os.environ,
+        "MALLOC_MMAP_THRESHOLD_": "65536",
+        "MALLOC_TRIM_THRESHOLD_": "0",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=root,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["equal"]
+    assert got["rows"] > 4 * budget / 2**20  # the probe sees the rows at once
+    assert got["blocked"] < budget / 2**20
 
 
 # ---------------------------------------------------------------- BoTorch API
@@ -547,3 +773,42 @@ def test_minimization_and_transforms(small_problem):
     cert = ChainingUCB(scaled, C * 10.0).certificate(calibration="none")
     assert sorted(cert.certified) == sorted(idx.tolist())
     assert math.isfinite(cert.bound) and cert.bound > 0
+
+
+def test_benchmark_limit_small(tmp_path, capsys):
+    """``limit --small``: the 30 x 30 grid, seed 0, 2,000 joint samples; the
+    union bound beside the Monte Carlo quantile of the regret at three shares
+    of delta, and ``--table`` of the line."""
+    from ax_chaining.certification import CheckSchedule
+    from benchmarks.__main__ import main
+
+    assert main(["limit", "--small"]) == 0
+    out = capsys.readouterr().out
+    (r,) = [json.loads(line) for line in out.splitlines()]
+    assert (r["problem"], r["seed"], r["samples"], r["obs"]) == ("grid", 0, 2000, 35)
+    shares = r["shares"]
+    geometric = CheckSchedule("geometric", start=10)
+    assert shares == {
+        "per_step": 0.05,
+        "every_step": pytest.approx(step_delta(0.05, 36)),
+        "geometric": pytest.approx(geometric.share(0.05, geometric.next_check(35))),
+    }
+    q, b = r["mc_quantile"], r["union_bound"]
+    # Smaller shares, higher levels: larger quantiles and bounds.
+    assert q["per_step"] <= q["geometric"] <= q["every_step"]
+    assert b["per_step"] <= b["geometric"] <= b["every_step"]
+    # Only the per-step level has 100 samples beyond it; there the bound
+    # (valid under the model) is above the quantile.
+    assert r["mc_reliable"] == {
+        "per_step": True,
+        "geometric": False,
+        "every_step": False,
+    }
+    assert b["per_step"] >= q["per_step"] > 0
+    assert 0 <= r["true_regret"] <= r["f_range"]
+    path = tmp_path / "limit.jsonl"
+    path.write_text(out)
+    assert main(["limit", "--table", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("| problem | seed | obs | MC quantile @ delta |")
+    assert f"| grid | 0 | 35 | {q['per_step']:.4g} | {b['per_step']:.4g} |" in table
