@@ -1,7 +1,9 @@
 """The one place for argument checks: each error names the argument, what it got
-and what it expected. Also the two index helpers every layer shares: a mask or
+and what it expected. Also the index helpers every layer shares: a mask or
 indices as sorted indices (:func:`as_index`), and points matched to the rows of
-a table (:func:`match_rows`). Imports torch and numpy only (pandas on demand).
+a table (:func:`match_rows`; a table split in parts, as sharded candidates are,
+matches with its two halves :func:`nearest_rows` and :func:`match_tolerance`).
+Imports torch and numpy only (pandas on demand).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ __all__ = [
     "check_matrix",
     "check_records",
     "match_rows",
+    "match_tolerance",
+    "nearest_rows",
     "type_error",
 ]
 
@@ -120,29 +124,53 @@ def as_index(
     return torch.unique(value)  # sorted
 
 
+def nearest_rows(X: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """For each row of ``X``, the Euclidean distance to the nearest row of
+    ``rows`` (at least one) and that row's index (the first among ties).
+
+    Compared in ``rows``' dtype, exactly (no matrix-product shortcut), a block
+    of 4096 points at a time: the comparison of :func:`match_rows`, which
+    each part of a table split in parts makes on its own rows.
+    """
+    X = X.detach().reshape(-1, rows.shape[-1]).to(rows)
+    parts = [
+        torch.cdist(
+            X[start : start + 4096], rows, compute_mode="donot_use_mm_for_euclid_dist"
+        ).min(dim=-1)
+        for start in range(0, X.shape[0], 4096)
+    ]
+    if not parts:
+        empty = X.new_empty(0)
+        return empty, empty.long()
+    dist = torch.cat([p.values for p in parts])
+    index = torch.cat([p.indices for p in parts])
+    return dist, index
+
+
+def match_tolerance(scale: float, rtol: float = 1e-9) -> float:
+    """The distance within which :func:`match_rows` takes a point for a row of
+    a table whose largest absolute entry is ``scale``: ``rtol * (1 + scale)``
+    (float round-off of the same point)."""
+    return rtol * (1.0 + float(scale))
+
+
 def match_rows(X: Tensor, rows: Tensor, rtol: float = 1e-9) -> Tensor:
     """For each row of ``X``, the index of an equal row of ``rows``, or -1.
 
-    Rows are equal within ``rtol * (1 + max |rows|)`` in Euclidean distance
-    (float round-off of the same point). Compared in ``rows``' dtype, a block
-    of 4096 points at a time.
+    Rows are equal within :func:`match_tolerance` (``rtol * (1 + max |rows|)``)
+    in Euclidean distance (float round-off of the same point); the nearest row
+    is taken (:func:`nearest_rows`).
 
     Example:
         >>> match_rows(torch.tensor([[1.0], [5.0]]), torch.tensor([[0.0], [1.0]]))
         tensor([ 1, -1])
     """
-    X = X.detach().reshape(-1, rows.shape[-1]).to(rows)
-    out = torch.full((X.shape[0],), -1, dtype=torch.long, device=rows.device)
     if rows.shape[0] == 0:
-        return out
-    tol = rtol * (1.0 + float(rows.abs().max()))
-    for start in range(0, X.shape[0], 4096):
-        d = torch.cdist(
-            X[start : start + 4096], rows, compute_mode="donot_use_mm_for_euclid_dist"
-        )
-        val, arg = d.min(dim=-1)
-        out[start : start + 4096] = torch.where(val <= tol, arg, -1)
-    return out
+        n = X.reshape(-1, rows.shape[-1]).shape[0]
+        return torch.full((n,), -1, dtype=torch.long, device=rows.device)
+    dist, index = nearest_rows(X, rows)
+    tol = match_tolerance(float(rows.abs().max()), rtol)
+    return torch.where(dist <= tol, index, -1)
 
 
 def check_records(name: str, value: Any) -> list[dict[str, bool | int | float | str]]:

@@ -90,18 +90,19 @@ def morgan_fingerprints(
         A ``len(smiles) x n_bits`` ``torch.uint8`` tensor of 0/1.
 
     Raises:
-        ValueError: Empty input, a non-positive ``radius`` / ``n_bits``, or a
-            SMILES string rdkit cannot parse (its index is given).
+        ValueError: Empty input, a negative ``radius``, a non-positive
+            ``n_bits``, or a SMILES string rdkit cannot parse (its index is
+            given).
+        TypeError: ``smiles`` is a str, or ``radius`` / ``n_bits`` not an int.
         ImportError: rdkit is not installed.
     """
     if isinstance(smiles, str):
-        raise TypeError("`smiles` must be a sequence of SMILES strings, got a str.")
+        raise type_error("smiles", "a sequence of SMILES strings", smiles)
     smiles = list(smiles)
     if not smiles:
         raise ValueError("`smiles` is empty.")
-    for arg, value, low in (("radius", radius, 0), ("n_bits", n_bits, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"`{arg}` must be an integer >= {low}, got {value!r}.")
+    radius = check_int("radius", radius, 0)
+    n_bits = check_int("n_bits", n_bits, 1)
     Chem, RDLogger, rdFingerprintGenerator = _rdkit_modules()
     generator = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
     out = torch.zeros(len(smiles), n_bits, dtype=torch.uint8)
@@ -151,7 +152,7 @@ def tanimoto_gram(fingerprints: Tensor, other: Tensor | None = None) -> Tensor:
 
 def _binary(arg: str, x: Tensor) -> Tensor:
     if not isinstance(x, Tensor):
-        raise TypeError(f"`{arg}` must be a torch.Tensor, got {type(x).__name__}.")
+        raise type_error(arg, "a torch.Tensor", x)
     if x.dim() != 2 or x.shape[0] == 0 or x.shape[1] == 0:
         raise ValueError(
             f"`{arg}` must be a non-empty 2-D tensor, got {tuple(x.shape)}."

@@ -79,8 +79,12 @@ def test_morgan_rejects_bad_input():
         morgan_fingerprints([])
     with pytest.raises(TypeError, match="sequence"):
         morgan_fingerprints("CCO")
-    with pytest.raises(ValueError, match="n_bits"):
+    with pytest.raises(ValueError, match="`n_bits` must be a positive int, got 0"):
         morgan_fingerprints(["CCO"], n_bits=0)
+    with pytest.raises(ValueError, match="`radius` must be >= 0, got -1"):
+        morgan_fingerprints(["CCO"], radius=-1)
+    with pytest.raises(TypeError, match="`radius` must be an int, got float"):
+        morgan_fingerprints(["CCO"], radius=2.0)
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,10 @@ def test_unknown_names():
         harness.get_method("ei", harness.FULL_CONFIG)
     with pytest.raises(ValueError, match="init_trials"):
         harness.HarnessConfig(num_trials=3, init_trials=3)
+    with pytest.raises(ValueError, match=r"`delta` must be in \(0, 1\), got 1.5"):
+        harness.HarnessConfig(delta=1.5)
+    with pytest.raises(TypeError, match="`delta` must be a float, got str"):
+        harness.HarnessConfig(delta="0.1")
 
 
 def test_cli_harness_small_end_to_end(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 
 import networkx as nx
@@ -11,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from ax_chaining.benchmark import problems as P
 from ax_chaining.benchmark.problems import (
+    JITTERS,
     DiscreteProblem,
     fit_isotropic_se_lengthscale,
     fixed_se_kernel,
@@ -60,7 +61,7 @@ def test_se_problem_basic(tmp_path) -> None:
     assert p.X.min() < 1 and p.X.max() > 19
     assert not p.learn_hyperparameters
     assert p.info["n"] == 300 and p.info["seed"] == 0
-    assert p.info["jitter"] in P._JITTERS
+    assert p.info["jitter"] in JITTERS
     # the true kernel: exp(-d^2 / 2), fixed hyperparameters
     k = p.covar_module
     assert k is not None
@@ -103,20 +104,22 @@ def test_se_sample_has_the_prior_covariance() -> None:
     assert abs(np.mean(far)) < 0.05
 
 
-def test_se_cache_roundtrip(tmp_path, monkeypatch) -> None:
+def test_se_cache_roundtrip(tmp_path) -> None:
     p1 = se_problem(n=150, seed=1, cache_dir=tmp_path)
-    files = list(tmp_path.glob("*.pt"))
-    assert len(files) == 1 and "n150" in files[0].name and "seed1" in files[0].name
-
-    def _fail(*args, **kwargs):
-        raise AssertionError("should have loaded from the cache")
-
-    monkeypatch.setattr(P, "_sample_se", _fail)
+    (path,) = tmp_path.glob("*.pt")
+    assert "n150" in path.name and "seed1" in path.name
+    # A sample that is not loaded is written again (see the corrupt-cache
+    # test): an old stamp and the same bytes after the call mean it was read.
+    os.utime(path, ns=(10**9, 10**9))
+    data = path.read_bytes()
     p2 = se_problem(n=150, seed=1, cache_dir=tmp_path)
     _assert_same(p1, p2)
+    assert path.stat().st_mtime_ns == 10**9 and path.read_bytes() == data
     # another (n, seed) is not served from this cache entry
-    with pytest.raises(AssertionError, match="cache"):
-        se_problem(n=150, seed=2, cache_dir=tmp_path)
+    p3 = se_problem(n=150, seed=2, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.pt"))) == 2
+    assert p3.info["seed"] == 2 and not torch.equal(p3.f, p1.f)
+    assert path.stat().st_mtime_ns == 10**9
 
 
 @pytest.mark.parametrize(
@@ -152,11 +155,19 @@ def test_se_cache_dir_from_env_and_disabled(tmp_path, monkeypatch) -> None:
     assert len(list((tmp_path / "env_cache").glob("*.pt"))) == 1
 
 
-@pytest.mark.parametrize(("n", "seed"), [(0, 0), (10, -1), (2.5, 0)])
-def test_bad_n_seed(n, seed) -> None:
-    with pytest.raises(ValueError, match="`n`|`seed`"):
+@pytest.mark.parametrize(
+    ("n", "seed", "error", "match"),
+    [
+        (0, 0, ValueError, "`n` must be a positive int, got 0"),
+        (10, -1, ValueError, "`seed` must be >= 0, got -1"),
+        (2.5, 0, TypeError, "`n` must be an int, got float"),
+        (10, True, TypeError, "`seed` must be an int, got bool"),
+    ],
+)
+def test_bad_n_seed(n, seed, error, match) -> None:
+    with pytest.raises(error, match=match):
         se_problem(n=n, seed=seed, use_cache=False)
-    with pytest.raises(ValueError, match="`n`|`seed`"):
+    with pytest.raises(error, match=match):
         himmelblau_problem(n=n, seed=seed)
 
 
@@ -207,7 +218,7 @@ def test_himmelblau_maxima_where_documented() -> None:
     def neg(v):
         return -himmelblau_objective(torch.tensor(v, dtype=torch.float64)).item()
 
-    documented = P.himmelblau_problem(n=1).info["continuous_local_maxima"]
+    documented = himmelblau_problem(n=1).info["continuous_local_maxima"]
     starts = [[3, 2], [3.58, -1.85], [-2.81, 3.13], [-3.78, -3.28]]
     for start, (x, y, value) in zip(starts, documented, strict=True):
         res = minimize(neg, start, method="BFGS", options={"gtol": 1e-10})
@@ -394,7 +405,7 @@ def test_toy_1d_problem() -> None:
     p = toy_1d_problem(n=200, seed=0)
     _assert_basic(p, 200, 1)
     assert torch.equal(p.X[:, 0], torch.linspace(0, 1, 200, dtype=torch.float64))
-    assert p.info["jitter"] in P._JITTERS
+    assert p.info["jitter"] in JITTERS
     assert p.covar_module is not None
     _assert_same(p, toy_1d_problem(n=200, seed=0))
     assert not torch.equal(p.f, toy_1d_problem(n=200, seed=1).f)

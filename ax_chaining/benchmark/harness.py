@@ -61,7 +61,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ax_chaining.checks import check_int
+from ax_chaining.checks import check_choice, check_delta, check_int
 
 __all__ = [
     "FULL_CONFIG",
@@ -130,8 +130,7 @@ class HarnessConfig:
                 f"`init_trials` ({self.init_trials}) must be below `num_trials` "
                 f"({self.num_trials})."
             )
-        if not 0 < self.delta < 1:
-            raise ValueError(f"`delta` must be in (0, 1), got {self.delta!r}.")
+        check_delta(self.delta)
 
     def key(self) -> dict[str, Any]:
         """What a stored record must match to be reused."""
@@ -228,10 +227,7 @@ def expected_best_of_uniform(values: Sequence[float], draws: int = 5) -> float:
 
 def get_problem(name: str, num_trials: int) -> Any:
     """The Ax ``BenchmarkProblem`` called ``name`` (see :data:`PROBLEMS`)."""
-    if name not in _GRIDS:
-        raise ValueError(
-            f"unknown problem {name!r}; choose from {', '.join(PROBLEMS)}."
-        )
+    check_choice("name", name, PROBLEMS)
     if _GRIDS[name] is None:
         from ax.benchmark.problems.registry import get_benchmark_problem
 
@@ -243,8 +239,7 @@ def get_method(name: str, config: HarnessConfig) -> Any:
     """The Ax ``BenchmarkMethod`` called ``name`` (see :data:`METHODS`)."""
     from ax.benchmark.benchmark_method import BenchmarkMethod
 
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}.")
+    check_choice("name", name, METHODS)
     if name == "sobol":
         from ax.benchmark.methods.sobol import get_sobol_generation_strategy
 

@@ -36,6 +36,7 @@ from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from torch import Tensor
 
 from ax_chaining.benchmark.io import write_atomic
+from ax_chaining.checks import check_int
 from ax_chaining.kernels import PrecomputedKernel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "DEFAULT_NOISE_STD",
     "DiscreteProblem",
+    "JITTERS",
     "fit_isotropic_se_lengthscale",
     "fixed_se_kernel",
     "graph_problem",
@@ -60,8 +62,22 @@ DEFAULT_NOISE_STD = 0.05
 r"""Observation noise standard deviation used in every experiment of the paper."""
 
 _DTYPE = torch.float64
-# Absolute jitters tried in turn (prior variance 1) until the Cholesky succeeds.
-_JITTERS = (0.0, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
+
+JITTERS: tuple[float, ...] = (
+    0.0,
+    1e-12,
+    1e-11,
+    1e-10,
+    1e-9,
+    1e-8,
+    1e-7,
+    1e-6,
+    1e-5,
+    1e-4,
+)
+r"""Absolute jitters added to the prior Gram matrix (variance 1), tried in turn
+until its Cholesky factorization succeeds; the one used is ``info["jitter"]``
+of the GP-sample problems."""
 _SE_CACHE_VERSION = 1
 _SE_SIDE = 20.0
 _HIMMELBLAU_SCALE = 100.0
@@ -273,7 +289,7 @@ def _cholesky_sample(K: Tensor, z: Tensor) -> tuple[Tensor, float]:
     is ``K`` plus one Cholesky factor.
     """
     diag = K.diagonal().clone()
-    for jitter in _JITTERS:
+    for jitter in JITTERS:
         K.diagonal().copy_(diag + jitter)
         L, info = torch.linalg.cholesky_ex(K)
         if int(info) == 0:
@@ -283,7 +299,7 @@ def _cholesky_sample(K: Tensor, z: Tensor) -> tuple[Tensor, float]:
                 return f, jitter
         del L
     raise RuntimeError(  # pragma: no cover - SE Gram with jitter 1e-4 is PD
-        f"Cholesky failed for all jitters up to {_JITTERS[-1]}."
+        f"Cholesky failed for all jitters up to {JITTERS[-1]}."
     )
 
 
@@ -380,7 +396,7 @@ def se_problem(
 
     obtained as :math:`f = L z` where :math:`L L^\top = K + \delta I` is the
     float64 Cholesky factor with the smallest jitter :math:`\delta` in
-    ``(0, 1e-12, 1e-11, ..., 1e-4)`` that succeeds (recorded in
+    :data:`JITTERS` (``0, 1e-12, 1e-11, ..., 1e-4``) that succeeds (recorded in
     ``info["jitter"]``; ``1e-12`` for ``n = 10^4``, seed 0). Building it costs
     ``O(n^3)`` time and about ``2 n^2`` float64 entries of memory (1.6 GB for
     ``n = 10^4``), so the result is cached on disk as
@@ -405,7 +421,7 @@ def se_problem(
         >>> problem.X.shape, problem.f.shape
         (torch.Size([200, 2]), torch.Size([200]))
     """
-    n, seed = _check_n_seed(n, seed, min_n=1)
+    n, seed = check_int("n", n, 1), check_int("seed", seed, 0)
     loaded = None
     path = None
     if use_cache:
@@ -524,7 +540,7 @@ def himmelblau_problem(n: int = 10_000, seed: int = 0) -> DiscreteProblem:
         >>> problem = himmelblau_problem(n=1000, seed=0)
         >>> kernel = problem.get_covar_module(n_subset=200, seed=0)
     """
-    n, seed = _check_n_seed(n, seed, min_n=1)
+    n, seed = check_int("n", n, 1), check_int("seed", seed, 0)
     gen = torch.Generator().manual_seed(seed)
     b = _HIMMELBLAU_BOUND
     X = -b + 2 * b * torch.rand(n, 2, generator=gen, dtype=_DTYPE)
@@ -766,7 +782,7 @@ def graph_problem(
     """
     import networkx as nx
 
-    n, seed = _check_n_seed(n, seed, min_n=1)
+    n, seed = check_int("n", n, 1), check_int("seed", seed, 0)
     if not 2 <= min_nodes <= max_nodes:
         raise ValueError(
             "Expected 2 <= `min_nodes` <= `max_nodes`, got "
@@ -870,7 +886,7 @@ def toy_1d_problem(
         >>> problem.X.shape
         torch.Size([200, 1])
     """
-    n, seed = _check_n_seed(n, seed, min_n=2)
+    n, seed = check_int("n", n, 2), check_int("seed", seed, 0)
     if not lengthscale > 0:
         raise ValueError(f"`lengthscale` must be positive, got {lengthscale}.")
     gen = torch.Generator().manual_seed(seed)
@@ -899,11 +915,3 @@ def toy_1d_problem(
         learn_hyperparameters=False,
         info=info,
     )
-
-
-def _check_n_seed(n: int, seed: int, min_n: int) -> tuple[int, int]:
-    if isinstance(n, bool) or int(n) != n or n < min_n:
-        raise ValueError(f"`n` must be an integer >= {min_n}, got {n!r}.")
-    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}.")
-    return int(n), int(seed)
