@@ -31,7 +31,6 @@ from ax_chaining.distributed import (  # noqa: E402
     ShardLostError,
     shard_bounds,
 )
-from ax_chaining.distributed._traversal import sharded_farthest_first  # noqa: E402
 
 DTYPE = torch.float64
 
@@ -133,31 +132,36 @@ def test_in_process_step_equals_one_machine(shards):
     [(1, 150, 2), (2, 300, 3), (3, 400, 2), (5, 700, 4), (8, 2048, 3), (32, 900, 2)],
 )
 def test_traversal_equals_farthest_first_order(batch, max_size, shards):
-    # The pool's seeded sample, the picks and breaks: the same order and radii
-    # as farthest_first_order on the same rows, for any batch and shards.
+    # The pool's seeded sample, the picks and breaks: the covers of the
+    # sharded step are the prefixes of farthest_first_order on one machine's
+    # rows (same start, batch, size cap and last radius), for any batch and
+    # shards. sigma_floor sets the last radius (0.02 to 0.64 here).
     model, C = se_problem(12_000, seed=batch)
-    post = candidate_posterior(model, C, path="low_rank")
-    distance = post.distance
+    sharded = ShardedCandidates(None, C, workers=["w"] * shards, batch_size=batch)
+    floor = 0.02 * batch
+    acqf = ChainingUCB(model, sharded, max_cover_size=max_size, sigma_floor=floor)
+    res = acqf.chaining
+    distance = candidate_posterior(model, C, path="low_rank").distance
     start = int(torch.argmin(distance.variance))
-    stop = 0.02 * batch
     order, radii = farthest_first_order(
-        distance.rows, C.shape[0], start, max_size, stop, batch_size=batch
-    )
-    sharded = ShardedCandidates(None, C, workers=["w"] * shards)
-    acqf = ChainingUCB(model, sharded, max_cover_size=8)
-    step = acqf._current()
-    left = acqf._left_of(step, [start])
-    got_order, got_radii = sharded_farthest_first(
-        sharded,
-        step.factors.step,
+        distance.rows,
         C.shape[0],
-        left,
+        start,
         max_size,
-        stop,
+        float(res.eps[-1]),
         batch_size=batch,
     )
-    assert torch.equal(got_order, order)
-    assert torch.equal(got_radii, radii)
+    # The deepest cover is the whole traversal (it stops at the last radius or
+    # at the cap); each level is the shortest prefix within its radius, or
+    # the whole traversal, bounded, where none is (farthest_first_order's rule).
+    assert torch.equal(res.covers[-1], order)
+    for eps, cover, bounded in zip(res.eps, res.covers, res.bounded, strict=True):
+        within = (radii <= eps).nonzero()
+        size = int(within[0]) + 1 if within.numel() else order.numel()
+        assert torch.equal(cover, order[:size])
+        assert bool(bounded) == (within.numel() == 0)
+    assert res.cover_method == "farthest_first"
+    assert acqf.step_info["round_trips"] > 0
 
 
 def test_transforms_matern_minimize_and_flip():
@@ -369,8 +373,7 @@ def test_cluster_step_equals_one_machine(client, backend):
     assert got.index == one.index and got.bound == pytest.approx(one.bound, rel=2e-6)
     # Only small messages came back: the largest reply is a chunk of rows at a
     # pool (16 x 64 floats) or a few points' left data, not O(N).
-    info = acqf._current().info
-    assert info["largest_reply"] < 40_000
+    assert acqf.step_info["largest_reply"] < 40_000
     stats = acqf.shard_stats()
     assert [s["rows"] for s in stats] == [8192, 12_000 - 8192]
     sharded.close()
@@ -518,6 +521,7 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
     import logging
 
     from ax.api.client import Client
+    from distributed import Future
 
     from ax_chaining.ax import (
         candidate_index_parameter,
@@ -550,14 +554,20 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
     trials = gs.experiment.trials
     assert len(trials) == 6
     assert all(t.status.is_completed for t in trials.values())
-    spans = [runner._futures[i].result() for i in sorted(trials)]
+    # Each trial's task, by the key the runner records in the trial's run
+    # metadata (as DaskMetric reads it): its start and end times.
+    spans = [
+        Future(trials[i].run_metadata["dask_key"], client=client).result()
+        for i in sorted(trials)
+    ]
     overlap = any(
         a["start"] < b["end"] and b["start"] < a["end"]
         for k, a in enumerate(spans)
         for b in spans[k + 1 :]
     )
     assert overlap  # trials ran at the same time on the two workers
-    nodes = [t.generator_runs[0]._generation_node_name for t in trials.values()]
+    summary = ax_client.summarize().sort_values("trial_index")
+    nodes = summary["generation_node"].tolist()
     assert nodes == ["UniformCandidates"] * 4 + ["Chaining-UCB"] * 2
     data = gs.experiment.lookup_data().df
     for i, t in trials.items():

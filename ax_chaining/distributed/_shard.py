@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from ax_chaining.certificate import _tail_sum
-from ax_chaining.checks import match_rows
+from ax_chaining.checks import match_rows, nearest_rows
 from ax_chaining.distances import (
     _column_square_sums,
     column_blocks,
@@ -602,11 +602,10 @@ class Shard:
 
     def nearest(self, X: Tensor) -> tuple[Tensor, Tensor]:
         """For each row of ``X``, the distance to the nearest candidate of the
-        shard and its global index (as ``match_rows``)."""
-        X = X.reshape(-1, self.Z.shape[-1]).to(self.Z)
-        d = torch.cdist(X, self.Z, compute_mode="donot_use_mm_for_euclid_dist")
-        val, arg = d.min(dim=-1)
-        return val, arg + self.start
+        shard and its global index (:func:`~ax_chaining.checks.nearest_rows`
+        on the shard's rows)."""
+        dist, index = nearest_rows(X, self.Z)
+        return dist, index + self.start
 
     # ----------------------------------------------------------- certificate
     def cert_rows(

@@ -30,8 +30,16 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate import Tail, TailLaw, solve_tail_budget, upper_quantile
+from ax_chaining.certificate import (
+    UNION_PAIR_BYTES,
+    Tail,
+    TailLaw,
+    certified_block,
+    solve_tail_budget,
+    upper_quantile,
+)
 from ax_chaining.covers import _POOL_RATIO2
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.distributed._shard import Left
 
 __all__ = ["ShardCalls", "sharded_farthest_first", "sharded_union_bound"]
@@ -251,16 +259,19 @@ def sharded_union_bound(
     scale: float = 1.0,
     sign: float = 1.0,
     method: str = "union",
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> Tensor:
     r""":func:`~ax_chaining.certificate.union_bound` (or ``pairwise_bound``)
     of the points ``lefts`` over sharded candidates.
 
-    The same row blocks, bracket and bisection as one machine; each tail sum
-    is the sum of the shards' sums (a different order of addition than one
-    machine's: the bound agrees to the bisection's relative tolerance
-    ``rtol``, and exactly unless a sum falls within round-off of
-    ``delta_t``). ``mean_rows`` are the certified points' means (objective
-    units, divided by ``scale``).
+    The same bracket and per-point bisection as one machine, a block of
+    points at a time (as many as the largest shard's rows of them hold within
+    ``memory_budget``, :func:`~ax_chaining.certificate.certified_block`: each
+    worker's share); each tail sum is the sum of the shards' sums (a
+    different order of addition than one machine's: the bound agrees to the
+    bisection's relative tolerance ``rtol``, and exactly unless a sum falls
+    within round-off of ``delta_t``). ``mean_rows`` are the certified points'
+    means (objective units, divided by ``scale``).
 
     Returns:
         ``m`` bounds (float64, at least 0), in the units of ``mean_rows``.
@@ -268,7 +279,10 @@ def sharded_union_bound(
     m = len(lefts.index)
     out = torch.empty(m, dtype=torch.float64)
     z = None if n == 1 else upper_quantile(delta_t / (n - 1), tail)
-    step_rows = max(1, 2**22 // max(1, n))
+    # Every block costs round trips: as many points as the budget allows.
+    step_rows = certified_block(
+        max(calls.sizes), UNION_PAIR_BYTES, memory_budget, largest=None
+    )
     for first in range(0, m, step_rows):
         block = list(range(first, min(m, first + step_rows)))
         parts = calls.call(

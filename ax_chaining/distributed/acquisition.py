@@ -27,7 +27,7 @@ import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
@@ -68,7 +68,14 @@ from ax_chaining.chaining import (
     prefix_covers,
     reuse_covers,
 )
-from ax_chaining.checks import as_index, check_choice, check_delta, check_int
+from ax_chaining.checks import (
+    as_index,
+    check_choice,
+    check_delta,
+    check_int,
+    match_tolerance,
+    type_error,
+)
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, MemoryBudgetError, format_bytes
 from ax_chaining.distributed._shard import Left, StepFactors
 from ax_chaining.distributed._traversal import (
@@ -76,7 +83,6 @@ from ax_chaining.distributed._traversal import (
     sharded_farthest_first,
     sharded_union_bound,
 )
-from ax_chaining.distributed.candidates import ShardedCandidates
 from ax_chaining.kernels.precomputed import item_indices
 from ax_chaining.posterior import (
     Path,
@@ -91,7 +97,10 @@ from ax_chaining.posterior import (
     supports_low_rank,
 )
 
-__all__ = ["ShardedChainingUCB", "ShardedStep"]
+if TYPE_CHECKING:  # the candidates import this module (they name its class)
+    from ax_chaining.distributed.candidates import ShardedCandidates
+
+__all__ = ["ShardedChainingUCB", "ShardedStep", "check_sharded"]
 
 _STEPS = itertools.count(1)
 
@@ -169,11 +178,7 @@ class ShardedChainingUCB(ChainingUCB):
         pending_covers: PendingCovers = "rebuild",
     ) -> None:
         AcquisitionFunction.__init__(self, model=model)
-        if not isinstance(candidates, ShardedCandidates):
-            raise TypeError(
-                "`candidates` must be a ShardedCandidates, got "
-                f"{type(candidates).__name__}."
-            )
+        check_sharded("candidates", candidates)
         self.options = ChainingOptions(
             delta=delta,
             scale=scale,
@@ -589,6 +594,7 @@ class ShardedChainingUCB(ChainingUCB):
                 scale=check.scale,
                 sign=sign,
                 method=method,
+                memory_budget=self.options.memory_budget,
             )
             bounds = bounds * check.scale
             pos = recommend(bounds, torch.arange(len(idx)), mean_obj, rule)
@@ -666,6 +672,7 @@ class ShardedChainingUCB(ChainingUCB):
                 tail=law,
                 scale=check.scale,
                 sign=sign,
+                memory_budget=self.options.memory_budget,
             )
 
         bounds = self._retry(run) * check.scale
@@ -673,9 +680,11 @@ class ShardedChainingUCB(ChainingUCB):
 
     def _match(self, X: Tensor, rtol: float = 1e-9) -> Tensor:
         """Global indices of the candidates equal to the rows of ``X``
-        (``match_rows``' rule); raises if one is not a candidate."""
+        (:func:`~ax_chaining.checks.match_rows` over all shards: each shard's
+        nearest row, the nearest of those, the whole set's tolerance); raises
+        if one is not a candidate."""
         parts = self.sharded.call("nearest", (X,))
-        tol = rtol * (1.0 + max(self.sharded.call("max_abs", ())))
+        tol = match_tolerance(max(self.sharded.call("max_abs", ())), rtol)
         vals = torch.stack([p[0] for p in parts])
         args = torch.stack([p[1] for p in parts])
         best = vals.argmin(dim=0)  # first shard among ties: lowest index
@@ -698,6 +707,15 @@ class ShardedChainingUCB(ChainingUCB):
         """The shards' seconds per method since the last call."""
         return self.sharded.shard_stats()
 
+    @property
+    def step_info(self) -> dict[str, Any]:
+        """What the current step's build cost (:attr:`ShardedStep.info`, the
+        step built on first use): ``round_trips`` to the shards, the bytes
+        sent and received and the ``largest_reply``. Only small messages come
+        back: a chunk of rows at a farthest-first pool or a few points' data,
+        never ``N`` values."""
+        return dict(self._current().info)
+
     def __repr__(self) -> str:
         return f"ShardedChainingUCB({self.sharded!r})"
 
@@ -711,5 +729,14 @@ class _SigmaStub:
         self.sigma = torch.tensor([sigma_min], dtype=torch.float64)
 
 
-# ChainingUCB(model, sharded) builds this class (ChainingUCB.__new__ reads it).
-ShardedCandidates.chaining_ucb_class = ShardedChainingUCB
+def check_sharded(name: str, value: Any) -> Any:
+    """``value`` if it is sharded candidates, else the ``TypeError`` naming
+    ``name``: candidates whose type runs ``ChainingUCB``'s step as a
+    :class:`ShardedChainingUCB` (what
+    :class:`~ax_chaining.distributed.ShardedCandidates` declares in its
+    ``chaining_ucb_class``). The check reads that declaration rather than the
+    class itself, which imports this module."""
+    route = getattr(type(value), "chaining_ucb_class", None)
+    if not (isinstance(route, type) and issubclass(route, ShardedChainingUCB)):
+        raise type_error(name, "a ShardedCandidates", value)
+    return value

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -60,8 +60,11 @@ from ax_chaining.ax.metadata import (
 )
 from ax_chaining.ax.nodes import DROPPED, CandidateSetNode, UniformCandidateNode
 from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.checks import check_choice, check_int, type_error
-from ax_chaining.distributed.candidates import ShardedCandidates
+from ax_chaining.checks import check_choice, check_int
+from ax_chaining.distributed.acquisition import check_sharded
+
+if TYPE_CHECKING:  # the candidates import this module (their Ax strategy)
+    from ax_chaining.distributed.candidates import ShardedCandidates
 
 __all__ = [
     "DaskMetric",
@@ -93,9 +96,7 @@ class ShardedCandidateSetAcquisition(Acquisition):
         **kwargs: Any,
     ) -> None:
         options, acqf_options = dict(options or {}), dict(botorch_acqf_options or {})
-        sharded = options.pop("candidates", None)
-        if not isinstance(sharded, ShardedCandidates):
-            raise type_error("candidates", "a ShardedCandidates", sharded)
+        sharded = check_sharded("candidates", options.pop("candidates", None))
         self.sharded = sharded
         self._arm_names = None  # no table: arms keep Ax's names
         self.excluded = [int(i) for i in options.pop("excluded", ())]
@@ -362,8 +363,7 @@ def sharded_candidate_set_strategy(
     """
     from ax_chaining.ax.strategies import _checked_options
 
-    if not isinstance(sharded, ShardedCandidates):
-        raise type_error("candidates", "a ShardedCandidates", sharded)
+    check_sharded("candidates", sharded)
     if not (
         isinstance(botorch_acqf_class, type)
         and issubclass(botorch_acqf_class, ChainingUCB)

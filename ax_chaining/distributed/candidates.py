@@ -34,6 +34,7 @@ from torch import Tensor
 from ax_chaining.checks import check_choice, check_int, type_error
 from ax_chaining.distances import COLUMN_BLOCK
 from ax_chaining.distributed._shard import Left, Shard, StaleShardError, StepFactors
+from ax_chaining.distributed.acquisition import ShardedChainingUCB
 from ax_chaining.kernels.fingerprints import PackedFingerprints
 
 __all__ = ["Backend", "ShardLostError", "ShardedCandidates", "shard_bounds"]
@@ -112,9 +113,12 @@ class ShardedCandidates:
             checked (a call never hangs on a worker that left).
     """
 
-    #: The acquisition function that runs a step on these shards (set by
-    #: :mod:`ax_chaining.distributed.acquisition`); ``ChainingUCB`` reads it.
-    chaining_ucb_class: type | None = None
+    #: The acquisition function that runs a step on these shards:
+    #: ``ChainingUCB(model, sharded)`` builds it (``ChainingUCB.__new__`` reads
+    #: this; the core imports nothing of the distributed package). One way:
+    #: these candidates name their acquisition, which knows them only through
+    #: :func:`~ax_chaining.distributed.acquisition.check_sharded`.
+    chaining_ucb_class: type[ShardedChainingUCB] = ShardedChainingUCB
 
     def __init__(
         self,
@@ -522,6 +526,8 @@ class ShardedCandidates:
         ``candidate_set_strategy(..., candidates=sharded)`` and
         ``chaining_generation_strategy(..., candidates=sharded)`` return):
         :func:`~ax_chaining.distributed.ax.sharded_candidate_set_strategy`."""
+        # Imported here so that `import ax_chaining.distributed` does not load
+        # Ax; the Ax module imports nothing of this one (one way, no circle).
         from ax_chaining.distributed.ax import sharded_candidate_set_strategy
 
         return sharded_candidate_set_strategy(
