@@ -62,6 +62,13 @@ Examples::
     python -m benchmarks speed --help
     python -m benchmarks distributed --small
     python -m benchmarks certificate --small --out results/certificate_small
+    python -m benchmarks validity --small --out results/validity_small
+    python -m benchmarks limit --small
+    python -m benchmarks bonus --small
+    python -m benchmarks screening --small
+
+The ``--small`` presets run in seconds to minutes, and the tests run each of
+them.
 """
 
 from __future__ import annotations

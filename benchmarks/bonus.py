@@ -15,11 +15,16 @@ library, one JSON line with:
 * the candidate each rule would pick, the true value of each, and the rank
   of the library's best molecule under each rule.
 
+``--small`` (seconds, what the tests run): seed 0 and steps 1 and 2 (the
+first two queries) on ``--dataset`` (FreeSolv by default); ``--seeds`` and
+``--steps`` are then ignored.
+
 Example::
 
     python -m benchmarks bonus --dataset freesolv --seeds 0 1 2 \
         --steps 1 10 25 50 > docs/results/molecules/bonus.jsonl
     python -m benchmarks bonus --table docs/results/molecules/bonus.jsonl
+    python -m benchmarks bonus --small
 """
 
 from __future__ import annotations

@@ -16,11 +16,17 @@ molecule libraries with the Tanimoto kernel as in the Ax loops, the 30 x 30
 grid with BoTorch's default GP), the point with the smallest union bound
 among the evaluated ones. One JSON line per (problem, seed).
 
+``--small`` (seconds, what the tests run): the grid only, seed 0, 2,000
+samples (enough for the quantile at ``delta`` itself, not at the smaller
+shares: ``mc_reliable`` says which); ``--problems``, ``--seeds`` and
+``--samples`` are then ignored.
+
 Example::
 
     python -m benchmarks limit --problems freesolv,esol,grid --seeds 0 1 2 \
         --obs 35 --samples 100000 > docs/results/certificate/limit.jsonl
     python -m benchmarks limit --table docs/results/certificate/limit.jsonl
+    python -m benchmarks limit --small
 """
 
 from __future__ import annotations

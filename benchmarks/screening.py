@@ -36,11 +36,20 @@ into the model fit, the acquisition and the certificate (the step records'
 ``seconds``; ``total`` is the ``get_next_trials`` call); the peak resident
 memory of the run's own process (each run in a fresh process).
 
+**Small preset** (``--small``, seconds, what the tests run): the same code on
+the vendored ESOL molecules instead of MOSES (nothing downloaded; a library of
+:data:`SMALL_SIZE` of them, nested as above, the same MPO objective), two
+methods (``chaining`` and ``random``), one seed, :data:`SMALL_CONFIG`'s
+queries and top-k, cached under ``.cache/esol``, summary under
+``results/screening_small``. Explicit ``--sizes``, ``--methods``, ``--seeds``,
+``--queries``, ``--n-init``, ``--cache`` and ``--out`` override it.
+
 Example::
 
     python -m benchmarks screening --sizes 10000 100000 --seeds 0 1 2 \
         --queries 100 --out results/screening --jobs 2
     python -m benchmarks screening --summary-only --out results/screening
+    python -m benchmarks screening --small
 """
 
 from __future__ import annotations
@@ -59,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from ax_chaining.checks import check_int
+from ax_chaining.checks import check_choice, check_int
 from benchmarks._tables import check_names, num, parse_names
 from benchmarks.records import (
     command_line,
@@ -72,6 +81,9 @@ from benchmarks.records import (
 FORMAT_VERSION = 1
 #: Seed of the permutation that picks the library of each size.
 LIBRARY_SEED = 0
+#: Where the molecules come from: the MOSES training set, or the vendored
+#: ESOL molecules (the small preset).
+LIBRARIES: tuple[str, ...] = ("moses", "esol")
 METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "qlognei", "greedy", "random")
 LABELS = {
     "chaining": "Chaining-UCB",
@@ -99,6 +111,8 @@ class ScreeningConfig:
         delta: Confidence parameter of Chaining-UCB and GP-UCB.
         radius, n_bits: Morgan fingerprints.
         top_k: The ``k`` of the top-k fractions.
+        library: The molecules (:data:`LIBRARIES`): ``"moses"``, or
+            ``"esol"`` for the small preset.
     """
 
     queries: int = 100
@@ -107,6 +121,7 @@ class ScreeningConfig:
     radius: int = 2
     n_bits: int = 2048
     top_k: tuple[int, ...] = (100, 1000)
+    library: str = "moses"
 
     def __post_init__(self) -> None:
         for name in ("queries", "n_init", "n_bits"):
@@ -114,26 +129,44 @@ class ScreeningConfig:
         check_int("radius", self.radius, 0)
         for k in self.top_k:
             check_int("top_k", k, 1)
+        check_choice("library", self.library, LIBRARIES)
 
     def key(self) -> dict[str, Any]:
         """What a stored record must match to be reused (JSON types)."""
-        return {**asdict(self), "top_k": list(self.top_k), "format": FORMAT_VERSION}
+        key = {**asdict(self), "top_k": list(self.top_k), "format": FORMAT_VERSION}
+        # MOSES records were stored before the field existed: they name none,
+        # and they stay reusable.
+        if self.library == "moses":
+            del key["library"]
+        return key
+
+
+#: The small preset: ESOL molecules, two methods, one seed, three queries.
+SMALL_CONFIG = ScreeningConfig(queries=3, n_init=5, top_k=(5, 20), library="esol")
+SMALL_SIZE = 200
+SMALL_METHODS: tuple[str, ...] = ("chaining", "random")
 
 
 def prepare(
     cache: str | Path, max_size: int, config: ScreeningConfig, progress: bool = True
 ) -> tuple[Path, Path]:
-    """Featurize the MOSES set and score the largest library (both cached and
-    resumable); returns the fingerprint file and the scores of the first
+    """Featurize the library's molecules (``config.library``: the MOSES set,
+    or the vendored ESOL molecules) and score the largest library (both cached
+    and resumable); returns the fingerprint file and the scores of the first
     ``max_size`` molecules of the permutation."""
     from ax_chaining.benchmark.moses import moses_smiles, mpo_scores
     from ax_chaining.chem import featurize_library
 
     cache = Path(cache)
-    smiles = moses_smiles(cache)
+    if config.library == "moses":
+        smiles, prefix = moses_smiles(cache), ""
+    else:
+        from ax_chaining.benchmark.molecules import load_dataset
+
+        smiles, prefix = list(load_dataset(config.library).smiles), "esol_"
     lib = featurize_library(
         smiles,
-        cache / f"morgan{config.radius}_{config.n_bits}",
+        cache / f"{prefix}morgan{config.radius}_{config.n_bits}",
         radius=config.radius,
         n_bits=config.n_bits,
         progress=progress,
@@ -143,7 +176,7 @@ def prepare(
             f"`sizes` go up to {max_size}; the library has {len(lib)} molecules."
         )
     rows = library_rows(len(lib), max_size)
-    scores_path = cache / f"mpo_{max_size}.npy"
+    scores_path = cache / f"{prefix}mpo_{max_size}.npy"
     inputs = np.asarray(lib.rows)[rows]
     mpo_scores([smiles[i] for i in inputs], scores_path, progress=progress)
     return lib.path / "fingerprints.npy", scores_path
@@ -422,22 +455,54 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m benchmarks screening",
         description="Ax loops over nested MOSES libraries; MolPAL's top-k metric.",
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
-    parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--queries", type=int, default=ScreeningConfig.queries)
-    parser.add_argument("--n-init", type=int, default=ScreeningConfig.n_init)
-    parser.add_argument("--cache", default=".cache/moses", help="MOSES cache")
-    parser.add_argument("--out", default="results/screening")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help=f"{SMALL_SIZE} vendored ESOL molecules, {', '.join(SMALL_METHODS)}, "
+        f"one seed, {SMALL_CONFIG.queries} queries (seconds)",
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=None)
+    parser.add_argument("--methods", default=None)
+    parser.add_argument("--seeds", type=int, nargs="+", default=None)
+    parser.add_argument("--queries", type=int, default=None)
+    parser.add_argument("--n-init", type=int, default=None)
+    parser.add_argument(
+        "--cache", default=None, help="cache (default .cache/moses, .cache/esol)"
+    )
+    parser.add_argument("--out", default=None)
     parser.add_argument("--records", help="a packed file to summarize")
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    preset = SMALL_CONFIG if args.small else ScreeningConfig()
+    small = {
+        "sizes": [SMALL_SIZE],
+        "methods": ",".join(SMALL_METHODS),
+        "seeds": [0],
+        "cache": ".cache/esol",
+        "out": "results/screening_small",
+    }
+    full = {
+        "sizes": [10_000],
+        "methods": ",".join(METHODS),
+        "seeds": [0, 1, 2],
+        "cache": ".cache/moses",
+        "out": "results/screening",
+    }
+    for name, value in (small if args.small else full).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     methods = parse_names(args.methods, METHODS, "method")
     for size in args.sizes:
         check_int("--sizes", size, 1)
-    config = ScreeningConfig(queries=args.queries, n_init=args.n_init)
+    config = ScreeningConfig(
+        **{
+            **asdict(preset),
+            "queries": preset.queries if args.queries is None else args.queries,
+            "n_init": preset.n_init if args.n_init is None else args.n_init,
+        }
+    )
     if args.records:
         records = read_packed(args.records)
     elif args.summary_only:

@@ -106,3 +106,41 @@ def test_cli_molecules_small_end_to_end(tmp_path, summary_from_packed):
     assert (tmp_path / "molecules_from_packed" / "simple_regret.png").exists()
     with pytest.raises(SystemExit, match="dataset"):
         main(["molecules", "--dataset", "qm9", "--out", str(tmp_path)])
+
+
+def test_cli_bonus_small(tmp_path, capsys):
+    """``bonus --small``: FreeSolv, seed 0, a JSON line at each of the first
+    two queries, with Algorithm 1's levels and the two bonuses at that step;
+    ``--table`` tabulates the lines."""
+    import math
+
+    from ax_chaining.acquisition import gp_ucb_beta
+
+    assert main(["bonus", "--small"]) == 0
+    out = capsys.readouterr().out
+    lines = [json.loads(line) for line in out.splitlines()]
+    data, _ = molecules.library("freesolv")
+    y, n = data.y, len(data.y)
+    assert [r["queries"] for r in lines] == [1, 2]
+    for r in lines:
+        assert (r["dataset"], r["seed"]) == ("freesolv", 0)
+        assert r["t"] == 10 + r["queries"]  # 10 initial molecules, then queries
+        assert r["levels"] == len(r["eps"]) == len(r["H"]) == len(r["cover_sizes"])
+        assert (
+            r["cover_sizes"] == sorted(r["cover_sizes"]) and r["cover_sizes"][-1] <= n
+        )
+        assert r["sigma_min_used"] >= r["sigma"]["min"] * (1 - 1e-9) > 0
+        assert r["sqrt_beta"] == pytest.approx(math.sqrt(gp_ucb_beta(n, r["t"], 0.05)))
+        for q in (r["sigma"], r["bonus"], r["bonus_over_gp_ucb"], r["mean"]):
+            assert q["min"] <= q["p10"] <= q["median"] <= q["p90"] <= q["max"]
+        assert r["value_chaining_pick"] == float(y[r["pick_chaining"]])
+        assert r["value_gp_ucb_pick"] == float(y[r["pick_gp_ucb"]])
+        assert r["best_value"] == float(y.max())
+        assert 0 <= r["best_rank_chaining"] < n and 0 <= r["best_rank_gp_ucb"] < n
+    path = tmp_path / "bonus.jsonl"
+    path.write_text(out)
+    assert main(["bonus", "--table", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("| dataset | seed | queries | cover sizes |")
+    sizes = ", ".join(map(str, lines[1]["cover_sizes"]))
+    assert f"| freesolv | 0 | 2 | {sizes} |" in table

@@ -8,6 +8,9 @@ import pytest
 
 from ax_chaining.kernels import PackedFingerprints
 from benchmarks.screening import (
+    SMALL_CONFIG,
+    SMALL_METHODS,
+    SMALL_SIZE,
     ScreeningConfig,
     format_markdown,
     library_rows,
@@ -88,3 +91,70 @@ def test_summary_fractions_by_hand() -> None:
     assert row["peak_rss_mb"] == 101.0 and row["queries"] == 2
     table = format_markdown(summarize(recs))
     assert "| random | 0.0% | 75.0% | - | 101 | 2 |" in table
+
+
+def test_config_names_its_library() -> None:
+    # MOSES records name no library (as before the field), so stored runs
+    # stay reusable; the small preset's name ESOL.
+    assert "library" not in ScreeningConfig().key()
+    assert SMALL_CONFIG.key()["library"] == "esol"
+    with pytest.raises(ValueError, match="`library` must be 'moses' or 'esol'"):
+        ScreeningConfig(library="zinc")
+
+
+def test_cli_small_preset_end_to_end(tmp_path, capsys) -> None:
+    """``screening --small``: the vendored ESOL molecules (featurized and
+    scored with RDKit), Chaining-UCB and random search, one seed, three
+    queries, each run in its own process; the summary printed and written,
+    the figure drawn, and a second call reuses the runs."""
+    import json
+    import shlex
+
+    pytest.importorskip("rdkit")
+    from benchmarks.__main__ import main
+    from benchmarks.records import load_records
+
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    args = ["screening", "--small", "--cache", str(cache), "--out", str(out)]
+    args.append("--no-progress")
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    n_init, queries = SMALL_CONFIG.n_init, SMALL_CONFIG.queries
+    records = load_records(out, "screening")
+    assert sorted(r["method"] for r in records) == sorted(SMALL_METHODS)
+    for r in records:
+        assert (r["size"], r["seed"]) == (SMALL_SIZE, 0)
+        assert r["config"] == SMALL_CONFIG.key()
+        items = r["items"]
+        assert len(set(items)) == len(items) == n_init + queries
+        assert all(0 <= i < SMALL_SIZE for i in items)
+        assert r["peak_rss_mb"] > 0
+    # Every method of a run starts from the same molecules.
+    assert len({tuple(r["items"][:n_init]) for r in records}) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["command"] == "python -m benchmarks " + shlex.join(args)
+    rows = {r["method"]: r for r in summary["rows"]}
+    assert set(rows) == set(SMALL_METHODS)
+    for row in rows.values():
+        assert (row["size"], row["runs"], row["queries"]) == (SMALL_SIZE, 1, queries)
+        assert row["top_k"] == list(SMALL_CONFIG.top_k)
+        for k in SMALL_CONFIG.top_k:
+            mean = row["found"][str(k)]["mean"]
+            assert len(mean) == queries + 1
+            assert all(0 <= a <= b <= 1 for a, b in zip(mean, mean[1:], strict=False))
+    seconds = rows["chaining"]["median_seconds"]
+    parts = [seconds[p] for p in ("fit", "acquisition", "certificate")]
+    # Medians over steps: each part's is at most the whole step's.
+    assert all(0 < p <= seconds["total"] for p in parts)
+    assert set(rows["random"]["median_seconds"].values()) == {None}
+    assert f"**N = {SMALL_SIZE}** (after {n_init} initial molecules)" in text
+    assert "| Chaining-UCB |" in text and "| random |" in text
+    md = (out / "summary.md").read_text().split("```\n\n", 1)[1]
+    assert md.rstrip() == text.rstrip()
+    assert (out / "screening.png").stat().st_size > 0
+    # A second call reuses the stored runs.
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("seed_*.json")}
+    assert len(stamps) == len(SMALL_METHODS)
+    assert main(args) == 0
+    assert capsys.readouterr().out == text
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("seed_*.json")} == stamps

@@ -81,16 +81,26 @@ def test_stopping_rules_fire_or_run_to_the_budget() -> None:
     assert row in text
 
 
-def test_small_preset_runs_real_loops_and_resumes(tmp_path) -> None:
-    """``validity --small``: real Ax loops (FreeSolv and the grid, both
-    methods); every step records each certificate beside the true regret of
-    its point, and a second call reuses the stored runs."""
-    from benchmarks.validity import SMALL_CONFIG, run_validity
+def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
+    """``python -m benchmarks validity --small``: real Ax loops (FreeSolv and
+    the grid, both methods); every step records each certificate beside the
+    true regret of its point, the summary (printed, and written under
+    ``--out``) has a row per rule, and a second call reuses the stored runs."""
+    import json
+    import shlex
 
-    records = run_validity(SMALL_CONFIG, tmp_path, progress=False)
-    assert {(r["problem"], r["method"]) for r in records} == {
-        (p, m) for p in SMALL_CONFIG.problems for m in SMALL_CONFIG.methods
-    }
+    from benchmarks.__main__ import main
+    from benchmarks.records import load_records
+    from benchmarks.validity import SMALL_CONFIG
+
+    out = tmp_path / "validity"
+    args = ["validity", "--small", "--out", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    records = load_records(out, "validity")
+    pairs = {(p, m) for p in SMALL_CONFIG.problems for m in SMALL_CONFIG.methods}
+    assert {(r["problem"], r["method"]) for r in records} == pairs
+    assert len(records) == len(pairs)
     for r in records:
         assert len(r["steps"]) == SMALL_CONFIG.queries
         assert len(set(r["items"])) == SMALL_CONFIG.n_init + SMALL_CONFIG.queries
@@ -103,5 +113,25 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path) -> None:
             if s["robust_valid"] and s["loo_gaussian_valid"]:
                 assert s["robust_bound"] >= s["loo_gaussian_bound"] - 1e-9
                 assert s["loo_student_bound"] >= s["loo_gaussian_bound"] - 1e-9
-    again = run_validity(SMALL_CONFIG, tmp_path, progress=False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["command"] == "python -m benchmarks " + shlex.join(args)
+    assert {(r["problem"], r["method"], r["rule"]) for r in summary["rows"]} == {
+        (p, m, rule) for p, m in pairs for rule in RULES
+    }
+    for row in summary["rows"]:
+        assert row["runs"] == 1 and 0 <= row["step_violation_rate"] <= 1
+        assert 0 <= row["refused_rate"] <= 1
+    assert {r["method"] for r in summary["stopping"]} == set(SMALL_CONFIG.methods)
+    # What is printed is the summary's markdown, a row per problem, method
+    # and rule.
+    md = (out / "summary.md").read_text().split("```\n\n", 1)[1]
+    assert md.rstrip() == text.rstrip()
+    assert text.count("| FreeSolv | Chaining-UCB |") >= len(RULES)
+    # A second call reuses the stored runs: the same items, the same table.
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("seed_*.json")}
+    assert len(stamps) == len(pairs)
+    assert main(args) == 0
+    assert capsys.readouterr().out == text
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("seed_*.json")} == stamps
+    again = load_records(out, "validity")
     assert [r["items"] for r in again] == [r["items"] for r in records]
