@@ -26,6 +26,10 @@ Subcommands:
 ``limit``
     The certificate beside the Monte Carlo quantile of the regret under the
     same posterior (:mod:`benchmarks.limit`); arguments are passed to it.
+``tails``
+    Refits of the validity benchmark's loops, the certificate with one
+    Student-t tail law at a time: how the cap of the default's degrees of
+    freedom was chosen (:mod:`benchmarks.tails`); arguments are passed to it.
 ``bonus``
     Chaining-UCB's bonus against GP-UCB's over a molecule library, step by
     step (:mod:`benchmarks.bonus`); arguments are passed to it.
@@ -636,6 +640,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import limit
 
         return limit.main(argv[1:])
+    if argv and argv[0] == "tails":  # likewise
+        from benchmarks import tails
+
+        return tails.main(argv[1:])
     if argv and argv[0] == "bonus":  # likewise
         from benchmarks import bonus
 

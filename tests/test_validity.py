@@ -4,6 +4,7 @@ each stopping rule fires."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -135,3 +136,26 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
     assert {p: p.stat().st_mtime_ns for p in out.rglob("seed_*.json")} == stamps
     again = load_records(out, "validity")
     assert [r["items"] for r in again] == [r["items"] for r in records]
+
+
+def test_tails_small_preset_refits_the_committed_loops(capsys) -> None:
+    """``tails --small``: the first steps of a FreeSolv and a grid run of the
+    committed validity records, refitted; each tail law's bound is finite, and
+    the capped default's tails are at least as heavy as the uncapped n - 1."""
+    from benchmarks.__main__ import main
+
+    assert main(["tails", "--small"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["problem"] for r in rows} == {"freesolv", "grid"}
+    for r in rows:
+        assert r["steps"] == [10, 13, 16]
+        auto, uncapped = r["tails"]["auto"], r["tails"]["n-1"]
+        for a, b in zip(
+            auto["bound_over_range"], uncapped["bound_over_range"], strict=True
+        ):
+            assert 0 < b <= a + 1e-12
+    from benchmarks.tails import table_from_rows
+
+    assert "| freesolv | chaining | auto | 0/1 | 0/3 | never (0/1) |" in (
+        table_from_rows(rows)
+    )
