@@ -489,6 +489,20 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     meta = gs.experiment.trials[5].generator_runs[0].gen_metadata["chaining_ucb"]
     assert meta["certificate"]["method"] == "union"
     assert meta["num_candidates"] == n and meta["shards"] == 2
+    # A declared schedule: the same trials, certificates at its checks only
+    # (after 6 and 7 observations: trials 6 and 7).
+    from ax_chaining.certification import CheckSchedule
+
+    scheduled = chaining_generation_strategy(
+        init_trials=4,
+        seed=0,
+        surrogate_spec=spec,
+        candidates=sharded,
+        certificate_schedule=CheckSchedule("every_k", k=1, start=6),
+    )
+    _, again = _ax_loop(scheduled, n, values, trials=8)
+    assert again == items
+    assert [h["recorded_at"] for h in certificate_history(scheduled)] == [6, 7]
     # The experiment is stored as usual; the strategy (a cluster handle) not.
     save_experiment(gs.experiment, str(tmp_path / "experiment.json"))
     with pytest.raises(TypeError, match="not stored in Ax's JSON"):

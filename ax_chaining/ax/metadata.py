@@ -12,7 +12,8 @@ from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCB
-from ax_chaining.certification import certify_model
+from ax_chaining.certification import CheckSchedule, certify_model
+from ax_chaining.posterior import num_training_points
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
 GEN_METADATA_KEY: str = "chaining_ucb"
@@ -89,3 +90,19 @@ def certificate_record(
         objective_scale=scale,
     )
     return record
+
+
+def step_certificate(
+    acquisition: Any,
+    evaluated: Tensor,
+    scale: float | None,
+    schedule: CheckSchedule | None,
+) -> dict[str, Any] | None:
+    """:func:`certificate_record` when this step is one of ``schedule``'s
+    checks (counted by the model's observations), else None: a step that is
+    not a declared check records nothing, so ``delta`` is spent on the checks
+    alone (:mod:`ax_chaining.certification`); ``schedule=None`` records none."""
+    n = num_training_points(acquisition.acqf.model) or 0
+    if schedule is None or schedule.index(n) is None:
+        return None
+    return certificate_record(acquisition, evaluated, scale, schedule=schedule)

@@ -48,14 +48,13 @@ from ax_chaining.ax.candidates import (
 )
 from ax_chaining.ax.metadata import (
     GEN_METADATA_KEY,
-    certificate_record,
     objective_scale,
     recorded,
+    step_certificate,
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
 from ax_chaining.certification import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import type_error
-from ax_chaining.posterior import num_training_points
 
 _EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
 #: Trials whose arms are not evaluated and do not count as used.
@@ -525,19 +524,17 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             meta["rows"] = [
                 {"row": i, **self._metadata[i]} for i in picked if i is not None
             ]
-        schedule = self.certificate_schedule
-        # A step that is not a declared check records no certificate, so that
-        # delta is spent on the checks alone (ax_chaining.certification).
-        if (
-            not evaluated.any()
-            or schedule is None
-            or schedule.index(num_training_points(acqf.model) or 0) is None
-        ):
+        if not evaluated.any():
             return meta
         scale = objective_scale(adapter, experiment, weights)
-        cert = certificate_record(
-            acquisition, torch.as_tensor(evaluated), scale, schedule=schedule
+        cert = step_certificate(
+            acquisition,
+            torch.as_tensor(evaluated),
+            scale,
+            self.certificate_schedule,
         )
+        if cert is None:
+            return meta
         cert["parameters"] = dict(self._rows[int(cert["index"])])
         meta["certificate"] = cert
         return meta

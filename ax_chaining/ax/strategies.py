@@ -149,20 +149,7 @@ def candidate_set_node(
     spec = candidate_spec or CandidateSetSpec(seed=None)
     if (items := _num_items(surrogate_spec)) is not None:
         spec.num_items = items
-    if certificate_schedule is not None and not isinstance(
-        certificate_schedule, CheckSchedule
-    ):
-        raise type_error(
-            "certificate_schedule", "a CheckSchedule or None", certificate_schedule
-        )
-    stop_rule = None
-    if stop_tolerance is not None:
-        if certificate_schedule is None:
-            raise ValueError(
-                "`stop_tolerance` stops on the recorded certificate, and "
-                "`certificate_schedule=None` records none; pass a CheckSchedule."
-            )
-        stop_rule = RegretBoundCriterion(stop_tolerance, transition_to=name)
+    stop_rule = stop_rule_of(name, stop_tolerance, certificate_schedule)
     return CandidateSetNode(
         name=name,
         generator_specs=[GeneratorSpec(Generators.BOTORCH_MODULAR, kwargs)],
@@ -171,6 +158,29 @@ def candidate_set_node(
         stop_rule=stop_rule,
         certificate_schedule=certificate_schedule,
     )
+
+
+def stop_rule_of(
+    name: str,
+    stop_tolerance: float | None,
+    certificate_schedule: CheckSchedule | None,
+) -> RegretBoundCriterion | None:
+    """The node's stopping rule for ``stop_tolerance`` (None: no rule), after
+    checking ``certificate_schedule`` (a rule needs recorded certificates)."""
+    if certificate_schedule is not None and not isinstance(
+        certificate_schedule, CheckSchedule
+    ):
+        raise type_error(
+            "certificate_schedule", "a CheckSchedule or None", certificate_schedule
+        )
+    if stop_tolerance is None:
+        return None
+    if certificate_schedule is None:
+        raise ValueError(
+            "`stop_tolerance` stops on the recorded certificate, and "
+            "`certificate_schedule=None` records none; pass a CheckSchedule."
+        )
+    return RegretBoundCriterion(stop_tolerance, transition_to=name)
 
 
 def candidate_set_strategy(

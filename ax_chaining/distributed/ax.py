@@ -54,12 +54,13 @@ from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.ax.candidates import CandidateSetSpec
 from ax_chaining.ax.metadata import (
     GEN_METADATA_KEY,
-    certificate_record,
     objective_scale,
     recorded,
+    step_certificate,
 )
 from ax_chaining.ax.nodes import DROPPED, CandidateSetNode, UniformCandidateNode
 from ax_chaining.ax.stopping import RegretBoundCriterion
+from ax_chaining.certification import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import check_choice, check_int
 from ax_chaining.distributed.acquisition import check_sharded
 
@@ -311,9 +312,12 @@ class ShardedCandidateSetNode(CandidateSetNode):
                     weights = acquisition.objective_weights
                     scale = objective_scale(adapter, experiment, weights)
                     among = torch.tensor(sorted(evaluated), dtype=torch.long)
-                    cert = certificate_record(acquisition, among, scale)
-                    cert["parameters"] = {name: int(cert["index"])}
-                    meta["certificate"] = cert
+                    cert = step_certificate(
+                        acquisition, among, scale, self.certificate_schedule
+                    )
+                    if cert is not None:
+                        cert["parameters"] = {name: int(cert["index"])}
+                        meta["certificate"] = cert
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
         return gr
 
@@ -329,6 +333,7 @@ def sharded_candidate_set_strategy(
     surrogate_spec: SurrogateSpec | None = None,
     stop_tolerance: float | None = None,
     torch_device: Any = None,
+    certificate_schedule: CheckSchedule | None = EVERY_STEP,
     **spec_fields: Any,
 ) -> GenerationStrategy:
     r"""Initialization, then Chaining-UCB on the shards, as an Ax strategy.
@@ -353,15 +358,15 @@ def sharded_candidate_set_strategy(
             (candidate ``i`` the item index ``i``, as Ax gives it to the model).
         botorch_acqf_class: ``ChainingUCB`` (the one acquisition whose step
             is distributed).
-        botorch_acqf_options, init_trials, name, stop_tolerance, torch_device:
-            As :func:`~ax_chaining.ax.candidate_set_strategy`.
+        botorch_acqf_options, init_trials, name, stop_tolerance, torch_device,
+            certificate_schedule: As :func:`~ax_chaining.ax.candidate_set_strategy`.
         init: ``"uniform"`` (the one initialization over items).
         surrogate_spec: Ax's, with a library-mode Tanimoto kernel over the
             same library (:func:`~ax_chaining.ax.fingerprint_kernel_surrogate_spec`).
         spec_fields: :class:`~ax_chaining.ax.CandidateSetSpec` fields
             (``seed`` defaults to None: the caller's seed).
     """
-    from ax_chaining.ax.strategies import _checked_options
+    from ax_chaining.ax.strategies import _checked_options, stop_rule_of
 
     check_sharded("candidates", sharded)
     if not (
@@ -396,15 +401,13 @@ def sharded_candidate_set_strategy(
         "surrogate_spec": surrogate_spec,
         "torch_device": None if torch_device is None else torch.device(torch_device),
     }
-    stop_rule = None
-    if stop_tolerance is not None:
-        stop_rule = RegretBoundCriterion(stop_tolerance, transition_to=name)
     main = ShardedCandidateSetNode(
         name=name,
         generator_specs=[GeneratorSpec(Generators.BOTORCH_MODULAR, kwargs)],
         candidate_spec=spec,
         sharded=sharded,
-        stop_rule=stop_rule,
+        stop_rule=stop_rule_of(name, stop_tolerance, certificate_schedule),
+        certificate_schedule=certificate_schedule,
     )
     if init_trials == 0:
         return GenerationStrategy(name=name, nodes=[main])
