@@ -133,8 +133,14 @@ def _model(X: Tensor, y: Tensor, noise_std: float) -> SingleTaskGP:
     return fixed_model(X, y.unsqueeze(-1), fixed_se_kernel(1.0, 1.0), noise_std, 0.0)
 
 
-def run_one(problem: str, seed: int, config: CertificateConfig) -> dict[str, Any]:
-    """One run: ``config.iters`` Chaining-UCB queries, every certificate per step.
+def run_one(
+    problem: str,
+    seed: int,
+    config: CertificateConfig,
+    variants: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One run: ``config.iters`` Chaining-UCB queries, every certificate per step
+    (``variants``, default :data:`VARIANTS`, then :data:`OTHERS`).
 
     Returns:
         A JSON-serializable record: per variant, the lists ``bound``, ``regret``
@@ -154,7 +160,8 @@ def run_one(problem: str, seed: int, config: CertificateConfig) -> dict[str, Any
     ys = (
         f[idx] + config.noise_std * torch.randn(len(idx), generator=gen, dtype=DTYPE)
     ).tolist()
-    names = [*VARIANTS, *OTHERS]
+    variants = VARIANTS if variants is None else variants
+    names = [*variants, *OTHERS]
     rec: dict[str, dict[str, list]] = {
         k: {"bound": [], "regret": [], "index": []} for k in names
     }
@@ -172,7 +179,7 @@ def run_one(problem: str, seed: int, config: CertificateConfig) -> dict[str, Any
         # The true prior: the plain certificate (no calibration check).
         acqf.certificate(among=evaluated, method="pairwise", calibration="none")
         tree_seconds += time.perf_counter() - start
-        for name, kwargs in VARIANTS.items():
+        for name, kwargs in variants.items():
             start = time.perf_counter()
             cert = acqf.certificate(
                 among=evaluated, **{"calibration": "none", **kwargs}

@@ -156,6 +156,11 @@ def test_tails_small_preset_refits_the_committed_loops(capsys) -> None:
             assert 0 < b <= a + 1e-12
     from benchmarks.tails import table_from_rows
 
-    assert "| freesolv | chaining | auto | 0/1 | 0/3 | never (0/1) |" in (
+    assert "| freesolv | chaining | auto | 0/1 | 0/3 | never (0/1) | 0/1 |" in (
         table_from_rows(rows)
     )
+    # Where the model is exactly right (the true prior, nothing fitted).
+    assert main(["tails", "--small", "--problems", "grid-true"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["problem"] == "grid-true" and row["steps"] == [10, 11, 12]
+    assert set(row["tails"]) == {"auto", "n-1"}
