@@ -38,6 +38,7 @@ from ax_chaining.certification import (
     Calibration,
     CheckSchedule,
     TailChoice,
+    bind_tail,
     calibrate,
     issue_certificate,
     resolve_tail,
@@ -474,11 +475,7 @@ class ChainingUCB(AcquisitionFunction):
             return ChainingStep(post, reuse_covers(base, post.distance, t))
         scale = opts.scale
         if scale is None:
-            prior_var = post.prior_variance
-            if prior_var is None:
-                prior_var = prior_variance(
-                    self.model, self.candidates, self.posterior_transform
-                )
+            prior_var = self._prior_variance(post)
             scale = float(prior_var.max().clamp_min(0).sqrt())
             if not scale > 0:
                 raise ValueError(
@@ -504,6 +501,12 @@ class ChainingUCB(AcquisitionFunction):
         if post.reason is not None:
             chaining.info.update(reason=post.reason)
         return ChainingStep(post, chaining)
+
+    def _prior_variance(self, post: CandidatePosterior) -> Tensor:
+        """The candidates' prior variances, in the posterior's units."""
+        if post.prior_variance is not None:
+            return post.prior_variance
+        return prior_variance(self.model, self.candidates, self.posterior_transform)
 
     @torch.no_grad()
     @t_batch_mode_transform(expected_q=1, assert_output_shape=False)
@@ -549,7 +552,13 @@ class ChainingUCB(AcquisitionFunction):
             t=t,
             delta=self.delta,
             tree=step.tree,
-            tail=resolve_tail("auto", "loo", num_training_points(self.model)),
+            tail=bind_tail(
+                resolve_tail("auto", "loo", num_training_points(self.model)),
+                self.model,
+                step.posterior.distance,
+                self.candidates,
+                self._prior_variance(step.posterior),
+            ),
             memory_budget=self.options.memory_budget,
         )["bound"]
         return (bounds * check.scale).to(X).reshape(X.shape[:-2])
@@ -601,8 +610,9 @@ class ChainingUCB(AcquisitionFunction):
                 :math:`\delta_t / (N - 1)` per pair) or ``"chaining"``.
             links: ``"actual"`` (default, pseudo-distances along the chain) or
                 ``"radius"`` (the paper's radii).
-            tail: ``"auto"`` (default: Student-t tails with ``min(n - 1, 10)``
-                degrees of freedom under ``calibration="loo"``, the exact Gaussian
+            tail: ``"auto"`` (default: under ``calibration="loo"``, Student-t
+                tails with ``n - 1`` degrees of freedom for explored candidates
+                and ``min(n - 1, 10)`` for the others; the exact Gaussian
                 quantile under ``"none"``), ``"gaussian"``, ``"chernoff"``,
                 ``"student"`` or a :class:`~ax_chaining.certification.StudentTail`
                 (:func:`~ax_chaining.certification.resolve_tail`).
@@ -635,6 +645,7 @@ class ChainingUCB(AcquisitionFunction):
             calibration=calibration,
             alpha=alpha,
             sign=1.0 if self.maximize else -1.0,
+            prior_var=self._prior_variance(step.posterior),
             t=t,
             delta=delta,
             share=share,

@@ -31,23 +31,26 @@ from which model one is issued:
   on FreeSolv, docs: "The certificate"). ``calibration="none"`` is the plain
   model-based certificate, for known (true) hyperparameters.
 * **Tails** (``tail``, :func:`resolve_tail`): Gaussian (exact under the
-  model), the paper's Chernoff bound, or :class:`StudentTail`: Student-t tails
-  with ``dof`` degrees of freedom. ``"auto"`` (the default) takes Student-t
-  tails with :math:`\nu = \min(n - 1, 10)` degrees of freedom under
-  ``calibration="loo"`` (fitted hyperparameters) and Gaussian tails under
-  ``calibration="none"``. Two reasons, both heuristics, not guarantees:
-  ``n - 1`` is what the conjugate treatment of an unknown overall scale gives,
-  here applied at the *fitted* scale (not multiplied by an estimate of it);
-  the cap :data:`AUTO_DOF_CAP` = 10 keeps the tails heavy however many points
-  are observed, as a model whose every candidate has its own scale (a
-  Student-t marginal per candidate) would: the values of real libraries can
-  lie far out in the tail of any Gaussian fitted to the molecules a loop has
-  seen (FreeSolv's best lie five standard deviations above its median), and
-  the leave-one-out check cannot see what the data do not show. The cap was
-  chosen by measurement as the heaviest tail with which the certificate stays
-  useful on GP samples (docs: "The certificate"); ``tail="student"`` keeps
-  ``n - 1`` uncapped (the previous default), and a :class:`StudentTail` any
-  other law.
+  model), the paper's Chernoff bound, :class:`StudentTail` (Student-t tails
+  with ``dof`` degrees of freedom) or :class:`ExplorationTail`. ``"auto"`` (the
+  default) takes Gaussian tails under ``calibration="none"`` (the model taken
+  as true) and, under ``calibration="loo"`` (fitted hyperparameters), an
+  :class:`ExplorationTail`: for a candidate the data have reached (its
+  posterior variance at most :data:`EXPLORED_RATIO` = 1/2 of its prior
+  variance), Student-t tails with ``n - 1`` degrees of freedom, what the
+  conjugate treatment of an unknown overall scale gives (applied here at the
+  *fitted* scale, not multiplied by an estimate of it); for a candidate the
+  data have not reached, heavier ones, ``min(n - 1,`` :data:`AUTO_DOF_CAP`
+  ``)``, however many points are observed. The value of an unexplored
+  candidate is the prior's guess, and the prior's Gaussian tails are what no
+  data have checked: the values of real libraries can lie far out in the tail
+  of any Gaussian fitted to the molecules a loop has seen (FreeSolv's best lie
+  five standard deviations above its median, far from everything measured),
+  and the leave-one-out check sees only what was measured. Near the data the
+  fitted model interpolates, which that check does test. Both are
+  heuristics, not guarantees; the threshold and the cap were chosen by
+  measurement (docs: "The certificate"). ``tail="student"`` keeps ``n - 1``
+  everywhere (the previous default), a :class:`StudentTail` any one law.
 * **The model** (:func:`certify_model`): the posterior over the candidates of
   the model given, at the check's share of :math:`\delta`.
 
@@ -98,11 +101,14 @@ from ax_chaining.posterior import (
     evaluated_candidates,
     model_inputs,
     num_training_points,
+    prior_variance,
     supports_low_rank,
 )
 
 __all__ = [
     "AUTO_DOF_CAP",
+    "EXPLORED_RATIO",
+    "ExplorationTail",
     "Calibration",
     "CheckSchedule",
     "EVERY_STEP",
@@ -111,6 +117,7 @@ __all__ = [
     "TailChoice",
     "certify_model",
     "issue_certificate",
+    "bind_tail",
     "loo_check",
     "resolve_tail",
 ]
@@ -264,10 +271,84 @@ def _student_sf_table(dof: float) -> Tensor:
 
 #: ``tail`` of the certificates: a named law, ``"auto"``, or a :class:`TailLaw`.
 TailChoice = Literal["auto", "gaussian", "chernoff", "student"]
-#: The most degrees of freedom of ``tail="auto"``'s Student-t tails (module
-#: docstring): 8 or fewer left the certificate above 10% of the range after 60
-#: queries on GP samples; 12 or more were violated on FreeSolv.
+#: The most degrees of freedom of ``tail="auto"``'s tails for unexplored
+#: candidates (module docstring): with 12 or more, the certificate was
+#: violated on FreeSolv; with 8 or fewer everywhere, it stayed above 10% of
+#: the range after 60 queries on GP samples.
 AUTO_DOF_CAP = 10
+#: A candidate whose posterior variance is at most this fraction of its prior
+#: variance counts as explored for ``tail="auto"`` (module docstring).
+EXPLORED_RATIO = 0.5
+
+
+class ExplorationTail:
+    r"""Student-t tails that depend on how far the data have reached.
+
+    For a candidate :math:`x'` with posterior variance :math:`s_t^2(x')` and
+    prior variance :math:`k(x', x')`, the pair :math:`(x, x')` of the union
+    bound gets Student-t tails with ``light_dof`` degrees of freedom if
+    :math:`s_t^2(x') \le` ``ratio`` :math:`k(x', x')` (explored), else with
+    ``heavy_dof`` (unexplored). ``isf`` is the heavy law's (the larger
+    quantile), so bounds built from quantiles (pairwise, chaining) stay valid
+    for either. Bind it to the candidates' variance ratios with :meth:`bind`
+    before summing tails over them.
+
+    Example:
+        >>> law = ExplorationTail(heavy_dof=10, light_dof=49)
+        >>> bound = law.bind(torch.tensor([0.1, 0.9]))  # explored, unexplored
+        >>> z = torch.tensor([[6.0, 6.0]])
+        >>> bool(bound.sf(z)[0, 1] > bound.sf(z)[0, 0])
+        True
+
+    Args:
+        heavy_dof: Degrees of freedom for unexplored candidates.
+        light_dof: Degrees of freedom for explored candidates (>= heavy_dof).
+        ratio: The variance ratio up to which a candidate is explored.
+    """
+
+    def __init__(
+        self, heavy_dof: float, light_dof: float, ratio: float = EXPLORED_RATIO
+    ) -> None:
+        self.heavy = StudentTail(heavy_dof)
+        self.light = StudentTail(light_dof)
+        if self.light.dof < self.heavy.dof:
+            raise ValueError(
+                f"`light_dof` must be at least `heavy_dof`={heavy_dof:g} (lighter "
+                f"tails for explored candidates), got {light_dof:g}."
+            )
+        self.ratio = check_float("ratio", ratio, (lambda v: 0 < v < 1, "in (0, 1)"))
+        self.name = f"student-{self.heavy.dof:g}/{self.light.dof:g}@{self.ratio:g}"
+
+    def bind(self, variance_ratio: Tensor) -> _BoundExplorationTail:
+        """The law over candidates with these posterior-to-prior variance ratios."""
+        return _BoundExplorationTail(self, variance_ratio > self.ratio)
+
+    def sf(self, z: Tensor) -> Tensor:
+        """The heavy law's (candidates unknown: the conservative side)."""
+        return self.heavy.sf(z)
+
+    def isf(self, p: Tensor) -> Tensor:
+        return self.heavy.isf(p)
+
+
+class _BoundExplorationTail:
+    """An :class:`ExplorationTail` over ``N`` candidates: ``sf`` of ``... x N``
+    standardized differences takes each column's law."""
+
+    def __init__(self, law: ExplorationTail, unexplored: Tensor) -> None:
+        self.law, self.unexplored, self.name = law, unexplored, law.name
+
+    def sf(self, z: Tensor) -> Tensor:
+        mask = self.unexplored.to(z.device)
+        if z.shape[-1] != mask.numel():
+            raise ValueError(
+                f"The tail law is bound to {mask.numel()} candidates; got "
+                f"differences over {z.shape[-1]}."
+            )
+        return torch.where(mask, self.law.heavy.sf(z), self.law.light.sf(z))
+
+    def isf(self, p: Tensor) -> Tensor:
+        return self.law.isf(p)
 
 
 def resolve_tail(
@@ -275,16 +356,19 @@ def resolve_tail(
 ) -> Tail | TailLaw:
     """The tail law a certificate uses.
 
-    ``"auto"`` (the default): Student-t tails with ``min(n - 1,``
-    :data:`AUTO_DOF_CAP` ``)`` degrees of freedom (:class:`StudentTail`; at
-    least 1) when ``calibration="loo"`` (fitted hyperparameters), Gaussian when
+    ``"auto"`` (the default): when ``calibration="loo"`` (fitted
+    hyperparameters), an :class:`ExplorationTail` with ``n - 1`` degrees of
+    freedom for explored candidates and ``min(n - 1,`` :data:`AUTO_DOF_CAP`
+    ``)`` for the others (at least 1; module docstring); Gaussian when
     ``calibration="none"`` (the model taken as true, where Gaussian tails are
     exact). ``"student"``: Student-t tails with ``n - 1`` degrees of freedom
-    (uncapped: the default before the cap) whatever the calibration.
+    everywhere (the previous default), whatever the calibration.
 
     Example:
-        >>> resolve_tail("auto", "loo", 50).dof, resolve_tail("student", "loo", 50).dof
-        (10.0, 49.0)
+        >>> resolve_tail("auto", "loo", 50).name
+        'student-10/49@0.5'
+        >>> resolve_tail("student", "loo", 50).dof
+        49.0
     """
     if not isinstance(tail, str):
         return tail
@@ -292,7 +376,8 @@ def resolve_tail(
     if tail == "auto":
         if calibration == "none":
             return "gaussian"
-        return StudentTail(max(1, min(num_observations - 1, AUTO_DOF_CAP)))
+        light = max(1, num_observations - 1)
+        return ExplorationTail(min(light, AUTO_DOF_CAP), light)
     if tail == "student":
         return StudentTail(max(1, num_observations - 1))
     return tail  # type: ignore[return-value]
@@ -433,9 +518,10 @@ def certify_model(
         posterior_transform: Maps a multi-output posterior to one output.
         maximize: If False, the objective is minimized.
         method: ``"union"`` or ``"pairwise"``.
-        tail: ``"auto"`` (default: Student-t tails with ``min(n - 1, 10)``
-            degrees of freedom under ``calibration="loo"``, Gaussian under
-            ``"none"``; :func:`resolve_tail`), ``"gaussian"``, ``"chernoff"``,
+        tail: ``"auto"`` (default: under ``calibration="loo"`` Student-t
+            tails with ``n - 1`` degrees of freedom for explored candidates
+            and ``min(n - 1, 10)`` for the others, Gaussian under ``"none"``;
+            :func:`resolve_tail`), ``"gaussian"``, ``"chernoff"``,
             ``"student"`` or a :class:`StudentTail`.
         rule: ``"min_bound"`` or ``"max_mean"``.
         calibration: ``"loo"`` (default, for fitted hyperparameters) or
@@ -480,6 +566,9 @@ def certify_model(
     )
     mean = post.mean.to(torch.float64)
     mean = mean if maximize else -mean
+    prior_var = post.prior_variance
+    if prior_var is None:
+        prior_var = prior_variance(model, candidates, posterior_transform)
     return issue_certificate(
         model,
         mean,
@@ -495,6 +584,7 @@ def certify_model(
         tail=tail,
         rule=rule,
         sign=1.0 if maximize else -1.0,
+        prior_var=prior_var,
         memory_budget=memory_budget,
     )
 
@@ -509,16 +599,20 @@ def issue_certificate(
     calibration: Calibration = "loo",
     alpha: float = 0.01,
     sign: float = 1.0,
+    prior_var: Tensor | None = None,
     **bounds: Any,
 ) -> Certificate:
     """The certificate of a model's posterior: its calibration first (refused,
     or the spread widened), then the bound (``bounds``: the keywords of
     :func:`~ax_chaining.certificate.make_certificate`; ``tail`` may be any
     :data:`TailChoice`, see :func:`resolve_tail`). The one place where a
-    certificate is issued, for :func:`certify_model` and ``ChainingUCB``."""
+    certificate is issued, for :func:`certify_model` and ``ChainingUCB``.
+    ``prior_var``: the candidates' prior variances in the posterior's units,
+    for the default tails (computed from the model if not given)."""
     check = calibrate(model, calibration, alpha)
     n_obs = num_training_points(model)
-    bounds["tail"] = resolve_tail(bounds.get("tail", "auto"), calibration, n_obs)
+    law = resolve_tail(bounds.get("tail", "auto"), calibration, n_obs)
+    bounds["tail"] = bind_tail(law, model, distance, candidates, prior_var)
     if not check.valid:
         return refused_certificate(
             mean,
@@ -540,6 +634,26 @@ def issue_certificate(
         checks=check.stats,
         **bounds,
     )
+
+
+def bind_tail(
+    law: Tail | TailLaw,
+    model: Model,
+    distance: PseudoDistance,
+    candidates: Tensor,
+    prior_var: Tensor | None = None,
+) -> Tail | TailLaw:
+    """``law``, bound to the candidates' variance ratios if it is an
+    :class:`ExplorationTail` (``prior_var``: their prior variances in the
+    units of ``distance``; default :func:`~ax_chaining.posterior.prior_variance`
+    of the model)."""
+    if not isinstance(law, ExplorationTail):
+        return law
+    if prior_var is None:
+        prior_var = prior_variance(model, candidates)
+    prior_var = prior_var.to(distance.variance)
+    ratio = distance.variance / prior_var.clamp_min(torch.finfo(prior_var.dtype).tiny)
+    return law.bind(ratio)
 
 
 def calibrate(model: Model, calibration: Calibration, alpha: float = 0.01) -> LooCheck:

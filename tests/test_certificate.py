@@ -577,10 +577,10 @@ def test_certificate_api(small_problem):
         > acqf.certificate(tail="gaussian", method="pairwise").bound
         >= acqf.certificate(tail="gaussian", method="union").bound
     )
-    # The default for a fitted model is Student-t with min(n - 1, 10) = 10
-    # degrees of freedom (12 observations): heavier than the Gaussian, so its
-    # bound is larger.
-    assert cert.tail == "student-10"
+    # The default for a fitted model (12 observations): Student-t tails with
+    # n - 1 = 11 degrees of freedom for explored candidates, min(n - 1, 10) = 10
+    # for the others; heavier than the Gaussian, so its bound is larger.
+    assert cert.tail == "student-10/11@0.5"
     assert acqf.certificate().bound > acqf.certificate(tail="gaussian").bound
     assert acqf.certificate(split_delta=True).bound >= cert.bound
 

@@ -18,6 +18,7 @@ from ax_chaining.certificate import step_delta, union_bound
 from ax_chaining.certification import (
     AUTO_DOF_CAP,
     CheckSchedule,
+    ExplorationTail,
     StudentTail,
     certify_model,
     loo_check,
@@ -121,12 +122,14 @@ def test_student_grid_tail_is_conservative_and_close(dof: float, seed: int) -> N
 
 
 def test_the_tail_follows_the_calibration_unless_named() -> None:
-    # n - 1 degrees of freedom, capped at AUTO_DOF_CAP = 10 (heavy tails for
-    # any number of observations); "student" is the uncapped n - 1.
-    assert resolve_tail("auto", "loo", 8).dof == 7
-    assert resolve_tail("auto", "loo", 11).dof == 10
-    student = resolve_tail("auto", "loo", 120)
-    assert isinstance(student, StudentTail) and student.dof == AUTO_DOF_CAP == 10
+    # Fitted hyperparameters: n - 1 degrees of freedom for explored
+    # candidates, capped at AUTO_DOF_CAP = 10 for the others; "student" is the
+    # uncapped n - 1 everywhere.
+    law = resolve_tail("auto", "loo", 120)
+    assert isinstance(law, ExplorationTail)
+    assert (law.heavy.dof, law.light.dof, law.ratio) == (AUTO_DOF_CAP, 119, 0.5)
+    small = resolve_tail("auto", "loo", 8)
+    assert (small.heavy.dof, small.light.dof) == (7, 7)
     assert resolve_tail("student", "loo", 120).dof == 119
     assert resolve_tail("auto", "none", 12) == "gaussian"
     assert resolve_tail("student", "none", 1).dof == 1  # at least 1
@@ -250,3 +253,64 @@ def test_certify_model_with_a_schedule() -> None:
     assert on.bound < every.bound  # more of delta on fewer checks
     with pytest.raises(ValueError, match="not a check"):
         certify_model(model, X, schedule=CheckSchedule("geometric", start=12))
+
+
+def test_exploration_tail_by_hand() -> None:
+    """Each candidate's column takes its own law: heavy where its posterior
+    variance is above half its prior variance; the quantile is the heavy one."""
+    law = ExplorationTail(heavy_dof=3, light_dof=30)
+    bound = law.bind(torch.tensor([0.2, 0.5, 0.51, 1.0], dtype=DTYPE))
+    z = torch.full((2, 4), 4.0, dtype=DTYPE)
+    sf = bound.sf(z)
+    heavy = StudentTail(3, exact=True).sf(torch.tensor([4.0], dtype=DTYPE))
+    light = StudentTail(30, exact=True).sf(torch.tensor([4.0], dtype=DTYPE))
+    expected = torch.cat([light, light, heavy, heavy]).expand(2, 4)
+    assert torch.allclose(sf, expected, rtol=0.02)  # z rounded down on a grid
+    assert bool((sf >= expected * (1 - 1e-12)).all())  # never below the exact
+    p = torch.tensor([1e-6], dtype=DTYPE)
+    assert torch.equal(bound.isf(p), StudentTail(3).isf(p))
+    with pytest.raises(ValueError, match="bound to 4 candidates; got .* over 3"):
+        bound.sf(torch.zeros(1, 3, dtype=DTYPE))
+    with pytest.raises(ValueError, match="`light_dof` must be at least"):
+        ExplorationTail(heavy_dof=10, light_dof=5)
+
+
+def test_default_tails_are_heavy_only_where_the_data_have_not_reached() -> None:
+    """40 observations on [0, 2] and two candidates far from them: the
+    default certificate is the union bound with n - 1 = 39 degrees of freedom
+    for the candidates near the data and 10 for the far ones, between the
+    bounds with either law everywhere."""
+    from ax_chaining.certificate import union_bound
+    from ax_chaining.posterior import candidate_posterior, prior_variance
+
+    near = torch.linspace(0.0, 2.0, 40, dtype=DTYPE).unsqueeze(-1)
+    X = torch.cat([near, torch.tensor([[6.0], [9.0]], dtype=DTYPE)])
+    model = SingleTaskGP(
+        near,
+        torch.sin(3 * near),
+        train_Yvar=torch.full((40, 1), 1e-4, dtype=DTYPE),
+        covar_module=RBFKernel().to(DTYPE),
+        outcome_transform=None,
+    ).eval()
+    model.covar_module.lengthscale = 0.5
+    assert certify_model(model, X, calibration="none").tail == "gaussian"
+    post = candidate_posterior(model, X, path="dense")
+    ratio = post.distance.variance / prior_variance(model, X)
+    assert (ratio > 0.5).tolist() == [False] * 40 + [True, True]
+    best = int(torch.argmax(post.mean[:40]))
+    idx = torch.tensor([best])
+    share = CheckSchedule().share(0.05, 40)
+    d = post.distance.rows(idx).clamp_min(0).sqrt()
+    law = resolve_tail("auto", "loo", 40).bind(ratio)
+    got = certify_model(model, X, among=[best], calibration="none", tail=law)
+    light = float(union_bound(post.mean, d, idx, share, StudentTail(39)))
+    heavy = float(union_bound(post.mean, d, idx, share, StudentTail(10)))
+    # The far candidates dominate the bound: the heavy law's.
+    assert got.bound == pytest.approx(heavy, rel=1e-12) and light < heavy / 1.5
+    # Without them every candidate is explored: n - 1 degrees of freedom.
+    law = resolve_tail("auto", "loo", 40).bind(ratio[:40])
+    d, mean = d[:, :40], post.mean[:40]
+    expected = float(union_bound(mean, d, idx, share, law))
+    light = float(union_bound(mean, d, idx, share, StudentTail(39)))
+    heavy = float(union_bound(mean, d, idx, share, StudentTail(10)))
+    assert expected == pytest.approx(light, rel=1e-12) and expected < heavy

@@ -106,7 +106,13 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
         assert len(r["steps"]) == SMALL_CONFIG.queries
         assert len(set(r["items"])) == SMALL_CONFIG.n_init + SMALL_CONFIG.queries
         for s in r["steps"]:
-            for rule in ("robust", "loo_student", "loo_gaussian", "plain"):
+            for rule in (
+                "robust",
+                "loo_capped",
+                "loo_student",
+                "loo_gaussian",
+                "plain",
+            ):
                 assert s[f"{rule}_bound"] is None or s[f"{rule}_bound"] >= 0
                 assert 0 <= s[f"{rule}_regret"] <= r["f_range"]
             # Student-t tails are heavier than the Gaussian at the same model,

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from ax_chaining.certificate import _tail_sum
+from ax_chaining.certification import ExplorationTail
 from ax_chaining.checks import match_rows, nearest_rows
 from ax_chaining.distances import (
     _column_square_sums,
@@ -632,6 +633,11 @@ class Shard:
         self._check(step)
         t0 = time.perf_counter()
         gap, d = self._cert
+        if isinstance(tail, ExplorationTail):
+            # Explored or not, from the shard's own variances (as one machine
+            # binds the law to all candidates).
+            tiny = torch.finfo(self.prior_var.dtype).tiny
+            tail = tail.bind(self.variance / self.prior_var.clamp_min(tiny))
         out = _tail_sum(b, gap, d, tail)
         self._time("cert_tail", t0)
         return out
