@@ -61,10 +61,12 @@ def test_greedy_ax_loop_records_and_is_reproducible(tiny_library) -> None:
     one = run_one(30, "greedy", 1, config, fingerprints, scores_path, max_size=30)
     assert len(set(one["items"])) == 5 and max(one["items"]) < 30
     assert [set(s) for s in one["steps"]] == [
-        {"total", "fit", "acquisition", "certificate"}
+        {"total", "fit", "acquisition", "certificate", "checked"}
     ] * 2
+    assert all(s["checked"] for s in one["steps"])  # every step by default
     assert all(
-        sum(v for k, v in s.items() if k != "total") <= s["total"] for s in one["steps"]
+        sum(v for k, v in s.items() if k not in ("total", "checked")) <= s["total"]
+        for s in one["steps"]
     )
     two = run_one(30, "greedy", 1, config, fingerprints, scores_path, max_size=30)
     assert two["items"] == one["items"]
