@@ -345,6 +345,78 @@ def _machine() -> dict[str, Any]:
     return info
 
 
+class _Echo:
+    """An actor holding one shard's rows: what a round trip of a step asks of
+    a shard, at its smallest (a reduction of the rows against a few numbers)."""
+
+    def __init__(self, rows: Any) -> None:
+        self.rows = rows
+
+    def reduce(self, v: Any) -> Any:
+        return (self.rows @ v).max(axis=0)
+
+
+def _pinned_reduce(rows: Any, v: Any) -> Any:
+    return (rows @ v).max(axis=0)
+
+
+def round_trips(client: Any, workers: int, rows: int, calls: int) -> list[dict]:
+    """Seconds of one round trip (the client asks every shard for a reduction
+    of its rows and waits for all) with each way of holding shards: actors,
+    futures pinned to workers, and ``dask.array`` (the rows one chunk per
+    worker, persisted; a round is ``(x @ v).max(axis=0)`` computed). One JSON
+    row per backend: the median over ``calls`` rounds and the rows per shard.
+    """
+    import dask.array as da
+
+    addresses = sorted(client.scheduler_info()["workers"])[:workers]
+    rng = np.random.default_rng(0)
+    shards = [rng.standard_normal((rows, 8)) for _ in addresses]
+    v = rng.standard_normal((8, 4))
+
+    def timed(fn: Any) -> float:
+        fn()  # warm up: the first call places or compiles
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return _median(times)
+
+    actors = [
+        client.submit(_Echo, x, workers=[w], actor=True).result()
+        for x, w in zip(shards, addresses, strict=True)
+    ]
+    data = [
+        client.scatter(x, workers=[w], direct=True)
+        for x, w in zip(shards, addresses, strict=True)
+    ]
+    array = da.concatenate([da.from_array(x, chunks=x.shape) for x in shards]).persist()
+    out = {
+        "actors": timed(lambda: [f.result() for f in [a.reduce(v) for a in actors]]),
+        "futures": timed(
+            lambda: client.gather(
+                [
+                    client.submit(_pinned_reduce, d, v, workers=[w], pure=False)
+                    for d, w in zip(data, addresses, strict=True)
+                ]
+            )
+        ),
+        "dask.array": timed(lambda: (array @ v).max(axis=0).compute()),
+    }
+    return [
+        {
+            "kind": "round_trip",
+            "backend": b,
+            "workers": len(addresses),
+            "rows_per_shard": rows,
+            "calls": calls,
+            "round_trip_s": sec,
+        }
+        for b, sec in out.items()
+    ]
+
+
 def table(paths: list[str]) -> str:
     """The docs' markdown table of the step lines in ``paths``."""
     rows = []
@@ -353,12 +425,16 @@ def table(paths: list[str]) -> str:
             if line.strip():
                 rows.append(json.loads(line))
     steps = [r for r in rows if r.get("kind") == "step"]
-    out = [
-        "| N | kernel | backend | workers | single step (s) | sharded step (s) "
-        "| ratio | per shard (s) | round trips | bytes sent / received "
-        "| largest reply | placed once | same pick |",
-        "|---:|---|---|---:|---:|---:|---:|---|---:|---|---:|---:|---|",
-    ]
+    out = (
+        [
+            "| N | kernel | backend | workers | single step (s) | sharded step (s) "
+            "| ratio | per shard (s) | round trips | bytes sent / received "
+            "| largest reply | placed once | same pick |",
+            "|---:|---|---|---:|---:|---:|---:|---|---:|---|---:|---:|---|",
+        ]
+        if steps
+        else []
+    )
     for r in steps:
         s, one = r["sharded"], r.get("single")
         shard = " / ".join(f"{p['seconds']:.2f}" for p in s["per_shard"])
@@ -392,6 +468,22 @@ def table(paths: list[str]) -> str:
                 f"| 10^{len(str(p['n'])) - 1} | {p['workers']} "
                 f"| {p['shard_s']:.3g} | {trips:.3g} | {p['step_s']:.3g} "
                 f"| {'—' if gib is None else f'{gib:.3g}'} |"
+            )
+    trips = [r for r in rows if r.get("kind") == "round_trip"]
+    if trips:
+        fitted = fit_model(steps)["round_trips"] if steps else None
+        out += [
+            *([""] if steps else []),
+            "| backend | workers | rows a shard | one round trip (ms) "
+            + ("| x the fitted step's round trips (s) |" if fitted else "|"),
+            "|---|---:|---:|---:|" + ("---:|" if fitted else ""),
+        ]
+        for r in trips:
+            ms = r["round_trip_s"] * 1e3
+            cells = f"| {fitted * r['round_trip_s']:.2f} |" if fitted else "|"
+            out.append(
+                f"| {r['backend']} | {r['workers']} | {r['rows_per_shard']:,} "
+                f"| {ms:.1f} {cells}"
             )
     return "\n".join(out)
 
@@ -455,6 +547,14 @@ def main(argv: list[str] | None = None) -> int:
         help="write the generated fingerprints there and shard them by path "
         "(each worker memory-maps its rows; nothing is sent)",
     )
+    parser.add_argument(
+        "--round-trips",
+        type=int,
+        default=None,
+        metavar="CALLS",
+        help="measure one round trip with actors, pinned futures and dask.array "
+        "(median of CALLS rounds, 10,000 rows a shard) instead of steps",
+    )
     parser.add_argument("--small", action="store_true", help="seconds: N = 6,000")
     parser.add_argument("--table", nargs="+", help="JSON-lines files to tabulate")
     args = parser.parse_args(argv)
@@ -500,6 +600,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         client.wait_for_workers(args.workers, timeout=120)
         client.run(_import_on_worker)  # imports are not a step's cost
+        if args.round_trips is not None:
+            for row in round_trips(client, args.workers, 10_000, args.round_trips):
+                print(json.dumps(row), flush=True)
+            return 0
         for n in args.sizes:
             _progress(f"N = {n:,}: building the problem ({args.kernel})")
             problem = _problem(args, n)

@@ -620,3 +620,10 @@ def test_benchmark_small_preset_end_to_end(capsys, tmp_path):
     path.write_text(out)
     table = bench.table([str(path)])
     assert "| 6,000 | tanimoto | actors | 2 |" in table and "Fitted at" in table
+    # One round trip with each way of holding shards, dask.array included.
+    assert main(["distributed", "--round-trips", "2"]) == 0
+    trips = [json.loads(line) for line in capsys.readouterr().out.splitlines()][1:]
+    assert [r["backend"] for r in trips] == ["actors", "futures", "dask.array"]
+    assert all(r["round_trip_s"] > 0 and r["workers"] == 2 for r in trips)
+    path.write_text(out + "\n".join(json.dumps(r) for r in trips))
+    assert "| dask.array | 2 | 10,000 |" in bench.table([str(path)])
