@@ -192,6 +192,39 @@ def _model_view(gs: Any, rows: list[dict[str, Any]], experiment: Any):
     return model, X, objective_scale(adapter, experiment, weights)
 
 
+#: The variants recorded beside the strategy's own certificate (``robust``),
+#: from the same step's model (the module docstring).
+RECORDED = ("loo_gaussian", "loo_student", "loo_capped", "geometric")
+
+
+def _variants(n: int) -> dict[str, dict[str, Any]]:
+    """``certify_model`` keywords of each variant at a step with ``n``
+    observations (the geometric schedule's only at its checks)."""
+    from ax_chaining.certification import AUTO_DOF_CAP, StudentTail
+
+    out: dict[str, dict[str, Any]] = {
+        "plain": {"calibration": "none"},
+        "loo_gaussian": {"tail": "gaussian"},
+        "loo_student": {"tail": "student"},
+        "loo_capped": {"tail": StudentTail(max(1, min(n - 1, AUTO_DOF_CAP)))},
+    }
+    if _geometric().index(n) is not None:
+        out["geometric"] = {"schedule": _geometric()}
+    return out
+
+
+def _record(cert: Any, scale: float | None, f: np.ndarray, f_max: float) -> dict:
+    """A variant's ``bound`` (objective units), ``valid`` and the true
+    ``regret`` of its point; None each where it was not computed."""
+    if cert is None:
+        return {"bound": None, "valid": None, "regret": None}
+    return {
+        "bound": None if scale is None else cert.bound * scale,
+        "valid": cert.valid,
+        "regret": f_max - float(f[cert.index]),
+    }
+
+
 def run_one(
     problem: str, method: str, seed: int, config: ValidityConfig
 ) -> dict[str, Any]:
@@ -209,12 +242,11 @@ def run_one(
     from ax_chaining.ax import GEN_METADATA_KEY
     from ax_chaining.ax.candidates import row_key
     from ax_chaining.certificate import ucb_lcb_bound
-    from ax_chaining.certification import AUTO_DOF_CAP, StudentTail, certify_model
+    from ax_chaining.certification import certify_model
     from ax_chaining.posterior import candidate_posterior
 
     # Ax's Client logs every trial at INFO; the progress bar says enough.
     set_stderr_log_level(logging.WARNING)
-    GEOMETRIC = _geometric()
     params, kwargs, rows, f, noise = _problem(problem, seed, config)
     n = len(rows)
     names = list(rows[0])
@@ -255,48 +287,17 @@ def run_one(
             evaluated = torch.zeros(n, dtype=torch.bool)
             evaluated[items] = True
             transform = ScalarizedPosteriorTransform(torch.ones(1, dtype=X.dtype))
-            plain = certify_model(
-                model,
-                X,
-                among=evaluated,
-                delta=config.delta,
-                posterior_transform=transform,
-                calibration="none",
-            )
-            loo_gaussian = certify_model(
-                model,
-                X,
-                among=evaluated,
-                delta=config.delta,
-                posterior_transform=transform,
-                tail="gaussian",
-            )
-            loo_student = certify_model(
-                model,
-                X,
-                among=evaluated,
-                delta=config.delta,
-                posterior_transform=transform,
-                tail="student",
-            )
-            loo_capped = certify_model(
-                model,
-                X,
-                among=evaluated,
-                delta=config.delta,
-                posterior_transform=transform,
-                tail=StudentTail(max(1, min(len(items) - 1, AUTO_DOF_CAP))),
-            )
-            geometric = None
-            if GEOMETRIC.index(len(items)) is not None:
-                geometric = certify_model(
+            certs = {
+                name: certify_model(
                     model,
                     X,
                     among=evaluated,
                     delta=config.delta,
                     posterior_transform=transform,
-                    schedule=GEOMETRIC,
+                    **kwargs,
                 )
+                for name, kwargs in _variants(len(items)).items()
+            }
             post = candidate_posterior(model, X, transform, path="dense")
             beta = gp_ucb_beta(n, len(items) + 1, config.delta)
             index = evaluated.nonzero().squeeze(-1)
@@ -318,28 +319,11 @@ def run_one(
                 if robust_index is None
                 else f_max - float(f[robust_index]),
                 "robust_scale": (cert.get("checks") or {}).get("mean_z2"),
-                "plain_bound": None if scale is None else plain.bound * scale,
-                "plain_regret": f_max - float(f[plain.index]),
-                "loo_gaussian_bound": None
-                if scale is None
-                else loo_gaussian.bound * scale,
-                "loo_gaussian_valid": loo_gaussian.valid,
-                "loo_gaussian_regret": f_max - float(f[loo_gaussian.index]),
-                "loo_capped_bound": None if scale is None else loo_capped.bound * scale,
-                "loo_capped_valid": loo_capped.valid,
-                "loo_capped_regret": f_max - float(f[loo_capped.index]),
-                "loo_student_bound": None
-                if scale is None
-                else loo_student.bound * scale,
-                "loo_student_valid": loo_student.valid,
-                "loo_student_regret": f_max - float(f[loo_student.index]),
-                "geometric_bound": None
-                if scale is None or geometric is None
-                else geometric.bound * scale,
-                "geometric_valid": None if geometric is None else geometric.valid,
-                "geometric_regret": None
-                if geometric is None
-                else f_max - float(f[geometric.index]),
+                **{
+                    f"{name}_{key}": value
+                    for name in ("plain", *RECORDED)
+                    for key, value in _record(certs.get(name), scale, f, f_max).items()
+                },
                 "ucb_lcb_bound": None
                 if scale is None
                 else float(ucb_lcb[index.tolist().index(lcb_pick)]) * scale,

@@ -522,15 +522,20 @@ def _fresh_process(code: str) -> str:
     return done.stdout
 
 
-def test_a_saved_experiment_loads_in_a_new_process_after_importing_ax_layer(
-    tmp_path: Any,
-) -> None:
+def _saved_loop(tmp_path: Any) -> tuple[Any, Any]:
+    """A Chaining-UCB loop of 5 trials saved to JSON, and its next suggestion."""
     client = _int_grid_client(3)
     client.set_generation_strategy(chaining_generation_strategy(init_trials=4))
     _run(client, _grid_f, 5)
     path = tmp_path / "saved.json"
     client.save_to_json_file(str(path))
-    expected = client.get_next_trials(max_trials=1)
+    return path, client.get_next_trials(max_trials=1)
+
+
+def test_a_saved_experiment_loads_in_a_new_process_after_importing_ax_layer(
+    tmp_path: Any,
+) -> None:
+    path, expected = _saved_loop(tmp_path)
     out = _fresh_process(
         "import ax_chaining.ax\n"
         "from ax.api.client import Client\n"
@@ -549,12 +554,7 @@ def test_a_saved_experiment_loads_in_a_new_process_after_importing_ax_layer(
 def test_load_client_after_importing_the_package_alone(tmp_path: Any) -> None:
     """``import ax_chaining`` loads no Ax (so registers nothing with it):
     ``ax_chaining.load_client`` does, and names a class that stays unknown."""
-    client = _int_grid_client(3)
-    client.set_generation_strategy(chaining_generation_strategy(init_trials=4))
-    _run(client, _grid_f, 5)
-    path = tmp_path / "saved.json"
-    client.save_to_json_file(str(path))
-    expected = client.get_next_trials(max_trials=1)
+    path, expected = _saved_loop(tmp_path)
     # A snapshot naming an acquisition class this process never registered.
     text = path.read_text()
     assert text.count('"index": "ChainingUCB"') > 0

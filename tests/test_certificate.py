@@ -351,12 +351,10 @@ def test_blocks_give_the_same_bounds_on_the_low_rank_route():
         assert all(torch.equal(blocked[k], whole[k]) for k in whole), budget
 
 
-_PEAK = """
+_PEAK_PRELUDE = """
 import json
 import torch
 torch.set_num_threads(1)
-from ax_chaining import chaining_covers, chaining_tree, certificate_bounds
-from tests.test_certificate import _posterior
 
 def kib(key):
     with open("/proc/self/status") as f:
@@ -369,6 +367,11 @@ def peak_mib(call):
     before = kib("VmRSS")
     out = call()
     return out, (kib("VmHWM") - before) / 1024
+"""
+
+_PEAK = """
+from ax_chaining import chaining_covers, chaining_tree, certificate_bounds
+from tests.test_certificate import _posterior
 
 mean, distance = _posterior(3000)
 res = chaining_covers(distance, t=21)
@@ -390,22 +393,8 @@ print(json.dumps({
 
 
 _PEAK_ACQF = """
-import json
-import torch
-torch.set_num_threads(1)
 from ax_chaining import ChainingUCB
 from tests.test_certificate import se_model
-
-def kib(key):
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(key))
-
-def peak_mib(call):
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    before = kib("VmRSS")
-    out = call()
-    return out, (kib("VmHWM") - before) / 1024
 
 g = torch.Generator().manual_seed(0)
 C = 20.0 * torch.rand(3000, 2, generator=g, dtype=torch.float64)
@@ -461,7 +450,8 @@ def test_chaining_ucb_certificate_honours_the_acquisitions_memory_budget():
     stays within the acquisition's budget, with the default budget's result."""
     _needs_peak_reset()
     budget = 8 * 2**20
-    got = _peak_run(textwrap.dedent(_PEAK_ACQF).replace("BUDGET", str(budget)))
+    code = textwrap.dedent(_PEAK_PRELUDE + _PEAK_ACQF)
+    got = _peak_run(code.replace("BUDGET", str(budget)))
     assert got["equal"]
     assert got["rows"] > 4 * budget / 2**20  # the probe sees an N x N at once
     assert got["peak"] < budget / 2**20
@@ -475,32 +465,10 @@ def test_certificate_stays_within_its_memory_budget():
     default budget. Measured in a fresh process from the kernel's peak
     resident memory (VmHWM, reset before each call; torch's CPU allocations
     are invisible to tracemalloc), which sees the rows when made at once."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pytest.skip("needs Linux's /proc/self/clear_refs to reset the peak")
+    _needs_peak_reset()
     budget = 4 * 2**20
-    code = textwrap.dedent(_PEAK).replace("BUDGET", str(budget))
-    root = Path(__file__).resolve().parents[1]  # imports tests.test_certificate
-    # glibc's malloc then maps every allocation above 64 kB on its own and
-    # gives freed memory back, so the resident memory follows what is live
-    # (else memory freed by one call hides the next one's allocations).
-    env = {
-        **os.environ,
-        "MALLOC_MMAP_THRESHOLD_": "65536",
-        "MALLOC_TRIM_THRESHOLD_": "0",
-    }
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=root,
-        env=env,
-    )
-    assert out.returncode == 0, out.stderr
-    got = json.loads(out.stdout)
+    code = textwrap.dedent(_PEAK_PRELUDE + _PEAK)
+    got = _peak_run(code.replace("BUDGET", str(budget)))
     assert got["equal"]
     assert got["rows"] > 4 * budget / 2**20  # the probe sees the rows at once
     assert got["blocked"] < budget / 2**20
