@@ -358,8 +358,9 @@ def sharded_candidate_set_strategy(
             (candidate ``i`` the item index ``i``, as Ax gives it to the model).
         botorch_acqf_class: ``ChainingUCB`` (the one acquisition whose step
             is distributed).
-        botorch_acqf_options, init_trials, name, stop_tolerance, torch_device,
-            certificate_schedule: As :func:`~ax_chaining.ax.candidate_set_strategy`.
+        botorch_acqf_options, init_trials, name, stop_tolerance, torch_device: As
+            :func:`~ax_chaining.ax.candidate_set_strategy`.
+        certificate_schedule: As :func:`~ax_chaining.ax.candidate_set_node`.
         init: ``"uniform"`` (the one initialization over items).
         surrogate_spec: Ax's, with a library-mode Tanimoto kernel over the
             same library (:func:`~ax_chaining.ax.fingerprint_kernel_surrogate_spec`).
