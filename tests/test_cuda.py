@@ -88,3 +88,13 @@ def test_chaining_step_on_cuda_follows_cpu(problem):
     assert torch.allclose(values_gpu, values_cpu, rtol=1e-6, atol=1e-8)
     assert int(values_gpu.argmax()) == int(values_cpu.argmax())
     assert gpu.chaining.cover_sizes.tolist() == cpu.chaining.cover_sizes.tolist()
+
+
+def test_default_certificate_on_cuda_follows_cpu():
+    """The default certificate (leave-one-out check, tails by exploration,
+    union and chaining bounds) on the GPU: the CPU's point and bound."""
+    model, C = _se_model(3000, seed=3)
+    cpu = ChainingUCB(model, C).certificate(among="all")
+    gpu = ChainingUCB(copy.deepcopy(model).cuda(), C.cuda()).certificate(among="all")
+    assert gpu.tail == cpu.tail and gpu.index == cpu.index
+    assert gpu.bound == pytest.approx(cpu.bound, rel=1e-6)
