@@ -212,17 +212,17 @@ def table_from_rows(rows: list[dict[str, Any]]) -> str:
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         groups.setdefault((r["problem"], r["method"]), []).append(r)
-    # Numbers of degrees of freedom in order, then the named laws.
-    names = {d for r in rows for d in r["tails"]}
-    dofs = sorted(
-        names, key=lambda d: (not d.isdigit(), float(d) if d.isdigit() else 0, d)
-    )
     lines = [
         "| problem | method | tails | runs violated | violated steps | "
         "first <= 10% (runs) | <= 10% within 60 queries |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
     for (problem, method), runs in sorted(groups.items()):
+        # Numbers of degrees of freedom in order, then the named laws.
+        names = {d for r in runs for d in r["tails"]}
+        dofs = sorted(
+            names, key=lambda d: (not d.isdigit(), float(d) if d.isdigit() else 0, d)
+        )
         for d in dofs:
             viol = sum(r["tails"][d]["any_violated"] for r in runs)
             steps = sum(r["tails"][d]["violated_steps"] for r in runs)
