@@ -202,7 +202,7 @@ def _in_first(total: int, size: int, big: int) -> np.ndarray:
     return np.searchsorted(large, small)
 
 
-def _strategy(method: str, spec: Any, config: ScreeningConfig) -> Any:
+def _strategy(method: str, spec: Any, config: ScreeningConfig, size: int) -> Any:
     from botorch.acquisition.analytic import PosteriorMean
 
     from ax_chaining import ax as axc
@@ -210,6 +210,8 @@ def _strategy(method: str, spec: Any, config: ScreeningConfig) -> Any:
 
     common = {"init_trials": config.n_init, "surrogate_spec": spec}
     common["exclude_evaluated"] = True
+    # The strategies' guard on N (100,000 by default) is raised to the library.
+    common["max_candidates"] = max(size, 100_000)
     if config.checks == "geometric":
         common["certificate_schedule"] = CheckSchedule("geometric", start=10)
     if method == "chaining":
@@ -260,7 +262,7 @@ def run_one(
         )
         client.configure_optimization(objective="mpo")
         spec = fingerprint_kernel_surrogate_spec(library)
-        gs = _strategy(method, spec, config)
+        gs = _strategy(method, spec, config, size)
         client.set_generation_strategy(gs)
         for i in items:
             index = client.attach_trial(parameters={"item": i})
