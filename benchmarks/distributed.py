@@ -184,8 +184,12 @@ def _single_step(problem: dict[str, Any], args: argparse.Namespace) -> dict[str,
 
 
 def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
-    size = args.max_cover_size
-    return {} if size is None else {"max_cover_size": size}
+    out: dict[str, Any] = {}
+    if args.max_cover_size is not None:
+        out["max_cover_size"] = args.max_cover_size
+    if args.memory_budget_gib is not None:
+        out["memory_budget"] = int(args.memory_budget_gib * 2**30)
+    return out
 
 
 def _sharded_steps(
@@ -523,6 +527,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="steps per measure")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-cover-size", type=int, default=None)
+    parser.add_argument(
+        "--memory-budget-gib",
+        type=float,
+        default=None,
+        help="ChainingUCB's memory_budget (bounds each worker; default 4 GiB)",
+    )
     parser.add_argument(
         "--batch-size",
         type=int,
