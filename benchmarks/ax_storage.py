@@ -14,6 +14,7 @@ Examples::
     python -m benchmarks.ax_storage --items 300 --trials 10 25
     python -m benchmarks.ax_storage --items 4200 --trials 50
     python -m benchmarks.ax_storage --small   # 40 items, 4 trials: a test
+    python -m benchmarks.ax_storage --table docs/results/ax_storage.jsonl
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import torch
 
 from benchmarks._tables import fill_preset
 
-__all__ = ["main"]
+__all__ = ["main", "table"]
 
 #: The defaults, and the ``--small`` preset (a few seconds).
 FULL = {"items": 300, "trials": [10, 25], "init_trials": 10}
@@ -46,8 +47,30 @@ def _items(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return phi @ phi.T, phi @ torch.randn(16, generator=g, dtype=torch.float64)
 
 
+def table(paths: list[str]) -> str:
+    """The docs' markdown table of the JSON lines in ``paths``."""
+    rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
+    out = [
+        "| items | trials | JSON size | one Gram copy as JSON (baseline) | ratio "
+        "| save | load | same next suggestion after load |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['items']:,} | {r['trials']} | {r['json_bytes'] / 1e6:.2f} MB "
+            f"| {r['gram_json_bytes'] / 1e6:.1f} MB "
+            f"| {r['ratio_vs_one_gram_copy']:.4f} | {r['save_s']:.2f} s "
+            f"| {r['load_s']:.2f} s | {'yes' if r['same_next_suggestion'] else 'no'} |"
+        )
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print one JSON line per save; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--table":
+        print(table(argv[1:]))
+        return 0
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ax_storage")
     parser.add_argument("--items", type=int, default=None, help=f"{FULL['items']}")
     parser.add_argument(
