@@ -427,8 +427,11 @@ def format_markdown(summary: dict[str, Any]) -> str:
         "top-k @q: mean over runs of the fraction of the library's k best molecules "
         "(by MPO) among those tested after q queries (the initial molecules "
         "included). s/step: median wall time of one `get_next_trials` call, and of "
-        "its model fit, acquisition and certificate (the step records' `seconds`). "
-        "peak MB: the largest peak resident memory of a run's process."
+        "its model fit, acquisition and certificate (the step records' `seconds`; "
+        "the certificate's at the steps that checked one: every step, unless the "
+        "runs were made with `--checks geometric`, after 10, 20, 40, ... "
+        "observations). peak MB: the largest peak resident memory of a run's "
+        "process."
     )
     return "\n".join(lines) + "\n"
 
