@@ -38,7 +38,7 @@ from ax_chaining.certificate import (
     solve_tail_budget,
     upper_quantile,
 )
-from ax_chaining.covers import _POOL_RATIO2
+from ax_chaining.covers import _POOL_RATIO2, sample_without_replacement
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.distributed._shard import Left
 
@@ -150,7 +150,7 @@ class _Traversal:
         cum = [0]
         for c in counts:
             cum.append(cum[-1] + c)
-        pick = torch.randperm(cum[-1], generator=self.gen)[: self.pool_size - 1]
+        pick = sample_without_replacement(cum[-1], self.pool_size - 1, self.gen)
         where = [bisect.bisect_right(cum, p) - 1 for p in pick.tolist()]
         wanted: list[list[int]] = [[] for _ in counts]
         for p, s in zip(pick.tolist(), where, strict=True):
