@@ -230,6 +230,11 @@ def test_committed_summary_is_remade_from_the_committed_records(
         ("bonus", "docs/results/molecules/bonus.jsonl", "docs/results/molecules.md"),
         ("distributed", "docs/results/distributed/steps.jsonl", "docs/distributed.md"),
         ("speed", "docs/results/speed/step_tanimoto_moses.jsonl", "docs/large-sets.md"),
+        (
+            "speed",
+            "docs/results/speed/step_tanimoto_moses_r3.jsonl",
+            "docs/large-sets.md",
+        ),
         ("tails", "docs/results/certificate/tails.jsonl", "docs/certificate.md"),
         ("ax_storage", "docs/results/ax_storage.jsonl", "docs/ax-guide.md"),
         ("speed", "docs/results/speed/gpu_h200_se.jsonl", "docs/large-sets.md"),
