@@ -447,7 +447,7 @@ def scaling(
 
 
 def format_scaling_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown table of :func:`scaling` rows (the README's)."""
+    """Markdown table of :func:`scaling` rows (the certificate page's)."""
     lines = [
         "| N | side | obs | path | cover sizes | union | pairwise | chaining | "
         "chaining (radius) | chaining / union |",
@@ -464,6 +464,17 @@ def format_scaling_table(rows: list[dict[str, Any]]) -> str:
             f"{r['chaining-radius']:.3f} | {r['chaining'] / r['union']:.2f} |"
         )
     return "\n".join(lines)
+
+
+def table(paths: list[str]) -> str:
+    """The ``--scaling`` table of the JSON lines saved in ``paths``."""
+    rows = []
+    for name in paths:
+        for line in Path(name).read_text().splitlines():
+            row = json.loads(line) if line.startswith("{") else {}
+            if "cover_sizes" in row:
+                rows.append(row)
+    return format_scaling_table(rows)
 
 
 def _json_safe(x: Any) -> Any:
@@ -527,11 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.scaling_table:
-        rows = []
-        for name in args.scaling_table:
-            text = Path(name).read_text().splitlines()
-            rows += [json.loads(line) for line in text if line.startswith("{")]
-        print(format_scaling_table(rows))
+        print(table(args.scaling_table))
         return 0
     if args.scaling:
         if args.threads:
@@ -571,16 +578,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         records = run_all(problems, config, out, progress=not args.no_progress)
     rows = summarize(records, config.delta)
-    table = format_table(rows)
+    text = format_table(rows)
     if args.table:
-        print(table)
+        print(text)
         return 0
     meta: dict[str, Any] = {"config": {**config.key(), "runs": config.runs}}
     if not args.summary_only:  # the same records give the same summary bytes
         meta["wall_seconds_this_call"] = time.perf_counter() - start
     safe = [{k: _json_safe(v) for k, v in row.items()} for row in rows]
     write_summary(
-        out, command_line(["certificate", *argv]), table, {**meta, "rows": safe}
+        out, command_line(["certificate", *argv]), text, {**meta, "rows": safe}
     )
     for row in safe:
         print(json.dumps(row))
