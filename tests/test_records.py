@@ -194,7 +194,8 @@ def test_cli_pack_errors(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "benchmark", ["harness", "molecules", "paper_n10000", "validity", "screening"]
+    "benchmark",
+    ["harness", "molecules", "paper_n2000", "paper_n10000", "validity", "screening"],
 )
 def test_committed_summary_is_remade_from_the_committed_records(
     benchmark, tmp_path, monkeypatch
@@ -258,6 +259,7 @@ def test_tables_in_the_docs_are_remade_from_their_committed_lines(
     [
         ("harness", "harness"),
         ("molecules", "molecules"),
+        ("paper_n2000", "paper-n2000"),
         ("paper_n10000", "paper-n10000"),
         ("validity", "validity"),
         ("screening", "screening"),
