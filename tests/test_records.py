@@ -254,6 +254,17 @@ def test_tables_in_the_docs_are_remade_from_their_committed_lines(
     assert table in (ROOT / page).read_text()
 
 
+def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
+    """The certificate page's union-against-chaining table (two files of
+    ``--scaling`` lines, sparse and dense domains) is what ``table`` prints."""
+    from benchmarks.certificate import table
+
+    lines = ROOT / "docs" / "results" / "certificate"
+    made = table([str(lines / "scaling.jsonl"), str(lines / "scaling_dense.jsonl")])
+    assert made.count("\n") == 7  # header, rule, 3 sizes x 2 domains
+    assert made in (ROOT / "docs" / "certificate.md").read_text()
+
+
 @pytest.mark.parametrize(
     ("benchmark", "page"),
     [
