@@ -20,6 +20,7 @@ from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
 from ax_chaining import ChainingUCB
 from ax_chaining.covers import farthest_first_order
+from ax_chaining.distances import MemoryBudgetError
 from ax_chaining.kernels import PackedFingerprints, TanimotoKernel
 from ax_chaining.posterior import candidate_posterior
 
@@ -125,6 +126,24 @@ def test_in_process_step_equals_one_machine(shards):
     assert float(acqf(C[best["index"]][None, None]).detach()) == pytest.approx(
         float(value), rel=1e-9
     )
+
+
+def test_an_explicit_batch_is_counted_against_each_workers_budget():
+    # 2 shards of 12,000 candidates; at 1 GiB one machine's pool share is
+    # 128 MiB, which the default batch fits. A batch of 4,096 means pools of
+    # 8,192 rows of a shard (over 390 MB, counted 4 times as one machine
+    # counts its pool): refused before any work, naming the remedy.
+    model, C = se_problem(12_000)
+    budget = 2**30
+    ChainingUCB(
+        model,
+        ShardedCandidates(None, C, workers=["w"] * 2),
+        memory_budget=budget,
+        max_cover_size=64,
+    )
+    big = ShardedCandidates(None, C, workers=["w"] * 2, batch_size=4096)
+    with pytest.raises(MemoryBudgetError, match=r"A shard of \d+ .*batch_size"):
+        ChainingUCB(model, big, memory_budget=budget, max_cover_size=64)
 
 
 @pytest.mark.parametrize(

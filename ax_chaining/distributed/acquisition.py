@@ -405,17 +405,24 @@ class ShardedChainingUCB(ChainingUCB):
 
     def _check_memory(self, r: int, p: int, itemsize: int) -> None:
         """Each worker's share against ``memory_budget`` (one machine's
-        low-rank estimate, for the largest shard)."""
+        low-rank estimate, for the largest shard). A ``batch_size`` set on the
+        candidates replaces one machine's pool (``2 * batch`` rows within the
+        pool's share of the budget) by ``2 * batch`` rows of the shard, which
+        can be larger: it is counted the same way."""
         budget = self.options.memory_budget
         largest = max(self.sharded.sizes)
         pool_bytes = _row_budgets(budget)[1]
+        if self.sharded.batch_size is not None:
+            chosen = 2 * self.sharded.batch_size * largest * itemsize
+            pool_bytes = max(pool_bytes, chosen)
         need = (r + 2 * p + 6) * (largest + p) * itemsize + 4 * pool_bytes
         if need > budget:
             raise MemoryBudgetError(
                 f"A shard of {largest} candidates needs about {format_bytes(need)} "
                 f"on its worker, above memory_budget={format_bytes(budget)}. Pass a "
-                "larger memory_budget (it bounds each worker), or shard over more "
-                "workers."
+                "larger memory_budget (it bounds each worker), "
+                + ("a smaller batch_size, " if self.sharded.batch_size else "")
+                + "or shard over more workers."
             )
 
     # ------------------------------------------------------------ selection
