@@ -271,9 +271,10 @@ def fit_model(rows: list[dict[str, Any]]) -> dict[str, Any]:
         T(N, W) \approx a\, N / W + R\, \ell + c,
 
     with :math:`a` the shards' seconds per candidate (their summed seconds
-    over ``N``, at the largest ``N`` measured), :math:`R` the round trips of a
-    step (the traversal's batches, selection; set by the cover sizes, not by
-    ``N``), :math:`\ell` the seconds per round trip beyond the slowest
+    over ``N``, at the largest ``N`` measured, the fastest step there),
+    :math:`R` the round trips of a step (the traversal's batches, selection;
+    set by the cover sizes and the batch size, so not by ``N`` at a fixed
+    batch), :math:`\ell` the seconds per round trip beyond the slowest
     shard's work (the step's wall time less the slowest shard's seconds, over
     :math:`R`: messages, scheduling, the client's share) and :math:`c = 0`
     (the client's ``O(r^3 + \text{cover})`` work, folded into :math:`\ell`).
@@ -434,10 +435,10 @@ def table(paths: list[str]) -> str:
     steps = [r for r in rows if r.get("kind") == "step"]
     out = (
         [
-            "| N | kernel | backend | workers | single step (s) | sharded step (s) "
-            "| ratio | per shard (s) | round trips | bytes sent / received "
-            "| largest reply | placed once | same pick |",
-            "|---:|---|---|---:|---:|---:|---:|---|---:|---|---:|---:|---|",
+            "| N | kernel | backend | workers | batch | single step (s) "
+            "| sharded step (s) | ratio | per shard (s) | round trips "
+            "| bytes sent / received | largest reply | placed once | same pick |",
+            "|---:|---|---|---:|---|---:|---:|---:|---|---:|---|---:|---:|---|",
         ]
         if steps
         else []
@@ -447,9 +448,10 @@ def table(paths: list[str]) -> str:
         shard = " / ".join(f"{p['seconds']:.2f}" for p in s["per_shard"])
         single = "—" if one is None else f"{one['step_s']:.2f}"
         ratio = "—" if one is None else f"{r['ratio']:.2f}"
+        batch = r.get("batch_size") or "one machine's"
         out.append(
             f"| {r['n']:,} | {r['kernel']} | {r['backend']} | {r['workers']} "
-            f"| {single} | {s['step_s']:.2f} | {ratio} | {shard} "
+            f"| {batch} | {single} | {s['step_s']:.2f} | {ratio} | {shard} "
             f"| {s['round_trips']} "
             f"| {_kb(s['bytes_sent'])} / {_kb(s['bytes_received'])} "
             f"| {_kb(s['largest_reply'])} | {_mb(s['bytes_placed'])} "
