@@ -66,10 +66,10 @@ from ax_chaining.posterior import (
     candidate_posterior,
     check_posterior_transform,
     evaluated_candidates,
+    known_prior_variance,
     model_inputs,
     num_training_points,
     posterior_at,
-    prior_variance,
     to_model,
 )
 
@@ -504,9 +504,9 @@ class ChainingUCB(AcquisitionFunction):
 
     def _prior_variance(self, post: CandidatePosterior) -> Tensor:
         """The candidates' prior variances, in the posterior's units."""
-        if post.prior_variance is not None:
-            return post.prior_variance
-        return prior_variance(self.model, self.candidates, self.posterior_transform)
+        return known_prior_variance(
+            post, self.model, self.candidates, self.posterior_transform
+        )
 
     @torch.no_grad()
     @t_batch_mode_transform(expected_q=1, assert_output_shape=False)
@@ -554,9 +554,7 @@ class ChainingUCB(AcquisitionFunction):
             tree=step.tree,
             tail=bind_tail(
                 resolve_tail("auto", "loo", num_training_points(self.model)),
-                self.model,
-                step.posterior.distance,
-                self.candidates,
+                step.posterior.distance.variance,
                 self._prior_variance(step.posterior),
             ),
             memory_budget=self.options.memory_budget,

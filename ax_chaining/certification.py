@@ -99,9 +99,9 @@ from ax_chaining.posterior import (
     candidate_posterior,
     check_posterior_transform,
     evaluated_candidates,
+    known_prior_variance,
     model_inputs,
     num_training_points,
-    prior_variance,
     supports_low_rank,
 )
 
@@ -566,9 +566,7 @@ def certify_model(
     )
     mean = post.mean.to(torch.float64)
     mean = mean if maximize else -mean
-    prior_var = post.prior_variance
-    if prior_var is None:
-        prior_var = prior_variance(model, candidates, posterior_transform)
+    prior_var = known_prior_variance(post, model, candidates, posterior_transform)
     return issue_certificate(
         model,
         mean,
@@ -599,7 +597,7 @@ def issue_certificate(
     calibration: Calibration = "loo",
     alpha: float = 0.01,
     sign: float = 1.0,
-    prior_var: Tensor | None = None,
+    prior_var: Tensor,
     **bounds: Any,
 ) -> Certificate:
     """The certificate of a model's posterior: its calibration first (refused,
@@ -608,11 +606,11 @@ def issue_certificate(
     :data:`TailChoice`, see :func:`resolve_tail`). The one place where a
     certificate is issued, for :func:`certify_model` and ``ChainingUCB``.
     ``prior_var``: the candidates' prior variances in the posterior's units,
-    for the default tails (computed from the model if not given)."""
+    for the default tails."""
     check = calibrate(model, calibration, alpha)
     n_obs = num_training_points(model)
     law = resolve_tail(bounds.get("tail", "auto"), calibration, n_obs)
-    bounds["tail"] = bind_tail(law, model, distance, candidates, prior_var)
+    bounds["tail"] = bind_tail(law, distance.variance, prior_var)
     if not check.valid:
         return refused_certificate(
             mean,
@@ -637,22 +635,16 @@ def issue_certificate(
 
 
 def bind_tail(
-    law: Tail | TailLaw,
-    model: Model,
-    distance: PseudoDistance,
-    candidates: Tensor,
-    prior_var: Tensor | None = None,
+    law: Tail | TailLaw, variance: Tensor, prior_var: Tensor
 ) -> Tail | TailLaw:
-    """``law``, bound to the candidates' variance ratios if it is an
-    :class:`ExplorationTail` (``prior_var``: their prior variances in the
-    units of ``distance``; default :func:`~ax_chaining.posterior.prior_variance`
-    of the model)."""
+    """``law``, bound to the candidates' posterior-to-prior variance ratios if
+    it is an :class:`ExplorationTail` (``variance``: their posterior variances,
+    ``prior_var``: their prior variances in the same units,
+    :func:`~ax_chaining.posterior.known_prior_variance`)."""
     if not isinstance(law, ExplorationTail):
         return law
-    if prior_var is None:
-        prior_var = prior_variance(model, candidates)
-    prior_var = prior_var.to(distance.variance)
-    ratio = distance.variance / prior_var.clamp_min(torch.finfo(prior_var.dtype).tiny)
+    prior_var = prior_var.to(variance)
+    ratio = variance / prior_var.clamp_min(torch.finfo(prior_var.dtype).tiny)
     return law.bind(ratio)
 
 

@@ -85,6 +85,7 @@ __all__ = [
     "pending_rows",
     "posterior_at",
     "num_training_points",
+    "known_prior_variance",
     "prior_variance",
     "supports_low_rank",
     "to_model",
@@ -242,6 +243,19 @@ def prior_variance(
         f"Cannot infer the prior scale through a {type(posterior_transform).__name__}; "
         "pass scale= explicitly."
     )
+
+
+def known_prior_variance(
+    post: CandidatePosterior,
+    model: Model,
+    X: Tensor,
+    posterior_transform: PosteriorTransform | None = None,
+) -> Tensor:
+    """The prior variances of ``post``'s candidates ``X``: those its route
+    computed, else :func:`prior_variance` (the same units either way)."""
+    if post.prior_variance is not None:
+        return post.prior_variance
+    return prior_variance(model, X, posterior_transform)
 
 
 def _posterior_mean(

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from ax_chaining.certificate import _tail_sum
-from ax_chaining.certification import ExplorationTail
+from ax_chaining.certification import bind_tail
 from ax_chaining.checks import match_rows, nearest_rows
 from ax_chaining.distances import (
     _column_square_sums,
@@ -633,11 +633,9 @@ class Shard:
         self._check(step)
         t0 = time.perf_counter()
         gap, d = self._cert
-        if isinstance(tail, ExplorationTail):
-            # Explored or not, from the shard's own variances (as one machine
-            # binds the law to all candidates).
-            tiny = torch.finfo(self.prior_var.dtype).tiny
-            tail = tail.bind(self.variance / self.prior_var.clamp_min(tiny))
+        # Explored or not, from the shard's own variances (as one machine
+        # binds the law to all candidates).
+        tail = bind_tail(tail, self.variance, self.prior_var)
         out = _tail_sum(b, gap, d, tail)
         self._time("cert_tail", t0)
         return out
