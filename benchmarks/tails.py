@@ -14,7 +14,9 @@ molecules, or the default kernel with the grid normalized to the unit
 square), and the evaluated candidate with the smallest bound is certified
 (``certify_model``: the leave-one-out check, the union bound at the step's
 share of ``delta``) with Student-t tails of each ``--dofs`` degrees of freedom
-(``n-1``: uncapped; ``auto``: the default, ``min(n - 1, 10)``; ``gaussian``).
+(``n-1``: ``tail="student"``, ``n - 1`` everywhere; ``auto``: the default,
+``n - 1`` for explored candidates and ``min(n - 1, 10)`` for the others;
+``gaussian``).
 The refits are not Ax's own fits (which the validity benchmark records), so
 the numbers differ from those of the validity runs in detail.
 
@@ -42,7 +44,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
@@ -52,12 +53,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.records import read_packed
+
 DTYPE = torch.float64
 RECORDS = Path("benchmarks/results/validity.jsonl.gz")
 DOFS = ("6", "8", "10", "12", "15", "20", "n-1", "auto")
 
 
-def _law(name: str, n: int) -> Any:
+def _law(name: str) -> Any:
     from ax_chaining.certification import StudentTail
 
     if name == "n-1":
@@ -132,7 +135,7 @@ def run_one(
         model = _model(record["problem"], C[items[:n]], y[:n], gram)
         for d in dofs:
             cert = certify_model(
-                model, C, delta=record["config"]["delta"], tail=_law(d, n)
+                model, C, delta=record["config"]["delta"], tail=_law(d)
             )
             regret = f_max - float(f[cert.index])
             bound = cert.bound if cert.valid else None
@@ -173,7 +176,7 @@ def run_true_prior(seed: int, dofs: tuple[str, ...], queries: int) -> dict[str, 
     from benchmarks.certificate import CertificateConfig
     from benchmarks.certificate import run_one as certificate_run
 
-    variants = {d: {"calibration": "loo", "tail": _law(d, 0)} for d in dofs}
+    variants = {d: {"calibration": "loo", "tail": _law(d)} for d in dofs}
     config = CertificateConfig(iters=queries)
     rec = certificate_run("grid", seed, config, variants=variants)
     f_range = rec["f_range"]
@@ -271,8 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row, sort_keys=True), flush=True)
             print(f"[tails] grid-true {seed}", file=sys.stderr)
         problems.discard("grid-true")
-    with gzip.open(args.records, "rt") as fh:
-        records = [json.loads(line) for line in fh if line.strip()]
+    records = read_packed(args.records)
     done: set[str] = set()
     for record in records:
         if record["problem"] not in problems or record["method"] not in methods:
