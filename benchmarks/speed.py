@@ -28,6 +28,13 @@ Subcommands print one JSON line per result:
 ``python -m benchmarks speed --rows --sizes 10000``
     the cost of a block of rows of :math:`d_t^2` against the same block of
     prior kernel rows (what a row of :math:`d_t^2` adds to a kernel row).
+``python -m benchmarks speed --floor --sizes 10000``
+    in one process: a stock UCB step, a ChainingUCB step (exact greedy
+    covers), and the least any exact greedy cover of this engine does, one
+    pass that computes each of the ``N (N + 1) / 2`` pairs of :math:`d_t^2`
+    once and compares it with one radius (``level_graph`` at a radius below
+    every distance), in the model's float64 and, for reference, in float32;
+    each as a median over ``--repeats`` and a ratio to the UCB step.
 ``python -m benchmarks speed --compare-covers --n 10000``
     exact greedy covers (dense path) against farthest-first covers (low-rank
     path) on the same posterior: cover sizes per level, their ratio, and whether
@@ -266,6 +273,58 @@ def _cpu_time_bench(args: argparse.Namespace) -> None:
         print(json.dumps(row), flush=True)
 
 
+def _floor_row(n: int, args: argparse.Namespace) -> dict:
+    """UCB step, ChainingUCB step and the every-pair-once pass at one ``N``."""
+    import copy
+
+    from botorch.acquisition import UpperConfidenceBound
+    from botorch.optim import optimize_acqf_discrete
+
+    from ax_chaining import ChainingUCB
+    from ax_chaining.posterior import candidate_posterior
+
+    # Below every positive squared distance of these problems: the graph keeps
+    # the N self-pairs only, so the pass is the pairs and one comparison each.
+    radius = 1e-150
+    model, C = _problem(n, args.obs, args.seed)
+    single = copy.deepcopy(model).to(torch.float32)
+    row: dict = {"bench": "floor", "n": n, "obs": args.obs}
+    with torch.no_grad():
+        small = C[: min(n, 300)]  # warm up imports and caches
+        optimize_acqf_discrete(ChainingUCB(model, small), q=1, choices=small)
+        row["ucb_s"] = _median_s(
+            lambda: optimize_acqf_discrete(
+                UpperConfidenceBound(model, beta=0.2), q=1, choices=C
+            ),
+            args.repeats,
+        )
+        row["step_s"] = _median_s(
+            lambda: optimize_acqf_discrete(ChainingUCB(model, C), q=1, choices=C),
+            args.repeats,
+        )
+        for key, m, c in (("floor", model, C), ("floor32", single, C.float())):
+            distance = candidate_posterior(m, c, path="low_rank").distance
+            row[f"{key}_s"] = _median_s(
+                lambda d=distance: d.level_graph([radius]), args.repeats
+            )
+            row[f"{key}_edges"] = distance.level_graph([radius]).num_edges
+    for key in ("step", "floor", "floor32"):
+        row[f"{key}_ratio"] = row[f"{key}_s"] / row["ucb_s"]
+    return row
+
+
+def _floor_bench(args: argparse.Namespace) -> None:
+    """UCB step, ChainingUCB step and the every-pair-once pass, one process."""
+    machine = {
+        "repeats": args.repeats,
+        "machine": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    for n in args.n:
+        print(json.dumps({**_floor_row(n, args), **machine}), flush=True)
+
+
 def _has_reuse(cls: type) -> bool:
     # An earlier engine (measured with the same script) may lack the option.
     import inspect
@@ -494,6 +553,21 @@ def table(paths: list[str]) -> str:
                 f"| {r['n']:,} | {r['rows']} | {r['kernel_rows_s']:.3g} "
                 f"| {r['dist2_rows_s']:.3g} | {r['ratio']:.3g} |"
             )
+    floors = [r for r in rows if r.get("bench") == "floor"]
+    if floors:
+        out += [
+            *([""] if out else []),
+            "| N | UCB step s | ChainingUCB step s | step / UCB "
+            "| every pair once s | / UCB | the same in float32 s | / UCB |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in floors:
+            out.append(
+                f"| {r['n']:,} | {r['ucb_s']:.3g} | {r['step_s']:.3g} "
+                f"| {r['step_ratio']:.3g} | {r['floor_s']:.3g} "
+                f"| {r['floor_ratio']:.3g} | {r['floor32_s']:.3g} "
+                f"| {r['floor32_ratio']:.3g} |"
+            )
     covers = [r for r in rows if r.get("bench") == "compare_covers"]
     if covers:
         out += [
@@ -546,6 +620,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
     parser.add_argument("--compare-covers", action="store_true")
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="UCB, ChainingUCB and every pair of d_t^2 once, in one process",
+    )
+    parser.add_argument(
         "--device",
         default="cpu",
         help="torch device of the model and candidates (e.g. cuda)",
@@ -593,6 +672,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.compare_covers:
         _compare_covers(args)
+        return 0
+    if args.floor:
+        _floor_bench(args)
         return 0
     machine = {
         "machine": platform.processor() or platform.machine(),

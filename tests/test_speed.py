@@ -27,3 +27,22 @@ def test_speed_small_preset_end_to_end(capsys, tmp_path):
     table = speed.table([str(path)])
     assert table.count("\n") == 2 + len(lines) - 1
     assert "| 500 | 5 | ChainingUCB | dense / greedy, pending: reuse |" in table
+
+
+def test_floor_pass_keeps_only_self_pairs_and_reports_ratios(capsys, tmp_path):
+    """``--floor``: the every-pair-once pass at a radius below every distance
+    keeps each candidate's own pair only (float64), and each ratio is its
+    seconds over the UCB step's from the same line; the table shows them."""
+    assert speed.main(["--floor", "--sizes", "200", "--repeats", "1"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["bench"] == "floor" and row["n"] == 200
+    assert row["floor_edges"] == 200
+    # float32 may put a few distinct pairs at d^2 <= 0, never fewer than N.
+    assert row["floor32_edges"] >= 200
+    for key in ("step", "floor", "floor32"):
+        assert row[f"{key}_ratio"] == row[f"{key}_s"] / row["ucb_s"]
+    path = tmp_path / "floor.jsonl"
+    path.write_text(json.dumps(row))
+    table = speed.table([str(path)])
+    assert table.count("\n") == 2
+    assert f"| 200 | {row['ucb_s']:.3g} | {row['step_s']:.3g} |" in table
