@@ -488,6 +488,87 @@ def _gap(gap: float) -> str:
     return f"no (value gap {gap:.3g})"
 
 
+def _cpu_line(r: dict) -> str:
+    q5 = r.get("q5_cpu_s")
+    reuse = r.get("q5_reuse_cpu_s")
+    q5_cells = (
+        "| | |"
+        if q5 is None
+        else f"| {q5:.3g} | {r['q5_ratio_to_ucb']:.3g} "
+        f"| {'-' if reuse is None else f'{reuse:.3g}'} |"
+    )
+    return (
+        f"| {r['n']:,} | {r['engine']} "
+        f"| {r['ucb_cpu_s']:.3g} | {r['q1_cpu_s']:.3g} "
+        f"| {r['q1_ratio_to_ucb']:.3g} {q5_cells}"
+    )
+
+
+def _rows_line(r: dict) -> str:
+    return (
+        f"| {r['n']:,} | {r['rows']} | {r['kernel_rows_s']:.3g} "
+        f"| {r['dist2_rows_s']:.3g} | {r['ratio']:.3g} |"
+    )
+
+
+def _floor_line(r: dict) -> str:
+    return (
+        f"| {r['n']:,} | {r['ucb_s']:.3g} | {r['step_s']:.3g} "
+        f"| {r['step_ratio']:.3g} | {r['floor_s']:.3g} "
+        f"| {r['floor_ratio']:.3g} | {r['floor32_s']:.3g} "
+        f"| {r['floor32_ratio']:.3g} |"
+    )
+
+
+def _covers_line(r: dict) -> str:
+    return (
+        f"| {r['n']:,} | {r['seed']} | {r['greedy_sizes']} "
+        f"| {r['farthest_first_sizes']} | {r['size_ratio']} "
+        f"| {'yes' if r['same_selection'] else _gap(r['value_gap'])} |"
+    )
+
+
+#: The tables after the step table: the ``bench`` of their lines, their
+#: header, and one line of markdown per JSON line.
+_SECTIONS: list[tuple[str, list[str], Callable[[dict], str]]] = [
+    (
+        "cpu_time",
+        [
+            "| N | engine | UCB CPU s | step CPU s | step / UCB | q = 5 CPU s "
+            "| q = 5 / UCB | q = 5 CPU s, covers reused |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|",
+        ],
+        _cpu_line,
+    ),
+    (
+        "rows",
+        [
+            "| N | rows | kernel rows s | d_t^2 rows s | ratio |",
+            "|---:|---:|---:|---:|---:|",
+        ],
+        _rows_line,
+    ),
+    (
+        "floor",
+        [
+            "| N | UCB step s | ChainingUCB step s | step / UCB "
+            "| every pair once s | / UCB | the same in float32 s | / UCB |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ],
+        _floor_line,
+    ),
+    (
+        "compare_covers",
+        [
+            "| N | seed | greedy \\|T_i\\| | farthest-first \\|T_i\\| | ratio "
+            "| same point |",
+            "|---:|---:|---|---|---|---|",
+        ],
+        _covers_line,
+    ),
+]
+
+
 def table(paths: list[str]) -> str:
     lines = [line for p in paths for line in Path(p).read_text().splitlines()]
     rows = [json.loads(line) for line in lines if line.strip()]
@@ -519,69 +600,10 @@ def table(paths: list[str]) -> str:
             f"| {_target(targets.get(key)) if chaining else ''} "
             f"| {'' if previous is None else f'{previous[0]:.3g}, {previous[1]:.3g}'} |"
         )
-    cpu = [r for r in rows if r.get("bench") == "cpu_time"]
-    if cpu:
-        out += [
-            *([""] if out else []),
-            "| N | engine | UCB CPU s | step CPU s | step / UCB | q = 5 CPU s "
-            "| q = 5 / UCB | q = 5 CPU s, covers reused |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        for r in cpu:
-            q5 = r.get("q5_cpu_s")
-            reuse = r.get("q5_reuse_cpu_s")
-            q5_cells = (
-                "| | |"
-                if q5 is None
-                else f"| {q5:.3g} | {r['q5_ratio_to_ucb']:.3g} "
-                f"| {'-' if reuse is None else f'{reuse:.3g}'} |"
-            )
-            out.append(
-                f"| {r['n']:,} | {r['engine']} "
-                f"| {r['ucb_cpu_s']:.3g} | {r['q1_cpu_s']:.3g} "
-                f"| {r['q1_ratio_to_ucb']:.3g} {q5_cells}"
-            )
-    row_costs = [r for r in rows if r.get("bench") == "rows"]
-    if row_costs:
-        out += [
-            *([""] if out else []),
-            "| N | rows | kernel rows s | d_t^2 rows s | ratio |",
-            "|---:|---:|---:|---:|---:|",
-        ]
-        for r in row_costs:
-            out.append(
-                f"| {r['n']:,} | {r['rows']} | {r['kernel_rows_s']:.3g} "
-                f"| {r['dist2_rows_s']:.3g} | {r['ratio']:.3g} |"
-            )
-    floors = [r for r in rows if r.get("bench") == "floor"]
-    if floors:
-        out += [
-            *([""] if out else []),
-            "| N | UCB step s | ChainingUCB step s | step / UCB "
-            "| every pair once s | / UCB | the same in float32 s | / UCB |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for r in floors:
-            out.append(
-                f"| {r['n']:,} | {r['ucb_s']:.3g} | {r['step_s']:.3g} "
-                f"| {r['step_ratio']:.3g} | {r['floor_s']:.3g} "
-                f"| {r['floor_ratio']:.3g} | {r['floor32_s']:.3g} "
-                f"| {r['floor32_ratio']:.3g} |"
-            )
-    covers = [r for r in rows if r.get("bench") == "compare_covers"]
-    if covers:
-        out += [
-            "",
-            "| N | seed | greedy \\|T_i\\| | farthest-first \\|T_i\\| | ratio "
-            "| same point |",
-            "|---:|---:|---|---|---|---|",
-        ]
-        for r in covers:
-            out.append(
-                f"| {r['n']:,} | {r['seed']} | {r['greedy_sizes']} "
-                f"| {r['farthest_first_sizes']} | {r['size_ratio']} "
-                f"| {'yes' if r['same_selection'] else _gap(r['value_gap'])} |"
-            )
+    for bench, header, fmt in _SECTIONS:
+        lines = [fmt(r) for r in rows if r.get("bench") == bench]
+        if lines:
+            out += [*([""] if out else []), *header, *lines]
     return "\n".join(out)
 
 
