@@ -49,7 +49,8 @@ def _items(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def table(paths: list[str]) -> str:
     """The docs' markdown table of the JSON lines in ``paths``."""
-    rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
+    lines = [line for p in paths for line in Path(p).read_text().splitlines()]
+    rows = [json.loads(line) for line in lines if line.strip()]
     out = [
         "| items | trials | JSON size | one Gram copy as JSON (baseline) | ratio "
         "| save | load | same next suggestion after load |",
@@ -67,10 +68,6 @@ def table(paths: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print one JSON line per save; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "--table":
-        print(table(argv[1:]))
-        return 0
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ax_storage")
     parser.add_argument("--items", type=int, default=None, help=f"{FULL['items']}")
     parser.add_argument(
@@ -92,7 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"small preset (a test): {SMALL['items']} items, trials "
         f"{SMALL['trials']}, {SMALL['init_trials']} initial; options override it",
     )
+    parser.add_argument(
+        "--table", nargs="+", metavar="JSONL", help="render JSON lines as markdown"
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return 0
     fill_preset(args, SMALL if args.small else FULL)
     if not 1 <= args.init_trials <= args.items or min(args.trials) < 1:
         parser.error(
