@@ -217,18 +217,23 @@ def _add_selection(
     names: tuple[str, ...],
     methods: tuple[str, ...],
     default: str | None = None,
+    default_methods: tuple[str, ...] | None = None,
 ) -> None:
-    """``flag`` (problems or datasets) and ``--methods``: comma-separated names."""
+    """``flag`` (problems or datasets) and ``--methods``: comma-separated names
+    (``default_methods`` when not given, all of ``methods`` by default)."""
     parser.add_argument(
         flag,
         default=default,
         help=f"comma-separated subset of {','.join(names)}, or all"
         + (" (default)" if default == "all" else " (default: the preset's)"),
     )
+    chosen = methods if default_methods is None else default_methods
     parser.add_argument(
         "--methods",
-        default=",".join(methods),
-        help=f"comma-separated subset of {','.join(methods)} (default: all)",
+        default=",".join(chosen),
+        help=f"comma-separated subset of {','.join(methods)} (default: "
+        + ("all" if chosen == methods else ",".join(chosen))
+        + ")",
     )
 
 
@@ -269,6 +274,7 @@ def _add_record_options(
 def _add_molecules_parser(sub: Any) -> None:
     from benchmarks.molecules import (
         DATASET_NAMES,
+        DEFAULT_METHODS,
         FULL_CONFIG,
         METHODS,
         SMALL_CONFIG,
@@ -278,9 +284,11 @@ def _add_molecules_parser(sub: Any) -> None:
         "molecules",
         help="Ax Client loops over molecule libraries (Tanimoto kernel)",
         description=(
-            "Run or resume Chaining-UCB, GP-UCB, stock UCB, LogEI and random search "
-            "over a molecule library, through candidate_index_parameter + "
-            "precomputed_kernel_surrogate_spec (Tanimoto on Morgan fingerprints). "
+            "Run or resume Chaining-UCB, GP-UCB, stock UCB, LogEI, qLogNEI and "
+            "random search over a molecule library, through "
+            "candidate_index_parameter + precomputed_kernel_surrogate_spec "
+            "(Tanimoto on Morgan fingerprints), and BayBE (--methods baybe: its "
+            "Campaign and default recommender, SubstanceParameter). "
             f"Defaults: {','.join(FULL_CONFIG.datasets)}, {FULL_CONFIG.runs} runs, "
             f"{FULL_CONFIG.n_init} initial points, {FULL_CONFIG.queries} queries. "
             f"--small: {','.join(SMALL_CONFIG.datasets)}, {SMALL_CONFIG.runs} runs, "
@@ -288,7 +296,9 @@ def _add_molecules_parser(sub: Any) -> None:
             "preset; finished runs under --out are reused."
         ),
     )
-    _add_selection(m, "--dataset", DATASET_NAMES, METHODS)
+    _add_selection(
+        m, "--dataset", DATASET_NAMES, METHODS, default_methods=DEFAULT_METHODS
+    )
     m.add_argument("--runs", type=int, default=None, help="runs (seeds 0..R-1)")
     m.add_argument("--queries", type=int, default=None, help="queries after init")
     m.add_argument("--init", type=int, default=None, help="initial points")

@@ -22,6 +22,10 @@ Methods (``METHODS``):
 ``qlognei``   :func:`~ax_chaining.ax.qlognei_generation_strategy`: Ax's default
               acquisition (qLogNEI) over the library, same surrogate
 ``random``    uniform without replacement over the molecules not yet tested
+``baybe``     BayBE's ``Campaign`` with its default recommender over one
+              ``SubstanceParameter`` of the library's SMILES, BayBE's default
+              encoding (:mod:`benchmarks.baybe_loop`; needs ``baybe[chem]``,
+              not in the default selection)
 ============  ================================================================
 
 Protocol: run ``r`` draws ``n_init`` initial molecules uniformly without
@@ -35,7 +39,8 @@ Reported per dataset and method: simple regret ``max y - max y(tested)`` after
 ``n`` queries; the number of queries until a molecule in the top 1% of the
 library (the ``ceil(0.01 n)`` best) has been tested (0 if an initial molecule
 is; runs that never reach it are counted and shown as censored); and wall time
-per query (``get_next_trials``: model fit and acquisition).
+per query (``get_next_trials``, or BayBE's ``Campaign.recommend``: model fit
+and acquisition).
 """
 
 from __future__ import annotations
@@ -51,13 +56,14 @@ from typing import Any
 
 import numpy as np
 
-from ax_chaining.benchmark.molecules import library
+from ax_chaining.benchmark.molecules import library, load_dataset
 from ax_chaining.checks import check_int
 from benchmarks._tables import check_names, common_seed_groups, mean_se, num, paired, pm
 from benchmarks.records import run_resumable
 
 __all__ = [
     "DATASET_NAMES",
+    "DEFAULT_METHODS",
     "FULL_CONFIG",
     "LABELS",
     "METHODS",
@@ -74,7 +80,17 @@ __all__ = [
 
 FORMAT_VERSION = 1
 DATASET_NAMES: tuple[str, ...] = ("esol", "freesolv", "lipo")
-METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "ucb", "logei", "qlognei", "random")
+METHODS: tuple[str, ...] = (
+    "chaining",
+    "gp-ucb",
+    "ucb",
+    "logei",
+    "qlognei",
+    "random",
+    "baybe",
+)
+#: The methods a run without ``--methods`` runs: BayBE needs its extra.
+DEFAULT_METHODS: tuple[str, ...] = METHODS[:-1]
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
     "gp-ucb": "GP-UCB",
@@ -82,6 +98,7 @@ LABELS: dict[str, str] = {
     "logei": "LogEI",
     "qlognei": "qLogNEI over the table",
     "random": "Random",
+    "baybe": "BayBE (SubstanceParameter, default encoding)",
 }
 DATASET_LABELS = {
     "esol": "ESOL",
@@ -199,7 +216,10 @@ def run_one(
         ``step_seconds`` per query, ``regret`` (simple regret after each query,
         index 0 = after the initial points), ``queries_to_top1`` (None if never).
     """
-    data, gram = library(dataset, config.radius, config.n_bits)
+    if method == "baybe":
+        data, gram = load_dataset(dataset), None  # BayBE encodes the SMILES itself
+    else:
+        data, gram = library(dataset, config.radius, config.n_bits)
     y = data.y.numpy()
     n = len(y)
     if config.n_init + config.queries > n:
@@ -209,7 +229,16 @@ def run_one(
         )
     items = initial_items(n, config.n_init, seed)
     steps: list[float] = []
-    if method == "random":
+    extra: dict[str, Any] = {}
+    if method == "baybe":
+        from benchmarks.baybe_loop import baybe_version, run_campaign
+
+        table, space = _baybe_library(dataset)
+        items, steps = run_campaign(
+            table, y, items, config.queries, seed, searchspace=space
+        )
+        extra["baybe_version"] = baybe_version()
+    elif method == "random":
         rng = np.random.default_rng(1_000_000 + seed)
         rest = np.setdiff1d(np.arange(n), np.array(items))
         for i in rng.permutation(rest)[: config.queries]:
@@ -260,7 +289,18 @@ def run_one(
         "regret": regret,
         "top1_threshold": threshold,
         "queries_to_top1": hits[0] if hits else None,
+        **extra,
     }
+
+
+@functools.cache
+def _baybe_library(dataset: str) -> tuple[Any, Any]:
+    """BayBE's table and search space of a library, built once per process (its
+    descriptors are the costly part)."""
+    from benchmarks.baybe_loop import substance_table
+
+    table = substance_table(load_dataset(dataset).smiles)
+    return table, table.searchspace()
 
 
 def run_molecules(
@@ -415,6 +455,11 @@ def format_markdown(summary: dict[str, Any]) -> str:
         "which a molecule among the ceil(N/100) best was tested; median queries "
         'to it, 0 if an initial molecule was ("> T": more than half never). '
         "s/step: mean wall time of one `get_next_trials` call (fit + acquisition)."
+        + (
+            " BayBE's: one `Campaign.recommend` call (fit + acquisition)."
+            if any(r["method"] == "baybe" for r in summary["rows"])
+            else ""
+        )
     )
     return "\n".join(lines)
 
@@ -437,6 +482,7 @@ def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
         "logei": "tab:purple",
         "qlognei": "tab:red",
         "random": "tab:gray",
+        "baybe": "tab:brown",
     }
     for ax, dataset in zip(axes.flat, datasets, strict=True):
         for r in (r for r in summary["rows"] if r["dataset"] == dataset):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -16,7 +17,25 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
 CONFIG = molecules.MoleculeConfig(datasets=("freesolv",), runs=1, queries=3, n_init=4)
 
 
-@pytest.mark.parametrize("method", ["chaining", "logei", "random"])
+HAS_BAYBE_CHEM = all(
+    importlib.util.find_spec(name) is not None for name in ("baybe", "skfp")
+)
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "chaining",
+        "logei",
+        "random",
+        pytest.param(
+            "baybe",
+            marks=pytest.mark.skipif(
+                not HAS_BAYBE_CHEM, reason="needs baybe[chem] (SubstanceParameter)"
+            ),
+        ),
+    ],
+)
 def test_run_one_is_a_valid_screen(method):
     rec = molecules.run_one("freesolv", method, seed=3, config=CONFIG)
     data, _ = molecules.library("freesolv")
@@ -92,9 +111,10 @@ def test_cli_molecules_small_end_to_end(tmp_path, summary_from_packed):
     out = tmp_path / "work"
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
     runs = sorted((out / "runs").glob("*/*/seed_*.json"))
-    assert len(runs) == len(molecules.METHODS) * 2
+    # Without --methods: every method but BayBE (an extra).
+    assert len(runs) == len(molecules.DEFAULT_METHODS) * 2
     summary = json.loads((out / "summary.json").read_text())
-    assert [r["method"] for r in summary["rows"]] == list(molecules.METHODS)
+    assert [r["method"] for r in summary["rows"]] == list(molecules.DEFAULT_METHODS)
     assert all(r["runs"] == 2 and r["queries"] == 2 for r in summary["rows"])
     # Values: the final regret of a row is the mean over its runs.
     finals = [json.loads(p.read_text())["regret"][-1] for p in runs[:2]]
