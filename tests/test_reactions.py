@@ -1,0 +1,128 @@
+"""Per-component encodings of a table of several components (reactions)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from ax_chaining.chem import tanimoto_gram
+from ax_chaining.reactions import component_features
+
+# Three reactions over two ligands and two bases: rows 0 and 1 share their base,
+# rows 0 and 2 their ligand.
+TABLE = pd.DataFrame(
+    {
+        "ligand": ["CP(C)C", "CCP(CC)CC", "CP(C)C"],
+        "base": ["CCN(CC)CC", "CCN(CC)CC", "C1CCNCC1"],
+        "yield": [10.0, 40.0, 25.0],
+    }
+)
+
+
+def test_onehot_blocks_by_hand():
+    features = component_features(TABLE, ["ligand", "base"])
+    assert features.values.tolist() == [
+        [1.0, 0.0, 1.0, 0.0],
+        [0.0, 1.0, 1.0, 0.0],
+        [1.0, 0.0, 0.0, 1.0],
+    ]
+    assert features.names == (
+        "ligand:CP(C)C",
+        "ligand:CCP(CC)CC",
+        "base:CCN(CC)CC",
+        "base:C1CCNCC1",
+    )
+    assert features.blocks == {"ligand": slice(0, 2), "base": slice(2, 4)}
+    assert features.components["base"] == ("CCN(CC)CC", "C1CCNCC1")
+
+
+def test_tanimoto_of_concatenated_onehot_by_hand():
+    # Rows 0 and 1 share one of two set bits each: 1 / (2 + 2 - 1).
+    gram = tanimoto_gram(
+        torch.as_tensor(component_features(TABLE, ["ligand", "base"]).values)
+    )
+    assert gram[0, 1].item() == pytest.approx(1 / 3)
+    assert gram[1, 2].item() == 0.0
+    assert torch.diagonal(gram).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_callable_encoder_runs_once_per_distinct_component_and_mixes_with_onehot():
+    calls = []
+
+    def heavy_atoms(smiles):
+        calls.append(list(smiles))
+        return np.array(
+            [[sum(ch.isalpha() and ch != "H" for ch in s)] for s in smiles]
+        ), ["atoms"]
+
+    features = component_features(
+        TABLE, ["base", "ligand"], {"base": "onehot", "ligand": heavy_atoms}
+    )
+    assert calls == [["CP(C)C", "CCP(CC)CC"]]
+    # base one-hot first (the column order asked for), then the ligand's count.
+    assert features.values.tolist() == [
+        [1.0, 0.0, 4.0],
+        [1.0, 0.0, 7.0],
+        [0.0, 1.0, 4.0],
+    ]
+    assert features.names[-1] == "ligand:atoms"
+
+
+def test_morgan_blocks_equal_each_components_fingerprint():
+    pytest.importorskip("rdkit")
+    from ax_chaining.chem import morgan_fingerprints
+
+    features = component_features(TABLE, ["ligand", "base"], "morgan", n_bits=64)
+    assert features.values.shape == (3, 128)
+    for column in ("ligand", "base"):
+        expected = morgan_fingerprints(list(TABLE[column]), 2, 64).numpy()
+        np.testing.assert_array_equal(
+            features.values[:, features.blocks[column]], expected
+        )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"columns": ["ligand", "solvent"]}, "distinct columns"),
+        ({"columns": ["ligand", "ligand"]}, "distinct columns"),
+        ({"columns": []}, "distinct columns"),
+        ({"columns": ["ligand"], "encoding": "mordred"}, "an encoding must be"),
+        (
+            {"columns": ["ligand"], "encoding": {"base": "onehot"}},
+            "one encoding per column",
+        ),
+        (
+            {
+                "columns": ["ligand"],
+                "encoding": lambda s: (np.ones((1, 2)), ["a", "b"]),
+            },
+            "one row per distinct component",
+        ),
+        (
+            {"columns": ["ligand"], "encoding": lambda s: (np.ones((2, 2)), ["a"])},
+            "name its 2 columns",
+        ),
+        (
+            {
+                "columns": ["ligand"],
+                "encoding": lambda s: (np.full((2, 1), np.nan), ["a"]),
+            },
+            "non-finite",
+        ),
+    ],
+)
+def test_bad_input_is_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        component_features(TABLE, **kwargs)
+
+
+def test_missing_cell_is_named():
+    table = TABLE.copy()
+    table.loc[1, "base"] = None
+    with pytest.raises(ValueError, match=r"table\['base'\]` row 1"):
+        component_features(table, ["ligand", "base"])
+    with pytest.raises(TypeError, match="columns"):
+        component_features(TABLE, "ligand")
