@@ -29,13 +29,7 @@ from ax_chaining.ax.stopping import (
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
-from ax_chaining.ax.storage import (
-    candidate_index_parameter,
-    fingerprint_kernel_surrogate_spec,
-    load_client,
-    precomputed_kernel_surrogate_spec,
-    register_storage,
-)
+from ax_chaining.ax.storage import load_client, register_storage
 from ax_chaining.ax.strategies import (
     candidate_set_node,
     candidate_set_strategy,
@@ -44,6 +38,13 @@ from ax_chaining.ax.strategies import (
     gp_ucb_generation_strategy,
     qlognei_generation_strategy,
     ucb_generation_strategy,
+)
+from ax_chaining.ax.surrogates import (
+    candidate_index_parameter,
+    feature_table_surrogate_spec,
+    fingerprint_kernel_surrogate_spec,
+    molecule_surrogate_spec,
+    precomputed_kernel_surrogate_spec,
 )
 
 __all__ = [
@@ -65,9 +66,11 @@ __all__ = [
     "certify",
     "chaining_generation_strategy",
     "chaining_ucb_node",
-    "gp_ucb_generation_strategy",
+    "feature_table_surrogate_spec",
     "fingerprint_kernel_surrogate_spec",
+    "gp_ucb_generation_strategy",
     "load_client",
+    "molecule_surrogate_spec",
     "parameters_from_table",
     "precomputed_kernel_surrogate_spec",
     "qlognei_generation_strategy",
