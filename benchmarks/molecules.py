@@ -24,9 +24,14 @@ Methods (``METHODS``):
 ``random``    uniform without replacement over the molecules not yet tested
 ``baybe``     BayBE's ``Campaign`` with its default recommender over one
               ``SubstanceParameter`` of the library's SMILES, BayBE's default
-              encoding (:mod:`benchmarks.baybe_loop`; needs ``baybe[chem]``,
-              not in the default selection)
+              encoding (:mod:`benchmarks.baybe_loop`; needs ``baybe[chem]``)
 ============  ================================================================
+
+``chaining@default`` and ``qlognei@default`` are ``chaining`` and ``qlognei``
+on the package's default model of a molecule library,
+:func:`~ax_chaining.ax.molecule_surrogate_spec` (duplicates mapped), instead of
+the Tanimoto Gram; their records name the encoding and prior. These three are
+not in the default selection (``DEFAULT_METHODS``).
 
 Protocol: run ``r`` draws ``n_init`` initial molecules uniformly without
 replacement with seed ``r``; every method gets the same initial molecules
@@ -88,9 +93,13 @@ METHODS: tuple[str, ...] = (
     "qlognei",
     "random",
     "baybe",
+    "chaining@default",
+    "qlognei@default",
 )
-#: The methods a run without ``--methods`` runs: BayBE needs its extra.
-DEFAULT_METHODS: tuple[str, ...] = METHODS[:-1]
+#: The methods a run without ``--methods`` runs (BayBE needs its extra).
+DEFAULT_METHODS: tuple[str, ...] = METHODS[:6]
+#: Suffix of a method on :func:`~ax_chaining.ax.molecule_surrogate_spec`'s model.
+DEFAULT_MODEL = "@default"
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
     "gp-ucb": "GP-UCB",
@@ -99,6 +108,8 @@ LABELS: dict[str, str] = {
     "qlognei": "qLogNEI over the table",
     "random": "Random",
     "baybe": "BayBE (SubstanceParameter, default encoding)",
+    "chaining@default": "Chaining-UCB, default molecule model",
+    "qlognei@default": "qLogNEI over the table, default molecule model",
 }
 DATASET_LABELS = {
     "esol": "ESOL",
@@ -159,11 +170,12 @@ FULL_CONFIG = MoleculeConfig()
 SMALL_CONFIG = MoleculeConfig(datasets=("freesolv",), runs=2, queries=3)
 
 
-def make_strategy(method: str, gram: Any, n_init: int, config: MoleculeConfig) -> Any:
-    """The Ax ``GenerationStrategy`` of a model-based ``method`` over the library."""
+def make_strategy(method: str, spec: Any, n_init: int, config: MoleculeConfig) -> Any:
+    """The Ax ``GenerationStrategy`` of a model-based ``method`` over the library,
+    with the surrogate spec ``spec`` (the ``@default`` suffix is the spec's)."""
     from ax_chaining import ax as axc
 
-    spec = axc.precomputed_kernel_surrogate_spec(gram)
+    method = method.removesuffix(DEFAULT_MODEL)
     if method == "logei":
         from ax.adapter.registry import Generators
         from ax.generation_strategy.generation_node import GenerationNode
@@ -216,8 +228,8 @@ def run_one(
         ``step_seconds`` per query, ``regret`` (simple regret after each query,
         index 0 = after the initial points), ``queries_to_top1`` (None if never).
     """
-    if method == "baybe":
-        data, gram = load_dataset(dataset), None  # BayBE encodes the SMILES itself
+    if method == "baybe" or method.endswith(DEFAULT_MODEL):
+        data, gram = load_dataset(dataset), None  # no Tanimoto Gram needed
     else:
         data, gram = library(dataset, config.radius, config.n_bits)
     y = data.y.numpy()
@@ -247,7 +259,15 @@ def run_one(
     else:
         from ax.api.client import Client
 
-        from ax_chaining.ax import candidate_index_parameter
+        from ax_chaining.ax import (
+            candidate_index_parameter,
+            precomputed_kernel_surrogate_spec,
+        )
+
+        if method.endswith(DEFAULT_MODEL):
+            spec, extra["model"] = _default_model(dataset)
+        else:
+            spec = precomputed_kernel_surrogate_spec(gram)
 
         client = Client(random_seed=seed)
         client.configure_experiment(
@@ -256,7 +276,7 @@ def run_one(
         )
         client.configure_optimization(objective="y")
         client.set_generation_strategy(
-            make_strategy(method, gram, config.n_init, config)
+            make_strategy(method, spec, config.n_init, config)
         )
         for i in items:
             index = client.attach_trial(parameters={"item": i})
@@ -290,6 +310,23 @@ def run_one(
         "top1_threshold": threshold,
         "queries_to_top1": hits[0] if hits else None,
         **extra,
+    }
+
+
+@functools.cache
+def _default_model(dataset: str) -> tuple[Any, dict[str, str]]:
+    """The package's default surrogate spec of a library (its features computed
+    once per process), and what it is."""
+    from ax_chaining.ax.surrogates import (
+        DEFAULT_MOLECULE_ENCODING,
+        DEFAULT_MOLECULE_PRIOR,
+        molecule_surrogate_spec,
+    )
+
+    spec = molecule_surrogate_spec(load_dataset(dataset).smiles, duplicates="map")
+    return spec, {
+        "encoding": DEFAULT_MOLECULE_ENCODING,
+        "prior": DEFAULT_MOLECULE_PRIOR,
     }
 
 
@@ -483,6 +520,8 @@ def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
         "qlognei": "tab:red",
         "random": "tab:gray",
         "baybe": "tab:brown",
+        "chaining@default": "darkgreen",
+        "qlognei@default": "darkred",
     }
     for ax, dataset in zip(axes.flat, datasets, strict=True):
         for r in (r for r in summary["rows"] if r["dataset"] == dataset):
