@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,8 @@ pytest.importorskip("rdkit")
 
 from benchmarks import molecules  # noqa: E402
 from benchmarks.__main__ import main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
 
@@ -164,3 +168,33 @@ def test_cli_bonus_small(tmp_path, capsys):
     assert table.startswith("| dataset | seed | queries | cover sizes |")
     sizes = ", ".join(map(str, lines[1]["cover_sizes"]))
     assert f"| freesolv | 0 | 2 | {sizes} |" in table
+
+
+@pytest.mark.parametrize("name", ["baybe", "default_model"])
+def test_committed_baybe_summaries_are_remade_from_the_committed_records(
+    name, tmp_path, monkeypatch
+):
+    """Each summary of the comparison with BayBE is what its stored command
+    makes from the committed records alone (byte for byte), and its tables are
+    on the page."""
+    committed = ROOT / "docs" / "results" / "molecules" / name
+    command = json.loads((committed / "summary.json").read_text())["command"]
+    argv = shlex.split(command)
+    assert argv[:3] == ["python", "-m", "benchmarks"]
+    argv = argv[3:]
+    records = argv[argv.index("--records") + 1]
+    assert records == "benchmarks/results/molecules.jsonl.gz"
+    assert argv[argv.index("--out") + 1] == f"docs/results/molecules/{name}"
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / records).symlink_to(ROOT / records)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
+    for file in ("summary.md", "summary.json"):
+        made = tmp_path / "docs" / "results" / "molecules" / name / file
+        assert made.read_bytes() == (committed / file).read_bytes(), file
+    summary = (committed / "summary.md").read_text()
+    page = (ROOT / "docs" / "results" / "molecules.md").read_text()
+    tables = [b for b in summary.split("\n\n") if b.startswith("|")]
+    assert tables
+    for table in tables:
+        assert table in page, table.splitlines()[0]
