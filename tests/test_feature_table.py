@@ -257,6 +257,7 @@ def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
         covar_module=copy.deepcopy(kernel.base_kernel),
         likelihood=copy.deepcopy(model.likelihood),
         mean_module=copy.deepcopy(model.mean_module),
+        outcome_transform=None,
     )
     reference.eval()
     model.eval()
