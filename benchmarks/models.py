@@ -345,6 +345,17 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def table(paths: list[str]) -> str:
+    """The summary table of the JSON lines in ``paths`` (what ``--table`` writes)."""
+    records = [
+        json.loads(line)
+        for path in paths
+        for line in Path(path).read_text().splitlines()
+        if line
+    ]
+    return format_table(summarize(records))
+
+
 def _names(text: str, allowed: tuple[Any, ...], kind: type = str) -> list[Any]:
     values = [kind(v) for v in text.split(",") if v]
     bad = [v for v in values if allowed and v not in allowed]
@@ -383,8 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.table is not None:
         path = Path(args.table)
-        records = [json.loads(s) for s in path.read_text().splitlines() if s]
-        text = format_table(summarize(records))
+        text = table([args.table])
         (path.parent / "summary.md").write_text(text)
         print(text)
         return 0

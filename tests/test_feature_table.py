@@ -285,7 +285,13 @@ def test_molecule_surrogate_spec_options() -> None:
     smiles = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "CCN"]
     config = molecule_surrogate_spec(smiles).model_configs[0]
     assert config.covar_module_class is FeatureTableKernel
-    assert config.covar_module_options["base"] == "matern52"
+    assert config.covar_module_options["base"] == "rbf"  # BoTorch's own pairing
+    baybe = molecule_surrogate_spec(smiles, prior="baybe").model_configs[0]
+    assert baybe.covar_module_options["base"] == "matern52"  # BayBE's
+    with pytest.raises(ValueError, match="`kernel` must be None with encoding"):
+        molecule_surrogate_spec(smiles, "fragprints", kernel="rbf")
+    with pytest.raises(ValueError, match="`kernel` must be 'rbf' or 'matern52'"):
+        molecule_surrogate_spec(smiles, kernel="minmax")
     counts = molecule_surrogate_spec(smiles, "fragprints", prior="baybe")
     config = counts.model_configs[0]
     assert config.covar_module_options["base"] == "minmax"
