@@ -24,23 +24,22 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from ax_chaining.certificate import (
-    Certificate,
+from ax_chaining.certificate.bounds import (
     ChainingTree,
     Links,
     Method,
     Rule,
-    TailLaw,
     certificate_bounds,
     chaining_tree,
 )
-from ax_chaining.certification import (
+from ax_chaining.certificate.calibration import calibrate, issue_certificate
+from ax_chaining.certificate.certify import Certificate
+from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate.tails import (
     Calibration,
-    CheckSchedule,
     TailChoice,
+    TailLaw,
     bind_tail,
-    calibrate,
-    issue_certificate,
     resolve_tail,
 )
 from ax_chaining.chaining import (

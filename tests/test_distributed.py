@@ -510,7 +510,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     assert meta["num_candidates"] == n and meta["shards"] == 2
     # A declared schedule: the same trials, certificates at its checks only
     # (after 6 and 7 observations: trials 6 and 7).
-    from ax_chaining.certification import CheckSchedule
+    from ax_chaining.certificate import CheckSchedule
 
     scheduled = chaining_generation_strategy(
         init_trials=4,

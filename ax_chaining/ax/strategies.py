@@ -30,7 +30,7 @@ from ax_chaining.ax.nodes import (
     takes_candidates,
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.certification import EVERY_STEP, CheckSchedule
+from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import (
     check_choice,
     check_delta,

@@ -44,19 +44,14 @@ from ax_chaining.acquisition import (
     PendingCovers,
     default_t,
 )
-from ax_chaining.certificate import (
-    Certificate,
-    Method,
-    Rule,
-    TailLaw,
-    recommend,
-    step_delta,
-)
-from ax_chaining.certification import (
+from ax_chaining.certificate.bounds import Method, Rule, recommend
+from ax_chaining.certificate.calibration import calibrate
+from ax_chaining.certificate.certify import Certificate
+from ax_chaining.certificate.schedule import CheckSchedule, step_delta
+from ax_chaining.certificate.tails import (
     Calibration,
-    CheckSchedule,
     TailChoice,
-    calibrate,
+    TailLaw,
     resolve_tail,
 )
 from ax_chaining.chaining import (

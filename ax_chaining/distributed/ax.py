@@ -60,7 +60,7 @@ from ax_chaining.ax.metadata import (
 )
 from ax_chaining.ax.nodes import DROPPED, CandidateSetNode, UniformCandidateNode
 from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.certification import EVERY_STEP, CheckSchedule
+from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import check_choice, check_int
 from ax_chaining.distributed.acquisition import check_sharded
 
