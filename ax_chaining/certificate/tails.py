@@ -12,12 +12,12 @@ data have not reached); :func:`resolve_tail` picks the default (``"auto"``),
 :func:`bind_tail` binds a law to the candidates. Changing how the certificate
 treats tails changes this module alone.
 
-Guarantee: every law here gives thresholds at least its own exact quantile
-(``StudentTail`` evaluates ``sf`` on a grid rounded to the safe side), so a
-bound built from them is valid whenever the law holds. Which law holds is an
-assumption (Gaussian under the model; the Student-t defaults are heuristics
-for fitted hyperparameters); see the documentation page "The regret
-certificate" (``docs/certificate.md``).
+Guarantee: every law here is exact or errs on the safe side (Chernoff's
+thresholds exceed the Gaussian's; ``StudentTail`` evaluates ``sf`` on a grid
+rounded to the larger tail), so a bound built from one is valid whenever the
+law it stands for holds. Which law holds is an assumption (Gaussian under the
+model; the Student-t defaults are heuristics for fitted hyperparameters); see
+the documentation page "The regret certificate" (``docs/certificate.md``).
 """
 
 from __future__ import annotations
