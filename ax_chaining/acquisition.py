@@ -521,15 +521,8 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
         return self._current().posterior.distance.sigma
 
     def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Posterior mean and standard deviation at ``X``, given pending points.
-
-        Args:
-            X: A ``(b1 x ... bk) x 1 x d``-dim tensor of points.
-
-        Returns:
-            ``(mean, sigma)``, each ``(b1 x ... bk)``-dim; ``mean`` of the model's
-            objective (not negated for ``maximize=False``).
-        """
+        """As :meth:`ChainingUCBBase.mean_and_sigma`, from the candidates'
+        posterior factor (a pending point adds a row to it)."""
         step = self._current()  # builds the posterior given the pending points
         return posterior_at(
             self.model,

@@ -102,6 +102,9 @@ class ShardedCandidateSetAcquisition(Acquisition):
         self.excluded = [int(i) for i in options.pop("excluded", ())]
         self.record: Callable[..., Any] | None = options.pop("record", None)
         acqf_options["candidates"] = sharded
+        # The node names the algorithm, ChainingUCB (as its generator runs
+        # store it); over sharded candidates its step is ShardedChainingUCB.
+        kwargs["botorch_acqf_class"] = ShardedChainingUCB
         super().__init__(botorch_acqf_options=acqf_options, options=options, **kwargs)
 
     def optimize(
@@ -392,7 +395,7 @@ def sharded_candidate_set_strategy(
     spec = CandidateSetSpec(**{"seed": None, **spec_fields, "num_items": sharded.n})
     name = name or botorch_acqf_class.__name__
     kwargs = {
-        "botorch_acqf_class": ShardedChainingUCB,
+        "botorch_acqf_class": ChainingUCB,
         "botorch_acqf_options": options,
         "acquisition_class": ShardedCandidateSetAcquisition,
         "warm_start_refit": False,
