@@ -281,8 +281,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         )
         sharded.stats_reset()
         before = sharded.comm_stats()
-        sharded._factors = factors
-        summary = sharded.call("prepare", (factors,))
+        summary = sharded.prepare(factors)
         if not all(s["finite"] for s in summary):
             raise ValueError("variance contains NaN or inf.")
         low = min(s["min_variance"] for s in summary)
@@ -451,7 +450,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
             model.eval()
             train = model.train_inputs[0].reshape(-1, model.train_inputs[0].shape[-1])
             transform = getattr(model, "input_transform", None)
-            dtypes = {self.candidate_dtype, train.dtype, self.sharded._dtype()}
+            dtypes = {self.candidate_dtype, train.dtype, self.sharded.dtype}
             rtol = 1e-6 if torch.float32 in dtypes else 1e-9
             found = self.sharded.evaluated(train, transform, rtol)
             if not found:
@@ -569,7 +568,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         self._prepare(base)
         parts = self.sharded.call("values", (base.factors.step, index))
         mean = torch.empty(len(index), dtype=self.candidate_dtype)
-        x = torch.empty(len(index), self.sharded.d, dtype=self.sharded._dtype())
+        x = torch.empty(len(index), self.sharded.d, dtype=self.sharded.dtype)
         for part in parts:
             if part["positions"]:
                 mean[part["positions"]] = part["mean"]
@@ -578,9 +577,8 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
 
     def _prepare(self, step: ShardedStep) -> None:
         """Make the shards hold ``step`` (they hold the last step built)."""
-        if self.sharded._factors is not step.factors:
-            self.sharded._factors = step.factors
-            self.sharded.call("prepare", (step.factors,))
+        if self.sharded.prepared is not step.factors:
+            self.sharded.prepare(step.factors)
 
     def _current(self) -> ShardedStep:
         step = super()._current()

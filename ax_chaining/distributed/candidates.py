@@ -438,9 +438,23 @@ class ShardedCandidates:
             items = items / (self.n - 1)
         return items[:, None]
 
-    def _dtype(self) -> torch.dtype:
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the raw candidates (float64 for a library's items)."""
         src = self._source
         return src["tensor"].dtype if src["kind"] == "tensor" else torch.float64
+
+    def prepare(self, factors: StepFactors) -> list[dict[str, Any]]:
+        """Make the shards hold the step of ``factors`` (kept, so that lost
+        shards are rebuilt holding it); each shard's summary (smallest
+        variance, largest prior variance, where the traversal starts)."""
+        self._factors = factors
+        return self.call("prepare", (factors,))
+
+    @property
+    def prepared(self) -> StepFactors | None:
+        """The factors of the step the shards hold (None before the first)."""
+        return self._factors
 
     def shard_stats(self) -> list[dict[str, Any]]:
         """Each shard's seconds and calls per method since the last call."""
