@@ -10,6 +10,7 @@ count as observations.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from abc import ABC, abstractmethod
@@ -209,21 +210,30 @@ class ChainingStep:
 
 
 def _with_options(init: Callable[..., Any]) -> Callable[..., Any]:
-    """``init`` (whose ``**options`` are :class:`ChainingOptions`) shown with
-    the options as its keyword arguments, ``delta`` first: the signature that
-    ``help``, ``inspect.signature`` and BoTorch's input-constructor registry
-    read. The options are declared once, in :class:`ChainingOptions`."""
+    """``init`` (whose ``**options`` are :class:`ChainingOptions`) with the
+    options as arguments, ``delta`` first after the leading positional ones:
+    the signature that ``help``, ``inspect.signature`` and BoTorch's
+    input-constructor registry read, and by which a call's arguments are
+    bound (positionally too). The options are declared once, in
+    :class:`ChainingOptions`."""
+    any_way = inspect.Parameter.POSITIONAL_OR_KEYWORD
     own = list(inspect.signature(init).parameters.values())
-    options = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in inspect.signature(ChainingOptions).parameters.values()
+    declared = inspect.signature(ChainingOptions).parameters.values()
+    options = [p.replace(kind=any_way) for p in declared]
+    first = [p for p in own if p.kind == any_way]
+    keyword = [
+        p.replace(kind=any_way) for p in own if p.kind == inspect.Parameter.KEYWORD_ONLY
     ]
-    rest = [p for p in own if p.kind != inspect.Parameter.VAR_KEYWORD]
-    first = [p for p in rest if p.kind != inspect.Parameter.KEYWORD_ONLY]
-    keyword = [p for p in rest if p.kind == inspect.Parameter.KEYWORD_ONLY]
-    params = [*first, options[0], *keyword, *options[1:]]
-    init.__signature__ = inspect.signature(init).replace(parameters=params)  # type: ignore[attr-defined]
-    return init
+    signature = inspect.signature(init).replace(
+        parameters=[*first, options[0], *keyword, *options[1:]]
+    )
+
+    @functools.wraps(init)
+    def bound(*args: Any, **kwargs: Any) -> Any:
+        return init(**signature.bind(*args, **kwargs).arguments)
+
+    bound.__signature__ = signature  # type: ignore[attr-defined]
+    return bound
 
 
 class HasChaining(Protocol):

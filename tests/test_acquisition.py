@@ -324,6 +324,10 @@ def test_signature_and_help_list_the_options(data):
         constructor(model=model, candidates=C, deltaa=0.1)
     with pytest.raises(ValueError, match="delta"):
         ChainingUCB(**{**kwargs, "delta": 1.5})
+    # Bound as declared, positionally too (delta third, as in BoTorch's UCB).
+    assert ChainingUCB(model, C, 0.2, path="dense").delta == 0.2
+    with pytest.raises(TypeError, match="unexpected keyword argument 'deltaa'"):
+        ChainingUCB(model, C, deltaa=0.1)
 
 
 def test_registered_input_constructors(data):
