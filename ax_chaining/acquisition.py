@@ -212,9 +212,9 @@ class ChainingStep:
 def _with_options(init: Callable[..., Any]) -> Callable[..., Any]:
     """``init`` (whose ``**options`` are :class:`ChainingOptions`) with the
     options as arguments, ``delta`` first after the leading positional ones:
-    the signature that ``help``, ``inspect.signature`` and BoTorch's
-    input-constructor registry read, and by which a call's arguments are
-    bound (positionally too). The options are declared once, in
+    the signature that ``help`` and ``inspect.signature`` show (and the input
+    constructor takes), and by which a call's arguments are bound
+    (positionally too). The options are declared once, in
     :class:`ChainingOptions`."""
     any_way = inspect.Parameter.POSITIONAL_OR_KEYWORD
     own = list(inspect.signature(init).parameters.values())
@@ -875,45 +875,25 @@ def construct_inputs_ucb(
 
 
 @acqf_input_constructor(ChainingUCB)
-@_with_options
-def construct_inputs_chaining_ucb(
-    model: Model,
-    candidates: Tensor,
-    posterior_transform: PosteriorTransform | None = None,
-    *,
-    t: int | None = None,
-    maximize: bool = True,
-    X_pending: Tensor | None = None,
-    **options: Any,
-) -> dict[str, Any]:
+def construct_inputs_chaining_ucb(**kwargs: Any) -> dict[str, Any]:
     r"""Construct kwargs for :class:`ChainingUCB` (and
-    :class:`~ax_chaining.distributed.ShardedChainingUCB`).
+    :class:`~ax_chaining.distributed.ShardedChainingUCB`): its own arguments,
+    unchanged; they are checked once, when the acquisition function is built.
 
-    The options are :class:`ChainingOptions`, checked once, when the
-    acquisition function is built (its signature lists them, which BoTorch's
-    input-constructor registry reads to refuse unknown keywords).
-
-    Args:
-        model: The model.
-        candidates: The candidate set (in the model's input space).
-        posterior_transform: Optional posterior transform.
-        t: Iteration index (default observations + pending + 1).
-        maximize: If True, maximize.
-        X_pending: Pending points.
-        options: :class:`ChainingOptions` (``delta``, ``scale``, ...).
+    Its signature is :class:`ChainingUCB`'s (``model``, ``candidates``,
+    ``t``, ``posterior_transform``, ``maximize``, ``X_pending`` and the
+    :class:`ChainingOptions`), which BoTorch's input-constructor registry
+    reads to refuse unknown keywords.
 
     Returns:
         A dict mapping kwarg names of the constructor to values.
     """
-    return {
-        "model": model,
-        "candidates": candidates,
-        "posterior_transform": posterior_transform,
-        "t": t,
-        "maximize": maximize,
-        "X_pending": X_pending,
-        **options,
-    }
+    return kwargs
+
+
+construct_inputs_chaining_ucb.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    ChainingUCB
+).replace(return_annotation="dict[str, Any]")
 
 
 @acqf_input_constructor(GPUCB)
