@@ -11,7 +11,7 @@ from ax.core import Experiment
 from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from torch import Tensor
 
-from ax_chaining.acquisition import ChainingUCB
+from ax_chaining.acquisition import ChainingUCBBase
 from ax_chaining.certificate.calibration import certify_model
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.posterior import num_training_points
@@ -66,7 +66,7 @@ def certificate_record(
     (``delta``, ``schedule``).
     """
     acqf = acquisition.acqf
-    if isinstance(acqf, ChainingUCB):
+    if isinstance(acqf, ChainingUCBBase):
         cert = acqf.certificate(among=evaluated, **options)
     else:
         weights = acquisition.objective_weights.reshape(-1)
