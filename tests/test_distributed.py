@@ -613,7 +613,7 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
 def test_benchmark_small_preset_end_to_end(capsys, tmp_path):
     import json
 
-    from benchmarks import distributed as bench
+    from benchmarks import distributed_bench as bench
     from benchmarks.__main__ import main
 
     threads = torch.get_num_threads()

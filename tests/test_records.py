@@ -264,7 +264,7 @@ def test_tables_in_the_docs_are_remade_from_their_committed_lines(
 def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
     """The certificate page's union-against-chaining table (two files of
     ``--scaling`` lines, sparse and dense domains) is what ``table`` prints."""
-    from benchmarks.certificate import table
+    from benchmarks.certificate_bench import table
 
     lines = ROOT / "docs" / "results" / "certificate"
     made = table([str(lines / "scaling.jsonl"), str(lines / "scaling_dense.jsonl")])
