@@ -229,7 +229,11 @@ def test_committed_summary_is_remade_from_the_committed_records(
     [
         ("limit", "docs/results/certificate/limit.jsonl", "docs/certificate.md"),
         ("bonus", "docs/results/molecules/bonus.jsonl", "docs/results/molecules.md"),
-        ("distributed", "docs/results/distributed/steps.jsonl", "docs/distributed.md"),
+        (
+            "distributed_bench",
+            "docs/results/distributed/steps.jsonl",
+            "docs/distributed.md",
+        ),
         ("speed", "docs/results/speed/step_tanimoto_moses.jsonl", "docs/large-sets.md"),
         (
             "speed",
