@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 
 import numpy as np
 import pytest
@@ -547,10 +548,21 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         candidate_set_strategy(GPUCB, candidates=sharded)
 
 
-def _score(values, params):
-    """A slow evaluation on a worker: its value, start and end times."""
+def _score(values, started, params):
+    """An evaluation on a worker: its value, start and end times. It ends only
+    once a second trial's task has started (the Dask queue ``started`` counts
+    them), so the first two overlap whatever the load, and trials run one at a
+    time never end (the test fails after the safety net)."""
+    from distributed import Queue
+
     start = time.time()
-    time.sleep(2.0)
+    queue = Queue(started)
+    queue.put(1)
+    deadline = time.monotonic() + SAFETY_S
+    while queue.qsize() < 2:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no second trial started in {SAFETY_S} s")
+        time.sleep(0.05)
     return {
         "score": float(values[int(params["item"])]),
         "start": start,
@@ -581,7 +593,8 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
     ax_client = Client(random_seed=0)
     ax_client.configure_experiment(parameters=[candidate_index_parameter(n, "item")])
     ax_client.configure_optimization(objective="score")
-    runner = DaskRunner(client, functools.partial(_score, values))
+    started = f"started-{uuid.uuid4().hex}"
+    runner = DaskRunner(client, functools.partial(_score, values, started))
     ax_client.configure_runner(runner)
     ax_client.configure_metrics([DaskMetric("score", client)])
     gs = chaining_generation_strategy(
