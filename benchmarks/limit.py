@@ -46,11 +46,11 @@ DTYPE = torch.float64
 def _problem(name: str, seed: int):
     """(train_X, train_Y, candidates, true values, model builder)."""
     if name == "grid":
-        from ax_chaining.benchmark.problems import grid_problem
+        from ax_chaining.test_functions.problems import grid_problem
 
         X, f = grid_problem(30, seed)
         return X, f, 0.05
-    from ax_chaining.benchmark.molecules import library
+    from ax_chaining.test_functions.molecules import library
 
     data, gram = library(name)
     X = torch.arange(len(data), dtype=DTYPE).unsqueeze(-1)

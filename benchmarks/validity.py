@@ -146,7 +146,7 @@ def _problem(name: str, seed: int, config: ValidityConfig):
     if name == "grid":
         from ax.api.configs import RangeParameterConfig
 
-        from ax_chaining.benchmark.problems import grid_problem
+        from ax_chaining.test_functions.problems import grid_problem
 
         X, f = grid_problem(config.side, seed)
         rows = [{"x": float(a), "y": float(b)} for a, b in X.tolist()]
@@ -155,7 +155,7 @@ def _problem(name: str, seed: int, config: ValidityConfig):
             for n in ("x", "y")
         ]
         return params, {"candidates": rows}, rows, f.numpy(), 0.05
-    from ax_chaining.benchmark.molecules import library
+    from ax_chaining.test_functions.molecules import library
 
     data, gram = library(name)
     n = len(data)

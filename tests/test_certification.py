@@ -13,7 +13,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ax_chaining import ChainingUCB
-from ax_chaining.benchmark.problems import grid_problem
 from ax_chaining.certificate import (
     AUTO_DOF_CAP,
     CheckSchedule,
@@ -26,6 +25,7 @@ from ax_chaining.certificate import (
     step_delta,
     union_bound,
 )
+from ax_chaining.test_functions.problems import grid_problem
 
 DTYPE = torch.float64
 

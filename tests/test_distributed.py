@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 
 import numpy as np
 import pytest
@@ -322,6 +323,12 @@ def test_errors_name_the_argument():
 
 
 # --------------------------------------------------------------- LocalCluster
+# Seconds a cluster call or wait may take before the test gives up: a safety
+# net only (no test outcome depends on it), large enough for a loaded machine,
+# where placing a shard (a worker process importing torch) can take a minute.
+SAFETY_S = 300
+
+
 def _cluster(n_workers: int):
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(
@@ -352,7 +359,7 @@ def fragile_client():
     on, without waiting for a nanny to restart one (which imports torch, BoTorch
     and Ax again, and once took over five minutes on a loaded machine)."""
     cluster, c = _cluster(3)
-    c.wait_for_workers(3, timeout=120)
+    c.wait_for_workers(3, timeout=SAFETY_S)
     try:
         yield c
     finally:
@@ -367,13 +374,14 @@ def _kill_later(delay: float = 0.1) -> int:
 
 
 def _kill(client, worker: str) -> None:
-    """End ``worker``'s process and wait until the scheduler has noticed."""
+    """End ``worker``'s process and wait until the scheduler has noticed: the
+    loss is in place before the test's next call, whatever the machine's load."""
     client.submit(_kill_later, workers=[worker], pure=False).result()
-    for _ in range(200):
-        if worker not in client.scheduler_info()["workers"]:
-            return
+    deadline = time.monotonic() + SAFETY_S
+    while worker in client.scheduler_info()["workers"]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{worker} did not leave in {SAFETY_S} s")
         time.sleep(0.05)
-    raise AssertionError(f"{worker} did not leave")
 
 
 def _two_workers(client) -> list[str]:
@@ -407,11 +415,12 @@ def test_cluster_step_equals_one_machine(client, backend):
     sharded.close()
 
 
+@pytest.mark.slow  # a cluster of its own, workers killed
 def test_cluster_lost_worker_between_calls(fragile_client):
     client = fragile_client
     model, C = se_problem(9000, seed=4)
     sharded = ShardedCandidates(
-        client, C, workers=_two_workers(client), retries=0, timeout=10
+        client, C, workers=_two_workers(client), retries=0, timeout=SAFETY_S
     )
     acqf = ShardedChainingUCB(model, sharded, max_cover_size=200)
     reference = acqf.best_candidate()["index"]
@@ -430,12 +439,13 @@ def test_cluster_lost_worker_between_calls(fragile_client):
     sharded.close()
 
 
+@pytest.mark.slow  # a cluster of its own, workers killed
 @pytest.mark.parametrize("retries", [0, 1])
 def test_cluster_lost_worker_mid_step(fragile_client, monkeypatch, retries):
     client = fragile_client
     model, C = se_problem(9000, seed=6)
     sharded = ShardedCandidates(
-        client, C, workers=_two_workers(client), retries=retries, timeout=10
+        client, C, workers=_two_workers(client), retries=retries, timeout=SAFETY_S
     )
     original = ShardedCandidates.call
     calls = {"n": 0}
@@ -478,6 +488,7 @@ def _ax_loop(gs, library_size: int, values, trials: int):
     return client, items
 
 
+@pytest.mark.slow  # an Ax loop on a cluster and on one machine
 @pytest.mark.filterwarnings("ignore::Warning:ax")
 def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     import logging
@@ -546,10 +557,21 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         candidate_set_strategy(GPUCB, candidates=sharded)
 
 
-def _score(values, params):
-    """A slow evaluation on a worker: its value, start and end times."""
+def _score(values, started, params):
+    """An evaluation on a worker: its value, start and end times. It ends only
+    once a second trial's task has started (the Dask queue ``started`` counts
+    them), so the first two overlap whatever the load, and trials run one at a
+    time never end (the test fails after the safety net)."""
+    from distributed import Queue
+
     start = time.time()
-    time.sleep(2.0)
+    queue = Queue(started)
+    queue.put(1)
+    deadline = time.monotonic() + SAFETY_S
+    while queue.qsize() < 2:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no second trial started in {SAFETY_S} s")
+        time.sleep(0.05)
     return {
         "score": float(values[int(params["item"])]),
         "start": start,
@@ -580,7 +602,8 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
     ax_client = Client(random_seed=0)
     ax_client.configure_experiment(parameters=[candidate_index_parameter(n, "item")])
     ax_client.configure_optimization(objective="score")
-    runner = DaskRunner(client, functools.partial(_score, values))
+    started = f"started-{uuid.uuid4().hex}"
+    runner = DaskRunner(client, functools.partial(_score, values, started))
     ax_client.configure_runner(runner)
     ax_client.configure_metrics([DaskMetric("score", client)])
     gs = chaining_generation_strategy(
@@ -619,10 +642,11 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
 
 
 # ----------------------------------------------------------------- benchmark
+@pytest.mark.slow  # the CLI end to end, two clusters of its own
 def test_benchmark_small_preset_end_to_end(capsys, tmp_path):
     import json
 
-    from benchmarks import distributed as bench
+    from benchmarks import distributed_bench as bench
     from benchmarks.__main__ import main
 
     threads = torch.get_num_threads()
