@@ -206,7 +206,7 @@ def _strategy(method: str, spec: Any, config: ScreeningConfig, size: int) -> Any
     from botorch.acquisition.analytic import PosteriorMean
 
     from ax_chaining import ax as axc
-    from ax_chaining.certification import CheckSchedule
+    from ax_chaining.certificate import CheckSchedule
 
     common = {"init_trials": config.n_init, "surrogate_spec": spec}
     common["exclude_evaluated"] = True

@@ -1,7 +1,7 @@
 r"""Which Student-t tails should the default certificate use? Refits of the
 validity benchmark's loops, one tail law at a time.
 
-The cap of ``tail="auto"`` (:data:`ax_chaining.certification.AUTO_DOF_CAP`) is
+The cap of ``tail="auto"`` (:data:`ax_chaining.certificate.AUTO_DOF_CAP`) is
 chosen by this measurement: the heaviest tails with which the certificate
 still reaches 10% of the range within 60 queries on GP samples, checked for
 validity on the molecule library whose best values lie furthest out
@@ -61,7 +61,7 @@ DOFS = ("6", "8", "10", "12", "15", "20", "n-1", "auto")
 
 
 def _law(name: str) -> Any:
-    from ax_chaining.certification import StudentTail
+    from ax_chaining.certificate import StudentTail
 
     if name == "n-1":
         return "student"
@@ -120,7 +120,7 @@ def run_one(
 ) -> dict[str, Any]:
     """Refit the steps of one validity run; per tail law, its violations and
     usefulness (see the module docstring)."""
-    from ax_chaining.certification import certify_model
+    from ax_chaining.certificate import certify_model
 
     torch.manual_seed(0)  # BoTorch's fit draws random restarts only on failure
     C, f, y, gram = _values(record)

@@ -748,7 +748,7 @@ def test_benchmark_limit_small(tmp_path, capsys):
     """``limit --small``: the 30 x 30 grid, seed 0, 2,000 joint samples; the
     union bound beside the Monte Carlo quantile of the regret at three shares
     of delta, and ``--table`` of the line."""
-    from ax_chaining.certification import CheckSchedule
+    from ax_chaining.certificate import CheckSchedule
     from benchmarks.__main__ import main
 
     assert main(["limit", "--small"]) == 0

@@ -112,7 +112,7 @@ def test_in_process_step_equals_one_machine(shards):
     model, C = se_problem(10_000)
     single = ChainingUCB(model, C, path="low_rank")
     sharded = ShardedCandidates(None, C, workers=["w"] * shards)
-    acqf = ChainingUCB(model, sharded)
+    acqf = ShardedChainingUCB(model, sharded)
     assert isinstance(acqf, ShardedChainingUCB)
     assert acqf.chaining.info["path"] == "low_rank"
     assert_same_step(single, acqf)
@@ -135,7 +135,7 @@ def test_an_explicit_batch_is_counted_against_each_workers_budget():
     # counts its pool): refused before any work, naming the remedy.
     model, C = se_problem(12_000)
     budget = 2**30
-    ChainingUCB(
+    ShardedChainingUCB(
         model,
         ShardedCandidates(None, C, workers=["w"] * 2),
         memory_budget=budget,
@@ -143,7 +143,7 @@ def test_an_explicit_batch_is_counted_against_each_workers_budget():
     )
     big = ShardedCandidates(None, C, workers=["w"] * 2, batch_size=4096)
     with pytest.raises(MemoryBudgetError, match=r"A shard of \d+ .*batch_size"):
-        ChainingUCB(model, big, memory_budget=budget, max_cover_size=64)
+        ShardedChainingUCB(model, big, memory_budget=budget, max_cover_size=64)
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,9 @@ def test_traversal_equals_farthest_first_order(batch, max_size, shards):
     model, C = se_problem(12_000, seed=batch)
     sharded = ShardedCandidates(None, C, workers=["w"] * shards, batch_size=batch)
     floor = 0.02 * batch
-    acqf = ChainingUCB(model, sharded, max_cover_size=max_size, sigma_floor=floor)
+    acqf = ShardedChainingUCB(
+        model, sharded, max_cover_size=max_size, sigma_floor=floor
+    )
     res = acqf.chaining
     distance = candidate_posterior(model, C, path="low_rank").distance
     start = int(torch.argmin(distance.variance))
@@ -202,7 +204,7 @@ def test_transforms_matern_minimize_and_flip():
         {"posterior_transform": flip, "delta": 0.1},
     ):
         single = ChainingUCB(model, C, path="low_rank", **kw)
-        acqf = ChainingUCB(model, sharded, **kw)
+        acqf = ShardedChainingUCB(model, sharded, **kw)
         assert_same_step(single, acqf)
         assert acqf.best_candidate()["index"] == factor_argmax(single)
 
@@ -214,7 +216,7 @@ def test_library_shards_equal_one_machine(normalized):
     sharded = ShardedCandidates(
         None, library, workers=["a", "b", "c"], normalized_inputs=normalized
     )
-    acqf = ChainingUCB(model, sharded)
+    acqf = ShardedChainingUCB(model, sharded)
     assert_same_step(single, acqf)
     X, _, idx = sharded.optimize(acqf, q=2, return_indices=True)
     first = factor_argmax(single)
@@ -227,7 +229,7 @@ def test_library_from_a_saved_file(tmp_path):
     model, C, library = library_problem(9000)
     path = library.save(tmp_path / "lib.npy")
     single = ChainingUCB(model, C, path="low_rank")
-    acqf = ChainingUCB(model, ShardedCandidates(None, path, workers=["a", "b"]))
+    acqf = ShardedChainingUCB(model, ShardedCandidates(None, path, workers=["a", "b"]))
     assert_same_step(single, acqf)
 
 
@@ -236,7 +238,7 @@ def test_pending_points_and_batches():
     sharded = ShardedCandidates(None, C, workers=["a", "b"])
     for covers in ("rebuild", "reuse"):
         single = ChainingUCB(model, C, path="low_rank", pending_covers=covers)
-        acqf = ChainingUCB(model, sharded, pending_covers=covers)
+        acqf = ShardedChainingUCB(model, sharded, pending_covers=covers)
         pending = C[[10, 4000, 8500]]
         single.set_X_pending(pending)
         acqf.set_X_pending(pending)
@@ -259,7 +261,9 @@ def test_pending_points_and_batches():
 def test_certificates_equal_one_machine():
     model, C = se_problem(9000, seed=2, obs=30)
     single = ChainingUCB(model, C, path="low_rank", max_cover_size=64)
-    acqf = ChainingUCB(model, ShardedCandidates(None, C, workers=["a", "b", "c"]))
+    acqf = ShardedChainingUCB(
+        model, ShardedCandidates(None, C, workers=["a", "b", "c"])
+    )
     for kw in (
         {},
         {"calibration": "none", "rule": "max_mean"},
@@ -288,19 +292,24 @@ def test_certificates_equal_one_machine():
 def test_errors_name_the_argument():
     model, C = se_problem(5000)
     sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    # Each class by its own name: no class swap on the candidates' type.
+    with pytest.raises(TypeError, match="ShardedChainingUCB\\(model, sharded\\)"):
+        ChainingUCB(model, sharded)
+    with pytest.raises(TypeError, match="`candidates` must be a ShardedCandidates"):
+        ShardedChainingUCB(model, C)
     with pytest.raises(ValueError, match="`path`='dense'"):
-        ChainingUCB(model, sharded, path="dense")
+        ShardedChainingUCB(model, sharded, path="dense")
     with pytest.raises(ValueError, match="`cover`='greedy'"):
-        ChainingUCB(model, sharded, cover="greedy")
+        ShardedChainingUCB(model, sharded, cover="greedy")
     with pytest.raises(UnsupportedError, match="low-rank"):
-        ChainingUCB(ModelListGP(model, model), sharded)
+        ShardedChainingUCB(ModelListGP(model, model), sharded)
     with pytest.raises(ValueError, match="`candidates` must be an N x d"):
         ShardedCandidates(None, torch.zeros(3))
     with pytest.raises(TypeError, match="`candidates` must be"):
         ShardedCandidates(None, [[1.0]])
     with pytest.raises(ValueError, match="`X_pending` must have shape p x 2"):
-        ChainingUCB(model, sharded, X_pending=torch.zeros(2, 3, dtype=DTYPE))
-    acqf = ChainingUCB(model, sharded, max_cover_size=16)
+        ShardedChainingUCB(model, sharded, X_pending=torch.zeros(2, 3, dtype=DTYPE))
+    acqf = ShardedChainingUCB(model, sharded, max_cover_size=16)
     with pytest.raises(ValueError, match="not a candidate"):
         acqf.regret_bound(torch.full((1, 1, 2), 99.0, dtype=DTYPE))
     with pytest.raises(ValueError, match="`exclude` leaves none"):
@@ -309,7 +318,7 @@ def test_errors_name_the_argument():
         acqf.candidate_mean  # noqa: B018
     lib_model, _, _ = library_problem(3000)
     with pytest.raises(ValueError, match="3000 items"):
-        ChainingUCB(lib_model, sharded)
+        ShardedChainingUCB(lib_model, sharded)
 
 
 # --------------------------------------------------------------- LocalCluster
@@ -380,7 +389,7 @@ def test_cluster_step_equals_one_machine(client, backend):
     single = ChainingUCB(model, C, path="low_rank")
     sharded = ShardedCandidates(client, C, backend=backend)
     assert sharded.num_shards == 2 and sharded.starts == [0, 8192]
-    acqf = ChainingUCB(model, sharded)
+    acqf = ShardedChainingUCB(model, sharded)
     assert_same_step(single, acqf)
     X, values, idx = sharded.optimize(acqf, q=2, return_indices=True)
     first = factor_argmax(single)
@@ -404,19 +413,19 @@ def test_cluster_lost_worker_between_calls(fragile_client):
     sharded = ShardedCandidates(
         client, C, workers=_two_workers(client), retries=0, timeout=10
     )
-    acqf = ChainingUCB(model, sharded, max_cover_size=200)
+    acqf = ShardedChainingUCB(model, sharded, max_cover_size=200)
     reference = acqf.best_candidate()["index"]
     _kill(client, sharded.workers[1])
     with pytest.raises(ShardLostError, match="shard 1 .* left the cluster"):
-        ChainingUCB(model, sharded, max_cover_size=200)
+        ShardedChainingUCB(model, sharded, max_cover_size=200)
     assert sharded.restore() == [1]
-    again = ChainingUCB(model, sharded, max_cover_size=200)
+    again = ShardedChainingUCB(model, sharded, max_cover_size=200)
     assert again.best_candidate()["index"] == reference
     # With retries, the next loss is absorbed: the step runs again from the
     # start on the rebuilt shards, with the same answer.
     sharded.retries = 1
     _kill(client, sharded.workers[0])
-    retried = ChainingUCB(model, sharded, max_cover_size=200)
+    retried = ShardedChainingUCB(model, sharded, max_cover_size=200)
     assert retried.best_candidate()["index"] == reference
     sharded.close()
 
@@ -440,9 +449,9 @@ def test_cluster_lost_worker_mid_step(fragile_client, monkeypatch, retries):
     monkeypatch.setattr(ShardedCandidates, "call", call)
     if retries == 0:
         with pytest.raises(ShardLostError):
-            ChainingUCB(model, sharded, max_cover_size=400)
+            ShardedChainingUCB(model, sharded, max_cover_size=400)
     else:
-        acqf = ChainingUCB(model, sharded, max_cover_size=400)
+        acqf = ShardedChainingUCB(model, sharded, max_cover_size=400)
         single = ChainingUCB(model, C, path="low_rank", max_cover_size=400)
         assert_same_step(single, acqf)
     monkeypatch.undo()
@@ -510,7 +519,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     assert meta["num_candidates"] == n and meta["shards"] == 2
     # A declared schedule: the same trials, certificates at its checks only
     # (after 6 and 7 observations: trials 6 and 7).
-    from ax_chaining.certification import CheckSchedule
+    from ax_chaining.certificate import CheckSchedule
 
     scheduled = chaining_generation_strategy(
         init_trials=4,

@@ -30,8 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate import _tail_sum
-from ax_chaining.certification import bind_tail
+from ax_chaining.certificate.tails import bind_tail, tail_sum
 from ax_chaining.checks import match_rows, nearest_rows
 from ax_chaining.distances import (
     _column_square_sums,
@@ -636,7 +635,7 @@ class Shard:
         # Explored or not, from the shard's own variances (as one machine
         # binds the law to all candidates).
         tail = bind_tail(tail, self.variance, self.prior_var)
-        out = _tail_sum(b, gap, d, tail)
+        out = tail_sum(b, gap, d, tail)
         self._time("cert_tail", t0)
         return out
 
