@@ -46,6 +46,7 @@ from ax_chaining.certificate.tails import (
     resolve_tail,
 )
 from ax_chaining.chaining import (
+    BonusShape,
     ChainingResult,
     CoverMethod,
     HRadius,
@@ -118,6 +119,7 @@ class ChainingOptions:
     max_cover_size: int | None = None
     memory_budget: int = DEFAULT_MEMORY_BUDGET
     pending_covers: PendingCovers = "rebuild"
+    bonus: BonusShape = "paper"
 
     def __post_init__(self) -> None:
         checked = {
@@ -139,6 +141,7 @@ class ChainingOptions:
             ("path", Path),
             ("cover", CoverMethod),
             ("pending_covers", PendingCovers),
+            ("bonus", BonusShape),
         ):
             value = getattr(self, name)
             if value is not None or name != "cover":
@@ -364,8 +367,8 @@ class ChainingUCBBase(AcquisitionFunction, ABC, Generic[StepT]):
             A ``(b1 x ... bk)``-dim tensor of Chaining-UCB values.
         """
         mean, sigma = self.mean_and_sigma(X)
-        value = (mean if self.maximize else -mean) + self.chaining.bonus(sigma)
-        return value.to(X.dtype)
+        bonus = self.chaining.bonus(sigma, self.options.bonus)
+        return ((mean if self.maximize else -mean) + bonus).to(X.dtype)
 
     def _current(self) -> StepT:
         """The step for the current pending points (built on first use)."""
@@ -436,7 +439,7 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
 
     The covers are built once, at construction (and again when pending points
     change). ``forward`` evaluates at any ``X``, not only at candidates; the bonus
-    is a step function of :math:`\sigma_t(x)`.
+    is a step function of :math:`\sigma_t(x)` (``bonus="paper"``).
 
     Defaults and deviations from the paper (each can be changed):
 
@@ -457,6 +460,12 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
       covers built without them, which stay valid covers since pending points
       only shrink :math:`d_t` (:func:`~ax_chaining.chaining.reuse_covers`): a
       batch then costs one build, with :math:`H_i` usually a little larger.
+    * ``bonus``: ``"paper"`` (default) is the staircase above;
+      ``"continuous"`` its piecewise-linear envelope through the points
+      :math:`(\epsilon_k, \sum_{i \ge k} H_i)`, continuous and increasing in
+      :math:`\sigma_t(x)`, never below the staircase and never above it at
+      :math:`2\sigma_t(x)` (:func:`~ax_chaining.chaining.chaining_bonus`): still
+      an upper confidence bound, and the certificate is unchanged.
 
     :meth:`certificate` and :meth:`regret_bound` give a regret certificate valid
     at any candidate chosen from the data (:mod:`ax_chaining.certificate`); the
@@ -496,6 +505,8 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
         memory_budget: Bytes the largest allocations may take (default 4 GiB).
         pending_covers: ``"rebuild"`` or ``"reuse"`` the covers when pending
             points are set (see above).
+        bonus: ``"paper"`` or ``"continuous"``, the shape of the bonus as a
+            function of :math:`\sigma_t(x)` (see above).
     """
 
     def _attach(self, candidates: Tensor) -> None:

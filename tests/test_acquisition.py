@@ -94,6 +94,27 @@ def test_value_is_mean_plus_bonus_everywhere(data):
     assert acqf.t == X.shape[0] + 1
 
 
+def test_continuous_bonus_is_the_envelope_and_keeps_the_covers(data):
+    """bonus="continuous": the same covers and H_i, the value mu + c(sigma) with
+    c the engine's continuous envelope, never below the paper's value."""
+    C, X, Y = data
+    model = fixed_model(X, Y)
+    paper = ChainingUCB(model, C)
+    cont = ChainingUCB(model, C, bonus="continuous")
+    assert cont.options.bonus == "continuous"
+    torch.testing.assert_close(cont.chaining.H, paper.chaining.H)
+    post = model.posterior(C)
+    mean, sigma = post.mean.squeeze(-1), post.variance.squeeze(-1).sqrt()
+    expected = mean + cont.chaining.bonus(sigma, "continuous")
+    torch.testing.assert_close(cont(C.unsqueeze(1)), expected)
+    assert bool((cont(C.unsqueeze(1)) >= paper(C.unsqueeze(1)) - 1e-12).all())
+    # The certificate is the posterior's and the covers', not the bonus's.
+    best = int(torch.argmax(mean))
+    assert cont.certificate(among=[best]).bound == paper.certificate(among=[best]).bound
+    with pytest.raises(ValueError, match="`bonus` must be"):
+        ChainingUCB(model, C, bonus="smooth")
+
+
 def test_selected_point_is_argmax_over_candidates(data):
     C, X, Y = data
     acqf = ChainingUCB(fixed_model(X, Y), C)

@@ -93,7 +93,8 @@ def assert_same_step(single: ChainingUCB, sharded: ShardedChainingUCB) -> None:
 def factor_argmax(acqf: ChainingUCB, exclude=()) -> int:
     """One machine's pick from the factor's mean and sigma."""
     sign = 1.0 if acqf.maximize else -1.0
-    value = sign * acqf.candidate_mean + acqf.chaining.bonus(acqf.candidate_sigma)
+    bonus = acqf.chaining.bonus(acqf.candidate_sigma, acqf.options.bonus)
+    value = sign * acqf.candidate_mean + bonus
     value[list(exclude)] = -torch.inf
     return int(torch.argmax(value))
 
@@ -232,6 +233,16 @@ def test_library_from_a_saved_file(tmp_path):
     single = ChainingUCB(model, C, path="low_rank")
     acqf = ShardedChainingUCB(model, ShardedCandidates(None, path, workers=["a", "b"]))
     assert_same_step(single, acqf)
+
+
+def test_continuous_bonus_on_shards_picks_as_one_machine():
+    model, C = se_problem(9000, seed=5)
+    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    single = ChainingUCB(model, C, path="low_rank", bonus="continuous")
+    acqf = ShardedChainingUCB(model, sharded, bonus="continuous")
+    assert acqf.best_candidate()["index"] == factor_argmax(single)
+    x = C[[7, 4000]].unsqueeze(1)
+    torch.testing.assert_close(acqf(x), single(x), rtol=1e-12, atol=0)
 
 
 def test_pending_points_and_batches():

@@ -32,6 +32,7 @@ from ax_chaining.ax.nodes import (
 )
 from ax_chaining.ax.options import checked_options, stop_rule_of
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
+from ax_chaining.chaining import BonusShape
 from ax_chaining.checks import check_choice, check_int, type_error
 from ax_chaining.kernels import registered_fingerprints, registered_gram
 
@@ -228,13 +229,16 @@ def candidate_set_strategy(
 
 
 def _chaining_options(
-    delta: float, scale: float | None, engine_options: Mapping[str, Any] | None
+    delta: float,
+    scale: float | None,
+    bonus: BonusShape,
+    engine_options: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     if engine_options is not None and not isinstance(engine_options, Mapping):
         raise type_error("engine_options", "a mapping", engine_options)
-    if both := sorted({"delta", "scale"} & set(engine_options or {})):
+    if both := sorted({"delta", "scale", "bonus"} & set(engine_options or {})):
         raise TypeError(f"Pass {both} as arguments, not in `engine_options`.")
-    given = {"delta": delta, "scale": scale, **(engine_options or {})}
+    given = {"delta": delta, "scale": scale, "bonus": bonus, **(engine_options or {})}
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -244,6 +248,7 @@ def chaining_generation_strategy(
     candidates: CandidateTable | None = None,
     *,
     scale: float | None = None,
+    bonus: BonusShape = "paper",
     engine_options: Mapping[str, Any] | None = None,
     stop_tolerance: float | None = None,
     name: str = "Chaining-UCB",
@@ -256,6 +261,9 @@ def chaining_generation_strategy(
             (``candidates`` may be sharded over a Dask cluster).
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
         scale: Radius of the first chaining level (see ``ChainingUCB``).
+        bonus: ``"paper"`` (Algorithm 1's staircase, default) or
+            ``"continuous"`` (its continuous envelope; see ``ChainingUCB``),
+            stored with the node.
         engine_options: Further ``ChainingUCB`` keyword arguments, checked here.
         stop_tolerance: Stop once the current certified regret bound (objective
             units) is at most this (:class:`~ax_chaining.ax.stopping.CertifiedStop`).
@@ -263,7 +271,7 @@ def chaining_generation_strategy(
     Example:
         >>> client.set_generation_strategy(chaining_generation_strategy(init_trials=10))
     """
-    opts = _chaining_options(delta, scale, engine_options)
+    opts = _chaining_options(delta, scale, bonus, engine_options)
     kwargs.update(name=name, stop_tolerance=stop_tolerance)
     return candidate_set_strategy(ChainingUCB, opts, init_trials, candidates, **kwargs)
 
@@ -334,6 +342,7 @@ def chaining_ucb_node(
     *,
     delta: float = 0.05,
     scale: float | None = None,
+    bonus: BonusShape = "paper",
     engine_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> CandidateSetNode:
@@ -341,12 +350,13 @@ def chaining_ucb_node(
 
     Args:
         name, kwargs: As in :func:`candidate_set_node` (or spec fields).
-        delta, scale, engine_options: As in :func:`chaining_generation_strategy`.
+        delta, scale, bonus, engine_options: As in
+            :func:`chaining_generation_strategy`.
 
     Example:
         >>> node = chaining_ucb_node(delta=0.05, num_candidates=2048, seed=0)
     """
     if "candidate_spec" not in kwargs:
         kwargs["candidate_spec"] = _pop_spec(kwargs, kwargs.pop("candidates", None))
-    options = _chaining_options(delta, scale, engine_options)
+    options = _chaining_options(delta, scale, bonus, engine_options)
     return candidate_set_node(ChainingUCB, options, name=name, **kwargs)

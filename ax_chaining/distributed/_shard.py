@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from ax_chaining.certificate.tails import bind_tail, tail_sum
+from ax_chaining.chaining import BonusShape, chaining_bonus
 from ax_chaining.checks import match_rows, nearest_rows
 from ax_chaining.distances import (
     _column_square_sums,
@@ -559,6 +560,7 @@ class Shard:
         eps: Tensor,
         H: Tensor,
         sigma_min_used: float,
+        shape: BonusShape,
         maximize: bool,
         excluded: list[int],
     ) -> dict[str, Any] | None:
@@ -567,8 +569,7 @@ class Shard:
         self._check(step)
         t0 = time.perf_counter()
         sigma = self.variance.sqrt()
-        active = (eps.to(sigma) >= sigma_min_used) & (eps.to(sigma) < sigma[:, None])
-        bonus = (active.to(sigma) * H.to(sigma)).sum(dim=-1)
+        bonus = chaining_bonus(sigma, eps, H, sigma_min_used, shape)
         value = (self.mean if maximize else -self.mean) + bonus
         _, local = self._local(excluded)
         if local:

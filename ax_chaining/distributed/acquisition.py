@@ -377,6 +377,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
                 c.eps,
                 c.H,
                 c.sigma_min_used,
+                self.options.bonus,
                 self.maximize,
                 excluded,
             )
