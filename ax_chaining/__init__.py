@@ -23,6 +23,7 @@ from ax_chaining.certificate.bounds import (
 from ax_chaining.certificate.certify import Certificate
 from ax_chaining.chaining import (
     ChainingResult,
+    chaining_bonus,
     chaining_covers,
     num_levels,
     reuse_covers,
@@ -92,6 +93,7 @@ __all__ = [
     "MemoryBudgetError",
     "PseudoDistance",
     "certificate_bounds",
+    "chaining_bonus",
     "chaining_covers",
     "chaining_tree",
     "farthest_first_order",
