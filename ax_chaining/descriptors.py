@@ -71,7 +71,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ax_chaining.benchmark.io import write_atomic
 from ax_chaining.checks import (
     check_bool,
     check_choice,
@@ -80,6 +79,7 @@ from ax_chaining.checks import (
     type_error,
 )
 from ax_chaining.chem import _input_hash, _parse, _rdkit_modules
+from ax_chaining.io import write_atomic
 
 __all__ = [
     "CLEANING_STEPS",

@@ -193,9 +193,9 @@ def _raw_encodings(
     dataset: str, rows: np.ndarray, encodings: set[str], cache: Path
 ) -> dict[str, np.ndarray]:
     """Raw encodings of a dataset's rows ``rows`` (sorted), cached under ``cache``."""
-    from ax_chaining.benchmark.molecules import load_dataset
     from ax_chaining.chem import morgan_fingerprints
     from ax_chaining.descriptors import encode_molecules
+    from ax_chaining.test_functions.molecules import load_dataset
 
     smiles = load_dataset(dataset).smiles
     out = {}
@@ -231,7 +231,7 @@ def run(
     cache: Path,
 ) -> list[dict[str, Any]]:
     """Every (dataset, size, seed, model) not yet in ``out``; returns the new lines."""
-    from ax_chaining.benchmark.molecules import load_dataset
+    from ax_chaining.test_functions.molecules import load_dataset
 
     done = set()
     if out is not None and out.is_file():

@@ -234,8 +234,8 @@ def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
     from ax.api.client import Client
 
     from ax_chaining.ax import molecule_surrogate_spec
-    from ax_chaining.benchmark.molecules import load_dataset
     from ax_chaining.descriptors import molecule_features
+    from ax_chaining.test_functions.molecules import load_dataset
 
     logging.getLogger("ax").setLevel(logging.WARNING)
     data = load_dataset("freesolv")
