@@ -78,7 +78,7 @@ from ax_chaining.checks import (
     check_int,
     type_error,
 )
-from ax_chaining.chem import _input_hash, _parse, _rdkit_modules
+from ax_chaining.chem import parse_smiles, smiles_sha256
 from ax_chaining.io import write_atomic
 
 __all__ = [
@@ -381,28 +381,23 @@ def encode_molecules(
 
 
 def _molecules(smiles: Sequence[str]) -> list[Any]:
-    Chem, RDLogger, _ = _rdkit_modules()
     mols = []
-    RDLogger.DisableLog("rdApp.*")  # the ValueError below says it instead
-    try:
-        for i, s in enumerate(smiles):
-            mol, reason = _parse(Chem, s)
-            if mol is None:
-                raise ValueError(
-                    f"`smiles[{i}]` = {s!r} is not a valid SMILES ({reason})."
-                )
-            mols.append(mol)
-    finally:
-        RDLogger.EnableLog("rdApp.*")
+    for i, s in enumerate(smiles):
+        mol, reason = parse_smiles(s)
+        if mol is None:
+            raise ValueError(f"`smiles[{i}]` = {s!r} is not a valid SMILES ({reason}).")
+        mols.append(mol)
     return mols
 
 
 def _first_rows(smiles: Sequence[str]) -> np.ndarray:
     r"""For each item, the first item with the same canonical SMILES."""
-    Chem, _, _ = _rdkit_modules()
+    mols = _molecules(smiles)  # a clear ImportError first without rdkit
+    from rdkit import Chem
+
     first: dict[str, int] = {}
     out = np.empty(len(smiles), dtype=np.int64)
-    for i, mol in enumerate(_molecules(smiles)):
+    for i, mol in enumerate(mols):
         out[i] = first.setdefault(Chem.MolToSmiles(mol), i)
     return out
 
@@ -509,7 +504,11 @@ def molecule_features(
         "duplicates": duplicates,
         "cleaning": options_of_clean,
     }
-    wanted = {"num_items": len(smiles), "input_sha256": _input_hash(smiles), **options}
+    wanted = {
+        "num_items": len(smiles),
+        "input_sha256": smiles_sha256(smiles),
+        **options,
+    }
     if path is not None:
         if not isinstance(path, str | os.PathLike):
             raise type_error("path", "a str, os.PathLike or None", path)
