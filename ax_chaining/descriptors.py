@@ -48,7 +48,7 @@ Duplicate molecules (the same canonical SMILES, e.g. ``"OCC"`` and
 and duplicates get the same features, computed once.
 
 rdkit is needed (the ``chem`` extra); ``mordred`` needs ``mordredcommunity``
-too (``pip install mordredcommunity``).
+too (the ``mordred`` extra: ``pip install 'ax-chaining[mordred]'``).
 
 Example:
     >>> from ax_chaining.descriptors import molecule_features
@@ -309,8 +309,9 @@ def _mordred_calculator() -> Any:
     except ImportError as e:
         raise ImportError(
             "The `mordred` encoding needs the optional package mordredcommunity, "
-            "which is not installed; install it with `pip install mordredcommunity` "
-            "or pick another encoding (e.g. 'rdkit2d')."
+            "which is not installed; install it with "
+            "`pip install 'ax-chaining[mordred]'` or pick another encoding "
+            "(e.g. 'rdkit2d')."
         ) from e
     return Calculator(descriptors, ignore_3D=True)
 

@@ -113,3 +113,14 @@ def test_small_preset_runs_resumes_and_tabulates(tmp_path: Path, capsys: Any) ->
     assert len(out.read_text().splitlines()) == 3
     assert main(["--table", str(out)]) == 0
     assert "### freesolv, 30 molecules" in (tmp_path / "summary.md").read_text()
+
+
+def test_results_page_shows_the_table_of_the_committed_lines() -> None:
+    """The results page's tables are what ``--table`` prints from the
+    committed lines, not an edited copy."""
+    from benchmarks.models import table
+
+    root = Path(__file__).resolve().parents[1]
+    made = table([str(root / "docs" / "results" / "models" / "loo.jsonl")])
+    assert made.count("### ") == 7  # 3 libraries x 2 sizes, and the ranks
+    assert made in (root / "docs" / "results" / "models.md").read_text()
