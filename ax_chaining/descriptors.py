@@ -2,20 +2,15 @@ r"""Descriptor encodings of molecule libraries, their cleaning and their cache.
 
 An *encoding* turns each SMILES of a library into a row of numbers:
 
-=================  ==========================================  ==================
-encoding           what                                        kernel it suits
-=================  ==========================================  ==================
-``rdkit2d``        RDKit's 2D descriptors (all of                ARD Matern / RBF
-                   ``rdkit.Chem.Descriptors.CalcMolDescriptors``:
-                   polarity, hydrogen bonding, size, charges,
-                   fragment counts; 217 in RDKit 2026.09)
-``mordred``        Mordred's 2D descriptors (1,613; the        ARD Matern / RBF
-                   optional ``mordredcommunity`` package)
-``fragments``      RDKit's ``fr_*`` functional-group counts     MinMax
-``morgan_counts``  count Morgan fingerprint (radius, width)     MinMax
-``fragprints``     ``fragments`` beside ``morgan_counts``       MinMax
-                   (GAUCHE's "fragprints", with counts)
-=================  ==========================================  ==================
+* ``rdkit2d``: RDKit's 2D descriptors, all of
+  ``rdkit.Chem.Descriptors.CalcMolDescriptors`` (polarity, hydrogen bonding,
+  size, charges, fragment counts; 217 in RDKit 2026.09), for an ARD kernel;
+* ``mordred``: Mordred's 2D descriptors (1,613; the optional
+  ``mordredcommunity`` package), for an ARD kernel;
+* ``fragments``: RDKit's 85 ``fr_*`` functional-group counts, for MinMax;
+* ``morgan_counts``: the count Morgan fingerprint (radius, width), for MinMax;
+* ``fragprints``: ``fragments`` beside ``morgan_counts`` (GAUCHE's
+  "fragprints", with counts), for MinMax.
 
 Descriptors need cleaning before a GP can use them (:func:`clean_features`), in
 named steps, each switchable, always in this order:

@@ -5,17 +5,13 @@ integer parameter, the item index ``0 .. N - 1``
 (:func:`candidate_index_parameter`); the surrogate spec says what the GP sees
 of item ``i``:
 
-=======================================  ==========================================
-spec                                     the GP's covariance
-=======================================  ==========================================
-:func:`precomputed_kernel_surrogate_spec`  a precomputed ``N x N`` Gram matrix
-:func:`fingerprint_kernel_surrogate_spec`  Tanimoto on a packed fingerprint
-                                         library (no ``N x N`` matrix)
-:func:`feature_table_surrogate_spec`     an ARD Matern / RBF (or MinMax) kernel on
-                                         row ``i`` of an ``N x d`` feature table
-:func:`molecule_surrogate_spec`          the measured default for molecule
-                                         libraries, from their SMILES
-=======================================  ==========================================
+* :func:`precomputed_kernel_surrogate_spec`: a precomputed ``N x N`` Gram matrix;
+* :func:`fingerprint_kernel_surrogate_spec`: Tanimoto on a packed fingerprint
+  library (no ``N x N`` matrix);
+* :func:`feature_table_surrogate_spec`: an ARD RBF / Matern (or MinMax) kernel
+  on row ``i`` of an ``N x d`` feature table;
+* :func:`molecule_surrogate_spec`: the measured default for molecule
+  libraries, from their SMILES.
 
 The large objects are registered by content key
 (:mod:`ax_chaining.kernels.registry`), so Ax's JSON stores the key only; call
