@@ -2,20 +2,15 @@ r"""Descriptor encodings of molecule libraries, their cleaning and their cache.
 
 An *encoding* turns each SMILES of a library into a row of numbers:
 
-=================  ==========================================  ==================
-encoding           what                                        kernel it suits
-=================  ==========================================  ==================
-``rdkit2d``        RDKit's 2D descriptors (all of                ARD Matern / RBF
-                   ``rdkit.Chem.Descriptors.CalcMolDescriptors``:
-                   polarity, hydrogen bonding, size, charges,
-                   fragment counts; 217 in RDKit 2026.09)
-``mordred``        Mordred's 2D descriptors (1,613; the        ARD Matern / RBF
-                   optional ``mordredcommunity`` package)
-``fragments``      RDKit's ``fr_*`` functional-group counts     MinMax
-``morgan_counts``  count Morgan fingerprint (radius, width)     MinMax
-``fragprints``     ``fragments`` beside ``morgan_counts``       MinMax
-                   (GAUCHE's "fragprints", with counts)
-=================  ==========================================  ==================
+* ``rdkit2d``: RDKit's 2D descriptors, all of
+  ``rdkit.Chem.Descriptors.CalcMolDescriptors`` (polarity, hydrogen bonding,
+  size, charges, fragment counts; 217 in RDKit 2026.09), for an ARD kernel;
+* ``mordred``: Mordred's 2D descriptors (1,613; the optional
+  ``mordredcommunity`` package), for an ARD kernel;
+* ``fragments``: RDKit's 85 ``fr_*`` functional-group counts, for MinMax;
+* ``morgan_counts``: the count Morgan fingerprint (radius, width), for MinMax;
+* ``fragprints``: ``fragments`` beside ``morgan_counts`` (GAUCHE's
+  "fragprints", with counts), for MinMax.
 
 Descriptors need cleaning before a GP can use them (:func:`clean_features`), in
 named steps, each switchable, always in this order:
@@ -48,7 +43,7 @@ Duplicate molecules (the same canonical SMILES, e.g. ``"OCC"`` and
 and duplicates get the same features, computed once.
 
 rdkit is needed (the ``chem`` extra); ``mordred`` needs ``mordredcommunity``
-too (``pip install mordredcommunity``).
+too (the ``mordred`` extra: ``pip install 'ax-chaining[mordred]'``).
 
 Example:
     >>> from ax_chaining.descriptors import molecule_features
@@ -71,7 +66,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ax_chaining.benchmark.io import write_atomic
 from ax_chaining.checks import (
     check_bool,
     check_choice,
@@ -79,7 +73,8 @@ from ax_chaining.checks import (
     check_int,
     type_error,
 )
-from ax_chaining.chem import _input_hash, _parse, _rdkit_modules
+from ax_chaining.chem import parse_smiles, smiles_sha256
+from ax_chaining.io import write_atomic
 
 __all__ = [
     "CLEANING_STEPS",
@@ -309,8 +304,9 @@ def _mordred_calculator() -> Any:
     except ImportError as e:
         raise ImportError(
             "The `mordred` encoding needs the optional package mordredcommunity, "
-            "which is not installed; install it with `pip install mordredcommunity` "
-            "or pick another encoding (e.g. 'rdkit2d')."
+            "which is not installed; install it with "
+            "`pip install 'ax-chaining[mordred]'` or pick another encoding "
+            "(e.g. 'rdkit2d')."
         ) from e
     return Calculator(descriptors, ignore_3D=True)
 
@@ -381,28 +377,23 @@ def encode_molecules(
 
 
 def _molecules(smiles: Sequence[str]) -> list[Any]:
-    Chem, RDLogger, _ = _rdkit_modules()
     mols = []
-    RDLogger.DisableLog("rdApp.*")  # the ValueError below says it instead
-    try:
-        for i, s in enumerate(smiles):
-            mol, reason = _parse(Chem, s)
-            if mol is None:
-                raise ValueError(
-                    f"`smiles[{i}]` = {s!r} is not a valid SMILES ({reason})."
-                )
-            mols.append(mol)
-    finally:
-        RDLogger.EnableLog("rdApp.*")
+    for i, s in enumerate(smiles):
+        mol, reason = parse_smiles(s)
+        if mol is None:
+            raise ValueError(f"`smiles[{i}]` = {s!r} is not a valid SMILES ({reason}).")
+        mols.append(mol)
     return mols
 
 
 def _first_rows(smiles: Sequence[str]) -> np.ndarray:
     r"""For each item, the first item with the same canonical SMILES."""
-    Chem, _, _ = _rdkit_modules()
+    mols = _molecules(smiles)  # a clear ImportError first without rdkit
+    from rdkit import Chem
+
     first: dict[str, int] = {}
     out = np.empty(len(smiles), dtype=np.int64)
-    for i, mol in enumerate(_molecules(smiles)):
+    for i, mol in enumerate(mols):
         out[i] = first.setdefault(Chem.MolToSmiles(mol), i)
     return out
 
@@ -509,7 +500,11 @@ def molecule_features(
         "duplicates": duplicates,
         "cleaning": options_of_clean,
     }
-    wanted = {"num_items": len(smiles), "input_sha256": _input_hash(smiles), **options}
+    wanted = {
+        "num_items": len(smiles),
+        "input_sha256": smiles_sha256(smiles),
+        **options,
+    }
     if path is not None:
         if not isinstance(path, str | os.PathLike):
             raise type_error("path", "a str, os.PathLike or None", path)

@@ -193,9 +193,9 @@ def _raw_encodings(
     dataset: str, rows: np.ndarray, encodings: set[str], cache: Path
 ) -> dict[str, np.ndarray]:
     """Raw encodings of a dataset's rows ``rows`` (sorted), cached under ``cache``."""
-    from ax_chaining.benchmark.molecules import load_dataset
     from ax_chaining.chem import morgan_fingerprints
     from ax_chaining.descriptors import encode_molecules
+    from ax_chaining.test_functions.molecules import load_dataset
 
     smiles = load_dataset(dataset).smiles
     out = {}
@@ -231,7 +231,7 @@ def run(
     cache: Path,
 ) -> list[dict[str, Any]]:
     """Every (dataset, size, seed, model) not yet in ``out``; returns the new lines."""
-    from ax_chaining.benchmark.molecules import load_dataset
+    from ax_chaining.test_functions.molecules import load_dataset
 
     done = set()
     if out is not None and out.is_file():
@@ -345,6 +345,17 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def table(paths: list[str]) -> str:
+    """The summary table of the JSON lines in ``paths`` (what ``--table`` writes)."""
+    records = [
+        json.loads(line)
+        for path in paths
+        for line in Path(path).read_text().splitlines()
+        if line
+    ]
+    return format_table(summarize(records))
+
+
 def _names(text: str, allowed: tuple[Any, ...], kind: type = str) -> list[Any]:
     values = [kind(v) for v in text.split(",") if v]
     bad = [v for v in values if allowed and v not in allowed]
@@ -383,8 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.table is not None:
         path = Path(args.table)
-        records = [json.loads(s) for s in path.read_text().splitlines() if s]
-        text = format_table(summarize(records))
+        text = table([args.table])
         (path.parent / "summary.md").write_text(text)
         print(text)
         return 0

@@ -234,8 +234,8 @@ def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
     from ax.api.client import Client
 
     from ax_chaining.ax import molecule_surrogate_spec
-    from ax_chaining.benchmark.molecules import load_dataset
     from ax_chaining.descriptors import molecule_features
+    from ax_chaining.test_functions.molecules import load_dataset
 
     logging.getLogger("ax").setLevel(logging.WARNING)
     data = load_dataset("freesolv")
@@ -257,6 +257,7 @@ def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
         covar_module=copy.deepcopy(kernel.base_kernel),
         likelihood=copy.deepcopy(model.likelihood),
         mean_module=copy.deepcopy(model.mean_module),
+        outcome_transform=None,
     )
     reference.eval()
     model.eval()
@@ -284,7 +285,13 @@ def test_molecule_surrogate_spec_options() -> None:
     smiles = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "CCN"]
     config = molecule_surrogate_spec(smiles).model_configs[0]
     assert config.covar_module_class is FeatureTableKernel
-    assert config.covar_module_options["base"] == "matern52"
+    assert config.covar_module_options["base"] == "rbf"  # BoTorch's own pairing
+    baybe = molecule_surrogate_spec(smiles, prior="baybe").model_configs[0]
+    assert baybe.covar_module_options["base"] == "matern52"  # BayBE's
+    with pytest.raises(ValueError, match="`kernel` must be None with encoding"):
+        molecule_surrogate_spec(smiles, "fragprints", kernel="rbf")
+    with pytest.raises(ValueError, match="`kernel` must be 'rbf' or 'matern52'"):
+        molecule_surrogate_spec(smiles, kernel="minmax")
     counts = molecule_surrogate_spec(smiles, "fragprints", prior="baybe")
     config = counts.model_configs[0]
     assert config.covar_module_options["base"] == "minmax"

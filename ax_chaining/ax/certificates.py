@@ -29,7 +29,9 @@ from ax_chaining.ax.candidates import (
     row_key,
 )
 from ax_chaining.ax.metadata import objective_scale, recorded
-from ax_chaining.certification import Calibration, CheckSchedule, certify_model
+from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate.tails import Calibration
 from ax_chaining.checks import check_choice, check_delta, type_error
 
 Units = Literal["objective", "model"]
@@ -158,7 +160,7 @@ def certify(
     certifies, among the evaluated candidates, the one with the smallest bound:
     with probability at least :math:`1 - \delta` over the checks of
     ``schedule``, the best candidate is at most ``bound`` better than
-    ``parameters``, under the assumptions of :mod:`ax_chaining.certification`.
+    ``parameters``, under the assumptions of :mod:`ax_chaining.certificate`.
 
     The candidate set is ``candidates`` if given; else the candidate set of
     ``source``'s candidate-set strategy; else every combination of a fully
@@ -176,7 +178,7 @@ def certify(
         schedule: The checks over which ``delta`` is spent (default every step).
         units: ``"objective"`` or ``"model"`` for ``bound``.
         calibration: ``"loo"`` (default: the fitted model's leave-one-out
-            check, :mod:`ax_chaining.certification`) or ``"none"`` (the model
+            check, :mod:`ax_chaining.certificate`) or ``"none"`` (the model
             taken as true).
 
     Returns:

@@ -53,7 +53,7 @@ from ax_chaining.ax.metadata import (
     step_certificate,
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.certification import EVERY_STEP, CheckSchedule
+from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import type_error
 
 _EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)

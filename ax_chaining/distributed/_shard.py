@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate import _tail_sum
-from ax_chaining.certification import bind_tail
+from ax_chaining.certificate.tails import bind_tail, tail_sum
+from ax_chaining.chaining import BonusShape, chaining_bonus
 from ax_chaining.checks import match_rows, nearest_rows
 from ax_chaining.distances import (
     _column_square_sums,
@@ -560,6 +560,7 @@ class Shard:
         eps: Tensor,
         H: Tensor,
         sigma_min_used: float,
+        shape: BonusShape,
         maximize: bool,
         excluded: list[int],
     ) -> dict[str, Any] | None:
@@ -568,8 +569,7 @@ class Shard:
         self._check(step)
         t0 = time.perf_counter()
         sigma = self.variance.sqrt()
-        active = (eps.to(sigma) >= sigma_min_used) & (eps.to(sigma) < sigma[:, None])
-        bonus = (active.to(sigma) * H.to(sigma)).sum(dim=-1)
+        bonus = chaining_bonus(sigma, eps, H, sigma_min_used, shape)
         value = (self.mean if maximize else -self.mean) + bonus
         _, local = self._local(excluded)
         if local:
@@ -636,7 +636,7 @@ class Shard:
         # Explored or not, from the shard's own variances (as one machine
         # binds the law to all candidates).
         tail = bind_tail(tail, self.variance, self.prior_var)
-        out = _tail_sum(b, gap, d, tail)
+        out = tail_sum(b, gap, d, tail)
         self._time("cert_tail", t0)
         return out
 

@@ -30,14 +30,12 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate import (
+from ax_chaining.certificate.bounds import (
     UNION_PAIR_BYTES,
-    Tail,
-    TailLaw,
     certified_block,
     solve_tail_budget,
-    upper_quantile,
 )
+from ax_chaining.certificate.tails import Tail, TailLaw, upper_quantile
 from ax_chaining.covers import _POOL_RATIO2, sample_without_replacement
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.distributed._shard import Left

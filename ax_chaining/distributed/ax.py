@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -59,13 +59,12 @@ from ax_chaining.ax.metadata import (
     step_certificate,
 )
 from ax_chaining.ax.nodes import DROPPED, CandidateSetNode, UniformCandidateNode
+from ax_chaining.ax.options import checked_options, stop_rule_of
 from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.certification import EVERY_STEP, CheckSchedule
+from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import check_choice, check_int
-from ax_chaining.distributed.acquisition import check_sharded
-
-if TYPE_CHECKING:  # the candidates import this module (their Ax strategy)
-    from ax_chaining.distributed.candidates import ShardedCandidates
+from ax_chaining.distributed.acquisition import ShardedChainingUCB
+from ax_chaining.distributed.candidates import ShardedCandidates, check_sharded
 
 __all__ = [
     "DaskMetric",
@@ -81,8 +80,8 @@ _EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
 
 class ShardedCandidateSetAcquisition(Acquisition):
     """Ax ``Acquisition`` over sharded candidates: the acquisition function is
-    built with ``candidates`` the :class:`ShardedCandidates` (a
-    :class:`~ax_chaining.distributed.ShardedChainingUCB`), and ``optimize``
+    a :class:`~ax_chaining.distributed.ShardedChainingUCB` built with
+    ``candidates`` the :class:`ShardedCandidates`, and ``optimize``
     selects with :meth:`ShardedCandidates.optimize` (sequential greedy with
     pending points for a batch). ``options`` carry ``candidates``,
     ``excluded`` (global indices that may not be proposed) and ``record``
@@ -103,6 +102,9 @@ class ShardedCandidateSetAcquisition(Acquisition):
         self.excluded = [int(i) for i in options.pop("excluded", ())]
         self.record: Callable[..., Any] | None = options.pop("record", None)
         acqf_options["candidates"] = sharded
+        # The node names the algorithm, ChainingUCB (as its generator runs
+        # store it); over sharded candidates its step is ShardedChainingUCB.
+        kwargs["botorch_acqf_class"] = ShardedChainingUCB
         super().__init__(botorch_acqf_options=acqf_options, options=options, **kwargs)
 
     def optimize(
@@ -367,17 +369,15 @@ def sharded_candidate_set_strategy(
         spec_fields: :class:`~ax_chaining.ax.CandidateSetSpec` fields
             (``seed`` defaults to None: the caller's seed).
     """
-    from ax_chaining.ax.strategies import _checked_options, stop_rule_of
-
     check_sharded("candidates", sharded)
     if not (
         isinstance(botorch_acqf_class, type)
-        and issubclass(botorch_acqf_class, ChainingUCB)
+        and issubclass(botorch_acqf_class, ChainingUCB | ShardedChainingUCB)
     ):
         got = getattr(botorch_acqf_class, "__name__", botorch_acqf_class)
         raise ValueError(
             "`botorch_acqf_class` must be ChainingUCB over sharded candidates (its "
-            f"step is the distributed one), got {got}."
+            f"step, ShardedChainingUCB, is the distributed one), got {got}."
         )
     if sharded.library is None or sharded.normalized_inputs:
         raise ValueError(
@@ -391,7 +391,7 @@ def sharded_candidate_set_strategy(
         raise ValueError(
             f"`init_trials`={init_trials} exceeds the {sharded.n} candidates."
         )
-    options = _checked_options(ChainingUCB, dict(botorch_acqf_options or {}))
+    options = checked_options(ShardedChainingUCB, dict(botorch_acqf_options or {}))
     spec = CandidateSetSpec(**{"seed": None, **spec_fields, "num_items": sharded.n})
     name = name or botorch_acqf_class.__name__
     kwargs = {

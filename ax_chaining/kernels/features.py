@@ -201,11 +201,13 @@ class FeatureTableKernel(Kernel):
         features = _check_features(features)
         check_choice("base", base, BASES)
         check_choice("prior", prior, PRIORS)
-        if base == "minmax" and bool((features < 0).any()):
-            raise ValueError(
-                "`features` must be non-negative for base='minmax' (counts), got "
-                f"a minimum of {float(features.min())}."
-            )
+        if base == "minmax":
+            low = min(float(block.min()) for block in _row_blocks(features))
+            if low < 0:
+                raise ValueError(
+                    "`features` must be non-negative for base='minmax' (counts), "
+                    f"got a minimum of {low}."
+                )
         self.base, self.prior = base, prior
         self.normalized_inputs = bool(normalized_inputs)
         self.register_buffer("features", features, persistent=False)
@@ -285,12 +287,18 @@ def _check_features(features: Any) -> Tensor:
         )
     if not features.is_floating_point():
         raise ValueError(f"`features` must be floating, got dtype {features.dtype}.")
-    if not bool(torch.isfinite(features).all()):
+    if not all(bool(torch.isfinite(b).all()) for b in _row_blocks(features)):
         raise ValueError(
             "`features` must be finite; clean the table first "
             "(ax_chaining.descriptors.clean_features)."
         )
     return features
+
+
+def _row_blocks(features: Tensor) -> list[Tensor]:
+    r"""Views of :math:`2^{16}` rows: a memory-mapped table is read block by
+    block, never copied or tested whole."""
+    return list(features.split(1 << 16))
 
 
 def register_features(features: Tensor) -> str:
@@ -307,10 +315,8 @@ def register_features(features: Tensor) -> str:
     """
     features = _check_features(features)
     digest = hashlib.sha256(f"{features.dtype}|{tuple(features.shape)}|".encode())
-    # Row blocks: a memory-mapped table is read once, never copied whole.
-    for start in range(0, features.shape[0], 1 << 16):
-        block = features[start : start + (1 << 16)].detach().cpu().contiguous()
-        digest.update(block.numpy().tobytes())
+    for block in _row_blocks(features):
+        digest.update(block.detach().cpu().contiguous().numpy().tobytes())
     return _FEATURES.add("sha256:" + digest.hexdigest(), features)
 
 

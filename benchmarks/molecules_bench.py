@@ -61,8 +61,8 @@ from typing import Any
 
 import numpy as np
 
-from ax_chaining.benchmark.molecules import library, load_dataset
 from ax_chaining.checks import check_int
+from ax_chaining.test_functions.molecules import library, load_dataset
 from benchmarks._tables import check_names, common_seed_groups, mean_se, num, paired, pm
 from benchmarks.records import run_resumable
 
