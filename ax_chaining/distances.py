@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ax_chaining.covers import _runs
+from ax_chaining.covers import run_positions
 
 __all__ = [
     "COLUMN_BLOCK",
@@ -390,12 +390,12 @@ class PseudoDistance(ABC):
             start, stop, _, dc, cols, q, tb, ta, tq = blocks[j]
             blocks[j] = None  # free each block once written
             # Row a's own block comes after every block that mirrors into it.
-            pos = _runs(cursor[start:stop], dc)
+            pos = run_positions(cursor[start:stop], dc)
             indices[pos], levels[pos] = cols, q
             cursor[start:stop] += dc
             if tb.size:
                 mc = np.bincount(tb - stop, minlength=n - stop)
-                pos = _runs(cursor[stop:], mc)
+                pos = run_positions(cursor[stop:], mc)
                 indices[pos], levels[pos] = ta, tq
                 cursor[stop:] += mc
         return LevelGraph(
@@ -518,7 +518,7 @@ class PseudoDistance(ABC):
         return LevelGraph(indptr, torch.cat(cols), torch.cat(levels), kept_degrees)
 
 
-def _column_square_sums(factor: Tensor, offset: int = 0) -> Tensor:
+def column_square_sums(factor: Tensor, offset: int = 0) -> Tensor:
     """``factor.square().sum(dim=0)`` per block of :func:`column_blocks`."""
     out = torch.empty(factor.shape[-1], dtype=factor.dtype, device=factor.device)
     for a, b in column_blocks(0, factor.shape[-1], offset):
@@ -625,7 +625,7 @@ class LowRankDistance(PseudoDistance):
                 f"factor must be r x N with N = {prior_variance.shape[-1]}, got "
                 f"shape {tuple(factor.shape)}."
             )
-        super().__init__(prior_variance - _column_square_sums(factor), block_bytes)
+        super().__init__(prior_variance - column_square_sums(factor), block_bytes)
         self.row_batch = 32
         self.prior_rows = prior_rows
         self.prior_block = prior_block

@@ -38,7 +38,7 @@ from ax_chaining.certificate import (
     solve_tail_budget,
     upper_quantile,
 )
-from ax_chaining.covers import _POOL_RATIO2, sample_without_replacement
+from ax_chaining.covers import POOL_RATIO2, sample_without_replacement
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.distributed._shard import Left
 
@@ -135,7 +135,7 @@ class _Traversal:
         return torch.tensor(self.order, dtype=torch.long), radii
 
     def _threshold(self) -> float:
-        return _POOL_RATIO2 * self.radii2[-1]
+        return POOL_RATIO2 * self.radii2[-1]
 
     def _draw(self) -> tuple[list[int], Tensor, Left]:
         """A pool: the farthest point and a seeded random sample of the far set
