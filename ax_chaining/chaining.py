@@ -62,14 +62,8 @@ from ax_chaining.covers import (
     greedy_dominating_set_csr,
     greedy_dominating_set_lazy,
 )
-from ax_chaining.distances import (
-    GRAPH_PEAK_EDGE_BYTES,
-    LevelGraph,
-    MemoryBudgetError,
-    PseudoDistance,
-    format_bytes,
-    levels_np,
-)
+from ax_chaining.distances import MemoryBudgetError, PseudoDistance, format_bytes
+from ax_chaining.level_graph import GRAPH_PEAK_EDGE_BYTES, LevelGraph, levels_np
 
 __all__ = [
     "ChainingResult",

@@ -14,7 +14,7 @@ Two routes (``path``) build the covers:
 ``"dense"``
     Exact greedy covers (Algorithm 2) on the :math:`\epsilon_i`-graphs of
     :math:`d_t`, kept as neighbour lists
-    (:meth:`~ax_chaining.distances.PseudoDistance.level_graph`; memory follows
+    (:func:`~ax_chaining.level_graph.build_level_graph`; memory follows
     the pairs within :math:`\epsilon_1`) or, where those would not fit the
     budget, as an ``N x N`` uint8 level matrix. For exact single-output GPs with
     a Gaussian likelihood and no or a ``Standardize`` outcome transform the
@@ -62,7 +62,6 @@ from ax_chaining.checks import check_matrix, match_rows
 from ax_chaining.distances import (
     COLUMN_BLOCK,
     DEFAULT_MEMORY_BUDGET,
-    GRAPH_PEAK_EDGE_BYTES,
     DenseDistance,
     LowRankDistance,
     MemoryBudgetError,
@@ -72,6 +71,7 @@ from ax_chaining.distances import (
     format_bytes,
 )
 from ax_chaining.kernels.precomputed import item_indices
+from ax_chaining.level_graph import GRAPH_PEAK_EDGE_BYTES
 
 __all__ = [
     "CandidatePosterior",
