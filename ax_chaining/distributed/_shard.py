@@ -50,6 +50,7 @@ from ax_chaining.posterior import (
 __all__ = [
     "LibraryKernel",
     "Left",
+    "PendingFactors",
     "Shard",
     "ShardKernel",
     "StaleShardError",
@@ -98,6 +99,27 @@ class LibraryKernel:
 ShardKernel = TorchKernel | LibraryKernel
 
 
+@dataclass(frozen=True)
+class PendingFactors:
+    """The pending points of a step as the shards receive them.
+
+    Attributes:
+        features: Their features in the step's kernel (transformed inputs, or
+            their fingerprints' words for a library kernel).
+        W_p: Their ``r x p`` whitened cross-covariance with the training points.
+        A: The ``p x p`` factor that conditions on them.
+    """
+
+    features: Any
+    W_p: Tensor
+    A: Tensor
+
+    @property
+    def p(self) -> int:
+        """The number of pending points."""
+        return int(self.W_p.shape[-1])
+
+
 @dataclass
 class StepFactors:
     r"""What a step sends to every shard, once: all ``O(r^2 + r p)``.
@@ -116,7 +138,7 @@ class StepFactors:
             variance scale of :class:`~ax_chaining.posterior.ModelFactors`.
         mean_module, outcome_transform: The model's (small modules).
         flip: ``(w, b)`` of a posterior transform ``w y + b``, or None.
-        pending: ``(features, W_P, A)`` of the pending points, or None.
+        pending: The pending points' :class:`PendingFactors`, or None.
     """
 
     step: int
@@ -131,7 +153,7 @@ class StepFactors:
     mean_module: Any
     outcome_transform: Any
     flip: tuple[float, float] | None = None
-    pending: tuple[Any, Tensor, Tensor] | None = None
+    pending: PendingFactors | None = None
 
 
 @dataclass
@@ -339,16 +361,21 @@ class Shard:
                 self._prepare_base(f)
             r = f.L.shape[-1]
             pending = f.pending
-            p = 0 if pending is None else pending[1].shape[-1]
+            p = 0 if pending is None else pending.p
             if p or self.right.shape[0] != r + 2:
                 right = torch.empty(r + p + 2, self.size, dtype=f.dtype)
                 right[:r] = self._W
                 self.right, self._W = right, right[:r]
             right = self.right
             if p:
-                feats, W_p, A = pending
                 pending_factor_blocks(
-                    self.kernel, feats, W_p, A, self._W, f.out_var, right[r : r + p]
+                    self.kernel,
+                    pending.features,
+                    pending.W_p,
+                    pending.A,
+                    self._W,
+                    f.out_var,
+                    right[r : r + p],
                 )
             sq = column_square_sums(right[: r + p], self.start)
             variance = (self.prior_var - sq).clamp_min(0)

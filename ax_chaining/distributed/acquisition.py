@@ -80,6 +80,7 @@ from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, MemoryBudgetError, form
 from ax_chaining.distributed._shard import (
     Left,
     LibraryKernel,
+    PendingFactors,
     ShardKernel,
     StepFactors,
     TorchKernel,
@@ -320,7 +321,7 @@ class ShardedChainingUCB(ChainingUCB):
             noise = pending_noise(self.model, X_pending, self.posterior_transform)
             Pt, W_p, A = mf.pending(X_pending, noise)
             feats = Pt if features_of is None else features_of(Pt)
-            pending = (feats, W_p, A)
+            pending = PendingFactors(feats, W_p, A)
         flip = sign_flip(self.model, self.posterior_transform)
         factors = StepFactors(
             step=next(_STEPS),
