@@ -464,25 +464,37 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             model_gen_options=options,
             **kwargs,
         )
-        generated = time.perf_counter()
-        if gr is None:
-            return gr
-        self._name_arms(experiment, gr)
-        meta = {"seed": self.candidate_spec.seed, "num_candidates": n}
+        seconds = {"fit": fitted - started, "acquisition": time.perf_counter() - fitted}
+        if gr is not None:
+            self._name_arms(experiment, gr)
+            meta = self._metadata_of(
+                chosen, adapter, experiment, selection, gr, seconds
+            )
+            # `gen_metadata` is the run's own dict (Ax adds "trial_type" the
+            # same way); pinned in tests/test_ax_contract.py.
+            gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
+        return gr
+
+    def _metadata_of(
+        self,
+        chosen: list,
+        adapter: Adapter,
+        experiment: Experiment,
+        selection: SelectableCandidates,
+        gr: GeneratorRun,
+        seconds: dict[str, float],
+    ) -> dict[str, Any]:
+        """The step's record: the candidate set, :meth:`_step_record`, and the
+        wall-clock seconds of the step's parts (the model fit, the acquisition
+        over the candidates with Ax's own work around it, and the certificate
+        among the evaluated candidates)."""
+        started = time.perf_counter()
+        meta: dict[str, Any] = {"seed": self.candidate_spec.seed}
+        meta["num_candidates"] = selection.num_candidates
         meta["num_selectable"] = selection.num_selectable
         meta.update(self._step_record(chosen, adapter, experiment, selection, gr))
-        # Wall-clock seconds of the step's parts: the model fit, the
-        # acquisition over the candidates (with Ax's own work around it),
-        # and the certificate among the evaluated candidates.
-        meta["seconds"] = {
-            "fit": fitted - started,
-            "acquisition": generated - fitted,
-            "certificate": time.perf_counter() - generated,
-        }
-        # `gen_metadata` is the run's own dict (Ax adds "trial_type" the same
-        # way); pinned in tests/test_ax_contract.py.
-        gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
-        return gr
+        meta["seconds"] = {**seconds, "certificate": time.perf_counter() - started}
+        return meta
 
     def _num_candidates(self, experiment: Experiment) -> int:
         """``N``, once the experiment fits the candidate set (and its seed is
