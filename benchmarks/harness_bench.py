@@ -248,6 +248,7 @@ def plot_scores(summary: dict[str, Any], path: str | Path) -> Path:
     )
     colors = {
         "chaining": "tab:green",
+        "chaining-continuous": "tab:olive",
         "gp-ucb": "tab:blue",
         "ucb": "tab:orange",
         "ax-default": "tab:purple",

@@ -85,23 +85,29 @@ __all__ = [
 
 FORMAT_VERSION = 1
 DATASET_NAMES: tuple[str, ...] = ("esol", "freesolv", "lipo")
-METHODS: tuple[str, ...] = (
+#: The methods a run without ``--methods`` runs.
+DEFAULT_METHODS: tuple[str, ...] = (
     "chaining",
+    "chaining-continuous",
     "gp-ucb",
     "ucb",
     "logei",
     "qlognei",
     "random",
+)
+#: Every method: the defaults, BayBE (it needs its extra) and two on the
+#: package's default molecule model.
+METHODS: tuple[str, ...] = (
+    *DEFAULT_METHODS,
     "baybe",
     "chaining@default",
     "qlognei@default",
 )
-#: The methods a run without ``--methods`` runs (BayBE needs its extra).
-DEFAULT_METHODS: tuple[str, ...] = METHODS[:6]
 #: Suffix of a method on :func:`~ax_chaining.ax.molecule_surrogate_spec`'s model.
 DEFAULT_MODEL = "@default"
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
+    "chaining-continuous": "Chaining-UCB (continuous bonus)",
     "gp-ucb": "GP-UCB",
     "ucb": "UCB (beta=0.2)",
     "logei": "LogEI",
@@ -203,6 +209,10 @@ def make_strategy(method: str, spec: Any, n_init: int, config: MoleculeConfig) -
     }
     if method == "chaining":
         return axc.chaining_generation_strategy(delta=config.delta, **common)
+    if method == "chaining-continuous":
+        return axc.chaining_generation_strategy(
+            delta=config.delta, bonus="continuous", **common
+        )
     if method == "gp-ucb":
         return axc.gp_ucb_generation_strategy(delta=config.delta, **common)
     if method == "ucb":
@@ -514,6 +524,7 @@ def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
     )
     colors = {
         "chaining": "tab:green",
+        "chaining-continuous": "tab:olive",
         "gp-ucb": "tab:blue",
         "ucb": "tab:orange",
         "logei": "tab:purple",

@@ -248,7 +248,7 @@ def test_committed_summary_is_remade_from_the_committed_records(
             "docs/results/speed/step_low_rank_pool.jsonl",
             "docs/large-sets.md",
         ),
-        ("tails", "docs/results/certificate/tails.jsonl", "docs/certificate.md"),
+        ("tails_bench", "docs/results/certificate/tails.jsonl", "docs/certificate.md"),
         ("ax_storage", "docs/results/ax_storage.jsonl", "docs/ax-guide.md"),
         ("speed", "docs/results/speed/gpu_h200_se.jsonl", "docs/large-sets.md"),
         ("speed", "docs/results/speed/gpu_h200_tanimoto.jsonl", "docs/large-sets.md"),
