@@ -187,7 +187,7 @@ def test_committed_baybe_summaries_are_remade_from_the_committed_records(
     assert argv[:3] == ["python", "-m", "benchmarks"]
     argv = argv[3:]
     records = argv[argv.index("--records") + 1]
-    assert records == "benchmarks/results/molecules_bench.jsonl.gz"
+    assert records == "benchmarks/results/molecules.jsonl.gz"
     assert argv[argv.index("--out") + 1] == f"docs/results/molecules/{name}"
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     (tmp_path / records).symlink_to(ROOT / records)
@@ -197,7 +197,7 @@ def test_committed_baybe_summaries_are_remade_from_the_committed_records(
         made = tmp_path / "docs" / "results" / "molecules" / name / file
         assert made.read_bytes() == (committed / file).read_bytes(), file
     summary = (committed / "summary.md").read_text()
-    page = (ROOT / "docs" / "results" / "molecules_bench.md").read_text()
+    page = (ROOT / "docs" / "results" / "molecules.md").read_text()
     tables = [b for b in summary.split("\n\n") if b.startswith("|")]
     assert tables
     for table in tables:
