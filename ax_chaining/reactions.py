@@ -17,6 +17,7 @@ where :math:`c_{i,j}` is row :math:`i`'s component in column :math:`j` and
 ``"morgan"``   binary Morgan fingerprints (:func:`ax_chaining.chem.morgan_fingerprints`)
 callable       ``encode(smiles) -> (values, names)``: ``len(smiles) x d``
                values and ``d`` column names, e.g. a descriptor encoding
+               (``partial(encode_molecules, encoding="rdkit2d")``)
 =============  ==============================================================
 
 The table then takes the route of a molecule library behind an item index:
@@ -27,9 +28,10 @@ for binary rows (one-hot, Morgan bits) the Tanimoto Gram of the concatenation,
 >>> gram = tanimoto_gram(torch.as_tensor(features.values))
 >>> spec = precomputed_kernel_surrogate_spec(gram)
 
-Real-valued descriptor blocks need the cleaning such descriptors need (constant
-and non-finite columns dropped, scaling) before a GP with fitted lengthscales
-sees them.
+Real-valued descriptor blocks need the cleaning such descriptors need
+(:func:`~ax_chaining.descriptors.clean_features`: constant and non-finite
+columns dropped, scaling) before a GP with fitted lengthscales sees them
+(:func:`~ax_chaining.ax.surrogates.feature_table_surrogate_spec`).
 """
 
 from __future__ import annotations

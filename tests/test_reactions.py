@@ -126,3 +126,63 @@ def test_missing_cell_is_named():
         component_features(table, ["ligand", "base"])
     with pytest.raises(TypeError, match="columns"):
         component_features(TABLE, "ligand")
+
+
+def test_descriptor_blocks_equal_each_components_encoding():
+    pytest.importorskip("rdkit")
+    from functools import partial
+
+    from ax_chaining.descriptors import encode_molecules
+
+    encode = partial(encode_molecules, encoding="fragments")
+    features = component_features(TABLE, ["ligand", "base"], encode)
+    for column in ("ligand", "base"):
+        expected, names = encode(list(TABLE[column]))
+        np.testing.assert_array_equal(
+            features.values[:, features.blocks[column]], expected
+        )
+        assert features.names[features.blocks[column]][0] == f"{column}:{names[0]}"
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::Warning")
+def test_reaction_table_through_the_item_index_route():
+    """An Ax loop over a 3 x 3 reaction table, one item per reaction, the GP's
+    covariance the Tanimoto similarity of the concatenated one-hot rows."""
+    from ax.api.client import Client
+
+    from ax_chaining.ax import (
+        candidate_index_parameter,
+        precomputed_kernel_surrogate_spec,
+        qlognei_generation_strategy,
+    )
+
+    ligands = ["CP(C)C", "CCP(CC)CC", "c1ccccc1P"]
+    bases = ["CCN(CC)CC", "C1CCNCC1", "CC(C)(C)[O-]"]
+    table = pd.DataFrame(
+        [(lig, base) for lig in ligands for base in bases], columns=["ligand", "base"]
+    )
+    y = [float(3 * i + j) for i in range(3) for j in range(3)]
+    features = component_features(table, ["ligand", "base"])
+    gram = tanimoto_gram(torch.as_tensor(features.values))
+    client = Client(random_seed=0)
+    client.configure_experiment(parameters=[candidate_index_parameter(9, "item")])
+    client.configure_optimization(objective="y")
+    client.set_generation_strategy(
+        qlognei_generation_strategy(
+            init_trials=2,
+            surrogate_spec=precomputed_kernel_surrogate_spec(gram),
+            exclude_evaluated=True,
+        )
+    )
+    tested = [0, 4]
+    for i in tested:
+        index = client.attach_trial(parameters={"item": i})
+        client.complete_trial(index, raw_data={"y": y[i]})
+    for _ in range(3):
+        for index, params in client.get_next_trials(max_trials=1).items():
+            item = int(params["item"])
+            assert 0 <= item < 9 and item not in tested
+            tested.append(item)
+            client.complete_trial(index, raw_data={"y": y[item]})
+    assert len(tested) == 5
