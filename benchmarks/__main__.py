@@ -15,8 +15,10 @@ Subcommands:
     one JSON record per replication (resumable), ``summary.md``,
     ``summary.json`` and ``scores.png`` under ``--out``.
 ``molecules``
-    Ax ``Client`` loops over real molecule libraries (ESOL, FreeSolv) with a
-    Tanimoto kernel on Morgan fingerprints (:mod:`benchmarks.molecules_bench`).
+    Ax ``Client`` loops over real molecule libraries (ESOL, FreeSolv,
+    Lipophilicity) with a Tanimoto kernel on Morgan fingerprints or the
+    package's default molecule model, and BayBE beside them
+    (:mod:`benchmarks.molecules_bench`, :mod:`benchmarks.baybe_loop`).
 ``speed``
     Speed and memory of one acquisition step (:mod:`benchmarks.speed`);
     arguments after ``speed`` are passed to it.
@@ -291,8 +293,10 @@ def _add_molecules_parser(sub: Any) -> None:
             "Run or resume Chaining-UCB, GP-UCB, stock UCB, LogEI, qLogNEI and "
             "random search over a molecule library, through "
             "candidate_index_parameter + precomputed_kernel_surrogate_spec "
-            "(Tanimoto on Morgan fingerprints), and BayBE (--methods baybe: its "
-            "Campaign and default recommender, SubstanceParameter). "
+            "(Tanimoto on Morgan fingerprints); with --methods, also BayBE "
+            "(baybe: its Campaign and default recommender, SubstanceParameter) "
+            "and Chaining-UCB and qLogNEI on molecule_surrogate_spec's default "
+            "model (chaining@default, qlognei@default). "
             f"Defaults: {','.join(FULL_CONFIG.datasets)}, {FULL_CONFIG.runs} runs, "
             f"{FULL_CONFIG.n_init} initial points, {FULL_CONFIG.queries} queries. "
             f"--small: {','.join(SMALL_CONFIG.datasets)}, {SMALL_CONFIG.runs} runs, "
