@@ -30,6 +30,18 @@ from which model one is issued:
   the data do not show, such as outliers far from every observation (measured
   on FreeSolv, docs: "The certificate"). ``calibration="none"`` is the plain
   model-based certificate, for known (true) hyperparameters.
+* **Residuals of the loop** (:mod:`ax_chaining.forecast`): a
+  :class:`~ax_chaining.forecast.ResidualCalibration` as ``calibration`` takes
+  the scale and the tails' degrees of freedom from the one-step-ahead
+  forecast residuals of the loop, or from its audit queries (what is
+  guaranteed there, and what is a heuristic). ``calibration="forecast"`` or
+  ``"audit"`` without residuals (a plain BoTorch model keeps no history of its
+  forecasts) falls back to ``"loo"`` and says so in the certificate's
+  ``checks`` (``fallback_loo``); in an Ax loop,
+  :func:`~ax_chaining.ax.certify` reads the residuals the steps recorded.
+* **The rank statement** (:mod:`ax_chaining.rank`): every certificate also
+  says among how many of the best candidates its point is
+  (``rank_bound``), with the same calibration and share of :math:`\delta`.
 * **Tails** (``tail``, :func:`resolve_tail`): Gaussian (exact under the
   model), the paper's Chernoff bound, :class:`StudentTail` (Student-t tails
   with ``dof`` degrees of freedom) or :class:`ExplorationTail`. ``"auto"`` (the
@@ -68,7 +80,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -95,6 +107,7 @@ from ax_chaining.checks import (
     check_int,
 )
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
+from ax_chaining.forecast import ResidualCalibration
 from ax_chaining.posterior import (
     candidate_posterior,
     check_posterior_transform,
@@ -104,12 +117,14 @@ from ax_chaining.posterior import (
     num_training_points,
     supports_low_rank,
 )
+from ax_chaining.rank import RankOptions, rank_statement
 
 __all__ = [
     "AUTO_DOF_CAP",
     "EXPLORED_RATIO",
     "ExplorationTail",
     "Calibration",
+    "CalibrationChoice",
     "CheckSchedule",
     "EVERY_STEP",
     "LooCheck",
@@ -123,7 +138,9 @@ __all__ = [
 ]
 
 ScheduleKind = Literal["every", "every_k", "geometric"]
-Calibration = Literal["loo", "none"]
+Calibration = Literal["loo", "none", "forecast", "audit"]
+#: ``calibration`` of the certificates: a named one or residuals to calibrate on.
+CalibrationChoice = Calibration | ResidualCalibration
 
 
 @dataclass(frozen=True)
@@ -352,7 +369,9 @@ class _BoundExplorationTail:
 
 
 def resolve_tail(
-    tail: TailChoice | TailLaw, calibration: Calibration, num_observations: int
+    tail: TailChoice | TailLaw,
+    calibration: CalibrationChoice,
+    num_observations: int,
 ) -> Tail | TailLaw:
     """The tail law a certificate uses.
 
@@ -373,6 +392,10 @@ def resolve_tail(
     if not isinstance(tail, str):
         return tail
     check_choice("tail", tail, get_args(TailChoice))
+    calibration = _named(calibration)
+    if tail == "auto" and isinstance(calibration, ResidualCalibration):
+        dof = calibration.fit().dof
+        return "gaussian" if math.isinf(dof) else StudentTail(dof)
     if tail == "auto":
         if calibration == "none":
             return "gaussian"
@@ -489,9 +512,10 @@ def certify_model(
     method: Method = "union",
     tail: TailChoice | TailLaw = "auto",
     rule: Rule = "min_bound",
-    calibration: Calibration = "loo",
+    calibration: CalibrationChoice = "loo",
     alpha: float = 0.01,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    rank: RankOptions | None = None,
 ) -> Certificate:
     r"""A regret certificate from any model, whatever chose its data.
 
@@ -524,11 +548,14 @@ def certify_model(
             :func:`resolve_tail`), ``"gaussian"``, ``"chernoff"``,
             ``"student"`` or a :class:`StudentTail`.
         rule: ``"min_bound"`` or ``"max_mean"``.
-        calibration: ``"loo"`` (default, for fitted hyperparameters) or
-            ``"none"`` (the model's hyperparameters are the true ones).
+        calibration: ``"loo"`` (default, for fitted hyperparameters),
+            ``"none"`` (the model's hyperparameters are the true ones), or a
+            :class:`~ax_chaining.forecast.ResidualCalibration` (``"forecast"``
+            and ``"audit"`` without residuals fall back to ``"loo"``).
         alpha: The level of the ``"loo"`` check's tests.
         memory_budget: Bytes the posterior and the certificate's temporaries
             may take.
+        rank: How the rank statement is computed (:mod:`ax_chaining.rank`).
 
     Returns:
         A :class:`~ax_chaining.certificate.Certificate`.
@@ -584,6 +611,7 @@ def certify_model(
         sign=1.0 if maximize else -1.0,
         prior_var=prior_var,
         memory_budget=memory_budget,
+        rank=rank,
     )
 
 
@@ -594,10 +622,11 @@ def issue_certificate(
     index: Tensor,
     candidates: Tensor,
     *,
-    calibration: Calibration = "loo",
+    calibration: CalibrationChoice = "loo",
     alpha: float = 0.01,
     sign: float = 1.0,
     prior_var: Tensor,
+    rank: RankOptions | None = None,
     **bounds: Any,
 ) -> Certificate:
     """The certificate of a model's posterior: its calibration first (refused,
@@ -606,13 +635,14 @@ def issue_certificate(
     :data:`TailChoice`, see :func:`resolve_tail`). The one place where a
     certificate is issued, for :func:`certify_model` and ``ChainingUCB``.
     ``prior_var``: the candidates' prior variances in the posterior's units,
-    for the default tails."""
+    for the default tails. ``rank``: the options of its rank statement
+    (:func:`~ax_chaining.rank.rank_statement`, same tails, scale and share)."""
     check = calibrate(model, calibration, alpha)
     n_obs = num_training_points(model)
     law = resolve_tail(bounds.get("tail", "auto"), calibration, n_obs)
     bounds["tail"] = bind_tail(law, distance.variance, prior_var)
     if not check.valid:
-        return refused_certificate(
+        refused = refused_certificate(
             mean,
             index,
             candidates,
@@ -622,7 +652,9 @@ def issue_certificate(
             checks=check.stats,
             sign=sign,
         )
-    return make_certificate(
+        # No statement: the point is among all N.
+        return replace(refused, rank_bound=distance.n, rank_method="refused")
+    cert = make_certificate(
         mean,
         distance,
         index,
@@ -631,6 +663,23 @@ def issue_certificate(
         scale=check.scale,
         checks=check.stats,
         **bounds,
+    )
+    stmt = rank_statement(
+        mean,
+        distance,
+        cert.index,
+        cert.share,
+        bounds["tail"],
+        scale=check.scale,
+        options=rank,
+        memory_budget=bounds.get("memory_budget", DEFAULT_MEMORY_BUDGET),
+    )
+    return replace(
+        cert,
+        rank_bound=stmt.rank_bound,
+        expected_better=stmt.expected_better,
+        rank_tolerance=stmt.tolerance,
+        rank_method=stmt.method,
     )
 
 
@@ -648,9 +697,35 @@ def bind_tail(
     return law.bind(ratio)
 
 
-def calibrate(model: Model, calibration: Calibration, alpha: float = 0.01) -> LooCheck:
-    """The calibration ``calibration`` of ``model``: :func:`loo_check`, or none."""
+def _named(calibration: CalibrationChoice) -> Calibration | ResidualCalibration:
+    """``calibration`` as it acts: residuals too few to use, and
+    ``"forecast"`` or ``"audit"`` without residuals, act as ``"loo"``."""
+    if isinstance(calibration, ResidualCalibration):
+        return calibration if calibration.usable() else "loo"
     check_choice("calibration", calibration, get_args(Calibration))
-    if calibration == "none":
+    return "loo" if calibration in ("forecast", "audit") else calibration
+
+
+def calibrate(
+    model: Model, calibration: CalibrationChoice, alpha: float = 0.01
+) -> LooCheck:
+    """The calibration ``calibration`` of ``model``: :func:`loo_check`, none,
+    or the fit of a :class:`~ax_chaining.forecast.ResidualCalibration`
+    (``valid``, its scale; ``stats`` prefixed ``forecast_`` or ``audit_``).
+    Where residuals are missing or too few, :func:`loo_check` with
+    ``fallback_loo = 1`` (and ``<source>_residuals``, their number) in its
+    stats."""
+    acting = _named(calibration)
+    if isinstance(acting, ResidualCalibration):
+        fit = acting.fit()
+        stats = {f"{acting.source}_{k}": v for k, v in fit.stats.items()}
+        return LooCheck(fit.scale, True, "", stats)
+    if acting == "none":
         return LooCheck(1.0, True, "", {})
-    return loo_check(model, alpha)
+    check = loo_check(model, alpha)
+    if acting is calibration:
+        return check
+    source = getattr(calibration, "source", calibration)
+    given = len(getattr(calibration, "residuals", ()))
+    extra = {"fallback_loo": 1.0, f"{source}_residuals": float(given)}
+    return replace(check, stats={**check.stats, **extra})
