@@ -26,6 +26,7 @@ from ax_chaining.ax.nodes import (
 )
 from ax_chaining.ax.stopping import (
     CertifiedStop,
+    RankBoundGlobalStoppingStrategy,
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "CandidateSetSpec",
     "CertifiedStop",
     "RegretBoundCriterion",
+    "RankBoundGlobalStoppingStrategy",
     "RegretBoundGlobalStoppingStrategy",
     "SobolCandidateNode",
     "UniformCandidateNode",

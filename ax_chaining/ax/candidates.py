@@ -49,6 +49,9 @@ class CandidateSetSpec:
             Gram matrix or fingerprint library), set from the surrogate spec by
             the strategy builders: the search space must then be one integer
             parameter ``0 .. num_items - 1``.
+        audit_every: Spend every ``audit_every``-th model-based query on a
+            candidate drawn uniformly (with ``seed``) from the unexplored ones
+            (:mod:`ax_chaining.ax.audit`); None (default): no audit.
     """
 
     candidates: list[dict[str, TParamValue]] | None = None
@@ -60,6 +63,7 @@ class CandidateSetSpec:
     id_column: str | None = None
     retry_failed: bool = False
     num_items: int | None = None
+    audit_every: int | None = None
 
     def __post_init__(self) -> None:
         if self.candidates is not None:
@@ -70,6 +74,8 @@ class CandidateSetSpec:
             check_int("seed", self.seed)
         if self.num_items is not None:
             check_int("num_items", self.num_items, 2)
+        if self.audit_every is not None:
+            check_int("audit_every", self.audit_every, 1)
         for name in ("exclude_evaluated", "exclude_pending", "retry_failed"):
             check_bool(name, getattr(self, name))
         if self.id_column is not None:

@@ -28,9 +28,11 @@ from ax_chaining.ax.candidates import (
     candidate_parameterizations,
     row_key,
 )
+from ax_chaining.ax.forecasts import residual_calibration
 from ax_chaining.ax.metadata import objective_scale, recorded
 from ax_chaining.certification import Calibration, CheckSchedule, certify_model
 from ax_chaining.checks import check_choice, check_delta, type_error
+from ax_chaining.forecast import ResidualCalibration
 
 Units = Literal["objective", "model"]
 Source = Client | Experiment | GenerationStrategy
@@ -88,7 +90,10 @@ def certificate_history(
         Per check: ``recorded_at`` (the trial whose generation recorded it),
         ``trial_index`` (the last trial that evaluated the certified point),
         ``bound``, ``running_min``, ``parameters``, ``delta``, ``share`` (the
-        part of ``delta`` the check spent), ``valid``, ``reason``, ``units``.
+        part of ``delta`` the check spent), ``valid``, ``reason``, ``units``,
+        ``rank_bound`` (with probability at least ``1 - delta``, the point is
+        among the ``rank_bound`` best candidates; None in records from before
+        the rank statement), ``num_candidates``.
         A refused certificate has ``bound`` ``inf``. A strategy with a
         ``certificate_schedule`` records its checks only.
     """
@@ -115,6 +120,8 @@ def certificate_history(
                 "valid": bool(cert.get("valid", True)),
                 "reason": cert.get("reason", ""),
                 "units": units,
+                "rank_bound": cert.get("rank_bound"),
+                "num_candidates": meta.get("num_candidates"),
             }
         )
     return out
@@ -149,7 +156,7 @@ def certify(
     *,
     schedule: CheckSchedule | None = None,
     units: Units = "objective",
-    calibration: Calibration = "loo",
+    calibration: Calibration | ResidualCalibration = "loo",
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
@@ -176,14 +183,18 @@ def certify(
         schedule: The checks over which ``delta`` is spent (default every step).
         units: ``"objective"`` or ``"model"`` for ``bound``.
         calibration: ``"loo"`` (default: the fitted model's leave-one-out
-            check, :mod:`ax_chaining.certification`) or ``"none"`` (the model
-            taken as true).
+            check, :mod:`ax_chaining.certification`), ``"none"`` (the model
+            taken as true), ``"forecast"`` or ``"audit"`` (the residuals of
+            the forecasts the steps recorded, of all steps or of the audits:
+            :mod:`ax_chaining.ax.forecasts`; too few fall back to ``"loo"``),
+            or a :class:`~ax_chaining.forecast.ResidualCalibration`.
 
     Returns:
         ``parameters``, ``bound`` (None in objective units without a single
         scale), ``bound_model_units``, ``trial_index`` (the trial that evaluated
         the certified point), ``delta``, ``share``, ``valid``, ``reason``,
-        ``checks`` (the calibration check's statistics).
+        ``checks`` (the calibration check's statistics), ``rank_bound``
+        (:mod:`ax_chaining.rank`), ``num_candidates``.
     """
     delta = check_delta(delta)
     check_choice("units", units, get_args(Units))
@@ -223,6 +234,8 @@ def certify(
     opt = experiment.optimization_config
     sign = -1.0 if opt is not None and opt.objective.minimize else 1.0
     weights = torch.tensor([sign], dtype=X.dtype)
+    if calibration in ("forecast", "audit"):
+        calibration = residual_calibration(experiment, calibration)
     cert = certify_model(
         model,
         X,
@@ -248,6 +261,8 @@ def certify(
         "valid": cert.valid,
         "reason": cert.reason,
         "checks": dict(cert.checks),
+        "rank_bound": cert.rank_bound,
+        "num_candidates": len(rows),
     }
 
 

@@ -39,6 +39,7 @@ from botorch.acquisition.multi_objective.base import (
     MultiObjectiveMCAcquisitionFunction,
 )
 
+from ax_chaining.ax.audit import audit_candidate, is_audit_step
 from ax_chaining.ax.candidates import (
     CandidateSetSpec,
     arm_names,
@@ -46,6 +47,7 @@ from ax_chaining.ax.candidates import (
     row_key,
     row_metadata,
 )
+from ax_chaining.ax.forecasts import forecast_record
 from ax_chaining.ax.metadata import (
     GEN_METADATA_KEY,
     objective_scale,
@@ -466,6 +468,9 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             # Pending points are conditioned on anyway (GP-BUCB); excluding them
             # is a convenience that must not make generation fail.
             mask = keep if keep.any() else mask
+        audit = self._audit(experiment, mask, evaluated, kwargs)
+        if audit is not None:  # this step proposes the audited candidate alone
+            mask = np.arange(len(rows)) == audit
         own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
         options = dict(kwargs.pop("model_gen_options", None) or own or {})
         acq = Keys.AX_ACQUISITION_KWARGS.value
@@ -481,6 +486,8 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             self._name_arms(experiment, gr)
             meta = {"seed": spec.seed, "num_candidates": len(rows)}
             meta["num_selectable"] = int(mask.sum())
+            meta["audit"] = audit is not None
+            meta["forecast"] = forecast_record(adapter, experiment, gr.arms)
             meta.update(self._step_record(chosen, adapter, experiment, evaluated, gr))
             # Wall-clock seconds of the step's parts: the model fit, the
             # acquisition over the candidates (with Ax's own work around it),
@@ -494,6 +501,24 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             # way); pinned in tests/test_ax_contract.py.
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
         return gr
+
+    def _audit(
+        self,
+        experiment: Experiment,
+        mask: np.ndarray,
+        evaluated: np.ndarray,
+        kwargs: dict[str, Any],
+    ) -> int | None:
+        """The audited candidate if this step is an audit
+        (:mod:`ax_chaining.ax.audit`): uniform over the selectable candidates
+        neither evaluated nor pending; None otherwise."""
+        spec = self.candidate_spec
+        step = 1 + sum(1 for _ in recorded(experiment))
+        if not is_audit_step(spec.audit_every, step):
+            return None
+        pending = (kwargs.get("pending_observations") or {}).values()
+        busy = self._count(f.parameters for fs in pending for f in fs) > 0
+        return audit_candidate(mask & ~evaluated & ~busy, spec.resolve_seed(), step)
 
     def model_space_candidates(
         self, adapter: Adapter, rows: list[TParameterization]

@@ -31,6 +31,7 @@ from ax_chaining.ax.nodes import (
     UniformCandidateNode,
 )
 from ax_chaining.ax.stopping import (
+    RankBoundGlobalStoppingStrategy,
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
@@ -158,6 +159,7 @@ def register_storage() -> None:
         UniformCandidateNode: _node_to_dict,
         RegretBoundCriterion: transition_criterion_to_dict,
         RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
+        RankBoundGlobalStoppingStrategy: transition_criterion_to_dict,
     }
     CORE_ENCODER_REGISTRY.update(encoders)
     for cls in (CandidateSetSpec, CheckSchedule, *encoders):
