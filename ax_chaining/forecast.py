@@ -204,10 +204,10 @@ class ResidualCalibration:
     (``calibration="forecast"`` or ``"audit"``).
 
     Example:
-        >>> z = [0.3, -1.1, 0.8, 0.1, -0.4, 1.9, -0.7, 0.2]
-        >>> fit = ResidualCalibration(z).fit()
+        >>> z = [0.3, -1.1, 0.8, 0.1, -0.4, 1.9, -0.7, 0.2, 0.5, -0.9, 1.2, 0.05]
+        >>> fit = ResidualCalibration(z).fit()  # q = 1.9, the 12th of 12
         >>> round(fit.scale, 3), fit.dof
-        (0.864, inf)
+        (1.483, inf)
 
     Args:
         residuals: The standardized residuals :math:`z_i`.

@@ -298,8 +298,12 @@ def rank_statement(
     docstring).
 
     Example:
-        >>> stmt = rank_statement(mean, posterior.distance, cert.index, cert.share)
-        >>> stmt.rank_bound, stmt.expected_better
+        >>> from ax_chaining.distances import DenseDistance
+        >>> mean = torch.tensor([0.0, 1.0, -3.0], dtype=torch.float64)
+        >>> cov = torch.diag(torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64))
+        >>> stmt = rank_statement(mean, DenseDistance(cov), 0, share=0.05)
+        >>> stmt.rank_bound, round(stmt.expected_better, 3)  # P = .841, .001
+        (2, 0.843)
 
     Args:
         mean: ``N`` posterior means (larger is better, the bound's units).
