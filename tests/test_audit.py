@@ -141,6 +141,7 @@ def test_rank_bound_in_every_dict_and_the_rank_stop(audited) -> None:
     assert all(
         1 <= c["rank_bound"] <= 100 and c["num_candidates"] == 100 for c in history
     )
+    assert all(c["expected_better"] >= 0 for c in history)
     best = best_certificate(audited)
     assert best["rank_bound"] == history[-1]["rank_bound"]
     fresh = certify(audited, calibration="forecast")

@@ -93,7 +93,8 @@ def certificate_history(
         part of ``delta`` the check spent), ``valid``, ``reason``, ``units``,
         ``rank_bound`` (with probability at least ``1 - delta``, the point is
         among the ``rank_bound`` best candidates; None in records from before
-        the rank statement), ``num_candidates``.
+        the rank statement), ``expected_better`` (the expected number of
+        candidates better than it), ``num_candidates``.
         A refused certificate has ``bound`` ``inf``. A strategy with a
         ``certificate_schedule`` records its checks only.
     """
@@ -121,6 +122,7 @@ def certificate_history(
                 "reason": cert.get("reason", ""),
                 "units": units,
                 "rank_bound": cert.get("rank_bound"),
+                "expected_better": cert.get("expected_better"),
                 "num_candidates": meta.get("num_candidates"),
             }
         )
@@ -194,7 +196,7 @@ def certify(
         scale), ``bound_model_units``, ``trial_index`` (the trial that evaluated
         the certified point), ``delta``, ``share``, ``valid``, ``reason``,
         ``checks`` (the calibration check's statistics), ``rank_bound``
-        (:mod:`ax_chaining.rank`), ``num_candidates``.
+        and ``expected_better`` (:mod:`ax_chaining.rank`), ``num_candidates``.
     """
     delta = check_delta(delta)
     check_choice("units", units, get_args(Units))
@@ -262,6 +264,7 @@ def certify(
         "reason": cert.reason,
         "checks": dict(cert.checks),
         "rank_bound": cert.rank_bound,
+        "expected_better": cert.expected_better,
         "num_candidates": len(rows),
     }
 
