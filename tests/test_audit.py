@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from ax.api.client import Client
 from ax.api.configs import RangeParameterConfig
+from ax.core import Arm, Experiment, ObservationFeatures, SearchSpace
+from ax.core.parameter import ParameterType, RangeParameter
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.storage.json_store.decoder import object_from_json
 from ax.storage.json_store.encoder import object_to_json
@@ -30,6 +32,7 @@ from ax_chaining.ax import (
 )
 from ax_chaining.ax.audit import audit_candidate, is_audit_step
 from ax_chaining.ax.forecasts import recorded_residuals
+from ax_chaining.ax.selection import selectable_candidates
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
 
@@ -54,6 +57,36 @@ def test_audit_candidate_is_uniform_over_the_unexplored_and_follows_the_seed():
     assert not any(is_audit_step(None, s) for s in range(1, 13))
     with pytest.raises(ValueError, match="`audit_every` must be a positive int"):
         CandidateSetSpec(audit_every=0)
+
+
+def test_selection_audits_an_unexplored_candidate_at_audit_steps() -> None:
+    space = SearchSpace([RangeParameter("i", ParameterType.INT, 0, 7)])
+    experiment = Experiment(search_space=space, name="audit")
+    for item, status in {0: "completed", 1: "completed", 2: "failed"}.items():
+        trial = experiment.new_trial().add_arm(Arm({"i": item}))
+        trial.mark_running(no_runner_required=True)
+        getattr(trial, f"mark_{status}")()
+    pending = {"y": [ObservationFeatures(parameters={"i": 3})]}
+    spec = CandidateSetSpec(audit_every=5, seed=11)
+
+    def select(step: int):
+        return selectable_candidates(
+            experiment,
+            spec,
+            8,
+            lambda p: int(p["i"]),
+            pending_observations=pending,
+            audit_step=step,
+        )
+
+    assert select(4).audit is None and select(4).num_selectable == 6
+    # Unexplored: not evaluated (0, 1), failed (2) or pending (3).
+    picks = [select(step).audit for step in range(5, 5 * 2001, 5)]
+    assert set(picks) == {4, 5, 6, 7}
+    assert chisquare(np.bincount(picks)[4:]).pvalue > 1e-3
+    got = select(10)
+    assert got.num_selectable == 1 and got.selectable[got.audit]
+    assert [select(s).audit for s in (5, 10, 15)] == picks[:3]  # the seed's
 
 
 def _f(p: dict[str, Any]) -> float:

@@ -12,8 +12,8 @@ import torch
 from botorch.models import SingleTaskGP
 from gpytorch.kernels import RBFKernel
 
-from ax_chaining.certification import certify_model, resolve_tail
-from ax_chaining.forecast import (
+from ax_chaining.certificate import certify_model, resolve_tail
+from ax_chaining.certificate.residuals import (
     ResidualCalibration,
     conformal_quantile,
     standardized_residuals,

@@ -9,15 +9,15 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ax_chaining.certification import StudentTail
-from ax_chaining.distances import DenseDistance
-from ax_chaining.rank import (
+from ax_chaining.certificate import StudentTail
+from ax_chaining.certificate.rank import (
     RankOptions,
     better_probabilities,
     monte_carlo_rank_bound,
     rank_statement,
     union_rank_bound,
 )
+from ax_chaining.distances import DenseDistance
 
 DTYPE = torch.float64
 #: Candidate 0 is known exactly (variance 0); the others are independent

@@ -14,7 +14,7 @@ the rest of the library, so the residual of its forecast is a draw of the
 model's residual over the library, where the acquisition's own queries are a
 biased sample of it (they go where the model is optimistic). The audits'
 residuals calibrate the certificate with a conformal statement
-(:mod:`ax_chaining.forecast`, ``source="audit"``;
+(:mod:`ax_chaining.certificate.residuals`, ``source="audit"``;
 ``certify(client, calibration="audit")``). The cost: one query in ``k`` is
 not chosen by the acquisition (the validity benchmark measures the regret it
 costs).

@@ -30,9 +30,11 @@ from ax_chaining.ax.candidates import (
 )
 from ax_chaining.ax.forecasts import residual_calibration
 from ax_chaining.ax.metadata import objective_scale, recorded
-from ax_chaining.certification import Calibration, CheckSchedule, certify_model
+from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.residuals import ResidualCalibration
+from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate.tails import Calibration
 from ax_chaining.checks import check_choice, check_delta, type_error
-from ax_chaining.forecast import ResidualCalibration
 
 Units = Literal["objective", "model"]
 Source = Client | Experiment | GenerationStrategy
@@ -167,7 +169,7 @@ def certify(
     certifies, among the evaluated candidates, the one with the smallest bound:
     with probability at least :math:`1 - \delta` over the checks of
     ``schedule``, the best candidate is at most ``bound`` better than
-    ``parameters``, under the assumptions of :mod:`ax_chaining.certification`.
+    ``parameters``, under the assumptions of :mod:`ax_chaining.certificate`.
 
     The candidate set is ``candidates`` if given; else the candidate set of
     ``source``'s candidate-set strategy; else every combination of a fully
@@ -185,18 +187,20 @@ def certify(
         schedule: The checks over which ``delta`` is spent (default every step).
         units: ``"objective"`` or ``"model"`` for ``bound``.
         calibration: ``"loo"`` (default: the fitted model's leave-one-out
-            check, :mod:`ax_chaining.certification`), ``"none"`` (the model
+            check, :mod:`ax_chaining.certificate`), ``"none"`` (the model
             taken as true), ``"forecast"`` or ``"audit"`` (the residuals of
             the forecasts the steps recorded, of all steps or of the audits:
             :mod:`ax_chaining.ax.forecasts`; too few fall back to ``"loo"``),
-            or a :class:`~ax_chaining.forecast.ResidualCalibration`.
+            or a
+            :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
 
     Returns:
         ``parameters``, ``bound`` (None in objective units without a single
         scale), ``bound_model_units``, ``trial_index`` (the trial that evaluated
         the certified point), ``delta``, ``share``, ``valid``, ``reason``,
-        ``checks`` (the calibration check's statistics), ``rank_bound``
-        and ``expected_better`` (:mod:`ax_chaining.rank`), ``num_candidates``.
+        ``checks`` (the calibration check's statistics), ``rank_bound`` and
+        ``expected_better`` (:mod:`ax_chaining.certificate.rank`),
+        ``num_candidates``.
     """
     delta = check_delta(delta)
     check_choice("units", units, get_args(Units))

@@ -8,8 +8,8 @@ combination of the metrics, minimized metrics negated) *before* the arm is
 evaluated (``gen_metadata[GEN_METADATA_KEY]["forecast"]``). Once the trial is
 complete, :func:`recorded_residuals` turns each into the standardized
 one-step-ahead residual :math:`z = (y - \mu) / s` that
-:class:`~ax_chaining.forecast.ResidualCalibration` calibrates the certificate
-on (:func:`~ax_chaining.ax.certify` with ``calibration="forecast"`` or
+:class:`~ax_chaining.certificate.residuals.ResidualCalibration` calibrates the
+certificate on (:func:`~ax_chaining.ax.certify` with ``calibration="forecast"`` or
 ``"audit"``).
 """
 
@@ -27,7 +27,7 @@ from ax.core.trial_status import TrialStatus
 
 from ax_chaining.ax.candidates import row_key
 from ax_chaining.ax.metadata import recorded
-from ax_chaining.forecast import ResidualCalibration, ResidualSource
+from ax_chaining.certificate.residuals import ResidualCalibration, ResidualSource
 
 __all__ = ["forecast_record", "recorded_residuals", "residual_calibration"]
 
@@ -103,7 +103,7 @@ def recorded_residuals(
 def residual_calibration(
     experiment: Experiment, source: ResidualSource = "forecast", **options: Any
 ) -> ResidualCalibration:
-    """A :class:`~ax_chaining.forecast.ResidualCalibration` on the experiment's
-    recorded residuals (``options``: its other fields)."""
+    """A :class:`~ax_chaining.certificate.residuals.ResidualCalibration` on the
+    experiment's recorded residuals (``options``: its other fields)."""
     z = recorded_residuals(experiment, source)
     return ResidualCalibration(tuple(z.tolist()), source=source, **options)

@@ -13,7 +13,7 @@ Which bound the rule acts on (``use``): by default the *current* one, the last
 check's certificate. With hyperparameters refitted at every step, a running
 minimum would keep an early, overconfident bound forever; the current bound is
 as valid as the current model, and a stop at any check is covered by the union
-over checks (:mod:`ax_chaining.certification`). ``use="running_min"`` is valid when
+over checks (:mod:`ax_chaining.certificate`). ``use="running_min"`` is valid when
 every step's model is right (fixed, true hyperparameters).
 """
 
@@ -135,7 +135,7 @@ class RankBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
     r"""Stop when the certified candidate is among the best few: the recorded
     certificate's ``rank_bound`` (with probability at least :math:`1 -
     \delta`, the certified candidate is among the ``rank_bound`` best of the
-    candidate set, :mod:`ax_chaining.rank`) is at most ``max_rank``, or at
+    candidate set, :mod:`ax_chaining.certificate.rank`) is at most ``max_rank``, or at
     most ``max_fraction`` of the candidate set (one of the two).
 
     The rule acts on the current check's certificate, as

@@ -2,7 +2,7 @@ r"""The rank statement of a certificate: the certified candidate is among the
 ``rank_bound`` best of the candidate set, with probability at least
 :math:`1 - \delta`.
 
-Setting (as for the bound, :mod:`ax_chaining.certificate`). Given the data
+Setting (as for the bound, :mod:`ax_chaining.certificate.bounds`). Given the data
 :math:`D_t`, the certified candidate :math:`x` is fixed, and for every other
 candidate :math:`j` the difference :math:`f(j) - f(x)` has posterior mean
 :math:`m_j = \mu(j) - \mu(x)` and standard deviation :math:`c\, d_t(x, j)`, with

@@ -198,7 +198,7 @@ class ResidualCalibration:
     r"""Calibrate a certificate from standardized residuals (module docstring).
 
     Pass it as ``calibration=`` of
-    :func:`~ax_chaining.certification.certify_model` (or a certificate of
+    :func:`~ax_chaining.certificate.calibration.certify_model` (or a certificate of
     :class:`~ax_chaining.ChainingUCB`); in an Ax loop,
     :func:`~ax_chaining.ax.certify` builds it from the recorded forecasts
     (``calibration="forecast"`` or ``"audit"``).
