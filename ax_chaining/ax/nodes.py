@@ -324,6 +324,11 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`;
         a table's arms are named after their rows."""
         self._fixed = kwargs.get("fixed_features")
+        # Ax resets this public counter to the int 0 after each generation; a
+        # generator run with an int fit time then fails Ax's SQL storage's copy
+        # of database ids (float 0.0 read back), and its arms are lost when the
+        # experiment is saved again (the second trial of a batch).
+        self.fit_time_since_gen = float(self.fit_time_since_gen)
         gr = super().gen(experiment=experiment, **kwargs)
         self._name_arms(experiment, gr)
         return gr
