@@ -19,7 +19,6 @@ import torch
 from ax.adapter.registry import Generators
 from ax.api.client import Client
 from ax.core import Experiment, ObservationFeatures
-from ax.core.objective import ScalarizedObjective
 from ax.core.trial_status import TrialStatus
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.storage.json_store.decoder import object_from_json
@@ -367,23 +366,28 @@ def _certificate(
 
 
 def _best_observed(experiment: Experiment) -> tuple[Any, float]:
-    """The evaluated arm with the best mean observed objective, and that mean."""
+    """The evaluated arm whose mean observed objective is best, and that mean
+    (the metric's, or the expression's for a scalarized objective)."""
     objective = experiment.optimization_config.objective
-    if isinstance(objective, ScalarizedObjective):
-        weights = dict(zip(objective.metric_names, objective.weights, strict=True))
-    else:
-        weights = {objective.metric.name: 1.0}
+    # The objective's expression as weights (negative ones minimize): its value
+    # is maximized whatever the direction.
+    name_of = {v: k for k, v in objective.metric_name_to_signature.items()}
+    weights = {name_of[s]: w for s, w in objective.metric_weights}
     df = experiment.lookup_data().df
     done = {i for i, t in experiment.trials.items() if t.status in EVALUATED}
     df = df[df["trial_index"].isin(done) & df["metric_name"].isin(weights)]
-    df = df.assign(value=df["mean"] * df["metric_name"].map(weights))
+    weight = df["metric_name"].map(weights)
+    df = df.assign(utility=df["mean"] * weight, value=df["mean"] * weight.abs())
     # One value per (trial, arm): the weighted sum over metrics; then per arm.
-    per_trial = df.groupby(["trial_index", "arm_name"], sort=False)["value"].sum()
+    per_trial = df.groupby(["trial_index", "arm_name"], sort=False)[
+        ["utility", "value"]
+    ].sum()
     per_arm = per_trial.groupby(level="arm_name", sort=False).mean()
     if per_arm.empty:
         raise ValueError("No completed trial has data for the objective.")
-    best = per_arm.idxmin() if objective.minimize else per_arm.idxmax()
-    return experiment.arms_by_name[best], float(per_arm[best])
+    best = per_arm["utility"].idxmax()
+    value = per_arm.loc[best, "utility" if len(weights) > 1 else "value"]
+    return experiment.arms_by_name[best], float(value)
 
 
 def _spec_of(
