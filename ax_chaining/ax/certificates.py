@@ -236,9 +236,11 @@ def recommend(
 
     Returns:
         ``parameters``; ``arm_name`` and ``trial_index`` (the last trial that
-        evaluated it); ``id`` (the row's ``id_column`` value when the strategy
-        has one, else None) and ``row`` (the row's label in the candidate table:
-        its index label in a ``DataFrame``; None off the table or without one);
+        evaluated it); ``id`` (the row's ``id_column`` value, when the
+        candidates are the strategy's table and it has an ``id_column``; else
+        None) and ``row`` (the row's label in the candidate table: its index
+        label in a ``DataFrame``, its position in a list; None off the table or
+        without one);
         ``value`` (its observed objective); ``certificate`` (a dict as
         :func:`certify` returns, for this row).
     """
@@ -250,16 +252,12 @@ def recommend(
     key = row_key(arm.parameters, names)
     index = next(i for i, r in enumerate(fitted.rows) if row_key(r, names) == key)
     certificate = _certificate(fitted, [index], delta, schedule, units, calibration)
-    row, ident = None, None
-    spec = fitted.spec
-    if spec.candidates is not None:
-        table = [row_key(r, names) for r in spec.candidates]
-        if key in table:
-            position = table.index(key)
-            labels = spec.row_labels
-            row = position if labels is None else labels[position]
-            if spec.id_column is not None:
-                ident = spec.candidates[position][spec.id_column]
+    # The table's rows come first in ``fitted.rows``, in the table's order.
+    row, ident, spec = None, None, fitted.spec
+    if spec.candidates is not None and index < len(spec.candidates):
+        row = index if spec.row_labels is None else spec.row_labels[index]
+        if spec.id_column is not None:
+            ident = spec.candidates[index][spec.id_column]
     return {
         "parameters": certificate["parameters"],
         "arm_name": arm.name,
