@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-min lint format docs notebooks bench-speed clean
+.PHONY: install demo test test-slow test-min lint format docs notebooks bench-speed clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,17 +21,25 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m benchmarks.demo
 
-## Lint, then the whole test suite. pytest's exit 5 (no tests ran) fails too.
-## The suite builds the documentation site with `mkdocs build --strict` into a
-## temporary folder (tests/test_docs.py), so a broken link fails `make test`.
+## Lint, then the test suite but for the tests marked slow. pytest's exit 5
+## (no tests ran) fails too. The suite builds the documentation site with
+## `mkdocs build --strict` into a temporary folder (tests/test_docs.py), so a
+## broken link fails `make test`.
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 --durations=15; rc=$$?; \
+	$(BIN)/python -m pytest -n 2 -m "not slow" --durations=15; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	exit $$rc
 
-## The tests again in .venv-min, every dependency at its lower bound in
-## pyproject.toml (what CI runs after `make test`); notebooks and docs excluded.
+## The tests marked slow: end-to-end CLI runs, clusters that lose workers, Ax
+## loops, the README and the notebooks (what CI runs after `make test`).
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m slow --durations=15; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
+	exit $$rc
+
+## The fast tests again in .venv-min, every dependency at its lower bound in
+## pyproject.toml (what CI runs last); notebooks and docs excluded.
 MIN := .venv-min
 test-min:
 	test -x $(MIN)/bin/python || $(PYTHON) -m venv $(MIN)
@@ -40,7 +48,7 @@ test-min:
 	$(MIN)/bin/python .ci/min_constraints.py > $(MIN)/constraints.txt
 	$(MIN)/bin/python -m pip install --quiet -c $(MIN)/constraints.txt -e ".[dev]"
 	$(MIN)/bin/python -m pip list --format=freeze | grep -iE '^(numpy|pandas|botorch|gpytorch|ax-platform|torch)=='
-	$(MIN)/bin/python -m pytest -n 2 -q --ignore=tests/test_tutorials.py --ignore=tests/test_docs.py; rc=$$?; \
+	$(MIN)/bin/python -m pytest -n 2 -q -m "not slow" --ignore=tests/test_tutorials.py --ignore=tests/test_docs.py; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	exit $$rc
 

@@ -15,14 +15,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ax_chaining.certificate import (
-    Certificate,
+from ax_chaining.certificate.bounds import (
     ChainingTree,
     certificate_bounds,
     chaining_tree,
 )
+from ax_chaining.certificate.certify import Certificate
 from ax_chaining.chaining import (
     ChainingResult,
+    chaining_bonus,
     chaining_covers,
     num_levels,
     reuse_covers,
@@ -77,8 +78,8 @@ _LAZY = {
     "certificate_history": "ax_chaining.ax",
     "certify": "ax_chaining.ax",
     "recommend": "ax_chaining.ax",
-    "certify_model": "ax_chaining.certification",
-    "CheckSchedule": "ax_chaining.certification",
+    "certify_model": "ax_chaining.certificate.calibration",
+    "CheckSchedule": "ax_chaining.certificate.schedule",
     "CertifiedStop": "ax_chaining.ax",
     "parameters_from_table": "ax_chaining.ax",
     "qlognei_generation_strategy": "ax_chaining.ax",
@@ -95,6 +96,7 @@ __all__ = [
     "MemoryBudgetError",
     "PseudoDistance",
     "certificate_bounds",
+    "chaining_bonus",
     "chaining_covers",
     "chaining_tree",
     "farthest_first_order",

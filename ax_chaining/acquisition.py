@@ -10,10 +10,13 @@ count as observations.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
 
 import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
@@ -24,26 +27,26 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from ax_chaining.certificate import (
-    Certificate,
+from ax_chaining.certificate.bounds import (
     ChainingTree,
     Links,
     Method,
     Rule,
-    TailLaw,
     certificate_bounds,
     chaining_tree,
 )
-from ax_chaining.certification import (
+from ax_chaining.certificate.calibration import calibrate, issue_certificate
+from ax_chaining.certificate.certify import Certificate
+from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate.tails import (
     Calibration,
-    CheckSchedule,
     TailChoice,
+    TailLaw,
     bind_tail,
-    calibrate,
-    issue_certificate,
     resolve_tail,
 )
 from ax_chaining.chaining import (
+    BonusShape,
     ChainingResult,
     CoverMethod,
     HRadius,
@@ -57,6 +60,7 @@ from ax_chaining.checks import (
     check_float,
     check_int,
     match_rows,
+    type_error,
 )
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.posterior import (
@@ -83,6 +87,8 @@ __all__ = [
     "UCB",
     "ChainingOptions",
     "ChainingUCB",
+    "ChainingUCBBase",
+    "candidate_rows",
     "default_t",
     "evaluated_candidates",
     "gp_ucb_beta",
@@ -113,6 +119,7 @@ class ChainingOptions:
     max_cover_size: int | None = None
     memory_budget: int = DEFAULT_MEMORY_BUDGET
     pending_covers: PendingCovers = "rebuild"
+    bonus: BonusShape = "paper"
 
     def __post_init__(self) -> None:
         checked = {
@@ -134,6 +141,7 @@ class ChainingOptions:
             ("path", Path),
             ("cover", CoverMethod),
             ("pending_covers", PendingCovers),
+            ("bonus", BonusShape),
         ):
             value = getattr(self, name)
             if value is not None or name != "cover":
@@ -203,7 +211,213 @@ class ChainingStep:
     tree: ChainingTree | None = field(default=None, repr=False)
 
 
-class ChainingUCB(AcquisitionFunction):
+def _with_options(init: Callable[..., Any]) -> Callable[..., Any]:
+    """``init`` (whose ``**options`` are :class:`ChainingOptions`) with the
+    options as arguments, ``delta`` first after the leading positional ones:
+    the signature that ``help`` and ``inspect.signature`` show (and the input
+    constructor takes), and by which a call's arguments are bound
+    (positionally too). The options are declared once, in
+    :class:`ChainingOptions`."""
+    any_way = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    own = list(inspect.signature(init).parameters.values())
+    declared = inspect.signature(ChainingOptions).parameters.values()
+    options = [p.replace(kind=any_way) for p in declared]
+    first = [p for p in own if p.kind == any_way]
+    keyword = [
+        p.replace(kind=any_way) for p in own if p.kind == inspect.Parameter.KEYWORD_ONLY
+    ]
+    signature = inspect.signature(init).replace(
+        parameters=[*first, options[0], *keyword, *options[1:]]
+    )
+
+    @functools.wraps(init)
+    def bound(*args: Any, **kwargs: Any) -> Any:
+        return init(**signature.bind(*args, **kwargs).arguments)
+
+    bound.__signature__ = signature  # type: ignore[attr-defined]
+    return bound
+
+
+class HasChaining(Protocol):
+    """A step of Algorithm 1: whatever else it holds, its chaining."""
+
+    chaining: ChainingResult
+
+
+StepT = TypeVar("StepT", bound=HasChaining)
+
+
+class ChainingUCBBase(AcquisitionFunction, ABC, Generic[StepT]):
+    r"""What every Chaining-UCB shares, wherever its candidates are held: the
+    options (:class:`ChainingOptions`, checked once, here), ``t``, the pending
+    points, and ``forward``. A subclass says how the candidates are held
+    (:meth:`_attach`, :meth:`_pending_inputs`) and how a step is built on them
+    (:meth:`_build`, :meth:`mean_and_sigma`): :class:`ChainingUCB` on this
+    machine, :class:`~ax_chaining.distributed.ShardedChainingUCB` on a Dask
+    cluster. The arguments are those of :class:`ChainingUCB`.
+    """
+
+    #: Its input constructor takes the candidate set (Ax's candidate-set nodes).
+    takes_candidates = True
+
+    @_with_options
+    def __init__(
+        self,
+        model: Model,
+        candidates: Any,
+        *,
+        t: int | None = None,
+        posterior_transform: PosteriorTransform | None = None,
+        maximize: bool = True,
+        X_pending: Tensor | None = None,
+        **options: Any,
+    ) -> None:
+        """Check the arguments and build the first step (see the class's Args:
+        bad input and memory errors surface here, not at the first query)."""
+        super().__init__(model=model)
+        self.options = ChainingOptions(**options)
+        self.posterior_transform = posterior_transform
+        self.maximize = maximize
+        if t is not None:
+            t = check_int("t", t, 1)
+        elif num_training_points(model) == 0:
+            default_t(model)  # raises the no-training-data error
+        self._t = t
+        self._base: StepT | None = None
+        self._attach(candidates)
+        self.set_X_pending(X_pending)
+        self._current()
+
+    @abstractmethod
+    def _attach(self, candidates: Any) -> None:
+        """Check and hold ``candidates`` (with the model and options set)."""
+
+    @abstractmethod
+    def _pending_inputs(self, X_pending: Tensor) -> Tensor:
+        """``X_pending`` checked, as the step conditions on it."""
+
+    @abstractmethod
+    def _build(self, X_pending: Tensor | None) -> StepT:
+        """Algorithm 1 on the posterior given ``X_pending``: the one place where
+        covers are built, for the query and for the certificate alike."""
+
+    @abstractmethod
+    def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Posterior mean and standard deviation at ``X``, given pending points.
+
+        Args:
+            X: A ``(b1 x ... bk) x 1 x d``-dim tensor of points.
+
+        Returns:
+            ``(mean, sigma)``, each ``(b1 x ... bk)``-dim; ``mean`` of the model's
+            objective (not negated for ``maximize=False``).
+        """
+
+    @property
+    def delta(self) -> float:
+        r"""The confidence parameter :math:`\delta`."""
+        return self.options.delta
+
+    @property
+    def t(self) -> int:
+        """The iteration index used in :math:`H_i`."""
+        return self.chaining.t
+
+    @property
+    def scale(self) -> float:
+        """The radius :math:`s` of the first level."""
+        return self.chaining.scale
+
+    @property
+    def chaining(self) -> ChainingResult:
+        """Levels, covers and :math:`H_i` for the current pending points."""
+        return self._current().chaining
+
+    def set_X_pending(self, X_pending: Tensor | None = None) -> None:
+        r"""Condition on pending points; the covers follow on the next use.
+
+        A pending point is treated as observed at its posterior mean, which leaves
+        :math:`\mu_t` unchanged and shrinks :math:`k_t` exactly as a real
+        observation would (GP-BUCB, Desautels et al., 2014;
+        :func:`~ax_chaining.posterior.pending_rows`).
+
+        The covers are rebuilt from scratch (Algorithm 1 on the new posterior)
+        when the acquisition function is next evaluated or :attr:`chaining` is
+        read, not here: ``optimize_acqf_discrete`` sets pending points once more
+        after its last pick, and then restores the original ones, whose covers
+        are kept. The candidates' posterior factor is reused; a pending point
+        only adds a row to it.
+
+        Args:
+            X_pending: ``p x d`` pending points, or None.
+        """
+        if X_pending is not None:
+            X_pending = self._pending_inputs(X_pending)
+        self.X_pending = X_pending
+        self._step: StepT | None = None
+
+    @t_batch_mode_transform(expected_q=1)
+    def forward(self, X: Tensor) -> Tensor:
+        r"""Evaluate Chaining-UCB at ``X``.
+
+        Args:
+            X: A ``(b1 x ... bk) x 1 x d``-dim batched tensor of design points.
+
+        Returns:
+            A ``(b1 x ... bk)``-dim tensor of Chaining-UCB values.
+        """
+        mean, sigma = self.mean_and_sigma(X)
+        bonus = self.chaining.bonus(sigma, self.options.bonus)
+        return ((mean if self.maximize else -mean) + bonus).to(X.dtype)
+
+    def _current(self) -> StepT:
+        """The step for the current pending points (built on first use)."""
+        if self._step is None:
+            if self.X_pending is None:
+                self._step = self._base_step()
+            else:
+                self._step = self._build(self.X_pending)
+        return self._step
+
+    def _base_step(self) -> StepT:
+        """The step without pending points (the query's and the certificate's)."""
+        if self._base is None:
+            self._base = self._build(None)
+        return self._base
+
+    def _certificate_terms(
+        self, delta: float | None, t: int | None, schedule: CheckSchedule | None
+    ) -> tuple[float, int, float | None]:
+        """A certificate's ``delta`` (default the acquisition's), its step
+        ``t`` (default the step without pending points) and ``delta``'s share
+        at that step under ``schedule`` (None: the default share)."""
+        delta = self.delta if delta is None else check_delta(delta)
+        own_t = self._base_step().chaining.t
+        share = None
+        if t is None and schedule is not None:
+            share = schedule.share(delta, own_t - 1)
+        return delta, own_t if t is None else check_int("t", t, 1), share
+
+
+def candidate_rows(X: Tensor) -> tuple[Tensor, torch.Size]:
+    r"""The rows of ``X`` and the shape of one value per row: ``N x d`` (what
+    ``optimize_acqf_discrete`` returns, any ``q``) gives ``N`` values;
+    ``(b1 x ... bk) x q x d`` gives ``(b1 x ... bk) x q``, or ``b1 x ... bk``
+    for ``q = 1`` (BoTorch's batch convention).
+
+    Example:
+        >>> candidate_rows(torch.zeros(5, 1, 2))[1]
+        torch.Size([5])
+    """
+    if X.ndim < 2:
+        raise ValueError(
+            f"`X` must have shape N x d or (b1 x ... bk) x q x d, got {tuple(X.shape)}."
+        )
+    shape = X.shape[:-1] if X.ndim == 2 or X.shape[-2] != 1 else X.shape[:-2]
+    return X.reshape(-1, X.shape[-1]), shape
+
+
+class ChainingUCB(ChainingUCBBase[ChainingStep]):
     r"""Chaining-UCB (Contal, Malherbe and Vayatis, 2015) on a finite candidate set.
 
     A GP-UCB whose exploration bonus is calibrated from covering numbers of the
@@ -225,7 +439,7 @@ class ChainingUCB(AcquisitionFunction):
 
     The covers are built once, at construction (and again when pending points
     change). ``forward`` evaluates at any ``X``, not only at candidates; the bonus
-    is a step function of :math:`\sigma_t(x)`.
+    is a step function of :math:`\sigma_t(x)` (``bonus="paper"``).
 
     Defaults and deviations from the paper (each can be changed):
 
@@ -246,6 +460,12 @@ class ChainingUCB(AcquisitionFunction):
       covers built without them, which stay valid covers since pending points
       only shrink :math:`d_t` (:func:`~ax_chaining.chaining.reuse_covers`): a
       batch then costs one build, with :math:`H_i` usually a little larger.
+    * ``bonus``: ``"paper"`` (default) is the staircase above;
+      ``"continuous"`` its piecewise-linear envelope through the points
+      :math:`(\epsilon_k, \sum_{i \ge k} H_i)`, continuous and increasing in
+      :math:`\sigma_t(x)`, never below the staircase and never above it at
+      :math:`2\sigma_t(x)` (:func:`~ax_chaining.chaining.chaining_bonus`): still
+      an upper confidence bound, and the certificate is unchanged.
 
     :meth:`certificate` and :meth:`regret_bound` give a regret certificate valid
     at any candidate chosen from the data (:mod:`ax_chaining.certificate`); the
@@ -263,10 +483,9 @@ class ChainingUCB(AcquisitionFunction):
         model: A fitted single-outcome model (or multi-output with a
             ``posterior_transform``) with a Gaussian posterior.
         candidates: ``N x d`` tensor, the finite search space :math:`X`, in the
-            same input space as the ``X`` passed to ``forward``; or candidates
-            sharded over a Dask cluster
-            (:class:`~ax_chaining.distributed.ShardedCandidates`), which makes
-            this a :class:`~ax_chaining.distributed.ShardedChainingUCB`.
+            same input space as the ``X`` passed to ``forward`` (for candidates
+            sharded over a Dask cluster:
+            :class:`~ax_chaining.distributed.ShardedChainingUCB`).
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
         t: Iteration index :math:`t \ge 1`; default observations + pending + 1.
         posterior_transform: Maps a multi-output posterior to a single output.
@@ -286,113 +505,30 @@ class ChainingUCB(AcquisitionFunction):
         memory_budget: Bytes the largest allocations may take (default 4 GiB).
         pending_covers: ``"rebuild"`` or ``"reuse"`` the covers when pending
             points are set (see above).
+        bonus: ``"paper"`` or ``"continuous"``, the shape of the bonus as a
+            function of :math:`\sigma_t(x)` (see above).
     """
 
-    #: Its input constructor takes the candidate set (Ax's candidate-set nodes).
-    takes_candidates = True
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> ChainingUCB:
-        # Candidates held elsewhere (ax_chaining.distributed.ShardedCandidates)
-        # name the subclass that runs the step where they are; the core
-        # imports nothing of it.
-        candidates = kwargs.get("candidates", args[1] if len(args) > 1 else None)
-        route = getattr(type(candidates), "chaining_ucb_class", None)
-        if route is not None and not issubclass(cls, route):
-            cls = route
-        return super().__new__(cls)
-
-    def __init__(
-        self,
-        model: Model,
-        candidates: Tensor,
-        delta: float = 0.05,
-        t: int | None = None,
-        posterior_transform: PosteriorTransform | None = None,
-        maximize: bool = True,
-        X_pending: Tensor | None = None,
-        scale: float | None = None,
-        sigma_floor: float = 1e-6,
-        h_radius: HRadius = "algorithm",
-        path: Path = "auto",
-        cover: CoverMethod | None = None,
-        max_cover_size: int | None = None,
-        memory_budget: int = DEFAULT_MEMORY_BUDGET,
-        pending_covers: PendingCovers = "rebuild",
-    ) -> None:
-        super().__init__(model=model)
-        check_posterior_transform(model, posterior_transform)
-        self.posterior_transform = posterior_transform
-        self.maximize = maximize
-        self.options = ChainingOptions(
-            delta=delta,
-            scale=scale,
-            sigma_floor=sigma_floor,
-            h_radius=h_radius,
-            path=path,
-            cover=cover,
-            max_cover_size=max_cover_size,
-            memory_budget=memory_budget,
-            pending_covers=pending_covers,
-        )
-        if t is not None:
-            t = check_int("t", t, 1)
-        elif num_training_points(model) == 0:
-            default_t(model)  # raises the no-training-data error
-        self._t = t
-        self._given_dtype = getattr(candidates, "dtype", None)
-        self.register_buffer("candidates", model_inputs(model, candidates))
+    def _attach(self, candidates: Tensor) -> None:
+        if not isinstance(candidates, Tensor):
+            expected = (
+                "an N x d torch.Tensor (for ShardedCandidates: "
+                "ax_chaining.distributed.ShardedChainingUCB(model, sharded))"
+            )
+            raise type_error("candidates", expected, candidates)
+        check_posterior_transform(self.model, self.posterior_transform)
+        self._given_dtype = candidates.dtype
+        self.register_buffer("candidates", model_inputs(self.model, candidates))
         self._cache = PosteriorCache()
-        self._base: ChainingStep | None = None
-        self.set_X_pending(X_pending)
-        self._current()  # bad input and memory errors surface here, not later
 
-    @property
-    def delta(self) -> float:
-        r"""The confidence parameter :math:`\delta`."""
-        return self.options.delta
-
-    @property
-    def t(self) -> int:
-        """The iteration index used in :math:`H_i`."""
-        return self.chaining.t
-
-    @property
-    def scale(self) -> float:
-        """The radius :math:`s` of the first level."""
-        return self.chaining.scale
-
-    def set_X_pending(self, X_pending: Tensor | None = None) -> None:
-        r"""Condition on pending points; the covers follow on the next use.
-
-        A pending point is treated as observed at its posterior mean, which leaves
-        :math:`\mu_t` unchanged and shrinks :math:`k_t` exactly as a real
-        observation would (GP-BUCB, Desautels et al., 2014;
-        :func:`~ax_chaining.posterior.pending_rows`).
-
-        The covers are rebuilt from scratch (Algorithm 1 on the new posterior)
-        when the acquisition function is next evaluated or :attr:`chaining` is
-        read, not here: ``optimize_acqf_discrete`` sets pending points once more
-        after its last pick, and then restores the original ones, whose covers
-        are kept. The candidates' posterior factor is reused; a pending point
-        only adds a row to it.
-
-        Args:
-            X_pending: ``p x d`` pending points, or None.
-        """
-        if X_pending is not None:
-            X_pending = model_inputs(self.model, X_pending, "X_pending")
-            if X_pending.shape[-1] != self.candidates.shape[-1]:
-                raise ValueError(
-                    f"`X_pending` must have shape p x {self.candidates.shape[-1]}, "
-                    f"got {tuple(X_pending.shape)}."
-                )
-        self.X_pending = X_pending
-        self._step: ChainingStep | None = None
-
-    @property
-    def chaining(self) -> ChainingResult:
-        """Levels, covers and :math:`H_i` for the current pending points."""
-        return self._current().chaining
+    def _pending_inputs(self, X_pending: Tensor) -> Tensor:
+        X_pending = model_inputs(self.model, X_pending, "X_pending")
+        if X_pending.shape[-1] != self.candidates.shape[-1]:
+            raise ValueError(
+                f"`X_pending` must have shape p x {self.candidates.shape[-1]}, "
+                f"got {tuple(X_pending.shape)}."
+            )
+        return X_pending
 
     @property
     def candidate_mean(self) -> Tensor:
@@ -405,15 +541,8 @@ class ChainingUCB(AcquisitionFunction):
         return self._current().posterior.distance.sigma
 
     def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Posterior mean and standard deviation at ``X``, given pending points.
-
-        Args:
-            X: A ``(b1 x ... bk) x 1 x d``-dim tensor of points.
-
-        Returns:
-            ``(mean, sigma)``, each ``(b1 x ... bk)``-dim; ``mean`` of the model's
-            objective (not negated for ``maximize=False``).
-        """
+        """As :meth:`ChainingUCBBase.mean_and_sigma`, from the candidates'
+        posterior factor (a pending point adds a row to it)."""
         step = self._current()  # builds the posterior given the pending points
         return posterior_at(
             self.model,
@@ -423,35 +552,6 @@ class ChainingUCB(AcquisitionFunction):
             step.posterior.pending_noise,
             self._cache,
         )
-
-    @t_batch_mode_transform(expected_q=1)
-    def forward(self, X: Tensor) -> Tensor:
-        r"""Evaluate Chaining-UCB at ``X``.
-
-        Args:
-            X: A ``(b1 x ... bk) x 1 x d``-dim batched tensor of design points.
-
-        Returns:
-            A ``(b1 x ... bk)``-dim tensor of Chaining-UCB values.
-        """
-        mean, sigma = self.mean_and_sigma(X)
-        value = (mean if self.maximize else -mean) + self.chaining.bonus(sigma)
-        return value.to(X.dtype)
-
-    def _current(self) -> ChainingStep:
-        """The step for the current pending points (built on first use)."""
-        if self._step is None:
-            if self.X_pending is None:
-                self._step = self._base_step()
-            else:
-                self._step = self._build(self.X_pending)
-        return self._step
-
-    def _base_step(self) -> ChainingStep:
-        """The step without pending points (the query's and the certificate's)."""
-        if self._base is None:
-            self._base = self._build(None)
-        return self._base
 
     @torch.no_grad()
     def _build(self, X_pending: Tensor | None) -> ChainingStep:
@@ -509,7 +609,6 @@ class ChainingUCB(AcquisitionFunction):
         )
 
     @torch.no_grad()
-    @t_batch_mode_transform(expected_q=1, assert_output_shape=False)
     def regret_bound(self, X: Tensor) -> Tensor:
         r"""Regret certificate :math:`B_t(x)` at candidate points ``X``.
 
@@ -519,7 +618,7 @@ class ChainingUCB(AcquisitionFunction):
         certificate of :meth:`certificate` (``method="combined"``, with its
         ``"loo"`` calibration, ``inf`` where that refuses, and its Student-t
         tails), see
-        :mod:`ax_chaining.certification`.
+        :mod:`ax_chaining.certificate.calibration`.
 
         The paper's Eq. (ucb) is kept, for comparison only, as
         :meth:`ChainingResult.regret_bound` (``acqf.chaining.regret_bound``); its
@@ -527,13 +626,16 @@ class ChainingUCB(AcquisitionFunction):
         :mod:`ax_chaining.certificate`).
 
         Args:
-            X: A ``(b1 x ... bk) x 1 x d``-dim batched tensor of candidates (rows
-                of ``candidates``).
+            X: Candidates (rows of ``candidates``): ``N x d``, as
+                ``optimize_acqf_discrete`` returns them for any ``q``, or
+                ``(b1 x ... bk) x q x d`` (:func:`candidate_rows`).
 
         Returns:
-            A ``(b1 x ... bk)``-dim tensor of bounds, in objective units.
+            One bound per row, in objective units: ``N``, or ``(b1 x ... bk) x
+            q`` (``b1 x ... bk`` for ``q = 1``).
         """
-        index = match_rows(X, self.candidates)
+        rows, shape = candidate_rows(X)
+        index = match_rows(rows, self.candidates)
         if bool((index < 0).any()):
             bad = int((index < 0).nonzero()[0])
             raise ValueError(
@@ -544,7 +646,7 @@ class ChainingUCB(AcquisitionFunction):
         mean, step, t = self._certified()
         check = calibrate(self.model, "loo")
         if not check.valid:
-            return torch.full(X.shape[:-2], math.inf, dtype=X.dtype, device=X.device)
+            return torch.full(shape, math.inf, dtype=X.dtype, device=X.device)
         bounds = certificate_bounds(
             mean / check.scale,
             step.posterior.distance,
@@ -559,7 +661,7 @@ class ChainingUCB(AcquisitionFunction):
             ),
             memory_budget=self.options.memory_budget,
         )["bound"]
-        return (bounds * check.scale).to(X).reshape(X.shape[:-2])
+        return (bounds * check.scale).to(X).reshape(shape)
 
     @torch.no_grad()
     def certificate(
@@ -588,7 +690,7 @@ class ChainingUCB(AcquisitionFunction):
         ``calibration="loo"`` (default) the model's leave-one-out calibration
         is checked first: the certificate is refused (``valid=False``) or its
         spread inflated where the data show the model overconfident
-        (:mod:`ax_chaining.certification`).
+        (:mod:`ax_chaining.certificate.calibration`).
 
         Example:
             >>> acqf = ChainingUCB(model, candidates)
@@ -612,15 +714,15 @@ class ChainingUCB(AcquisitionFunction):
                 tails with ``n - 1`` degrees of freedom for explored candidates
                 and ``min(n - 1, 10)`` for the others; the exact Gaussian
                 quantile under ``"none"``), ``"gaussian"``, ``"chernoff"``,
-                ``"student"`` or a :class:`~ax_chaining.certification.StudentTail`
-                (:func:`~ax_chaining.certification.resolve_tail`).
+                ``"student"`` or a :class:`~ax_chaining.certificate.tails.StudentTail`
+                (:func:`~ax_chaining.certificate.tails.resolve_tail`).
             delta: Confidence parameter; default the acquisition's ``delta``.
             t: Step whose share of ``delta`` is used (default: observations + 1,
                 or the ``t`` given at construction); each step must use its own.
             split_delta: With ``"combined"``, ``delta / 2`` for each part (not
                 needed for validity; see :mod:`ax_chaining.certificate`).
             schedule: The declared checks over which ``delta`` is spent
-                (:class:`~ax_chaining.certification.CheckSchedule`; default every
+                (:class:`~ax_chaining.certificate.schedule.CheckSchedule`; default every
                 step, as ``t``); a step that is not a check raises.
             calibration: ``"loo"`` (default) or ``"none"`` (true hyperparameters).
             alpha: The level of the ``"loo"`` check's tests.
@@ -628,12 +730,8 @@ class ChainingUCB(AcquisitionFunction):
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.
         """
-        delta = self.delta if delta is None else check_delta(delta)
-        mean, step, own_t = self._certified()
-        share = None
-        if t is None and schedule is not None:
-            share = schedule.share(delta, own_t - 1)
-        t = own_t if t is None else check_int("t", t, 1)
+        delta, t, share = self._certificate_terms(delta, t, schedule)
+        mean, step, _ = self._certified()
         return issue_certificate(
             self.model,
             mean,
@@ -787,65 +885,25 @@ def construct_inputs_ucb(
 
 
 @acqf_input_constructor(ChainingUCB)
-def construct_inputs_chaining_ucb(
-    model: Model,
-    candidates: Tensor,
-    posterior_transform: PosteriorTransform | None = None,
-    delta: float = 0.05,
-    t: int | None = None,
-    maximize: bool = True,
-    X_pending: Tensor | None = None,
-    scale: float | None = None,
-    sigma_floor: float = 1e-6,
-    h_radius: HRadius = "algorithm",
-    path: Path = "auto",
-    cover: CoverMethod | None = None,
-    max_cover_size: int | None = None,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
-    pending_covers: PendingCovers = "rebuild",
-) -> dict[str, Any]:
-    r"""Construct kwargs for :class:`ChainingUCB`.
+def construct_inputs_chaining_ucb(**kwargs: Any) -> dict[str, Any]:
+    r"""Construct kwargs for :class:`ChainingUCB` (and
+    :class:`~ax_chaining.distributed.ShardedChainingUCB`): its own arguments,
+    unchanged; they are checked once, when the acquisition function is built.
 
-    Every argument is that of :class:`ChainingUCB`; they are listed one by one
-    because BoTorch's input-constructor registry rejects unknown keywords.
-
-    Args:
-        model: The model.
-        candidates: ``N x d`` candidate set (in the model's input space).
-        posterior_transform: Optional posterior transform.
-        delta: Confidence parameter.
-        t: Iteration index (default observations + pending + 1).
-        maximize: If True, maximize.
-        X_pending: Pending points.
-        scale: Radius of the first level (default: largest prior std).
-        sigma_floor: Floor on the smallest posterior std, relative to ``scale``.
-        h_radius: ``"algorithm"`` or ``"proof"``.
-        path: ``"auto"``, ``"dense"`` or ``"low_rank"``.
-        cover: ``"greedy"`` or ``"farthest_first"`` (default by path).
-        max_cover_size: Size cap of farthest-first covers.
-        memory_budget: Bytes the largest allocations may take.
-        pending_covers: ``"rebuild"`` or ``"reuse"`` covers for pending points.
+    Its signature is :class:`ChainingUCB`'s (``model``, ``candidates``,
+    ``t``, ``posterior_transform``, ``maximize``, ``X_pending`` and the
+    :class:`ChainingOptions`), which BoTorch's input-constructor registry
+    reads to refuse unknown keywords.
 
     Returns:
         A dict mapping kwarg names of the constructor to values.
     """
-    return {
-        "model": model,
-        "candidates": candidates,
-        "posterior_transform": posterior_transform,
-        "delta": delta,
-        "t": t,
-        "maximize": maximize,
-        "X_pending": X_pending,
-        "scale": scale,
-        "sigma_floor": sigma_floor,
-        "h_radius": h_radius,
-        "path": path,
-        "cover": cover,
-        "max_cover_size": max_cover_size,
-        "memory_budget": memory_budget,
-        "pending_covers": pending_covers,
-    }
+    return kwargs
+
+
+construct_inputs_chaining_ucb.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    ChainingUCB
+).replace(return_annotation="dict[str, Any]")
 
 
 @acqf_input_constructor(GPUCB)

@@ -56,23 +56,19 @@ from torch import Tensor
 
 from ax_chaining.checks import check_choice, check_delta, check_float, check_int
 from ax_chaining.covers import (
-    _gather_rows,
     farthest_first_order,
+    gather_rows,
     greedy_dominating_set,
     greedy_dominating_set_csr,
     greedy_dominating_set_lazy,
 )
-from ax_chaining.distances import (
-    GRAPH_PEAK_EDGE_BYTES,
-    LevelGraph,
-    MemoryBudgetError,
-    PseudoDistance,
-    format_bytes,
-    levels_np,
-)
+from ax_chaining.distances import MemoryBudgetError, PseudoDistance, format_bytes
+from ax_chaining.level_graph import GRAPH_PEAK_EDGE_BYTES, LevelGraph, levels_np
 
 __all__ = [
+    "BonusShape",
     "ChainingResult",
+    "chaining_bonus",
     "chaining_covers",
     "num_levels",
     "reuse_covers",
@@ -81,6 +77,7 @@ __all__ = [
 
 HRadius = Literal["algorithm", "proof"]
 CoverMethod = Literal["greedy", "farthest_first"]
+BonusShape = Literal["paper", "continuous"]
 GraphMethod = Literal["auto", "lists", "matrix"]
 
 _PI4_OVER_36 = math.pi**4 / 36.0
@@ -114,6 +111,86 @@ def num_levels(sigma_min: float, scale: float) -> int:
     while scale * 2.0 ** (1 - level) > sigma_min:
         level += 1
     return level
+
+
+def chaining_bonus(
+    sigma: Tensor,
+    eps: Tensor,
+    H: Tensor,
+    sigma_min_used: float,
+    shape: BonusShape = "paper",
+) -> Tensor:
+    r"""The exploration bonus of Chaining-UCB as a function of :math:`\sigma_t(x)`.
+
+    Let :math:`A = \{i : \epsilon_i \ge \sigma^{\min}\}` be the active levels
+    and :math:`B_k = \sum_{i \in A,\, i \ge k} H_i` the sum of the terms from
+    level :math:`k` down.
+
+    * ``"paper"`` (Algorithm 1): the staircase
+      :math:`b(\sigma) = \sum_{i \in A:\, \epsilon_i < \sigma} H_i`, which
+      equals :math:`B_{k+1}` on :math:`(\epsilon_{k+1}, \epsilon_k]` and is
+      constant between radii.
+    * ``"continuous"``: the piecewise-linear curve :math:`c` through the
+      staircase's upper corners :math:`(\epsilon_k, B_k)`, :math:`k \in A`,
+      with :math:`c(\epsilon_K / 2) = 0` below the last active level
+      :math:`K`, :math:`c = 0` under that and :math:`c = B_1` above
+      :math:`\epsilon_1 = s`:
+
+      .. math::
+
+          c(\sigma) = B_{k+1} + (B_k - B_{k+1})
+              \frac{\sigma - \epsilon_{k+1}}{\epsilon_k - \epsilon_{k+1}},
+          \qquad \sigma \in [\epsilon_{k+1}, \epsilon_k].
+
+      It is continuous and non-decreasing, equal to the staircase's value just
+      above each radius, and :math:`b(\sigma) \le c(\sigma) \le b(2\sigma)`:
+      never below the paper's bonus (so :math:`\mu_t + c` is an upper
+      confidence bound whenever :math:`\mu_t + b` is), and never above the
+      paper's bonus at twice the standard deviation (one level coarser), which
+      is what the regret analysis pays for it (``docs/algorithm.md``).
+
+    Args:
+        sigma: Posterior standard deviations, any shape.
+        eps: ``L`` radii :math:`\epsilon_i`, decreasing.
+        H: ``L`` chaining terms :math:`H_i`.
+        sigma_min_used: The floored :math:`\sigma^{\min}`; levels with a smaller
+            radius are inactive.
+        shape: ``"paper"`` or ``"continuous"``.
+
+    Returns:
+        The bonus, same shape, dtype and device as ``sigma``.
+
+    Example:
+        >>> eps, H = torch.tensor([1.0, 0.5]), torch.tensor([2.0, 1.0])
+        >>> chaining_bonus(torch.tensor([0.75]), eps, H, 0.5, "paper")
+        tensor([1.])
+        >>> chaining_bonus(torch.tensor([0.75]), eps, H, 0.5, "continuous")
+        tensor([2.])
+    """
+    check_choice("shape", shape, get_args(BonusShape))
+    eps = eps.to(sigma)
+    H = H.to(sigma)
+    active = eps >= sigma_min_used
+    if shape == "paper":
+        on = active & (eps < sigma.unsqueeze(-1))
+        return (on.to(sigma) * H).sum(dim=-1)
+    eps, H = eps[active], H[active]
+    if eps.numel() == 0:
+        return torch.zeros_like(sigma)
+    # Knots in increasing sigma: (eps_K / 2, 0), (eps_K, B_K), ..., (eps_1, B_1);
+    # B_k is the sum of H_i from level k down (a reversed cumulative sum).
+    B = torch.flip(torch.cumsum(torch.flip(H, (0,)), 0), (0,))
+    knots_x = torch.cat([eps[-1:] / 2, torch.flip(eps, (0,))])
+    knots_y = torch.cat([B.new_zeros(1), torch.flip(B, (0,))])
+    s = sigma.clamp(min=float(knots_x[0]), max=float(knots_x[-1]))
+    right = torch.searchsorted(knots_x, s.reshape(-1).contiguous()).clamp(
+        1, knots_x.numel() - 1
+    )
+    x0, x1 = knots_x[right - 1], knots_x[right]
+    y0, y1 = knots_y[right - 1], knots_y[right]
+    flat = s.reshape(-1)
+    value = y0 + (y1 - y0) * (flat - x0) / (x1 - x0)
+    return value.reshape(sigma.shape)
 
 
 @dataclass(frozen=True)
@@ -159,18 +236,22 @@ class ChainingResult:
         """Number of levels ``L``."""
         return self.eps.numel()
 
-    def bonus(self, sigma: Tensor) -> Tensor:
-        r"""Exploration bonus :math:`\sum_{i:\,\sigma^{\min}\le\epsilon_i<\sigma} H_i`.
+    def bonus(self, sigma: Tensor, shape: BonusShape = "paper") -> Tensor:
+        r"""Exploration bonus at posterior standard deviations ``sigma``.
+
+        ``shape="paper"`` is Algorithm 1's staircase
+        :math:`\sum_{i:\,\sigma^{\min}\le\epsilon_i<\sigma} H_i`;
+        ``"continuous"`` its piecewise-linear upper envelope
+        (:func:`chaining_bonus`).
 
         Args:
             sigma: Tensor of posterior standard deviations, any shape.
+            shape: ``"paper"`` or ``"continuous"``.
 
         Returns:
             Tensor of the same shape as ``sigma``, dtype and device.
         """
-        eps = self.eps.to(sigma)
-        active = (eps >= self.sigma_min_used) & (eps < sigma.unsqueeze(-1))
-        return (active.to(sigma) * self.H.to(sigma)).sum(dim=-1)
+        return chaining_bonus(sigma, self.eps, self.H, self.sigma_min_used, shape)
 
     def regret_bound(self, sigma: Tensor) -> Tensor:
         r"""Regret certificate of Eq. (ucb) of the paper at points with std ``sigma``.
@@ -506,7 +587,7 @@ def _floor(result: ChainingResult) -> float:
 LAZY_EDGE_FACTOR = 4.0
 
 
-def _lazy_levels(distance: PseudoDistance, eps: list[float]) -> tuple[int, int]:
+def lazy_levels(distance: PseudoDistance, eps: list[float]) -> tuple[int, int]:
     """Number ``k`` of leading levels for the lazy greedy, and the estimated
     edges of the first level kept as lists (level ``k + 1``)."""
     n = distance.n
@@ -558,7 +639,7 @@ def _greedy_levels(
     matrix_bytes = 2 * n * n  # level matrix plus one boolean adjacency
     counted = 0
     if graph == "lists" and lazy:
-        counted, edges = _lazy_levels(distance, eps)
+        counted, edges = lazy_levels(distance, eps)
     if graph == "lists" and memory_budget is not None:
         # Only when even a complete graph might not fit is it worth sampling.
         fits = GRAPH_PEAK_EDGE_BYTES * n * n <= memory_budget
@@ -680,8 +761,8 @@ def _greedy_levels_lists(
         if sub.size:
             new = sub[greedy_dominating_set_csr(sub_indptr, sub_indices)]
             cover = np.concatenate([cover, new])
-            hit = _gather_rows(indptr, indices, new)
-            np.maximum.at(reached, hit, _gather_rows(indptr, levels, new))
+            hit = gather_rows(indptr, indices, new)
+            np.maximum.at(reached, hit, gather_rows(indptr, levels, new))
         covers.append(torch.from_numpy(cover.copy()).to(device))
     return covers, [c.numel() for c in covers], [False] * num
 

@@ -19,7 +19,7 @@ rdkit is needed only for :func:`morgan_fingerprints` and
 :func:`featurize_library` (``pip install rdkit``); it is imported on first use.
 
 Example:
-    >>> from ax_chaining.benchmark.molecules import load_dataset
+    >>> from ax_chaining.test_functions.molecules import load_dataset
     >>> from ax_chaining.chem import morgan_fingerprints, tanimoto_gram
     >>> gram = tanimoto_gram(morgan_fingerprints(load_dataset("esol").smiles))
     >>> gram.shape
@@ -52,8 +52,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ax_chaining.benchmark.io import write_atomic
 from ax_chaining.checks import check_bool, check_int, type_error
+from ax_chaining.io import write_atomic
 from ax_chaining.kernels.fingerprints import PackedFingerprints, pack_bits
 
 __all__ = [

@@ -11,12 +11,12 @@ Subcommands:
     The paper's Figure 1 on a 1-D toy problem, saved as ``figure1.png``.
 ``harness``
     Chaining-UCB and baselines in Ax's own benchmark harness (``ax.benchmark``)
-    on discrete and discretized problems (:mod:`benchmarks.harness`):
+    on discrete and discretized problems (:mod:`benchmarks.harness_bench`):
     one JSON record per replication (resumable), ``summary.md``,
     ``summary.json`` and ``scores.png`` under ``--out``.
 ``molecules``
     Ax ``Client`` loops over real molecule libraries (ESOL, FreeSolv) with a
-    Tanimoto kernel on Morgan fingerprints (:mod:`benchmarks.molecules`).
+    Tanimoto kernel on Morgan fingerprints (:mod:`benchmarks.molecules_bench`).
 ``speed``
     Speed and memory of one acquisition step (:mod:`benchmarks.speed`);
     arguments after ``speed`` are passed to it.
@@ -29,7 +29,7 @@ Subcommands:
 ``tails``
     Refits of the validity benchmark's loops, the certificate with one
     Student-t tail law at a time: how the cap of the default's degrees of
-    freedom was chosen (:mod:`benchmarks.tails`); arguments are passed to it.
+    freedom was chosen (:mod:`benchmarks.tails_bench`); arguments are passed to it.
 ``bonus``
     Chaining-UCB's bonus against GP-UCB's over a molecule library, step by
     step (:mod:`benchmarks.bonus`); arguments are passed to it.
@@ -40,11 +40,11 @@ Subcommands:
 ``distributed``
     One step on candidates sharded over a Dask ``LocalCluster`` against the
     single-machine step in the same run, per-shard seconds, bytes per step
-    and a time model (:mod:`benchmarks.distributed`); arguments are passed
+    and a time model (:mod:`benchmarks.distributed_bench`); arguments are passed
     to it.
 ``certificate``
     Soundness and usefulness of the regret certificates on GP samples
-    (:mod:`benchmarks.certificate`); arguments after
+    (:mod:`benchmarks.certificate_bench`); arguments after
     ``certificate`` are passed to it.
 ``pack`` / ``unpack``
     A working directory's per-run JSON files to one packed file
@@ -183,7 +183,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _add_harness_parser(sub: Any) -> None:
-    from benchmarks.harness import (
+    from benchmarks.harness_bench import (
         FULL_CONFIG,
         METHODS,
         PROBLEMS,
@@ -267,7 +267,7 @@ def _add_record_options(
 
 
 def _add_molecules_parser(sub: Any) -> None:
-    from benchmarks.molecules import (
+    from benchmarks.molecules_bench import (
         DATASET_NAMES,
         FULL_CONFIG,
         METHODS,
@@ -343,7 +343,7 @@ def _summary_outputs(
 
 
 def _harness(args: argparse.Namespace, argv: list[str]) -> int:
-    from benchmarks import harness as h
+    from benchmarks import harness_bench as h
 
     preset = h.SMALL_CONFIG if args.small else h.FULL_CONFIG
     try:
@@ -385,7 +385,7 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
-    from benchmarks import molecules as mol
+    from benchmarks import molecules_bench as mol
 
     preset = mol.SMALL_CONFIG if args.small else mol.FULL_CONFIG
     datasets = parse_names(
@@ -641,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return limit.main(argv[1:])
     if argv and argv[0] == "tails":  # likewise
-        from benchmarks import tails
+        from benchmarks import tails_bench as tails
 
         return tails.main(argv[1:])
     if argv and argv[0] == "bonus":  # likewise
@@ -653,13 +653,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return screening.main(argv[1:])
     if argv and argv[0] == "distributed":  # likewise
-        from benchmarks import distributed
+        from benchmarks import distributed_bench
 
-        return distributed.main(argv[1:])
+        return distributed_bench.main(argv[1:])
     if argv and argv[0] == "certificate":
-        from benchmarks import certificate
+        from benchmarks import certificate_bench
 
-        return int(certificate.main(argv[1:]) or 0)
+        return int(certificate_bench.main(argv[1:]) or 0)
     args = _build_parser().parse_args(argv)
     if args.command == "paper":
         return _paper(args, argv)

@@ -55,7 +55,7 @@ def run(dataset: str, seed: int, steps: list[int], n_init: int = 10) -> list[dic
     from ax_chaining import ChainingUCB
     from ax_chaining import ax as axc
     from ax_chaining.acquisition import gp_ucb_beta
-    from ax_chaining.benchmark.molecules import library
+    from ax_chaining.test_functions.molecules import library
 
     set_stderr_log_level(logging.WARNING)
     data, gram = library(dataset)

@@ -8,7 +8,7 @@ candidates, Cholesky of the ``N x N`` posterior covariance) and prints it beside
 the union bound at the same level, and beside the union bound at the share of
 :math:`\delta` that a check gets when certificates are checked at every step
 (:math:`\delta_t = 6 \delta / (\pi^2 t^2)`) or on a geometric schedule
-(:class:`ax_chaining.certification.CheckSchedule`), which is the price of
+(:class:`ax_chaining.certificate.CheckSchedule`), which is the price of
 stopping on a certificate at a data-dependent step.
 
 Setting: ``n`` random observations, hyperparameters fitted by BoTorch (the
@@ -46,11 +46,11 @@ DTYPE = torch.float64
 def _problem(name: str, seed: int):
     """(train_X, train_Y, candidates, true values, model builder)."""
     if name == "grid":
-        from ax_chaining.benchmark.problems import grid_problem
+        from ax_chaining.test_functions.problems import grid_problem
 
         X, f = grid_problem(30, seed)
         return X, f, 0.05
-    from ax_chaining.benchmark.molecules import library
+    from ax_chaining.test_functions.molecules import library
 
     data, gram = library(name)
     X = torch.arange(len(data), dtype=DTYPE).unsqueeze(-1)
@@ -74,8 +74,7 @@ def _fit(name: str, X, y, extra):
 
 def one(name: str, seed: int, obs: int, samples: int, delta: float) -> dict[str, Any]:
     """One posterior: the MC quantile and the bounds at three shares."""
-    from ax_chaining.certificate import step_delta, union_bound
-    from ax_chaining.certification import CheckSchedule
+    from ax_chaining.certificate import CheckSchedule, step_delta, union_bound
     from ax_chaining.posterior import candidate_posterior
 
     X, f, extra = _problem(name, seed)

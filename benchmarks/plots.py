@@ -29,12 +29,20 @@ __all__ = [
 
 _COLORS = {
     "chaining": "tab:green",
+    "chaining-continuous": "tab:olive",
     "gp-ucb": "tab:blue",
     "ucb": "tab:orange",
     "logei": "tab:purple",
     "random": "tab:gray",
 }
-_STYLES = {"chaining": "-", "gp-ucb": ":", "ucb": "-.", "logei": "--", "random": "-"}
+_STYLES = {
+    "chaining": "-",
+    "chaining-continuous": "-",
+    "gp-ucb": ":",
+    "ucb": "-.",
+    "logei": "--",
+    "random": "-",
+}
 
 
 def _pyplot() -> Any:
@@ -216,7 +224,7 @@ def figure1_data(
     from botorch.models import SingleTaskGP
 
     from ax_chaining.acquisition import GPUCB, ChainingUCB
-    from ax_chaining.benchmark.problems import toy_1d_problem
+    from ax_chaining.test_functions.problems import toy_1d_problem
 
     problem = toy_1d_problem(n=n, seed=seed)
     gen = torch.Generator().manual_seed(obs_seed)

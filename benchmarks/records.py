@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ax_chaining.benchmark.io import write_atomic
+from ax_chaining.io import write_atomic
 
 __all__ = [
     "LAYOUTS",

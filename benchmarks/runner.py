@@ -3,9 +3,9 @@ r"""The experiments of Contal, Malherbe & Vayatis (2015), Section 4, with BoTorc
 Protocol (the paper's, with the choices it leaves open written down):
 
 * A finite search space of ``N`` candidates (``N = 10^4`` in the paper), from
-  :func:`~ax_chaining.benchmark.problems.se_problem`,
-  :func:`~ax_chaining.benchmark.problems.himmelblau_problem` or
-  :func:`~ax_chaining.benchmark.problems.graph_problem`; run ``r`` uses problem
+  :func:`~ax_chaining.test_functions.problems.se_problem`,
+  :func:`~ax_chaining.test_functions.problems.himmelblau_problem` or
+  :func:`~ax_chaining.test_functions.problems.graph_problem`; run ``r`` uses problem
   seed ``r``.
 * Observations ``y = f(x) + 0.05 * eps`` with ``eps ~ N(0, 1)``; ``delta = 0.05``
   for Chaining-UCB and GP-UCB.
@@ -14,7 +14,7 @@ Protocol (the paper's, with the choices it leaves open written down):
   same initial points and observations.
 * Every method uses the same GP: an exact ``SingleTaskGP`` with the fixed noise
   variance ``0.05^2``, no input or outcome transform, and the problem's kernel
-  from :meth:`~ax_chaining.benchmark.problems.DiscreteProblem.get_covar_module`
+  from :meth:`~ax_chaining.test_functions.problems.DiscreteProblem.get_covar_module`
   (the true prior for SE and graphs; for Himmelblau an isotropic SE kernel
   learned once per run by marginal likelihood on 500 random noisy candidates,
   seed ``r``). Nothing is refitted during a run. The prior mean is the constant
@@ -93,7 +93,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, ChainingUCB
-from ax_chaining.benchmark.problems import (
+from ax_chaining.test_functions.problems import (
     DEFAULT_NOISE_STD,
     DiscreteProblem,
     graph_problem,
@@ -123,7 +123,14 @@ __all__ = [
 ]
 
 #: Methods, in the order of tables and legends.
-METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "ucb", "logei", "random")
+METHODS: tuple[str, ...] = (
+    "chaining",
+    "chaining-continuous",
+    "gp-ucb",
+    "ucb",
+    "logei",
+    "random",
+)
 #: The paper's three problems.
 PROBLEMS: tuple[str, ...] = ("se", "himmelblau", "graph")
 #: Query numbers at which the summary reports :math:`S_n` (those ``<= T``; ``T``
@@ -134,6 +141,7 @@ FORMAT_VERSION = 1
 #: Labels for tables and figures.
 METHOD_LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
+    "chaining-continuous": "Chaining-UCB (continuous bonus)",
     "gp-ucb": "GP-UCB",
     "ucb": "UCB (beta=0.2)",
     "logei": "LogEI",
@@ -207,7 +215,7 @@ def make_problem(
             module's, ``$AX_CHAINING_CACHE`` or ``~/.cache/ax_chaining``).
 
     Returns:
-        The :class:`~ax_chaining.benchmark.problems.DiscreteProblem`.
+        The :class:`~ax_chaining.test_functions.problems.DiscreteProblem`.
     """
     if name == "se":
         return se_problem(n=n, seed=seed, cache_dir=cache_dir)
@@ -235,7 +243,7 @@ def _engine_fingerprint() -> dict[str, str]:
         "ax_chaining.distances",
         "ax_chaining.posterior",
         "ax_chaining.kernels",
-        "ax_chaining.benchmark.problems",
+        "ax_chaining.test_functions.problems",
         "benchmarks.runner",
     ):
         path = getattr(importlib.import_module(name), "__file__", None)
@@ -287,6 +295,8 @@ def _acquisition(
 ) -> AcquisitionFunction:
     if method == "chaining":
         return ChainingUCB(model, candidates, delta=config.delta)
+    if method == "chaining-continuous":
+        return ChainingUCB(model, candidates, delta=config.delta, bonus="continuous")
     if method == "gp-ucb":
         return GPUCB(model, num_candidates=candidates.shape[0], delta=config.delta)
     if method == "ucb":

@@ -1,13 +1,13 @@
 r"""Screening a large real library in Ax loops: MolPAL's top-k metric.
 
 **Library.** The MOSES training set (1,584,663 ZINC molecules,
-:func:`ax_chaining.benchmark.moses.moses_smiles`, fetched once from the
+:func:`ax_chaining.test_functions.moses.moses_smiles`, fetched once from the
 ``molsets`` wheel), Morgan bits of radius 2 and 2,048 bits
 (:func:`ax_chaining.chem.featurize_library`, once, cached). The library of size
 ``N`` is the first ``N`` molecules of one fixed permutation (seed
 :data:`LIBRARY_SEED`), in file order, so the libraries are nested.
 
-**Objective.** :func:`ax_chaining.benchmark.moses.mpo`: the geometric mean of
+**Objective.** :func:`ax_chaining.test_functions.moses.mpo`: the geometric mean of
 three desirabilities (Crippen logP near 2.5, TPSA near 65, the square root of
 Fsp3), computed with RDKit, noise-free. No method sees it before it queries.
 
@@ -162,14 +162,14 @@ def prepare(
     or the vendored ESOL molecules) and score the largest library (both cached
     and resumable); returns the fingerprint file and the scores of the first
     ``max_size`` molecules of the permutation."""
-    from ax_chaining.benchmark.moses import moses_smiles, mpo_scores
     from ax_chaining.chem import featurize_library
+    from ax_chaining.test_functions.moses import moses_smiles, mpo_scores
 
     cache = Path(cache)
     if config.library == "moses":
         smiles, prefix = moses_smiles(cache), ""
     else:
-        from ax_chaining.benchmark.molecules import load_dataset
+        from ax_chaining.test_functions.molecules import load_dataset
 
         smiles, prefix = list(load_dataset(config.library).smiles), "esol_"
     lib = featurize_library(
@@ -206,7 +206,7 @@ def _strategy(method: str, spec: Any, config: ScreeningConfig, size: int) -> Any
     from botorch.acquisition.analytic import PosteriorMean
 
     from ax_chaining import ax as axc
-    from ax_chaining.certification import CheckSchedule
+    from ax_chaining.certificate import CheckSchedule
 
     common = {"init_trials": config.n_init, "surrogate_spec": spec}
     common["exclude_evaluated"] = True

@@ -7,7 +7,7 @@ then ``queries`` sequential queries, hyperparameters refitted by Ax at every
 step) and records at every step:
 
 * the certificate the strategy itself records (``robust``: the default for
-  fitted models, :mod:`ax_chaining.certification`'s LOO check with its
+  fitted models, :mod:`ax_chaining.certificate`'s LOO check with its
   refusals and Student-t tails with ``n - 1`` degrees of freedom for the
   candidates the data have reached and ``min(n - 1, 10)`` for the others),
   and, from the same step's model, the plain certificate (``plain``:
@@ -132,7 +132,7 @@ SMALL_CONFIG = ValidityConfig(
 
 
 def _geometric():
-    from ax_chaining.certification import CheckSchedule
+    from ax_chaining.certificate import CheckSchedule
 
     return CheckSchedule("geometric", start=GEOMETRIC_START, ratio=GEOMETRIC_RATIO)
 
@@ -146,7 +146,7 @@ def _problem(name: str, seed: int, config: ValidityConfig):
     if name == "grid":
         from ax.api.configs import RangeParameterConfig
 
-        from ax_chaining.benchmark.problems import grid_problem
+        from ax_chaining.test_functions.problems import grid_problem
 
         X, f = grid_problem(config.side, seed)
         rows = [{"x": float(a), "y": float(b)} for a, b in X.tolist()]
@@ -155,7 +155,7 @@ def _problem(name: str, seed: int, config: ValidityConfig):
             for n in ("x", "y")
         ]
         return params, {"candidates": rows}, rows, f.numpy(), 0.05
-    from ax_chaining.benchmark.molecules import library
+    from ax_chaining.test_functions.molecules import library
 
     data, gram = library(name)
     n = len(data)
@@ -200,7 +200,7 @@ RECORDED = ("loo_gaussian", "loo_student", "loo_capped", "geometric")
 def _variants(n: int) -> dict[str, dict[str, Any]]:
     """``certify_model`` keywords of each variant at a step with ``n``
     observations (the geometric schedule's only at its checks)."""
-    from ax_chaining.certification import AUTO_DOF_CAP, StudentTail
+    from ax_chaining.certificate import AUTO_DOF_CAP, StudentTail
 
     out: dict[str, dict[str, Any]] = {
         "plain": {"calibration": "none"},
@@ -241,8 +241,7 @@ def run_one(
     from ax_chaining.acquisition import gp_ucb_beta
     from ax_chaining.ax import GEN_METADATA_KEY
     from ax_chaining.ax.candidates import row_key
-    from ax_chaining.certificate import ucb_lcb_bound
-    from ax_chaining.certification import certify_model
+    from ax_chaining.certificate import certify_model, ucb_lcb_bound
     from ax_chaining.posterior import candidate_posterior
 
     # Ax's Client logs every trial at INFO; the progress bar says enough.

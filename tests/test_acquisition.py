@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+import pydoc
 
 import pytest
 import torch
@@ -10,14 +12,22 @@ from botorch.acquisition import UpperConfidenceBound
 from botorch.acquisition.input_constructors import get_acqf_input_constructor
 from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from botorch.exceptions import UnsupportedError
+from botorch.fit import fit_gpytorch_mll
 from botorch.models import ModelListGP, SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ax_chaining import GPUCB, ChainingUCB, MemoryBudgetError, gp_ucb_beta
+from ax_chaining import (
+    GPUCB,
+    ChainingOptions,
+    ChainingUCB,
+    MemoryBudgetError,
+    gp_ucb_beta,
+)
 from ax_chaining.acquisition import UCB
 from ax_chaining.posterior import candidate_posterior
 
@@ -82,6 +92,27 @@ def test_value_is_mean_plus_bonus_everywhere(data):
     assert acqf.chaining.info["path"] == "dense"
     assert acqf.scale == pytest.approx(1.0)  # outputscale 1, no transform
     assert acqf.t == X.shape[0] + 1
+
+
+def test_continuous_bonus_is_the_envelope_and_keeps_the_covers(data):
+    """bonus="continuous": the same covers and H_i, the value mu + c(sigma) with
+    c the engine's continuous envelope, never below the paper's value."""
+    C, X, Y = data
+    model = fixed_model(X, Y)
+    paper = ChainingUCB(model, C)
+    cont = ChainingUCB(model, C, bonus="continuous")
+    assert cont.options.bonus == "continuous"
+    torch.testing.assert_close(cont.chaining.H, paper.chaining.H)
+    post = model.posterior(C)
+    mean, sigma = post.mean.squeeze(-1), post.variance.squeeze(-1).sqrt()
+    expected = mean + cont.chaining.bonus(sigma, "continuous")
+    torch.testing.assert_close(cont(C.unsqueeze(1)), expected)
+    assert bool((cont(C.unsqueeze(1)) >= paper(C.unsqueeze(1)) - 1e-12).all())
+    # The certificate is the posterior's and the covers', not the bonus's.
+    best = int(torch.argmax(mean))
+    assert cont.certificate(among=[best]).bound == paper.certificate(among=[best]).bound
+    with pytest.raises(ValueError, match="`bonus` must be"):
+        ChainingUCB(model, C, bonus="smooth")
 
 
 def test_selected_point_is_argmax_over_candidates(data):
@@ -263,6 +294,61 @@ def test_regret_bound_is_the_certificate(data):
     assert bound.item() > 0
     # Batch shapes follow X.
     assert acqf.regret_bound(C[:6].reshape(2, 3, 1, 2)).shape == (2, 3)
+
+
+def test_regret_bound_of_the_quick_start_batch():
+    # The README's quick start at q=3: optimize_acqf_discrete returns 3 x d
+    # rows, and regret_bound gives one bound per row, each that row's own.
+    torch.manual_seed(0)
+    candidates = torch.rand(2000, 2, dtype=torch.float64)
+    train_X = candidates[:10]
+    train_Y = torch.sin(6 * train_X[:, :1]) + train_X[:, 1:]
+    model = SingleTaskGP(train_X, train_Y)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    acqf = ChainingUCB(model, candidates, delta=0.05)
+    x_next, value = optimize_acqf_discrete(acqf, q=3, choices=candidates)
+    bounds = acqf.regret_bound(x_next)
+    assert x_next.shape == (3, 2) and bounds.shape == (3,)
+    assert bool((bounds > 0).all()) and bool(bounds.isfinite().all())
+    for k in range(3):
+        one = acqf.regret_bound(x_next[k : k + 1])
+        assert one.shape == (1,) and one.item() == pytest.approx(bounds[k].item())
+        i = int(torch.cdist(x_next[k : k + 1], candidates).argmin())
+        assert bounds[k].item() == pytest.approx(acqf.certificate(among=[i]).bound)
+    # BoTorch's batch shapes: b x 1 x d gives b bounds, b x q x d gives b x q.
+    torch.testing.assert_close(acqf.regret_bound(x_next.unsqueeze(-2)), bounds)
+    torch.testing.assert_close(acqf.regret_bound(x_next.unsqueeze(0))[0], bounds)
+    with pytest.raises(ValueError, match="N x d"):
+        acqf.regret_bound(x_next[0])
+
+
+def test_signature_and_help_list_the_options(data):
+    # One declaration (ChainingOptions), shown by inspect, help and BoTorch's
+    # input-constructor registry alike, with the acquisition's own arguments.
+    params = inspect.signature(ChainingUCB).parameters
+    options = list(inspect.signature(ChainingOptions).parameters)
+    own = ["model", "candidates", "t", "posterior_transform", "maximize"]
+    assert list(params)[:3] == ["model", "candidates", "delta"]
+    assert set(params) == {*own, "X_pending", *options}
+    assert params["delta"].default == 0.05
+    assert params["pending_covers"].default == "rebuild"
+    page = pydoc.render_doc(ChainingUCB, renderer=pydoc.plaintext)
+    assert "delta: Confidence parameter" in page
+    assert "memory_budget: Bytes the largest allocations may take" in page
+    assert "Constructor for the AcquisitionFunction base class" not in page
+    C, X, Y = data
+    model = fixed_model(X, Y)
+    constructor = get_acqf_input_constructor(ChainingUCB)
+    kwargs = constructor(model=model, candidates=C, delta=0.1, path="dense")
+    assert ChainingUCB(**kwargs).delta == 0.1
+    with pytest.raises(TypeError, match="Unexpected keyword argument `deltaa`"):
+        constructor(model=model, candidates=C, deltaa=0.1)
+    with pytest.raises(ValueError, match="delta"):
+        ChainingUCB(**{**kwargs, "delta": 1.5})
+    # Bound as declared, positionally too (delta third, as in BoTorch's UCB).
+    assert ChainingUCB(model, C, 0.2, path="dense").delta == 0.2
+    with pytest.raises(TypeError, match="unexpected keyword argument 'deltaa'"):
+        ChainingUCB(model, C, deltaa=0.1)
 
 
 def test_registered_input_constructors(data):

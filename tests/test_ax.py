@@ -47,6 +47,7 @@ from ax_chaining.ax import (
     register_storage,
     ucb_generation_strategy,
 )
+from ax_chaining.ax.certificates import experiment_of
 
 Objective = Callable[[dict[str, Any]], float]
 
@@ -901,6 +902,28 @@ def test_engine_options_reach_chaining_ucb() -> None:
     client.set_generation_strategy(gs)
     _run(client, _grid_f, 4)
     assert _metadata(gs, 3)["delta"] == 0.2
+
+
+def test_bonus_is_stored_with_the_node_and_reaches_chaining_ucb(
+    tmp_path: Any,
+) -> None:
+    """``bonus=`` travels to ChainingUCB through the node's acquisition options,
+    and a JSON round trip keeps it."""
+    gs = chaining_generation_strategy(init_trials=3, seed=0, bonus="continuous")
+    spec = gs.nodes_by_name["ChainingUCB"].generator_specs[0]
+    assert spec.generator_kwargs["botorch_acqf_options"]["bonus"] == "continuous"
+    client = _int_grid_client(seed=0)
+    client.set_generation_strategy(gs)
+    _run(client, _grid_f, 4)
+    path = tmp_path / "client.json"
+    client.save_to_json_file(str(path))
+    _, stored = experiment_of(load_client(path))
+    spec = stored.nodes_by_name["ChainingUCB"].generator_specs[0]
+    assert spec.generator_kwargs["botorch_acqf_options"]["bonus"] == "continuous"
+    with pytest.raises(ValueError, match="`bonus` must be"):
+        chaining_generation_strategy(bonus="smooth")
+    with pytest.raises(TypeError, match=r"Pass \['bonus'\] as"):
+        chaining_generation_strategy(engine_options={"bonus": "continuous"})
 
 
 def test_float64_candidates_with_a_float32_model() -> None:

@@ -661,7 +661,7 @@ def test_benchmark_small_preset_resumes(
     args = ["certificate", "--small", "--out", str(out), "--no-progress"]
     assert main(args) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    from benchmarks.certificate import OTHERS, VARIANTS
+    from benchmarks.certificate_bench import OTHERS, VARIANTS
 
     assert len(lines) == 2 * (len(VARIANTS) + len(OTHERS))
     assert {x["problem"] for x in lines} == {"grid", "se"}
@@ -703,13 +703,13 @@ def test_benchmark_small_preset_resumes(
 
 
 def test_benchmark_scaling_rows(capsys, tmp_path):
-    from benchmarks.certificate import scaling
+    from benchmarks.certificate_bench import scaling
 
     rows = scaling([60], num_obs=5)
     assert rows[0]["n"] == 60 and rows[0]["union"] <= rows[0]["pairwise"] + 1e-9
     line = capsys.readouterr().out.splitlines()[0]
     assert json.loads(line)["n"] == 60
-    from benchmarks.certificate import main
+    from benchmarks.certificate_bench import main
 
     saved = tmp_path / "scaling.jsonl"
     saved.write_text(line + "\n")
@@ -748,7 +748,7 @@ def test_benchmark_limit_small(tmp_path, capsys):
     """``limit --small``: the 30 x 30 grid, seed 0, 2,000 joint samples; the
     union bound beside the Monte Carlo quantile of the regret at three shares
     of delta, and ``--table`` of the line."""
-    from ax_chaining.certification import CheckSchedule
+    from ax_chaining.certificate import CheckSchedule
     from benchmarks.__main__ import main
 
     assert main(["limit", "--small"]) == 0

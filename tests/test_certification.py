@@ -13,9 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ax_chaining import ChainingUCB
-from ax_chaining.benchmark.problems import grid_problem
-from ax_chaining.certificate import step_delta, union_bound
-from ax_chaining.certification import (
+from ax_chaining.certificate import (
     AUTO_DOF_CAP,
     CheckSchedule,
     ExplorationTail,
@@ -24,7 +22,10 @@ from ax_chaining.certification import (
     loo_check,
     loo_residuals,
     resolve_tail,
+    step_delta,
+    union_bound,
 )
+from ax_chaining.test_functions.problems import grid_problem
 
 DTYPE = torch.float64
 
@@ -314,3 +315,61 @@ def test_default_tails_are_heavy_only_where_the_data_have_not_reached() -> None:
     light = float(union_bound(mean, d, idx, share, StudentTail(39)))
     heavy = float(union_bound(mean, d, idx, share, StudentTail(10)))
     assert expected == pytest.approx(light, rel=1e-12) and expected < heavy
+
+
+# ---------------------------------------------------------------------------
+# One package: every earlier public name, and the deprecated module.
+# ---------------------------------------------------------------------------
+
+# The public names of the two modules the package replaced.
+EARLIER_NAMES = (
+    "BLOCK_BYTES PAIRWISE_PAIR_BYTES UNION_PAIR_BYTES Certificate ChainingTree "
+    "TailLaw Tail Links Method Rule certificate_bounds certificate_share "
+    "certified_block chaining_bound chaining_tree make_certificate "
+    "refused_certificate pairwise_bound recommend running_minimum step_delta "
+    "ucb_lcb_bound union_bound upper_quantile solve_tail_budget "
+    "AUTO_DOF_CAP EXPLORED_RATIO ExplorationTail Calibration CheckSchedule "
+    "EVERY_STEP LooCheck StudentTail TailChoice ScheduleKind certify_model "
+    "issue_certificate bind_tail loo_check loo_residuals resolve_tail calibrate"
+).split()
+
+
+def test_every_earlier_name_imports_from_the_package() -> None:
+    import ax_chaining.certificate as package
+
+    missing = [n for n in EARLIER_NAMES if n not in package.__all__]
+    assert not missing
+    for name in package.__all__:  # each resolves, the BoTorch ones on first use
+        assert getattr(package, name) is not None, name
+    assert package.certify_model.__module__ == "ax_chaining.certificate.calibration"
+
+
+def test_the_certification_module_warns_and_forwards_to_the_package() -> None:
+    import ax_chaining.certificate as package
+    import ax_chaining.certification as old
+
+    with pytest.warns(DeprecationWarning, match="import StudentTail from ax_chaining"):
+        from ax_chaining.certification import StudentTail
+    assert StudentTail is package.StudentTail
+    with pytest.warns(DeprecationWarning, match="ax_chaining.certification is dep"):
+        assert old.certify_model is package.certify_model
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        old.no_such_name  # noqa: B018
+    with pytest.raises(AttributeError, match="_tail_sum"):
+        old._tail_sum  # noqa: B018
+
+
+def test_tail_sum_by_hand() -> None:
+    # x certified against two candidates: one at the same point (d = 0, adds
+    # nothing), one 1 above it at d = 0.5; at b = 1 its term is Phibar(0) = 1/2,
+    # at b = 2 Phibar(2); Chernoff at b = 2: exp(-2).
+    from ax_chaining.certificate import tail_sum
+
+    gap = torch.tensor([[0.0, 1.0], [0.0, 1.0]], dtype=DTYPE)
+    dist = torch.tensor([[0.0, 0.5], [0.0, 0.5]], dtype=DTYPE)
+    b = torch.tensor([1.0, 2.0], dtype=DTYPE)
+    got = tail_sum(b, gap, dist, "gaussian")
+    want = torch.tensor([0.5, 0.5 * math.erfc(2 / 2**0.5)], dtype=DTYPE)
+    assert torch.allclose(got, want)
+    chernoff = tail_sum(b, gap, dist, "chernoff")
+    assert torch.allclose(chernoff, torch.tensor([1.0, math.exp(-2.0)], dtype=DTYPE))

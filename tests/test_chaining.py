@@ -16,6 +16,7 @@ from ax_chaining import (
     is_cover,
     num_levels,
 )
+from ax_chaining.chaining import chaining_bonus
 
 DELTA = 0.05
 PI4_36 = math.pi**4 / 36
@@ -225,3 +226,71 @@ def test_summary_lists_levels():
     text = res.summary()
     assert text.count("\n") == res.num_levels + 1 and "|T_i|" in text
     assert text.startswith("covers: greedy; N=3, t=1")
+
+
+# --- the bonus's shapes: Algorithm 1's staircase and its continuous envelope ---
+# Three levels eps = 1, 0.5, 0.25 with H = 4, 2, 1, all active (sigma_min 0.25):
+# B_1 = 7, B_2 = 3, B_3 = 1 (sums from a level down).
+EPS = torch.tensor([1.0, 0.5, 0.25], dtype=torch.float64)
+HS = torch.tensor([4.0, 2.0, 1.0], dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    "sigma, paper, continuous",
+    [
+        (0.1, 0.0, 0.0),  # below eps_3 / 2 = 0.125: nothing
+        (0.125, 0.0, 0.0),  # the continuous curve's foot
+        (0.1875, 0.0, 0.5),  # halfway to (0.25, B_3 = 1)
+        (0.25, 0.0, 1.0),  # a radius: the staircase's value just above it
+        (0.375, 1.0, 2.0),  # halfway between (0.25, 1) and (0.5, 3)
+        (0.5, 1.0, 3.0),
+        (0.75, 3.0, 5.0),  # halfway between (0.5, 3) and (1, 7)
+        (1.0, 3.0, 7.0),
+        (2.0, 7.0, 7.0),  # above the first radius: B_1
+    ],
+)
+def test_bonus_shapes_by_hand(sigma, paper, continuous):
+    s = torch.tensor([sigma], dtype=torch.float64)
+    assert chaining_bonus(s, EPS, HS, 0.25, "paper").item() == pytest.approx(paper)
+    got = chaining_bonus(s, EPS, HS, 0.25, "continuous").item()
+    assert got == pytest.approx(continuous)
+
+
+def test_continuous_bonus_skips_inactive_levels():
+    # sigma_min_used = 0.3: level 3 (eps 0.25) is inactive, B_1 = 6, B_2 = 2,
+    # and the curve's foot is at eps_2 / 2 = 0.25.
+    s = torch.tensor([0.25, 0.375, 0.5, 1.0], dtype=torch.float64)
+    got = chaining_bonus(s, EPS, HS, 0.3, "continuous")
+    assert got.tolist() == pytest.approx([0.0, 1.0, 2.0, 6.0])
+    assert chaining_bonus(s, EPS, HS, 2.0, "continuous").tolist() == [0.0] * 4
+
+
+@given(
+    H=st.lists(st.floats(0.0, 10.0), min_size=1, max_size=6),
+    sigma=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=20),
+    floor_level=st.integers(0, 6),
+)
+def test_continuous_bonus_between_paper_at_sigma_and_twice_sigma(H, sigma, floor_level):
+    """b(s) <= c(s) <= b(2 s), and c is non-decreasing and continuous."""
+    L = len(H)
+    eps = torch.pow(2.0, -torch.arange(L, dtype=torch.float64))
+    Ht = torch.tensor(H, dtype=torch.float64)
+    floor = float(2.0 ** -min(floor_level, L - 1))
+    s = torch.tensor(sigma, dtype=torch.float64)
+    paper = chaining_bonus(s, eps, Ht, floor, "paper")
+    cont = chaining_bonus(s, eps, Ht, floor, "continuous")
+    twice = chaining_bonus(2 * s, eps, Ht, floor, "paper")
+    tol = 1e-9 * (1 + Ht.sum())
+    assert bool((cont >= paper - tol).all())
+    assert bool((cont <= twice + tol).all())
+    grid = torch.linspace(0, 3, 3001, dtype=torch.float64)
+    curve = chaining_bonus(grid, eps, Ht, floor, "continuous")
+    assert bool((curve.diff() >= -tol).all())
+    # Continuous: no jump larger than the steepest slope allows on the grid.
+    slope = (Ht / (eps / 2)).max() if L else 0.0
+    assert bool((curve.diff().abs() <= slope * 1e-3 + tol).all())
+
+
+def test_bonus_shape_is_checked():
+    with pytest.raises(ValueError, match="shape"):
+        chaining_bonus(torch.ones(1), EPS, HS, 0.25, "smooth")

@@ -8,8 +8,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ax_chaining.benchmark.molecules import DATASETS, load_dataset
 from ax_chaining.chem import morgan_fingerprints, tanimoto_gram
+from ax_chaining.test_functions.molecules import DATASETS, load_dataset
 
 
 def test_tanimoto_hand_computed():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 
 import numpy as np
 import pytest
@@ -92,7 +93,8 @@ def assert_same_step(single: ChainingUCB, sharded: ShardedChainingUCB) -> None:
 def factor_argmax(acqf: ChainingUCB, exclude=()) -> int:
     """One machine's pick from the factor's mean and sigma."""
     sign = 1.0 if acqf.maximize else -1.0
-    value = sign * acqf.candidate_mean + acqf.chaining.bonus(acqf.candidate_sigma)
+    bonus = acqf.chaining.bonus(acqf.candidate_sigma, acqf.options.bonus)
+    value = sign * acqf.candidate_mean + bonus
     value[list(exclude)] = -torch.inf
     return int(torch.argmax(value))
 
@@ -112,7 +114,7 @@ def test_in_process_step_equals_one_machine(shards):
     model, C = se_problem(10_000)
     single = ChainingUCB(model, C, path="low_rank")
     sharded = ShardedCandidates(None, C, workers=["w"] * shards)
-    acqf = ChainingUCB(model, sharded)
+    acqf = ShardedChainingUCB(model, sharded)
     assert isinstance(acqf, ShardedChainingUCB)
     assert acqf.chaining.info["path"] == "low_rank"
     assert_same_step(single, acqf)
@@ -135,7 +137,7 @@ def test_an_explicit_batch_is_counted_against_each_workers_budget():
     # counts its pool): refused before any work, naming the remedy.
     model, C = se_problem(12_000)
     budget = 2**30
-    ChainingUCB(
+    ShardedChainingUCB(
         model,
         ShardedCandidates(None, C, workers=["w"] * 2),
         memory_budget=budget,
@@ -143,7 +145,7 @@ def test_an_explicit_batch_is_counted_against_each_workers_budget():
     )
     big = ShardedCandidates(None, C, workers=["w"] * 2, batch_size=4096)
     with pytest.raises(MemoryBudgetError, match=r"A shard of \d+ .*batch_size"):
-        ChainingUCB(model, big, memory_budget=budget, max_cover_size=64)
+        ShardedChainingUCB(model, big, memory_budget=budget, max_cover_size=64)
 
 
 @pytest.mark.parametrize(
@@ -158,7 +160,9 @@ def test_traversal_equals_farthest_first_order(batch, max_size, shards):
     model, C = se_problem(12_000, seed=batch)
     sharded = ShardedCandidates(None, C, workers=["w"] * shards, batch_size=batch)
     floor = 0.02 * batch
-    acqf = ChainingUCB(model, sharded, max_cover_size=max_size, sigma_floor=floor)
+    acqf = ShardedChainingUCB(
+        model, sharded, max_cover_size=max_size, sigma_floor=floor
+    )
     res = acqf.chaining
     distance = candidate_posterior(model, C, path="low_rank").distance
     start = int(torch.argmin(distance.variance))
@@ -202,7 +206,7 @@ def test_transforms_matern_minimize_and_flip():
         {"posterior_transform": flip, "delta": 0.1},
     ):
         single = ChainingUCB(model, C, path="low_rank", **kw)
-        acqf = ChainingUCB(model, sharded, **kw)
+        acqf = ShardedChainingUCB(model, sharded, **kw)
         assert_same_step(single, acqf)
         assert acqf.best_candidate()["index"] == factor_argmax(single)
 
@@ -214,7 +218,7 @@ def test_library_shards_equal_one_machine(normalized):
     sharded = ShardedCandidates(
         None, library, workers=["a", "b", "c"], normalized_inputs=normalized
     )
-    acqf = ChainingUCB(model, sharded)
+    acqf = ShardedChainingUCB(model, sharded)
     assert_same_step(single, acqf)
     X, _, idx = sharded.optimize(acqf, q=2, return_indices=True)
     first = factor_argmax(single)
@@ -227,8 +231,18 @@ def test_library_from_a_saved_file(tmp_path):
     model, C, library = library_problem(9000)
     path = library.save(tmp_path / "lib.npy")
     single = ChainingUCB(model, C, path="low_rank")
-    acqf = ChainingUCB(model, ShardedCandidates(None, path, workers=["a", "b"]))
+    acqf = ShardedChainingUCB(model, ShardedCandidates(None, path, workers=["a", "b"]))
     assert_same_step(single, acqf)
+
+
+def test_continuous_bonus_on_shards_picks_as_one_machine():
+    model, C = se_problem(9000, seed=5)
+    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    single = ChainingUCB(model, C, path="low_rank", bonus="continuous")
+    acqf = ShardedChainingUCB(model, sharded, bonus="continuous")
+    assert acqf.best_candidate()["index"] == factor_argmax(single)
+    x = C[[7, 4000]].unsqueeze(1)
+    torch.testing.assert_close(acqf(x), single(x), rtol=1e-12, atol=0)
 
 
 def test_pending_points_and_batches():
@@ -236,7 +250,7 @@ def test_pending_points_and_batches():
     sharded = ShardedCandidates(None, C, workers=["a", "b"])
     for covers in ("rebuild", "reuse"):
         single = ChainingUCB(model, C, path="low_rank", pending_covers=covers)
-        acqf = ChainingUCB(model, sharded, pending_covers=covers)
+        acqf = ShardedChainingUCB(model, sharded, pending_covers=covers)
         pending = C[[10, 4000, 8500]]
         single.set_X_pending(pending)
         acqf.set_X_pending(pending)
@@ -259,7 +273,9 @@ def test_pending_points_and_batches():
 def test_certificates_equal_one_machine():
     model, C = se_problem(9000, seed=2, obs=30)
     single = ChainingUCB(model, C, path="low_rank", max_cover_size=64)
-    acqf = ChainingUCB(model, ShardedCandidates(None, C, workers=["a", "b", "c"]))
+    acqf = ShardedChainingUCB(
+        model, ShardedCandidates(None, C, workers=["a", "b", "c"])
+    )
     for kw in (
         {},
         {"calibration": "none", "rule": "max_mean"},
@@ -288,19 +304,24 @@ def test_certificates_equal_one_machine():
 def test_errors_name_the_argument():
     model, C = se_problem(5000)
     sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    # Each class by its own name: no class swap on the candidates' type.
+    with pytest.raises(TypeError, match="ShardedChainingUCB\\(model, sharded\\)"):
+        ChainingUCB(model, sharded)
+    with pytest.raises(TypeError, match="`candidates` must be a ShardedCandidates"):
+        ShardedChainingUCB(model, C)
     with pytest.raises(ValueError, match="`path`='dense'"):
-        ChainingUCB(model, sharded, path="dense")
+        ShardedChainingUCB(model, sharded, path="dense")
     with pytest.raises(ValueError, match="`cover`='greedy'"):
-        ChainingUCB(model, sharded, cover="greedy")
+        ShardedChainingUCB(model, sharded, cover="greedy")
     with pytest.raises(UnsupportedError, match="low-rank"):
-        ChainingUCB(ModelListGP(model, model), sharded)
+        ShardedChainingUCB(ModelListGP(model, model), sharded)
     with pytest.raises(ValueError, match="`candidates` must be an N x d"):
         ShardedCandidates(None, torch.zeros(3))
     with pytest.raises(TypeError, match="`candidates` must be"):
         ShardedCandidates(None, [[1.0]])
     with pytest.raises(ValueError, match="`X_pending` must have shape p x 2"):
-        ChainingUCB(model, sharded, X_pending=torch.zeros(2, 3, dtype=DTYPE))
-    acqf = ChainingUCB(model, sharded, max_cover_size=16)
+        ShardedChainingUCB(model, sharded, X_pending=torch.zeros(2, 3, dtype=DTYPE))
+    acqf = ShardedChainingUCB(model, sharded, max_cover_size=16)
     with pytest.raises(ValueError, match="not a candidate"):
         acqf.regret_bound(torch.full((1, 1, 2), 99.0, dtype=DTYPE))
     with pytest.raises(ValueError, match="`exclude` leaves none"):
@@ -309,10 +330,16 @@ def test_errors_name_the_argument():
         acqf.candidate_mean  # noqa: B018
     lib_model, _, _ = library_problem(3000)
     with pytest.raises(ValueError, match="3000 items"):
-        ChainingUCB(lib_model, sharded)
+        ShardedChainingUCB(lib_model, sharded)
 
 
 # --------------------------------------------------------------- LocalCluster
+# Seconds a cluster call or wait may take before the test gives up: a safety
+# net only (no test outcome depends on it), large enough for a loaded machine,
+# where placing a shard (a worker process importing torch) can take a minute.
+SAFETY_S = 300
+
+
 def _cluster(n_workers: int):
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(
@@ -343,7 +370,7 @@ def fragile_client():
     on, without waiting for a nanny to restart one (which imports torch, BoTorch
     and Ax again, and once took over five minutes on a loaded machine)."""
     cluster, c = _cluster(3)
-    c.wait_for_workers(3, timeout=120)
+    c.wait_for_workers(3, timeout=SAFETY_S)
     try:
         yield c
     finally:
@@ -358,13 +385,14 @@ def _kill_later(delay: float = 0.1) -> int:
 
 
 def _kill(client, worker: str) -> None:
-    """End ``worker``'s process and wait until the scheduler has noticed."""
+    """End ``worker``'s process and wait until the scheduler has noticed: the
+    loss is in place before the test's next call, whatever the machine's load."""
     client.submit(_kill_later, workers=[worker], pure=False).result()
-    for _ in range(200):
-        if worker not in client.scheduler_info()["workers"]:
-            return
+    deadline = time.monotonic() + SAFETY_S
+    while worker in client.scheduler_info()["workers"]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{worker} did not leave in {SAFETY_S} s")
         time.sleep(0.05)
-    raise AssertionError(f"{worker} did not leave")
 
 
 def _two_workers(client) -> list[str]:
@@ -380,7 +408,7 @@ def test_cluster_step_equals_one_machine(client, backend):
     single = ChainingUCB(model, C, path="low_rank")
     sharded = ShardedCandidates(client, C, backend=backend)
     assert sharded.num_shards == 2 and sharded.starts == [0, 8192]
-    acqf = ChainingUCB(model, sharded)
+    acqf = ShardedChainingUCB(model, sharded)
     assert_same_step(single, acqf)
     X, values, idx = sharded.optimize(acqf, q=2, return_indices=True)
     first = factor_argmax(single)
@@ -398,35 +426,37 @@ def test_cluster_step_equals_one_machine(client, backend):
     sharded.close()
 
 
+@pytest.mark.slow  # a cluster of its own, workers killed
 def test_cluster_lost_worker_between_calls(fragile_client):
     client = fragile_client
     model, C = se_problem(9000, seed=4)
     sharded = ShardedCandidates(
-        client, C, workers=_two_workers(client), retries=0, timeout=10
+        client, C, workers=_two_workers(client), retries=0, timeout=SAFETY_S
     )
-    acqf = ChainingUCB(model, sharded, max_cover_size=200)
+    acqf = ShardedChainingUCB(model, sharded, max_cover_size=200)
     reference = acqf.best_candidate()["index"]
     _kill(client, sharded.workers[1])
     with pytest.raises(ShardLostError, match="shard 1 .* left the cluster"):
-        ChainingUCB(model, sharded, max_cover_size=200)
+        ShardedChainingUCB(model, sharded, max_cover_size=200)
     assert sharded.restore() == [1]
-    again = ChainingUCB(model, sharded, max_cover_size=200)
+    again = ShardedChainingUCB(model, sharded, max_cover_size=200)
     assert again.best_candidate()["index"] == reference
     # With retries, the next loss is absorbed: the step runs again from the
     # start on the rebuilt shards, with the same answer.
     sharded.retries = 1
     _kill(client, sharded.workers[0])
-    retried = ChainingUCB(model, sharded, max_cover_size=200)
+    retried = ShardedChainingUCB(model, sharded, max_cover_size=200)
     assert retried.best_candidate()["index"] == reference
     sharded.close()
 
 
+@pytest.mark.slow  # a cluster of its own, workers killed
 @pytest.mark.parametrize("retries", [0, 1])
 def test_cluster_lost_worker_mid_step(fragile_client, monkeypatch, retries):
     client = fragile_client
     model, C = se_problem(9000, seed=6)
     sharded = ShardedCandidates(
-        client, C, workers=_two_workers(client), retries=retries, timeout=10
+        client, C, workers=_two_workers(client), retries=retries, timeout=SAFETY_S
     )
     original = ShardedCandidates.call
     calls = {"n": 0}
@@ -440,9 +470,9 @@ def test_cluster_lost_worker_mid_step(fragile_client, monkeypatch, retries):
     monkeypatch.setattr(ShardedCandidates, "call", call)
     if retries == 0:
         with pytest.raises(ShardLostError):
-            ChainingUCB(model, sharded, max_cover_size=400)
+            ShardedChainingUCB(model, sharded, max_cover_size=400)
     else:
-        acqf = ChainingUCB(model, sharded, max_cover_size=400)
+        acqf = ShardedChainingUCB(model, sharded, max_cover_size=400)
         single = ChainingUCB(model, C, path="low_rank", max_cover_size=400)
         assert_same_step(single, acqf)
     monkeypatch.undo()
@@ -469,6 +499,7 @@ def _ax_loop(gs, library_size: int, values, trials: int):
     return client, items
 
 
+@pytest.mark.slow  # an Ax loop on a cluster and on one machine
 @pytest.mark.filterwarnings("ignore::Warning:ax")
 def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     import logging
@@ -510,7 +541,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     assert meta["num_candidates"] == n and meta["shards"] == 2
     # A declared schedule: the same trials, certificates at its checks only
     # (after 6 and 7 observations: trials 6 and 7).
-    from ax_chaining.certification import CheckSchedule
+    from ax_chaining.certificate import CheckSchedule
 
     scheduled = chaining_generation_strategy(
         init_trials=4,
@@ -537,10 +568,21 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         candidate_set_strategy(GPUCB, candidates=sharded)
 
 
-def _score(values, params):
-    """A slow evaluation on a worker: its value, start and end times."""
+def _score(values, started, params):
+    """An evaluation on a worker: its value, start and end times. It ends only
+    once a second trial's task has started (the Dask queue ``started`` counts
+    them), so the first two overlap whatever the load, and trials run one at a
+    time never end (the test fails after the safety net)."""
+    from distributed import Queue
+
     start = time.time()
-    time.sleep(2.0)
+    queue = Queue(started)
+    queue.put(1)
+    deadline = time.monotonic() + SAFETY_S
+    while queue.qsize() < 2:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no second trial started in {SAFETY_S} s")
+        time.sleep(0.05)
     return {
         "score": float(values[int(params["item"])]),
         "start": start,
@@ -571,7 +613,8 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
     ax_client = Client(random_seed=0)
     ax_client.configure_experiment(parameters=[candidate_index_parameter(n, "item")])
     ax_client.configure_optimization(objective="score")
-    runner = DaskRunner(client, functools.partial(_score, values))
+    started = f"started-{uuid.uuid4().hex}"
+    runner = DaskRunner(client, functools.partial(_score, values, started))
     ax_client.configure_runner(runner)
     ax_client.configure_metrics([DaskMetric("score", client)])
     gs = chaining_generation_strategy(
@@ -610,10 +653,11 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
 
 
 # ----------------------------------------------------------------- benchmark
+@pytest.mark.slow  # the CLI end to end, two clusters of its own
 def test_benchmark_small_preset_end_to_end(capsys, tmp_path):
     import json
 
-    from benchmarks import distributed as bench
+    from benchmarks import distributed_bench as bench
     from benchmarks.__main__ import main
 
     threads = torch.get_num_threads()

@@ -162,8 +162,8 @@ def test_equals_rdkit_on_esol() -> None:
     from rdkit import Chem, DataStructs
     from rdkit.Chem import rdFingerprintGenerator
 
-    from ax_chaining.benchmark.molecules import load_dataset
     from ax_chaining.chem import morgan_fingerprints
+    from ax_chaining.test_functions.molecules import load_dataset
 
     assert rdkit is not None
     smiles = load_dataset("esol").smiles
@@ -391,8 +391,8 @@ def test_ax_client_loop_and_lean_json_round_trip(tmp_path: Any) -> None:
     from ax.api.client import Client
 
     from ax_chaining.ax import fingerprint_kernel_surrogate_spec, register_storage
-    from ax_chaining.benchmark.molecules import load_dataset
     from ax_chaining.chem import morgan_fingerprints
+    from ax_chaining.test_functions.molecules import load_dataset
 
     logging.getLogger("ax").setLevel(logging.WARNING)
     register_storage()

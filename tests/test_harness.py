@@ -11,8 +11,8 @@ import json
 import pytest
 import torch
 
-from ax_chaining.benchmark.harness import expected_best_of_uniform
-from benchmarks import harness
+from ax_chaining.test_functions.harness import expected_best_of_uniform
+from benchmarks import harness_bench
 from benchmarks.__main__ import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
@@ -28,7 +28,7 @@ def test_expected_best_of_uniform_hand_computed():
 
 
 def test_grid_problem_optimum_is_the_best_grid_point():
-    problem = harness.get_problem("hartmann3", num_trials=5)
+    problem = harness_bench.get_problem("hartmann3", num_trials=5)
     tf = problem.test_function
     values = torch.stack(
         [
@@ -41,20 +41,22 @@ def test_grid_problem_optimum_is_the_best_grid_point():
     assert len(values) == 1000
     assert problem.optimal_value == pytest.approx(float(values.min()))
     assert problem.baseline_value > problem.optimal_value  # minimized
-    assert harness.get_problem("ackley4", 5).optimal_value == pytest.approx(0, abs=1e-9)
+    assert harness_bench.get_problem("ackley4", 5).optimal_value == pytest.approx(
+        0, abs=1e-9
+    )
 
 
 def test_unknown_names():
     with pytest.raises(ValueError, match="hartmann3"):
-        harness.get_problem("rosenbrock", 5)
+        harness_bench.get_problem("rosenbrock", 5)
     with pytest.raises(ValueError, match="chaining"):
-        harness.get_method("ei", harness.FULL_CONFIG)
+        harness_bench.get_method("ei", harness_bench.FULL_CONFIG)
     with pytest.raises(ValueError, match="init_trials"):
-        harness.HarnessConfig(num_trials=3, init_trials=3)
+        harness_bench.HarnessConfig(num_trials=3, init_trials=3)
     with pytest.raises(ValueError, match=r"`delta` must be in \(0, 1\), got 1.5"):
-        harness.HarnessConfig(delta=1.5)
+        harness_bench.HarnessConfig(delta=1.5)
     with pytest.raises(TypeError, match="`delta` must be a float, got str"):
-        harness.HarnessConfig(delta="0.1")
+        harness_bench.HarnessConfig(delta="0.1")
 
 
 def test_cli_harness_small_end_to_end(
@@ -65,7 +67,7 @@ def test_cli_harness_small_end_to_end(
     out = tmp_path / "work"
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
     runs = sorted((out / "runs").glob("*/*/seed_*.json"))
-    assert len(runs) == len(harness.METHODS) * 2
+    assert len(runs) == len(harness_bench.METHODS) * 2
     for path in runs:
         rec = json.loads(path.read_text())
         assert len(rec["score_trace"]) == 4
@@ -77,7 +79,7 @@ def test_cli_harness_small_end_to_end(
         assert rec["fit_time"] >= 0 and rec["gen_time"] >= 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["command"].startswith("python -m benchmarks harness")
-    assert [r["method"] for r in summary["rows"]] == list(harness.METHODS)
+    assert [r["method"] for r in summary["rows"]] == list(harness_bench.METHODS)
     assert all(r["replications"] == 2 for r in summary["rows"])
     # Values: the row's final score is the mean over seeds of the last score.
     chaining = [
@@ -85,7 +87,7 @@ def test_cli_harness_small_end_to_end(
         for p in sorted((out / "runs" / "hartmann3" / "chaining").glob("*.json"))
     ]
     assert summary["rows"][0]["final_score"][0] == pytest.approx(sum(chaining) / 2)
-    assert {p["method"] for p in summary["paired"]} == set(harness.METHODS) - {
+    assert {p["method"] for p in summary["paired"]} == set(harness_bench.METHODS) - {
         "chaining"
     }
     assert (out / "scores.png").stat().st_size > 0
@@ -105,7 +107,7 @@ def test_cli_harness_small_end_to_end(
     def fail(*args, **kwargs):
         raise AssertionError("a stored replication was recomputed")
 
-    monkeypatch.setattr(harness, "_replicate", fail)
+    monkeypatch.setattr(harness_bench, "_replicate", fail)
     assert main([*argv, "--out", str(again), "--no-progress", "--no-plot"]) == 0
     assert json.loads((again / "summary.json").read_text())["rows"] == summary["rows"]
 
@@ -118,9 +120,11 @@ def test_cli_harness_rejects_bad_arguments(tmp_path):
 
 
 def test_replications_follow_the_harness_seed(tmp_path):
-    config = harness.HarnessConfig(num_trials=4, init_trials=2, replications=2)
+    config = harness_bench.HarnessConfig(num_trials=4, init_trials=2, replications=2)
     runs = [
-        harness.run_harness(["hartmann3"], ["chaining"], config, tmp_path / str(i))
+        harness_bench.run_harness(
+            ["hartmann3"], ["chaining"], config, tmp_path / str(i)
+        )
         for i in range(2)
     ]
     traces = [[r["oracle_trace"] for r in recs] for recs in runs]

@@ -8,21 +8,23 @@ import pytest
 
 pytest.importorskip("rdkit")
 
-from benchmarks import molecules  # noqa: E402
+from benchmarks import molecules_bench  # noqa: E402
 from benchmarks.__main__ import main  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
 
-CONFIG = molecules.MoleculeConfig(datasets=("freesolv",), runs=1, queries=3, n_init=4)
+CONFIG = molecules_bench.MoleculeConfig(
+    datasets=("freesolv",), runs=1, queries=3, n_init=4
+)
 
 
 @pytest.mark.parametrize("method", ["chaining", "logei", "random"])
 def test_run_one_is_a_valid_screen(method):
-    rec = molecules.run_one("freesolv", method, seed=3, config=CONFIG)
-    data, _ = molecules.library("freesolv")
+    rec = molecules_bench.run_one("freesolv", method, seed=3, config=CONFIG)
+    data, _ = molecules_bench.library("freesolv")
     items = rec["items"]
     assert len(items) == 4 + 3 == len(set(items))  # no molecule tested twice
-    assert items[:4] == molecules.initial_items(len(data), 4, seed=3)
+    assert items[:4] == molecules_bench.initial_items(len(data), 4, seed=3)
     assert rec["values"] == [float(data.y[i]) for i in items]
     best = float(data.y.max())
     assert rec["regret"][0] == pytest.approx(best - max(rec["values"][:4]))
@@ -32,8 +34,8 @@ def test_run_one_is_a_valid_screen(method):
 
 
 def test_same_seed_same_run():
-    a = molecules.run_one("freesolv", "chaining", seed=1, config=CONFIG)
-    b = molecules.run_one("freesolv", "chaining", seed=1, config=CONFIG)
+    a = molecules_bench.run_one("freesolv", "chaining", seed=1, config=CONFIG)
+    b = molecules_bench.run_one("freesolv", "chaining", seed=1, config=CONFIG)
     assert a["items"] == b["items"]
 
 
@@ -44,15 +46,15 @@ def test_worker_processes_give_the_same_records(tmp_path):
     out = tmp_path / "jobs"
     assert main([*argv, "--out", str(out), "--jobs", "2", "--no-progress"]) == 0
     paths = sorted((out / "runs").glob("*/*/seed_*.json"))
-    assert len(paths) == 2 * molecules.SMALL_CONFIG.runs
+    assert len(paths) == 2 * molecules_bench.SMALL_CONFIG.runs
     for path in paths:
         rec = json.loads(path.read_text())
         method, seed = path.parent.name, int(path.stem.split("_")[1])
-        small = molecules.SMALL_CONFIG
-        config = molecules.MoleculeConfig(
+        small = molecules_bench.SMALL_CONFIG
+        config = molecules_bench.MoleculeConfig(
             datasets=small.datasets, runs=small.runs, queries=2, n_init=small.n_init
         )
-        again = molecules.run_one("freesolv", method, seed=seed, config=config)
+        again = molecules_bench.run_one("freesolv", method, seed=seed, config=config)
         assert rec["items"] == again["items"]
 
 
@@ -74,7 +76,7 @@ def test_top1_and_summary_on_hand_made_records():
         rec("random", 0, [2.0, 2.0, 1.0], None),
         rec("random", 1, [2.0, 2.0, 2.0], None),
     ]
-    s = molecules.summarize(records)
+    s = molecules_bench.summarize(records)
     chain, rand = s["rows"]
     assert chain["regret"]["2"] == (0.0, 0.0)
     assert rand["regret"]["2"][0] == pytest.approx(1.5)
@@ -84,7 +86,7 @@ def test_top1_and_summary_on_hand_made_records():
     (p,) = s["paired"]
     assert p["final"]["mean"] == pytest.approx(-1.5)
     assert (p["final"]["wins"], p["final"]["ties"], p["final"]["losses"]) == (2, 0, 0)
-    assert "> T" in molecules.format_markdown(s)
+    assert "> T" in molecules_bench.format_markdown(s)
 
 
 def test_cli_molecules_small_end_to_end(tmp_path, summary_from_packed):
@@ -92,9 +94,9 @@ def test_cli_molecules_small_end_to_end(tmp_path, summary_from_packed):
     out = tmp_path / "work"
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
     runs = sorted((out / "runs").glob("*/*/seed_*.json"))
-    assert len(runs) == len(molecules.METHODS) * 2
+    assert len(runs) == len(molecules_bench.METHODS) * 2
     summary = json.loads((out / "summary.json").read_text())
-    assert [r["method"] for r in summary["rows"]] == list(molecules.METHODS)
+    assert [r["method"] for r in summary["rows"]] == list(molecules_bench.METHODS)
     assert all(r["runs"] == 2 and r["queries"] == 2 for r in summary["rows"])
     # Values: the final regret of a row is the mean over its runs.
     finals = [json.loads(p.read_text())["regret"][-1] for p in runs[:2]]
@@ -119,7 +121,7 @@ def test_cli_bonus_small(tmp_path, capsys):
     assert main(["bonus", "--small"]) == 0
     out = capsys.readouterr().out
     lines = [json.loads(line) for line in out.splitlines()]
-    data, _ = molecules.library("freesolv")
+    data, _ = molecules_bench.library("freesolv")
     y, n = data.y, len(data.y)
     assert [r["queries"] for r in lines] == [1, 2]
     for r in lines:

@@ -1,4 +1,4 @@
-"""Tests for :mod:`ax_chaining.benchmark.problems` (small ``n`` for speed)."""
+"""Tests for :mod:`ax_chaining.test_functions.problems` (small ``n`` for speed)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from ax_chaining.benchmark.problems import (
+from ax_chaining.kernels import PrecomputedKernel
+from ax_chaining.test_functions.problems import (
     JITTERS,
     DiscreteProblem,
     fit_isotropic_se_lengthscale,
@@ -25,7 +26,6 @@ from ax_chaining.benchmark.problems import (
     shortest_path_features,
     toy_1d_problem,
 )
-from ax_chaining.kernels import PrecomputedKernel
 
 
 def _assert_same(a: DiscreteProblem, b: DiscreteProblem) -> None:

@@ -104,6 +104,7 @@ def test_config_names_its_library() -> None:
         ScreeningConfig(library="zinc")
 
 
+@pytest.mark.slow  # RDKit featurizing, then one process per run
 def test_cli_small_preset_end_to_end(tmp_path, capsys) -> None:
     """``screening --small``: the vendored ESOL molecules (featurized and
     scored with RDKit), Chaining-UCB and random search, one seed, three

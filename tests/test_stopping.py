@@ -27,7 +27,7 @@ from ax_chaining.ax import (
     register_storage,
     ucb_generation_strategy,
 )
-from ax_chaining.certification import CheckSchedule
+from ax_chaining.certificate import CheckSchedule
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
 

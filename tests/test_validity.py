@@ -160,7 +160,7 @@ def test_tails_small_preset_refits_the_committed_loops(capsys) -> None:
             auto["bound_over_range"], uncapped["bound_over_range"], strict=True
         ):
             assert 0 < b <= a + 1e-12
-    from benchmarks.tails import table_from_rows
+    from benchmarks.tails_bench import table_from_rows
 
     assert "| freesolv | chaining | auto | 0/1 | 0/3 | never (0/1) | 0/1 |" in (
         table_from_rows(rows)

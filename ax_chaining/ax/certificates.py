@@ -31,7 +31,9 @@ from ax_chaining.ax.candidates import (
     row_key,
 )
 from ax_chaining.ax.metadata import objective_scale, recorded
-from ax_chaining.certification import Calibration, CheckSchedule, certify_model
+from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate.tails import Calibration
 from ax_chaining.checks import check_choice, check_delta, type_error
 
 Units = Literal["objective", "model"]
@@ -160,8 +162,7 @@ def certify(
     certifies, among the evaluated points, the one with the smallest bound:
     with probability at least :math:`1 - \delta` over the checks of
     ``schedule``, the best point of the set below is at most ``bound`` better
-    than ``parameters``, under the assumptions of
-    :mod:`ax_chaining.certification`.
+    than ``parameters``, under the assumptions of :mod:`ax_chaining.certificate`.
 
     The set is the candidates together with every evaluated point, under one
     posterior. The candidates are ``candidates`` if given; else the candidate
@@ -184,7 +185,7 @@ def certify(
         schedule: The checks over which ``delta`` is spent (default every step).
         units: ``"objective"`` or ``"model"`` for ``bound``.
         calibration: ``"loo"`` (default: the fitted model's leave-one-out
-            check, :mod:`ax_chaining.certification`) or ``"none"`` (the model
+            check, :mod:`ax_chaining.certificate`) or ``"none"`` (the model
             taken as true).
 
     Returns:
@@ -217,7 +218,7 @@ def recommend(
     (the candidates and the evaluated points): with probability at least
     :math:`1 - \delta`, no candidate is more than ``certificate["bound"]``
     better than this row, under the assumptions of
-    :mod:`ax_chaining.certification`.
+    :mod:`ax_chaining.certificate`.
 
     Unlike ``Client.get_best_parameterization()``, which reads the model of the
     last generation (fitted before the last batch was observed), and

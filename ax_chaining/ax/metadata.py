@@ -11,8 +11,9 @@ from ax.core import Experiment
 from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from torch import Tensor
 
-from ax_chaining.acquisition import ChainingUCB
-from ax_chaining.certification import CheckSchedule, certify_model
+from ax_chaining.acquisition import ChainingUCBBase
+from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.posterior import num_training_points
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
@@ -59,13 +60,13 @@ def certificate_record(
     bound, from the acquisition's own model, whatever the acquisition.
 
     ``ChainingUCB`` certifies with its covers (:meth:`ChainingUCB.certificate`);
-    any other acquisition with :func:`~ax_chaining.certification.certify_model` on its
+    any other acquisition with :func:`~ax_chaining.certificate.certify_model` on its
     model. ``bound`` is in the objective's units (None without a single
     ``scale``), ``bound_model_units`` in Ax's; ``options`` go to the certificate
     (``delta``, ``schedule``).
     """
     acqf = acquisition.acqf
-    if isinstance(acqf, ChainingUCB):
+    if isinstance(acqf, ChainingUCBBase):
         cert = acqf.certificate(among=evaluated, **options)
     else:
         weights = acquisition.objective_weights.reshape(-1)
@@ -101,7 +102,7 @@ def step_certificate(
     """:func:`certificate_record` when this step is one of ``schedule``'s
     checks (counted by the model's observations), else None: a step that is
     not a declared check records nothing, so ``delta`` is spent on the checks
-    alone (:mod:`ax_chaining.certification`); ``schedule=None`` records none."""
+    alone (:mod:`ax_chaining.certificate`); ``schedule=None`` records none."""
     n = num_training_points(acquisition.acqf.model) or 0
     if schedule is None or schedule.index(n) is None:
         return None

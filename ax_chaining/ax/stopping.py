@@ -11,7 +11,7 @@ Which bound the rule acts on (``use``): by default the *current* one, the last
 check's certificate. With hyperparameters refitted at every step, a running
 minimum would keep an early, overconfident bound forever; the current bound is
 as valid as the current model, and a stop at any check is covered by the union
-over checks (:mod:`ax_chaining.certification`). ``use="running_min"`` is valid when
+over checks (:mod:`ax_chaining.certificate`). ``use="running_min"`` is valid when
 every step's model is right (fixed, true hyperparameters).
 """
 

@@ -34,7 +34,7 @@ from ax_chaining.ax.stopping import (
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
-from ax_chaining.certification import CheckSchedule
+from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.checks import check_choice, check_int, type_error
 from ax_chaining.kernels import (
     MinMaxKernel,

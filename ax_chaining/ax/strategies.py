@@ -3,6 +3,7 @@
 BoTorch's stock UCB, so that a comparison is one line each."""
 
 import inspect
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -16,7 +17,7 @@ from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from botorch.acquisition.acquisition import AcquisitionFunction
 from botorch.acquisition.logei import qLogNoisyExpectedImprovement
 
-from ax_chaining.acquisition import GPUCB, UCB, ChainingOptions, ChainingUCB
+from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
 from ax_chaining.ax.candidates import (
     CandidateSetSpec,
     CandidateTable,
@@ -29,15 +30,10 @@ from ax_chaining.ax.nodes import (
     UniformCandidateNode,
     takes_candidates,
 )
-from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.certification import EVERY_STEP, CheckSchedule
-from ax_chaining.checks import (
-    check_choice,
-    check_delta,
-    check_float,
-    check_int,
-    type_error,
-)
+from ax_chaining.ax.options import checked_options, stop_rule_of
+from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
+from ax_chaining.chaining import BonusShape
+from ax_chaining.checks import check_choice, check_int, type_error
 from ax_chaining.kernels import registered_fingerprints, registered_gram
 
 # Acquisition arguments the node sets itself (or Ax supplies).
@@ -45,18 +41,15 @@ _RESERVED = {"self", "model", "candidates", "t", "X_pending"}
 _RESERVED |= {"posterior_transform", "maximize"}
 
 
-def _checked_options(
-    acqf_class: type[AcquisitionFunction], options: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``options`` with the values of this package's classes checked."""
-    out = dict(options)
-    if issubclass(acqf_class, ChainingUCB):
-        ChainingOptions(**out)  # raises on a bad value, naming it
-    if "delta" in out:
-        out["delta"] = check_delta(out["delta"])
-    if "beta" in out:
-        out["beta"] = check_float("beta", out["beta"], (lambda v: v >= 0, ">= 0"))
-    return out
+def _is_sharded(candidates: Any) -> bool:
+    """Whether ``candidates`` are :class:`~ax_chaining.distributed.ShardedCandidates`.
+
+    Sharded candidates exist only once their module is imported, so the test
+    reads it from ``sys.modules``: this layer imports Dask only for them (the
+    distributed package is an optional extra).
+    """
+    module = sys.modules.get("ax_chaining.distributed.candidates")
+    return module is not None and isinstance(candidates, module.ShardedCandidates)
 
 
 def _pop_spec(kwargs: dict[str, Any], candidates: Any = None) -> CandidateSetSpec:
@@ -116,7 +109,7 @@ def candidate_set_node(
             is at most this.
         certificate_schedule: The steps at which the certificate is checked
             and recorded, delta being spent on those alone
-            (:class:`~ax_chaining.certification.CheckSchedule`; default every
+            (:class:`~ax_chaining.certificate.schedule.CheckSchedule`; default every
             step; e.g. ``CheckSchedule("geometric", start=10)`` checks after
             10, 20, 40, ... observations, each with a larger share). None
             records no certificate (no stopping on it; a step then costs the
@@ -137,7 +130,7 @@ def candidate_set_node(
         raise TypeError(f"Unknown {botorch_acqf_class.__name__} {msg}")
     kwargs = {
         "botorch_acqf_class": botorch_acqf_class,
-        "botorch_acqf_options": _checked_options(botorch_acqf_class, options),
+        "botorch_acqf_options": checked_options(botorch_acqf_class, options),
         "acquisition_class": CandidateSetAcquisition,
         # Refit from scratch at every step: a suggestion is then a function of
         # the data and seeds alone, so a reloaded client suggests the same.
@@ -158,29 +151,6 @@ def candidate_set_node(
         stop_rule=stop_rule,
         certificate_schedule=certificate_schedule,
     )
-
-
-def stop_rule_of(
-    name: str,
-    stop_tolerance: float | None,
-    certificate_schedule: CheckSchedule | None,
-) -> RegretBoundCriterion | None:
-    """The node's stopping rule for ``stop_tolerance`` (None: no rule), after
-    checking ``certificate_schedule`` (a rule needs recorded certificates)."""
-    if certificate_schedule is not None and not isinstance(
-        certificate_schedule, CheckSchedule
-    ):
-        raise type_error(
-            "certificate_schedule", "a CheckSchedule or None", certificate_schedule
-        )
-    if stop_tolerance is None:
-        return None
-    if certificate_schedule is None:
-        raise ValueError(
-            "`stop_tolerance` stops on the recorded certificate, and "
-            "`certificate_schedule=None` records none; pass a CheckSchedule."
-        )
-    return RegretBoundCriterion(stop_tolerance, transition_to=name)
 
 
 def candidate_set_strategy(
@@ -216,11 +186,10 @@ def candidate_set_strategy(
     Example:
         >>> gs = candidate_set_strategy(GPUCB, {"delta": 0.1}, init_trials=5)
     """
-    # Candidates held elsewhere (ax_chaining.distributed.ShardedCandidates)
-    # build their own strategy; this layer imports nothing of it.
-    build = getattr(type(candidates), "candidate_set_strategy", None)
-    if build is not None:
-        return build(
+    if _is_sharded(candidates):
+        from ax_chaining.distributed.ax import sharded_candidate_set_strategy
+
+        return sharded_candidate_set_strategy(
             candidates,
             botorch_acqf_class,
             botorch_acqf_options,
@@ -260,13 +229,16 @@ def candidate_set_strategy(
 
 
 def _chaining_options(
-    delta: float, scale: float | None, engine_options: Mapping[str, Any] | None
+    delta: float,
+    scale: float | None,
+    bonus: BonusShape,
+    engine_options: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     if engine_options is not None and not isinstance(engine_options, Mapping):
         raise type_error("engine_options", "a mapping", engine_options)
-    if both := sorted({"delta", "scale"} & set(engine_options or {})):
+    if both := sorted({"delta", "scale", "bonus"} & set(engine_options or {})):
         raise TypeError(f"Pass {both} as arguments, not in `engine_options`.")
-    given = {"delta": delta, "scale": scale, **(engine_options or {})}
+    given = {"delta": delta, "scale": scale, "bonus": bonus, **(engine_options or {})}
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -276,6 +248,7 @@ def chaining_generation_strategy(
     candidates: CandidateTable | None = None,
     *,
     scale: float | None = None,
+    bonus: BonusShape = "paper",
     engine_options: Mapping[str, Any] | None = None,
     stop_tolerance: float | None = None,
     name: str = "Chaining-UCB",
@@ -288,6 +261,9 @@ def chaining_generation_strategy(
             (``candidates`` may be sharded over a Dask cluster).
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
         scale: Radius of the first chaining level (see ``ChainingUCB``).
+        bonus: ``"paper"`` (Algorithm 1's staircase, default) or
+            ``"continuous"`` (its continuous envelope; see ``ChainingUCB``),
+            stored with the node.
         engine_options: Further ``ChainingUCB`` keyword arguments, checked here.
         stop_tolerance: Stop once the current certified regret bound (objective
             units) is at most this (:class:`~ax_chaining.ax.stopping.CertifiedStop`).
@@ -295,7 +271,7 @@ def chaining_generation_strategy(
     Example:
         >>> client.set_generation_strategy(chaining_generation_strategy(init_trials=10))
     """
-    opts = _chaining_options(delta, scale, engine_options)
+    opts = _chaining_options(delta, scale, bonus, engine_options)
     kwargs.update(name=name, stop_tolerance=stop_tolerance)
     return candidate_set_strategy(ChainingUCB, opts, init_trials, candidates, **kwargs)
 
@@ -366,6 +342,7 @@ def chaining_ucb_node(
     *,
     delta: float = 0.05,
     scale: float | None = None,
+    bonus: BonusShape = "paper",
     engine_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> CandidateSetNode:
@@ -373,12 +350,13 @@ def chaining_ucb_node(
 
     Args:
         name, kwargs: As in :func:`candidate_set_node` (or spec fields).
-        delta, scale, engine_options: As in :func:`chaining_generation_strategy`.
+        delta, scale, bonus, engine_options: As in
+            :func:`chaining_generation_strategy`.
 
     Example:
         >>> node = chaining_ucb_node(delta=0.05, num_candidates=2048, seed=0)
     """
     if "candidate_spec" not in kwargs:
         kwargs["candidate_spec"] = _pop_spec(kwargs, kwargs.pop("candidates", None))
-    options = _chaining_options(delta, scale, engine_options)
+    options = _chaining_options(delta, scale, bonus, engine_options)
     return candidate_set_node(ChainingUCB, options, name=name, **kwargs)

@@ -5,7 +5,7 @@ the rest of it never imports Dask.
 
 * :class:`ShardedCandidates`: the candidates (an ``N x d`` tensor or a
   fingerprint library) split into contiguous shards held by the workers.
-* :class:`ShardedChainingUCB`: what ``ChainingUCB(model, sharded)`` builds;
+* :class:`ShardedChainingUCB`: ``ShardedChainingUCB(model, sharded)``;
   its step (posterior, farthest-first covers, :math:`H_i`, selection, union
   bound certificate) runs on the shards, and only small messages come back.
 * :func:`~ax_chaining.distributed.ax.sharded_candidate_set_strategy` and the

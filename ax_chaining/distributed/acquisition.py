@@ -1,5 +1,5 @@
 r"""Chaining-UCB whose step runs on sharded candidates:
-:class:`ShardedChainingUCB`, what ``ChainingUCB(model, sharded)`` builds.
+:class:`ShardedChainingUCB`, built as ``ShardedChainingUCB(model, sharded)``.
 
 One step (the low-rank route of one machine, with farthest-first covers):
 
@@ -27,80 +27,67 @@ import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from botorch.acquisition.acquisition import AcquisitionFunction
-from botorch.acquisition.objective import PosteriorTransform
+from botorch.acquisition.input_constructors import acqf_input_constructor
 from botorch.exceptions import UnsupportedError
-from botorch.models.model import Model
-from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
 from ax_chaining.acquisition import (
     DEFAULT_MAX_COVER_SIZE,
-    ChainingOptions,
-    ChainingUCB,
-    PendingCovers,
+    ChainingUCBBase,
+    candidate_rows,
+    construct_inputs_chaining_ucb,
     default_t,
 )
-from ax_chaining.certificate import (
-    Certificate,
-    Method,
-    Rule,
-    TailLaw,
-    recommend,
-    step_delta,
-)
-from ax_chaining.certification import (
+from ax_chaining.certificate.bounds import Method, Rule, recommend
+from ax_chaining.certificate.calibration import calibrate
+from ax_chaining.certificate.certify import Certificate
+from ax_chaining.certificate.schedule import CheckSchedule, step_delta
+from ax_chaining.certificate.tails import (
     Calibration,
-    CheckSchedule,
     TailChoice,
-    calibrate,
+    TailLaw,
     resolve_tail,
 )
 from ax_chaining.chaining import (
     ChainingResult,
-    CoverMethod,
-    HRadius,
     chaining_result,
     level_radii,
     prefix_covers,
     reuse_covers,
 )
-from ax_chaining.checks import (
-    as_index,
-    check_choice,
-    check_delta,
-    check_int,
-    match_tolerance,
-    type_error,
+from ax_chaining.checks import as_index, check_choice, match_tolerance
+from ax_chaining.distances import MemoryBudgetError, format_bytes
+from ax_chaining.distributed._shard import (
+    Left,
+    LibraryKernel,
+    PendingFactors,
+    ShardKernel,
+    StepFactors,
+    TorchKernel,
 )
-from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, MemoryBudgetError, format_bytes
-from ax_chaining.distributed._shard import Left, StepFactors
 from ax_chaining.distributed._traversal import (
     combine_max,
     sharded_farthest_first,
     sharded_union_bound,
 )
+from ax_chaining.distributed.candidates import ShardedCandidates, check_sharded
 from ax_chaining.kernels.precomputed import item_indices
 from ax_chaining.posterior import (
-    Path,
-    _ModelFactors,
-    _row_budgets,
+    ModelFactors,
     library_kernel_parts,
     low_rank_row_batch,
     num_training_points,
     pending_noise,
     posterior_at,
+    row_budgets,
     sign_flip,
     supports_low_rank,
 )
 
-if TYPE_CHECKING:  # the candidates import this module (they name its class)
-    from ax_chaining.distributed.candidates import ShardedCandidates
-
-__all__ = ["ShardedChainingUCB", "ShardedStep", "check_sharded"]
+__all__ = ["ShardedChainingUCB", "ShardedStep"]
 
 _STEPS = itertools.count(1)
 
@@ -125,14 +112,15 @@ class ShardedStep:
 class _PendingCache:
     """What :func:`~ax_chaining.posterior.posterior_at` reads of a cache."""
 
-    def __init__(self, factors: _ModelFactors) -> None:
+    def __init__(self, factors: ModelFactors) -> None:
         self.factors = factors
 
 
-class ShardedChainingUCB(ChainingUCB):
+class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
     r"""Chaining-UCB over :class:`~ax_chaining.distributed.ShardedCandidates`.
 
-    What ``ChainingUCB(model, sharded, ...)`` returns: the same arguments,
+    Built as ``ShardedChainingUCB(model, sharded, ...)``: the arguments of
+    :class:`~ax_chaining.ChainingUCB`,
     the same step as one machine's low-rank route with farthest-first covers
     (``path="low_rank"``, the default above 32,768 candidates), run on the
     shards. ``forward`` evaluates at any ``X`` on the client, as
@@ -147,7 +135,7 @@ class ShardedChainingUCB(ChainingUCB):
 
     Example:
         >>> sharded = ShardedCandidates(client, candidates)
-        >>> acqf = ChainingUCB(model, sharded)  # a ShardedChainingUCB
+        >>> acqf = ShardedChainingUCB(model, sharded)
         >>> X, value = sharded.optimize(acqf, q=1)
         >>> acqf.certificate().bound
 
@@ -159,88 +147,45 @@ class ShardedChainingUCB(ChainingUCB):
             one machine's does, unless the candidates set ``batch_size``).
     """
 
-    def __init__(
-        self,
-        model: Model,
-        candidates: ShardedCandidates,
-        delta: float = 0.05,
-        t: int | None = None,
-        posterior_transform: PosteriorTransform | None = None,
-        maximize: bool = True,
-        X_pending: Tensor | None = None,
-        scale: float | None = None,
-        sigma_floor: float = 1e-6,
-        h_radius: HRadius = "algorithm",
-        path: Path = "auto",
-        cover: CoverMethod | None = None,
-        max_cover_size: int | None = None,
-        memory_budget: int = DEFAULT_MEMORY_BUDGET,
-        pending_covers: PendingCovers = "rebuild",
-    ) -> None:
-        AcquisitionFunction.__init__(self, model=model)
-        check_sharded("candidates", candidates)
-        self.options = ChainingOptions(
-            delta=delta,
-            scale=scale,
-            sigma_floor=sigma_floor,
-            h_radius=h_radius,
-            path=path,
-            cover=cover,
-            max_cover_size=max_cover_size,
-            memory_budget=memory_budget,
-            pending_covers=pending_covers,
-        )
-        if path == "dense":
+    def _attach(self, candidates: ShardedCandidates) -> None:
+        self.sharded = check_sharded("candidates", candidates)
+        opts = self.options
+        if opts.path == "dense":
             raise ValueError(
                 "`path`='dense' is not distributed (its greedy covers read all "
                 "N^2 pairs); sharded candidates take path='low_rank' (or 'auto')."
             )
-        if cover == "greedy":
+        if opts.cover == "greedy":
             raise ValueError(
                 "`cover`='greedy' is not distributed; sharded candidates take "
                 "cover='farthest_first' (or None)."
             )
-        if not supports_low_rank(model, posterior_transform):
+        if not supports_low_rank(self.model, self.posterior_transform):
             raise UnsupportedError(
                 "Sharded candidates need the low-rank route: an exact single-output "
                 "GP (ExactGP with a Gaussian likelihood, no or a Standardize "
                 "outcome transform, no posterior_transform other than a single "
-                f"weight of +1 or -1); got {type(model).__name__}."
+                f"weight of +1 or -1); got {type(self.model).__name__}."
             )
-        self.posterior_transform = posterior_transform
-        self.maximize = maximize
-        if t is not None:
-            t = check_int("t", t, 1)
-        elif num_training_points(model) == 0:
-            default_t(model)  # raises the no-training-data error
-        self._t = t
-        self.sharded = candidates
-        params = [*model.parameters(), *model.buffers()]
+        params = [*self.model.parameters(), *self.model.buffers()]
         self.candidate_dtype = next(
             (p.dtype for p in params if p.is_floating_point()), torch.float64
         )
-        self._model_factors: _ModelFactors | None = None
+        self._model_factors: ModelFactors | None = None
         self._base_key = uuid.uuid4().hex
-        self._base = None
-        self.set_X_pending(X_pending)
-        self._current()  # bad input and memory errors surface here, not later
 
     # ------------------------------------------------------------- pending
-    def set_X_pending(self, X_pending: Tensor | None = None) -> None:
-        """Condition on pending points; the step follows on the next use (see
-        :meth:`ChainingUCB.set_X_pending`)."""
-        if X_pending is not None:
-            X_pending = X_pending.detach().to(self.candidate_dtype)
-            if X_pending.ndim != 2 or X_pending.shape[-1] != self.sharded.d:
-                raise ValueError(
-                    f"`X_pending` must have shape p x {self.sharded.d}, got "
-                    f"{tuple(X_pending.shape)}."
-                )
-        self.X_pending = X_pending
-        self._step = None
+    def _pending_inputs(self, X_pending: Tensor) -> Tensor:
+        X_pending = X_pending.detach().to(self.candidate_dtype)
+        if X_pending.ndim != 2 or X_pending.shape[-1] != self.sharded.d:
+            raise ValueError(
+                f"`X_pending` must have shape p x {self.sharded.d}, got "
+                f"{tuple(X_pending.shape)}."
+            )
+        return X_pending
 
     @property
-    def candidates(self) -> ShardedCandidates:  # type: ignore[override]
+    def candidates(self) -> ShardedCandidates:
         """The sharded candidates (not a tensor: they stay on the workers)."""
         return self.sharded
 
@@ -259,20 +204,20 @@ class ShardedChainingUCB(ChainingUCB):
         )
 
     # ---------------------------------------------------------------- build
-    def _factors_of_model(self) -> _ModelFactors:
+    def _factors_of_model(self) -> ModelFactors:
         if self._model_factors is None:
             self.model.eval()
             like = torch.empty(0, dtype=self.candidate_dtype)
             with torch.no_grad():
-                self._model_factors = _ModelFactors(self.model, like)
+                self._model_factors = ModelFactors(self.model, like)
         return self._model_factors
 
-    def _kernel_message(self, mf: _ModelFactors) -> tuple[tuple, Any, Any]:
+    def _kernel_message(self, mf: ModelFactors) -> tuple[ShardKernel, Any, Any]:
         """The kernel as sent to the shards, and the features of a function of
         points (training or pending inputs) in that kernel."""
         parts = library_kernel_parts(mf.covar_module)
         if parts is None:
-            return ("torch", mf.covar_module), mf.train_X, None
+            return TorchKernel(mf.covar_module), mf.train_X, None
         base, scale = parts
         library = base.library
         if len(library) != self.sharded.n:
@@ -280,13 +225,8 @@ class ShardedChainingUCB(ChainingUCB):
                 f"The model's TanimotoKernel holds {len(library)} items, the sharded "
                 f"candidates {self.sharded.n}; expected the same library."
             )
-        kernel = (
-            "library",
-            scale,
-            base.route,
-            base.normalized_inputs,
-            len(library),
-            library.n_bits,
+        kernel = LibraryKernel(
+            scale, base.route, base.normalized_inputs, len(library), library.n_bits
         )
 
         def words(Xt: Tensor) -> Any:
@@ -296,7 +236,7 @@ class ShardedChainingUCB(ChainingUCB):
         return kernel, words(mf.train_X), words
 
     @torch.no_grad()
-    def _build(self, X_pending: Tensor | None) -> ShardedStep:  # type: ignore[override]
+    def _build(self, X_pending: Tensor | None) -> ShardedStep:
         """Algorithm 1 on the shards, given ``X_pending`` (one machine's
         low-rank step with farthest-first covers)."""
         sharded = self.sharded
@@ -319,7 +259,7 @@ class ShardedChainingUCB(ChainingUCB):
             noise = pending_noise(self.model, X_pending, self.posterior_transform)
             Pt, W_p, A = mf.pending(X_pending, noise)
             feats = Pt if features_of is None else features_of(Pt)
-            pending = (feats, W_p, A)
+            pending = PendingFactors(feats, W_p, A)
         flip = sign_flip(self.model, self.posterior_transform)
         factors = StepFactors(
             step=next(_STEPS),
@@ -338,8 +278,7 @@ class ShardedChainingUCB(ChainingUCB):
         )
         sharded.stats_reset()
         before = sharded.comm_stats()
-        sharded._factors = factors
-        summary = sharded.call("prepare", (factors,))
+        summary = sharded.prepare(factors)
         if not all(s["finite"] for s in summary):
             raise ValueError("variance contains NaN or inf.")
         low = min(s["min_variance"] for s in summary)
@@ -411,7 +350,7 @@ class ShardedChainingUCB(ChainingUCB):
         can be larger: it is counted the same way."""
         budget = self.options.memory_budget
         largest = max(self.sharded.sizes)
-        pool_bytes = _row_budgets(budget)[1]
+        pool_bytes = row_budgets(budget)[1]
         if self.sharded.batch_size is not None:
             chosen = 2 * self.sharded.batch_size * largest * itemsize
             pool_bytes = max(pool_bytes, chosen)
@@ -440,6 +379,7 @@ class ShardedChainingUCB(ChainingUCB):
                 c.eps,
                 c.H,
                 c.sigma_min_used,
+                self.options.bonus,
                 self.maximize,
                 excluded,
             )
@@ -501,14 +441,14 @@ class ShardedChainingUCB(ChainingUCB):
         pos = {g: k for k, g in enumerate(found.index)}
         return found.take([pos[g] for g in index])
 
-    def _among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:  # type: ignore[override]
+    def _among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
         n = self.sharded.n
         if among is None:
             model = self.model
             model.eval()
             train = model.train_inputs[0].reshape(-1, model.train_inputs[0].shape[-1])
             transform = getattr(model, "input_transform", None)
-            dtypes = {self.candidate_dtype, train.dtype, self.sharded._dtype()}
+            dtypes = {self.candidate_dtype, train.dtype, self.sharded.dtype}
             rtol = 1e-6 if torch.float32 in dtypes else 1e-9
             found = self.sharded.evaluated(train, transform, rtol)
             if not found:
@@ -553,17 +493,11 @@ class ShardedChainingUCB(ChainingUCB):
         not distributed. ``tail`` as one machine's (default ``"auto"``:
         Student-t tails with ``min(n - 1, 10)`` degrees of freedom under
         ``calibration="loo"``, Gaussian under ``"none"``;
-        :func:`~ax_chaining.certification.resolve_tail`).
+        :func:`~ax_chaining.certificate.tails.resolve_tail`).
         """
         check_choice("method", method, ("union", "pairwise"))
         law = resolve_tail(tail, calibration, num_training_points(self.model))
-        delta = self.delta if delta is None else check_delta(delta)
-        step = self._base_step()
-        own_t = step.chaining.t
-        share = None
-        if t is None and schedule is not None:
-            share = schedule.share(delta, own_t - 1)
-        t = own_t if t is None else check_int("t", t, 1)
+        delta, t, share = self._certificate_terms(delta, t, schedule)
         index = self._among(among)
         sign = 1.0 if self.maximize else -1.0
         check = calibrate(self.model, calibration, alpha)
@@ -632,7 +566,7 @@ class ShardedChainingUCB(ChainingUCB):
         self._prepare(base)
         parts = self.sharded.call("values", (base.factors.step, index))
         mean = torch.empty(len(index), dtype=self.candidate_dtype)
-        x = torch.empty(len(index), self.sharded.d, dtype=self.sharded._dtype())
+        x = torch.empty(len(index), self.sharded.d, dtype=self.sharded.dtype)
         for part in parts:
             if part["positions"]:
                 mean[part["positions"]] = part["mean"]
@@ -641,27 +575,27 @@ class ShardedChainingUCB(ChainingUCB):
 
     def _prepare(self, step: ShardedStep) -> None:
         """Make the shards hold ``step`` (they hold the last step built)."""
-        if self.sharded._factors is not step.factors:
-            self.sharded._factors = step.factors
-            self.sharded.call("prepare", (step.factors,))
+        if self.sharded.prepared is not step.factors:
+            self.sharded.prepare(step.factors)
 
-    def _current(self) -> ShardedStep:  # type: ignore[override]
+    def _current(self) -> ShardedStep:
         step = super()._current()
         self._prepare(step)
         return step
 
     @torch.no_grad()
-    @t_batch_mode_transform(expected_q=1, assert_output_shape=False)
     def regret_bound(self, X: Tensor) -> Tensor:
         r"""The union-bound certificate :math:`B_t(x)` at candidate points
         ``X`` (``method="union"`` of :meth:`certificate`, its default tails;
-        ``inf`` where the ``"loo"`` check refuses)."""
-        flat = X.reshape(-1, X.shape[-1])
+        ``inf`` where the ``"loo"`` check refuses), one per row as
+        :meth:`ChainingUCB.regret_bound <ax_chaining.ChainingUCB.regret_bound>`
+        (:func:`~ax_chaining.acquisition.candidate_rows`)."""
+        flat, shape = candidate_rows(X)
         index = self._match(flat)
         check = calibrate(self.model, "loo")
         law = resolve_tail("auto", "loo", num_training_points(self.model))
         if not check.valid:
-            return torch.full(X.shape[:-2], math.inf, dtype=X.dtype)
+            return torch.full(shape, math.inf, dtype=X.dtype)
 
         def run() -> Tensor:
             base = self._base_step()
@@ -683,7 +617,7 @@ class ShardedChainingUCB(ChainingUCB):
             )
 
         bounds = self._retry(run) * check.scale
-        return bounds.to(X).reshape(X.shape[:-2])
+        return bounds.to(X).reshape(shape)
 
     def _match(self, X: Tensor, rtol: float = 1e-9) -> Tensor:
         """Global indices of the candidates equal to the rows of ``X``
@@ -704,11 +638,6 @@ class ShardedChainingUCB(ChainingUCB):
                 "of the sharded candidates."
             )
         return index
-
-    def _certified(self):  # type: ignore[override]
-        raise NotImplementedError(
-            "The chaining certificate is not distributed; use certificate()."
-        )
 
     def shard_stats(self) -> list[dict[str, Any]]:
         """The shards' seconds per method since the last call."""
@@ -736,14 +665,6 @@ class _SigmaStub:
         self.sigma = torch.tensor([sigma_min], dtype=torch.float64)
 
 
-def check_sharded(name: str, value: Any) -> Any:
-    """``value`` if it is sharded candidates, else the ``TypeError`` naming
-    ``name``: candidates whose type runs ``ChainingUCB``'s step as a
-    :class:`ShardedChainingUCB` (what
-    :class:`~ax_chaining.distributed.ShardedCandidates` declares in its
-    ``chaining_ucb_class``). The check reads that declaration rather than the
-    class itself, which imports this module."""
-    route = getattr(type(value), "chaining_ucb_class", None)
-    if not (isinstance(route, type) and issubclass(route, ShardedChainingUCB)):
-        raise type_error(name, "a ShardedCandidates", value)
-    return value
+# The same constructor as one machine's: the options are checked once, when
+# the acquisition function is built.
+acqf_input_constructor(ShardedChainingUCB)(construct_inputs_chaining_ucb)

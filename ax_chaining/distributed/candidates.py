@@ -34,10 +34,15 @@ from torch import Tensor
 from ax_chaining.checks import check_choice, check_int, type_error
 from ax_chaining.distances import COLUMN_BLOCK
 from ax_chaining.distributed._shard import Left, Shard, StaleShardError, StepFactors
-from ax_chaining.distributed.acquisition import ShardedChainingUCB
 from ax_chaining.kernels.fingerprints import PackedFingerprints
 
-__all__ = ["Backend", "ShardLostError", "ShardedCandidates", "shard_bounds"]
+__all__ = [
+    "Backend",
+    "ShardLostError",
+    "ShardedCandidates",
+    "check_sharded",
+    "shard_bounds",
+]
 
 Backend = Literal["actors", "futures", "local"]
 
@@ -75,9 +80,8 @@ class ShardedCandidates:
 
     Build it once per candidate set; it holds the shards (one per worker by
     default) until :meth:`close`. Pass it as ``candidates`` to
-    :class:`~ax_chaining.ChainingUCB` (which then runs its step on the
-    cluster, :class:`~ax_chaining.distributed.ShardedChainingUCB`), select
-    with :meth:`optimize`, and give it to
+    :class:`~ax_chaining.distributed.ShardedChainingUCB` (Chaining-UCB whose
+    step runs on the cluster), select with :meth:`optimize`, and give it to
     :func:`~ax_chaining.ax.chaining_generation_strategy` for Ax.
 
     Example:
@@ -85,7 +89,7 @@ class ShardedCandidates:
         >>> cluster = LocalCluster(n_workers=2, threads_per_worker=1)
         >>> client = Client(cluster)
         >>> sharded = ShardedCandidates(client, candidates)  # N x d tensor
-        >>> acqf = ChainingUCB(model, sharded)  # the step runs on the workers
+        >>> acqf = ShardedChainingUCB(model, sharded)  # the step runs on the workers
         >>> x_next, value = sharded.optimize(acqf, q=1)
         >>> cert = acqf.certificate()
 
@@ -115,13 +119,6 @@ class ShardedCandidates:
         timeout: Seconds a call may wait for a shard before its worker is
             checked (a call never hangs on a worker that left).
     """
-
-    #: The acquisition function that runs a step on these shards:
-    #: ``ChainingUCB(model, sharded)`` builds it (``ChainingUCB.__new__`` reads
-    #: this; the core imports nothing of the distributed package). One way:
-    #: these candidates name their acquisition, which knows them only through
-    #: :func:`~ax_chaining.distributed.acquisition.check_sharded`.
-    chaining_ucb_class: type[ShardedChainingUCB] = ShardedChainingUCB
 
     def __init__(
         self,
@@ -441,9 +438,23 @@ class ShardedCandidates:
             items = items / (self.n - 1)
         return items[:, None]
 
-    def _dtype(self) -> torch.dtype:
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the raw candidates (float64 for a library's items)."""
         src = self._source
         return src["tensor"].dtype if src["kind"] == "tensor" else torch.float64
+
+    def prepare(self, factors: StepFactors) -> list[dict[str, Any]]:
+        """Make the shards hold the step of ``factors`` (kept, so that lost
+        shards are rebuilt holding it); each shard's summary (smallest
+        variance, largest prior variance, where the traversal starts)."""
+        self._factors = factors
+        return self.call("prepare", (factors,))
+
+    @property
+    def prepared(self) -> StepFactors | None:
+        """The factors of the step the shards hold (None before the first)."""
+        return self._factors
 
     def shard_stats(self) -> list[dict[str, Any]]:
         """Each shard's seconds and calls per method since the last call."""
@@ -488,8 +499,9 @@ class ShardedCandidates:
         """
         if getattr(acqf, "sharded", None) is not self:
             raise ValueError(
-                "`acqf` must be a ChainingUCB built on these ShardedCandidates "
-                f"(ChainingUCB(model, sharded)), got {type(acqf).__name__}."
+                "`acqf` must be a ShardedChainingUCB built on these "
+                "ShardedCandidates (ShardedChainingUCB(model, sharded)), got "
+                f"{type(acqf).__name__}."
             )
         q = check_int("q", q, 1)
         excluded = sorted({int(i) for i in (exclude or ())})
@@ -518,29 +530,18 @@ class ShardedCandidates:
             return X, vals, torch.tensor(picks, dtype=torch.long)
         return X, vals
 
-    def candidate_set_strategy(
-        self,
-        botorch_acqf_class: type,
-        botorch_acqf_options: Any = None,
-        init_trials: int = 10,
-        **kwargs: Any,
-    ) -> Any:
-        """An Ax strategy over these candidates (what
-        ``candidate_set_strategy(..., candidates=sharded)`` and
-        ``chaining_generation_strategy(..., candidates=sharded)`` return):
-        :func:`~ax_chaining.distributed.ax.sharded_candidate_set_strategy`."""
-        # Imported here so that `import ax_chaining.distributed` does not load
-        # Ax; the Ax module imports nothing of this one (one way, no circle).
-        from ax_chaining.distributed.ax import sharded_candidate_set_strategy
-
-        return sharded_candidate_set_strategy(
-            self, botorch_acqf_class, botorch_acqf_options, init_trials, **kwargs
-        )
-
     def close(self) -> None:
         """Release the shards (their workers free the memory)."""
         self._handles = [None] * self.num_shards
         self._factors = None
+
+
+def check_sharded(name: str, value: Any) -> ShardedCandidates:
+    """``value`` if it is :class:`ShardedCandidates`, else the ``TypeError``
+    naming ``name``."""
+    if not isinstance(value, ShardedCandidates):
+        raise type_error(name, "a ShardedCandidates", value)
+    return value
 
 
 def _size(obj: Any) -> int:

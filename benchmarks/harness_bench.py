@@ -2,7 +2,7 @@
 ``OUT/runs/PROBLEM/METHOD/seed_S.json`` (a record that exists and matches the
 configuration is reused, so an interrupted run resumes; see
 :mod:`benchmarks.records` for packing them), and summarizes them.
-Problems and methods come from :mod:`ax_chaining.benchmark.harness`."""
+Problems and methods come from :mod:`ax_chaining.test_functions.harness`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ax_chaining.benchmark.harness import (
+from ax_chaining.test_functions.harness import (
     FULL_CONFIG,
     LABELS,
     METHODS,
@@ -248,6 +248,7 @@ def plot_scores(summary: dict[str, Any], path: str | Path) -> Path:
     )
     colors = {
         "chaining": "tab:green",
+        "chaining-continuous": "tab:olive",
         "gp-ucb": "tab:blue",
         "ucb": "tab:orange",
         "ax-default": "tab:purple",

@@ -15,7 +15,7 @@ Problems (``--problem``):
     kernel with lengthscale 1 and variance 1, noise sd 0.05; run ``r`` draws the
     sample with seed ``r``.
 ``se``
-    The paper's SE problem (:func:`~ax_chaining.benchmark.problems.se_problem`:
+    The paper's SE problem (:func:`~ax_chaining.test_functions.problems.se_problem`:
     ``N`` uniform points in :math:`[0, 20]^2`, lengthscale 1, noise sd 0.05).
 
 Protocol: 10 initial points uniform without replacement, then ``iters`` queries
@@ -54,8 +54,12 @@ from botorch.optim import optimize_acqf_discrete
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCB, gp_ucb_beta
-from ax_chaining.benchmark.problems import fixed_se_kernel, grid_problem, se_problem
 from ax_chaining.certificate import recommend, running_minimum, ucb_lcb_bound
+from ax_chaining.test_functions.problems import (
+    fixed_se_kernel,
+    grid_problem,
+    se_problem,
+)
 from benchmarks._tables import parse_names
 from benchmarks.records import (
     LAYOUTS,

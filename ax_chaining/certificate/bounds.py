@@ -1,191 +1,72 @@
-r"""Regret certificates valid at any point fixed by the data (pure torch).
+r"""Regret bounds valid at any point fixed by the data (pure torch).
 
-Setting. At step ``t`` the model holds ``t - 1`` observations :math:`D_t`; over the
-finite candidate set :math:`X` (``N`` points) the posterior of the latent
-function has mean :math:`\mu` and pseudo-distance
-:math:`d(x, x') = \sqrt{\mathrm{Var}[f(x) - f(x') \mid D_t]}`. A *certificate* for
-a point :math:`x` is a number :math:`B_t(x)` such that, with probability at least
-:math:`1 - \delta` (jointly over all steps ``t``),
+Given the posterior mean :math:`\mu` and pseudo-distance :math:`d_t` over the
+``N`` candidates, a bound :math:`B_t(x)` such that, with probability at least
+:math:`1 - \delta` jointly over all steps,
+:math:`\max_{x^\star} f(x^\star) - f(x) \le B_t(x)`, for every point :math:`x`
+chosen from the data: the union bound (:func:`union_bound`), its pairwise
+baseline (:func:`pairwise_bound`), the chaining bound over the tree of covers
+(:func:`chaining_tree`, :func:`chaining_bound`), their minimum
+(:func:`certificate_bounds`), and GP-UCB's UCB - LCB for comparison
+(:func:`ucb_lcb_bound`). The tails come from
+:mod:`ax_chaining.certificate.tails`, the step's share of :math:`\delta` from
+:mod:`ax_chaining.certificate.schedule`.
 
-.. math::
+**Assumptions.** (i) :math:`f` is a sample of the model's GP prior and the
+observations carry its Gaussian noise, (ii) the certified point and everything
+a bound is built from (covers, tree, budget split) are functions of the data.
+The derivations, the two corrections to the paper's chaining bound and why the
+minimum of two bounds needs no split of :math:`\delta` are on the
+documentation page "The regret certificate" (``docs/certificate.md``).
 
-    \max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x).
-
-**Assumptions.** (i) :math:`f` is a sample of the GP prior of the model, with
-the model's hyperparameters, and the observations carry independent Gaussian
-noise of the model's variance (so :math:`\mu, d` are the exact posterior); (ii)
-the certified point :math:`x` and everything the bound is built from (covers,
-tree, budget split) are functions of :math:`D_t` only (and of randomness
-independent of :math:`f`). Hyperparameters refit on the data at every step break
-(i) strictly speaking; the bound is then a model-based statement.
-
-**One step, one point.** Given :math:`D_t`, :math:`g = f - \mu` is a centred GP
-and, for a pair :math:`(a, b)` fixed by the data,
-:math:`g(b) - g(a) \sim \mathcal N(0, d(a, b)^2)`, so
-:math:`P[g(b) - g(a) > z\, d(a, b) \mid D_t] = \bar\Phi(z) \le e^{-z^2/2}`. If a
-family :math:`P` of pairs is fixed by the data and pair :math:`p` gets the
-threshold :math:`z_p` with :math:`\sum_p \bar\Phi(z_p) \le \delta_t`, all events
-:math:`g(b) - g(a) \le z_p d(a, b)` hold at once with probability at least
-:math:`1 - \delta_t`. With :math:`\delta_t = 6 \delta / (\pi^2 t^2)` (the paper's
-split over steps), they hold for every step at once with probability at least
-:math:`1 - \delta`; so does every bound below, and so does the *running minimum*
-:math:`\min_{s \le t} B_s(\hat x_s)`, which certifies the point that attained it.
-
-**Union bound** (``method="union"``). For ``x`` fixed by :math:`D_t` and a
-level :math:`B` computed from :math:`D_t`,
-:math:`P[\max_{x^\star} f(x^\star) - f(x) > B \mid D_t] \le \sum_{x^\star}
-\bar\Phi\big((B - \mu(x^\star) + \mu(x)) / d(x, x^\star)\big)`; the certificate is
-the smallest :math:`B` that makes the sum at most :math:`\delta_t`
-(:func:`union_bound`, by bisection). The issue's baseline (``method="pairwise"``)
-spends :math:`\delta_t / (N - 1)` on every pair, i.e. one threshold
-:math:`z_t = \bar\Phi^{-1}(\delta_t / (N - 1))`:
-
-.. math::
-
-    B^{\mathrm{pair}}_t(x) = \max_{x^\star} \big[\mu(x^\star) - \mu(x)
-        + z_t\, d(x, x^\star)\big];
-
-at :math:`B = B^{\mathrm{pair}}_t(x)` every term of the sum is at most
-:math:`\delta_t / (N - 1)`, so the union bound is never larger. It gains where
-many candidates lie far below the maximum of :math:`\mu + z_t d`: they need
-little of the budget.
-
-**Chaining** (``method="chaining"``), after Appendix A of Contal, Malherbe and
-Vayatis (2015). Take nested sets :math:`T_1 \subseteq \dots \subseteq T_L` (the
-covers of Algorithm 1, or any sets fixed by the data) and close the tree with
-:math:`T_{L+1} = X`, so no level beyond ``L + 1`` is needed (this is the paper's
-:math:`|T_i| \le N` for the finer levels, with finitely many of them). Every
-:math:`c \in T_i \setminus T_{i-1}`, :math:`i \ge 2`, has the parent
-:math:`p(c) = \arg\min_{c' \in T_{i-1}} d(c, c')`; :math:`p_i(x^\star)` is the
-ancestor of :math:`x^\star` in :math:`T_i`. For any level :math:`i` (the paper
-takes the first with :math:`\epsilon_i < d(x, x^\star)`; any :math:`i` is valid),
-
-.. math::
-
-    g(x^\star) - g(x) = \big[g(p_i(x^\star)) - g(x)\big]
-        + \sum_{j = i+1}^{L+1} \big[g(p_j(x^\star)) - g(p_{j-1}(x^\star))\big].
-
-The pairs used at level :math:`j` are the *first links* :math:`(x, c)`,
-:math:`c \in T_j`, and the *chain links* :math:`(p(c), c)`,
-:math:`c \in T_j \setminus T_{j-1}`: :math:`m_j = |T_j| + |T_j \setminus T_{j-1}|`
-pairs, each with threshold :math:`z_j = \bar\Phi^{-1}(\delta_t w_j / m_j)`, level
-weights :math:`w_j \propto j^{-2}` summing to 1 over the :math:`L+1` levels (the
-paper's :math:`6 / (\pi^2 j^2)`, renormalized since the tree is finite). On the
-event, for every :math:`x^\star`,
-
-.. math::
-
-    B^{\mathrm{chain}}_t(x) = \max_{x^\star} \Big[\mu(x^\star) - \mu(x)
-        + \min_{i} \Big(z_i\, d(x, p_i(x^\star))
-        + \sum_{j > i,\ p_j \ne p_{j-1}} z_j\,
-        d(p_j(x^\star), p(p_j(x^\star)))\Big)\Big].
-
-``links="actual"`` (default) is this, with the actual pseudo-distances along the
-chain; it is valid for *any* nested sets, covers or not. ``links="radius"``
-bounds each link by its radius as the paper does: a chain link into a proper
-:math:`\epsilon_{j-1}`-cover is at most :math:`\epsilon_{j-1}`, and the first
-link is at most :math:`d(x, x^\star) + \sum_{j > i} \epsilon_{j-1}` (triangle
-inequality), which depends on :math:`x^\star` only through
-:math:`d(x, x^\star)`: one row of :math:`d` per certified point. Levels whose
-cover was capped (``bounded``) are not covers, so the radius form closes the
-tree with :math:`X` at the first of them.
-
-Two corrections to the paper's Eq. (chaining), both needed for validity: the
-first link :math:`d(x, p_{i}(x^\star))` can reach :math:`2 \epsilon_{i-1}`, not
-:math:`\epsilon_{i-1}` (the ancestor of :math:`x^\star` is only within
-:math:`2\epsilon_i` of it), and a level uses up to :math:`|T_i| + |T_i \setminus
-T_{i-1}|` distinct pairs, not :math:`|T_i| + 1`. The paper's simplification to
-Eq. (ucb), :math:`3 \sum_{i: \epsilon_i < \sigma(x_t)} \epsilon_{i-1}
-\sqrt{2 u_i}`, further needs the query rule with :math:`\epsilon_{i-1}` in
-:math:`H_i` (``h_radius="proof"``); it is kept for comparison as
-:meth:`ax_chaining.chaining.ChainingResult.regret_bound` and is not used here.
-
-``tail="gaussian"`` (default) takes the exact Gaussian quantile
-:math:`\bar\Phi^{-1}(p)`; ``tail="chernoff"`` the paper's
-:math:`\sqrt{2 \log(1/p)}`, which is larger.
-
-**Default** (``method="combined"``): :math:`\min(B^{\cup}_t(x),
-B^{\mathrm{chain}}_t(x))`, each at the full :math:`\delta_t`. This needs no
-split of :math:`\delta`: given :math:`D_t`, both bounds are numbers and
-:math:`S = \max_{x^\star} f(x^\star) - f(x)` is the random variable; each number
-bounds the :math:`(1 - \delta_t)`-quantile of the conditional law of :math:`S`
-(:math:`P[S > B_c \mid D_t] \le \delta_t` for each construction :math:`c`), so
-the smaller one does too: with :math:`c^\star` the minimizer, a function of
-:math:`D_t`, :math:`P[S > B_{c^\star} \mid D_t] \le \delta_t`. (This is where the
-Bayesian setting differs from a frequentist one, in which the minimum of two
-confidence bounds of a fixed parameter would need :math:`\delta / 2` each.)
-``split_delta=True`` gives each part :math:`\delta / 2` anyway. The same
-argument makes every choice computed from :math:`D_t` alone free: the
-recommended point, the covers, the budget split over levels.
-
-**UCB - LCB** (Makarova et al., 2022), for comparison: on the GP-UCB event
-:math:`|f - \mu| \le \sqrt{\beta_t}\, \sigma` over :math:`X`,
-:math:`\max_{x^\star} f(x^\star) - f(x) \le \max_{x'} \mathrm{UCB}(x') -
-\mathrm{LCB}(x)` (:func:`ucb_lcb_bound`).
-
-**Memory.** Every bound is computed a block of certified points at a time:
-each function takes ``memory_budget`` (default
-:data:`~ax_chaining.distances.DEFAULT_MEMORY_BUDGET`; the acquisition and
-:func:`~ax_chaining.certification.certify_model` pass theirs) and keeps its
-temporaries over ``(certified point, candidate)`` pairs within a sixteenth of
-it and, on the CPU, :data:`BLOCK_BYTES` (:func:`certificate_share`,
-:func:`certified_block`): at least one point per block, or one batch of the
-distance's ``row_batch`` rows where :func:`certificate_bounds` computes them.
-The blocks change no number: each point's bound (its row of :math:`d`, taken
-in the same batch whatever the budget, its bisection, its sums over fixed
-blocks of candidates) is computed on its own.
-
-**Recommendation.** A certificate is a bound for one point chosen from the data:
-by default the evaluated candidate with the smallest bound (``rule="min_bound"``)
-or the one with the largest posterior mean (``rule="max_mean"``); both are
-functions of :math:`D_t`, so the bound holds for them.
+**Memory.** Every bound is computed a block of certified points at a time,
+within ``memory_budget`` (:func:`certificate_share`, :func:`certified_block`);
+the blocks change no number.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor
 
-from ax_chaining.checks import check_choice, check_delta, check_int
-from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance, column_blocks
+from ax_chaining.certificate.schedule import step_delta
+from ax_chaining.certificate.tails import Tail, TailLaw, tail_sum, upper_quantile
+from ax_chaining.checks import check_choice, check_int
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 
 __all__ = [
     "BLOCK_BYTES",
     "PAIRWISE_PAIR_BYTES",
     "UNION_PAIR_BYTES",
-    "Certificate",
     "ChainingTree",
-    "TailLaw",
+    "Links",
+    "Method",
+    "Rule",
     "certificate_bounds",
     "certificate_share",
     "certified_block",
     "chaining_bound",
     "chaining_tree",
-    "make_certificate",
-    "refused_certificate",
     "pairwise_bound",
     "recommend",
     "running_minimum",
-    "step_delta",
+    "solve_tail_budget",
     "ucb_lcb_bound",
     "union_bound",
-    "upper_quantile",
 ]
 
-Tail = Literal["gaussian", "chernoff"]
+#: How the chaining bound prices a link: its pseudo-distance or its radius.
 Links = Literal["actual", "radius"]
+#: Which bound: the smaller of union and chaining, or one of them.
 Method = Literal["combined", "union", "pairwise", "chaining"]
+#: How the certified point is recommended (:func:`recommend`).
 Rule = Literal["min_bound", "max_mean"]
 
-_TAILS = ("gaussian", "chernoff")
-_LINKS = ("actual", "radius")
-_METHODS = ("combined", "union", "pairwise", "chaining")
-_RULES = ("min_bound", "max_mean")
 
 #: Bytes of temporaries per (certified point, candidate) pair of
 #: :func:`union_bound`: it holds the rows of gaps and distances and makes up to
@@ -200,55 +81,6 @@ PAIRWISE_PAIR_BYTES = 8 * 4
 #: blocks faster (on an H200, 50 points of 100,000: 0.04 s in one block, 0.49
 #: s in blocks of 16 MiB), so there only the budget bounds them.
 BLOCK_BYTES = 16 * 2**20
-
-
-def step_delta(delta: float, t: int) -> float:
-    r"""Share of ``delta`` given to step ``t``: :math:`6 \delta / (\pi^2 t^2)`.
-
-    Summed over :math:`t \ge 1` it is :math:`\delta`, so bounds built with these
-    shares hold at every step at once.
-    """
-    delta = check_delta(delta)
-    t = check_int("t", t, 1)
-    return 6.0 * delta / (math.pi**2 * t**2)
-
-
-class TailLaw(Protocol):
-    """The standardized law of one pair's difference, for tails other than the
-    named ones (e.g. :class:`ax_chaining.certification.StudentTail`): its
-    survival function and its inverse."""
-
-    name: str
-
-    def sf(self, z: Tensor) -> Tensor: ...
-
-    def isf(self, p: Tensor) -> Tensor: ...
-
-
-def upper_quantile(p: Tensor | float, tail: Tail | TailLaw = "gaussian") -> Tensor:
-    r"""Threshold ``z`` with tail probability ``p`` for one standard Gaussian pair.
-
-    ``"gaussian"``: :math:`z = \bar\Phi^{-1}(p)`, exact; ``"chernoff"``:
-    :math:`z = \sqrt{2 \log(1 / p)}`, from :math:`\bar\Phi(z) \le e^{-z^2/2}`.
-
-    Args:
-        p: Tail probabilities in (0, 1), any shape.
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certification.StudentTail`).
-
-    Returns:
-        Thresholds, float64.
-    """
-    p = torch.as_tensor(p, dtype=torch.float64)
-    if not bool(((p > 0) & (p < 1)).all()):
-        raise ValueError(f"tail probabilities must be in (0, 1), got {p}.")
-    if not isinstance(tail, str):
-        return tail.isf(p)
-    check_choice("tail", tail, _TAILS)
-    if tail == "gaussian":
-        # -ndtri(p) is accurate for tiny p, where 1 - p would round to 1.
-        return -torch.special.ndtri(p)
-    return torch.sqrt(-2.0 * torch.log(p))
 
 
 def _check_rows(mean: Tensor, dist: Tensor, index: Tensor) -> tuple[Tensor, Tensor]:
@@ -325,7 +157,7 @@ def pairwise_bound(
         index: ``m`` indices of the certified points.
         delta_t: Failure probability of this step.
         tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certification.StudentTail`).
+            :class:`~ax_chaining.certificate.tails.StudentTail`).
         memory_budget: Bytes the temporaries may take (:func:`certified_block`).
 
     Returns:
@@ -344,29 +176,6 @@ def pairwise_bound(
         gap += z * dist[rows].to(mean)
         out[rows] = gap.amax(dim=-1)
     return out.clamp_min(0.0)
-
-
-def _tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: Tail | TailLaw) -> Tensor:
-    """``sum_{x*: d > 0} P[f(x*) - f(x) > b]`` (or its Chernoff bound), per row.
-
-    Summed over the fixed blocks of candidates of
-    :func:`~ax_chaining.distances.column_blocks`, then over the blocks in
-    order: a row's sum is then the same whatever rows it is computed with
-    (torch splits one long row's sum over threads, many rows' sums by rows).
-    """
-    pos = dist > 0
-    z = (b.unsqueeze(-1) - gap) / torch.where(pos, dist, torch.ones_like(dist))
-    if not isinstance(tail, str):
-        term = tail.sf(z)
-    elif tail == "gaussian":
-        term = torch.special.ndtr(-z)
-    else:
-        term = torch.where(z > 0, torch.exp(-0.5 * z.square()), torch.ones_like(z))
-    term = torch.where(pos, term, torch.zeros_like(term))
-    total = torch.zeros(term.shape[:-1], dtype=term.dtype, device=term.device)
-    for a, c in column_blocks(0, term.shape[-1]):
-        total += term[..., a:c].sum(dim=-1)
-    return total
 
 
 def union_bound(
@@ -416,7 +225,7 @@ def union_bound(
         ``m`` bounds (float64, at least 0).
     """
     if isinstance(tail, str):
-        check_choice("tail", tail, _TAILS)
+        check_choice("tail", tail, get_args(Tail))
     mean, index = _check_rows(mean, dist, index)
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
     largest = _largest(mean.device)
@@ -434,7 +243,7 @@ def union_bound(
         )
         hi = torch.maximum(hi, lo)
         out[rows] = solve_tail_budget(
-            lambda b, gap=gap, d=d: _tail_sum(b, gap, d, tail), lo, hi, delta_t, rtol
+            lambda b, gap=gap, d=d: tail_sum(b, gap, d, tail), lo, hi, delta_t, rtol
         )
     return out
 
@@ -632,7 +441,22 @@ def chaining_bound(
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> Tensor:
-    r"""Chaining certificate :math:`B^{\mathrm{chain}}_t(x)` (module docstring).
+    r"""Chaining certificate, after Appendix A of Contal, Malherbe and Vayatis (2015).
+
+    .. math::
+
+        B^{\mathrm{chain}}_t(x) = \max_{x^\star} \Big[\mu(x^\star) - \mu(x)
+            + \min_{i} \Big(z_i\, d(x, p_i(x^\star))
+            + \sum_{j > i,\ p_j \ne p_{j-1}} z_j\,
+            d(p_j(x^\star), p(p_j(x^\star)))\Big)\Big],
+
+    with :math:`p_i(x^\star)` the ancestor of :math:`x^\star` at level :math:`i`
+    of ``tree`` and :math:`z_j = \bar\Phi^{-1}(\delta_t w_j / m_j)`:
+    :math:`w_j \propto j^{-2}` over the levels, :math:`m_j = |T_j| + |T_j
+    \setminus T_{j-1}|` pairs at level :math:`j`. ``links="radius"`` bounds
+    every link by its radius, as the paper does. The derivation, and the two
+    corrections to the paper it needs, are on the documentation page "The
+    regret certificate".
 
     Args:
         mean: ``N`` posterior means.
@@ -643,7 +467,7 @@ def chaining_bound(
         links: ``"actual"`` (pseudo-distances along the chain, default) or
             ``"radius"`` (radii :math:`\epsilon_{j-1}`, one row per point).
         tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certification.StudentTail`).
+            :class:`~ax_chaining.certificate.tails.StudentTail`).
         memory_budget: Bytes the temporaries may take (:func:`certified_block`):
             ``"radius"`` takes blocks of points, ``"actual"`` one point at a
             time over blocks of candidates (its ``K`` levels per candidate).
@@ -651,7 +475,7 @@ def chaining_bound(
     Returns:
         ``m`` bounds (float64, at least 0).
     """
-    check_choice("links", links, _LINKS)
+    check_choice("links", links, get_args(Links))
     memory_budget = check_int("memory_budget", memory_budget, 1)
     mean, index = _check_rows(mean, dist, index)
     n = mean.numel()
@@ -730,7 +554,7 @@ def recommend(
     ``"min_bound"``: the smallest bound (ties to the larger posterior mean, then
     the first); ``"max_mean"``: the largest posterior mean.
     """
-    check_choice("rule", rule, _RULES)
+    check_choice("rule", rule, get_args(Rule))
     if index.numel() == 0:
         raise ValueError("No point to recommend: the certified set is empty.")
     m = mean.to(torch.float64)[index]
@@ -772,30 +596,31 @@ def certificate_bounds(
         distance: The posterior pseudo-distance :math:`d_t` over the ``N`` points.
         index: ``m`` indices of the points to certify.
         t: Step; the bound holds jointly over all ``t`` (budget
-            :func:`step_delta`).
+            :func:`~ax_chaining.certificate.schedule.step_delta`).
         delta: Confidence parameter in (0, 1).
         method: ``"combined"`` (the smaller of ``"union"`` and ``"chaining"``),
             ``"union"``, ``"pairwise"`` or ``"chaining"``.
         tree: The chaining tree (needed for ``"chaining"`` and ``"combined"``).
         links: ``"actual"`` or ``"radius"`` (chaining only).
         tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certification.StudentTail`).
+            :class:`~ax_chaining.certificate.tails.StudentTail`).
         dist: The ``m x N`` rows :math:`d(x, \cdot)` (not squared) if already
             computed; default from ``distance``, in its batches of
             ``row_batch`` points.
         split_delta: With ``"combined"``, give each part ``delta / 2`` instead
-            of ``delta``. Not needed for validity (see the module docstring).
+            of ``delta``. Not needed for validity (docs: "The regret certificate").
         share: The failure probability of this check, if not
-            :func:`step_delta` ``(delta, t)`` (a declared schedule of checks,
-            :class:`ax_chaining.certification.CheckSchedule`).
+            :func:`~ax_chaining.certificate.schedule.step_delta` ``(delta, t)`` (a
+            declared schedule of checks,
+            :class:`~ax_chaining.certificate.schedule.CheckSchedule`).
         memory_budget: Bytes the rows of :math:`d` and the temporaries may
             take (:func:`certified_block`); the same bounds for any budget.
 
     Returns:
         ``{"bound": m bounds, <part>: m bounds, ...}`` with the part(s) computed.
     """
-    check_choice("method", method, _METHODS)
-    check_choice("links", links, _LINKS)
+    check_choice("method", method, get_args(Method))
+    check_choice("links", links, get_args(Links))
     memory_budget = check_int("memory_budget", memory_budget, 1)
     if mean.numel() != distance.n:
         raise ValueError(f"mean has {mean.numel()} entries, distance {distance.n}.")
@@ -851,191 +676,3 @@ def certificate_bounds(
         bound = torch.minimum(bound, out[part])
     out["bound"] = bound
     return out
-
-
-def _json_float(value: float) -> float | str:
-    value = float(value)
-    return value if math.isfinite(value) else str(value)
-
-
-@dataclass(frozen=True)
-class Certificate:
-    r"""A regret certificate for one recommended candidate.
-
-    With probability at least :math:`1 - \delta` (jointly over all steps, under
-    the assumptions of :mod:`ax_chaining.certificate`),
-    :math:`\max_{x^\star} f(x^\star) - f(x) \le` ``bound``.
-
-    Attributes:
-        index: Index of the recommended point in the candidate set.
-        x: The recommended candidate (``d``-dim tensor).
-        bound: The certificate, in objective units.
-        delta: Confidence parameter.
-        t: Step (observations + 1) whose budget the bound uses.
-        method: ``"combined"``, ``"union"``, ``"pairwise"`` or ``"chaining"``.
-        rule: How the point was chosen (``"min_bound"``, ``"max_mean"`` or
-            ``"index"``).
-        links: ``"actual"`` or ``"radius"``.
-        tail: ``"gaussian"``, ``"chernoff"`` or ``"student-<dof>"``.
-        mean: Posterior mean at the point (objective units).
-        components: The bound of each part at the point (``union`` and
-            ``chaining`` for ``"combined"``).
-        certified: Indices of the candidates that were certified.
-        bounds: Their bounds (same order).
-        split_delta: Whether the parts of ``"combined"`` got ``delta / 2`` each.
-        share: The failure probability spent on this check (the step's share
-            of ``delta``).
-        valid: False when a model check refused to certify; ``bound`` is then
-            ``inf`` and ``reason`` says why.
-        reason: Why the certificate was refused (empty when valid).
-        checks: The model checks' statistics (name to value).
-    """
-
-    index: int
-    x: Tensor
-    bound: float
-    delta: float
-    t: int
-    method: str
-    rule: str = "min_bound"
-    links: str = "actual"
-    tail: str = "gaussian"
-    mean: float = float("nan")
-    components: dict = field(default_factory=dict)
-    certified: tuple[int, ...] = ()
-    bounds: tuple[float, ...] = ()
-    split_delta: bool = False
-    share: float = float("nan")
-    valid: bool = True
-    reason: str = ""
-    checks: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (floats, ints, strings and lists only)."""
-        return {
-            "index": int(self.index),
-            "x": [_json_float(v) for v in self.x.detach().reshape(-1).tolist()],
-            "bound": _json_float(self.bound),
-            "delta": float(self.delta),
-            "t": int(self.t),
-            "method": str(self.method),
-            "rule": str(self.rule),
-            "links": str(self.links),
-            "tail": str(self.tail),
-            "mean": _json_float(self.mean),
-            "components": {str(k): _json_float(v) for k, v in self.components.items()},
-            "certified": [int(i) for i in self.certified],
-            "bounds": [_json_float(b) for b in self.bounds],
-            "split_delta": bool(self.split_delta),
-            "share": _json_float(self.share),
-            "valid": bool(self.valid),
-            "reason": str(self.reason),
-            "checks": {str(k): _json_float(v) for k, v in self.checks.items()},
-        }
-
-
-def make_certificate(
-    mean: Tensor,
-    distance: PseudoDistance,
-    index: Tensor,
-    candidates: Tensor,
-    *,
-    t: int,
-    delta: float,
-    share: float | None = None,
-    method: Method = "combined",
-    tree: ChainingTree | None = None,
-    links: Links = "actual",
-    tail: Tail | TailLaw = "gaussian",
-    rule: Rule = "min_bound",
-    split_delta: bool = False,
-    sign: float = 1.0,
-    scale: float = 1.0,
-    checks: dict[str, float] | None = None,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
-) -> Certificate:
-    """The :class:`Certificate` of the recommended point among ``index``.
-
-    Args:
-        mean: ``N`` posterior means of the objective, larger is better.
-        distance: The posterior pseudo-distance over the ``N`` candidates.
-        index: Indices of the candidates that may be recommended.
-        candidates: The ``N x d`` candidates (for the recommended ``x``).
-        t, delta, share, method, tree, links, tail, split_delta: As in
-            :func:`certificate_bounds`.
-        rule: As in :func:`recommend`.
-        sign: ``-1`` where ``mean`` is the negated model mean (minimization),
-            so that the reported ``mean`` is the model's.
-        scale: A factor ``c >= 1`` on every posterior standard deviation (a
-            calibration; the bound of ``c d`` is ``c`` times the bound of ``d``
-            with the means divided by ``c``, for every method).
-        checks: The model checks' statistics, recorded with the certificate.
-        memory_budget: As in :func:`certificate_bounds`.
-    """
-    parts = certificate_bounds(
-        mean / scale,
-        distance,
-        index,
-        t=t,
-        delta=delta,
-        method=method,
-        tree=tree,
-        links=links,
-        tail=tail,
-        split_delta=split_delta,
-        share=share,
-        memory_budget=memory_budget,
-    )
-    parts = {k: v * scale for k, v in parts.items()}
-    bounds = parts["bound"]
-    pos = recommend(bounds, index, mean, rule)
-    best = int(index[pos])
-    return Certificate(
-        index=best,
-        x=candidates[best].detach().clone(),
-        bound=float(bounds[pos]),
-        delta=float(delta),
-        t=int(t),
-        method=method,
-        rule=rule,
-        links=links,
-        tail=tail if isinstance(tail, str) else tail.name,
-        mean=float(mean[best]) * sign,
-        components={k: float(v[pos]) for k, v in parts.items() if k != "bound"},
-        certified=tuple(int(i) for i in index.tolist()),
-        bounds=tuple(float(b) for b in bounds.tolist()),
-        split_delta=bool(split_delta),
-        share=float(step_delta(delta, t) if share is None else share),
-        checks=dict(checks or {}),
-    )
-
-
-def refused_certificate(
-    mean: Tensor,
-    index: Tensor,
-    candidates: Tensor,
-    *,
-    t: int,
-    delta: float,
-    reason: str,
-    checks: dict[str, float],
-    sign: float = 1.0,
-) -> Certificate:
-    """A refused certificate (``valid=False``, ``bound=inf``) for the evaluated
-    candidate of largest posterior mean, saying ``reason``."""
-    pos = int(torch.argmax(mean[index]))
-    best = int(index[pos])
-    return Certificate(
-        index=best,
-        x=candidates[best].detach().clone(),
-        bound=math.inf,
-        delta=float(delta),
-        t=int(t),
-        method="refused",
-        rule="max_mean",
-        mean=float(mean[best]) * sign,
-        certified=tuple(int(i) for i in index.tolist()),
-        valid=False,
-        reason=reason,
-        checks=dict(checks),
-    )

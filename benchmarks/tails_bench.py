@@ -1,7 +1,7 @@
 r"""Which Student-t tails should the default certificate use? Refits of the
 validity benchmark's loops, one tail law at a time.
 
-The cap of ``tail="auto"`` (:data:`ax_chaining.certification.AUTO_DOF_CAP`) is
+The cap of ``tail="auto"`` (:data:`ax_chaining.certificate.AUTO_DOF_CAP`) is
 chosen by this measurement: the heaviest tails with which the certificate
 still reaches 10% of the range within 60 queries on GP samples, checked for
 validity on the molecule library whose best values lie furthest out
@@ -25,7 +25,7 @@ step was violated, the share of violated steps and the first query at which
 the bound fell to 10% of the range. ``--table`` summarizes the lines.
 
 ``--problems grid-true``: the same tail laws where the model is exactly right,
-on the certificate benchmark's grid (:mod:`benchmarks.certificate`: GP
+on the certificate benchmark's grid (:mod:`benchmarks.certificate_bench`: GP
 samples, the true prior, nothing fitted, 10 initial points, 100 Chaining-UCB
 queries, 20 runs): the usefulness bar there is the running minimum of the
 bound at 10% of the range within 60 queries in at least half the runs.
@@ -61,7 +61,7 @@ DOFS = ("6", "8", "10", "12", "15", "20", "n-1", "auto")
 
 
 def _law(name: str) -> Any:
-    from ax_chaining.certification import StudentTail
+    from ax_chaining.certificate import StudentTail
 
     if name == "n-1":
         return "student"
@@ -74,14 +74,14 @@ def _values(record: dict[str, Any]) -> tuple[torch.Tensor, np.ndarray, np.ndarra
     """(candidates, true values, observed values in order, Gram or None)."""
     problem, items = record["problem"], record["items"]
     if problem == "grid":
-        from ax_chaining.benchmark.problems import grid_problem
+        from ax_chaining.test_functions.problems import grid_problem
 
         X, f = grid_problem(record["config"]["side"], record["seed"])
         # The validity loop's noise: one draw per observation, in order.
         noise = np.random.default_rng(10_000 + record["seed"])
         y = np.array([float(f[i]) + 0.05 * noise.standard_normal() for i in items])
         return X, f.numpy(), y, None
-    from ax_chaining.benchmark.molecules import library
+    from ax_chaining.test_functions.molecules import library
 
     data, gram = library(problem)
     X = torch.arange(len(data), dtype=DTYPE).unsqueeze(-1)
@@ -120,7 +120,7 @@ def run_one(
 ) -> dict[str, Any]:
     """Refit the steps of one validity run; per tail law, its violations and
     usefulness (see the module docstring)."""
-    from ax_chaining.certification import certify_model
+    from ax_chaining.certificate import certify_model
 
     torch.manual_seed(0)  # BoTorch's fit draws random restarts only on failure
     C, f, y, gram = _values(record)
@@ -173,8 +173,8 @@ def run_one(
 def run_true_prior(seed: int, dofs: tuple[str, ...], queries: int) -> dict[str, Any]:
     """One run of the certificate benchmark's grid with the true prior, the
     default certificate (leave-one-out check, combined bound) at each tail."""
-    from benchmarks.certificate import CertificateConfig
-    from benchmarks.certificate import run_one as certificate_run
+    from benchmarks.certificate_bench import CertificateConfig
+    from benchmarks.certificate_bench import run_one as certificate_run
 
     variants = {d: {"calibration": "loo", "tail": _law(d)} for d in dofs}
     config = CertificateConfig(iters=queries)

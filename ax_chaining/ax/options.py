@@ -1,0 +1,60 @@
+"""What a candidate-set node checks before any trial: the acquisition's
+options and the stopping rule (shared by the single-machine and the sharded
+strategies)."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from botorch.acquisition.acquisition import AcquisitionFunction
+
+from ax_chaining.acquisition import ChainingOptions, ChainingUCBBase
+from ax_chaining.ax.stopping import RegretBoundCriterion
+from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.checks import check_delta, check_float, type_error
+
+__all__ = ["checked_options", "stop_rule_of"]
+
+
+def checked_options(
+    acqf_class: type[AcquisitionFunction], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``options`` with the values of this package's classes checked: a
+    Chaining-UCB's by :class:`~ax_chaining.ChainingOptions` (the one check of
+    its options), GP-UCB's ``delta`` and UCB's ``beta`` here.
+
+    Example:
+        >>> checked_options(ChainingUCB, {"delta": 0.1})
+        {'delta': 0.1}
+    """
+    out = dict(options)
+    if issubclass(acqf_class, ChainingUCBBase):
+        checked = ChainingOptions(**out).as_dict()  # raises on a bad value, naming it
+        return {k: checked[k] for k in out}
+    if "delta" in out:
+        out["delta"] = check_delta(out["delta"])
+    if "beta" in out:
+        out["beta"] = check_float("beta", out["beta"], (lambda v: v >= 0, ">= 0"))
+    return out
+
+
+def stop_rule_of(
+    name: str,
+    stop_tolerance: float | None,
+    certificate_schedule: CheckSchedule | None,
+) -> RegretBoundCriterion | None:
+    """The node's stopping rule for ``stop_tolerance`` (None: no rule), after
+    checking ``certificate_schedule`` (a rule needs recorded certificates)."""
+    if certificate_schedule is not None and not isinstance(
+        certificate_schedule, CheckSchedule
+    ):
+        raise type_error(
+            "certificate_schedule", "a CheckSchedule or None", certificate_schedule
+        )
+    if stop_tolerance is None:
+        return None
+    if certificate_schedule is None:
+        raise ValueError(
+            "`stop_tolerance` stops on the recorded certificate, and "
+            "`certificate_schedule=None` records none; pass a CheckSchedule."
+        )
+    return RegretBoundCriterion(stop_tolerance, transition_to=name)

@@ -1,0 +1,336 @@
+r"""From a BoTorch model to its certificate: the model check first, then the bound.
+
+:func:`certify_model` certifies any model over a finite candidate set,
+whatever chose its data; :func:`issue_certificate` is the one place where a
+model's certificate is issued (for it and for ``ChainingUCB``). Both first run
+the model's calibration check (:func:`calibrate`): under
+``calibration="loo"`` (the default, for fitted hyperparameters),
+:func:`loo_check` tests the leave-one-out standardized residuals of the
+training data and either **refuses** the certificate (overdispersed residuals
+or one beyond a Bonferroni threshold) or widens every posterior standard
+deviation by :math:`c = \max(1, \sqrt{\overline{z^2}})`.
+
+This check is a heuristic safeguard, not a guarantee: it can only make a bound
+larger, and it cannot see a misfit the data do not show. What it catches and
+what it misses is measured on the documentation page "The regret certificate"
+(``docs/certificate.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, get_args
+
+import torch
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.models.model import Model
+from torch import Tensor
+
+from ax_chaining.certificate.bounds import Method, Rule
+from ax_chaining.certificate.certify import (
+    Certificate,
+    make_certificate,
+    refused_certificate,
+)
+from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate.tails import (
+    Calibration,
+    TailChoice,
+    TailLaw,
+    bind_tail,
+    resolve_tail,
+)
+from ax_chaining.checks import as_index, check_choice, check_delta, check_float
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
+from ax_chaining.posterior import (
+    candidate_posterior,
+    check_posterior_transform,
+    evaluated_candidates,
+    known_prior_variance,
+    model_inputs,
+    num_training_points,
+    supports_low_rank,
+)
+
+__all__ = [
+    "LooCheck",
+    "calibrate",
+    "certify_model",
+    "issue_certificate",
+    "loo_check",
+    "loo_residuals",
+]
+
+
+@dataclass(frozen=True)
+class LooCheck:
+    """The outcome of :func:`loo_check`.
+
+    Attributes:
+        scale: The factor on the posterior standard deviations (>= 1).
+        valid: False when the check refuses to certify.
+        reason: Why (empty when valid).
+        stats: ``n``, ``mean_z2`` (mean squared LOO residual), ``p_overdispersed``
+            (chi-square p-value), ``max_z`` and ``max_z_threshold``.
+    """
+
+    scale: float
+    valid: bool
+    reason: str
+    stats: dict[str, float]
+
+
+def loo_residuals(model: Model) -> Tensor | None:
+    r"""Leave-one-out standardized residuals of an exact single-output GP.
+
+    :math:`z_i = [K^{-1} r]_i / \sqrt{[K^{-1}]_{ii}}` with :math:`K` the
+    training covariance plus noise and :math:`r` the centred training targets
+    (Rasmussen and Williams, 2006, eq. 5.12): the residual of :math:`y_i`
+    predicted from the other observations, over its predictive standard
+    deviation, with the model's hyperparameters. None for models without that
+    form (model lists, batched or non-Gaussian likelihoods).
+    """
+    if not supports_low_rank(model, None):
+        return None
+    model.eval()
+    X = model.train_inputs[0]
+    r = model.train_targets - model.mean_module(X)
+    noise = model.likelihood.noise.reshape(-1).expand(X.shape[0])
+    K = model.covar_module(X).to_dense() + torch.diag_embed(noise)
+    L, info = torch.linalg.cholesky_ex(K)
+    if int(info) != 0:
+        return None
+    inverse = torch.cholesky_inverse(L)
+    return (inverse @ r) / inverse.diagonal().sqrt()
+
+
+def loo_check(model: Model, alpha: float = 0.01) -> LooCheck:
+    r"""The leave-one-out calibration check (``calibration="loo"``).
+
+    Under the model each leave-one-out standardized residual :math:`z_i`
+    (:func:`loo_residuals`) is :math:`N(0, 1)`. The check refuses
+    (``valid=False``) when they are overdispersed (a chi-square test of
+    :math:`\sum_i z_i^2` with :math:`n` degrees of freedom at level ``alpha``)
+    or when one lies beyond the Bonferroni threshold
+    :math:`\bar\Phi^{-1}(\alpha / (2n))`; otherwise its ``scale`` is
+    :math:`c = \max(1, \sqrt{\overline{z^2}})`, the factor on every posterior
+    standard deviation. A false refusal has probability about ``alpha`` per
+    check.
+
+    Example:
+        >>> check = loo_check(model)
+        >>> check.valid, check.scale, check.stats["mean_z2"]
+
+    Args:
+        model: A fitted model.
+        alpha: The level of the overdispersion and tail tests.
+
+    Returns:
+        A :class:`LooCheck`; for a model without closed-form LOO residuals,
+        valid with scale 1 and ``stats`` empty.
+    """
+    from scipy.stats import chi2, norm
+
+    alpha = check_float("alpha", alpha, (lambda v: 0 < v < 1, "in (0, 1)"))
+    z = loo_residuals(model)
+    if z is None or z.numel() < 3:
+        return LooCheck(1.0, True, "", {})
+    z = z.detach().double()
+    n = z.numel()
+    sum_z2 = float(z.square().sum())
+    p_over = float(chi2.sf(sum_z2, n))
+    max_z = float(z.abs().max())
+    threshold = float(norm.isf(alpha / (2 * n)))
+    stats = {
+        "n": float(n),
+        "mean_z2": sum_z2 / n,
+        "p_overdispersed": p_over,
+        "max_z": max_z,
+        "max_z_threshold": threshold,
+    }
+    if p_over < alpha:
+        why = (
+            f"the model is overconfident: its leave-one-out residuals have mean "
+            f"square {sum_z2 / n:.3g} (1 expected; chi-square p = {p_over:.2g} < "
+            f"{alpha:g}). Check the kernel and its hyperparameters."
+        )
+        return LooCheck(math.sqrt(sum_z2 / n), False, why, stats)
+    if max_z > threshold:
+        why = (
+            f"an observation lies {max_z:.3g} leave-one-out standard deviations "
+            f"from its prediction, beyond {threshold:.3g} (Bonferroni at level "
+            f"{alpha:g}): the model's tails are too light for these data."
+        )
+        return LooCheck(1.0, False, why, stats)
+    return LooCheck(max(1.0, math.sqrt(sum_z2 / n)), True, "", stats)
+
+
+def calibrate(model: Model, calibration: Calibration, alpha: float = 0.01) -> LooCheck:
+    """The calibration ``calibration`` of ``model``: :func:`loo_check`, or none."""
+    check_choice("calibration", calibration, get_args(Calibration))
+    if calibration == "none":
+        return LooCheck(1.0, True, "", {})
+    return loo_check(model, alpha)
+
+
+def issue_certificate(
+    model: Model,
+    mean: Tensor,
+    distance: PseudoDistance,
+    index: Tensor,
+    candidates: Tensor,
+    *,
+    calibration: Calibration = "loo",
+    alpha: float = 0.01,
+    sign: float = 1.0,
+    prior_var: Tensor,
+    **bounds: Any,
+) -> Certificate:
+    """The certificate of a model's posterior: its calibration first (refused,
+    or the spread widened), then the bound (``bounds``: the keywords of
+    :func:`~ax_chaining.certificate.certify.make_certificate`; ``tail`` may be any
+    :data:`~ax_chaining.certificate.tails.TailChoice`, see
+    :func:`~ax_chaining.certificate.tails.resolve_tail`). The one place where a
+    certificate is issued, for :func:`certify_model` and ``ChainingUCB``.
+    ``prior_var``: the candidates' prior variances in the posterior's units,
+    for the default tails."""
+    check = calibrate(model, calibration, alpha)
+    n_obs = num_training_points(model)
+    law = resolve_tail(bounds.get("tail", "auto"), calibration, n_obs)
+    bounds["tail"] = bind_tail(law, distance.variance, prior_var)
+    if not check.valid:
+        return refused_certificate(
+            mean,
+            index,
+            candidates,
+            t=bounds["t"],
+            delta=bounds["delta"],
+            reason=check.reason,
+            checks=check.stats,
+            sign=sign,
+        )
+    return make_certificate(
+        mean,
+        distance,
+        index,
+        candidates,
+        sign=sign,
+        scale=check.scale,
+        checks=check.stats,
+        **bounds,
+    )
+
+
+@torch.no_grad()
+def certify_model(
+    model: Model,
+    candidates: Tensor,
+    among: Tensor | Sequence[int] | str | None = None,
+    *,
+    delta: float = 0.05,
+    schedule: CheckSchedule | None = None,
+    posterior_transform: PosteriorTransform | None = None,
+    maximize: bool = True,
+    method: Method = "union",
+    tail: TailChoice | TailLaw = "auto",
+    rule: Rule = "min_bound",
+    calibration: Calibration = "loo",
+    alpha: float = 0.01,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> Certificate:
+    r"""A regret certificate from any model, whatever chose its data.
+
+    With probability at least :math:`1 - \delta` over all checks of
+    ``schedule``, :math:`\max_{x^\star} f(x^\star) - f(x) \le` ``bound`` for
+    the recommended candidate ``x``, under the assumptions of
+    :mod:`ax_chaining.certificate.bounds` (the model's calibration checked
+    first, :func:`calibrate`). ``method`` is ``"union"`` (default; the
+    chaining bound needs the covers of :class:`~ax_chaining.ChainingUCB`,
+    whose ``certificate`` adds it) or ``"pairwise"``.
+
+    Example:
+        >>> cert = certify_model(model, candidates)  # the evaluated candidates
+        >>> cert.index, cert.bound
+
+    Args:
+        model: A fitted single-outcome model (or multi-output with a
+            ``posterior_transform``) with a Gaussian posterior.
+        candidates: The ``N x d`` finite search space, in the model's inputs.
+        among: The candidates that may be recommended: None (the evaluated
+            ones: training inputs of the model), ``"all"``, a boolean mask or
+            indices.
+        delta: Confidence parameter.
+        schedule: The checks over which ``delta`` is spent (default every step).
+        posterior_transform: Maps a multi-output posterior to one output.
+        maximize: If False, the objective is minimized.
+        method: ``"union"`` or ``"pairwise"``.
+        tail: ``"auto"`` (default: under ``calibration="loo"`` Student-t
+            tails with ``n - 1`` degrees of freedom for explored candidates
+            and ``min(n - 1, 10)`` for the others, Gaussian under ``"none"``;
+            :func:`~ax_chaining.certificate.tails.resolve_tail`), ``"gaussian"``,
+            ``"chernoff"``, ``"student"`` or a
+            :class:`~ax_chaining.certificate.tails.StudentTail`.
+        rule: ``"min_bound"`` or ``"max_mean"``.
+        calibration: ``"loo"`` (default, for fitted hyperparameters) or
+            ``"none"`` (the model's hyperparameters are the true ones).
+        alpha: The level of the ``"loo"`` check's tests.
+        memory_budget: Bytes the posterior and the certificate's temporaries
+            may take.
+
+    Returns:
+        A :class:`~ax_chaining.certificate.certify.Certificate`.
+    """
+    check_posterior_transform(model, posterior_transform)
+    check_choice("method", method, ("union", "pairwise"))
+    delta = check_delta(delta)
+    given_dtype = getattr(candidates, "dtype", None)
+    candidates = model_inputs(model, candidates)
+    n_obs = num_training_points(model)
+    if not n_obs:
+        raise ValueError("The model holds no observation; nothing to certify yet.")
+    schedule = schedule or CheckSchedule()
+    share = schedule.share(delta, n_obs)
+    if among is None:
+        mask = evaluated_candidates(model, candidates, given_dtype)
+        if not bool(mask.any()):
+            raise ValueError(
+                "certify_model: no candidate is a training input of the model; "
+                "pass among='all', a boolean mask or indices."
+            )
+        index = mask.nonzero().squeeze(-1)
+    elif isinstance(among, str):
+        check_choice("among", among, ("all",))
+        index = torch.arange(candidates.shape[0], device=candidates.device)
+    else:
+        index = as_index("among", among, candidates.shape[0], candidates.device)
+    path = "low_rank" if supports_low_rank(model, posterior_transform) else "dense"
+    post = candidate_posterior(
+        model,
+        candidates,
+        posterior_transform=posterior_transform,
+        path=path,
+        memory_budget=memory_budget,
+    )
+    mean = post.mean.to(torch.float64)
+    mean = mean if maximize else -mean
+    prior_var = known_prior_variance(post, model, candidates, posterior_transform)
+    return issue_certificate(
+        model,
+        mean,
+        post.distance,
+        index,
+        candidates,
+        calibration=calibration,
+        alpha=alpha,
+        t=n_obs + 1,
+        delta=delta,
+        share=share,
+        method=method,
+        tail=tail,
+        rule=rule,
+        sign=1.0 if maximize else -1.0,
+        prior_var=prior_var,
+        memory_budget=memory_budget,
+    )

@@ -1,0 +1,119 @@
+r"""How :math:`\delta` is spent over steps and over checks.
+
+A certificate is a statement about one step; a user who stops on the first
+certificate below a tolerance looks at many, so :math:`\delta` is split over
+them: the :math:`j`-th step (:func:`step_delta`) or the :math:`j`-th declared
+check (:class:`CheckSchedule`) gets :math:`6 \delta / (\pi^2 j^2)`. These
+shares sum to :math:`\delta`, so every bound built with them holds at every
+step (or check) at once with probability at least :math:`1 - \delta`, and so
+does the bound at whichever check a stopping rule stops. The argument is on
+the documentation page "The regret certificate" (``docs/certificate.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from ax_chaining.checks import check_choice, check_delta, check_float, check_int
+
+__all__ = ["EVERY_STEP", "CheckSchedule", "ScheduleKind", "step_delta"]
+
+#: The kinds of :class:`CheckSchedule`.
+ScheduleKind = Literal["every", "every_k", "geometric"]
+
+
+def step_delta(delta: float, t: int) -> float:
+    r"""Share of ``delta`` given to step ``t``: :math:`6 \delta / (\pi^2 t^2)`.
+
+    Summed over :math:`t \ge 1` it is :math:`\delta`, so bounds built with these
+    shares hold at every step at once.
+    """
+    delta = check_delta(delta)
+    t = check_int("t", t, 1)
+    return 6.0 * delta / (math.pi**2 * t**2)
+
+
+@dataclass(frozen=True)
+class CheckSchedule:
+    r"""The steps at which certificates are checked; :math:`\delta` is spent on
+    them only (the module docstring).
+
+    * ``"every"`` (default): every step; the check of a model with ``n``
+      observations has index :math:`j = t = n + 1`, so
+      :math:`\delta_j` is :func:`step_delta`.
+    * ``"every_k"``: after ``start``, ``start + k``, ``start + 2k``, ...
+      observations; the check after ``start + (j - 1) k`` has index :math:`j`.
+    * ``"geometric"``: after :math:`n_1 = \texttt{start}` observations and
+      :math:`n_j = \max(n_{j-1} + 1, \lceil \texttt{start} \cdot
+      \texttt{ratio}^{j-1} \rceil)`: about :math:`\log_{\texttt{ratio}}
+      (n / \texttt{start})` checks up to ``n``.
+
+    Example:
+        >>> s = CheckSchedule("geometric", start=10)
+        >>> [n for n in range(1, 100) if s.index(n) is not None]
+        [10, 20, 40, 80]
+        >>> round(s.share(0.05, 40) / CheckSchedule().share(0.05, 40), 1)
+        186.8
+
+    Args:
+        kind: ``"every"``, ``"every_k"`` or ``"geometric"``.
+        k: The spacing of ``"every_k"``.
+        start: The number of observations of the first check (``"every_k"``
+            and ``"geometric"``).
+        ratio: The growth of ``"geometric"`` (> 1).
+    """
+
+    kind: ScheduleKind = "every"
+    k: int = 1
+    start: int = 1
+    ratio: float = 2.0
+
+    def __post_init__(self) -> None:
+        check_choice("kind", self.kind, get_args(ScheduleKind))
+        check_int("k", self.k, 1)
+        check_int("start", self.start, 1)
+        check_float("ratio", self.ratio, (lambda v: v > 1, "> 1"))
+
+    def index(self, num_observations: int) -> int | None:
+        """The check index :math:`j \\ge 1` of the step with that many
+        observations, or None if it is not a check."""
+        n = check_int("num_observations", num_observations, 0)
+        if self.kind == "every":
+            return n + 1 if n >= 1 else None
+        if n < self.start:
+            return None
+        if self.kind == "every_k":
+            j, rest = divmod(n - self.start, self.k)
+            return j + 1 if rest == 0 else None
+        j, at = 1, self.start
+        while at < n:
+            j += 1
+            at = max(at + 1, math.ceil(self.start * self.ratio ** (j - 1)))
+        return j if at == n else None
+
+    def next_check(self, num_observations: int) -> int:
+        """The number of observations of the first check at or after this step."""
+        n = max(1, check_int("num_observations", num_observations, 0))
+        while self.index(n) is None:
+            n += 1
+        return n
+
+    def share(self, delta: float, num_observations: int) -> float:
+        r""":math:`\delta_j = 6 \delta / (\pi^2 j^2)` of this step's check.
+
+        Raises:
+            ValueError: The step is not a check.
+        """
+        j = self.index(num_observations)
+        if j is None:
+            raise ValueError(
+                f"{num_observations} observations is not a check of {self}; the "
+                f"next check is after {self.next_check(num_observations)}."
+            )
+        return 6.0 * check_delta(delta) / (math.pi**2 * j**2)
+
+
+#: The default schedule: a check at every step.
+EVERY_STEP = CheckSchedule()

@@ -1,0 +1,143 @@
+r"""Molecule libraries with one measured property each, vendored with the package.
+
+Three public datasets ship in ``ax_chaining/test_functions/data`` (provenance,
+licences and checksums in ``PROVENANCE.md`` there):
+
+============  =========  ==========================================  =========
+name          molecules  objective (maximized)                        units
+============  =========  ==========================================  =========
+``esol``      1,128      measured log aqueous solubility              log mol/L
+``freesolv``  642        minus the hydration free energy              kcal/mol
+``lipo``      4,200      logD (octanol/water, pH 7.4)                 log units
+============  =========  ==========================================  =========
+
+FreeSolv is negated so that "maximize" means "most favourable hydration".
+
+Example:
+    >>> from ax_chaining.test_functions.molecules import load_dataset
+    >>> data = load_dataset("freesolv")
+    >>> len(data), float(data.y.max())
+    (642, 25.47)
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import torch
+from torch import Tensor
+
+__all__ = ["DATASETS", "MoleculeDataset", "library", "load_dataset"]
+
+
+@dataclass(frozen=True)
+class _DatasetInfo:
+    file: str
+    sha256: str
+    smiles_column: str
+    target_column: str
+    sign: float  # +1: maximize the column; -1: minimize it
+    objective: str
+
+
+DATASETS: dict[str, _DatasetInfo] = {
+    "esol": _DatasetInfo(
+        file="ESOL.csv",
+        sha256="7af5d09ba78f194df727c346ac777565f53d3581aa997af0e2152894ac507387",
+        smiles_column="smiles",
+        target_column="measured log solubility in mols per litre",
+        sign=1.0,
+        objective="log aqueous solubility (mol/L), maximized",
+    ),
+    "freesolv": _DatasetInfo(
+        file="FreeSolv.csv",
+        sha256="a4fbf3b28fe2e604d6bd7ea0e20b4494ff732400a80f58d1b393677cfbc1b06c",
+        smiles_column="smiles",
+        target_column="expt",
+        sign=-1.0,
+        objective="minus the hydration free energy (kcal/mol), maximized",
+    ),
+    "lipo": _DatasetInfo(
+        file="Lipophilicity.csv",
+        sha256="3d2a409dc8bdf620876bb7257faf4996df29a19dd0244d0b4a6a8064c306cded",
+        smiles_column="smiles",
+        target_column="exp",
+        sign=1.0,
+        objective="logD at pH 7.4, maximized",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class MoleculeDataset:
+    """A molecule library with one measured property per molecule.
+
+    Attributes:
+        name: Dataset key (see :data:`DATASETS`).
+        smiles: SMILES strings, in file order.
+        y: ``n`` float64 objective values, to be maximized (the measured
+            property, negated where the dataset's goal is to minimize it).
+        objective: What ``y`` is, in words.
+    """
+
+    name: str
+    smiles: tuple[str, ...]
+    y: Tensor
+    objective: str
+
+    def __len__(self) -> int:
+        return len(self.smiles)
+
+
+def load_dataset(name: str) -> MoleculeDataset:
+    """Load one of the vendored datasets, checking its SHA-256.
+
+    Args:
+        name: ``"esol"``, ``"freesolv"`` or ``"lipo"``.
+
+    Returns:
+        A :class:`MoleculeDataset`.
+
+    Raises:
+        ValueError: Unknown name, or a file whose checksum does not match.
+    """
+    key = str(name).lower()
+    if key not in DATASETS:
+        raise ValueError(
+            f"`name` must be one of {', '.join(sorted(DATASETS))}, got {name!r}."
+        )
+    info = DATASETS[key]
+    raw = (
+        resources.files("ax_chaining.test_functions")
+        .joinpath("data", info.file)
+        .read_bytes()
+    )
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != info.sha256:
+        raise ValueError(
+            f"ax_chaining/test_functions/data/{info.file} has SHA-256 {digest}, "
+            f"expected {info.sha256}: the vendored file was modified."
+        )
+    rows = list(csv.DictReader(raw.decode("utf-8").splitlines()))
+    smiles = tuple(row[info.smiles_column] for row in rows)
+    y = torch.tensor(
+        [info.sign * float(row[info.target_column]) for row in rows],
+        dtype=torch.float64,
+    )
+    return MoleculeDataset(name=key, smiles=smiles, y=y, objective=info.objective)
+
+
+@lru_cache(maxsize=4)
+def library(
+    name: str, radius: int = 2, n_bits: int = 2048
+) -> tuple[MoleculeDataset, Tensor]:
+    """``(dataset, gram)``: the molecules and their Tanimoto Gram matrix."""
+    from ax_chaining.chem import morgan_fingerprints, tanimoto_gram
+
+    data = load_dataset(name)
+    gram = tanimoto_gram(morgan_fingerprints(data.smiles, radius, n_bits))
+    return data, gram
