@@ -425,6 +425,38 @@ def test_init_trials_zero_with_attached_trials() -> None:
     assert _nodes(client)[3:] == ["ChainingUCB"] * 2
 
 
+def test_model_space_candidates_are_reused_while_the_transforms_hold() -> None:
+    """The candidates in the model space are kept between steps, and computed
+    again when the adapter maps them elsewhere."""
+
+    def client_with(scaling: str) -> GenerationStrategy:
+        client = Client(random_seed=0)
+        client.configure_experiment(
+            parameters=[
+                RangeParameterConfig(
+                    name=n, bounds=(1, 20), parameter_type="int", scaling=scaling
+                )
+                for n in ("x", "y")
+            ]
+        )
+        client.configure_optimization(objective="f")
+        gs = chaining_generation_strategy(init_trials=3, seed=0)
+        client.set_generation_strategy(gs)
+        _run(client, _grid_f, 5)
+        return gs
+
+    linear, log = client_with("linear"), client_with("log")
+    node = linear.current_node
+    rows = candidate_parameterizations(linear.experiment.search_space)
+    first = node.model_space_candidates(linear.adapter, rows)
+    assert node.model_space_candidates(linear.adapter, rows) is first
+    # Log scaling: Ax's Log transform maps the same rows to other values.
+    X = node.model_space_candidates(log.adapter, rows)
+    feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
+    assert torch.equal(X, log.adapter.transform_observation_features(feats))
+    assert not torch.equal(X, first)
+
+
 def test_evaluate_acquisition_function_works() -> None:
     """Ax's public evaluate_acquisition_function gives the value Ax selected on."""
     client = _int_grid_client(seed=0)
