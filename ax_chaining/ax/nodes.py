@@ -207,6 +207,17 @@ class CandidateSetAcquisition(Acquisition):
         return selected, values, weights
 
 
+#: Rows transformed again at each step to check that the cached model-space
+#: candidates still hold (:meth:`CandidateSetNode.model_space_candidates`).
+PROBE_ROWS = 256
+
+
+def _transform(adapter: Adapter, rows: list[TParameterization]) -> torch.Tensor:
+    """Parameterizations in the adapter's model space (Ax's public route)."""
+    feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
+    return adapter.transform_observation_features(feats)
+
+
 class _SpecNode:
     """The candidate set of one search space, its arms' names and metadata, the
     candidates' use by trial status, and JSON storage of the spec."""
@@ -331,6 +342,11 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`;
         a table's arms are named after their rows."""
         self._fixed = kwargs.get("fixed_features")
+        # Ax resets this public counter to the int 0 after each generation; a
+        # generator run with an int fit time then fails Ax's SQL storage's copy
+        # of database ids (float 0.0 read back), and its arms are lost when the
+        # experiment is saved again (the second trial of a batch).
+        self.fit_time_since_gen = float(self.fit_time_since_gen)
         gr = super().gen(experiment=experiment, **kwargs)
         self._name_arms(experiment, gr)
         return gr
@@ -428,6 +444,9 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         self.candidate_spec = candidate_spec
         self.stop_rule = stop_rule
         self.certificate_schedule = certificate_schedule
+        # The last step's candidates in the model space (a cache, not state:
+        # never stored, rebuilt when missing or stale).
+        self._model_space: tuple[list, torch.Tensor] | None = None
 
     def gen(  # type: ignore[override]
         self, *, experiment: Experiment, skip_fit: bool = False, **kwargs: Any
@@ -551,9 +570,28 @@ class CandidateSetNode(_SpecNode, GenerationNode):
     def model_space_candidates(
         self, adapter: Adapter, rows: list[TParameterization]
     ) -> torch.Tensor:
-        """The candidate rows in the adapter's model space."""
-        feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
-        return adapter.transform_observation_features(feats)
+        """The candidate rows in the adapter's model space.
+
+        Ax's transforms run row by row in Python (about 0.2 ms a row, so
+        seconds a step on tens of thousands of rows), and a refit adapter
+        transforms the same rows the same way as long as its transforms do not
+        change (those of the inputs follow the search space, which a node's
+        candidate set is built for). So the last step's tensor is kept, and is
+        reused when :data:`PROBE_ROWS` rows spread over the set transform to the
+        same values now; otherwise every row is transformed again.
+        """
+        cached = self._model_space
+        if cached is not None and cached[0] is rows:
+            probe = torch.linspace(0, len(rows) - 1, min(len(rows), PROBE_ROWS))
+            probe = probe.round().long().unique()
+            fresh = _transform(adapter, [rows[i] for i in probe.tolist()])
+            if fresh.shape[-1] == cached[1].shape[-1] and torch.equal(
+                fresh, cached[1][probe]
+            ):
+                return cached[1]
+        X = _transform(adapter, rows)
+        self._model_space = (rows, X)
+        return X
 
     def _step_record(
         self,
