@@ -56,20 +56,14 @@ from torch import Tensor
 
 from ax_chaining.checks import check_choice, check_delta, check_float, check_int
 from ax_chaining.covers import (
-    _gather_rows,
     farthest_first_order,
+    gather_rows,
     greedy_dominating_set,
     greedy_dominating_set_csr,
     greedy_dominating_set_lazy,
 )
-from ax_chaining.distances import (
-    GRAPH_PEAK_EDGE_BYTES,
-    LevelGraph,
-    MemoryBudgetError,
-    PseudoDistance,
-    format_bytes,
-    levels_np,
-)
+from ax_chaining.distances import MemoryBudgetError, PseudoDistance, format_bytes
+from ax_chaining.level_graph import GRAPH_PEAK_EDGE_BYTES, LevelGraph, levels_np
 
 __all__ = [
     "BonusShape",
@@ -593,7 +587,7 @@ def _floor(result: ChainingResult) -> float:
 LAZY_EDGE_FACTOR = 4.0
 
 
-def _lazy_levels(distance: PseudoDistance, eps: list[float]) -> tuple[int, int]:
+def lazy_levels(distance: PseudoDistance, eps: list[float]) -> tuple[int, int]:
     """Number ``k`` of leading levels for the lazy greedy, and the estimated
     edges of the first level kept as lists (level ``k + 1``)."""
     n = distance.n
@@ -645,7 +639,7 @@ def _greedy_levels(
     matrix_bytes = 2 * n * n  # level matrix plus one boolean adjacency
     counted = 0
     if graph == "lists" and lazy:
-        counted, edges = _lazy_levels(distance, eps)
+        counted, edges = lazy_levels(distance, eps)
     if graph == "lists" and memory_budget is not None:
         # Only when even a complete graph might not fit is it worth sampling.
         fits = GRAPH_PEAK_EDGE_BYTES * n * n <= memory_budget
@@ -767,8 +761,8 @@ def _greedy_levels_lists(
         if sub.size:
             new = sub[greedy_dominating_set_csr(sub_indptr, sub_indices)]
             cover = np.concatenate([cover, new])
-            hit = _gather_rows(indptr, indices, new)
-            np.maximum.at(reached, hit, _gather_rows(indptr, levels, new))
+            hit = gather_rows(indptr, indices, new)
+            np.maximum.at(reached, hit, gather_rows(indptr, levels, new))
         covers.append(torch.from_numpy(cover.copy()).to(device))
     return covers, [c.numel() for c in covers], [False] * num
 

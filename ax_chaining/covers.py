@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 # Squared fraction of the current cover radius a batched pool point must reach.
-_POOL_RATIO2 = 0.75**2
+POOL_RATIO2 = 0.75**2
 
 
 def _check_dist2(dist2: Tensor) -> None:
@@ -118,7 +118,7 @@ def greedy_dominating_set(adjacency: Tensor) -> Tensor:
     return torch.cat(chosen)
 
 
-def _gather_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray):
+def gather_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray):
     """Concatenated neighbour lists of ``rows`` (CSR), without a Python loop."""
     starts = indptr[rows]
     stops = indptr[rows + 1]
@@ -129,10 +129,10 @@ def _gather_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray):
         return np.concatenate(
             [indices[a:b] for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
         )
-    return indices[_runs(starts, lengths)]
+    return indices[run_positions(starts, lengths)]
 
 
-def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def run_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Positions ``starts[j] + 0 .. lengths[j] - 1`` for every ``j``, concatenated."""
     # Position k reads starts[j] + (k - offset of run j).
     offsets = np.cumsum(lengths) - lengths
@@ -184,7 +184,7 @@ def greedy_dominating_set_csr(indptr: np.ndarray, indices: np.ndarray) -> np.nda
         sizes = indptr[newly + 1] - indptr[newly]
         step = max(1, int(2**22 // max(1, int(sizes.max()) if sizes.size else 1)))
         for start in range(0, newly.size, step):
-            hit = _gather_rows(indptr, indices, newly[start : start + step])
+            hit = gather_rows(indptr, indices, newly[start : start + step])
             if hit.size * 8 < m:
                 np.subtract.at(masked, hit, 1)
             else:
@@ -415,7 +415,7 @@ def farthest_first_order(
             # The pool: the farthest point plus a seeded random sample of the
             # points nearly as far. A sample spreads over the far region, where
             # the top-k alone would crowd into one corner of it.
-            far_set = (mind2 >= _POOL_RATIO2 * radii2[-1]).nonzero().squeeze(-1)
+            far_set = (mind2 >= POOL_RATIO2 * radii2[-1]).nonzero().squeeze(-1)
             pick = sample_without_replacement(far_set.numel(), pool_size - 1, gen)
             pool = torch.cat([mind2.argmax().reshape(1), far_set[pick.to(device)]])
         pool_mind2 = mind2[pool]
@@ -425,7 +425,7 @@ def farthest_first_order(
             # Take a pool point only while it is nearly as far as the farthest
             # point overall; otherwise fetch a new pool. Centres then stay at
             # least 3/4 of the current radius apart, close to the exact order.
-            if float(pool_mind2[j]) < _POOL_RATIO2 * radii2[-1] or not (
+            if float(pool_mind2[j]) < POOL_RATIO2 * radii2[-1] or not (
                 float(pool_mind2[j]) > 0.0
             ):
                 break

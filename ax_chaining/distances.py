@@ -25,23 +25,23 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from ax_chaining.covers import _runs
+from ax_chaining.level_graph import (
+    LevelGraph,
+    build_level_graph,
+    check_radii,
+    chunk_rows,
+    level_counts,
+)
 
 __all__ = [
     "COLUMN_BLOCK",
     "DEFAULT_MEMORY_BUDGET",
     "DenseDistance",
-    "LevelGraph",
     "LowRankDistance",
     "MemoryBudgetError",
     "PseudoDistance",
@@ -49,8 +49,6 @@ __all__ = [
     "dense_memory_bytes",
     "format_bytes",
 ]
-
-_T = TypeVar("_T")
 
 #: Default memory budget for the engine's largest allocations, in bytes (4 GiB).
 DEFAULT_MEMORY_BUDGET: int = 4 * 2**30
@@ -110,113 +108,6 @@ def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
     return int(math.ceil(copies * n * n * itemsize + 2 * n * n))
 
 
-def _chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
-    return max(1, min(n, block_bytes // max(1, n * itemsize)))
-
-
-def _map_ordered(
-    fn: Callable[[int], _T], items: Iterable[int], workers: int
-) -> Iterator[_T]:
-    """``map(fn, items)`` on ``workers`` threads, in order, at most ``workers``
-    results ahead of the consumer (so memory stays a few blocks)."""
-    if workers <= 1:
-        yield from map(fn, items)
-        return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending: deque[Future[_T]] = deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) > workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-
-#: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
-#: and the peak per edge budgeted for the greedy covers: the lists are written
-#: into arrays sized from a sample of rows (up to 1.25 x 5 bytes), and
-#: splitting them into per-level graphs takes a few bytes an edge more
-#: (measured on the SE problem: about 7 bytes an edge at N = 3 x 10^4 with
-#: 1.7 x 10^8 edges, 13 at N = 10^4 where one block of rows weighs more).
-GRAPH_EDGE_BYTES = 5
-GRAPH_PEAK_EDGE_BYTES = 16
-
-
-def _check_radii(eps: Sequence[float]) -> list[float]:
-    eps2 = [float(e) ** 2 for e in eps]
-    if len(eps2) > 255 or any(a <= b for a, b in zip(eps2, eps2[1:], strict=False)):
-        raise ValueError("eps must be at most 255 strictly decreasing radii.")
-    return eps2
-
-
-def levels_np(d2: np.ndarray, eps2: Sequence[float], start: int = 0) -> np.ndarray:
-    """uint8 ``start + sum_i [d2 <= eps_i^2]`` over ``eps2`` (numpy), the same
-    comparisons as :func:`_levels_of`; ``start`` counts radii already known to
-    hold (coarse levels left out of ``eps2``)."""
-    q = np.full(d2.shape, start, dtype=np.uint8)
-    for e2 in eps2:
-        q += d2 <= e2
-    return q
-
-
-def _levels_of(d2: Tensor, eps2: list[float], out: Tensor | None = None) -> Tensor:
-    """uint8 ``sum_i [d2 <= eps_i^2]``: the same comparisons for every caller."""
-    if out is None:
-        out = torch.zeros(d2.shape, dtype=torch.uint8, device=d2.device)
-    else:
-        out.zero_()
-    for e2 in eps2:
-        out.add_(d2 <= e2)
-    return out
-
-
-@dataclass(frozen=True)
-class LevelGraph:
-    r"""The nested :math:`\epsilon_i`-graphs of a pseudo-distance as one edge list.
-
-    Row ``a`` holds, in increasing order, every ``b`` with
-    :math:`d(a, b) \le \epsilon_1` (``indices[indptr[a]:indptr[a + 1]]``) and
-    the level :math:`q(a, b) = |\{i : d(a, b) \le \epsilon_i\}|` of each such
-    pair (``levels``), so the level-``i`` graph is the edges with ``q >= i``.
-    Rows are *out*-neighbours as computed from row ``a`` of :math:`d^2`; round-off
-    may make them differ from column ``a`` by an edge at a radius, and the greedy
-    cover reads rows only, as the dense level matrix did. Memory follows the edge
-    count (5 bytes an edge), not ``N^2``.
-
-    A graph may keep only the edges of levels ``k + 1`` and deeper (``q > k``)
-    and, for the ``k`` coarse levels whose edges it drops, the degree of each
-    point (``degrees``), which is what a lazy greedy cover needs of them.
-
-    Attributes:
-        indptr: ``N + 1`` int64 row offsets.
-        indices: ``E`` int32 neighbour indices.
-        levels: ``E`` uint8 levels :math:`q(a, b) > k`.
-        degrees: ``k x N`` int64: row ``i - 1`` counts, for every point, the
-            points within :math:`\epsilon_i` (itself included); ``k = 0`` when
-            every edge is kept.
-    """
-
-    indptr: Tensor
-    indices: Tensor
-    levels: Tensor
-    degrees: Tensor | None = None
-
-    @property
-    def counted_levels(self) -> int:
-        """Number ``k`` of coarse levels kept as degrees only."""
-        return 0 if self.degrees is None else self.degrees.shape[0]
-
-    @property
-    def n(self) -> int:
-        """Number of points."""
-        return self.indptr.numel() - 1
-
-    @property
-    def num_edges(self) -> int:
-        """Number of stored (directed) edges, self-loops included."""
-        return self.indices.numel()
-
-
 class PseudoDistance(ABC):
     r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row.
 
@@ -233,7 +124,7 @@ class PseudoDistance(ABC):
     #: Rows worth computing together in a farthest-first traversal: 1 where a
     #: row is a cheap lookup, more where each call has a fixed cost.
     row_batch: int = 1
-    #: Whether :meth:`_upper_block` computes the pairs ``(a, b >= start)`` of a
+    #: Whether :meth:`upper_block` computes the pairs ``(a, b >= start)`` of a
     #: block of rows, so that :meth:`level_graph` computes each pair once.
     upper_blocks: bool = False
 
@@ -280,7 +171,7 @@ class PseudoDistance(ABC):
         d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
         return d2
 
-    def _row_range(self, start: int, stop: int) -> Tensor:
+    def row_range(self, start: int, stop: int) -> Tensor:
         """Rows ``start..stop-1``; subclasses may return a view."""
         return self.rows(torch.arange(start, stop, device=self.device))
 
@@ -299,13 +190,13 @@ class PseudoDistance(ABC):
         Returns:
             The ``N x N`` uint8 level matrix.
         """
-        eps2 = _check_radii(eps)
+        eps2 = check_radii(eps)
         n = self.n
         out = torch.empty(n, n, dtype=torch.uint8, device=self.device)
-        step = _chunk_rows(n, self.variance.element_size(), self.block_bytes)
+        step = chunk_rows(n, self.variance.element_size(), self.block_bytes)
         for start in range(0, n, step):
             stop = min(n, start + step)
-            _levels_of(self._row_range(start, stop), eps2, out=out[start:stop])
+            level_counts(self.row_range(start, stop), eps2, out=out[start:stop])
         return out
 
     def estimate_edges(self, eps: float, sample: int = 64) -> int:
@@ -321,204 +212,18 @@ class PseudoDistance(ABC):
         count = int((self.rows(idx) <= float(eps) ** 2).sum())
         return int(math.ceil(count * n / idx.numel()))
 
-    def _upper_block(self, start: int, stop: int) -> Tensor:
+    def upper_block(self, start: int, stop: int) -> Tensor:
         """``d^2`` of rows ``start..stop-1`` and columns ``start..N-1`` (unclamped)."""
         raise NotImplementedError
 
-    def _level_graph_symmetric(
-        self, eps2: list[float], counted: int, step: int
-    ) -> LevelGraph:
-        """:meth:`level_graph` computing each pair once, for a symmetric ``d^2``.
-
-        A block of rows ``[start, stop)`` is computed for the columns
-        ``start..N-1`` only (half the work over all blocks). Its pairs with
-        ``b >= start`` are row ``a``'s neighbours from ``start`` on (the square
-        ``[start, stop)^2`` holds both directions), and its pairs with
-        ``b >= stop`` are also written, mirrored, into row ``b``, so row ``b``
-        receives every neighbour below its own block from earlier blocks, in
-        increasing order, ahead of its own. A pair across blocks gets the value
-        its upper block computed in both directions (within a block's own
-        square both directions are computed).
-        Blocks are made on ``row_workers`` threads and kept until the counts
-        are known (about 12 bytes an edge at the peak, within the budgeted 16).
-        """
-        n = self.n
-        kept = eps2[counted]
-        degrees = np.zeros((counted, n), dtype=np.int64)
-        direct_counts = np.zeros(n, dtype=np.int64)
-        mirror_counts = np.zeros(n, dtype=np.int64)
-
-        def block(start: int) -> tuple[Any, ...]:
-            stop = min(n, start + step)
-            k, width = stop - start, n - start
-            with torch.no_grad():
-                d2 = self._upper_block(start, stop).detach().cpu().numpy()
-            deg = [
-                (np.count_nonzero(m, axis=1), np.count_nonzero(m[:, k:], axis=0))
-                for m in (d2 <= eps2[i] for i in range(counted))
-            ]
-            mask = d2 <= kept
-            flat = np.flatnonzero(mask)  # row-major: rows in turn, columns up
-            bounds = np.searchsorted(flat, np.arange(k + 1) * width)
-            cols = (flat % width + start).astype(np.int32)
-            q = levels_np(d2.ravel()[flat], eps2[counted:], counted)
-            # The mirrored pairs (b, a), b >= stop, in b-major order: for each
-            # target b its sources a in increasing order.
-            tflat = np.flatnonzero(mask[:, k:].T)
-            tb, ta = np.divmod(tflat, k)
-            tq = levels_np(d2[ta, k + tb], eps2[counted:], counted)
-            mirrored = (tb + stop, ta + start, tq)
-            return (start, stop, deg, np.diff(bounds), cols, q, *mirrored)
-
-        blocks = []
-        for out in _map_ordered(block, range(0, n, step), self.row_workers):
-            start, stop, deg, dc, _, _, tb, _, _ = out
-            for i, (rows, cols) in enumerate(deg):
-                degrees[i, start:stop] += rows
-                degrees[i, stop:] += cols
-            direct_counts[start:stop] = dc
-            mirror_counts += np.bincount(tb, minlength=n)
-            blocks.append(out)
-        counts = direct_counts + mirror_counts
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        total = int(indptr[-1])
-        indices = np.empty(total, dtype=np.int32)
-        levels = np.empty(total, dtype=np.uint8)
-        cursor = indptr[:-1].copy()
-        for j in range(len(blocks)):
-            start, stop, _, dc, cols, q, tb, ta, tq = blocks[j]
-            blocks[j] = None  # free each block once written
-            # Row a's own block comes after every block that mirrors into it.
-            pos = _runs(cursor[start:stop], dc)
-            indices[pos], levels[pos] = cols, q
-            cursor[start:stop] += dc
-            if tb.size:
-                mc = np.bincount(tb - stop, minlength=n - stop)
-                pos = _runs(cursor[stop:], mc)
-                indices[pos], levels[pos] = ta, tq
-                cursor[stop:] += mc
-        return LevelGraph(
-            torch.from_numpy(indptr),
-            torch.from_numpy(indices),
-            torch.from_numpy(levels),
-            torch.from_numpy(degrees) if counted else None,
-        )
-
-    def _level_graph_numpy(
-        self, eps2: list[float], counted: int, counts: Tensor, step: int
-    ) -> LevelGraph:
-        """:meth:`level_graph` on CPU: numpy's mask and nonzero are several times
-        faster than torch's there, with the same IEEE comparisons (the radius
-        cast to the dtype of the distances). Blocks of rows are made by
-        ``row_workers`` threads (numpy and torch release the GIL), at most one
-        block per worker ahead of the writer, and written in row order into
-        arrays sized from a sample of rows (grown if the sample was low), so the
-        peak is the graph itself plus a few blocks, not twice the graph."""
-        n = self.n
-        kept = eps2[counted]  # the radius of the first level whose edges are kept
-        capacity = max(n, int(1.25 * self.estimate_edges(math.sqrt(kept))))
-        cols = np.empty(capacity, dtype=np.int32)
-        levels = np.empty(capacity, dtype=np.uint8)
-        degrees = np.empty((counted, n), dtype=np.int64)
-        filled = 0
-
-        def block(start: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
-            stop = min(n, start + step)
-            # Grad mode is per thread: the caller's no_grad does not reach here.
-            with torch.no_grad():
-                d2 = self._row_range(start, stop).detach().cpu().numpy()
-            for i in range(counted):
-                degrees[i, start:stop] = np.count_nonzero(d2 <= eps2[i], axis=1)
-            flat = np.flatnonzero(d2 <= kept)  # row-major: rows in turn
-            vals = d2.ravel()[flat]
-            # Row r's edges are flat[bounds[r]:bounds[r + 1]].
-            bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
-            # Every kept pair is within the counted radii: start its level there.
-            q = levels_np(vals, eps2[counted:], counted)
-            return start, stop, np.diff(bounds), (flat % n).astype(np.int32), q
-
-        for start, stop, row_counts, block_cols, block_levels in _map_ordered(
-            block, range(0, n, step), self.row_workers
-        ):
-            counts[start:stop] = torch.from_numpy(row_counts)
-            end = filled + block_cols.size
-            if end > capacity:
-                # The sample was low: grow by the rows still to come, pro rata.
-                capacity = max(end, int(end * n / stop * 1.05))
-                cols = np.resize(cols, capacity)
-                levels = np.resize(levels, capacity)
-            cols[filled:end] = block_cols
-            levels[filled:end] = block_levels
-            filled = end
-        indptr = torch.zeros(n + 1, dtype=torch.int64)
-        torch.cumsum(counts, dim=0, out=indptr[1:])
-        return LevelGraph(
-            indptr,
-            torch.from_numpy(cols)[:filled],
-            torch.from_numpy(levels)[:filled],
-            torch.from_numpy(degrees) if counted else None,
-        )
-
     def level_graph(self, eps: Sequence[float], counted: int = 0) -> LevelGraph:
-        r"""The :class:`LevelGraph` of radii ``eps`` (decreasing), from row blocks.
-
-        One pass over the rows of :math:`d^2` serves every level: a block of rows
-        keeps the pairs within :math:`\epsilon_{k+1}` and their level, computed
-        with the same comparisons as :meth:`level_matrix`, so the two agree pair
-        by pair; the ``k = counted`` coarse levels before it are kept as degrees
-        only. No ``N x N`` matrix of any dtype is allocated.
-
-        Args:
-            eps: Radii :math:`\epsilon_1 > \epsilon_2 > \dots`, at most 255.
-            counted: Number ``k < len(eps)`` of coarse levels kept as degrees.
-
-        Returns:
-            The level graph.
-        """
-        eps2 = _check_radii(eps)
-        counted = int(counted)
-        if not 0 <= counted < max(1, len(eps2)):
-            raise ValueError(
-                f"counted must be in [0, {len(eps2)}) for {len(eps2)} radii, got "
-                f"{counted}."
-            )
-        n = self.n
-        device = self.device
-        counts = torch.empty(n, dtype=torch.int64, device=device)
-        on_cpu = device.type == "cpu"
-        step = _chunk_rows(n, self.variance.element_size(), self.block_bytes)
-        if on_cpu and eps2 and self.upper_blocks:
-            return self._level_graph_symmetric(eps2, counted, step)
-        if on_cpu and eps2:
-            return self._level_graph_numpy(eps2, counted, counts, step)
-        cols: list[Tensor] = []
-        levels: list[Tensor] = []
-        degrees = torch.empty(counted, n, dtype=torch.int64, device=device)
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            d2 = self._row_range(start, stop)
-            if not eps2:
-                counts[start:stop] = 0
-                continue
-            for i in range(counted):
-                degrees[i, start:stop] = (d2 <= eps2[i]).sum(dim=1)
-            mask = d2 <= eps2[counted]
-            counts[start:stop] = mask.sum(dim=1)
-            cols.append(mask.nonzero()[:, 1].to(torch.int32))
-            levels.append(_levels_of(d2[mask], eps2[counted:]).add_(counted))
-        indptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
-        torch.cumsum(counts, dim=0, out=indptr[1:])
-        kept_degrees = degrees if counted else None
-        if not cols:
-            empty = torch.empty(0, device=device)
-            return LevelGraph(
-                indptr, empty.to(torch.int32), empty.to(torch.uint8), kept_degrees
-            )
-        return LevelGraph(indptr, torch.cat(cols), torch.cat(levels), kept_degrees)
+        r"""The :class:`~ax_chaining.level_graph.LevelGraph` of radii ``eps``
+        (decreasing), from row blocks: see
+        :func:`~ax_chaining.level_graph.build_level_graph`."""
+        return build_level_graph(self, eps, counted)
 
 
-def _column_square_sums(factor: Tensor, offset: int = 0) -> Tensor:
+def column_square_sums(factor: Tensor, offset: int = 0) -> Tensor:
     """``factor.square().sum(dim=0)`` per block of :func:`column_blocks`."""
     out = torch.empty(factor.shape[-1], dtype=factor.dtype, device=factor.device)
     for a, b in column_blocks(0, factor.shape[-1], offset):
@@ -580,7 +285,7 @@ class DenseDistance(PseudoDistance):
     def rows(self, idx: Tensor) -> Tensor:
         return self.dist2[idx.to(device=self.device, dtype=torch.long)]
 
-    def _row_range(self, start: int, stop: int) -> Tensor:
+    def row_range(self, start: int, stop: int) -> Tensor:
         return self.dist2[start:stop]
 
 
@@ -625,7 +330,7 @@ class LowRankDistance(PseudoDistance):
                 f"factor must be r x N with N = {prior_variance.shape[-1]}, got "
                 f"shape {tuple(factor.shape)}."
             )
-        super().__init__(prior_variance - _column_square_sums(factor), block_bytes)
+        super().__init__(prior_variance - column_square_sums(factor), block_bytes)
         self.row_batch = 32
         self.prior_rows = prior_rows
         self.prior_block = prior_block
@@ -641,7 +346,7 @@ class LowRankDistance(PseudoDistance):
     def rows(self, idx: Tensor) -> Tensor:
         return self._rows(idx.to(device=self.device, dtype=torch.long), clamp=True)
 
-    def _row_range(self, start: int, stop: int) -> Tensor:
+    def row_range(self, start: int, stop: int) -> Tensor:
         # Only compared with positive radii here, where a round-off negative
         # and the 0 it would be clamped to fall on the same side: no clamp pass.
         return self._rows(torch.arange(start, stop, device=self.device), clamp=False)
@@ -653,7 +358,7 @@ class LowRankDistance(PseudoDistance):
         left[:, -2:] = left[:, -2:].flip(-1)
         return left
 
-    def _upper_block(self, start: int, stop: int) -> Tensor:
+    def upper_block(self, start: int, stop: int) -> Tensor:
         idx = torch.arange(start, stop, device=self.device)
         d2 = self.prior_block(idx, start).addmm_(
             self._left(idx), self._right[:, start:], beta=-2.0 * self.prior_scale

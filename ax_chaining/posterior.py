@@ -14,7 +14,7 @@ Two routes (``path``) build the covers:
 ``"dense"``
     Exact greedy covers (Algorithm 2) on the :math:`\epsilon_i`-graphs of
     :math:`d_t`, kept as neighbour lists
-    (:meth:`~ax_chaining.distances.PseudoDistance.level_graph`; memory follows
+    (:func:`~ax_chaining.level_graph.build_level_graph`; memory follows
     the pairs within :math:`\epsilon_1`) or, where those would not fit the
     budget, as an ``N x N`` uint8 level matrix. For exact single-output GPs with
     a Gaussian likelihood and no or a ``Standardize`` outcome transform the
@@ -57,12 +57,11 @@ from gpytorch.models import ExactGP
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-from ax_chaining.chaining import _lazy_levels
+from ax_chaining.chaining import lazy_levels
 from ax_chaining.checks import check_matrix, match_rows
 from ax_chaining.distances import (
     COLUMN_BLOCK,
     DEFAULT_MEMORY_BUDGET,
-    GRAPH_PEAK_EDGE_BYTES,
     DenseDistance,
     LowRankDistance,
     MemoryBudgetError,
@@ -72,21 +71,39 @@ from ax_chaining.distances import (
     format_bytes,
 )
 from ax_chaining.kernels.precomputed import item_indices
+from ax_chaining.level_graph import GRAPH_PEAK_EDGE_BYTES
 
 __all__ = [
     "CandidatePosterior",
+    "KernelRows",
+    "LibraryRows",
+    "LowRankFactors",
+    "ModelFactors",
     "PosteriorCache",
+    "PosteriorMemory",
+    "SERows",
+    "cached_factors",
     "candidate_posterior",
+    "check_path",
+    "choose_path",
+    "dense_posterior",
     "check_posterior_transform",
     "evaluated_candidates",
+    "factor_blocks",
+    "known_prior_variance",
+    "library_kernel_parts",
+    "low_rank_posterior",
+    "low_rank_row_batch",
     "model_device_dtype",
     "model_inputs",
+    "num_training_points",
+    "pending_factor_blocks",
     "pending_noise",
     "pending_rows",
     "posterior_at",
-    "num_training_points",
-    "known_prior_variance",
     "prior_variance",
+    "row_budgets",
+    "sign_flip",
     "supports_low_rank",
     "to_model",
 ]
@@ -466,7 +483,7 @@ def check_posterior_transform(
         )
 
 
-class _KernelRows:
+class KernelRows:
     r"""Prior covariance rows :math:`k(a, Z[\text{first}:\text{stop}])` through a
     GPyTorch ``covar_module`` (any kernel).
 
@@ -523,7 +540,7 @@ class _KernelRows:
         )
 
 
-class _SERows:
+class SERows:
     r"""Rows of a plain SE kernel, :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`.
 
     GPyTorch's ``RBFKernel`` (optionally in a ``ScaleKernel``) makes about
@@ -558,7 +575,7 @@ class _SERows:
     @classmethod
     def of(
         cls, covar_module, Zt: Tensor, train_X: Tensor, offset: int = 0
-    ) -> _SERows | None:
+    ) -> SERows | None:
         from gpytorch.kernels import RBFKernel, ScaleKernel
 
         scale = torch.ones((), dtype=Zt.dtype, device=Zt.device)
@@ -620,7 +637,7 @@ class _SERows:
         return out.exp_()
 
 
-class _LibraryRows:
+class LibraryRows:
     r"""Rows of a fingerprint kernel in library mode (``TanimotoKernel`` over a
     :class:`~ax_chaining.kernels.PackedFingerprints`, optionally in a
     ``ScaleKernel``), straight from the library's fast exact route.
@@ -655,7 +672,7 @@ class _LibraryRows:
         )
 
     @classmethod
-    def of(cls, covar_module, Zt: Tensor) -> _LibraryRows | None:
+    def of(cls, covar_module, Zt: Tensor) -> LibraryRows | None:
         parts = library_kernel_parts(covar_module)
         if parts is None or Zt.ndim != 2:
             return None
@@ -702,7 +719,7 @@ def library_kernel_parts(covar_module) -> tuple[object, float] | None:
 
 
 def factor_blocks(
-    kernel: _KernelRows,
+    kernel: KernelRows,
     train_features: Tensor,
     L: Tensor,
     whitened: Tensor,
@@ -741,7 +758,7 @@ def factor_blocks(
 
 
 def pending_factor_blocks(
-    kernel: _KernelRows,
+    kernel: KernelRows,
     pending_features: Tensor,
     W_p: Tensor,
     A: Tensor,
@@ -754,7 +771,7 @@ def pending_factor_blocks(
 
     :math:`k_t(P, z) = c\, k(P, z) - W_P^\top w(z)`, with ``W`` the
     candidates' ``r x m`` factor and ``W_p``, ``A`` from
-    :meth:`_ModelFactors.pending`.
+    :meth:`ModelFactors.pending`.
     """
     n = kernel.n
     for a0, b0 in kernel.ranges(0, n):
@@ -765,7 +782,7 @@ def pending_factor_blocks(
             out[:, a:b] = torch.linalg.solve_triangular(A, block, upper=False)
 
 
-class _ModelFactors:
+class ModelFactors:
     r"""What the posterior over any candidates needs of an exact single-output
     GP: the Cholesky factor :math:`L` of :math:`K_n + \eta^2 I`, the whitened
     residual :math:`L^{-1}(y - m(X_n))`, the outcome scale, and, given pending
@@ -826,7 +843,7 @@ class _ModelFactors:
         return e.square().sum(dim=0)
 
 
-class _LowRankFactors:
+class LowRankFactors:
     r"""Prior kernel and :math:`W = L^{-1} K(X_n, Z)` of an exact single-output GP.
 
     Built once per model and candidate set; pending points only add rows to
@@ -838,14 +855,14 @@ class _LowRankFactors:
 
     def __init__(self, model: ExactGP, Z: Tensor) -> None:
         self.model = model
-        self.model_factors = mf = _ModelFactors(model, Z)
+        self.model_factors = mf = ModelFactors(model, Z)
         self.Zt = model.transform_inputs(Z)
         self.train_X = mf.train_X
         self.covar_module = mf.covar_module
         self.out_var = mf.out_var
         self.L = mf.L
-        library = _LibraryRows.of(self.covar_module, self.Zt)
-        self.kernel = _KernelRows(self.covar_module, self.Zt, exact=library is not None)
+        library = LibraryRows.of(self.covar_module, self.Zt)
+        self.kernel = KernelRows(self.covar_module, self.Zt, exact=library is not None)
         r = self.train_X.shape[-2]
         self.factor = torch.empty(
             r, self.Zt.shape[-2], dtype=self.Zt.dtype, device=self.Zt.device
@@ -862,7 +879,7 @@ class _LowRankFactors:
         )
         self._library = library
         self._prior_variance: Tensor | None = None
-        self._fast_rows: _SERows | _LibraryRows | bool | None = None
+        self._fast_rows: SERows | LibraryRows | bool | None = None
 
     def prior_rows(
         self, idx: Tensor, cols: int | None = None, first: int = 0
@@ -870,13 +887,13 @@ class _LowRankFactors:
         """Model-space prior covariance of ``Z[idx]`` and ``Z[first:cols]``.
 
         Multiply by :attr:`out_var` for outcome units. For a plain SE kernel
-        (see :class:`_SERows`) it is computed in three passes over the block;
-        for a fingerprint library from the library (:class:`_LibraryRows`);
+        (see :class:`SERows`) it is computed in three passes over the block;
+        for a fingerprint library from the library (:class:`LibraryRows`);
         otherwise by the model's ``covar_module``.
         """
         if self._fast_rows is None:
             self._fast_rows = (
-                _SERows.of(self.covar_module, self.Zt, self.train_X)
+                SERows.of(self.covar_module, self.Zt, self.train_X)
                 or self._library
                 or False
             )
@@ -915,7 +932,7 @@ class _LowRankFactors:
         return out
 
     def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
-        """See :meth:`_ModelFactors.pending_variance_drop`."""
+        """See :meth:`ModelFactors.pending_variance_drop`."""
         return self.model_factors.pending_variance_drop(X_pending, X)
 
 
@@ -930,24 +947,24 @@ class PosteriorCache:
     """
 
     def __init__(self) -> None:
-        self.factors: _LowRankFactors | None = None
+        self.factors: LowRankFactors | None = None
         self._key: tuple | None = None
 
     @staticmethod
     def _key_of(model: Model, candidates: Tensor) -> tuple:
         return (id(model), candidates.data_ptr(), tuple(candidates.shape))
 
-    def get(self, model: Model, candidates: Tensor) -> _LowRankFactors | None:
+    def get(self, model: Model, candidates: Tensor) -> LowRankFactors | None:
         if self.factors is not None and self._key == self._key_of(model, candidates):
             return self.factors
         return None
 
-    def put(self, model: Model, candidates: Tensor, factors: _LowRankFactors) -> None:
+    def put(self, model: Model, candidates: Tensor, factors: LowRankFactors) -> None:
         self._key = self._key_of(model, candidates)
         self.factors = factors
 
 
-def _row_budgets(memory_budget: int) -> tuple[int, int]:
+def row_budgets(memory_budget: int) -> tuple[int, int]:
     """Bytes of a block of rows, and of a farthest-first pool of rows."""
     # Rows are computed a block at a time (a farthest-first pool is one larger
     # block); a kernel call makes a few temporaries of a block's size. A few
@@ -964,21 +981,220 @@ def _row_budgets(memory_budget: int) -> tuple[int, int]:
 def low_rank_row_batch(n: int, itemsize: int, memory_budget: int) -> int:
     """Rows per farthest-first batch on the low-rank route over ``n``
     candidates: a pool of ``2 * batch`` rows fits in the pool's budget."""
-    pool_bytes = _row_budgets(memory_budget)[1]
+    pool_bytes = row_budgets(memory_budget)[1]
     return max(1, min(32, pool_bytes // (2 * n * itemsize)))
 
 
-def _memory_error(n: int, need: int, budget: int, what: str) -> MemoryBudgetError:
-    hint = (
-        "use path='low_rank' (exact single-output GPs)"
-        if what == "The dense path"
-        else "lower max_cover_size"
+@dataclass(frozen=True)
+class PosteriorMemory:
+    """Bytes the two routes need over ``n`` candidates, against the budget.
+
+    Attributes:
+        n: The number of candidates.
+        itemsize: Bytes of one of their values.
+        budget: The memory budget.
+        block_bytes: Bytes of a block of rows of :math:`d_t`.
+        pool_bytes: Bytes of a farthest-first pool of rows.
+        low_rank: Bytes of the low-rank form (factor, pending rows, pools).
+        dense: Bytes of the dense covariance (models without the low-rank form).
+    """
+
+    n: int
+    itemsize: int
+    budget: int
+    block_bytes: int
+    pool_bytes: int
+    low_rank: int
+    dense: int
+
+    @classmethod
+    def of(
+        cls, model: Model, candidates: Tensor, num_pending: int, memory_budget: int
+    ) -> PosteriorMemory:
+        n, itemsize = candidates.shape[0], candidates.element_size()
+        r, p = num_training_points(model) or 0, num_pending
+        block_bytes, pool_bytes = row_budgets(memory_budget)
+        low_rank = (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
+        # Models without the low-rank form: the float covariance from
+        # model.posterior (about three N x N copies at its peak) plus the greedy
+        # covers' graph (at most 2 N^2 bytes: it is kept as a level matrix where
+        # neighbour lists would be larger).
+        dense = dense_memory_bytes(n, candidates.dtype, 3.0) + 4 * block_bytes
+        return cls(n, itemsize, memory_budget, block_bytes, pool_bytes, low_rank, dense)
+
+    def check(self, path: Path, low_rank_form: bool) -> None:
+        """Refuse, before any allocation, a route that cannot fit the budget.
+
+        Raises:
+            MemoryBudgetError: The dense covariance (models without the low-rank
+                form) or the low-rank form (unless ``path="dense"``) does not fit.
+        """
+        if not low_rank_form and self.dense > self.budget:
+            raise self._error(self.dense, "The dense path")
+        if low_rank_form and path != "dense" and self.low_rank > self.budget:
+            raise self._error(self.low_rank, "The low-rank path")
+
+    def _error(self, need: int, what: str) -> MemoryBudgetError:
+        hint = (
+            "use path='low_rank' (exact single-output GPs)"
+            if what == "The dense path"
+            else "lower max_cover_size"
+        )
+        return MemoryBudgetError(
+            f"{what} for N={self.n} candidates needs about {format_bytes(need)}, "
+            f"above memory_budget={format_bytes(self.budget)}. Pass a larger "
+            f"memory_budget, {hint}, or use fewer candidates."
+        )
+
+
+def check_path(
+    path: Path, model: Model, posterior_transform: PosteriorTransform | None
+) -> bool:
+    """Validate ``path`` for ``model``; whether the model has the low-rank form.
+
+    Raises:
+        ValueError: ``path`` is not one of the routes.
+        UnsupportedError: ``path="low_rank"`` for a model without the low-rank form.
+    """
+    low_rank_form = supports_low_rank(model, posterior_transform)
+    if path not in ("auto", "dense", "low_rank"):
+        raise ValueError(f"path must be 'auto', 'dense' or 'low_rank', got {path!r}.")
+    if path == "low_rank" and not low_rank_form:
+        raise UnsupportedError(
+            "path='low_rank' needs an exact single-output GP (ExactGP with a Gaussian "
+            "likelihood, no or a Standardize outcome transform, no "
+            "posterior_transform other than a single weight of +1 or -1); got "
+            f"{type(model).__name__}."
+        )
+    return low_rank_form
+
+
+def choose_path(
+    path: Path,
+    distance: PseudoDistance,
+    memory: PosteriorMemory,
+    low_rank_form: bool,
+    first_radius: float | None = None,
+) -> tuple[Path, str | None]:
+    r"""The route of the covers (the module docstring's rule), and why
+    ``path="auto"`` left the exact greedy covers (else None).
+
+    Args:
+        path: The caller's ``path``.
+        distance: :math:`d_t` over the candidates (its edges are estimated).
+        memory: What the routes need.
+        low_rank_form: Whether the model has the low-rank form.
+        first_radius: :math:`\epsilon_1` of the covers, for the estimate of
+            the greedy covers' memory (needed for ``path="auto"`` with the
+            low-rank form).
+    """
+    n = memory.n
+    if path != "auto":
+        return path, None
+    if not low_rank_form:
+        return "dense", None
+    if n > AUTO_EXACT_MAX_N:
+        # Exact greedy covers read all N^2 pairs of d_t: past this size
+        # farthest-first covers on rows on demand are the practical choice.
+        return "low_rank", None
+    if GRAPH_PEAK_EDGE_BYTES * n * n + memory.low_rank <= memory.budget:
+        return "dense", None  # even a complete graph fits: no need to sample
+    # Greedy covers keep the pairs within eps_1, as neighbour lists
+    # (estimated from a sample of rows), or as a level matrix where the lists
+    # would not fit the budget. Dense coarse levels are covered lazily and
+    # keep no edges (chaining.lazy_levels): the lists hold the first sparse one.
+    if first_radius is None:
+        raise ValueError("`first_radius` is needed to estimate the greedy covers.")
+    radii = [first_radius * 2.0**-i for i in range(8)]
+    counted, edges = lazy_levels(distance, radii)
+    graph = GRAPH_PEAK_EDGE_BYTES * edges
+    if graph + memory.low_rank > memory.budget:
+        graph = 2 * n * n  # a level matrix, where lists are larger
+    if graph + memory.low_rank <= memory.budget:
+        return "dense", None
+    return "low_rank", (
+        f"greedy covers of N={n} need about {format_bytes(graph)} "
+        f"({edges:,} pairs within eps_{counted + 1}), above "
+        f"memory_budget={format_bytes(memory.budget)}"
     )
-    return MemoryBudgetError(
-        f"{what} for N={n} candidates needs about {format_bytes(need)}, above "
-        f"memory_budget={format_bytes(budget)}. Pass a larger memory_budget, {hint}, "
-        "or use fewer candidates."
+
+
+def cached_factors(
+    model: Model, candidates: Tensor, cache: PosteriorCache | None
+) -> LowRankFactors:
+    """The candidates' low-rank factors: from ``cache`` where it holds them for
+    this model and these candidates, else built (and put in ``cache``)."""
+    factors = None if cache is None else cache.get(model, candidates)
+    if factors is None:
+        factors = LowRankFactors(model, candidates)
+        if cache is not None:
+            cache.put(model, candidates, factors)
+    return factors
+
+
+def low_rank_posterior(
+    factors: LowRankFactors,
+    flip: tuple[float, float] | None,
+    X_pending: Tensor | None,
+    noise: Tensor | None,
+    memory: PosteriorMemory,
+) -> tuple[Tensor, LowRankDistance]:
+    """Mean and :math:`d_t` from the low-rank factors (``flip``: ``(w, b)`` of
+    the posterior transform), conditioned on ``X_pending`` (rows of :math:`d_t`
+    on demand, a block at a time)."""
+    n = memory.n
+    mean = factors.mean
+    if flip is not None:
+        mean = flip[0] * mean + flip[1]
+    factor = factors.factor
+    if X_pending is not None and X_pending.shape[0]:
+        factor = factors.condition(X_pending, noise)
+    # Both routes read rows of d_t on demand: the dense one turns them, a
+    # block at a time, into the graphs of the exact greedy covers; the
+    # low-rank one never holds more than a pool of rows.
+    distance = LowRankDistance(
+        lambda idx: factors.prior_rows(idx, n),
+        factors.prior_variance(),
+        factor,
+        block_bytes=memory.block_bytes,
+        prior_scale=float(factors.out_var),
+        prior_block=lambda idx, first: factors.prior_rows(idx, n, first),
     )
+    distance.row_batch = low_rank_row_batch(n, memory.itemsize, memory.budget)
+    return mean, distance
+
+
+def dense_posterior(
+    model: Model,
+    candidates: Tensor,
+    posterior_transform: PosteriorTransform | None,
+    X_pending: Tensor | None,
+    noise: Tensor | None,
+    block_bytes: int,
+) -> tuple[Tensor, DenseDistance]:
+    """Mean and :math:`d_t` from ``model.posterior``'s covariance over the
+    candidates (and ``X_pending``, conditioned on), for any Gaussian posterior.
+
+    Raises:
+        UnsupportedError: The posterior has no Gaussian covariance.
+    """
+    n = candidates.shape[0]
+    p = 0 if X_pending is None else X_pending.shape[0]
+    Z = candidates if not p else torch.cat([candidates, X_pending.to(candidates)])
+    mean = _posterior_mean(model, candidates, posterior_transform)
+    post = model.posterior(Z, posterior_transform=posterior_transform)
+    try:
+        cov = post.distribution.covariance_matrix
+    except AttributeError as e:
+        raise UnsupportedError(
+            f"{type(post).__name__} has no Gaussian covariance; Chaining-UCB "
+            "needs a Gaussian posterior."
+        ) from e
+    cov = cov.reshape(Z.shape[0], Z.shape[0])
+    if p:
+        extra, _ = pending_rows(cov[n:, n:], noise, cov[n:, :n])
+        cov = cov[:n, :n].addmm_(extra.T, extra, alpha=-1.0)
+    return mean, DenseDistance(cov, inplace=True, block_bytes=block_bytes)
 
 
 def candidate_posterior(
@@ -1011,122 +1227,37 @@ def candidate_posterior(
     Returns:
         A :class:`CandidatePosterior`.
     """
-    n = candidates.shape[0]
-    itemsize = candidates.element_size()
-    low_rank_ok = supports_low_rank(model, posterior_transform)
-    if path not in ("auto", "dense", "low_rank"):
-        raise ValueError(f"path must be 'auto', 'dense' or 'low_rank', got {path!r}.")
-    if path == "low_rank" and not low_rank_ok:
-        raise UnsupportedError(
-            "path='low_rank' needs an exact single-output GP (ExactGP with a Gaussian "
-            "likelihood, no or a Standardize outcome transform, no "
-            "posterior_transform other than a single weight of +1 or -1); got "
-            f"{type(model).__name__}."
-        )
-    r = num_training_points(model) or 0
+    low_rank_form = check_path(path, model, posterior_transform)
     p = 0 if X_pending is None else X_pending.shape[0]
-    block_bytes, pool_bytes = _row_budgets(memory_budget)
-    low_rank_need = (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
-    # Models without the low-rank form: the float covariance from
-    # model.posterior (about three N x N copies at its peak) plus the greedy
-    # covers' graph (at most 2 N^2 bytes: it is kept as a level matrix where
-    # neighbour lists would be larger).
-    dense_need = dense_memory_bytes(n, candidates.dtype, 3.0) + 4 * block_bytes
-    if path == "auto" and not low_rank_ok:
-        path = "dense"
-    if path == "auto" and n > AUTO_EXACT_MAX_N:
-        # Exact greedy covers read all N^2 pairs of d_t: past this size
-        # farthest-first covers on rows on demand are the practical choice.
-        path = "low_rank"
-    if path == "dense" and not low_rank_ok and dense_need > memory_budget:
-        raise _memory_error(n, dense_need, memory_budget, "The dense path")
-    if path != "dense" and low_rank_need > memory_budget:
-        raise _memory_error(n, low_rank_need, memory_budget, "The low-rank path")
-
+    memory = PosteriorMemory.of(model, candidates, p, memory_budget)
+    memory.check(path, low_rank_form)
     model.eval()
-    noise = None
-    if p:
-        noise = pending_noise(model, X_pending, posterior_transform)
-
+    noise = pending_noise(model, X_pending, posterior_transform) if p else None
     prior_var = None
-    reason = None
     with torch.no_grad():
-        if low_rank_ok:
-            factors = None if cache is None else cache.get(model, candidates)
-            if factors is None:
-                factors = _LowRankFactors(model, candidates)
-                if cache is not None:
-                    cache.put(model, candidates, factors)
-            mean = factors.mean
+        if low_rank_form:
+            factors = cached_factors(model, candidates, cache)
             flip = sign_flip(model, posterior_transform)
-            if flip is not None:
-                mean = flip[0] * mean + flip[1]
-            factor = factors.factor
-            if p:
-                factor = factors.condition(X_pending.to(candidates), noise)
-            # Both paths read rows of d_t on demand: the dense one turns them,
-            # a block at a time, into the graphs of the exact greedy covers;
-            # the low-rank one never holds more than a pool of rows.
+            pending = None if not p else X_pending.to(candidates)
+            mean, distance = low_rank_posterior(factors, flip, pending, noise, memory)
             prior_var = factors.prior_variance()
-            distance = LowRankDistance(
-                lambda idx: factors.prior_rows(idx, n),
-                prior_var,
-                factor,
-                block_bytes=block_bytes,
-                prior_scale=float(factors.out_var),
-                prior_block=lambda idx, first: factors.prior_rows(idx, n, first),
-            )
-            distance.row_batch = low_rank_row_batch(n, itemsize, memory_budget)
-            if path == "auto" and GRAPH_PEAK_EDGE_BYTES * n * n + low_rank_need <= (
-                memory_budget
-            ):
-                path = "dense"  # even a complete graph fits: no need to sample
-            elif path == "auto":
-                # Greedy covers keep the pairs within eps_1 = the largest prior
-                # standard deviation (the default scale; first_radius if given),
-                # as neighbour lists (estimated from a sample of rows), or as a
-                # level matrix where the lists would not fit the budget.
-                # Dense coarse levels are covered lazily and keep no edges
-                # (chaining._lazy_levels): the lists hold the first sparse one.
-                radius = first_radius or float(prior_var.max().clamp_min(0).sqrt())
-                radii = [radius * 2.0**-i for i in range(8)]
-                counted, edges = _lazy_levels(distance, radii)
-                graph = GRAPH_PEAK_EDGE_BYTES * edges
-                if graph + low_rank_need > memory_budget:
-                    graph = 2 * n * n  # a level matrix, where lists are larger
-                if graph + low_rank_need <= memory_budget:
-                    path = "dense"
-                else:
-                    path = "low_rank"
-                    reason = (
-                        f"greedy covers of N={n} need about {format_bytes(graph)} "
-                        f"({edges:,} pairs within eps_{counted + 1}), above "
-                        f"memory_budget={format_bytes(memory_budget)}"
-                    )
+            if not first_radius:
+                # eps_1 = the largest prior standard deviation (the default scale).
+                first_radius = float(prior_var.max().clamp_min(0).sqrt())
         else:
-            Z = (
-                candidates
-                if not p
-                else torch.cat([candidates, X_pending.to(candidates)])
+            mean, distance = dense_posterior(
+                model,
+                candidates,
+                posterior_transform,
+                X_pending,
+                noise,
+                memory.block_bytes,
             )
-            mean = _posterior_mean(model, candidates, posterior_transform)
-            post = model.posterior(Z, posterior_transform=posterior_transform)
-            try:
-                cov = post.distribution.covariance_matrix
-            except AttributeError as e:
-                raise UnsupportedError(
-                    f"{type(post).__name__} has no Gaussian covariance; Chaining-UCB "
-                    "needs a Gaussian posterior."
-                ) from e
-            cov = cov.reshape(Z.shape[0], Z.shape[0])
-            if p:
-                extra, _ = pending_rows(cov[n:, n:], noise, cov[n:, :n])
-                cov = cov[:n, :n].addmm_(extra.T, extra, alpha=-1.0)
-            distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
+        route, reason = choose_path(path, distance, memory, low_rank_form, first_radius)
     return CandidatePosterior(
         mean=mean,
         distance=distance,
-        path=path,
+        path=route,
         prior_variance=prior_var,
         pending_noise=noise,
         reason=reason,

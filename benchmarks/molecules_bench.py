@@ -74,9 +74,18 @@ __all__ = [
 
 FORMAT_VERSION = 1
 DATASET_NAMES: tuple[str, ...] = ("esol", "freesolv", "lipo")
-METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "ucb", "logei", "qlognei", "random")
+METHODS: tuple[str, ...] = (
+    "chaining",
+    "chaining-continuous",
+    "gp-ucb",
+    "ucb",
+    "logei",
+    "qlognei",
+    "random",
+)
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
+    "chaining-continuous": "Chaining-UCB (continuous bonus)",
     "gp-ucb": "GP-UCB",
     "ucb": "UCB (beta=0.2)",
     "logei": "LogEI",
@@ -174,6 +183,10 @@ def make_strategy(method: str, gram: Any, n_init: int, config: MoleculeConfig) -
     }
     if method == "chaining":
         return axc.chaining_generation_strategy(delta=config.delta, **common)
+    if method == "chaining-continuous":
+        return axc.chaining_generation_strategy(
+            delta=config.delta, bonus="continuous", **common
+        )
     if method == "gp-ucb":
         return axc.gp_ucb_generation_strategy(delta=config.delta, **common)
     if method == "ucb":
@@ -432,6 +445,7 @@ def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
     )
     colors = {
         "chaining": "tab:green",
+        "chaining-continuous": "tab:olive",
         "gp-ucb": "tab:blue",
         "ucb": "tab:orange",
         "logei": "tab:purple",

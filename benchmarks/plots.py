@@ -29,12 +29,20 @@ __all__ = [
 
 _COLORS = {
     "chaining": "tab:green",
+    "chaining-continuous": "tab:olive",
     "gp-ucb": "tab:blue",
     "ucb": "tab:orange",
     "logei": "tab:purple",
     "random": "tab:gray",
 }
-_STYLES = {"chaining": "-", "gp-ucb": ":", "ucb": "-.", "logei": "--", "random": "-"}
+_STYLES = {
+    "chaining": "-",
+    "chaining-continuous": "-",
+    "gp-ucb": ":",
+    "ucb": "-.",
+    "logei": "--",
+    "random": "-",
+}
 
 
 def _pyplot() -> Any:

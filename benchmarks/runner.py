@@ -123,7 +123,14 @@ __all__ = [
 ]
 
 #: Methods, in the order of tables and legends.
-METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "ucb", "logei", "random")
+METHODS: tuple[str, ...] = (
+    "chaining",
+    "chaining-continuous",
+    "gp-ucb",
+    "ucb",
+    "logei",
+    "random",
+)
 #: The paper's three problems.
 PROBLEMS: tuple[str, ...] = ("se", "himmelblau", "graph")
 #: Query numbers at which the summary reports :math:`S_n` (those ``<= T``; ``T``
@@ -134,6 +141,7 @@ FORMAT_VERSION = 1
 #: Labels for tables and figures.
 METHOD_LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
+    "chaining-continuous": "Chaining-UCB (continuous bonus)",
     "gp-ucb": "GP-UCB",
     "ucb": "UCB (beta=0.2)",
     "logei": "LogEI",
@@ -287,6 +295,8 @@ def _acquisition(
 ) -> AcquisitionFunction:
     if method == "chaining":
         return ChainingUCB(model, candidates, delta=config.delta)
+    if method == "chaining-continuous":
+        return ChainingUCB(model, candidates, delta=config.delta, bonus="continuous")
     if method == "gp-ucb":
         return GPUCB(model, num_candidates=candidates.shape[0], delta=config.delta)
     if method == "ucb":

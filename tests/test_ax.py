@@ -425,6 +425,38 @@ def test_init_trials_zero_with_attached_trials() -> None:
     assert _nodes(client)[3:] == ["ChainingUCB"] * 2
 
 
+def test_model_space_candidates_are_reused_while_the_transforms_hold() -> None:
+    """The candidates in the model space are kept between steps, and computed
+    again when the adapter maps them elsewhere."""
+
+    def client_with(scaling: str) -> GenerationStrategy:
+        client = Client(random_seed=0)
+        client.configure_experiment(
+            parameters=[
+                RangeParameterConfig(
+                    name=n, bounds=(1, 20), parameter_type="int", scaling=scaling
+                )
+                for n in ("x", "y")
+            ]
+        )
+        client.configure_optimization(objective="f")
+        gs = chaining_generation_strategy(init_trials=3, seed=0)
+        client.set_generation_strategy(gs)
+        _run(client, _grid_f, 5)
+        return gs
+
+    linear, log = client_with("linear"), client_with("log")
+    node = linear.current_node
+    rows = candidate_parameterizations(linear.experiment.search_space)
+    first = node.model_space_candidates(linear.adapter, rows)
+    assert node.model_space_candidates(linear.adapter, rows) is first
+    # Log scaling: Ax's Log transform maps the same rows to other values.
+    X = node.model_space_candidates(log.adapter, rows)
+    feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
+    assert torch.equal(X, log.adapter.transform_observation_features(feats))
+    assert not torch.equal(X, first)
+
+
 def test_evaluate_acquisition_function_works() -> None:
     """Ax's public evaluate_acquisition_function gives the value Ax selected on."""
     client = _int_grid_client(seed=0)
@@ -679,7 +711,8 @@ def test_candidate_table_is_validated_and_completed() -> None:
     rows = candidate_parameterizations(ss, CandidateSetSpec(candidates=table))
     assert rows == [{"x": 0.5, "f": 3}, {"x": 0.25, "f": 3}]  # filled
     twice = [{"x": 0.5}, {"x": 0.25, "f": 3}, {"x": 0.5, "note": "again"}]
-    with pytest.raises(ValueError, match="rows 0 and 2 have the same parameters"):
+    same = r"`candidates\[0\]` and `candidates\[2\]` have the same parameters"
+    with pytest.raises(ValueError, match=same):
         candidate_parameterizations(ss, CandidateSetSpec(candidates=twice))
 
 
@@ -730,12 +763,12 @@ def test_bad_candidate_table_is_rejected_at_first_trial(
         (
             [{"x": 0.1}, {"x": float("nan")}],
             ValueError,
-            r"candidates\[1\]\['x'\]` is nan",
+            r"`candidates\[1\]`: 'x' is nan",
         ),
         (
             pd.DataFrame({"x": [0.1, np.inf]}),
             ValueError,
-            r"candidates\[1\]\['x'\]` is inf; expected a finite number",
+            r"`candidates` row with index label 1: 'x' is inf; expected a finite",
         ),
     ],
 )
@@ -1037,9 +1070,43 @@ def test_duplicate_rows_are_refused_naming_them_before_any_trial() -> None:
     client.set_generation_strategy(
         chaining_generation_strategy(init_trials=2, candidates=doubled)
     )
-    with pytest.raises(ValueError, match=r"rows 3 and 12 have the same parameters"):
+    same = r"index label 3 and `candidates` row with index label 12 have the same"
+    with pytest.raises(ValueError, match=same):
         client.get_next_trials(max_trials=1)
     assert len(client.summarize()) == 0
+
+
+def test_table_errors_name_the_users_index_labels_and_ids_after_dropna() -> None:
+    """After ``dropna()`` the labels are not the positions: the errors name
+    the labels (``table.loc[label]`` is the row) and the ``id_column`` values."""
+    raw = _catalogue(12)
+    raw.loc[[1, 4], "vendor"] = None
+    table = raw.dropna()  # labels 0, 2, 3, 5, ...: position 3 is label 5
+    doubled = table.copy()
+    doubled.loc[9, ["length", "width", "coating"]] = table.loc[
+        5, ["length", "width", "coating"]
+    ]
+    client = _catalogue_client(doubled)
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=2, candidates=doubled, id_column="sku")
+    )
+    same = (
+        r"`candidates` row with index label 5 \(sku='P-1005'\) and `candidates` "
+        r"row with index label 9 \(sku='P-1009'\) have the same parameters"
+    )
+    with pytest.raises(ValueError, match=same):
+        client.get_next_trials(max_trials=1)
+    # A NaN the cleaning left (another column): the label and the ID.
+    holed = table.astype({"width": float})
+    holed.loc[7, "width"] = np.nan
+    nan = r"`candidates` row with index label 7 \(sku='P-1007'\): 'width' is nan"
+    with pytest.raises(ValueError, match=nan):
+        chaining_generation_strategy(init_trials=2, candidates=holed, id_column="sku")
+    # The ID column's own duplicates, by label.
+    twin = table.assign(sku=table["sku"].where(table.index != 8, "P-1003"))
+    ids = r"row with index label 3 and `candidates` row with index label 8 both have"
+    with pytest.raises(ValueError, match=ids):
+        chaining_generation_strategy(init_trials=2, candidates=twin, id_column="sku")
 
 
 def test_a_failed_candidate_is_not_proposed_again_unless_asked() -> None:

@@ -66,8 +66,9 @@ def test_greedy_covers_on_cuda_lists_equal_matrix():
     assert runs[0].covers[0].is_cuda
 
 
+@pytest.mark.parametrize("bonus", ["paper", "continuous"])
 @pytest.mark.parametrize("problem", ["se", "tanimoto"])
-def test_chaining_step_on_cuda_follows_cpu(problem):
+def test_chaining_step_on_cuda_follows_cpu(problem, bonus):
     if problem == "se":
         model, C = _se_model(4000)
     else:
@@ -78,8 +79,8 @@ def test_chaining_step_on_cuda_follows_cpu(problem):
         Y = torch.randn(30, 1, generator=g, dtype=DTYPE)
         kernel = ScaleKernel(TanimotoKernel(library=library)).to(DTYPE)
         model = SingleTaskGP(C[idx], Y, covar_module=kernel).eval()
-    cpu = ChainingUCB(model, C)
-    gpu = ChainingUCB(copy.deepcopy(model).cuda(), C.cuda())
+    cpu = ChainingUCB(model, C, bonus=bonus)
+    gpu = ChainingUCB(copy.deepcopy(model).cuda(), C.cuda(), bonus=bonus)
     assert gpu.chaining.covers[0].is_cuda
     values_cpu = cpu(C.unsqueeze(1))
     values_gpu = gpu(C.cuda().unsqueeze(1)).cpu()

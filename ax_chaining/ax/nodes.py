@@ -52,13 +52,14 @@ from ax_chaining.ax.metadata import (
     recorded,
     step_certificate,
 )
+from ax_chaining.ax.selection import (
+    DROPPED,
+    SelectableCandidates,
+    selectable_candidates,
+)
 from ax_chaining.ax.stopping import RegretBoundCriterion
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import type_error
-
-_EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
-#: Trials whose arms are not evaluated and do not count as used.
-DROPPED = (TrialStatus.FAILED, TrialStatus.ABANDONED)
 
 
 def takes_candidates(acqf_class: type) -> bool:
@@ -205,6 +206,17 @@ class CandidateSetAcquisition(Acquisition):
         return selected, values, weights
 
 
+#: Rows transformed again at each step to check that the cached model-space
+#: candidates still hold (:meth:`CandidateSetNode.model_space_candidates`).
+PROBE_ROWS = 256
+
+
+def _transform(adapter: Adapter, rows: list[TParameterization]) -> torch.Tensor:
+    """Parameterizations in the adapter's model space (Ax's public route)."""
+    feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
+    return adapter.transform_observation_features(feats)
+
+
 class _SpecNode:
     """The candidate set of one search space, its arms' names and metadata, the
     candidates' use by trial status, and JSON storage of the spec."""
@@ -221,6 +233,21 @@ class _SpecNode:
                 "`configure_optimization(objective='a + 0.5 * b')`."
             )
         spec = self.candidate_spec
+        key = (repr(experiment.search_space), self._resolve_seed(experiment))
+        if getattr(self, "_rows_key", None) != key:
+            ss = experiment.search_space
+            self._rows = candidate_parameterizations(ss, spec)
+            self._names = list(ss.parameters)
+            self._keys = [row_key(r, self._names) for r in self._rows]
+            self._index = {k: i for i, k in enumerate(self._keys)}
+            self._arm_names = arm_names(spec)
+            self._metadata = row_metadata(ss, spec)
+            self._rows_key = key
+        return self._rows
+
+    def _resolve_seed(self, experiment: Experiment) -> int:
+        """The spec's seed; if None, a sibling node's, a recorded one, or a draw."""
+        spec = self.candidate_spec
         if spec.seed is None:
             # A reloaded strategy's nodes hold copies of the spec: a sibling's
             # seed first, so that all use one design; then a recorded one.
@@ -230,16 +257,7 @@ class _SpecNode:
                 nodes = []
             seeds = [getattr(n, "candidate_spec", spec).seed for n in nodes]
             spec.resolve_seed(seeds + [m.get("seed") for _, m in recorded(experiment)])
-        key = (repr(experiment.search_space), spec.seed)
-        if getattr(self, "_rows_key", None) != key:
-            ss = experiment.search_space
-            self._rows = candidate_parameterizations(ss, spec)
-            self._names = list(ss.parameters)
-            self._keys = [row_key(r, self._names) for r in self._rows]
-            self._arm_names = arm_names(spec)
-            self._metadata = row_metadata(ss, spec)
-            self._rows_key = key
-        return self._rows
+        return int(spec.seed)  # type: ignore[arg-type]
 
     def _count(self, parameterizations: Iterable[Mapping[str, Any]]) -> np.ndarray:
         """How often each candidate occurs in ``parameterizations``."""
@@ -269,10 +287,9 @@ class _SpecNode:
         row; an arm already on the experiment keeps its name."""
         if gr is None or self._arm_names is None:
             return
-        index = {k: i for i, k in enumerate(self._keys)}
         known = experiment.arms_by_signature
         for arm in gr.arms:
-            i = index.get(row_key(arm.parameters, self._names))
+            i = self._index.get(row_key(arm.parameters, self._names))
             if i is not None and arm.signature not in known and not arm.has_name:
                 arm.name = self._arm_names[i]
 
@@ -324,6 +341,11 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`;
         a table's arms are named after their rows."""
         self._fixed = kwargs.get("fixed_features")
+        # Ax resets this public counter to the int 0 after each generation; a
+        # generator run with an int fit time then fails Ax's SQL storage's copy
+        # of database ids (float 0.0 read back), and its arms are lost when the
+        # experiment is saved again (the second trial of a batch).
+        self.fit_time_since_gen = float(self.fit_time_since_gen)
         gr = super().gen(experiment=experiment, **kwargs)
         self._name_arms(experiment, gr)
         return gr
@@ -421,16 +443,98 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         self.candidate_spec = candidate_spec
         self.stop_rule = stop_rule
         self.certificate_schedule = certificate_schedule
+        # The last step's candidates in the model space (a cache, not state:
+        # never stored, rebuilt when missing or stale).
+        self._model_space: tuple[list, torch.Tensor] | None = None
 
     def gen(  # type: ignore[override]
         self, *, experiment: Experiment, skip_fit: bool = False, **kwargs: Any
     ) -> GeneratorRun | None:
-        """Ax's ``gen``, the candidates and mask in ``model_gen_options``; records.
+        """Ax's ``gen`` over the selectable candidates
+        (:func:`~ax_chaining.ax.selection.selectable_candidates`), given to the
+        acquisition in ``model_gen_options``; records the step.
 
         Raises:
             CertifiedStop: The stopping rule is met (its message names the bound).
         """
-        rows, spec = self._candidate_rows(experiment), self.candidate_spec
+        n = self._num_candidates(experiment)
+        self._check_ready(experiment)
+        selection = selectable_candidates(
+            experiment,
+            self.candidate_spec,
+            n,
+            self._index_of,
+            pending_observations=kwargs.get("pending_observations"),
+            allowed=self._allowed(kwargs.get("fixed_features")),
+        )
+        started = time.perf_counter()
+        if not skip_fit:
+            self.generator_spec.fit(experiment=experiment, data=kwargs.get("data"))
+        fitted = time.perf_counter()
+        adapter = self.generator_spec.fitted_adapter
+        chosen: list = []
+        given = self._acquisition_options(adapter, selection)
+        # Ax deep-copies options; `deepcopy` keeps a function (here list.append).
+        options = self._model_gen_options(kwargs, {**given, "record": chosen.append})
+        gr = GenerationNode.gen(
+            self,
+            experiment=experiment,
+            skip_fit=True,
+            model_gen_options=options,
+            **kwargs,
+        )
+        seconds = {"fit": fitted - started, "acquisition": time.perf_counter() - fitted}
+        if gr is not None:
+            self._name_arms(experiment, gr)
+            meta = self._metadata_of(
+                chosen, adapter, experiment, selection, gr, seconds
+            )
+            # `gen_metadata` is the run's own dict (Ax adds "trial_type" the
+            # same way); pinned in tests/test_ax_contract.py.
+            gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
+        return gr
+
+    def _metadata_of(
+        self,
+        chosen: list,
+        adapter: Adapter,
+        experiment: Experiment,
+        selection: SelectableCandidates,
+        gr: GeneratorRun,
+        seconds: dict[str, float],
+    ) -> dict[str, Any]:
+        """The step's record: the candidate set, :meth:`_step_record`, and the
+        wall-clock seconds of the step's parts (the model fit, the acquisition
+        over the candidates with Ax's own work around it, and the certificate
+        among the evaluated candidates)."""
+        started = time.perf_counter()
+        meta: dict[str, Any] = {"seed": self.candidate_spec.seed}
+        meta["num_candidates"] = selection.num_candidates
+        meta["num_selectable"] = selection.num_selectable
+        meta.update(self._step_record(chosen, adapter, experiment, selection, gr))
+        meta["seconds"] = {**seconds, "certificate": time.perf_counter() - started}
+        return meta
+
+    def _num_candidates(self, experiment: Experiment) -> int:
+        """``N``, once the experiment fits the candidate set (and its seed is
+        resolved)."""
+        return len(self._candidate_rows(experiment))
+
+    def _index_of(self, parameters: Mapping[str, Any]) -> int | None:
+        """The candidate index of an arm's parameters (None: not a candidate)."""
+        return self._index.get(row_key(parameters, self._names))
+
+    def _allowed(self, fixed: ObservationFeatures | None) -> np.ndarray | None:
+        """Mask of the candidates that take the fixed features' values."""
+        return self._matches(fixed)
+
+    def _check_ready(self, experiment: Experiment) -> None:
+        """Stop if the stopping rule is met; refuse an experiment without data.
+
+        Raises:
+            CertifiedStop: The stopping rule is met.
+            DataRequiredError: No trial has data yet.
+        """
         if self.stop_rule is not None:
             self.stop_rule.stop_if_met(experiment)
         if experiment.lookup_data().df.empty:
@@ -439,75 +543,58 @@ class CandidateSetNode(_SpecNode, GenerationNode):
                 "trials (`init_trials >= 1`), or attach and complete trials first "
                 "(`client.attach_trial(...)`, `client.complete_trial(...)`)."
             )
-        started = time.perf_counter()
-        if not skip_fit:
-            self.generator_spec.fit(experiment=experiment, data=kwargs.get("data"))
-        fitted = time.perf_counter()
-        adapter = self.generator_spec.fitted_adapter
-        evaluated = self._in_trials(experiment, _EVALUATED)
-        mask = self._matches(kwargs.get("fixed_features"))
-        if not spec.retry_failed:
-            mask &= ~self._in_trials(experiment, [TrialStatus.FAILED])
-        if spec.exclude_evaluated:
-            mask &= ~evaluated
-        if not mask.any():
-            why = (
-                "evaluated (`exclude_evaluated=True`)" if spec.exclude_evaluated else ""
-            )
-            why += " or " if why and not spec.retry_failed else ""
-            why += (
-                "failed before (`retry_failed=False`)" if not spec.retry_failed else ""
-            )
-            msg = f"All {len(rows)} candidates are {why or 'excluded'}."
-            raise SearchSpaceExhausted(msg)
-        if spec.exclude_pending:
-            pending = (kwargs.get("pending_observations") or {}).values()
-            keep = mask & (self._count(f.parameters for fs in pending for f in fs) == 0)
-            # Pending points are conditioned on anyway (GP-BUCB); excluding them
-            # is a convenience that must not make generation fail.
-            mask = keep if keep.any() else mask
+
+    def _model_gen_options(
+        self, kwargs: dict[str, Any], acquisition_options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The step's ``model_gen_options`` (popped from ``kwargs``, else the
+        generator's own), with ``acquisition_options`` for the acquisition."""
         own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
         options = dict(kwargs.pop("model_gen_options", None) or own or {})
         acq = Keys.AX_ACQUISITION_KWARGS.value
-        X, chosen = self.model_space_candidates(adapter, rows), []
-        # Ax deep-copies options; `deepcopy` keeps a function (here list.append).
-        given = {"candidates": X, "selectable": torch.tensor(mask)}
-        options[acq] = {**options.get(acq, {}), **given, "record": chosen.append}
-        gr = super().gen(
-            experiment=experiment, skip_fit=True, model_gen_options=options, **kwargs
-        )
-        generated = time.perf_counter()
-        if gr is not None:
-            self._name_arms(experiment, gr)
-            meta = {"seed": spec.seed, "num_candidates": len(rows)}
-            meta["num_selectable"] = int(mask.sum())
-            meta.update(self._step_record(chosen, adapter, experiment, evaluated, gr))
-            # Wall-clock seconds of the step's parts: the model fit, the
-            # acquisition over the candidates (with Ax's own work around it),
-            # and the certificate among the evaluated candidates.
-            meta["seconds"] = {
-                "fit": fitted - started,
-                "acquisition": generated - fitted,
-                "certificate": time.perf_counter() - generated,
-            }
-            # `gen_metadata` is the run's own dict (Ax adds "trial_type" the same
-            # way); pinned in tests/test_ax_contract.py.
-            gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
-        return gr
+        options[acq] = {**options.get(acq, {}), **acquisition_options}
+        return options
+
+    def _acquisition_options(
+        self, adapter: Adapter, selection: SelectableCandidates
+    ) -> dict[str, Any]:
+        """What :class:`CandidateSetAcquisition` takes: the candidates in the
+        model space and the selectable mask."""
+        X = self.model_space_candidates(adapter, self._rows)
+        return {"candidates": X, "selectable": torch.tensor(selection.selectable)}
 
     def model_space_candidates(
         self, adapter: Adapter, rows: list[TParameterization]
     ) -> torch.Tensor:
-        """The candidate rows in the adapter's model space."""
-        feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
-        return adapter.transform_observation_features(feats)
+        """The candidate rows in the adapter's model space.
+
+        Ax's transforms run row by row in Python (about 0.2 ms a row, so
+        seconds a step on tens of thousands of rows), and a refit adapter
+        transforms the same rows the same way as long as its transforms do not
+        change (those of the inputs follow the search space, which a node's
+        candidate set is built for). So the last step's tensor is kept, and is
+        reused when :data:`PROBE_ROWS` rows spread over the set transform to the
+        same values now; otherwise every row is transformed again.
+        """
+        cached = self._model_space
+        if cached is not None and cached[0] is rows:
+            probe = torch.linspace(0, len(rows) - 1, min(len(rows), PROBE_ROWS))
+            probe = probe.round().long().unique()
+            fresh = _transform(adapter, [rows[i] for i in probe.tolist()])
+            if fresh.shape[-1] == cached[1].shape[-1] and torch.equal(
+                fresh, cached[1][probe]
+            ):
+                return cached[1]
+        X = _transform(adapter, rows)
+        self._model_space = (rows, X)
+        return X
 
     def _step_record(
         self,
         chosen: list,
         adapter: Adapter,
         experiment: Experiment,
-        evaluated: np.ndarray,
+        selection: SelectableCandidates,
         gr: GeneratorRun,
     ) -> dict[str, Any]:
         """JSON-safe facts of the step, and the certificate among the evaluated."""
@@ -519,19 +606,16 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         casts = {"t": int, "delta": float}
         meta |= {k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)}
         if self._metadata:
-            index = {k: i for i, k in enumerate(self._keys)}
-            picked = [index.get(row_key(a.parameters, self._names)) for a in gr.arms]
+            picked = [self._index_of(a.parameters) for a in gr.arms]
             meta["rows"] = [
                 {"row": i, **self._metadata[i]} for i in picked if i is not None
             ]
-        if not evaluated.any():
+        if not len(selection.evaluated):
             return meta
         scale = objective_scale(adapter, experiment, weights)
+        evaluated = torch.as_tensor(selection.evaluated_mask())
         cert = step_certificate(
-            acquisition,
-            torch.as_tensor(evaluated),
-            scale,
-            self.certificate_schedule,
+            acquisition, evaluated, scale, self.certificate_schedule
         )
         if cert is None:
             return meta

@@ -34,25 +34,90 @@ from ax_chaining.certificate.tails import bind_tail, tail_sum
 from ax_chaining.chaining import BonusShape, chaining_bonus
 from ax_chaining.checks import match_rows, nearest_rows
 from ax_chaining.distances import (
-    _column_square_sums,
     column_blocks,
+    column_square_sums,
     low_rank_rows,
 )
 from ax_chaining.kernels.fingerprints import PackedFingerprints
 from ax_chaining.kernels.precomputed import item_indices
 from ax_chaining.posterior import (
-    _KernelRows,
-    _SERows,
+    KernelRows,
+    SERows,
     factor_blocks,
     pending_factor_blocks,
 )
 
-__all__ = ["Left", "Shard", "StaleShardError", "StepFactors"]
+__all__ = [
+    "LibraryKernel",
+    "Left",
+    "PendingFactors",
+    "Shard",
+    "ShardKernel",
+    "StaleShardError",
+    "StepFactors",
+    "TorchKernel",
+]
 
 
 class StaleShardError(RuntimeError):
     """A shard was asked for a step it did not prepare (its state was rebuilt
     or lost, e.g. recomputed on another worker): its answer would be wrong."""
+
+
+@dataclass(frozen=True)
+class TorchKernel:
+    """A step's kernel sent to the shards as the model's own module.
+
+    Attributes:
+        covar_module: The model's covariance module (a small module).
+    """
+
+    covar_module: Any
+
+
+@dataclass(frozen=True)
+class LibraryKernel:
+    """A step's library-mode ``TanimotoKernel`` as sent to the shards: its
+    parameters, never the library itself (each shard holds its own part).
+
+    Attributes:
+        scale: The outputscale of the kernel's ``ScaleKernel``.
+        route: The kernel's route (how it evaluates the library's rows).
+        normalized_inputs: Whether the model's inputs are normalized item indices.
+        num_items: The library's size.
+        n_bits: The fingerprints' length.
+    """
+
+    scale: float
+    route: str
+    normalized_inputs: bool
+    num_items: int
+    n_bits: int
+
+
+#: A step's kernel as the shards receive it.
+ShardKernel = TorchKernel | LibraryKernel
+
+
+@dataclass(frozen=True)
+class PendingFactors:
+    """The pending points of a step as the shards receive them.
+
+    Attributes:
+        features: Their features in the step's kernel (transformed inputs, or
+            their fingerprints' words for a library kernel).
+        W_p: Their ``r x p`` whitened cross-covariance with the training points.
+        A: The ``p x p`` factor that conditions on them.
+    """
+
+    features: Any
+    W_p: Tensor
+    A: Tensor
+
+    @property
+    def p(self) -> int:
+        """The number of pending points."""
+        return int(self.W_p.shape[-1])
 
 
 @dataclass
@@ -65,23 +130,22 @@ class StepFactors:
             a shard that already holds them for this key reuses its factor.
         dtype: The model's floating dtype.
         input_transform: The model's input transform (a small module), or None.
-        kernel: ``("torch", covar_module)`` or ``("library", scale, route,
-            normalized_inputs, n_items, n_bits)`` for a library-mode
-            ``TanimotoKernel`` (the library itself is never sent).
+        kernel: A :class:`TorchKernel`, or a :class:`LibraryKernel` for a
+            library-mode ``TanimotoKernel`` (the library itself is never sent).
         train_features: Transformed training inputs, or their fingerprints'
             words (library).
         L, whitened, out_var: Cholesky factor, whitened residual and outcome
-            variance scale of :class:`~ax_chaining.posterior._ModelFactors`.
+            variance scale of :class:`~ax_chaining.posterior.ModelFactors`.
         mean_module, outcome_transform: The model's (small modules).
         flip: ``(w, b)`` of a posterior transform ``w y + b``, or None.
-        pending: ``(features, W_P, A)`` of the pending points, or None.
+        pending: The pending points' :class:`PendingFactors`, or None.
     """
 
     step: int
     base_key: str
     dtype: torch.dtype
     input_transform: Any
-    kernel: tuple
+    kernel: ShardKernel
     train_features: Any
     L: Tensor
     whitened: Tensor
@@ -89,7 +153,7 @@ class StepFactors:
     mean_module: Any
     outcome_transform: Any
     flip: tuple[float, float] | None = None
-    pending: tuple[Any, Tensor, Tensor] | None = None
+    pending: PendingFactors | None = None
 
 
 @dataclass
@@ -131,7 +195,7 @@ class Left:
 
 class _ShardLibraryKernel:
     r"""A library-mode Tanimoto kernel over a shard of the library, with the
-    interface of :class:`~ax_chaining.posterior._KernelRows`: rows of points
+    interface of :class:`~ax_chaining.posterior.KernelRows`: rows of points
     given by their fingerprints' words against the shard's candidates. Exact
     (integer counts, one rounded division), so equal to one machine's values
     whatever the grouping of columns."""
@@ -150,7 +214,7 @@ class _ShardLibraryKernel:
     ) -> None:
         self.library, self.Zt, self.scale, self.route = library, Zt, scale, route
         self.offset = offset
-        # As one machine: prior rows in float64 (``_LibraryRows``, cast by the
+        # As one machine: prior rows in float64 (``LibraryRows``, cast by the
         # caller); the cross-covariance in the model's dtype, as GPyTorch's
         # ``covar_module`` (the kernel, then its ``ScaleKernel``) gives it.
         self.as_rows = as_rows
@@ -297,18 +361,23 @@ class Shard:
                 self._prepare_base(f)
             r = f.L.shape[-1]
             pending = f.pending
-            p = 0 if pending is None else pending[1].shape[-1]
+            p = 0 if pending is None else pending.p
             if p or self.right.shape[0] != r + 2:
                 right = torch.empty(r + p + 2, self.size, dtype=f.dtype)
                 right[:r] = self._W
                 self.right, self._W = right, right[:r]
             right = self.right
             if p:
-                feats, W_p, A = pending
                 pending_factor_blocks(
-                    self.kernel, feats, W_p, A, self._W, f.out_var, right[r : r + p]
+                    self.kernel,
+                    pending.features,
+                    pending.W_p,
+                    pending.A,
+                    self._W,
+                    f.out_var,
+                    right[r : r + p],
                 )
-            sq = _column_square_sums(right[: r + p], self.start)
+            sq = column_square_sums(right[: r + p], self.start)
             variance = (self.prior_var - sq).clamp_min(0)
             right[r + p] = variance
             right[r + p + 1] = 1.0
@@ -337,8 +406,9 @@ class Shard:
         self._base_key = None
         Z = self.Z.to(f.dtype)
         Zt = Z if f.input_transform is None else f.input_transform(Z)
-        if f.kernel[0] == "library":
-            _, scale, route, normalized, n_items, n_bits = f.kernel
+        if isinstance(f.kernel, LibraryKernel):
+            scale, route = f.kernel.scale, f.kernel.route
+            normalized, n_items = f.kernel.normalized_inputs, f.kernel.num_items
             if n_items != self.n or self.library is None:
                 raise ValueError(
                     f"The model's TanimotoKernel holds a library of {n_items} items, "
@@ -362,9 +432,9 @@ class Shard:
                 self.library, Zt, scale, route, self.start, as_rows=True
             )
         else:
-            covar_module = f.kernel[1]
-            kernel = _KernelRows(covar_module, Zt, offset=self.start)
-            rows = _SERows.of(covar_module, Zt, f.train_features, self.start) or kernel
+            covar_module = f.kernel.covar_module
+            kernel = KernelRows(covar_module, Zt, offset=self.start)
+            rows = SERows.of(covar_module, Zt, f.train_features, self.start) or kernel
         r = f.L.shape[-1]
         self.right = torch.empty(r + 2, self.size, dtype=f.dtype)
         self._W = self.right[:r]

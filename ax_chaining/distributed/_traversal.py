@@ -36,7 +36,7 @@ from ax_chaining.certificate.bounds import (
     solve_tail_budget,
 )
 from ax_chaining.certificate.tails import Tail, TailLaw, upper_quantile
-from ax_chaining.covers import _POOL_RATIO2, sample_without_replacement
+from ax_chaining.covers import POOL_RATIO2, sample_without_replacement
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.distributed._shard import Left
 
@@ -133,7 +133,7 @@ class _Traversal:
         return torch.tensor(self.order, dtype=torch.long), radii
 
     def _threshold(self) -> float:
-        return _POOL_RATIO2 * self.radii2[-1]
+        return POOL_RATIO2 * self.radii2[-1]
 
     def _draw(self) -> tuple[list[int], Tensor, Left]:
         """A pool: the farthest point and a seeded random sample of the far set

@@ -60,7 +60,14 @@ from ax_chaining.chaining import (
 )
 from ax_chaining.checks import as_index, check_choice, match_tolerance
 from ax_chaining.distances import MemoryBudgetError, format_bytes
-from ax_chaining.distributed._shard import Left, StepFactors
+from ax_chaining.distributed._shard import (
+    Left,
+    LibraryKernel,
+    PendingFactors,
+    ShardKernel,
+    StepFactors,
+    TorchKernel,
+)
 from ax_chaining.distributed._traversal import (
     combine_max,
     sharded_farthest_first,
@@ -69,13 +76,13 @@ from ax_chaining.distributed._traversal import (
 from ax_chaining.distributed.candidates import ShardedCandidates, check_sharded
 from ax_chaining.kernels.precomputed import item_indices
 from ax_chaining.posterior import (
-    _ModelFactors,
-    _row_budgets,
+    ModelFactors,
     library_kernel_parts,
     low_rank_row_batch,
     num_training_points,
     pending_noise,
     posterior_at,
+    row_budgets,
     sign_flip,
     supports_low_rank,
 )
@@ -105,7 +112,7 @@ class ShardedStep:
 class _PendingCache:
     """What :func:`~ax_chaining.posterior.posterior_at` reads of a cache."""
 
-    def __init__(self, factors: _ModelFactors) -> None:
+    def __init__(self, factors: ModelFactors) -> None:
         self.factors = factors
 
 
@@ -164,7 +171,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         self.candidate_dtype = next(
             (p.dtype for p in params if p.is_floating_point()), torch.float64
         )
-        self._model_factors: _ModelFactors | None = None
+        self._model_factors: ModelFactors | None = None
         self._base_key = uuid.uuid4().hex
 
     # ------------------------------------------------------------- pending
@@ -197,20 +204,20 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         )
 
     # ---------------------------------------------------------------- build
-    def _factors_of_model(self) -> _ModelFactors:
+    def _factors_of_model(self) -> ModelFactors:
         if self._model_factors is None:
             self.model.eval()
             like = torch.empty(0, dtype=self.candidate_dtype)
             with torch.no_grad():
-                self._model_factors = _ModelFactors(self.model, like)
+                self._model_factors = ModelFactors(self.model, like)
         return self._model_factors
 
-    def _kernel_message(self, mf: _ModelFactors) -> tuple[tuple, Any, Any]:
+    def _kernel_message(self, mf: ModelFactors) -> tuple[ShardKernel, Any, Any]:
         """The kernel as sent to the shards, and the features of a function of
         points (training or pending inputs) in that kernel."""
         parts = library_kernel_parts(mf.covar_module)
         if parts is None:
-            return ("torch", mf.covar_module), mf.train_X, None
+            return TorchKernel(mf.covar_module), mf.train_X, None
         base, scale = parts
         library = base.library
         if len(library) != self.sharded.n:
@@ -218,13 +225,8 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
                 f"The model's TanimotoKernel holds {len(library)} items, the sharded "
                 f"candidates {self.sharded.n}; expected the same library."
             )
-        kernel = (
-            "library",
-            scale,
-            base.route,
-            base.normalized_inputs,
-            len(library),
-            library.n_bits,
+        kernel = LibraryKernel(
+            scale, base.route, base.normalized_inputs, len(library), library.n_bits
         )
 
         def words(Xt: Tensor) -> Any:
@@ -257,7 +259,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
             noise = pending_noise(self.model, X_pending, self.posterior_transform)
             Pt, W_p, A = mf.pending(X_pending, noise)
             feats = Pt if features_of is None else features_of(Pt)
-            pending = (feats, W_p, A)
+            pending = PendingFactors(feats, W_p, A)
         flip = sign_flip(self.model, self.posterior_transform)
         factors = StepFactors(
             step=next(_STEPS),
@@ -348,7 +350,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         can be larger: it is counted the same way."""
         budget = self.options.memory_budget
         largest = max(self.sharded.sizes)
-        pool_bytes = _row_budgets(budget)[1]
+        pool_bytes = row_budgets(budget)[1]
         if self.sharded.batch_size is not None:
             chosen = 2 * self.sharded.batch_size * largest * itemsize
             pool_bytes = max(pool_bytes, chosen)

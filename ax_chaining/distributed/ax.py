@@ -28,19 +28,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from ax.adapter.base import Adapter
 from ax.adapter.registry import Generators
 from ax.api.protocols.metric import IMetric
 from ax.api.protocols.runner import IRunner
-from ax.core import Data, Experiment, GeneratorRun
+from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
 from ax.core.base_trial import TrialStatus
 from ax.core.parameter import ParameterType
 from ax.core.types import TParameterization
 from ax.exceptions.core import (
-    DataRequiredError,
     SearchSpaceExhausted,
     UnsupportedError,
 )
-from ax.generation_strategy.generation_node import GenerationNode
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.generation_strategy.generator_spec import GeneratorSpec
 from ax.generation_strategy.transition_criterion import MinTrials
@@ -48,18 +47,16 @@ from ax.generators.torch.botorch_modular.acquisition import Acquisition
 from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
 from ax.storage.botorch_modular_registry import register_acquisition
 from ax.storage.json_store.registry import CORE_ENCODER_REGISTRY
-from ax.utils.common.constants import Keys
 
 from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.ax.candidates import CandidateSetSpec
 from ax_chaining.ax.metadata import (
-    GEN_METADATA_KEY,
     objective_scale,
-    recorded,
     step_certificate,
 )
-from ax_chaining.ax.nodes import DROPPED, CandidateSetNode, UniformCandidateNode
+from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
 from ax_chaining.ax.options import checked_options, stop_rule_of
+from ax_chaining.ax.selection import DROPPED, SelectableCandidates
 from ax_chaining.ax.stopping import RegretBoundCriterion
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.checks import check_choice, check_int
@@ -74,8 +71,6 @@ __all__ = [
     "ShardedUniformNode",
     "sharded_candidate_set_strategy",
 ]
-
-_EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
 
 
 class ShardedCandidateSetAcquisition(Acquisition):
@@ -156,19 +151,6 @@ def _items(experiment: Experiment, name: str, statuses, within: bool = True):
     return Counter(int(a.parameters[name]) for t in trials for a in t.arms)
 
 
-def _resolve_seed(node: Any, experiment: Experiment) -> int:
-    """The spec's seed; if None, a sibling node's, a recorded one, or a draw."""
-    spec = node.candidate_spec
-    if spec.seed is None:
-        try:
-            nodes = node.generation_strategy.nodes_by_name.values()
-        except ValueError:  # not attached to a strategy
-            nodes = []
-        seeds = [getattr(n, "candidate_spec", spec).seed for n in nodes]
-        spec.resolve_seed(seeds + [m.get("seed") for _, m in recorded(experiment)])
-    return int(spec.seed)
-
-
 class ShardedUniformNode(UniformCandidateNode):
     """Initialization over a sharded library's items: the next item of a
     seeded permutation not yet in a trial (the items the single-machine
@@ -189,7 +171,7 @@ class ShardedUniformNode(UniformCandidateNode):
     def update_generator_state(self, experiment: Experiment, data: Data) -> None:
         n = self.sharded.n
         self._param = _item_parameter(experiment, n)
-        rng = np.random.default_rng([_resolve_seed(self, experiment), 1])
+        rng = np.random.default_rng([self._resolve_seed(experiment), 1])
         self._order = rng.permutation(n)
         self._used = _items(experiment, self._param, DROPPED, within=False)
         self._failed: set[int] = set()
@@ -252,76 +234,53 @@ class ShardedCandidateSetNode(CandidateSetNode):
         self.sharded = sharded
         self._arm_names = None  # no table: arms keep Ax's names
 
-    def gen(  # type: ignore[override]
-        self, *, experiment: Experiment, skip_fit: bool = False, **kwargs: Any
-    ) -> GeneratorRun | None:
-        """Ax's ``gen`` with the sharded candidates and the excluded items in
-        ``model_gen_options``; records the step."""
-        spec, n = self.candidate_spec, self.sharded.n
-        name = _item_parameter(experiment, n)
-        seed = _resolve_seed(self, experiment)
-        if self.stop_rule is not None:
-            self.stop_rule.stop_if_met(experiment)
-        if experiment.lookup_data().df.empty:
-            raise DataRequiredError(
-                f"{self.name} needs data, and no trial has any yet: run initial "
-                "trials (`init_trials >= 1`), or attach and complete trials first."
-            )
-        fixed = kwargs.get("fixed_features")
+    def _num_candidates(self, experiment: Experiment) -> int:
+        """``N``, once the search space is the item index (its seed resolved)."""
+        self._param = _item_parameter(experiment, self.sharded.n)
+        self._resolve_seed(experiment)
+        return self.sharded.n
+
+    def _index_of(self, parameters: Mapping[str, Any]) -> int | None:
+        return int(parameters[self._param])
+
+    def _allowed(self, fixed: ObservationFeatures | None) -> None:
         if fixed is not None and fixed.parameters:
             raise UnsupportedError("Sharded candidate sets take no fixed features.")
-        if not skip_fit:
-            self.generator_spec.fit(experiment=experiment, data=kwargs.get("data"))
-        adapter = self.generator_spec.fitted_adapter
-        evaluated = set(_items(experiment, name, _EVALUATED))
-        excluded: set[int] = set()
-        if not spec.retry_failed:
-            excluded |= set(_items(experiment, name, [TrialStatus.FAILED]))
-        if spec.exclude_evaluated:
-            excluded |= evaluated
-        if len(excluded) >= n:
-            raise SearchSpaceExhausted(f"All {n} candidates are excluded.")
-        if spec.exclude_pending:
-            pending = (kwargs.get("pending_observations") or {}).values()
-            items = {int(f.parameters[name]) for fs in pending for f in fs}
-            # As the unsharded node: a convenience that must not make
-            # generation fail.
-            if len(excluded | items) < n:
-                excluded |= items
-        own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
-        options = dict(kwargs.pop("model_gen_options", None) or own or {})
-        acq = Keys.AX_ACQUISITION_KWARGS.value
-        chosen: list = []
-        given = {"candidates": self.sharded, "excluded": sorted(excluded)}
-        options[acq] = {**options.get(acq, {}), **given, "record": chosen.append}
-        gr = GenerationNode.gen(
-            self,
-            experiment=experiment,
-            skip_fit=True,
-            model_gen_options=options,
-            **kwargs,
-        )
-        if gr is not None:
-            meta: dict[str, Any] = {"seed": seed, "num_candidates": n}
-            meta["num_selectable"] = n - len(excluded)
-            meta["shards"] = self.sharded.num_shards
-            if chosen:
-                acquisition = chosen[-1]
-                acqf = acquisition.acqf
-                meta["acquisition_function"] = type(acqf).__name__
-                meta.update(t=int(acqf.t), delta=float(acqf.delta))
-                if evaluated:
-                    weights = acquisition.objective_weights
-                    scale = objective_scale(adapter, experiment, weights)
-                    among = torch.tensor(sorted(evaluated), dtype=torch.long)
-                    cert = step_certificate(
-                        acquisition, among, scale, self.certificate_schedule
-                    )
-                    if cert is not None:
-                        cert["parameters"] = {name: int(cert["index"])}
-                        meta["certificate"] = cert
-            gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
-        return gr
+        return None
+
+    def _acquisition_options(
+        self, adapter: Adapter, selection: SelectableCandidates
+    ) -> dict[str, Any]:
+        """What :class:`ShardedCandidateSetAcquisition` takes: the sharded
+        candidates and the items that may not be proposed."""
+        return {"candidates": self.sharded, "excluded": selection.excluded.tolist()}
+
+    def _step_record(
+        self,
+        chosen: list,
+        adapter: Adapter,
+        experiment: Experiment,
+        selection: SelectableCandidates,
+        gr: GeneratorRun,
+    ) -> dict[str, Any]:
+        """The shards, the acquisition's facts, and the certificate among the
+        evaluated items."""
+        meta: dict[str, Any] = {"shards": self.sharded.num_shards}
+        if not chosen:
+            return meta
+        acquisition = chosen[-1]
+        acqf = acquisition.acqf
+        meta["acquisition_function"] = type(acqf).__name__
+        meta.update(t=int(acqf.t), delta=float(acqf.delta))
+        if not len(selection.evaluated):
+            return meta
+        scale = objective_scale(adapter, experiment, acquisition.objective_weights)
+        among = torch.as_tensor(selection.evaluated, dtype=torch.long)
+        cert = step_certificate(acquisition, among, scale, self.certificate_schedule)
+        if cert is not None:
+            cert["parameters"] = {self._param: int(cert["index"])}
+            meta["certificate"] = cert
+        return meta
 
 
 def sharded_candidate_set_strategy(

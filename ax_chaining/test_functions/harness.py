@@ -10,18 +10,22 @@ point evaluated so far) and its ``fit_time`` / ``gen_time``.
 Methods (``METHODS``), each an Ax ``BenchmarkMethod`` around a
 ``GenerationStrategy``:
 
-=================  ===========================================================
-``chaining``       :func:`ax_chaining.ax.chaining_generation_strategy` (delta 0.05)
-``gp-ucb``         :func:`ax_chaining.ax.gp_ucb_generation_strategy` (delta 0.05)
-``ucb``            :func:`ax_chaining.ax.ucb_generation_strategy` (BoTorch's
-                   ``UpperConfidenceBound``, beta 0.2)
-``qlognei-table``  :func:`ax_chaining.ax.qlognei_generation_strategy`: Ax's default
-                   acquisition over the same candidate set as this package's
-``ax-default``     Ax's ``get_sobol_mbm_generation_strategy(SingleTaskGP,
-                   qLogNoisyExpectedImprovement)``: Sobol, then Ax's modular
-                   BoTorch generator (Ax's own optimizer of the acquisition)
-``sobol``          Ax's ``get_sobol_generation_strategy()``
-=================  ===========================================================
+=======================  =====================================================
+``chaining``             :func:`ax_chaining.ax.chaining_generation_strategy`
+                         (delta 0.05)
+``chaining-continuous``  the same with ``bonus="continuous"``
+``gp-ucb``               :func:`ax_chaining.ax.gp_ucb_generation_strategy`
+                         (delta 0.05)
+``ucb``                  :func:`ax_chaining.ax.ucb_generation_strategy` (BoTorch's
+                         ``UpperConfidenceBound``, beta 0.2)
+``qlognei-table``        :func:`ax_chaining.ax.qlognei_generation_strategy`: Ax's
+                         default acquisition over the same candidate set as this
+                         package's
+``ax-default``           Ax's ``get_sobol_mbm_generation_strategy(SingleTaskGP,
+                         qLogNoisyExpectedImprovement)``: Sobol, then Ax's modular
+                         BoTorch generator (Ax's own optimizer of the acquisition)
+``sobol``                Ax's ``get_sobol_generation_strategy()``
+=======================  =====================================================
 
 The three strategies of this package use ``seed=None``, so their candidate set
 and initial points follow the seed Ax's harness sets for each replication;
@@ -78,6 +82,7 @@ FORMAT_VERSION = 1
 
 METHODS: tuple[str, ...] = (
     "chaining",
+    "chaining-continuous",
     "gp-ucb",
     "ucb",
     "qlognei-table",
@@ -86,6 +91,7 @@ METHODS: tuple[str, ...] = (
 )
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
+    "chaining-continuous": "Chaining-UCB (continuous bonus)",
     "gp-ucb": "GP-UCB",
     "ucb": "UCB (beta=0.2)",
     "qlognei-table": "qLogNEI over the candidate set",
@@ -266,6 +272,10 @@ def get_method(name: str, config: HarnessConfig) -> Any:
         }
         if name == "chaining":
             gs = axc.chaining_generation_strategy(delta=config.delta, **common)
+        elif name == "chaining-continuous":
+            gs = axc.chaining_generation_strategy(
+                delta=config.delta, bonus="continuous", **common
+            )
         elif name == "gp-ucb":
             gs = axc.gp_ucb_generation_strategy(delta=config.delta, **common)
         elif name == "qlognei-table":

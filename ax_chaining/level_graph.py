@@ -1,0 +1,412 @@
+r"""The nested :math:`\epsilon_i`-graphs of a pseudo-distance, built from
+blocks of its rows: the :class:`LevelGraph` the greedy covers read, and the
+comparisons of a row of :math:`d^2` against the radii that every caller shares.
+
+Torch and numpy only; a distance is read through :class:`RowSource` (what a
+:class:`~ax_chaining.distances.PseudoDistance` provides).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ax_chaining.covers import run_positions
+
+__all__ = [
+    "GRAPH_EDGE_BYTES",
+    "GRAPH_PEAK_EDGE_BYTES",
+    "LevelGraph",
+    "RowSource",
+    "build_level_graph",
+    "check_radii",
+    "chunk_rows",
+    "level_counts",
+    "levels_np",
+    "map_ordered",
+]
+
+_T = TypeVar("_T")
+
+
+class RowSource(Protocol):
+    """What the builders read of a pseudo-distance over ``n`` points."""
+
+    variance: Tensor
+    block_bytes: int
+    row_workers: int
+    upper_blocks: bool
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def row_range(self, start: int, stop: int) -> Tensor:
+        """Rows ``start..stop-1`` of :math:`d^2`."""
+        ...
+
+    def upper_block(self, start: int, stop: int) -> Tensor:
+        """``d^2`` of rows ``start..stop-1`` and columns ``start..n-1``."""
+        ...
+
+    def estimate_edges(self, eps: float, sample: int = 64) -> int:
+        """Estimated number of pairs within ``eps``."""
+        ...
+
+
+def chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
+    """Rows of ``n`` values of ``itemsize`` bytes in a block of ``block_bytes``."""
+    return max(1, min(n, block_bytes // max(1, n * itemsize)))
+
+
+def map_ordered(
+    fn: Callable[[int], _T], items: Iterable[int], workers: int
+) -> Iterator[_T]:
+    """``map(fn, items)`` on ``workers`` threads, in order, at most ``workers``
+    results ahead of the consumer (so memory stays a few blocks)."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[_T]] = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+#: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
+#: and the peak per edge budgeted for the greedy covers: the lists are written
+#: into arrays sized from a sample of rows (up to 1.25 x 5 bytes), and
+#: splitting them into per-level graphs takes a few bytes an edge more
+#: (measured on the SE problem: about 7 bytes an edge at N = 3 x 10^4 with
+#: 1.7 x 10^8 edges, 13 at N = 10^4 where one block of rows weighs more).
+GRAPH_EDGE_BYTES = 5
+GRAPH_PEAK_EDGE_BYTES = 16
+
+
+def check_radii(eps: Sequence[float]) -> list[float]:
+    """Squared radii of ``eps``, checked: at most 255, strictly decreasing."""
+    eps2 = [float(e) ** 2 for e in eps]
+    if len(eps2) > 255 or any(a <= b for a, b in zip(eps2, eps2[1:], strict=False)):
+        raise ValueError("eps must be at most 255 strictly decreasing radii.")
+    return eps2
+
+
+def levels_np(d2: np.ndarray, eps2: Sequence[float], start: int = 0) -> np.ndarray:
+    """uint8 ``start + sum_i [d2 <= eps_i^2]`` over ``eps2`` (numpy), the same
+    comparisons as :func:`level_counts`; ``start`` counts radii already known to
+    hold (coarse levels left out of ``eps2``)."""
+    q = np.full(d2.shape, start, dtype=np.uint8)
+    for e2 in eps2:
+        q += d2 <= e2
+    return q
+
+
+def level_counts(d2: Tensor, eps2: list[float], out: Tensor | None = None) -> Tensor:
+    """uint8 ``sum_i [d2 <= eps_i^2]``: the same comparisons for every caller."""
+    if out is None:
+        out = torch.zeros(d2.shape, dtype=torch.uint8, device=d2.device)
+    else:
+        out.zero_()
+    for e2 in eps2:
+        out.add_(d2 <= e2)
+    return out
+
+
+@dataclass(frozen=True)
+class LevelGraph:
+    r"""The nested :math:`\epsilon_i`-graphs of a pseudo-distance as one edge list.
+
+    Row ``a`` holds, in increasing order, every ``b`` with
+    :math:`d(a, b) \le \epsilon_1` (``indices[indptr[a]:indptr[a + 1]]``) and
+    the level :math:`q(a, b) = |\{i : d(a, b) \le \epsilon_i\}|` of each such
+    pair (``levels``), so the level-``i`` graph is the edges with ``q >= i``.
+    Rows are *out*-neighbours as computed from row ``a`` of :math:`d^2`; round-off
+    may make them differ from column ``a`` by an edge at a radius, and the greedy
+    cover reads rows only, as the dense level matrix did. Memory follows the edge
+    count (5 bytes an edge), not ``N^2``.
+
+    A graph may keep only the edges of levels ``k + 1`` and deeper (``q > k``)
+    and, for the ``k`` coarse levels whose edges it drops, the degree of each
+    point (``degrees``), which is what a lazy greedy cover needs of them.
+
+    Attributes:
+        indptr: ``N + 1`` int64 row offsets.
+        indices: ``E`` int32 neighbour indices.
+        levels: ``E`` uint8 levels :math:`q(a, b) > k`.
+        degrees: ``k x N`` int64: row ``i - 1`` counts, for every point, the
+            points within :math:`\epsilon_i` (itself included); ``k = 0`` when
+            every edge is kept.
+    """
+
+    indptr: Tensor
+    indices: Tensor
+    levels: Tensor
+    degrees: Tensor | None = None
+
+    @property
+    def counted_levels(self) -> int:
+        """Number ``k`` of coarse levels kept as degrees only."""
+        return 0 if self.degrees is None else self.degrees.shape[0]
+
+    @property
+    def n(self) -> int:
+        """Number of points."""
+        return self.indptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        """Number of stored (directed) edges, self-loops included."""
+        return self.indices.numel()
+
+
+@dataclass
+class _UpperBlock:
+    """A block of rows ``[start, stop)`` of a symmetric ``d^2``, computed for the
+    columns ``start..N-1``: its own rows' edges, and the edges mirrored into the
+    rows ``b >= stop``.
+
+    Attributes:
+        start, stop: The block's rows.
+        degrees: Per counted level, the degrees the block adds to its own rows
+            and to the rows ``b >= stop`` (mirrored).
+        counts: Edges of each of the block's rows (columns ``>= start``).
+        cols, levels: Those edges' targets and levels, row after row.
+        mirror_rows, mirror_cols, mirror_levels: The mirrored edges ``(b, a)``,
+            ``b >= stop``, in ``b``-major order.
+    """
+
+    start: int
+    stop: int
+    degrees: list[tuple[np.ndarray, np.ndarray]]
+    counts: np.ndarray
+    cols: np.ndarray
+    levels: np.ndarray
+    mirror_rows: np.ndarray
+    mirror_cols: np.ndarray
+    mirror_levels: np.ndarray
+
+
+@dataclass
+class _RowBlock:
+    """A block of full rows ``[start, stop)``: each row's edge count, then the
+    edges' targets and levels, row after row."""
+
+    start: int
+    stop: int
+    counts: np.ndarray
+    cols: np.ndarray
+    levels: np.ndarray
+
+
+def _symmetric_level_graph(
+    source: RowSource, eps2: list[float], counted: int, step: int
+) -> LevelGraph:
+    """:func:`build_level_graph` computing each pair once, for a symmetric ``d^2``.
+
+    A block of rows ``[start, stop)`` is computed for the columns
+    ``start..N-1`` only (half the work over all blocks). Its pairs with
+    ``b >= start`` are row ``a``'s neighbours from ``start`` on (the square
+    ``[start, stop)^2`` holds both directions), and its pairs with
+    ``b >= stop`` are also written, mirrored, into row ``b``, so row ``b``
+    receives every neighbour below its own block from earlier blocks, in
+    increasing order, ahead of its own. A pair across blocks gets the value
+    its upper block computed in both directions (within a block's own
+    square both directions are computed).
+    Blocks are made on ``row_workers`` threads and kept until the counts
+    are known (about 12 bytes an edge at the peak, within the budgeted 16).
+    """
+    n = source.n
+    kept = eps2[counted]
+    degrees = np.zeros((counted, n), dtype=np.int64)
+    direct_counts = np.zeros(n, dtype=np.int64)
+    mirror_counts = np.zeros(n, dtype=np.int64)
+
+    def block(start: int) -> _UpperBlock:
+        stop = min(n, start + step)
+        k, width = stop - start, n - start
+        with torch.no_grad():
+            d2 = source.upper_block(start, stop).detach().cpu().numpy()
+        deg = [
+            (np.count_nonzero(m, axis=1), np.count_nonzero(m[:, k:], axis=0))
+            for m in (d2 <= eps2[i] for i in range(counted))
+        ]
+        mask = d2 <= kept
+        flat = np.flatnonzero(mask)  # row-major: rows in turn, columns up
+        bounds = np.searchsorted(flat, np.arange(k + 1) * width)
+        cols = (flat % width + start).astype(np.int32)
+        q = levels_np(d2.ravel()[flat], eps2[counted:], counted)
+        # The mirrored pairs (b, a), b >= stop, in b-major order: for each
+        # target b its sources a in increasing order.
+        tflat = np.flatnonzero(mask[:, k:].T)
+        tb, ta = np.divmod(tflat, k)
+        tq = levels_np(d2[ta, k + tb], eps2[counted:], counted)
+        return _UpperBlock(
+            start, stop, deg, np.diff(bounds), cols, q, tb + stop, ta + start, tq
+        )
+
+    blocks: list[_UpperBlock | None] = []
+    for out in map_ordered(block, range(0, n, step), source.row_workers):
+        start, stop = out.start, out.stop
+        for i, (rows, cols) in enumerate(out.degrees):
+            degrees[i, start:stop] += rows
+            degrees[i, stop:] += cols
+        direct_counts[start:stop] = out.counts
+        mirror_counts += np.bincount(out.mirror_rows, minlength=n)
+        blocks.append(out)
+    counts = direct_counts + mirror_counts
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    total = int(indptr[-1])
+    indices = np.empty(total, dtype=np.int32)
+    levels = np.empty(total, dtype=np.uint8)
+    cursor = indptr[:-1].copy()
+    for j in range(len(blocks)):
+        b = blocks[j]
+        blocks[j] = None  # free each block once written
+        start, stop, dc, tb = b.start, b.stop, b.counts, b.mirror_rows
+        # Row a's own block comes after every block that mirrors into it.
+        pos = run_positions(cursor[start:stop], dc)
+        indices[pos], levels[pos] = b.cols, b.levels
+        cursor[start:stop] += dc
+        if tb.size:
+            mc = np.bincount(tb - stop, minlength=n - stop)
+            pos = run_positions(cursor[stop:], mc)
+            indices[pos], levels[pos] = b.mirror_cols, b.mirror_levels
+            cursor[stop:] += mc
+    return LevelGraph(
+        torch.from_numpy(indptr),
+        torch.from_numpy(indices),
+        torch.from_numpy(levels),
+        torch.from_numpy(degrees) if counted else None,
+    )
+
+
+def _numpy_level_graph(
+    source: RowSource, eps2: list[float], counted: int, counts: Tensor, step: int
+) -> LevelGraph:
+    """:func:`build_level_graph` on CPU: numpy's mask and nonzero are several times
+    faster than torch's there, with the same IEEE comparisons (the radius
+    cast to the dtype of the distances). Blocks of rows are made by
+    ``row_workers`` threads (numpy and torch release the GIL), at most one
+    block per worker ahead of the writer, and written in row order into
+    arrays sized from a sample of rows (grown if the sample was low), so the
+    peak is the graph itself plus a few blocks, not twice the graph."""
+    n = source.n
+    kept = eps2[counted]  # the radius of the first level whose edges are kept
+    capacity = max(n, int(1.25 * source.estimate_edges(math.sqrt(kept))))
+    cols = np.empty(capacity, dtype=np.int32)
+    levels = np.empty(capacity, dtype=np.uint8)
+    degrees = np.empty((counted, n), dtype=np.int64)
+    filled = 0
+
+    def block(start: int) -> _RowBlock:
+        stop = min(n, start + step)
+        # Grad mode is per thread: the caller's no_grad does not reach here.
+        with torch.no_grad():
+            d2 = source.row_range(start, stop).detach().cpu().numpy()
+        for i in range(counted):
+            degrees[i, start:stop] = np.count_nonzero(d2 <= eps2[i], axis=1)
+        flat = np.flatnonzero(d2 <= kept)  # row-major: rows in turn
+        vals = d2.ravel()[flat]
+        # Row r's edges are flat[bounds[r]:bounds[r + 1]].
+        bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
+        # Every kept pair is within the counted radii: start its level there.
+        q = levels_np(vals, eps2[counted:], counted)
+        return _RowBlock(start, stop, np.diff(bounds), (flat % n).astype(np.int32), q)
+
+    for b in map_ordered(block, range(0, n, step), source.row_workers):
+        stop = b.stop
+        counts[b.start : stop] = torch.from_numpy(b.counts)
+        end = filled + b.cols.size
+        if end > capacity:
+            # The sample was low: grow by the rows still to come, pro rata.
+            capacity = max(end, int(end * n / stop * 1.05))
+            cols = np.resize(cols, capacity)
+            levels = np.resize(levels, capacity)
+        cols[filled:end] = b.cols
+        levels[filled:end] = b.levels
+        filled = end
+    indptr = torch.zeros(n + 1, dtype=torch.int64)
+    torch.cumsum(counts, dim=0, out=indptr[1:])
+    return LevelGraph(
+        indptr,
+        torch.from_numpy(cols)[:filled],
+        torch.from_numpy(levels)[:filled],
+        torch.from_numpy(degrees) if counted else None,
+    )
+
+
+def build_level_graph(
+    source: RowSource, eps: Sequence[float], counted: int = 0
+) -> LevelGraph:
+    r"""The :class:`LevelGraph` of ``source``'s :math:`d^2` for radii ``eps``
+    (decreasing), from row blocks.
+
+    One pass over the rows of :math:`d^2` serves every level: a block of rows
+    keeps the pairs within :math:`\epsilon_{k+1}` and their level, computed
+    with the same comparisons as :meth:`level_matrix`, so the two agree pair
+    by pair; the ``k = counted`` coarse levels before it are kept as degrees
+    only. No ``N x N`` matrix of any dtype is allocated.
+
+    Args:
+        source: The rows of :math:`d^2` (a
+            :class:`~ax_chaining.distances.PseudoDistance`).
+        eps: Radii :math:`\epsilon_1 > \epsilon_2 > \dots`, at most 255.
+        counted: Number ``k < len(eps)`` of coarse levels kept as degrees.
+
+    Returns:
+        The level graph.
+    """
+    eps2 = check_radii(eps)
+    counted = int(counted)
+    if not 0 <= counted < max(1, len(eps2)):
+        raise ValueError(
+            f"counted must be in [0, {len(eps2)}) for {len(eps2)} radii, got {counted}."
+        )
+    n = source.n
+    device = source.device
+    counts = torch.empty(n, dtype=torch.int64, device=device)
+    on_cpu = device.type == "cpu"
+    step = chunk_rows(n, source.variance.element_size(), source.block_bytes)
+    if on_cpu and eps2 and source.upper_blocks:
+        return _symmetric_level_graph(source, eps2, counted, step)
+    if on_cpu and eps2:
+        return _numpy_level_graph(source, eps2, counted, counts, step)
+    cols: list[Tensor] = []
+    levels: list[Tensor] = []
+    degrees = torch.empty(counted, n, dtype=torch.int64, device=device)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        d2 = source.row_range(start, stop)
+        if not eps2:
+            counts[start:stop] = 0
+            continue
+        for i in range(counted):
+            degrees[i, start:stop] = (d2 <= eps2[i]).sum(dim=1)
+        mask = d2 <= eps2[counted]
+        counts[start:stop] = mask.sum(dim=1)
+        cols.append(mask.nonzero()[:, 1].to(torch.int32))
+        levels.append(level_counts(d2[mask], eps2[counted:]).add_(counted))
+    indptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
+    torch.cumsum(counts, dim=0, out=indptr[1:])
+    kept_degrees = degrees if counted else None
+    if not cols:
+        empty = torch.empty(0, device=device)
+        return LevelGraph(
+            indptr, empty.to(torch.int32), empty.to(torch.uint8), kept_degrees
+        )
+    return LevelGraph(indptr, torch.cat(cols), torch.cat(levels), kept_degrees)
