@@ -60,6 +60,8 @@ __all__ = [
     "FeaturizedLibrary",
     "featurize_library",
     "morgan_fingerprints",
+    "parse_smiles",
+    "smiles_sha256",
     "tanimoto_gram",
 ]
 
@@ -306,7 +308,7 @@ def featurize_library(
         "radius": radius,
         "n_bits": n_bits,
         "num_inputs": len(items),
-        "input_sha256": _input_hash(items),
+        "input_sha256": smiles_sha256(items),
     }
     manifest = _read_manifest(path)
     if manifest is None:
@@ -361,6 +363,25 @@ def _parse(Chem: Any, s: Any) -> tuple[Any, str]:
     return None, "rdkit returned no molecule"  # pragma: no cover
 
 
+def parse_smiles(smiles: Any) -> tuple[Any, str]:
+    """``(molecule, "")`` for a SMILES rdkit parses and sanitizes, else
+    ``(None, reason)`` (syntax, sanitization, empty, not a string).
+
+    Raises:
+        ImportError: rdkit is not installed (with how to install it).
+
+    Example:
+        >>> parse_smiles("C1CC")[1]
+        'rdkit cannot parse it (SMILES syntax)'
+    """
+    Chem, RDLogger, _ = _rdkit_modules()
+    RDLogger.DisableLog("rdApp.*")  # the reason is returned instead
+    try:
+        return _parse(Chem, smiles)
+    finally:
+        RDLogger.EnableLog("rdApp.*")
+
+
 def _default_workers() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
@@ -401,7 +422,16 @@ def _read_smiles(smiles: Any, column: str | None) -> list[Any]:
     return items
 
 
-def _input_hash(items: list[Any]) -> str:
+def smiles_sha256(items: Sequence[Any]) -> str:
+    """SHA-256 (hex) of a SMILES list: its length and its entries, in order.
+
+    What a cache made from the list records, to recognize the same library
+    (:func:`featurize_library`, :func:`ax_chaining.descriptors.molecule_features`).
+
+    Example:
+        >>> smiles_sha256(["CCO", "CCN"]) == smiles_sha256(["CCN", "CCO"])
+        False
+    """
     digest = hashlib.sha256(f"{len(items)}\n".encode())
     text = "\n".join(s if isinstance(s, str) else repr(s) for s in items)
     digest.update(text.encode("utf-8", "surrogatepass"))

@@ -30,6 +30,10 @@ Subcommands:
     Refits of the validity benchmark's loops, the certificate with one
     Student-t tail law at a time: how the cap of the default's degrees of
     freedom was chosen (:mod:`benchmarks.tails_bench`); arguments are passed to it.
+``models``
+    Leave-one-out fit of every molecule encoding x prior on ESOL, FreeSolv
+    and Lipophilicity: how the default molecule model was chosen
+    (:mod:`benchmarks.models`); arguments are passed to it.
 ``bonus``
     Chaining-UCB's bonus against GP-UCB's over a molecule library, step by
     step (:mod:`benchmarks.bonus`); arguments are passed to it.
@@ -644,6 +648,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import tails_bench as tails
 
         return tails.main(argv[1:])
+    if argv and argv[0] == "models":  # likewise
+        from benchmarks import models
+
+        return models.main(argv[1:])
     if argv and argv[0] == "bonus":  # likewise
         from benchmarks import bonus
 

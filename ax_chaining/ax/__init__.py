@@ -34,11 +34,8 @@ from ax_chaining.ax.stopping import (
     RegretBoundGlobalStoppingStrategy,
 )
 from ax_chaining.ax.storage import (
-    candidate_index_parameter,
-    fingerprint_kernel_surrogate_spec,
     load_client,
     load_client_from_database,
-    precomputed_kernel_surrogate_spec,
     register_storage,
     storage_config,
 )
@@ -50,6 +47,13 @@ from ax_chaining.ax.strategies import (
     gp_ucb_generation_strategy,
     qlognei_generation_strategy,
     ucb_generation_strategy,
+)
+from ax_chaining.ax.surrogates import (
+    candidate_index_parameter,
+    feature_table_surrogate_spec,
+    fingerprint_kernel_surrogate_spec,
+    molecule_surrogate_spec,
+    precomputed_kernel_surrogate_spec,
 )
 
 __all__ = [
@@ -72,10 +76,12 @@ __all__ = [
     "certify",
     "chaining_generation_strategy",
     "chaining_ucb_node",
-    "gp_ucb_generation_strategy",
+    "feature_table_surrogate_spec",
     "fingerprint_kernel_surrogate_spec",
+    "gp_ucb_generation_strategy",
     "load_client",
     "load_client_from_database",
+    "molecule_surrogate_spec",
     "parameters_from_table",
     "precomputed_kernel_surrogate_spec",
     "qlognei_generation_strategy",

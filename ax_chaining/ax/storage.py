@@ -1,14 +1,12 @@
-"""JSON and SQL storage, and non-Euclidean spaces: an item index with a precomputed
-Gram matrix or a fingerprint library, each stored as its content hash only."""
+"""JSON and SQL storage of this package's classes (a Gram matrix, fingerprint
+library or feature table is stored as its content hash only)."""
 
 import os
 from typing import Any
 
 from ax.api.client import Client
-from ax.api.configs import RangeParameterConfig, StorageConfig
+from ax.api.configs import StorageConfig
 from ax.exceptions.storage import JSONDecodeError
-from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
-from ax.generators.torch.botorch_modular.utils import ModelConfig
 from ax.storage.botorch_modular_registry import (
     register_acquisition,
     register_acquisition_function,
@@ -19,8 +17,6 @@ from ax.storage.json_store.encoders import (
     transition_criterion_to_dict,
 )
 from ax.storage.json_store.registry import CORE_DECODER_REGISTRY, CORE_ENCODER_REGISTRY
-from botorch.models import SingleTaskGP
-from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
 from ax_chaining.ax.candidates import CandidateSetSpec
@@ -36,98 +32,13 @@ from ax_chaining.ax.stopping import (
     RegretBoundGlobalStoppingStrategy,
 )
 from ax_chaining.certificate.schedule import CheckSchedule
-from ax_chaining.checks import check_choice, check_int, type_error
+from ax_chaining.checks import type_error
 from ax_chaining.kernels import (
+    FeatureTableKernel,
     MinMaxKernel,
-    PackedFingerprints,
     PrecomputedKernel,
     TanimotoKernel,
-    register_fingerprints,
-    register_gram,
 )
-
-
-def candidate_index_parameter(
-    num_items: int, name: str = "item"
-) -> RangeParameterConfig:
-    """An Ax parameter config for an item index ``0 .. num_items - 1``: with
-    :func:`precomputed_kernel_surrogate_spec`, any finite set of objects (graphs,
-    strings, molecules) given their Gram matrix.
-
-    Args:
-        num_items: Number of items ``n >= 2``.
-        name: Parameter name.
-
-    Example:
-        >>> client.configure_experiment(parameters=[candidate_index_parameter(100)])
-    """
-    last = check_int("num_items", num_items, 2) - 1
-    return RangeParameterConfig(name=name, bounds=(0, last), parameter_type="int")
-
-
-def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
-    """An Ax ``SurrogateSpec`` whose GP covariance is a precomputed Gram matrix.
-
-    For an item index (:func:`candidate_index_parameter`), which Ax normalizes
-    to ``[0, 1]`` and ``PrecomputedKernel`` maps back to a row of ``gram``: the
-    prior covariance of the standardized objective. Stored as in ``register_gram``.
-
-    Args:
-        gram: ``n x n`` symmetric PSD Gram matrix (the paper has ``k(g, g) = 1``).
-
-    Example:
-        >>> gs = chaining_generation_strategy(
-        ...     surrogate_spec=precomputed_kernel_surrogate_spec(gram)
-        ... )
-    """
-    if not isinstance(gram, Tensor):
-        raise type_error("gram", "a torch.Tensor", gram)
-    config = ModelConfig(
-        botorch_model_class=SingleTaskGP,
-        covar_module_class=PrecomputedKernel,
-        covar_module_options={"gram": register_gram(gram), "normalized_inputs": True},
-    )
-    return SurrogateSpec(model_configs=[config])
-
-
-def fingerprint_kernel_surrogate_spec(
-    library: PackedFingerprints, metric: str = "tanimoto"
-) -> SurrogateSpec:
-    """An Ax ``SurrogateSpec`` whose GP covariance is a fingerprint kernel over a
-    molecule library, evaluated from the packed bits (no Gram matrix).
-
-    For an item index (:func:`candidate_index_parameter` with ``len(library)``
-    items): ``TanimotoKernel`` in library mode with ``normalized_inputs=True``.
-    The library is registered (:func:`~ax_chaining.kernels.register_fingerprints`)
-    and the JSON stores its content key only; call this function or
-    ``register_fingerprints`` again after loading an experiment in a new process.
-
-    Args:
-        library: The candidates' fingerprints, row ``i`` for item ``i``.
-        metric: ``"tanimoto"`` (binary fingerprints; the only library mode).
-
-    Example:
-        >>> library = featurize_library("train.csv.gz", "cache/moses").fingerprints
-        >>> client = Client()
-        >>> client.configure_experiment([candidate_index_parameter(len(library))])
-        >>> client.configure_optimization(objective="score")
-        >>> client.set_generation_strategy(chaining_generation_strategy(
-        ...     surrogate_spec=fingerprint_kernel_surrogate_spec(library)))
-        >>> for index, p in client.get_next_trials(max_trials=4).items():
-        ...     client.complete_trial(index, raw_data={"score": score(p["item"])})
-    """
-    if not isinstance(library, PackedFingerprints):
-        raise type_error("library", "a PackedFingerprints", library)
-    check_choice("metric", metric, ("tanimoto",))
-    config = ModelConfig(
-        botorch_model_class=SingleTaskGP,
-        covar_module_class=TanimotoKernel,
-        covar_module_options={
-            "library": register_fingerprints(library),
-            "normalized_inputs": True,
-        },
-    )
-    return SurrogateSpec(model_configs=[config])
 
 
 def _node_to_dict(node: Any) -> dict[str, Any]:
@@ -150,7 +61,12 @@ def register_storage() -> None:
     register_acquisition(CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
         register_acquisition_function(acqf_class)
-    for kernel_class in (PrecomputedKernel, TanimotoKernel, MinMaxKernel):
+    for kernel_class in (
+        PrecomputedKernel,
+        TanimotoKernel,
+        MinMaxKernel,
+        FeatureTableKernel,
+    ):
         register_kernel(kernel_class)
     # Ax's generic encoder of init arguments fits both stopping classes.
     encoders = {

@@ -1,7 +1,13 @@
 """GPyTorch kernels for finite candidate sets evaluated from the candidates' own
-representation: a precomputed Gram matrix over an item index, or molecules'
-fingerprints (in feature mode, or as a packed library over an item index)."""
+representation: a precomputed Gram matrix over an item index, molecules'
+fingerprints (in feature mode, or as a packed library over an item index), or
+an item's row of a feature table (descriptors) under an ARD kernel."""
 
+from ax_chaining.kernels.features import (
+    FeatureTableKernel,
+    register_features,
+    registered_features,
+)
 from ax_chaining.kernels.fingerprints import (
     MinMaxKernel,
     PackedFingerprints,
@@ -17,13 +23,16 @@ from ax_chaining.kernels.precomputed import (
 )
 
 __all__ = [
+    "FeatureTableKernel",
     "MinMaxKernel",
     "PackedFingerprints",
     "PrecomputedKernel",
     "TanimotoKernel",
     "gram_key",
+    "register_features",
     "register_fingerprints",
     "register_gram",
+    "registered_features",
     "registered_fingerprints",
     "registered_gram",
 ]

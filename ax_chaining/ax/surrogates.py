@@ -1,0 +1,283 @@
+r"""Surrogate specs for a finite set of items behind one item-index parameter.
+
+An Ax experiment over a finite library (molecules, graphs, strings) has one
+integer parameter, the item index ``0 .. N - 1``
+(:func:`candidate_index_parameter`); the surrogate spec says what the GP sees
+of item ``i``:
+
+* :func:`precomputed_kernel_surrogate_spec`: a precomputed ``N x N`` Gram matrix;
+* :func:`fingerprint_kernel_surrogate_spec`: Tanimoto on a packed fingerprint
+  library (no ``N x N`` matrix);
+* :func:`feature_table_surrogate_spec`: an ARD RBF / Matern (or MinMax) kernel
+  on row ``i`` of an ``N x d`` feature table;
+* :func:`molecule_surrogate_spec`: the measured default for molecule
+  libraries, from their SMILES.
+
+The large objects are registered by content key
+(:mod:`ax_chaining.kernels.registry`), so Ax's JSON stores the key only; call
+the same function again after loading an experiment in a new process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from ax.api.configs import RangeParameterConfig
+from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
+from ax.generators.torch.botorch_modular.utils import ModelConfig
+from botorch.models import SingleTaskGP
+from gpytorch.likelihoods import GaussianLikelihood
+from torch import Tensor
+
+from ax_chaining.checks import check_choice, check_int, type_error
+from ax_chaining.kernels import (
+    FeatureTableKernel,
+    PackedFingerprints,
+    PrecomputedKernel,
+    TanimotoKernel,
+    register_features,
+    register_fingerprints,
+    register_gram,
+)
+from ax_chaining.kernels.features import BASES, PRIORS, likelihood_options
+
+__all__ = [
+    "DEFAULT_MOLECULE_ENCODING",
+    "DEFAULT_MOLECULE_PRIOR",
+    "MOLECULE_ENCODINGS",
+    "candidate_index_parameter",
+    "feature_table_surrogate_spec",
+    "fingerprint_kernel_surrogate_spec",
+    "molecule_surrogate_spec",
+    "precomputed_kernel_surrogate_spec",
+]
+
+
+def candidate_index_parameter(
+    num_items: int, name: str = "item"
+) -> RangeParameterConfig:
+    """An Ax parameter config for an item index ``0 .. num_items - 1``: with
+    :func:`precomputed_kernel_surrogate_spec`, any finite set of objects (graphs,
+    strings, molecules) given their Gram matrix.
+
+    Args:
+        num_items: Number of items ``n >= 2``.
+        name: Parameter name.
+
+    Example:
+        >>> client.configure_experiment(parameters=[candidate_index_parameter(100)])
+    """
+    last = check_int("num_items", num_items, 2) - 1
+    return RangeParameterConfig(name=name, bounds=(0, last), parameter_type="int")
+
+
+def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
+    """An Ax ``SurrogateSpec`` whose GP covariance is a precomputed Gram matrix.
+
+    For an item index (:func:`candidate_index_parameter`), which Ax normalizes
+    to ``[0, 1]`` and ``PrecomputedKernel`` maps back to a row of ``gram``: the
+    prior covariance of the standardized objective. Stored as in ``register_gram``.
+
+    Args:
+        gram: ``n x n`` symmetric PSD Gram matrix (the paper has ``k(g, g) = 1``).
+
+    Example:
+        >>> gs = chaining_generation_strategy(
+        ...     surrogate_spec=precomputed_kernel_surrogate_spec(gram)
+        ... )
+    """
+    if not isinstance(gram, Tensor):
+        raise type_error("gram", "a torch.Tensor", gram)
+    config = ModelConfig(
+        botorch_model_class=SingleTaskGP,
+        covar_module_class=PrecomputedKernel,
+        covar_module_options={"gram": register_gram(gram), "normalized_inputs": True},
+    )
+    return SurrogateSpec(model_configs=[config])
+
+
+def fingerprint_kernel_surrogate_spec(
+    library: PackedFingerprints, metric: str = "tanimoto"
+) -> SurrogateSpec:
+    """An Ax ``SurrogateSpec`` whose GP covariance is a fingerprint kernel over a
+    molecule library, evaluated from the packed bits (no Gram matrix).
+
+    For an item index (:func:`candidate_index_parameter` with ``len(library)``
+    items): ``TanimotoKernel`` in library mode with ``normalized_inputs=True``.
+    The library is registered (:func:`~ax_chaining.kernels.register_fingerprints`)
+    and the JSON stores its content key only; call this function or
+    ``register_fingerprints`` again after loading an experiment in a new process.
+
+    Args:
+        library: The candidates' fingerprints, row ``i`` for item ``i``.
+        metric: ``"tanimoto"`` (binary fingerprints; the only library mode).
+
+    Example:
+        >>> library = featurize_library("train.csv.gz", "cache/moses").fingerprints
+        >>> client = Client()
+        >>> client.configure_experiment([candidate_index_parameter(len(library))])
+        >>> client.configure_optimization(objective="score")
+        >>> client.set_generation_strategy(chaining_generation_strategy(
+        ...     surrogate_spec=fingerprint_kernel_surrogate_spec(library)))
+        >>> for index, p in client.get_next_trials(max_trials=4).items():
+        ...     client.complete_trial(index, raw_data={"score": score(p["item"])})
+    """
+    if not isinstance(library, PackedFingerprints):
+        raise type_error("library", "a PackedFingerprints", library)
+    check_choice("metric", metric, ("tanimoto",))
+    config = ModelConfig(
+        botorch_model_class=SingleTaskGP,
+        covar_module_class=TanimotoKernel,
+        covar_module_options={
+            "library": register_fingerprints(library),
+            "normalized_inputs": True,
+        },
+    )
+    return SurrogateSpec(model_configs=[config])
+
+
+def feature_table_surrogate_spec(
+    features: Tensor, kernel: str = "matern52", prior: str = "botorch"
+) -> SurrogateSpec:
+    r"""An Ax ``SurrogateSpec`` whose GP sees each item's row of a feature table.
+
+    For an item index (:func:`candidate_index_parameter` with ``N`` items): a
+    ``SingleTaskGP`` whose covariance is
+    :class:`~ax_chaining.kernels.FeatureTableKernel` (the index mapped to row
+    ``i`` of ``features``, then an ARD kernel whose lengthscales Ax fits), with
+    the noise prior of ``prior``. The table is registered
+    (:func:`~ax_chaining.kernels.register_features`) and the JSON stores its
+    key only. Rows are gathered per call, so a memory-mapped table is read in
+    the blocks the chaining engine asks for.
+
+    Args:
+        features: ``N x d`` floating table, row ``i`` for item ``i``, cleaned
+            (finite; in the unit cube for the priors' scale, as
+            :func:`~ax_chaining.descriptors.clean_features` gives by default).
+        kernel: ``"matern52"``, ``"rbf"`` or ``"minmax"`` (counts).
+        prior: ``"botorch"`` (BoTorch's dimension-scaled priors) or
+            ``"baybe"`` (BayBE's Gamma priors; see
+            :mod:`ax_chaining.kernels.features`).
+
+    Example:
+        >>> table = molecule_features(smiles, "rdkit2d", path="cache/library")
+        >>> spec = feature_table_surrogate_spec(table.tensor(), prior="baybe")
+    """
+    if not isinstance(features, Tensor):
+        raise type_error("features", "a torch.Tensor", features)
+    check_choice("kernel", kernel, BASES)
+    check_choice("prior", prior, PRIORS)
+    options = likelihood_options(prior, features.shape[-1])
+    config = ModelConfig(
+        botorch_model_class=SingleTaskGP,
+        covar_module_class=FeatureTableKernel,
+        covar_module_options={
+            "features": register_features(features),
+            "base": kernel,
+            "prior": prior,
+            "normalized_inputs": True,
+        },
+        likelihood_class=None if options is None else GaussianLikelihood,
+        likelihood_options=options or {},
+    )
+    return SurrogateSpec(model_configs=[config])
+
+
+MOLECULE_ENCODINGS = (
+    "rdkit2d",
+    "mordred",
+    "fragments",
+    "morgan_counts",
+    "fragprints",
+    "morgan_bits",
+)
+"""The encodings :func:`molecule_surrogate_spec` offers: those of
+:data:`~ax_chaining.descriptors.ENCODINGS`, and ``"morgan_bits"`` (Tanimoto on
+binary Morgan fingerprints, :func:`fingerprint_kernel_surrogate_spec`)."""
+
+DEFAULT_MOLECULE_ENCODING = "rdkit2d"
+"""The encoding :func:`molecule_surrogate_spec` uses by default (chosen by
+measurement: ``docs/results/models.md``)."""
+
+DEFAULT_MOLECULE_PRIOR = "botorch"
+"""The prior :func:`molecule_surrogate_spec` uses by default (chosen by
+measurement: ``docs/results/models.md``)."""
+
+
+def molecule_surrogate_spec(
+    smiles: Sequence[str],
+    encoding: str = DEFAULT_MOLECULE_ENCODING,
+    prior: str = DEFAULT_MOLECULE_PRIOR,
+    kernel: str | None = None,
+    path: str | os.PathLike | None = None,
+    duplicates: str = "refuse",
+) -> SurrogateSpec:
+    r"""The surrogate spec for a molecule library behind an item index.
+
+    For :func:`candidate_index_parameter` ``(len(smiles))``: item ``i`` is
+    ``smiles[i]``. The default is the model chosen by measurement on ESOL,
+    FreeSolv and Lipophilicity (leave-one-out log-likelihood and RMSE on
+    random subsets of 50 and 200 molecules, ``docs/results/models.md``):
+    RDKit's 2D descriptors, cleaned and scaled to the unit cube
+    (:func:`~ax_chaining.descriptors.molecule_features`), under BoTorch's own
+    default GP (an ARD RBF kernel with the dimension-scaled log-normal
+    lengthscale prior, the log-normal noise prior).
+
+    Args:
+        smiles: The library, in item order.
+        encoding: One of :data:`MOLECULE_ENCODINGS`. Descriptor encodings
+            (``rdkit2d``, ``mordred``) get an ARD kernel on the cleaned
+            descriptors; count encodings (``fragments``, ``morgan_counts``,
+            ``fragprints``) the MinMax kernel on the counts; ``morgan_bits``
+            Tanimoto on binary Morgan fingerprints (radius 2, 2,048 bits:
+            :func:`fingerprint_kernel_surrogate_spec`).
+        prior: ``"botorch"`` or ``"baybe"`` (see
+            :mod:`ax_chaining.kernels.features`); ``morgan_bits`` takes
+            ``"botorch"`` only (its only hyperparameter is the noise).
+        kernel: For descriptor encodings, ``"rbf"`` or ``"matern52"``; default
+            the prior's own (RBF for ``"botorch"``, as BoTorch's
+            ``SingleTaskGP``; Matern-5/2 for ``"baybe"``, as BayBE).
+        path: Cache directory of the features (see
+            :func:`~ax_chaining.descriptors.molecule_features`), or None.
+        duplicates: ``"refuse"`` or ``"map"`` (see
+            :func:`~ax_chaining.descriptors.molecule_features`).
+
+    Raises:
+        ValueError: An unknown encoding, prior or kernel, an invalid or
+            duplicate SMILES, or a cache made from another library.
+
+    Example:
+        >>> client.configure_experiment([candidate_index_parameter(len(smiles))])
+        >>> gs = chaining_generation_strategy(
+        ...     surrogate_spec=molecule_surrogate_spec(smiles)
+        ... )
+    """
+    from ax_chaining.descriptors import COUNT_ENCODINGS, molecule_features
+
+    check_choice("encoding", encoding, MOLECULE_ENCODINGS)
+    check_choice("prior", prior, PRIORS)
+    descriptors = encoding not in (*COUNT_ENCODINGS, "morgan_bits")
+    if kernel is not None and not descriptors:
+        raise ValueError(
+            f"`kernel` must be None with encoding={encoding!r} (its kernel is fixed: "
+            f"MinMax on counts, Tanimoto on bits), got {kernel!r}."
+        )
+    if kernel is not None:
+        check_choice("kernel", kernel, ("rbf", "matern52"))
+    if encoding == "morgan_bits":
+        from ax_chaining.chem import morgan_fingerprints
+
+        if prior != "botorch":
+            raise ValueError(
+                "`prior` must be 'botorch' with encoding='morgan_bits' (Tanimoto "
+                f"has no hyperparameter to put BayBE's priors on), got {prior!r}."
+            )
+        bits = morgan_fingerprints(smiles)
+        return fingerprint_kernel_surrogate_spec(PackedFingerprints.from_bits(bits))
+    table = molecule_features(smiles, encoding, path=path, duplicates=duplicates)
+    if not descriptors:
+        kernel = "minmax"
+    elif kernel is None:
+        kernel = "rbf" if prior == "botorch" else "matern52"
+    return feature_table_surrogate_spec(table.tensor(), kernel=kernel, prior=prior)

@@ -1,0 +1,431 @@
+r"""Which model for molecule libraries? Leave-one-out fit of every encoding x prior.
+
+For each library (ESOL, FreeSolv, Lipophilicity), each subset size and seed, a
+random subset of molecules (``numpy.random.default_rng(seed).permutation``,
+its first ``size``; the 50 are among the 200) is the training set of each
+model, built as Ax builds it from the surrogate specs of
+:mod:`ax_chaining.ax.surrogates`: a ``SingleTaskGP`` over the item index
+normalized to ``[0, 1]``, a ``Standardize`` outcome transform, hyperparameters
+fitted by ``fit_gpytorch_mll``. The model's leave-one-out predictions, with
+the fitted hyperparameters (Rasmussen and Williams, 2006, eq. 5.12: one
+Cholesky factorization, no refit per fold), give per molecule the predictive
+log-density of its measured value and its error, in the library's units:
+
+* ``loo_ll``: mean log predictive density (higher is better);
+* ``loo_rmse``: root mean squared error of the LOO means;
+* ``loo_z2``: mean squared standardized residual (1 when the predictive
+  variances are calibrated; above 1, overconfident).
+
+Models (``--models``, ``encoding:prior``): ``morgan_bits:botorch`` is the
+package's Tanimoto model (precomputed Gram of Morgan bits, radius 2, 2048
+bits, no output scale); count encodings use the MinMax kernel
+(:class:`~ax_chaining.kernels.FeatureTableKernel` with ``base="minmax"``);
+descriptor encodings an ARD Matern-5/2 (``:rbf`` appended: an ARD RBF, BoTorch's
+own default kernel). Features are cleaned over the subset
+(:func:`~ax_chaining.descriptors.clean_features`, the encoding's default
+options; ``:std`` appended: standardized instead of unit-scaled).
+
+One JSON line per (dataset, size, seed, model) on stdout and appended to
+``--out`` (a run resumes: lines already there are skipped); progress on
+stderr. ``--table FILE`` writes the summary table (mean and standard error over
+seeds) to ``summary.md`` beside it and prints it.
+
+Example::
+
+    OMP_NUM_THREADS=1 python -m benchmarks models \
+        --out docs/results/models/loo.jsonl
+    python -m benchmarks models --table docs/results/models/loo.jsonl
+    python -m benchmarks models --small
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+DTYPE = torch.float64
+DATASETS = ("esol", "freesolv", "lipo")
+SIZES = (50, 200)
+MODELS = (
+    "morgan_bits:botorch",
+    "morgan_counts:botorch",
+    "morgan_counts:baybe",
+    "fragprints:botorch",
+    "fragprints:baybe",
+    "rdkit2d:botorch",
+    "rdkit2d:botorch:rbf",
+    "rdkit2d:botorch:std",
+    "rdkit2d:baybe",
+    "mordred:botorch",
+    "mordred:baybe",
+)
+# What the headline columns are sorted and compared by.
+MEASURES = ("loo_ll", "loo_rmse", "loo_z2")
+
+
+def subset(num_items: int, size: int, seed: int) -> np.ndarray:
+    """The first ``size`` of a seeded permutation: nested across sizes."""
+    return np.random.default_rng(seed).permutation(num_items)[:size]
+
+
+def loo_predictions(model: Any) -> tuple[Tensor, Tensor]:
+    r"""Closed-form leave-one-out means and variances of an exact GP.
+
+    With :math:`K` the training covariance plus noise and :math:`r` the
+    centred (model-space) targets, item :math:`i` left out has mean
+    :math:`y_i - [K^{-1} r]_i / [K^{-1}]_{ii}` and variance
+    :math:`1 / [K^{-1}]_{ii}` (Rasmussen and Williams, 2006, eq. 5.12); a
+    ``Standardize`` outcome transform is undone. The hyperparameters are the
+    model's (not refitted without :math:`i`).
+
+    Returns:
+        ``(mean, variance)`` in outcome units, one entry per training point.
+    """
+    model.eval()
+    X = model.train_inputs[0]
+    y = model.train_targets
+    r = y - model.mean_module(X)
+    noise = model.likelihood.noise.reshape(-1).expand(X.shape[0])
+    with torch.no_grad():
+        K = model.covar_module(X).to_dense() + torch.diag_embed(noise)
+        inverse = torch.cholesky_inverse(torch.linalg.cholesky(K))
+        diag = inverse.diagonal()
+        mean = y - (inverse @ r) / diag
+        var = 1.0 / diag
+    transform = getattr(model, "outcome_transform", None)
+    if transform is not None:
+        std = transform.stdvs.reshape(())
+        mean = mean * std + transform.means.reshape(())
+        var = var * std**2
+    return mean.detach(), var.detach()
+
+
+def _parse_model(name: str) -> tuple[str, str, str, str]:
+    """``(encoding, prior, kernel, scale)`` of a model name of :data:`MODELS`."""
+    parts = name.split(":")
+    encoding, prior, extra = parts[0], parts[1], parts[2:]
+    kernel = "rbf" if "rbf" in extra else "matern52"
+    scale = "standardize" if "std" in extra else "unit"
+    return encoding, prior, kernel, scale
+
+
+def build_model(name: str, raw: np.ndarray, y: Tensor) -> tuple[Any, int]:
+    """The ``SingleTaskGP`` of model ``name`` on a subset's raw encoding.
+
+    Returns:
+        The unfitted model and the number of feature columns it sees.
+    """
+    from botorch.models import SingleTaskGP
+    from botorch.models.transforms import Standardize
+
+    from ax_chaining.chem import tanimoto_gram
+    from ax_chaining.descriptors import (
+        COUNT_ENCODINGS,
+        clean_features,
+        default_cleaning,
+    )
+    from ax_chaining.kernels import FeatureTableKernel, PrecomputedKernel
+    from ax_chaining.kernels.features import feature_table_likelihood
+
+    encoding, prior, kernel, scale = _parse_model(name)
+    n = raw.shape[0]
+    X = torch.linspace(0, 1, n, dtype=DTYPE).unsqueeze(-1)
+    Y = y.reshape(-1, 1).to(DTYPE)
+    if encoding == "morgan_bits":
+        gram = tanimoto_gram(torch.from_numpy(raw))
+        covar = PrecomputedKernel(gram, normalized_inputs=True)
+        model = SingleTaskGP(X, Y, covar_module=covar, outcome_transform=Standardize(1))
+        return model, raw.shape[1]
+    options = default_cleaning(encoding)
+    if encoding not in COUNT_ENCODINGS:
+        options["scale"] = scale
+    features = torch.from_numpy(clean_features(raw, **options).values)
+    base = "minmax" if encoding in COUNT_ENCODINGS else kernel
+    covar = FeatureTableKernel(features, base=base, prior=prior, normalized_inputs=True)
+    model = SingleTaskGP(
+        X,
+        Y,
+        covar_module=covar,
+        likelihood=feature_table_likelihood(prior, features.shape[1]),
+        outcome_transform=Standardize(1),
+    )
+    return model, features.shape[1]
+
+
+def evaluate(name: str, raw: np.ndarray, y: Tensor) -> dict[str, Any]:
+    """Fit model ``name`` and measure its leave-one-out predictions."""
+    from botorch.fit import fit_gpytorch_mll
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    start = time.perf_counter()
+    model, dims = build_model(name, raw, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # BoTorch's input-scaling notices
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    seconds = time.perf_counter() - start
+    mean, var = loo_predictions(model)
+    y = y.to(DTYPE)
+    err = y - mean
+    ll = -0.5 * (torch.log(2 * math.pi * var) + err.square() / var)
+    return {
+        "dims": int(dims),
+        "loo_ll": float(ll.mean()),
+        "loo_rmse": float(err.square().mean().sqrt()),
+        "loo_z2": float((err.square() / var).mean()),
+        "noise": float(model.likelihood.noise.detach().reshape(-1)[0]),
+        "fit_seconds": round(seconds, 3),
+    }
+
+
+def _raw_encodings(
+    dataset: str, rows: np.ndarray, encodings: set[str], cache: Path
+) -> dict[str, np.ndarray]:
+    """Raw encodings of a dataset's rows ``rows`` (sorted), cached under ``cache``."""
+    from ax_chaining.chem import morgan_fingerprints
+    from ax_chaining.descriptors import encode_molecules
+    from ax_chaining.test_functions.molecules import load_dataset
+
+    smiles = load_dataset(dataset).smiles
+    out = {}
+    for encoding in sorted(encodings):
+        file = cache / f"{dataset}-{encoding}-{len(rows)}.npz"
+        if file.is_file():
+            stored = np.load(file)
+            if np.array_equal(stored["rows"], rows):
+                out[encoding] = stored["values"]
+                continue
+        print(
+            f"models: encoding {dataset} {encoding} ({len(rows)} molecules)",
+            file=sys.stderr,
+            flush=True,
+        )
+        chosen = [smiles[i] for i in rows]
+        if encoding == "morgan_bits":
+            values = morgan_fingerprints(chosen).numpy()
+        else:
+            values = encode_molecules(chosen, encoding)[0]
+        cache.mkdir(parents=True, exist_ok=True)
+        np.savez(file, rows=rows, values=values)
+        out[encoding] = values
+    return out
+
+
+def run(
+    datasets: list[str],
+    sizes: list[int],
+    seeds: list[int],
+    models: list[str],
+    out: Path | None,
+    cache: Path,
+) -> list[dict[str, Any]]:
+    """Every (dataset, size, seed, model) not yet in ``out``; returns the new lines."""
+    from ax_chaining.test_functions.molecules import load_dataset
+
+    done = set()
+    if out is not None and out.is_file():
+        for line in out.read_text().splitlines():
+            r = json.loads(line)
+            done.add((r["dataset"], r["size"], r["seed"], r["model"]))
+    # Seed by seed: a run stopped early leaves whole seeds over every cell.
+    tasks = [
+        (d, s, seed, m)
+        for seed in seeds
+        for d in datasets
+        for s in sizes
+        for m in models
+        if (d, s, seed, m) not in done
+    ]
+    lines = []
+    for k, (dataset, size, seed, model) in enumerate(tasks):
+        data = load_dataset(dataset)
+        union = np.unique(
+            np.concatenate([subset(len(data), max(sizes), s) for s in seeds])
+        )
+        raw = _raw_encodings(
+            dataset, union, {_parse_model(m)[0] for m in models}, cache
+        )
+        rows = subset(len(data), size, seed)
+        at = np.searchsorted(union, rows)
+        encoding = _parse_model(model)[0]
+        record = {"dataset": dataset, "size": size, "seed": seed, "model": model}
+        record.update(
+            evaluate(model, raw[encoding][at], data.y[torch.from_numpy(rows)])
+        )
+        text = json.dumps(record, sort_keys=True)
+        print(text, flush=True)
+        print(
+            f"models: {k + 1}/{len(tasks)} {dataset} n={size} seed={seed} {model}: "
+            f"ll={record['loo_ll']:.3f} rmse={record['loo_rmse']:.3f} "
+            f"({record['fit_seconds']:.1f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with out.open("a") as fh:
+                fh.write(text + "\n")
+        lines.append(record)
+    return lines
+
+
+def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and standard error over seeds of each measure, per dataset, size, model."""
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        groups[(r["dataset"], r["size"], r["model"])].append(r)
+    rows = []
+    for (dataset, size, model), rs in sorted(groups.items()):
+        row: dict[str, Any] = {
+            "dataset": dataset,
+            "size": size,
+            "model": model,
+            "seeds": len(rs),
+            "dims": statistics.median(r["dims"] for r in rs),
+            "fit_seconds": statistics.mean(r["fit_seconds"] for r in rs),
+        }
+        for m in MEASURES:
+            values = [r[m] for r in rs]
+            row[m] = statistics.mean(values)
+            row[m + "_se"] = (
+                statistics.stdev(values) / math.sqrt(len(values))
+                if len(values) > 1
+                else 0.0
+            )
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: one table per dataset and size, models in :data:`MODELS` order,
+    then the mean rank of each model's ``loo_ll`` over the (dataset, size) cells."""
+    order = {m: i for i, m in enumerate(MODELS)}
+    out = []
+    cells = sorted({(r["dataset"], r["size"]) for r in rows})
+    ranks: dict[str, list[int]] = defaultdict(list)
+    for dataset, size in cells:
+        cell = [r for r in rows if (r["dataset"], r["size"]) == (dataset, size)]
+        cell.sort(key=lambda r: order.get(r["model"], len(order)))
+        for rank, r in enumerate(sorted(cell, key=lambda r: -r["loo_ll"]), 1):
+            ranks[r["model"]].append(rank)
+        out += [
+            f"### {dataset}, {size} molecules",
+            "",
+            "| model | features | LOO log-lik. | LOO RMSE | mean z^2 | fit s | seeds |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in cell:
+            out.append(
+                f"| {r['model']} | {r['dims']:g} | {r['loo_ll']:.3f} ± "
+                f"{r['loo_ll_se']:.3f} | {r['loo_rmse']:.3f} ± {r['loo_rmse_se']:.3f}"
+                f" | {r['loo_z2']:.2f} | {r['fit_seconds']:.1f} | {r['seeds']} |"
+            )
+        out.append("")
+    out += [
+        "### Mean rank by LOO log-likelihood over the library x size cells",
+        "",
+        "| model | mean rank | cells |",
+        "|---|---:|---:|",
+    ]
+    for model in sorted(ranks, key=lambda m: statistics.mean(ranks[m])):
+        out.append(
+            f"| {model} | {statistics.mean(ranks[model]):.2f} | {len(ranks[model])} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def table(paths: list[str]) -> str:
+    """The summary table of the JSON lines in ``paths`` (what ``--table`` writes)."""
+    records = [
+        json.loads(line)
+        for path in paths
+        for line in Path(path).read_text().splitlines()
+        if line
+    ]
+    return format_table(summarize(records))
+
+
+def _names(text: str, allowed: tuple[Any, ...], kind: type = str) -> list[Any]:
+    values = [kind(v) for v in text.split(",") if v]
+    bad = [v for v in values if allowed and v not in allowed]
+    if bad or not values:
+        raise SystemExit(
+            f"error: expected a comma-separated subset of {allowed}, got {text!r}."
+        )
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks models``: see the module docstring."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks models",
+        description="Leave-one-out fit of every molecule encoding x prior.",
+    )
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--out", default=None, help="JSON-lines file (appended)")
+    parser.add_argument(
+        "--cache", default="results/models_cache", help="raw encodings of the runs"
+    )
+    parser.add_argument(
+        "--table",
+        default=None,
+        metavar="FILE",
+        help="summarize FILE into summary.md beside it; run nothing",
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="FreeSolv, 30 molecules, one seed, three models (a test)",
+    )
+    args = parser.parse_args(argv)
+    if args.table is not None:
+        path = Path(args.table)
+        text = table([args.table])
+        (path.parent / "summary.md").write_text(text)
+        print(text)
+        return 0
+    if args.small:
+        datasets, sizes, seeds = ["freesolv"], [30], [0]
+        models = ["morgan_bits:botorch", "fragprints:baybe", "rdkit2d:botorch"]
+    else:
+        datasets = _names(args.datasets, DATASETS)
+        sizes = _names(args.sizes, (), int)
+        seeds = list(range(args.seeds))
+        models = _names(args.models, MODELS)
+    if "mordred" in {_parse_model(m)[0] for m in models}:
+        try:
+            import mordred  # noqa: F401
+        except ImportError:
+            print(
+                "models: mordredcommunity is not installed; skipping mordred",
+                file=sys.stderr,
+            )
+            models = [m for m in models if not m.startswith("mordred")]
+    torch.set_default_dtype(DTYPE)
+    run(
+        datasets,
+        sizes,
+        seeds,
+        models,
+        None if args.out is None else Path(args.out),
+        Path(args.cache),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""Descriptor encodings, their cleaning and their cache (ax_chaining.descriptors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ax_chaining.descriptors import (
+    CLEANING_STEPS,
+    clean_features,
+    default_cleaning,
+    encode_molecules,
+    molecule_features,
+)
+
+pytest.importorskip("rdkit")
+
+MOLECULES = ["CCO", "c1ccccc1O", "CC(=O)N"]
+
+
+def test_rdkit2d_values_are_rdkits_own() -> None:
+    from rdkit import Chem
+    from rdkit.Chem import Crippen, Descriptors, Lipinski, rdMolDescriptors
+
+    values, names = encode_molecules(MOLECULES, "rdkit2d")
+    column = {name: j for j, name in enumerate(names)}
+    for i, s in enumerate(MOLECULES):
+        mol = Chem.MolFromSmiles(s)
+        assert values[i, column["MolWt"]] == pytest.approx(Descriptors.MolWt(mol))
+        assert values[i, column["TPSA"]] == pytest.approx(
+            rdMolDescriptors.CalcTPSA(mol)
+        )
+        assert values[i, column["MolLogP"]] == pytest.approx(Crippen.MolLogP(mol))
+        assert values[i, column["NumHDonors"]] == Lipinski.NumHDonors(mol)
+    # By hand: ethanol C2H6O weighs 46.069; one donor each (OH, OH, NH2).
+    assert values[0, column["MolWt"]] == pytest.approx(46.069, abs=1e-3)
+    assert values[:, column["NumHDonors"]].tolist() == [1, 1, 1]
+
+
+def test_fragment_counts_and_count_fingerprints_by_hand() -> None:
+    from rdkit import Chem
+    from rdkit.Chem import Fragments
+
+    from ax_chaining.chem import morgan_fingerprints
+
+    values, names = encode_molecules(MOLECULES, "fragments")
+    assert all(name.startswith("fr_") for name in names) and len(names) == 85
+    column = {name: j for j, name in enumerate(names)}
+    # Phenol has one phenol group, ethanol one aliphatic OH, acetamide an amide.
+    assert values[:, column["fr_phenol"]].tolist() == [0, 1, 0]
+    assert values[:, column["fr_Al_OH"]].tolist() == [1, 0, 0]
+    assert values[:, column["fr_amide"]].tolist() == [0, 0, 1]
+    for i, s in enumerate(MOLECULES):
+        mol = Chem.MolFromSmiles(s)
+        assert values[i, column["fr_ether"]] == Fragments.fr_ether(mol)
+    counts, _ = encode_molecules(MOLECULES, "morgan_counts", n_bits=1024)
+    # The bits set are those of the binary fingerprint; ethanol's three heavy
+    # atoms give 3 radius-0 and 3 radius-1 environments (+1 at radius 2: the
+    # centre carbon sees the whole molecule, identical to its radius-1 one
+    # and not counted again).
+    bits = morgan_fingerprints(MOLECULES, n_bits=1024).numpy()
+    np.testing.assert_array_equal(counts > 0, bits.astype(bool))
+    assert counts[0].sum() == 6
+    both, names = encode_molecules(MOLECULES, "fragprints", n_bits=1024)
+    np.testing.assert_array_equal(both, np.concatenate([values, counts], axis=1))
+    assert len(names) == 85 + 1024
+
+
+def test_invalid_smiles_is_named() -> None:
+    with pytest.raises(ValueError, match=r"`smiles\[1\]` = 'C1CC' is not a valid"):
+        encode_molecules(["CCO", "C1CC"], "fragments")
+    with pytest.raises(ValueError, match="`encoding` must be"):
+        encode_molecules(["CCO"], "ecfp")
+
+
+def test_cleaning_by_hand() -> None:
+    X = np.array(
+        [
+            [1.0, 5.0, 2.0, np.nan, 0.0],
+            [3.0, 5.0, 6.0, 1.0, 1.0],
+            [2.0, 5.0, 4.0, 2.0, 0.0],
+        ]
+    )
+    out = clean_features(X, ["a", "b", "c", "d", "e"])
+    # d has a NaN, b is constant, c = 2a is a's duplicate: a and e are left.
+    assert out.dropped == {
+        "nonfinite": ("d",),
+        "constant": ("b",),
+        "decorrelate": ("c",),
+    }
+    assert out.names == ("a", "e")
+    np.testing.assert_allclose(out.values, [[0, 0], [1, 1], [0.5, 0]])
+    np.testing.assert_allclose(out.offset, [1, 0])
+    np.testing.assert_allclose(out.scale, [2, 1])
+    std = clean_features(X, scale="standardize", max_correlation=None)
+    assert std.names == ("x0", "x2", "x4")
+    np.testing.assert_allclose(std.values.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(std.values.std(0), 1)
+    # Every step switched off but the finite check: the table as it was.
+    finite = X[:, [0, 1, 2, 4]]
+    kept = clean_features(finite, constant=False, scale=None, max_correlation=None)
+    np.testing.assert_array_equal(kept.values, finite)
+    assert set(kept.dropped) == {"nonfinite"} and CLEANING_STEPS[0] == "nonfinite"
+
+
+def test_cleaning_refuses_bad_input() -> None:
+    X = np.array([[1.0, np.inf], [2.0, 3.0]])
+    with pytest.raises(ValueError, match="got inf in row 0, column 'x1'"):
+        clean_features(X, nonfinite=False)
+    with pytest.raises(ValueError, match="`scale` must be"):
+        clean_features(X, scale="max")
+    with pytest.raises(ValueError, match=r"`max_correlation` must be in \(0, 1\]"):
+        clean_features(X, max_correlation=0.0)
+    with pytest.raises(ValueError, match="needs `constant=True`"):
+        clean_features(X, constant=False)
+    with pytest.raises(ValueError, match="No column of the 2 is left"):
+        clean_features(np.array([[1.0, np.nan], [1.0, 2.0]]))
+    with pytest.raises(ValueError, match="N x d table with N >= 2"):
+        clean_features(np.ones((1, 3)))
+    with pytest.raises(ValueError, match="`names` must have 2 entries"):
+        clean_features(X, ["a"])
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    threshold=st.sampled_from([0.5, 0.8, 0.95]),
+)
+def test_decorrelation_keeps_no_close_pair_and_drops_only_close_columns(
+    seed: int, threshold: float
+) -> None:
+    g = np.random.default_rng(seed)
+    base = g.normal(size=(12, 4))
+    # Near-copies of the first columns among independent ones.
+    X = np.concatenate([base, base[:, :2] + 0.05 * g.normal(size=(12, 2))], axis=1)
+    X = X[:, g.permutation(6)]
+    out = clean_features(X, max_correlation=threshold, scale=None)
+    corr = np.abs(np.corrcoef(X, rowvar=False))
+    kept = [int(n[1:]) for n in out.names]
+    dropped = [int(n[1:]) for n in out.dropped["decorrelate"]]
+    assert sorted(kept + dropped) == list(range(6))
+    for a in kept:
+        for b in kept:
+            assert a == b or corr[a, b] <= threshold
+    for j in dropped:  # each dropped column is too close to a kept earlier one
+        assert any(corr[j, k] > threshold for k in kept if k < j)
+    again = clean_features(X, max_correlation=threshold, scale=None)
+    assert again.names == out.names
+
+
+def test_duplicates_refused_or_mapped() -> None:
+    library = ["CCO", "c1ccccc1", "OCC", "CC(=O)N"]
+    with pytest.raises(ValueError, match=r"smiles\[2\] = 'OCC' is the molecule of "):
+        molecule_features(library, "fragments")
+    table = molecule_features(library, "fragments", duplicates="map")
+    assert len(table) == 4 and table.first_row.tolist() == [0, 1, 0, 3]
+    np.testing.assert_array_equal(table.values[2], table.values[0])
+    assert not np.array_equal(table.values[1], table.values[0])
+
+
+def test_cache_reopens_and_detects_a_changed_library(tmp_path: Path) -> None:
+    path = tmp_path / "cache"
+    library = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1"]
+    first = molecule_features(library, "rdkit2d", path=path)
+    assert (path / "manifest.json").is_file()
+    again = molecule_features(library, "rdkit2d", path=path)
+    assert isinstance(again.values, np.memmap)  # read, not recomputed
+    np.testing.assert_array_equal(again.values, first.values)
+    assert again.names == first.names and again.dropped == first.dropped
+    assert torch.equal(again.tensor(), torch.from_numpy(first.values))
+    changed = [*library[:-1], "c1ccoc1"]
+    with pytest.raises(ValueError, match=r"another library \(its SMILES differ\)"):
+        molecule_features(changed, "rdkit2d", path=path)
+    with pytest.raises(ValueError, match="encoding='fragments'"):
+        molecule_features(library, "fragments", path=path)
+    with pytest.raises(ValueError, match="max_correlation"):
+        molecule_features(
+            library, "rdkit2d", path=path, cleaning={"max_correlation": 0.9}
+        )
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("x")
+    with pytest.raises(ValueError, match="is not a molecule-features cache"):
+        molecule_features(library, "rdkit2d", path=tmp_path / "other")
+
+
+def test_default_cleaning_of_each_encoding() -> None:
+    assert default_cleaning("rdkit2d")["scale"] == "unit"
+    assert default_cleaning("fragprints")["scale"] is None
+    table = molecule_features(MOLECULES, "morgan_counts")
+    # Raw counts (MinMax needs them), only all-zero columns dropped.
+    assert table.values.min() >= 0 and (table.values.sum(0) > 0).all()
+    assert float(table.values.max()).is_integer()
+    with pytest.raises(ValueError, match="unknown keys"):
+        molecule_features(MOLECULES, "rdkit2d", cleaning={"scaling": "unit"})

@@ -1,0 +1,344 @@
+"""The feature-table kernel and surrogate specs over an item index
+(ax_chaining.kernels.features, ax_chaining.ax.surrogates)."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+from botorch.models.transforms import Standardize
+from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
+
+from ax_chaining.kernels import (
+    FeatureTableKernel,
+    register_features,
+    registered_features,
+)
+from ax_chaining.kernels.features import (
+    baybe_priors,
+    feature_table_likelihood,
+    likelihood_options,
+)
+
+DTYPE = torch.float64
+
+
+def _table(n: int = 40, d: int = 6, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, d, generator=g, dtype=DTYPE)
+
+
+def _objective(F: torch.Tensor) -> torch.Tensor:
+    return torch.sin(3 * F[:, 0]) + F[:, 1] ** 2 - 0.5 * F[:, 2]
+
+
+def _index_model(
+    F: torch.Tensor, train: torch.Tensor, base: str, prior: str
+) -> SingleTaskGP:
+    n = F.shape[0]
+    X = (train.to(DTYPE) / (n - 1)).unsqueeze(-1)
+    Y = _objective(F)[train].unsqueeze(-1)
+    kernel = FeatureTableKernel(F, base=base, prior=prior, normalized_inputs=True)
+    return SingleTaskGP(
+        X,
+        Y,
+        covar_module=kernel,
+        likelihood=feature_table_likelihood(prior, F.shape[1]),
+        outcome_transform=Standardize(1),
+    )
+
+
+@pytest.mark.parametrize(
+    "base,prior", [("matern52", "botorch"), ("rbf", "botorch"), ("matern52", "baybe")]
+)
+def test_feature_table_gp_equals_a_singletaskgp_on_the_features(
+    base: str, prior: str
+) -> None:
+    """Fitted over the item index, then the same hyperparameters in BoTorch's
+    SingleTaskGP on the feature rows: the same posterior at every candidate."""
+    from botorch.fit import fit_gpytorch_mll
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    F = _table()
+    train = torch.tensor([0, 3, 5, 8, 13, 21, 22, 30, 34, 39])
+    model = _index_model(F, train, base, prior)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    base_kernel = copy.deepcopy(model.covar_module.base_kernel)
+    expected_type = {"matern52": MaternKernel, "rbf": RBFKernel}[base]
+    inner = base_kernel.base_kernel if prior == "baybe" else base_kernel
+    assert type(inner) is expected_type
+    assert inner.lengthscale.shape == (1, F.shape[1])  # ARD: one per column
+    assert (prior == "baybe") == isinstance(base_kernel, ScaleKernel)
+    reference = SingleTaskGP(
+        F[train],
+        _objective(F)[train].unsqueeze(-1),
+        covar_module=base_kernel,
+        likelihood=copy.deepcopy(model.likelihood),
+        outcome_transform=Standardize(1),
+    )
+    reference.load_state_dict(
+        {k: v for k, v in model.state_dict().items() if "covar_module" not in k},
+        strict=False,
+    )
+    reference.eval()
+    model.eval()
+    everything = (torch.arange(F.shape[0], dtype=DTYPE) / (F.shape[0] - 1)).unsqueeze(
+        -1
+    )
+    with torch.no_grad():
+        ours = model.posterior(everything)
+        theirs = reference.posterior(F)
+    torch.testing.assert_close(ours.mean, theirs.mean, atol=1e-6, rtol=0)
+    torch.testing.assert_close(ours.variance, theirs.variance, atol=1e-6, rtol=0)
+    # And the posterior is not trivial: it moved away from the prior.
+    assert float(ours.variance.min()) < 0.5 * float(ours.variance.max())
+
+
+def test_chaining_engine_rows_equal_the_models_posterior() -> None:
+    """The engine's low-rank rows of d_t (kernel rows in column blocks through
+    the generic route) equal the model's own posterior covariance."""
+    from ax_chaining.distances import DenseDistance
+    from ax_chaining.posterior import candidate_posterior
+
+    F = _table(n=300, d=4, seed=1)
+    train = torch.arange(0, 300, 17)
+    model = _index_model(F, train, "matern52", "baybe")
+    model.eval()
+    Z = (torch.arange(300, dtype=DTYPE) / 299).unsqueeze(-1)
+    with torch.no_grad():
+        cov = model.posterior(Z).distribution.covariance_matrix
+    fast = candidate_posterior(model, Z, path="low_rank").distance
+    idx = torch.tensor([0, 5, 299, 5])
+    torch.testing.assert_close(
+        fast.rows(idx), DenseDistance(cov).rows(idx), atol=1e-10, rtol=0
+    )
+
+
+def test_kernel_reads_a_memory_mapped_table_without_copying(tmp_path: Path) -> None:
+    F = _table(n=50, d=3)
+    np.save(tmp_path / "f.npy", F.numpy())
+    mapped = torch.from_numpy(np.load(tmp_path / "f.npy", mmap_mode="c"))
+    kernel = FeatureTableKernel(mapped, base="rbf")
+    assert kernel.features.data_ptr() == mapped.data_ptr()
+    assert copy.deepcopy(kernel).features.data_ptr() == mapped.data_ptr()
+    assert "features" not in kernel.state_dict()
+    x1 = torch.tensor([[0.0], [7.0], [49.0]], dtype=DTYPE)
+    x2 = torch.tensor([[3.0], [7.0]], dtype=DTYPE)
+    expected = kernel.base_kernel(F[[0, 7, 49]], F[[3, 7]]).to_dense()
+    torch.testing.assert_close(kernel(x1, x2).to_dense(), expected)
+    torch.testing.assert_close(
+        kernel(x1, diag=True), torch.ones(3, dtype=DTYPE), atol=1e-12, rtol=0
+    )
+
+
+def test_minmax_base_on_counts_is_the_minmax_similarity() -> None:
+    counts = torch.tensor([[2.0, 0.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    kernel = FeatureTableKernel(counts.to(DTYPE), base="minmax")
+    x = torch.tensor([[0.0], [1.0], [2.0]], dtype=DTYPE)
+    # min/max sums by hand: (1 + 0 + 1) / (2 + 1 + 1) = 0.5; 0 against 0 is 1.
+    expected = torch.tensor([[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    torch.testing.assert_close(kernel(x, x).to_dense(), expected.to(DTYPE))
+    with pytest.raises(ValueError, match="non-negative for base='minmax'"):
+        FeatureTableKernel(-counts.to(DTYPE), base="minmax")
+
+
+def test_bad_arguments_are_refused() -> None:
+    F = _table(n=5, d=2)
+    with pytest.raises(ValueError, match="`base` must be"):
+        FeatureTableKernel(F, base="linear")
+    with pytest.raises(ValueError, match="`prior` must be"):
+        FeatureTableKernel(F, prior="edbo")
+    with pytest.raises(ValueError, match="must be finite"):
+        FeatureTableKernel(torch.full((3, 2), float("nan"), dtype=DTYPE))
+    with pytest.raises(ValueError, match="N x d table with N >= 2"):
+        FeatureTableKernel(torch.ones(1, 3, dtype=DTYPE))
+    with pytest.raises(TypeError, match="`features` must be a torch.Tensor"):
+        FeatureTableKernel(np.ones((3, 2)))  # type: ignore[arg-type]
+    kernel = FeatureTableKernel(F, normalized_inputs=True)
+    with pytest.raises(ValueError, match=r"bounds \(0, 4\)"):
+        kernel(
+            torch.tensor([[0.3]], dtype=DTYPE), torch.tensor([[0.0]], dtype=DTYPE)
+        ).to_dense()
+    with pytest.raises(ValueError, match="no feature table with that content"):
+        FeatureTableKernel("sha256:" + "0" * 64)
+
+
+def test_baybe_priors_by_hand() -> None:
+    """BayBE's DefaultKernelFactory: the low-dimensional values up to 8
+    dimensions, the high-dimensional ones from 75, linear between."""
+    assert baybe_priors(3)["lengthscale"] == (1.2, 1.1, 0.2)
+    assert baybe_priors(500)["outputscale"] == (3.5, 0.15, 15.0)
+    assert baybe_priors(75)["noise"] == (1.5, 0.1, 5.0)
+    middle = baybe_priors(41.5)  # halfway between 8 and 75
+    assert middle["lengthscale"] == pytest.approx((1.85, 0.825, 3.1))
+    assert likelihood_options("botorch", 10) is None
+    noise = likelihood_options("baybe", 200)["noise_prior"]
+    assert float(noise.concentration) == 1.5 and float(noise.rate) == pytest.approx(0.1)
+    kernel = FeatureTableKernel(_table(d=100), prior="baybe")
+    assert float(kernel.base_kernel.outputscale.detach()) == pytest.approx(15.0)
+    lengthscale = kernel.base_kernel.base_kernel.lengthscale.detach().flatten()
+    assert float(lengthscale[0]) == pytest.approx(6.0)
+    # BoTorch's: no output scale, the log-normal prior's mode as initial value.
+    botorch = FeatureTableKernel(_table(d=100), prior="botorch")
+    assert type(botorch.base_kernel) is MaternKernel
+
+
+def test_moved_factories_keep_their_public_names() -> None:
+    import ax_chaining
+    import ax_chaining.ax as axc
+    from ax_chaining.ax import surrogates
+
+    for name in (
+        "candidate_index_parameter",
+        "precomputed_kernel_surrogate_spec",
+        "fingerprint_kernel_surrogate_spec",
+        "feature_table_surrogate_spec",
+        "molecule_surrogate_spec",
+    ):
+        assert getattr(axc, name) is getattr(surrogates, name)
+        assert getattr(ax_chaining, name) is getattr(surrogates, name)
+
+
+def _library_loop(spec: Any, y: list[float], n: int, seed: int = 0) -> tuple[Any, Any]:
+    from ax.api.client import Client
+
+    from ax_chaining.ax import candidate_index_parameter, chaining_generation_strategy
+
+    client = Client(random_seed=seed)
+    client.configure_experiment(parameters=[candidate_index_parameter(n, "molecule")])
+    client.configure_optimization(objective="y")
+    gs = chaining_generation_strategy(init_trials=4, seed=seed, surrogate_spec=spec)
+    client.set_generation_strategy(gs)
+    for _ in range(7):
+        for index, p in client.get_next_trials(max_trials=1).items():
+            client.complete_trial(index, raw_data={"y": y[p["molecule"]]})
+    return client, gs
+
+
+@pytest.mark.filterwarnings("ignore::Warning")
+def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
+    """A real Ax loop over FreeSolv's first 120 molecules: Ax fits the
+    feature-table GP (ARD lengthscales moved off their initial value), its
+    predictions equal a SingleTaskGP on the features with Ax's
+    hyperparameters, and the JSON stores the table's key, not the table."""
+    pytest.importorskip("rdkit")
+    from ax.api.client import Client
+
+    from ax_chaining.ax import molecule_surrogate_spec
+    from ax_chaining.descriptors import molecule_features
+    from ax_chaining.test_functions.molecules import load_dataset
+
+    logging.getLogger("ax").setLevel(logging.WARNING)
+    data = load_dataset("freesolv")
+    smiles, y = data.smiles[:120], data.y[:120].tolist()
+    spec = molecule_surrogate_spec(smiles, path=tmp_path / "features")
+    client, gs = _library_loop(spec, y, len(smiles))
+    model = gs.adapter.generator.surrogate.model
+    kernel = model.covar_module
+    assert type(kernel) is FeatureTableKernel
+    F = molecule_features(smiles, path=tmp_path / "features").tensor()
+    torch.testing.assert_close(kernel.features, F)
+    lengthscale = kernel.base_kernel.lengthscale.detach().flatten()
+    assert lengthscale.numel() == F.shape[1]
+    assert float((lengthscale - lengthscale[0]).abs().max()) > 0  # fitted ARD
+    train = torch.round(model.train_inputs[0][:, 0] * (len(smiles) - 1)).long()
+    reference = SingleTaskGP(
+        F[train],
+        model.train_targets.unsqueeze(-1),
+        covar_module=copy.deepcopy(kernel.base_kernel),
+        likelihood=copy.deepcopy(model.likelihood),
+        mean_module=copy.deepcopy(model.mean_module),
+        outcome_transform=None,
+    )
+    reference.eval()
+    model.eval()
+    Z = (torch.arange(len(smiles), dtype=DTYPE) / (len(smiles) - 1)).unsqueeze(-1)
+    with torch.no_grad():
+        # Model space (standardized): both see the same targets and noise.
+        mine = model(Z)
+        theirs = reference(F)
+    torch.testing.assert_close(mine.mean, theirs.mean, atol=1e-6, rtol=0)
+    torch.testing.assert_close(mine.variance, theirs.variance, atol=1e-6, rtol=0)
+    path = tmp_path / "client.json"
+    client.save_to_json_file(str(path))
+    text = path.read_text()
+    assert register_features(F) in text
+    assert path.stat().st_size < 1_000_000  # 120 x d floats would be far more
+    loaded = Client.load_from_json_file(str(path))
+    assert loaded.get_next_trials(max_trials=1) == client.get_next_trials(max_trials=1)
+
+
+def test_molecule_surrogate_spec_options() -> None:
+    pytest.importorskip("rdkit")
+    from ax_chaining.ax import molecule_surrogate_spec
+    from ax_chaining.kernels import TanimotoKernel
+
+    smiles = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "CCN"]
+    config = molecule_surrogate_spec(smiles).model_configs[0]
+    assert config.covar_module_class is FeatureTableKernel
+    assert config.covar_module_options["base"] == "rbf"  # BoTorch's own pairing
+    baybe = molecule_surrogate_spec(smiles, prior="baybe").model_configs[0]
+    assert baybe.covar_module_options["base"] == "matern52"  # BayBE's
+    with pytest.raises(ValueError, match="`kernel` must be None with encoding"):
+        molecule_surrogate_spec(smiles, "fragprints", kernel="rbf")
+    with pytest.raises(ValueError, match="`kernel` must be 'rbf' or 'matern52'"):
+        molecule_surrogate_spec(smiles, kernel="minmax")
+    counts = molecule_surrogate_spec(smiles, "fragprints", prior="baybe")
+    config = counts.model_configs[0]
+    assert config.covar_module_options["base"] == "minmax"
+    dims = registered_features(config.covar_module_options["features"]).shape[1]
+    rate = baybe_priors(dims)["noise"][1]
+    assert float(config.likelihood_options["noise_prior"].rate) == pytest.approx(rate)
+    bits = molecule_surrogate_spec(smiles, "morgan_bits").model_configs[0]
+    assert bits.covar_module_class is TanimotoKernel
+    with pytest.raises(ValueError, match="`prior` must be 'botorch' with"):
+        molecule_surrogate_spec(smiles, "morgan_bits", prior="baybe")
+    with pytest.raises(ValueError, match="`encoding` must be"):
+        molecule_surrogate_spec(smiles, "ecfp")
+    with pytest.raises(ValueError, match="duplicate"):
+        molecule_surrogate_spec([*smiles, "OCC"])
+
+
+def test_engine_rows_equal_those_of_the_same_gp_on_coordinates() -> None:
+    """Chaining-UCB's pseudo-distance over the items of a feature table equals
+    the one over the feature rows as coordinates (the SE route), same GP."""
+    from botorch.models.utils.gpytorch_modules import (
+        get_covar_module_with_dim_scaled_prior,
+    )
+
+    from ax_chaining.posterior import candidate_posterior
+
+    F = _table(n=500, d=8, seed=3)
+    train = torch.arange(0, 500, 23)
+    Y = _objective(F)[train].unsqueeze(-1)
+    X = (train.to(DTYPE) / 499).unsqueeze(-1)
+    kernel = FeatureTableKernel(F, base="rbf", normalized_inputs=True)
+    kernel.base_kernel.lengthscale = torch.linspace(0.5, 2.0, 8)
+    by_index = SingleTaskGP(X, Y, covar_module=kernel, outcome_transform=Standardize(1))
+    on_rows = SingleTaskGP(
+        F[train],
+        Y,
+        covar_module=copy.deepcopy(get_covar_module_with_dim_scaled_prior(8)),
+        outcome_transform=Standardize(1),
+    )
+    on_rows.covar_module.lengthscale = torch.linspace(0.5, 2.0, 8)
+    for m in (by_index, on_rows):
+        m.likelihood.noise = 0.01
+        m.eval()
+    Z = (torch.arange(500, dtype=DTYPE) / 499).unsqueeze(-1)
+    ours = candidate_posterior(by_index, Z, path="low_rank")
+    theirs = candidate_posterior(on_rows, F, path="low_rank")
+    torch.testing.assert_close(ours.mean, theirs.mean, atol=1e-9, rtol=0)
+    idx = torch.tensor([0, 17, 499, 250])
+    torch.testing.assert_close(
+        ours.distance.rows(idx), theirs.distance.rows(idx), atol=1e-9, rtol=0
+    )
