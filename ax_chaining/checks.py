@@ -25,9 +25,11 @@ __all__ = [
     "check_int",
     "check_matrix",
     "check_records",
+    "index_labels",
     "match_rows",
     "match_tolerance",
     "nearest_rows",
+    "row_name",
     "type_error",
 ]
 
@@ -173,10 +175,15 @@ def match_rows(X: Tensor, rows: Tensor, rtol: float = 1e-9) -> Tensor:
     return torch.where(dist <= tol, index, -1)
 
 
-def check_records(name: str, value: Any) -> list[dict[str, bool | int | float | str]]:
+def check_records(
+    name: str, value: Any, *, id_column: str | None = None
+) -> list[dict[str, bool | int | float | str]]:
     """A table (a pandas DataFrame, or a sequence of mappings from names to values)
-    as a non-empty list of dicts, every value a bool, int, str or finite float."""
+    as a non-empty list of dicts, every value a bool, int, str or finite float.
+    Errors name a row as :func:`row_name` does (a DataFrame's index label)."""
+    labels = None
     if type(value).__name__ == "DataFrame":
+        labels = index_labels(value)
         value = value.to_dict(orient="records")
     elif isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         what = "a pandas DataFrame or a sequence of {parameter name: value} mappings"
@@ -188,15 +195,41 @@ def check_records(name: str, value: Any) -> list[dict[str, bool | int | float | 
         row = {
             k: v.item() if isinstance(v, np.generic) else v for k, v in record.items()
         }
+        where = row_name(name, i, labels, row, id_column)
         for k, v in row.items():
             if not isinstance(k, str) or not isinstance(v, bool | int | float | str):
                 got = f"{k!r}: {v!r} of type {type(v).__name__}"
                 msg = f"has entry {got}; expected names mapped to int, float, str, bool"
-                raise TypeError(f"`{name}[{i}]` {msg}.")
+                raise TypeError(f"{where} {msg}.")
             if isinstance(v, float) and not math.isfinite(v):
                 msg = f"is {v}; expected a finite number (drop or fill the row)"
-                raise ValueError(f"`{name}[{i}][{k!r}]` {msg}.")
+                raise ValueError(f"{where}: {k!r} {msg}.")
         rows.append(row)
     if not rows:
         raise ValueError(f"`{name}` is empty; expected at least one row.")
     return rows
+
+
+def index_labels(frame: Any) -> list[int | str]:
+    """A DataFrame's index labels as JSON values (an int or str; else its str)."""
+    labels = [v.item() if isinstance(v, np.generic) else v for v in frame.index]
+    return [v if isinstance(v, int | str) else str(v) for v in labels]
+
+
+def row_name(
+    name: str,
+    i: int,
+    labels: Sequence[Any] | None = None,
+    row: Mapping[str, Any] | None = None,
+    id_column: str | None = None,
+) -> str:
+    """How an error names row ``i`` of the table ``name``: by the user's own
+    index label if it came as a DataFrame (else its position), and by its
+    ``id_column`` value if there is one: ``"`t` row with index label 180
+    (sku='P-180')"``, or ``"`t[3]`"``."""
+    where = f"`{name}[{i}]`"
+    if labels is not None:
+        where = f"`{name}` row with index label {labels[i]!r}"
+    if id_column is not None and row is not None and id_column in row:
+        where += f" ({id_column}={row[id_column]!r})"
+    return where

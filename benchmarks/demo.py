@@ -49,8 +49,9 @@ DTYPE = torch.float64
 NOISE_STD = 0.05
 
 Policy = Callable[[SingleTaskGP, Tensor], AcquisitionFunction]
-#: The README's run (``make demo``: about a minute) and the ``--small`` preset
-#: (a few seconds).
+#: The README's run (``make demo``: 6,000 acquisition steps, minutes to more
+#: than half an hour on a busy 2-core machine) and the ``--small`` preset
+#: (11 s there).
 FULL = {"n": 500, "runs": 40, "iters": 30}
 SMALL = {"n": 60, "runs": 2, "iters": 3}
 

@@ -267,16 +267,24 @@ def plot_scores(summary: dict[str, Any], path: str | Path) -> Path:
             ax.set_title(f"{r['problem_name']} ({r['replications']} reps)", fontsize=9)
         ax.set_xlabel("trial")
         ax.set_ylabel("score (Ax)")
-    for ax in list(axes.flat)[len(problems) :]:
-        ax.axis("off")
     # Early scores can be far below the baseline (Branin): show 0..100 well.
     for ax in list(axes.flat)[: len(problems)]:
         low, high = ax.get_ylim()
         ax.set_ylim(max(low, -50.0), max(high, 105.0))
-    # The legend goes where every method is drawn.
+    # One legend, at a readable size, from the panel where every method is
+    # drawn: in the grid's first spare cell (5 problems in a 2 x 3 grid), else
+    # below the panels; it covers no curve either way.
     counts = [sum(r["problem"] == p for r in summary["rows"]) for p in problems]
-    axes.flat[counts.index(max(counts))].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes.flat[counts.index(max(counts))].get_legend_handles_labels()
+    spare = list(axes.flat)[len(problems) :]
+    for ax in spare:
+        ax.axis("off")
+    if spare:
+        spare[0].legend(handles, labels, loc="center", fontsize=10, frameon=False)
+        fig.tight_layout()
+    else:
+        fig.legend(handles, labels, loc="lower center", ncols=3, fontsize=10)
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -18,6 +18,14 @@ step) and records at every step:
   the previous default) and of ``min(n - 1, 10)`` everywhere (``loo_capped``);
 * the default certificate on a geometric schedule of checks (after 10, 20, 40
   and 80 observations);
+* the certificate calibrated on the loop's own forecast residuals
+  (``forecast``: :class:`~ax_chaining.certificate.residuals.ResidualCalibration` on the
+  residuals the steps recorded, falling back to the LOO check while they are
+  too few) and, for ``chaining_audit`` (Chaining-UCB with one query in
+  :data:`AUDIT_EVERY` an audit, :mod:`ax_chaining.ax.audit`), on the audits'
+  residuals (``audit``);
+* every certificate's rank statement (``rank_bound``) and the realized rank
+  of its point (1 + the candidates truly better);
 * the true regret ``max f - f(x)`` of each certified point;
 * the UCB - LCB bound of Makarova et al. (2022) with GP-UCB's
   :math:`\beta_t` over the candidates (the rule behind BoFire's
@@ -31,7 +39,18 @@ and precomputed Tanimoto kernel of Morgan fingerprints, noise-free values,
 ``exclude_evaluated=True``) and ``grid`` (the 30 x 30 grid on ``[0, 6]^2``
 with an exact SE GP sample of lengthscale 1, observations with noise sd 0.05,
 as a candidate table with Ax's default GP). Methods: ``chaining``
-(Chaining-UCB) and ``qlognei`` (Ax's default acquisition over the table).
+(Chaining-UCB), ``qlognei`` (Ax's default acquisition over the table) and,
+on request, ``chaining_audit`` (Chaining-UCB with audits).
+
+The summary gives, per library and method: the runs violated at any step
+(bound, and rank statement), the median bound over the range, the median
+bound over the **oracle bound** (the smallest single factor by which the
+plain bound can be multiplied so that no run of that library and method is
+violated at any step, times the plain bound: it needs the true regrets, so
+no user has it), the median ``rank_bound`` over ``N`` and the median realized
+rank, and the stopping rules side by side (the regret rules at 10% of the
+range, the rank rules at the top 1%, with how often the point they stopped
+on is truly in the top 1%).
 
 Example::
 
@@ -69,12 +88,18 @@ from benchmarks.records import (
     write_summary,
 )
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 #: Checks after 10, 20, 40, 80 observations: the declared-schedule variant.
 GEOMETRIC_START, GEOMETRIC_RATIO = 10, 2.0
 PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo", "grid")
 METHODS: tuple[str, ...] = ("chaining", "qlognei")
-LABELS = {"chaining": "Chaining-UCB", "qlognei": "qLogNEI over the table"}
+#: One query in this many is an audit in ``chaining_audit``.
+AUDIT_EVERY = 10
+LABELS = {
+    "chaining": "Chaining-UCB",
+    "qlognei": "qLogNEI over the table",
+    "chaining_audit": f"Chaining-UCB, 1 query in {AUDIT_EVERY} an audit",
+}
 RULE_LABELS = {
     "robust": "robust (default: LOO check, Student-t tails n - 1 near the data, "
     "min(n - 1, 10) away)",
@@ -83,6 +108,8 @@ RULE_LABELS = {
     "loo_gaussian": "LOO check, Gaussian tails (first calibrated default)",
     "plain": "plain (model taken as true)",
     "geometric": "robust, geometric checks",
+    "forecast": "forecast residuals (scale and tails from the loop's forecasts)",
+    "audit": "audit residuals (conformal scale from the audits)",
 }
 PROBLEM_LABELS = {
     "esol": "ESOL",
@@ -169,9 +196,10 @@ def _problem(name: str, seed: int, config: ValidityConfig):
 def _strategy(method: str, kwargs: dict[str, Any], config: ValidityConfig):
     from ax_chaining import ax as axc
 
-    if method == "chaining":
+    if method in ("chaining", "chaining_audit"):
+        audit = {"audit_every": AUDIT_EVERY} if method == "chaining_audit" else {}
         return axc.chaining_generation_strategy(
-            init_trials=config.n_init, delta=config.delta, **kwargs
+            init_trials=config.n_init, delta=config.delta, **kwargs, **audit
         )
     return axc.qlognei_generation_strategy(init_trials=config.n_init, **kwargs)
 
@@ -194,12 +222,14 @@ def _model_view(gs: Any, rows: list[dict[str, Any]], experiment: Any):
 
 #: The variants recorded beside the strategy's own certificate (``robust``),
 #: from the same step's model (the module docstring).
-RECORDED = ("loo_gaussian", "loo_student", "loo_capped", "geometric")
+RECORDED = ("loo_gaussian", "loo_student", "loo_capped", "geometric", "forecast")
 
 
-def _variants(n: int) -> dict[str, dict[str, Any]]:
+def _variants(n: int, experiment: Any, audits: bool) -> dict[str, dict[str, Any]]:
     """``certify_model`` keywords of each variant at a step with ``n``
-    observations (the geometric schedule's only at its checks)."""
+    observations (the geometric schedule's only at its checks; the audits'
+    only in a loop with audits)."""
+    from ax_chaining.ax.forecasts import residual_calibration
     from ax_chaining.certificate import AUTO_DOF_CAP, StudentTail
 
     out: dict[str, dict[str, Any]] = {
@@ -207,21 +237,33 @@ def _variants(n: int) -> dict[str, dict[str, Any]]:
         "loo_gaussian": {"tail": "gaussian"},
         "loo_student": {"tail": "student"},
         "loo_capped": {"tail": StudentTail(max(1, min(n - 1, AUTO_DOF_CAP)))},
+        "forecast": {"calibration": residual_calibration(experiment, "forecast")},
     }
+    if audits:
+        out["audit"] = {"calibration": residual_calibration(experiment, "audit")}
     if _geometric().index(n) is not None:
         out["geometric"] = {"schedule": _geometric()}
     return out
 
 
+def _realized_rank(f: np.ndarray, index: int) -> int:
+    """1 + the number of candidates truly better than ``index``."""
+    return 1 + int((f > f[index]).sum())
+
+
 def _record(cert: Any, scale: float | None, f: np.ndarray, f_max: float) -> dict:
-    """A variant's ``bound`` (objective units), ``valid`` and the true
-    ``regret`` of its point; None each where it was not computed."""
+    """A variant's ``bound`` (objective units), ``valid``, the true ``regret``
+    of its point, its ``rank_bound`` and the point's realized ``rank``; None
+    each where it was not computed."""
     if cert is None:
-        return {"bound": None, "valid": None, "regret": None}
+        keys = ("bound", "valid", "regret", "rank_bound", "rank")
+        return dict.fromkeys(keys)
     return {
         "bound": None if scale is None else cert.bound * scale,
         "valid": cert.valid,
         "regret": f_max - float(f[cert.index]),
+        "rank_bound": cert.rank_bound,
+        "rank": _realized_rank(f, cert.index),
     }
 
 
@@ -295,7 +337,9 @@ def run_one(
                     posterior_transform=transform,
                     **kwargs,
                 )
-                for name, kwargs in _variants(len(items)).items()
+                for name, kwargs in _variants(
+                    len(items), experiment, method == "chaining_audit"
+                ).items()
             }
             post = candidate_posterior(model, X, transform, path="dense")
             beta = gp_ucb_beta(n, len(items) + 1, config.delta)
@@ -318,9 +362,16 @@ def run_one(
                 if robust_index is None
                 else f_max - float(f[robust_index]),
                 "robust_scale": (cert.get("checks") or {}).get("mean_z2"),
+                "robust_rank_bound": cert.get("rank_bound") if cert else None,
+                "robust_rank": None
+                if robust_index is None
+                else _realized_rank(f, robust_index),
+                "audit": bool((meta or {}).get(GEN_METADATA_KEY, {}).get("audit")),
+                "forecast_scale": certs["forecast"].checks.get("forecast_scale"),
+                "forecast_dof": certs["forecast"].checks.get("forecast_dof"),
                 **{
                     f"{name}_{key}": value
-                    for name in ("plain", *RECORDED)
+                    for name in ("plain", *RECORDED, "audit")
                     for key, value in _record(certs.get(name), scale, f, f_max).items()
                 },
                 "ucb_lcb_bound": None
@@ -381,7 +432,21 @@ def run_validity(
 # Summary.
 # ---------------------------------------------------------------------------
 
-RULES = ("robust", "loo_capped", "loo_student", "loo_gaussian", "plain", "geometric")
+RULES = (
+    "robust",
+    "forecast",
+    "audit",
+    "loo_capped",
+    "loo_student",
+    "loo_gaussian",
+    "plain",
+    "geometric",
+)
+#: Queries at which the medians are taken (and at half the budget and at
+#: the budget: the table's columns).
+AT = (25, 50, 100)
+#: The rank rules stop at the top ``TOP_FRACTION`` of the candidate set.
+TOP_FRACTION = 0.01
 
 
 def _first(steps: list[dict], ok) -> tuple[int | None, dict | None]:
@@ -391,108 +456,193 @@ def _first(steps: list[dict], ok) -> tuple[int | None, dict | None]:
     return None, None
 
 
+def oracle_factor(runs: Sequence[dict[str, Any]]) -> float | None:
+    """The smallest factor ``c`` with ``regret <= c * plain bound`` at every
+    step of every run (the plain certificate's point and bound); None where
+    no step has a plain bound. ``c`` times the plain bound is the oracle bound."""
+    worst, seen = 0.0, False
+    for r in runs:
+        for s in r["steps"]:
+            bound, regret = s.get("plain_bound"), s.get("plain_regret")
+            if bound is None or regret is None:
+                continue
+            seen = True
+            if bound > 0:
+                worst = max(worst, regret / bound)
+            elif regret > 1e-12:
+                return math.inf
+    return worst if seen else None
+
+
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
+def _key(rule: str, what: str) -> str:
+    return f"{rule}_{what}"
+
+
 def summarize(records: Sequence[dict[str, Any]], delta: float = 0.05) -> dict[str, Any]:
-    """Validity, usefulness and stopping, per problem and method."""
-    out: dict[str, Any] = {"rows": [], "stopping": []}
+    """Validity, tightness, rank and stopping, per problem and method."""
+    out: dict[str, Any] = {"rows": [], "stopping": [], "oracle": []}
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
         groups.setdefault((r["problem"], r["method"]), []).append(r)
     for (problem, method), runs in sorted(groups.items()):
+        oracle = oracle_factor(runs)
+        out["oracle"].append({"problem": problem, "method": method, "factor": oracle})
         for rule in RULES:
-            any_viol, step_viol, steps_n, refused = 0, 0, 0, 0
-            first10, first5, regret10, bound_at = [], [], [], {25: [], 50: [], 100: []}
-            for r in runs:
-                rng = r["f_range"]
-                viol_run = False
-                # The certificate in force at query k: the last check at or
-                # before it (a geometric schedule has none at k itself).
-                current_bound = None
-                for k, s in enumerate(r["steps"], start=1):
-                    bound = s[f"{rule}_bound"]
-                    if bound is not None:
-                        steps_n += 1
-                        if rule != "plain" and not s[f"{rule}_valid"]:
-                            refused += 1
-                            current_bound = math.inf
-                        else:
-                            current_bound = bound
-                            if s[f"{rule}_regret"] > bound + 1e-9:
-                                step_viol += 1
-                                viol_run = True
-                    if k in bound_at and current_bound is not None:
-                        bound_at[k].append(current_bound / rng)
-                any_viol += viol_run
-
-                def current(s, frac, rng=rng, rule=rule):
-                    return (
-                        s[f"{rule}_bound"] is not None
-                        and (rule == "plain" or s[f"{rule}_valid"])
-                        and s[f"{rule}_bound"] <= frac * rng
-                    )
-
-                k10, s10 = _first(r["steps"], lambda s, c=current: c(s, 0.10))
-                k5, _ = _first(r["steps"], lambda s, c=current: c(s, 0.05))
-                first10.append(k10)
-                first5.append(k5)
-                if s10 is not None:
-                    regret10.append(s10[f"{rule}_regret"] / rng)
-            out["rows"].append(
-                {
-                    "problem": problem,
-                    "method": method,
-                    "rule": rule,
-                    "runs": len(runs),
-                    "runs_violated": any_viol,
-                    "step_violation_rate": step_viol / max(1, steps_n - refused),
-                    "refused_rate": refused / max(1, steps_n),
-                    "first_10pct": first10,
-                    "first_5pct": first5,
-                    "regret_at_10pct": regret10,
-                    "median_bound_over_range": {
-                        k: float(np.median(v)) if v else None
-                        for k, v in bound_at.items()
-                    },
-                }
-            )
+            row = _rule_row(rule, runs, oracle)
+            if row is not None:
+                out["rows"].append({"problem": problem, "method": method, **row})
         out["stopping"] += _stopping(problem, method, runs)
     return out
 
 
+def _rule_row(
+    rule: str, runs: list[dict[str, Any]], oracle: float | None
+) -> dict[str, Any] | None:
+    """One certificate's row of the summary; None where the records do not
+    hold it (records from before it, and the audits' in loops without any)."""
+    steps = [s for r in runs for s in r["steps"]]
+    if not any(_key(rule, "bound") in s for s in steps):
+        return None
+    if rule == "audit" and not any(s.get("audit") for s in steps):
+        return None
+    ranked = any(_key(rule, "rank_bound") in s for s in steps)
+    queries = max(len(r["steps"]) for r in runs)
+    at = sorted({*AT, max(1, queries // 2), queries})
+    any_viol, rank_viol, step_viol, steps_n, refused = 0, 0, 0, 0, 0
+    first10, first5, regret10 = [], [], []
+    bound_at: dict[int, list[float]] = {k: [] for k in at}
+    over_oracle: dict[int, list[float]] = {k: [] for k in at}
+    rank_at: dict[int, list[float]] = {k: [] for k in at}
+    realized_at: dict[int, list[float]] = {k: [] for k in at}
+    for r in runs:
+        rng, n = r["f_range"], r["num_candidates"]
+        viol_run, rank_run = False, False
+        # The certificate in force at query k: the last check at or before it
+        # (a geometric schedule has none at k itself).
+        current: dict[str, Any] | None = None
+        for k, s in enumerate(r["steps"], start=1):
+            bound = s.get(_key(rule, "bound"))
+            if bound is not None:
+                steps_n += 1
+                valid = rule == "plain" or s[_key(rule, "valid")]
+                if not valid:
+                    refused += 1
+                    # A refused certificate says nothing: among all N.
+                    current = {
+                        "bound": math.inf,
+                        "rank_bound": n if ranked else None,
+                        "rank": None,
+                    }
+                else:
+                    current = {
+                        "bound": bound,
+                        "rank_bound": s.get(_key(rule, "rank_bound")),
+                        "rank": s.get(_key(rule, "rank")),
+                    }
+                    if s[_key(rule, "regret")] > bound + 1e-9:
+                        step_viol += 1
+                        viol_run = True
+                    rb, rank = current["rank_bound"], current["rank"]
+                    if rb is not None and rank is not None and rank > rb:
+                        rank_run = True
+            if k in bound_at and current is not None:
+                bound_at[k].append(current["bound"] / rng)
+                plain = s.get("plain_bound")
+                if oracle and plain and math.isfinite(oracle):
+                    over_oracle[k].append(current["bound"] / (oracle * plain))
+                if current["rank_bound"] is not None:
+                    rank_at[k].append(current["rank_bound"] / n)
+                if current["rank"] is not None:
+                    realized_at[k].append(current["rank"])
+        any_viol += viol_run
+        rank_viol += rank_run
+
+        def ok(s, frac, rng=rng):
+            bound = s.get(_key(rule, "bound"))
+            valid = rule == "plain" or s.get(_key(rule, "valid"))
+            return bound is not None and bool(valid) and bound <= frac * rng
+
+        k10, s10 = _first(r["steps"], lambda s, ok=ok: ok(s, 0.10))
+        k5, _ = _first(r["steps"], lambda s, ok=ok: ok(s, 0.05))
+        first10.append(k10)
+        first5.append(k5)
+        if s10 is not None:
+            regret10.append(s10[_key(rule, "regret")] / rng)
+    return {
+        "rule": rule,
+        "runs": len(runs),
+        "queries": queries,
+        "runs_violated": any_viol,
+        "rank_runs_violated": rank_viol if ranked else None,
+        "step_violation_rate": step_viol / max(1, steps_n - refused),
+        "refused_rate": refused / max(1, steps_n),
+        "first_10pct": first10,
+        "first_5pct": first5,
+        "regret_at_10pct": regret10,
+        "median_bound_over_range": {k: _median(v) for k, v in bound_at.items()},
+        "median_bound_over_oracle": {k: _median(v) for k, v in over_oracle.items()},
+        "median_rank_bound_over_n": {k: _median(v) for k, v in rank_at.items()},
+        "median_rank": {k: _median(v) for k, v in realized_at.items()},
+    }
+
+
+def _regret_rule(rule: str):
+    def stops(s: dict, r: dict) -> bool:
+        bound = s.get(_key(rule, "bound"))
+        return (
+            bound is not None
+            and bool(s.get(_key(rule, "valid")))
+            and bound <= 0.10 * r["f_range"]
+        )
+
+    return stops
+
+
+def _rank_rule(rule: str):
+    def stops(s: dict, r: dict) -> bool:
+        rb = s.get(_key(rule, "rank_bound"))
+        limit = int(TOP_FRACTION * r["num_candidates"])
+        return rb is not None and bool(s.get(_key(rule, "valid"))) and rb <= limit
+
+    return stops
+
+
 def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
-    """Queries and true regret at stop for each rule, tolerance 10% of range.
+    """Queries and true regret at stop for each rule: the regret rules at 10%
+    of the range, the rank rules at the top :data:`TOP_FRACTION`.
 
     A rule that never fires stops at the budget (``fired`` counts the runs in
-    which it fired before)."""
+    which it fired before); ``top_when_fired`` counts the fired runs of a rank
+    rule whose point is truly in the top fraction."""
     rows = []
-    for name, stops in (
-        (
-            "certificate (current, default)",
-            lambda s, tol: (
-                s["robust_bound"] is not None
-                and s["robust_valid"]
-                and s["robust_bound"] <= tol
-            ),
-        ),
-        (
-            "certificate (geometric checks)",
-            lambda s, tol: (
-                s["geometric_bound"] is not None
-                and s["geometric_valid"]
-                and s["geometric_bound"] <= tol
-            ),
-        ),
-        ("certificate (running minimum, plain)", None),
+    for name, stops, rank_of in (
+        ("certificate (current, default)", _regret_rule("robust"), None),
+        ("certificate (forecast residuals)", _regret_rule("forecast"), None),
+        ("certificate (geometric checks)", _regret_rule("geometric"), None),
+        ("certificate (running minimum, plain)", None, None),
         (
             "UCB - LCB",
-            lambda s, tol: s["ucb_lcb_bound"] is not None and s["ucb_lcb_bound"] <= tol,
+            lambda s, r: (
+                s["ucb_lcb_bound"] is not None
+                and s["ucb_lcb_bound"] <= 0.10 * r["f_range"]
+            ),
+            None,
         ),
         (
             "Ax ImprovementGlobalStoppingStrategy",
-            lambda s, tol: s["ax_improvement_stop"],
+            lambda s, r: s["ax_improvement_stop"],
+            None,
         ),
-        ("fixed budget", lambda s, tol: False),
+        ("rank in top 1% (current, default)", _rank_rule("robust"), "robust"),
+        ("rank in top 1% (forecast residuals)", _rank_rule("forecast"), "forecast"),
+        ("rank in top 1% (geometric checks)", _rank_rule("geometric"), "geometric"),
+        ("fixed budget", lambda s, r: False, None),
     ):
-        queries, regrets, above, fired = [], [], 0, 0
+        queries, regrets, above, fired, top = [], [], 0, 0, 0
         for r in runs:
             tol = 0.10 * r["f_range"]
             steps = r["steps"]
@@ -505,10 +655,12 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
                         k_stop = k
                         break
             else:
-                k_stop = next(
-                    (k for k, s in enumerate(steps, 1) if stops(s, tol)), None
-                )
+                k_stop = next((k for k, s in enumerate(steps, 1) if stops(s, r)), None)
             fired += k_stop is not None
+            if k_stop is not None and rank_of is not None:
+                rank = steps[k_stop - 1].get(_key(rank_of, "rank"))
+                limit = int(TOP_FRACTION * r["num_candidates"])
+                top += rank is not None and rank <= limit
             k_stop = k_stop or len(steps)
             regret = steps[k_stop - 1]["best_regret"]
             queries.append(k_stop)
@@ -523,6 +675,7 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
                 "median_regret_over_range": float(np.median(regrets)),
                 "stopped_above_tolerance": above,
                 "fired": fired,
+                "top_when_fired": top if rank_of is not None else None,
                 "runs": len(runs),
             }
         )
@@ -536,15 +689,53 @@ def _fmt_firsts(values: list[int | None], total: int) -> str:
     return f"{int(np.median(reached))} ({len(reached)}/{total})"
 
 
+def _at(medians: dict, k: int) -> float | None:
+    """The median at query ``k`` (keys are ints, or strings from JSON)."""
+    return medians.get(k, medians.get(str(k)))
+
+
+def _fmt_count(value: int | None, total: int) -> str:
+    return "-" if value is None else f"{value}/{total}"
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else num(value, digits)
+
+
 def format_markdown(summary: dict[str, Any]) -> str:
+    factors = {
+        (o["problem"], o["method"]): o["factor"] for o in summary.get("oracle", [])
+    }
     lines = [
-        "| problem | method | certificate | runs violated | step violations | "
-        "refused | B/range @25 | @50 | @100 | first <= 10% (runs) | first <= 5% (runs) "
-        "| regret/range at 10% |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "Oracle factor (the smallest factor on the plain bound with no run "
+        "violated at any step):",
+        "",
+        "| problem | method | oracle factor |",
+        "|---|---|---:|",
+    ]
+    for (problem, method), factor in sorted(factors.items()):
+        lines.append(
+            f"| {PROBLEM_LABELS[problem]} | {LABELS[method]} | {_fmt(factor)} |"
+        )
+    end = max((r.get("queries", 100) for r in summary["rows"]), default=100)
+    half = max(1, end // 2)
+    lines += [
+        "",
+        f"Medians at queries {half} and {end} (the certificate in force then; "
+        "a refused one counts as an infinite bound and a rank bound of N).",
+        "",
+        "| problem | method | certificate | runs violated | rank violated | "
+        f"step violations | refused | B/range @{half} | @{end} | B/oracle @{half} | "
+        f"@{end} | rank bound/N @{half} | @{end} | realized rank @{end} | "
+        "first <= 10% (runs) | first <= 5% (runs) | regret/range at 10% |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "---:|---:|",
     ]
     for r in summary["rows"]:
         med = r["median_bound_over_range"]
+        ora = r.get("median_bound_over_oracle", {})
+        rank = r.get("median_rank_bound_over_n", {})
+        real = r.get("median_rank", {})
         regret = (
             num(float(np.median(r["regret_at_10pct"])), 3)
             if r["regret_at_10pct"]
@@ -553,23 +744,31 @@ def format_markdown(summary: dict[str, Any]) -> str:
         lines.append(
             f"| {PROBLEM_LABELS[r['problem']]} | {LABELS[r['method']]} | "
             f"{RULE_LABELS[r['rule']]} | {r['runs_violated']}/{r['runs']} | "
-            f"{num(r['step_violation_rate'], 3)} | "
-            f"{num(r['refused_rate'], 3)} | {num(med[25], 3)} | {num(med[50], 3)} | "
-            f"{num(med[100], 3)} | {_fmt_firsts(r['first_10pct'], r['runs'])} | "
+            f"{_fmt_count(r.get('rank_runs_violated'), r['runs'])} | "
+            f"{num(r['step_violation_rate'], 3)} | {num(r['refused_rate'], 3)} | "
+            f"{_fmt(_at(med, half))} | {_fmt(_at(med, end))} | "
+            f"{_fmt(_at(ora, half))} | {_fmt(_at(ora, end))} | "
+            f"{_fmt(_at(rank, half))} | {_fmt(_at(rank, end))} | "
+            f"{_fmt(_at(real, end))} | "
+            f"{_fmt_firsts(r['first_10pct'], r['runs'])} | "
             f"{_fmt_firsts(r['first_5pct'], r['runs'])} | {regret} |"
         )
     lines += [
         "",
         "| problem | method | stopping rule | fired (runs) | median queries at stop | "
-        "median regret/range at stop | regret above tolerance at stop |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "median regret/range at stop | regret above 10% at stop | truly top 1% "
+        "when fired |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in summary["stopping"]:
+        top = r.get("top_when_fired")
+        top_text = "-" if top is None else f"{top}/{r['fired']}"
         lines.append(
             f"| {PROBLEM_LABELS[r['problem']]} | {LABELS[r['method']]} | {r['rule']} | "
             f"{r['fired']}/{r['runs']} | {num(r['median_queries'], 3)} | "
             f"{num(r['median_regret_over_range'], 3)} | "
-            f"{r['stopped_above_tolerance']}/{r['runs']} |"
+            f"{r['stopped_above_tolerance']}/{r['runs']} | "
+            f"{top_text} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -584,6 +783,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--problems", default=None, help="comma-separated subset")
     parser.add_argument("--methods", default=None, help="comma-separated subset")
     parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--queries", type=int, default=None)
+    parser.add_argument("--n-init", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args(argv)
     config = SMALL_CONFIG if args.small else FULL_CONFIG
@@ -594,6 +795,10 @@ def main(argv: list[str] | None = None) -> int:
         changes["methods"] = tuple(args.methods.split(","))
     if args.runs:
         changes["runs"] = args.runs
+    if args.queries:
+        changes["queries"] = args.queries
+    if args.n_init:
+        changes["n_init"] = args.n_init
     if changes:
         config = ValidityConfig(**{**asdict(config), **changes})
     if args.records:

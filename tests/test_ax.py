@@ -711,7 +711,8 @@ def test_candidate_table_is_validated_and_completed() -> None:
     rows = candidate_parameterizations(ss, CandidateSetSpec(candidates=table))
     assert rows == [{"x": 0.5, "f": 3}, {"x": 0.25, "f": 3}]  # filled
     twice = [{"x": 0.5}, {"x": 0.25, "f": 3}, {"x": 0.5, "note": "again"}]
-    with pytest.raises(ValueError, match="rows 0 and 2 have the same parameters"):
+    same = r"`candidates\[0\]` and `candidates\[2\]` have the same parameters"
+    with pytest.raises(ValueError, match=same):
         candidate_parameterizations(ss, CandidateSetSpec(candidates=twice))
 
 
@@ -762,12 +763,12 @@ def test_bad_candidate_table_is_rejected_at_first_trial(
         (
             [{"x": 0.1}, {"x": float("nan")}],
             ValueError,
-            r"candidates\[1\]\['x'\]` is nan",
+            r"`candidates\[1\]`: 'x' is nan",
         ),
         (
             pd.DataFrame({"x": [0.1, np.inf]}),
             ValueError,
-            r"candidates\[1\]\['x'\]` is inf; expected a finite number",
+            r"`candidates` row with index label 1: 'x' is inf; expected a finite",
         ),
     ],
 )
@@ -1069,9 +1070,43 @@ def test_duplicate_rows_are_refused_naming_them_before_any_trial() -> None:
     client.set_generation_strategy(
         chaining_generation_strategy(init_trials=2, candidates=doubled)
     )
-    with pytest.raises(ValueError, match=r"rows 3 and 12 have the same parameters"):
+    same = r"index label 3 and `candidates` row with index label 12 have the same"
+    with pytest.raises(ValueError, match=same):
         client.get_next_trials(max_trials=1)
     assert len(client.summarize()) == 0
+
+
+def test_table_errors_name_the_users_index_labels_and_ids_after_dropna() -> None:
+    """After ``dropna()`` the labels are not the positions: the errors name
+    the labels (``table.loc[label]`` is the row) and the ``id_column`` values."""
+    raw = _catalogue(12)
+    raw.loc[[1, 4], "vendor"] = None
+    table = raw.dropna()  # labels 0, 2, 3, 5, ...: position 3 is label 5
+    doubled = table.copy()
+    doubled.loc[9, ["length", "width", "coating"]] = table.loc[
+        5, ["length", "width", "coating"]
+    ]
+    client = _catalogue_client(doubled)
+    client.set_generation_strategy(
+        chaining_generation_strategy(init_trials=2, candidates=doubled, id_column="sku")
+    )
+    same = (
+        r"`candidates` row with index label 5 \(sku='P-1005'\) and `candidates` "
+        r"row with index label 9 \(sku='P-1009'\) have the same parameters"
+    )
+    with pytest.raises(ValueError, match=same):
+        client.get_next_trials(max_trials=1)
+    # A NaN the cleaning left (another column): the label and the ID.
+    holed = table.astype({"width": float})
+    holed.loc[7, "width"] = np.nan
+    nan = r"`candidates` row with index label 7 \(sku='P-1007'\): 'width' is nan"
+    with pytest.raises(ValueError, match=nan):
+        chaining_generation_strategy(init_trials=2, candidates=holed, id_column="sku")
+    # The ID column's own duplicates, by label.
+    twin = table.assign(sku=table["sku"].where(table.index != 8, "P-1003"))
+    ids = r"row with index label 3 and `candidates` row with index label 8 both have"
+    with pytest.raises(ValueError, match=ids):
+        chaining_generation_strategy(init_trials=2, candidates=twin, id_column="sku")
 
 
 def test_a_failed_candidate_is_not_proposed_again_unless_asked() -> None:

@@ -84,3 +84,23 @@ def test_api_pages_document_every_public_name(site: Path):
     expected = {f"{defining_module(n)}.{n}" for n in ax_chaining.__all__}
     missing = sorted(expected - anchors)
     assert not missing, f"public names without an API entry: {missing}"
+
+
+def test_math_is_served_from_the_site_itself(site: Path):
+    """No page loads MathJax (or KaTeX) from a CDN: formulas render offline,
+    from the copy the build adds, with MathJax's license beside it."""
+    local = site / "javascripts" / "mathjax"
+    assert (local / "tex-svg.js").stat().st_size > 1_000_000
+    assert "Apache License" in (local / "LICENSE").read_text()
+    remote = re.compile(r"<script[^>]*src=\"(?:https?:)?//[^\"]*", re.I)
+    math = re.compile(r"mathjax|katex|tex-mml|tex-svg|tex-chtml", re.I)
+    pages = list(site.rglob("*.html"))
+    found = {
+        str(p.relative_to(site)): url
+        for p in pages
+        for url in remote.findall(p.read_text())
+        if math.search(url)
+    }
+    assert not found, f"math from a CDN: {found}"
+    index = (site / "index.html").read_text()
+    assert 'src="javascripts/mathjax/tex-svg.js"' in index

@@ -306,3 +306,39 @@ def test_molecule_surrogate_spec_options() -> None:
         molecule_surrogate_spec(smiles, "ecfp")
     with pytest.raises(ValueError, match="duplicate"):
         molecule_surrogate_spec([*smiles, "OCC"])
+
+
+def test_engine_rows_equal_those_of_the_same_gp_on_coordinates() -> None:
+    """Chaining-UCB's pseudo-distance over the items of a feature table equals
+    the one over the feature rows as coordinates (the SE route), same GP."""
+    from botorch.models.utils.gpytorch_modules import (
+        get_covar_module_with_dim_scaled_prior,
+    )
+
+    from ax_chaining.posterior import candidate_posterior
+
+    F = _table(n=500, d=8, seed=3)
+    train = torch.arange(0, 500, 23)
+    Y = _objective(F)[train].unsqueeze(-1)
+    X = (train.to(DTYPE) / 499).unsqueeze(-1)
+    kernel = FeatureTableKernel(F, base="rbf", normalized_inputs=True)
+    kernel.base_kernel.lengthscale = torch.linspace(0.5, 2.0, 8)
+    by_index = SingleTaskGP(X, Y, covar_module=kernel, outcome_transform=Standardize(1))
+    on_rows = SingleTaskGP(
+        F[train],
+        Y,
+        covar_module=copy.deepcopy(get_covar_module_with_dim_scaled_prior(8)),
+        outcome_transform=Standardize(1),
+    )
+    on_rows.covar_module.lengthscale = torch.linspace(0.5, 2.0, 8)
+    for m in (by_index, on_rows):
+        m.likelihood.noise = 0.01
+        m.eval()
+    Z = (torch.arange(500, dtype=DTYPE) / 499).unsqueeze(-1)
+    ours = candidate_posterior(by_index, Z, path="low_rank")
+    theirs = candidate_posterior(on_rows, F, path="low_rank")
+    torch.testing.assert_close(ours.mean, theirs.mean, atol=1e-9, rtol=0)
+    idx = torch.tensor([0, 17, 499, 250])
+    torch.testing.assert_close(
+        ours.distance.rows(idx), theirs.distance.rows(idx), atol=1e-9, rtol=0
+    )

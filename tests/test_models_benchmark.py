@@ -111,7 +111,9 @@ def test_small_preset_runs_resumes_and_tabulates(tmp_path: Path, capsys: Any) ->
         assert r["size"] == 30 and math.isfinite(r["loo_ll"]) and r["loo_rmse"] > 0
     assert main(argv) == 0  # resumed: nothing left to run
     assert len(out.read_text().splitlines()) == 3
-    assert main(["--table", str(out)]) == 0
+    from benchmarks.__main__ import main as benchmarks_main
+
+    assert benchmarks_main(["models", "--table", str(out)]) == 0
     assert "### freesolv, 30 molecules" in (tmp_path / "summary.md").read_text()
 
 

@@ -352,7 +352,7 @@ def test_engine_floors_import_no_botorch_layer():
     engine |= {"ax_chaining.chaining", "ax_chaining.certificate"}
     # The certificate's bounds and record; its BoTorch part (calibration) is
     # loaded by the package on first use of one of its names.
-    torch_only = ("tails", "schedule", "bounds", "certify")
+    torch_only = ("tails", "schedule", "bounds", "certify", "rank", "residuals")
     engine |= {f"ax_chaining.certificate.{m}" for m in torch_only}
     engine |= {"ax_chaining.level_graph"}  # the level-graph builders
     for module in engine:

@@ -1,4 +1,5 @@
-"""The README's quick starts run as written, and its relative links resolve."""
+"""The README's quick starts run as written, it renders on the package index
+with no relative link, and the documentation paths it names exist."""
 
 from __future__ import annotations
 
@@ -41,10 +42,25 @@ def test_ax_quick_start_snippet_runs(capsys):
     assert all("'x':" in line and "'y':" in line for line in printed)
 
 
-def test_relative_links_resolve():
-    text = README.read_text()
-    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
-    local = [t for t in targets if not re.match(r"[a-z]+://", t)]
-    assert local, "the README links into the docs"
-    missing = [t for t in local if not (README.parent / t).exists()]
-    assert not missing, f"README links to missing files: {missing}"
+def test_documentation_paths_named_in_the_readme_exist():
+    # The README names the documentation by its paths (it is the package's
+    # long description, where relative links would break).
+    paths = re.findall(r"`((?:docs|tutorials)/[^`\s]*)`", README.read_text())
+    assert len(paths) >= 10, "the README points into the docs"
+    missing = [p for p in paths if not (README.parent / p).exists()]
+    assert not missing, f"README names missing files: {missing}"
+
+
+def test_readme_renders_as_the_package_index_shows_it_with_no_relative_link():
+    from readme_renderer.markdown import render
+
+    html = render(README.read_text(), variant="GFM")
+    assert html is not None and ">Quick start (Ax)<" in html
+    urls = re.findall(r"""(?:href|src)=["']([^"']*)["']""", html)
+    assert urls, "the rendered README has links"
+    relative = [u for u in urls if not re.match(r"https?://|#|mailto:", u)]
+    assert not relative, f"relative links and images break on the index: {relative}"
+
+
+def test_readme_stays_short():
+    assert len(README.read_text().encode()) < 15_000

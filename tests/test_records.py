@@ -196,7 +196,15 @@ def test_cli_pack_errors(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "benchmark",
-    ["harness", "molecules", "paper_n2000", "paper_n10000", "validity", "screening"],
+    [
+        "harness",
+        "harness_bonus",
+        "molecules",
+        "paper_n2000",
+        "paper_n10000",
+        "validity",
+        "screening",
+    ],
 )
 def test_committed_summary_is_remade_from_the_committed_records(
     benchmark, tmp_path, monkeypatch
@@ -281,6 +289,7 @@ def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
     ("benchmark", "page"),
     [
         ("harness", "harness"),
+        ("harness_bonus", "harness"),
         ("molecules", "molecules"),
         ("paper_n2000", "paper-n2000"),
         ("paper_n10000", "paper-n10000"),

@@ -12,7 +12,16 @@ import pytest
 from benchmarks.validity import RULES, format_markdown, summarize
 
 
-def _step(bound, regret, valid=True, *, best_regret=1.0, improvement=False):
+def _step(
+    bound,
+    regret,
+    valid=True,
+    *,
+    best_regret=1.0,
+    improvement=False,
+    rank_bound=None,
+    rank=None,
+):
     step = {
         "best_regret": best_regret,
         "ucb_lcb_bound": None,
@@ -23,6 +32,8 @@ def _step(bound, regret, valid=True, *, best_regret=1.0, improvement=False):
         step[f"{rule}_bound"] = bound
         step[f"{rule}_valid"] = valid
         step[f"{rule}_regret"] = regret
+        step[f"{rule}_rank_bound"] = rank_bound
+        step[f"{rule}_rank"] = rank
     return step
 
 
@@ -32,6 +43,7 @@ def _record(steps, seed=0):
         "method": "chaining",
         "seed": seed,
         "f_range": 10.0,
+        "num_candidates": 200,
         "steps": steps,
     }
 
@@ -82,6 +94,39 @@ def test_stopping_rules_fire_or_run_to_the_budget() -> None:
     assert row in text
 
 
+def test_oracle_factor_and_rank_statements_by_hand() -> None:
+    # The plain bound times 2 covers every regret (1.0 / 0.5 is the worst).
+    run0 = [
+        _step(0.5, 1.0, rank_bound=3, rank=2),
+        _step(2.0, 1.0, rank_bound=1, rank=2),
+    ]
+    run1 = [
+        _step(4.0, 1.0, rank_bound=5, rank=5),
+        _step(1.0, 0.0, rank_bound=2, rank=1),
+    ]
+    records = [_record(run0 * 50), _record(run1 * 50, seed=1)]
+    summary = summarize(records)
+    assert summary["oracle"] == [
+        {"problem": "freesolv", "method": "chaining", "factor": 2.0}
+    ]
+    robust = next(r for r in summary["rows"] if r["rule"] == "robust")
+    # Run 0 violates both (regret 1 > 0.5; rank 2 > 1), run 1 neither.
+    assert (robust["runs_violated"], robust["rank_runs_violated"]) == (1, 1)
+    # Query 50 is the second step of each pair: the bound is its own plain
+    # bound, so bound / oracle = 1 / 2; rank bounds 1 and 2 of 200.
+    assert robust["median_bound_over_oracle"][50] == pytest.approx(0.5)
+    assert robust["median_rank_bound_over_n"][50] == pytest.approx(1.5 / 200)
+    assert robust["median_rank"][100] == pytest.approx(1.5)
+    # The rank rule stops at rank_bound <= 1% of 200 = 2: run 0 at query 2
+    # (true rank 2: in the top 1%), run 1 at query 2 (true rank 1).
+    by_rule = {r["rule"]: r for r in summary["stopping"]}
+    rank_rule = by_rule["rank in top 1% (current, default)"]
+    assert (rank_rule["fired"], rank_rule["top_when_fired"]) == (2, 2)
+    assert rank_rule["median_queries"] == 2
+    text = format_markdown(summary)
+    assert "| FreeSolv | Chaining-UCB | 2.000 |" in text
+
+
 def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
     """``python -m benchmarks validity --small``: real Ax loops (FreeSolv and
     the grid, both methods); every step records each certificate beside the
@@ -108,6 +153,7 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
         for s in r["steps"]:
             for rule in (
                 "robust",
+                "forecast",
                 "loo_capped",
                 "loo_student",
                 "loo_gaussian",
@@ -115,6 +161,11 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
             ):
                 assert s[f"{rule}_bound"] is None or s[f"{rule}_bound"] >= 0
                 assert 0 <= s[f"{rule}_regret"] <= r["f_range"]
+                # The rank statement and the realized rank of its point.
+                n = r["num_candidates"]
+                assert 1 <= s[f"{rule}_rank_bound"] <= n
+                assert 1 <= s[f"{rule}_rank"] <= n
+            assert s["audit_bound"] is None  # no audits in these loops
             # Student-t tails are heavier than the Gaussian at the same model,
             # and capped degrees of freedom heavier than n - 1.
             if s["robust_valid"] and s["loo_gaussian_valid"]:
@@ -123,7 +174,7 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["command"] == "python -m benchmarks " + shlex.join(args)
     assert {(r["problem"], r["method"], r["rule"]) for r in summary["rows"]} == {
-        (p, m, rule) for p, m in pairs for rule in RULES
+        (p, m, rule) for p, m in pairs for rule in RULES if rule != "audit"
     }
     for row in summary["rows"]:
         assert row["runs"] == 1 and 0 <= row["step_violation_rate"] <= 1
@@ -133,7 +184,7 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
     # and rule.
     md = (out / "summary.md").read_text().split("```\n\n", 1)[1]
     assert md.rstrip() == text.rstrip()
-    assert text.count("| FreeSolv | Chaining-UCB |") >= len(RULES)
+    assert text.count("| FreeSolv | Chaining-UCB |") >= len(RULES) - 1
     # A second call reuses the stored runs: the same items, the same table.
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob("seed_*.json")}
     assert len(stamps) == len(pairs)

@@ -4,7 +4,9 @@ Importing this sub-package registers its classes with Ax's JSON storage
 (:func:`~ax_chaining.ax.storage.register_storage`, idempotent), as Ax registers
 its own: a strategy built here can be saved, and a saved experiment loads in a
 new process once ``ax_chaining.ax`` is imported, or with
-:func:`~ax_chaining.ax.storage.load_client` (also ``ax_chaining.load_client``).
+:func:`~ax_chaining.ax.storage.load_client` (also ``ax_chaining.load_client``),
+or from a SQL database with :func:`~ax_chaining.ax.storage.storage_config` and
+:func:`~ax_chaining.ax.storage.load_client_from_database`.
 """
 
 from ax_chaining.ax.candidates import (
@@ -16,6 +18,7 @@ from ax_chaining.ax.certificates import (
     best_certificate,
     certificate_history,
     certify,
+    recommend,
 )
 from ax_chaining.ax.metadata import GEN_METADATA_KEY
 from ax_chaining.ax.nodes import (
@@ -26,10 +29,16 @@ from ax_chaining.ax.nodes import (
 )
 from ax_chaining.ax.stopping import (
     CertifiedStop,
+    RankBoundGlobalStoppingStrategy,
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
-from ax_chaining.ax.storage import load_client, register_storage
+from ax_chaining.ax.storage import (
+    load_client,
+    load_client_from_database,
+    register_storage,
+    storage_config,
+)
 from ax_chaining.ax.strategies import (
     candidate_set_node,
     candidate_set_strategy,
@@ -54,6 +63,7 @@ __all__ = [
     "CandidateSetSpec",
     "CertifiedStop",
     "RegretBoundCriterion",
+    "RankBoundGlobalStoppingStrategy",
     "RegretBoundGlobalStoppingStrategy",
     "SobolCandidateNode",
     "UniformCandidateNode",
@@ -70,11 +80,14 @@ __all__ = [
     "fingerprint_kernel_surrogate_spec",
     "gp_ucb_generation_strategy",
     "load_client",
+    "load_client_from_database",
     "molecule_surrogate_spec",
     "parameters_from_table",
     "precomputed_kernel_surrogate_spec",
     "qlognei_generation_strategy",
+    "recommend",
     "register_storage",
+    "storage_config",
     "ucb_generation_strategy",
 ]
 

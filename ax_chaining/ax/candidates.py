@@ -17,7 +17,13 @@ from ax.core.types import TParameterization, TParamValue
 from ax.exceptions.core import UnsupportedError
 from ax.utils.common.random import with_rng_seed
 
-from ax_chaining.checks import check_bool, check_int, check_records
+from ax_chaining.checks import (
+    check_bool,
+    check_int,
+    check_records,
+    index_labels,
+    row_name,
+)
 
 #: A ``pandas.DataFrame`` (a column per parameter) or a sequence of dicts.
 CandidateTable = pd.DataFrame | Sequence[Mapping[str, TParamValue]]
@@ -49,6 +55,12 @@ class CandidateSetSpec:
             Gram matrix or fingerprint library), set from the surrogate spec by
             the strategy builders: the search space must then be one integer
             parameter ``0 .. num_items - 1``.
+        audit_every: Spend every ``audit_every``-th model-based query on a
+            candidate drawn uniformly (with ``seed``) from the unexplored ones
+            (:mod:`ax_chaining.ax.audit`); None (default): no audit.
+        row_labels: The table's row labels, which errors name the rows by: a
+            ``DataFrame``'s index labels (set from it; after ``dropna()`` they
+            are not the positions); None for a sequence of dicts (positions).
     """
 
     candidates: list[dict[str, TParamValue]] | None = None
@@ -60,20 +72,28 @@ class CandidateSetSpec:
     id_column: str | None = None
     retry_failed: bool = False
     num_items: int | None = None
+    audit_every: int | None = None
+    row_labels: list[int | str] | None = None
 
     def __post_init__(self) -> None:
         if self.candidates is not None:
-            self.candidates = check_records("candidates", self.candidates)
+            if isinstance(self.candidates, pd.DataFrame) and self.row_labels is None:
+                self.row_labels = index_labels(self.candidates)
+            self.candidates = check_records(
+                "candidates", self.candidates, id_column=self.id_column
+            )
         check_int("num_candidates", self.num_candidates, 1)
         most = check_int("max_candidates", self.max_candidates, 1)
         if self.seed is not None:
             check_int("seed", self.seed)
         if self.num_items is not None:
             check_int("num_items", self.num_items, 2)
+        if self.audit_every is not None:
+            check_int("audit_every", self.audit_every, 1)
         for name in ("exclude_evaluated", "exclude_pending", "retry_failed"):
             check_bool(name, getattr(self, name))
         if self.id_column is not None:
-            _check_id_column(self.candidates, self.id_column)
+            _check_id_column(self.candidates, self.id_column, self.row_labels)
         table = self.candidates is not None
         size = len(self.candidates or ()) if table else self.num_candidates
         if size > most:
@@ -93,7 +113,9 @@ class CandidateSetSpec:
         return self.seed
 
 
-def _check_id_column(table: list[dict] | None, column: Any) -> None:
+def _check_id_column(
+    table: list[dict] | None, column: Any, labels: list | None = None
+) -> None:
     if table is None:
         raise ValueError("`id_column` names a column of `candidates`; got no table.")
     if not isinstance(column, str) or any(column not in row for row in table):
@@ -102,7 +124,8 @@ def _check_id_column(table: list[dict] | None, column: Any) -> None:
     for i, row in enumerate(table):
         label = str(row[column])
         if label in seen:
-            msg = f"rows {seen[label]} and {i} both have {column}={label!r}"
+            rows = [row_name("candidates", j, labels) for j in (seen[label], i)]
+            msg = f"{rows[0]} and {rows[1]} both have {column}={label!r}"
             raise ValueError(f"`id_column` values must be unique: {msg}.")
         seen[label] = i
 
@@ -195,7 +218,7 @@ def candidate_parameterizations(
     if spec.num_items is not None:
         _check_item_index(search_space, spec.num_items)
     if spec.candidates is not None:
-        return _validate_table(search_space, spec.candidates)
+        return _validate_table(search_space, spec)
     if all(
         isinstance(p, ChoiceParameter) or p.parameter_type == ParameterType.INT
         for p in free
@@ -290,10 +313,15 @@ def _check_item_index(search_space: SearchSpace, num_items: int) -> None:
         )
 
 
-def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:
+def _validate_table(search_space: SearchSpace, spec: CandidateSetSpec) -> list[dict]:
     """Ax's own membership check (names, domains, constraints) and casting of the
     parameter columns; other columns are metadata. One row per candidate."""
     names = set(search_space.parameters)
+    table = spec.candidates or []
+
+    def where(i: int) -> str:  # the user's index label and ID, not the position
+        return row_name("candidates", i, spec.row_labels, table[i], spec.id_column)
+
     rows, seen = [], {}
     for i, given in enumerate(table):
         params = {k: v for k, v in given.items() if k in names}
@@ -301,13 +329,13 @@ def _validate_table(search_space: SearchSpace, table: list[dict]) -> list[dict]:
             row = _complete(search_space, params)
             search_space.check_membership(row, raise_error=True)
         except (ValueError, KeyError) as e:
-            msg = f"`candidates[{i}]` = {given} is not in the search space: {e}"
+            msg = f"{where(i)} = {given} is not in the search space: {e}"
             raise ValueError(msg) from e
         row = search_space.cast_arm(Arm(parameters=row)).parameters
         key = row_key(row, list(search_space.parameters))
         if key in seen:
             raise ValueError(
-                f"`candidates` rows {seen[key]} and {i} have the same parameters "
+                f"{where(seen[key])} and {where(i)} have the same parameters "
                 f"{row}; expected one row per candidate (drop duplicates, or add "
                 "a parameter that tells them apart)."
             )

@@ -1,7 +1,8 @@
 """Regret certificates of an Ax experiment: the ones its steps recorded
-(:func:`certificate_history`, :func:`best_certificate`), and a fresh one from
-its data for any loop (:func:`certify`), read from an Ax ``Client``, an
-``Experiment`` or a ``GenerationStrategy``.
+(:func:`certificate_history`, :func:`best_certificate`), a fresh one from
+its data for any loop (:func:`certify`), and the answer at the end of a loop
+(:func:`recommend`: the best evaluated row and its certificate), read from
+an Ax ``Client``, an ``Experiment`` or a ``GenerationStrategy``.
 
 A ``Client`` has no public accessor of its experiment; its public JSON snapshot
 (``Client.save_to_json_file``, decoded with Ax's ``object_from_json``) is the
@@ -11,6 +12,7 @@ route taken here, so a reloaded client works the same as the original.
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import torch
@@ -28,8 +30,10 @@ from ax_chaining.ax.candidates import (
     candidate_parameterizations,
     row_key,
 )
+from ax_chaining.ax.forecasts import residual_calibration
 from ax_chaining.ax.metadata import objective_scale, recorded
 from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.residuals import ResidualCalibration
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import Calibration
 from ax_chaining.checks import check_choice, check_delta, type_error
@@ -90,7 +94,11 @@ def certificate_history(
         Per check: ``recorded_at`` (the trial whose generation recorded it),
         ``trial_index`` (the last trial that evaluated the certified point),
         ``bound``, ``running_min``, ``parameters``, ``delta``, ``share`` (the
-        part of ``delta`` the check spent), ``valid``, ``reason``, ``units``.
+        part of ``delta`` the check spent), ``valid``, ``reason``, ``units``,
+        ``rank_bound`` (with probability at least ``1 - delta``, the point is
+        among the ``rank_bound`` best candidates; None in records from before
+        the rank statement), ``expected_better`` (the expected number of
+        candidates better than it), ``num_candidates``.
         A refused certificate has ``bound`` ``inf``. A strategy with a
         ``certificate_schedule`` records its checks only.
     """
@@ -117,6 +125,9 @@ def certificate_history(
                 "valid": bool(cert.get("valid", True)),
                 "reason": cert.get("reason", ""),
                 "units": units,
+                "rank_bound": cert.get("rank_bound"),
+                "expected_better": cert.get("expected_better"),
+                "num_candidates": meta.get("num_candidates"),
             }
         )
     return out
@@ -151,25 +162,30 @@ def certify(
     *,
     schedule: CheckSchedule | None = None,
     units: Units = "objective",
-    calibration: Calibration = "loo",
+    calibration: Calibration | ResidualCalibration = "loo",
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
     Fits Ax's GP surrogate to the experiment's data (the candidate-set
     strategy's own surrogate spec if ``source`` has one, else Ax's default) and
-    certifies, among the evaluated candidates, the one with the smallest bound:
+    certifies, among the evaluated points, the one with the smallest bound:
     with probability at least :math:`1 - \delta` over the checks of
-    ``schedule``, the best candidate is at most ``bound`` better than
-    ``parameters``, under the assumptions of :mod:`ax_chaining.certificate`.
+    ``schedule``, the best point of the set below is at most ``bound`` better
+    than ``parameters``, under the assumptions of :mod:`ax_chaining.certificate`.
 
-    The candidate set is ``candidates`` if given; else the candidate set of
-    ``source``'s candidate-set strategy; else every combination of a fully
-    discrete search space; else the evaluated points together with a Sobol
-    design of 1,024 points (seed 0).
+    The set is the candidates together with every evaluated point, under one
+    posterior. The candidates are ``candidates`` if given; else the candidate
+    set of ``source``'s candidate-set strategy; else every combination of a
+    fully discrete search space; else a Sobol design of 1,024 points (seed 0).
+    A loop whose points lie off the table (Ax's default strategy over a
+    continuous space, certified against a table) is answered so: the certified
+    point is an evaluated one, on the table or not, and the bound covers the
+    table's rows and the evaluated points.
 
     Example:
         >>> client.get_next_trials(...)  # any strategy, Ax's default included
         >>> certify(client)["bound"]
+        >>> certify(client, candidates=catalogue)["parameters"]
 
     Args:
         source: An Ax ``Client``, its ``Experiment``, or its generation strategy.
@@ -178,89 +194,219 @@ def certify(
         schedule: The checks over which ``delta`` is spent (default every step).
         units: ``"objective"`` or ``"model"`` for ``bound``.
         calibration: ``"loo"`` (default: the fitted model's leave-one-out
-            check, :mod:`ax_chaining.certificate`) or ``"none"`` (the model
-            taken as true).
+            check, :mod:`ax_chaining.certificate`), ``"none"`` (the model
+            taken as true), ``"forecast"`` or ``"audit"`` (the residuals of
+            the forecasts the steps recorded, of all steps or of the audits:
+            :mod:`ax_chaining.ax.forecasts`; too few fall back to ``"loo"``),
+            or a
+            :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
 
     Returns:
         ``parameters``, ``bound`` (None in objective units without a single
         scale), ``bound_model_units``, ``trial_index`` (the trial that evaluated
         the certified point), ``delta``, ``share``, ``valid``, ``reason``,
-        ``checks`` (the calibration check's statistics).
+        ``checks`` (the calibration check's statistics), ``rank_bound`` and
+        ``expected_better`` (:mod:`ax_chaining.certificate.rank`),
+        ``num_candidates``.
     """
     delta = check_delta(delta)
     check_choice("units", units, get_args(Units))
+    fitted = _fit(source, candidates)
+    return _certificate(fitted, None, delta, schedule, units, calibration)
+
+
+def recommend(
+    source: Source,
+    candidates: CandidateTable | None = None,
+    delta: float = 0.05,
+    *,
+    schedule: CheckSchedule | None = None,
+    units: Units = "objective",
+    calibration: Calibration | ResidualCalibration = "loo",
+) -> dict[str, Any]:
+    r"""The answer at the end of a loop: the best evaluated row, and how far the
+    best candidate can be above it.
+
+    The row is the evaluated point with the best observed objective (the mean
+    of its observations, over every completed trial); its certificate comes
+    from Ax's GP fitted to all the data, over the same set as :func:`certify`
+    (the candidates and the evaluated points): with probability at least
+    :math:`1 - \delta`, no candidate is more than ``certificate["bound"]``
+    better than this row, under the assumptions of
+    :mod:`ax_chaining.certificate`.
+
+    Unlike ``Client.get_best_parameterization()``, which reads the model of the
+    last generation (fitted before the last batch was observed), and
+    :func:`best_certificate`, which is the certificate that generation recorded,
+    both the row and its bound here see every observation. :func:`certify`
+    certifies the evaluated point with the *smallest bound*, which on noisy
+    data may be another row than the best observed one.
+
+    Example:
+        >>> answer = recommend(client)
+        >>> answer["id"], answer["value"], answer["certificate"]["bound"]
+
+    Args:
+        source, candidates, delta, schedule, units, calibration: As in
+            :func:`certify`.
+
+    Returns:
+        ``parameters``; ``arm_name`` and ``trial_index`` (the last trial that
+        evaluated it); ``id`` (the row's ``id_column`` value, when the
+        candidates are the strategy's table and it has an ``id_column``; else
+        None) and ``row`` (the row's label in the candidate table: its index
+        label in a ``DataFrame``, its position in a list; None off the table or
+        without one);
+        ``value`` (its observed objective); ``certificate`` (a dict as
+        :func:`certify` returns, for this row).
+    """
+    delta = check_delta(delta)
+    check_choice("units", units, get_args(Units))
+    fitted = _fit(source, candidates)
+    arm, value = _best_observed(fitted.experiment)
+    names = list(fitted.experiment.search_space.parameters)
+    key = row_key(arm.parameters, names)
+    index = next(i for i, r in enumerate(fitted.rows) if row_key(r, names) == key)
+    certificate = _certificate(fitted, [index], delta, schedule, units, calibration)
+    # The table's rows come first in ``fitted.rows``, in the table's order.
+    row, ident, spec = None, None, fitted.spec
+    if spec.candidates is not None and index < len(spec.candidates):
+        row = index if spec.row_labels is None else spec.row_labels[index]
+        if spec.id_column is not None:
+            ident = spec.candidates[index][spec.id_column]
+    return {
+        "parameters": certificate["parameters"],
+        "arm_name": arm.name,
+        "trial_index": certificate["trial_index"],
+        "id": ident,
+        "row": row,
+        "value": value,
+        "certificate": certificate,
+    }
+
+
+@dataclass
+class _Fitted:
+    """Ax's GP fitted to an experiment's data, and the set it certifies over."""
+
+    experiment: Experiment
+    spec: CandidateSetSpec
+    rows: list[dict[str, Any]]
+    evaluated: torch.Tensor
+    model: Any
+    X: torch.Tensor
+    weights: torch.Tensor
+    scale: float | None
+
+
+def _fit(source: Source, candidates: CandidateTable | None) -> _Fitted:
     experiment, gs = experiment_of(source)
     data = experiment.lookup_data()
     if data.df.empty:
         raise ValueError("The experiment has no data yet; nothing to certify.")
     spec, surrogate_spec = _spec_of(gs, candidates)
     ss = experiment.search_space
-    rows = candidate_parameterizations(ss, spec)
     names = list(ss.parameters)
-    evaluated_keys = {
-        row_key(a.parameters, names)
+    arms = [
+        dict(a.parameters)
         for t in experiment.trials.values()
         if t.status in EVALUATED
         for a in t.arms
-    }
-    if spec.candidates is None and not _fully_discrete(ss):
-        known = {row_key(r, names) for r in rows}
-        extra = [
-            dict(a.parameters)
-            for t in experiment.trials.values()
-            if t.status in EVALUATED
-            for a in t.arms
-            if row_key(a.parameters, names) not in known
-        ]
-        rows = rows + list({row_key(r, names): r for r in extra}.values())
-    evaluated = torch.tensor([row_key(r, names) in evaluated_keys for r in rows])
-    if not bool(evaluated.any()):
-        raise ValueError("No evaluated arm is among the candidates to certify.")
+    ]
+    if not arms:
+        raise ValueError("No trial is completed yet; nothing to certify.")
+    # The candidates and every evaluated point, under one posterior: a point
+    # evaluated off the candidates (Ax's default strategy on a continuous
+    # space, attached trials) may be certified, and may be the best.
+    rows = candidate_parameterizations(ss, spec)
+    known = {row_key(r, names) for r in rows}
+    extra = {row_key(r, names): r for r in arms if row_key(r, names) not in known}
+    rows = rows + list(extra.values())
+    keys = {row_key(r, names) for r in arms}
+    evaluated = torch.tensor([row_key(r, names) in keys for r in rows])
     kwargs = {} if surrogate_spec is None else {"surrogate_spec": surrogate_spec}
     adapter = Generators.BOTORCH_MODULAR(experiment=experiment, data=data, **kwargs)
-    model = adapter.generator.surrogate.model
     X = adapter.transform_observation_features(
         [ObservationFeatures(parameters=dict(r)) for r in rows]
     )
     opt = experiment.optimization_config
     sign = -1.0 if opt is not None and opt.objective.minimize else 1.0
     weights = torch.tensor([sign], dtype=X.dtype)
+    return _Fitted(
+        experiment=experiment,
+        spec=spec,
+        rows=rows,
+        evaluated=evaluated,
+        model=adapter.generator.surrogate.model,
+        X=X,
+        weights=weights,
+        scale=objective_scale(adapter, experiment, weights),
+    )
+
+
+def _certificate(
+    fitted: _Fitted,
+    among: list[int] | None,
+    delta: float,
+    schedule: CheckSchedule | None,
+    units: Units,
+    calibration: Calibration | ResidualCalibration,
+) -> dict[str, Any]:
+    if calibration in ("forecast", "audit"):
+        calibration = residual_calibration(fitted.experiment, calibration)
     cert = certify_model(
-        model,
-        X,
-        among=evaluated,
+        fitted.model,
+        fitted.X,
+        among=fitted.evaluated if among is None else among,
         delta=delta,
         schedule=schedule,
-        posterior_transform=ScalarizedPosteriorTransform(weights=weights),
+        posterior_transform=ScalarizedPosteriorTransform(weights=fitted.weights),
         calibration=calibration,
     )
-    scale = objective_scale(adapter, experiment, weights)
-    parameters = dict(rows[cert.index])
+    parameters = dict(fitted.rows[cert.index])
     model_units = float(cert.bound)
     bound = model_units if units == "model" else None
-    if units == "objective" and scale is not None:
-        bound = model_units * scale
+    if units == "objective" and fitted.scale is not None:
+        bound = model_units * fitted.scale
     return {
         "parameters": parameters,
         "bound": bound,
         "bound_model_units": model_units,
-        "trial_index": _evaluated_in(experiment, parameters),
+        "trial_index": _evaluated_in(fitted.experiment, parameters),
         "delta": delta,
         "share": cert.share,
         "valid": cert.valid,
         "reason": cert.reason,
         "checks": dict(cert.checks),
+        "rank_bound": cert.rank_bound,
+        "expected_better": cert.expected_better,
+        "num_candidates": len(fitted.rows),
     }
 
 
-def _fully_discrete(search_space: Any) -> bool:
-    from ax.core import ChoiceParameter
-    from ax.core.parameter import ParameterType
-
-    return all(
-        isinstance(p, ChoiceParameter) or p.parameter_type == ParameterType.INT
-        for p in search_space.tunable_parameters.values()
-    )
+def _best_observed(experiment: Experiment) -> tuple[Any, float]:
+    """The evaluated arm whose mean observed objective is best, and that mean
+    (the metric's, or the expression's for a scalarized objective)."""
+    objective = experiment.optimization_config.objective
+    # The objective's expression as weights (negative ones minimize): its value
+    # is maximized whatever the direction.
+    name_of = {v: k for k, v in objective.metric_name_to_signature.items()}
+    weights = {name_of[s]: w for s, w in objective.metric_weights}
+    df = experiment.lookup_data().df
+    done = {i for i, t in experiment.trials.items() if t.status in EVALUATED}
+    df = df[df["trial_index"].isin(done) & df["metric_name"].isin(weights)]
+    weight = df["metric_name"].map(weights)
+    df = df.assign(utility=df["mean"] * weight, value=df["mean"] * weight.abs())
+    # One value per (trial, arm): the weighted sum over metrics; then per arm.
+    per_trial = df.groupby(["trial_index", "arm_name"], sort=False)[
+        ["utility", "value"]
+    ].sum()
+    per_arm = per_trial.groupby(level="arm_name", sort=False).mean()
+    if per_arm.empty:
+        raise ValueError("No completed trial has data for the objective.")
+    best = per_arm["utility"].idxmax()
+    value = per_arm.loc[best, "utility" if len(weights) > 1 else "value"]
+    return experiment.arms_by_name[best], float(value)
 
 
 def _spec_of(

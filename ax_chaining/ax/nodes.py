@@ -46,6 +46,7 @@ from ax_chaining.ax.candidates import (
     row_key,
     row_metadata,
 )
+from ax_chaining.ax.forecasts import forecast_record
 from ax_chaining.ax.metadata import (
     GEN_METADATA_KEY,
     objective_scale,
@@ -341,6 +342,11 @@ class UniformCandidateNode(_SpecNode, ExternalGenerationNode):
         """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`;
         a table's arms are named after their rows."""
         self._fixed = kwargs.get("fixed_features")
+        # Ax resets this public counter to the int 0 after each generation; a
+        # generator run with an int fit time then fails Ax's SQL storage's copy
+        # of database ids (float 0.0 read back), and its arms are lost when the
+        # experiment is saved again (the second trial of a batch).
+        self.fit_time_since_gen = float(self.fit_time_since_gen)
         gr = super().gen(experiment=experiment, **kwargs)
         self._name_arms(experiment, gr)
         return gr
@@ -461,6 +467,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             self._index_of,
             pending_observations=kwargs.get("pending_observations"),
             allowed=self._allowed(kwargs.get("fixed_features")),
+            audit_step=1 + sum(1 for _ in recorded(experiment)),
         )
         started = time.perf_counter()
         if not skip_fit:
@@ -506,6 +513,8 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         meta: dict[str, Any] = {"seed": self.candidate_spec.seed}
         meta["num_candidates"] = selection.num_candidates
         meta["num_selectable"] = selection.num_selectable
+        meta["audit"] = selection.audit is not None
+        meta["forecast"] = forecast_record(adapter, experiment, gr.arms)
         meta.update(self._step_record(chosen, adapter, experiment, selection, gr))
         meta["seconds"] = {**seconds, "certificate": time.perf_counter() - started}
         return meta

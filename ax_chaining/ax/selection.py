@@ -11,6 +11,7 @@ from ax.core.trial_status import TrialStatus
 from ax.core.types import TParamValue
 from ax.exceptions.core import SearchSpaceExhausted
 
+from ax_chaining.ax.audit import audit_candidate, is_audit_step
 from ax_chaining.ax.candidates import CandidateSetSpec
 
 #: Trials whose arms are evaluated.
@@ -33,7 +34,9 @@ class SelectableCandidates:
             stopped) trial.
         pending: Sorted indices of the candidates in pending trials.
         failed: Sorted indices of the candidates in a failed trial.
-        audit: Reserved for audit queries over the step; None by default.
+        audit: The audited candidate of an audit step
+            (:mod:`ax_chaining.ax.audit`; the one selectable candidate then),
+            else None.
     """
 
     num_candidates: int
@@ -84,6 +87,7 @@ def selectable_candidates(
     *,
     pending_observations: Mapping[str, Sequence[ObservationFeatures]] | None = None,
     allowed: np.ndarray | None = None,
+    audit_step: int | None = None,
 ) -> SelectableCandidates:
     """The candidates a node may propose, under ``spec``'s rules.
 
@@ -91,7 +95,10 @@ def selectable_candidates(
     its trial failed (``retry_failed=False``) or it is evaluated
     (``exclude_evaluated=True``); pending candidates are avoided
     (``exclude_pending=True``) while others remain: they are conditioned on
-    anyway, so their exclusion must not make generation fail.
+    anyway, so their exclusion must not make generation fail. At an audit
+    step (``spec.audit_every``, :mod:`ax_chaining.ax.audit`) the one
+    selectable candidate is drawn uniformly, with the spec's seed, from the
+    allowed candidates neither evaluated nor pending.
 
     Args:
         experiment: Ax's experiment, whose trials say which candidates are used.
@@ -101,6 +108,8 @@ def selectable_candidates(
         pending_observations: Ax's pending points of the step, by metric.
         allowed: Boolean mask (``N``) of the candidates the caller allows;
             None allows all.
+        audit_step: The model-based step's number (from 1), for
+            ``spec.audit_every``; None: no audit.
 
     Raises:
         SearchSpaceExhausted: No allowed candidate is left (naming the rule).
@@ -122,7 +131,17 @@ def selectable_candidates(
         keep = mask.copy()
         keep[pending] = False
         mask = keep if keep.any() else mask
-    return SelectableCandidates(num_candidates, mask, evaluated, pending, failed)
+    audit = None
+    if audit_step is not None and is_audit_step(spec.audit_every, audit_step):
+        unexplored = mask.copy()
+        unexplored[evaluated] = False
+        unexplored[pending] = False
+        audit = audit_candidate(unexplored, spec.resolve_seed(), audit_step)
+        if audit is not None:
+            mask = np.arange(num_candidates) == audit
+    return SelectableCandidates(
+        num_candidates, mask, evaluated, pending, failed, audit=audit
+    )
 
 
 def _exhausted(spec: CandidateSetSpec, num_candidates: int) -> str:

@@ -1,4 +1,6 @@
-"""Stop an Ax optimization when the recorded regret certificate is small.
+"""Stop an Ax optimization when the recorded regret certificate is small, or
+when its rank statement names few candidates
+(:class:`RankBoundGlobalStoppingStrategy`).
 
 One rule, three of Ax's extension points: a node's own check (the strategies'
 ``stop_tolerance``, which ends ``Client.get_next_trials`` with
@@ -127,3 +129,81 @@ class RegretBoundCriterion(TransitionCriterion):
         stop, message = self.rule.should_stop_optimization(experiment)
         if stop:
             raise CertifiedStop(message)
+
+
+class RankBoundGlobalStoppingStrategy(BaseGlobalStoppingStrategy):
+    r"""Stop when the certified candidate is among the best few: the recorded
+    certificate's ``rank_bound`` (with probability at least :math:`1 -
+    \delta`, the certified candidate is among the ``rank_bound`` best of the
+    candidate set, :mod:`ax_chaining.certificate.rank`) is at most ``max_rank``, or at
+    most ``max_fraction`` of the candidate set (one of the two).
+
+    The rule acts on the current check's certificate, as
+    :class:`RegretBoundGlobalStoppingStrategy` with ``use="current"``: a stop
+    at any check is covered by the union over checks. A refused certificate
+    never stops.
+
+    Args:
+        max_rank: Stop once ``rank_bound <= max_rank``.
+        max_fraction: Stop once ``rank_bound <= max_fraction * N`` (``N``
+            candidates); e.g. 0.01 for "among the top 1%".
+        min_trials, inactive_when_pending_trials: Ax's arguments.
+
+    Example:
+        >>> stopping = RankBoundGlobalStoppingStrategy(max_fraction=0.01)
+        >>> stop, message = stopping.should_stop_optimization(experiment=gs.experiment)
+    """
+
+    def __init__(
+        self,
+        max_rank: int | None = None,
+        max_fraction: float | None = None,
+        min_trials: int = 5,
+        inactive_when_pending_trials: bool = True,
+    ) -> None:
+        if (max_rank is None) == (max_fraction is None):
+            raise ValueError(
+                "Pass exactly one of `max_rank` (an int >= 1) and `max_fraction` "
+                f"(in (0, 1]), got max_rank={max_rank!r} and "
+                f"max_fraction={max_fraction!r}."
+            )
+        self.max_rank = None if max_rank is None else check_int("max_rank", max_rank, 1)
+        self.max_fraction = (
+            None
+            if max_fraction is None
+            else check_float(
+                "max_fraction", max_fraction, (lambda v: 0 < v <= 1, "in (0, 1]")
+            )
+        )
+        min_trials = check_int("min_trials", min_trials, 0)
+        super().__init__(min_trials, inactive_when_pending_trials)
+
+    def limit(self, num_candidates: int) -> int:
+        """The largest ``rank_bound`` that stops, for ``num_candidates``."""
+        if self.max_rank is not None:
+            return self.max_rank
+        return int(self.max_fraction * num_candidates)  # type: ignore[operator]
+
+    def _should_stop_optimization(  # Ax's abstract hook for stopping strategies
+        self, experiment: Experiment, **kwargs: Any
+    ) -> tuple[bool, str]:
+        """``(should_stop, message)``; the message names the parameters and rank."""
+        best = best_certificate(experiment)
+        if best is None or best.get("rank_bound") is None:
+            return False, "No rank statement recorded yet."
+        rank, n = int(best["rank_bound"]), best.get("num_candidates")
+        if n is None:
+            return False, "The recorded certificate does not name its candidate set."
+        limit = self.limit(int(n))
+        what = f"The certified rank bound {rank} of {n} candidates (recorded at trial "
+        what += f"{best['recorded_at']}) for {best['parameters']} is "
+        if not best["valid"]:
+            return False, f"{what}refused: {best['reason']}"
+        if rank > limit:
+            return False, f"{what}above the limit {limit}."
+        sure = f"with probability at least 1 - {best['delta']}, these parameters are"
+        return True, f"{what}at most {limit}: {sure} among the {rank} best candidates."
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in serialize_init_args(self).items())
+        return f"{type(self).__name__}({args})"

@@ -1,10 +1,11 @@
-"""JSON storage of this package's classes (a Gram matrix, fingerprint library or
-feature table is stored as its content hash only)."""
+"""JSON and SQL storage of this package's classes (a Gram matrix, fingerprint
+library or feature table is stored as its content hash only)."""
 
 import os
 from typing import Any
 
 from ax.api.client import Client
+from ax.api.configs import StorageConfig
 from ax.exceptions.storage import JSONDecodeError
 from ax.storage.botorch_modular_registry import (
     register_acquisition,
@@ -26,6 +27,7 @@ from ax_chaining.ax.nodes import (
     UniformCandidateNode,
 )
 from ax_chaining.ax.stopping import (
+    RankBoundGlobalStoppingStrategy,
     RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
@@ -73,6 +75,7 @@ def register_storage() -> None:
         UniformCandidateNode: _node_to_dict,
         RegretBoundCriterion: transition_criterion_to_dict,
         RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
+        RankBoundGlobalStoppingStrategy: transition_criterion_to_dict,
     }
     CORE_ENCODER_REGISTRY.update(encoders)
     for cls in (CandidateSetSpec, CheckSchedule, *encoders):
@@ -117,3 +120,100 @@ def load_client(filepath: str | os.PathLike[str]) -> Client:
             "loading, as in the process that saved it (e.g. ax.storage."
             "botorch_modular_registry.register_acquisition_function(MyClass))."
         ) from e
+
+
+def storage_config(url: str) -> StorageConfig:
+    """An Ax ``StorageConfig`` for a SQL database, ready for a ``Client``.
+
+    Ax's SQL storage needs three things before ``Client(storage_config=...)``
+    works: SQLAlchemy and ``tabulate`` installed (``pip install
+    "ax-chaining[sql]"``), Ax's engine initialized on ``url`` and its tables
+    created, and this package's classes registered (:func:`register_storage`).
+    This function does all three (creating only the tables that are missing),
+    so a new database and an existing one are opened the same way.
+
+    Ax keeps one database engine per process: once one ``url`` is open, another
+    is refused here (Ax itself would write to the first one silently).
+
+    Args:
+        url: A SQLAlchemy database URL: ``"sqlite:///path/to/file.db"``, or, with
+            the database's driver installed, e.g.
+            ``"postgresql+psycopg://user:password@host/dbname"`` or
+            ``"mysql+pymysql://user:password@host/dbname"``.
+
+    Raises:
+        ImportError: SQLAlchemy or ``tabulate`` is missing.
+        ValueError: Another database is already open in this process.
+
+    Example:
+        >>> config = storage_config("sqlite:///experiments.db")
+        >>> client = Client(storage_config=config)
+        >>> client.configure_experiment(name="catalogue", parameters=[...])
+        >>> # in a new process:
+        >>> client = load_client_from_database("catalogue", "sqlite:///experiments.db")
+    """
+    if not isinstance(url, str) or not url:
+        raise type_error("url", "a SQLAlchemy database URL (a non-empty str)", url)
+    try:
+        import sqlalchemy
+        import tabulate  # noqa: F401  (Ax's SQL storage formats messages with it)
+        from ax.storage.sqa_store.db import (
+            create_all_tables,
+            get_engine,
+            init_engine_and_session_factory,
+        )
+    except ModuleNotFoundError as e:
+        raise ImportError(
+            f"Ax's SQL storage needs {e.name!r}, which is not installed; "
+            'install it with `pip install "ax-chaining[sql]"`.'
+        ) from e
+    register_storage()
+    wanted = sqlalchemy.engine.make_url(url)
+    init_engine_and_session_factory(url=url)
+    engine = get_engine()
+    if engine.url != wanted:
+        raise ValueError(
+            f"`url`={wanted.render_as_string()!r}, but this process already uses "
+            f"{engine.url.render_as_string()!r}: Ax keeps one database engine per "
+            "process. Expected the same URL, or a new process for another database."
+        )
+    create_all_tables(engine)
+    return StorageConfig(url=url)
+
+
+def load_client_from_database(
+    experiment_name: str, storage: str | StorageConfig
+) -> Client:
+    """Ax's ``Client.load_from_database``, once this package's classes are
+    registered and the database is open (:func:`storage_config`).
+
+    The SQL counterpart of :func:`load_client`, named after Ax's method: a
+    database holds many experiments, so the experiment's name is needed too.
+    ``Client.load_from_database`` alone, in a new process that has not imported
+    :mod:`ax_chaining.ax`, fails with Ax's ``Index 'CandidateSetAcquisition' is
+    not registered in the reverse registry``; this function registers first.
+
+    Args:
+        experiment_name: The ``name`` given to ``Client.configure_experiment``.
+        storage: A SQLAlchemy database URL, or a ``StorageConfig`` from
+            :func:`storage_config`.
+
+    Example:
+        >>> import ax_chaining
+        >>> client = ax_chaining.load_client_from_database(
+        ...     "catalogue", "sqlite:///experiments.db"
+        ... )
+        >>> client.get_next_trials(max_trials=3)
+    """
+    if not isinstance(experiment_name, str) or not experiment_name:
+        raise type_error("experiment_name", "a non-empty str", experiment_name)
+    if isinstance(storage, StorageConfig):
+        if storage.url is None:
+            raise ValueError(
+                "`storage` has no `url`; expected a StorageConfig from "
+                "`storage_config(url)`, or the URL itself."
+            )
+        storage = storage.url
+    if not isinstance(storage, str):
+        raise type_error("storage", "a database URL or an Ax StorageConfig", storage)
+    return Client.load_from_database(experiment_name, storage_config(storage))

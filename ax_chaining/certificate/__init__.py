@@ -14,6 +14,10 @@ model's GP prior and :math:`x` is a function of the data. One job per module:
   chaining, their minimum) and the recommendation;
 * :mod:`~ax_chaining.certificate.certify`: the :class:`Certificate` a user
   receives, from the bounds;
+* :mod:`~ax_chaining.certificate.rank`: the rank statement every
+  certificate carries (among how many of the best candidates its point is);
+* :mod:`~ax_chaining.certificate.residuals`: calibration from the loop's own
+  forecast and audit residuals (:class:`ResidualCalibration`);
 * :mod:`~ax_chaining.certificate.calibration`: from a BoTorch model, its
   calibration check first (:func:`certify_model`, :func:`issue_certificate`).
 
@@ -53,6 +57,17 @@ from ax_chaining.certificate.certify import (
     make_certificate,
     refused_certificate,
 )
+from ax_chaining.certificate.rank import (
+    RankMethod,
+    RankOptions,
+    RankStatement,
+    rank_statement,
+)
+from ax_chaining.certificate.residuals import (
+    ResidualCalibration,
+    ResidualSource,
+    conformal_quantile,
+)
 from ax_chaining.certificate.schedule import (
     EVERY_STEP,
     CheckSchedule,
@@ -63,6 +78,7 @@ from ax_chaining.certificate.tails import (
     AUTO_DOF_CAP,
     EXPLORED_RATIO,
     Calibration,
+    CalibrationChoice,
     ExplorationTail,
     StudentTail,
     Tail,
@@ -97,12 +113,18 @@ __all__ = [
     "PAIRWISE_PAIR_BYTES",
     "UNION_PAIR_BYTES",
     "Calibration",
+    "CalibrationChoice",
     "Certificate",
     "ChainingTree",
     "CheckSchedule",
     "ExplorationTail",
     "Links",
     "Method",
+    "RankMethod",
+    "RankOptions",
+    "RankStatement",
+    "ResidualCalibration",
+    "ResidualSource",
     "Rule",
     "ScheduleKind",
     "StudentTail",
@@ -115,8 +137,10 @@ __all__ = [
     "certified_block",
     "chaining_bound",
     "chaining_tree",
+    "conformal_quantile",
     "make_certificate",
     "pairwise_bound",
+    "rank_statement",
     "recommend",
     "refused_certificate",
     "resolve_tail",

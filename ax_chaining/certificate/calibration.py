@@ -8,7 +8,16 @@ the model's calibration check (:func:`calibrate`): under
 :func:`loo_check` tests the leave-one-out standardized residuals of the
 training data and either **refuses** the certificate (overdispersed residuals
 or one beyond a Bonferroni threshold) or widens every posterior standard
-deviation by :math:`c = \max(1, \sqrt{\overline{z^2}})`.
+deviation by :math:`c = \max(1, \sqrt{\overline{z^2}})`. A
+:class:`~ax_chaining.certificate.residuals.ResidualCalibration` as
+``calibration`` takes the scale and the tails from the loop's own forecast or
+audit residuals instead (what that guarantees, and what is a heuristic, is in
+:mod:`~ax_chaining.certificate.residuals`); ``"forecast"`` or ``"audit"``
+without residuals (a plain BoTorch model keeps no history of its forecasts)
+falls back to ``"loo"`` and says so in the certificate's ``checks``
+(``fallback_loo``). Every certificate issued here also carries its rank
+statement (:mod:`~ax_chaining.certificate.rank`), with the same calibration
+and share of :math:`\delta`.
 
 This check is a heuristic safeguard, not a guarantee: it can only make a bound
 larger, and it cannot see a misfit the data do not show. What it catches and
@@ -20,8 +29,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, get_args
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
@@ -34,11 +43,14 @@ from ax_chaining.certificate.certify import (
     make_certificate,
     refused_certificate,
 )
+from ax_chaining.certificate.rank import RankOptions, rank_statement
+from ax_chaining.certificate.residuals import ResidualCalibration
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import (
-    Calibration,
+    CalibrationChoice,
     TailChoice,
     TailLaw,
+    acting_calibration,
     bind_tail,
     resolve_tail,
 )
@@ -167,12 +179,29 @@ def loo_check(model: Model, alpha: float = 0.01) -> LooCheck:
     return LooCheck(max(1.0, math.sqrt(sum_z2 / n)), True, "", stats)
 
 
-def calibrate(model: Model, calibration: Calibration, alpha: float = 0.01) -> LooCheck:
-    """The calibration ``calibration`` of ``model``: :func:`loo_check`, or none."""
-    check_choice("calibration", calibration, get_args(Calibration))
-    if calibration == "none":
+def calibrate(
+    model: Model, calibration: CalibrationChoice, alpha: float = 0.01
+) -> LooCheck:
+    """The calibration ``calibration`` of ``model``: :func:`loo_check`, none,
+    or the fit of a
+    :class:`~ax_chaining.certificate.residuals.ResidualCalibration` (valid,
+    its scale; ``stats`` prefixed ``forecast_`` or ``audit_``). Where the
+    residuals are missing or too few, :func:`loo_check` with ``fallback_loo =
+    1`` (and ``<source>_residuals``, their number) in its stats."""
+    acting = acting_calibration(calibration)
+    if isinstance(acting, ResidualCalibration):
+        fit = acting.fit()
+        stats = {f"{acting.source}_{k}": v for k, v in fit.stats.items()}
+        return LooCheck(fit.scale, True, "", stats)
+    if acting == "none":
         return LooCheck(1.0, True, "", {})
-    return loo_check(model, alpha)
+    check = loo_check(model, alpha)
+    if acting is calibration:
+        return check
+    source = getattr(calibration, "source", calibration)
+    given = len(getattr(calibration, "residuals", ()))
+    extra = {"fallback_loo": 1.0, f"{source}_residuals": float(given)}
+    return replace(check, stats={**check.stats, **extra})
 
 
 def issue_certificate(
@@ -182,10 +211,11 @@ def issue_certificate(
     index: Tensor,
     candidates: Tensor,
     *,
-    calibration: Calibration = "loo",
+    calibration: CalibrationChoice = "loo",
     alpha: float = 0.01,
     sign: float = 1.0,
     prior_var: Tensor,
+    rank: RankOptions | None = None,
     **bounds: Any,
 ) -> Certificate:
     """The certificate of a model's posterior: its calibration first (refused,
@@ -195,13 +225,15 @@ def issue_certificate(
     :func:`~ax_chaining.certificate.tails.resolve_tail`). The one place where a
     certificate is issued, for :func:`certify_model` and ``ChainingUCB``.
     ``prior_var``: the candidates' prior variances in the posterior's units,
-    for the default tails."""
+    for the default tails. ``rank``: the options of its rank statement
+    (:func:`~ax_chaining.certificate.rank.rank_statement`, with the bound's
+    tails, scale and share)."""
     check = calibrate(model, calibration, alpha)
     n_obs = num_training_points(model)
     law = resolve_tail(bounds.get("tail", "auto"), calibration, n_obs)
     bounds["tail"] = bind_tail(law, distance.variance, prior_var)
     if not check.valid:
-        return refused_certificate(
+        refused = refused_certificate(
             mean,
             index,
             candidates,
@@ -211,7 +243,9 @@ def issue_certificate(
             checks=check.stats,
             sign=sign,
         )
-    return make_certificate(
+        # No statement: the point is among all N.
+        return replace(refused, rank_bound=distance.n, rank_method="refused")
+    cert = make_certificate(
         mean,
         distance,
         index,
@@ -220,6 +254,23 @@ def issue_certificate(
         scale=check.scale,
         checks=check.stats,
         **bounds,
+    )
+    stmt = rank_statement(
+        mean,
+        distance,
+        cert.index,
+        cert.share,
+        bounds["tail"],
+        scale=check.scale,
+        options=rank,
+        memory_budget=bounds.get("memory_budget", DEFAULT_MEMORY_BUDGET),
+    )
+    return replace(
+        cert,
+        rank_bound=stmt.rank_bound,
+        expected_better=stmt.expected_better,
+        rank_tolerance=stmt.tolerance,
+        rank_method=stmt.method,
     )
 
 
@@ -236,9 +287,10 @@ def certify_model(
     method: Method = "union",
     tail: TailChoice | TailLaw = "auto",
     rule: Rule = "min_bound",
-    calibration: Calibration = "loo",
+    calibration: CalibrationChoice = "loo",
     alpha: float = 0.01,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    rank: RankOptions | None = None,
 ) -> Certificate:
     r"""A regret certificate from any model, whatever chose its data.
 
@@ -273,11 +325,16 @@ def certify_model(
             ``"chernoff"``, ``"student"`` or a
             :class:`~ax_chaining.certificate.tails.StudentTail`.
         rule: ``"min_bound"`` or ``"max_mean"``.
-        calibration: ``"loo"`` (default, for fitted hyperparameters) or
-            ``"none"`` (the model's hyperparameters are the true ones).
+        calibration: ``"loo"`` (default, for fitted hyperparameters),
+            ``"none"`` (the model's hyperparameters are the true ones), or a
+            :class:`~ax_chaining.certificate.residuals.ResidualCalibration`
+            (``"forecast"`` and ``"audit"`` without residuals act as
+            ``"loo"``).
         alpha: The level of the ``"loo"`` check's tests.
         memory_budget: Bytes the posterior and the certificate's temporaries
             may take.
+        rank: How the rank statement is computed
+            (:class:`~ax_chaining.certificate.rank.RankOptions`).
 
     Returns:
         A :class:`~ax_chaining.certificate.certify.Certificate`.
@@ -333,4 +390,5 @@ def certify_model(
         sign=1.0 if maximize else -1.0,
         prior_var=prior_var,
         memory_budget=memory_budget,
+        rank=rank,
     )

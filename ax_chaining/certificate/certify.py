@@ -71,6 +71,14 @@ class Certificate:
             ``inf`` and ``reason`` says why.
         reason: Why the certificate was refused (empty when valid).
         checks: The model checks' statistics (name to value).
+        rank_bound: With probability at least ``1 - share``, the point is
+            among the ``rank_bound`` best candidates
+            (:mod:`~ax_chaining.certificate.rank`; the number of candidates
+            when refused, None where not computed).
+        expected_better: Expected number of candidates better than the point
+            by more than ``rank_tolerance``.
+        rank_tolerance: That tolerance (the bound's units).
+        rank_method: ``"union"``, ``"monte_carlo"`` or ``"refused"``.
     """
 
     index: int
@@ -91,6 +99,10 @@ class Certificate:
     valid: bool = True
     reason: str = ""
     checks: dict = field(default_factory=dict)
+    rank_bound: int | None = None
+    expected_better: float = float("nan")
+    rank_tolerance: float = 0.0
+    rank_method: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe dict (floats, ints, strings and lists only)."""
@@ -113,6 +125,10 @@ class Certificate:
             "valid": bool(self.valid),
             "reason": str(self.reason),
             "checks": {str(k): _json_float(v) for k, v in self.checks.items()},
+            "rank_bound": None if self.rank_bound is None else int(self.rank_bound),
+            "expected_better": _json_float(self.expected_better),
+            "rank_tolerance": float(self.rank_tolerance),
+            "rank_method": str(self.rank_method),
         }
 
 

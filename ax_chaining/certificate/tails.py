@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ax_chaining.certificate.residuals import ResidualCalibration
 from ax_chaining.checks import check_bool, check_choice, check_float
 from ax_chaining.distances import column_blocks
 
@@ -37,11 +38,13 @@ __all__ = [
     "AUTO_DOF_CAP",
     "EXPLORED_RATIO",
     "Calibration",
+    "CalibrationChoice",
     "ExplorationTail",
     "StudentTail",
     "Tail",
     "TailChoice",
     "TailLaw",
+    "acting_calibration",
     "bind_tail",
     "resolve_tail",
     "tail_sum",
@@ -54,8 +57,13 @@ Tail = Literal["gaussian", "chernoff"]
 TailChoice = Literal["auto", "gaussian", "chernoff", "student"]
 #: The model check a certificate runs first
 #: (:func:`~ax_chaining.certificate.calibration.calibrate`); it decides the
-#: default tails (:func:`resolve_tail`).
-Calibration = Literal["loo", "none"]
+#: default tails (:func:`resolve_tail`). ``"forecast"`` and ``"audit"``
+#: calibrate on the loop's residuals
+#: (:class:`~ax_chaining.certificate.residuals.ResidualCalibration`), which a
+#: plain model does not keep: alone, they act as ``"loo"``.
+Calibration = Literal["loo", "none", "forecast", "audit"]
+#: ``calibration`` of the certificates: a named one or residuals to calibrate on.
+CalibrationChoice = Calibration | ResidualCalibration
 
 
 class TailLaw(Protocol):
@@ -276,8 +284,22 @@ class _BoundExplorationTail:
         return self.law.isf(p)
 
 
+def acting_calibration(
+    calibration: CalibrationChoice,
+) -> Calibration | ResidualCalibration:
+    """``calibration`` as it acts: residuals too few to use
+    (:meth:`~ax_chaining.certificate.residuals.ResidualCalibration.usable`),
+    and ``"forecast"`` or ``"audit"`` without residuals, act as ``"loo"``."""
+    if isinstance(calibration, ResidualCalibration):
+        return calibration if calibration.usable() else "loo"
+    check_choice("calibration", calibration, get_args(Calibration))
+    return "loo" if calibration in ("forecast", "audit") else calibration
+
+
 def resolve_tail(
-    tail: TailChoice | TailLaw, calibration: Calibration, num_observations: int
+    tail: TailChoice | TailLaw,
+    calibration: CalibrationChoice,
+    num_observations: int,
 ) -> Tail | TailLaw:
     """The tail law a certificate uses.
 
@@ -287,7 +309,10 @@ def resolve_tail(
     ``)`` for the others (at least 1); Gaussian when
     ``calibration="none"`` (the model taken as true, where Gaussian tails are
     exact). ``"student"``: Student-t tails with ``n - 1`` degrees of freedom
-    everywhere (the previous default), whatever the calibration.
+    everywhere (the previous default), whatever the calibration. Under a
+    usable :class:`~ax_chaining.certificate.residuals.ResidualCalibration`,
+    ``"auto"`` takes its fitted tails (Student-t with its degrees of freedom,
+    Gaussian for infinitely many).
 
     Example:
         >>> resolve_tail("auto", "loo", 50).name
@@ -298,6 +323,10 @@ def resolve_tail(
     if not isinstance(tail, str):
         return tail
     check_choice("tail", tail, get_args(TailChoice))
+    calibration = acting_calibration(calibration)
+    if tail == "auto" and isinstance(calibration, ResidualCalibration):
+        dof = calibration.fit().dof
+        return "gaussian" if math.isinf(dof) else StudentTail(dof)
     if tail == "auto":
         if calibration == "none":
             return "gaussian"

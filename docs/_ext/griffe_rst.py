@@ -9,8 +9,8 @@ and a few reST tables. Before mkdocstrings parses them, this extension rewrites
 * ``:func:``, ``:class:``, ``:meth:``, ``:attr:``, ``:mod:``, ``:data:``,
   ``:exc:`` roles as optional cross-references: a link where the target has an
   API entry, plain code otherwise (a leading ``~`` keeps only the last name, as
-  in Sphinx); relative and re-exported names are resolved to where they are
-  defined;
+  in Sphinx, and ``title <target>`` shows the title); relative and re-exported
+  names are resolved to where they are defined;
 * reST simple tables (columns ruled by ``===``) as Markdown tables;
 * doctest blocks (``>>>`` lines and their output) as fenced ``pycon`` code;
 * the continuation blocks of bullet items, indented by two spaces in reST, by
@@ -186,9 +186,15 @@ def _identifier(obj: griffe.Object, target: str) -> str:
 def _roles(obj: griffe.Object, text: str) -> str:
     def replace(match: re.Match[str]) -> str:
         target = match[2].strip()
-        short = target.startswith("~")
-        target = target.lstrip("~")
-        title = target.rsplit(".", 1)[-1] if short else target
+        # reST's explicit title form, :meth:`title <target>`.
+        explicit = re.fullmatch(r"(?P<title>.+?)\s*<(?P<target>[^<>]+)>", target)
+        if explicit:
+            target = explicit["target"].strip().lstrip("~")
+            title = explicit["title"]
+        else:
+            short = target.startswith("~")
+            target = target.lstrip("~")
+            title = target.rsplit(".", 1)[-1] if short else target
         identifier = _identifier(obj, target)
         code = f"<code>{title}</code>"
         return f'<autoref identifier="{identifier}" optional>{code}</autoref>'

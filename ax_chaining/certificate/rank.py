@@ -1,0 +1,365 @@
+r"""The rank statement of a certificate: the certified candidate is among the
+``rank_bound`` best of the candidate set, with probability at least
+:math:`1 - \delta`.
+
+Setting (as for the bound, :mod:`ax_chaining.certificate.bounds`). Given the data
+:math:`D_t`, the certified candidate :math:`x` is fixed, and for every other
+candidate :math:`j` the difference :math:`f(j) - f(x)` has posterior mean
+:math:`m_j = \mu(j) - \mu(x)` and standard deviation :math:`c\, d_t(x, j)`, with
+:math:`c` the calibration's scale and :math:`d_t` the pseudo-distance the bound
+uses; its standardized law is the bound's tail law :math:`F` (Gaussian under
+the model, Student-t where calibrated). The count of candidates better than
+:math:`x` by more than a tolerance :math:`\tau \ge 0`,
+:math:`C_\tau = |\{j : f(j) - f(x) > \tau\}|`, has expectation
+
+.. math::
+
+    E[C_\tau \mid D_t] = \sum_j p_j, \qquad
+    p_j = \bar F\Big(\frac{\tau - m_j}{c\, d_t(x, j)}\Big)
+
+(``expected_better``; :math:`p_j = 1[m_j > \tau]` where :math:`d_t = 0`). The
+rank of :math:`x` is :math:`1 + C_0`, so ``rank_bound`` is an :math:`r` with
+:math:`P[C_0 \ge r \mid D_t] \le \delta_t` (the check's share of
+:math:`\delta`, as the bound's). Two routes:
+
+* ``"union"`` (always available; a row of :math:`d_t`, as the bound): for any
+  set :math:`S` of candidates fixed by the data, :math:`C_0 \le |S| +
+  C_{S^c}` and, by Markov's inequality, :math:`P[C_{S^c} \ge k] \le
+  \sum_{j \notin S} p_j / k`. With :math:`S` the :math:`m` candidates of
+  largest :math:`p_j` and :math:`k = \max(1, \lceil \sum_{j \notin S} p_j /
+  \delta_t \rceil)`, :math:`r = \min_m (m + k)`. It holds for any dependence
+  between the candidates. :math:`m = 0` is Markov's bound on the count
+  (:math:`\lceil E[C_0] / \delta_t \rceil`); an :math:`S` whose complement has
+  :math:`\sum p_j \le \delta_t` is the union bound (:math:`r = |S| + 1`; at
+  :math:`S = \emptyset` that is the regret bound's event at :math:`B = 0`).
+* ``"monte_carlo"`` (where the ``N x N`` posterior covariance fits the memory
+  budget and ``samples`` are enough for the share): ``M`` draws of :math:`f`
+  from the joint posterior (multivariate Gaussian, or multivariate Student-t
+  with the tail's degrees of freedom: a Gaussian draw over a common
+  :math:`\sqrt{\chi^2_\nu / \nu}`), seeded, and their counts
+  :math:`C^{(1)}, \dots, C^{(M)}`. Given :math:`D_t` the true count and the
+  ``M`` draws are exchangeable, so with :math:`r - 1` the
+  :math:`\lceil (M + 1)(1 - \delta_t) \rceil`-th smallest draw,
+  :math:`P[C_0 \le r - 1] \ge 1 - \delta_t` over the posterior and the draws
+  together (the split-conformal argument; needs :math:`M + 1 \ge 1 /
+  \delta_t`). It uses the correlations the union route ignores, and is exact
+  in law where the tail law is Gaussian or one Student-t law (for an
+  exploration tail, with unexplored and explored candidates on two laws, the
+  draws take the heavier law for all).
+
+``"auto"`` takes ``"monte_carlo"`` when it is available and
+:math:`M \delta_t \ge` :data:`MC_MIN_TAIL` (enough draws above the quantile for
+an informative one) and the draws cost at most :data:`MC_MAX_WORK`, else
+``"union"``: the choice depends on the sizes and the
+share only, never on the values, so the statement holds either way. With the
+default check at every step the share is small (:math:`6 \delta / (\pi^2
+t^2)`) and the union route is the one taken; a geometric schedule of checks
+gives the Monte Carlo route its room.
+
+**Guarantee.** Under the assumptions of the bound (the model's GP prior and
+noise, with the calibration's scale and tails), with probability at least
+:math:`1 - \delta` jointly over the checks, every check's rank statement
+holds; the bound's and the rank's events together hold with probability at
+least :math:`1 - 2\delta`. With fitted hyperparameters and a data-driven
+calibration it is a statement about the calibrated model, measured in the
+validity benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ax_chaining.checks import check_choice, check_float, check_int
+from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
+
+__all__ = [
+    "MC_MAX_WORK",
+    "MC_MIN_TAIL",
+    "RankMethod",
+    "RankOptions",
+    "RankStatement",
+    "better_probabilities",
+    "monte_carlo_rank_bound",
+    "rank_statement",
+    "union_rank_bound",
+]
+
+RankMethod = Literal["auto", "union", "monte_carlo"]
+
+#: ``"auto"`` takes the Monte Carlo route when ``samples * share`` is at least
+#: this: the count's quantile is then the ``k``-th largest of the draws with
+#: ``k`` about this or more, not their maximum.
+MC_MIN_TAIL = 10.0
+#: ``"auto"`` takes the Monte Carlo route only up to this much work
+#: (``samples * N^2`` multiply-adds: a few seconds on one CPU core).
+MC_MAX_WORK = 2e10
+
+
+@dataclass(frozen=True)
+class RankOptions:
+    """How a certificate's rank statement is computed (module docstring).
+
+    Args:
+        tolerance: :math:`\\tau` of ``expected_better`` (the bound's units).
+        method: ``"auto"``, ``"union"`` or ``"monte_carlo"``.
+        samples: Draws of the Monte Carlo route.
+        seed: Seed of the draws.
+    """
+
+    tolerance: float = 0.0
+    method: RankMethod = "auto"
+    samples: int = 4096
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_float("tolerance", self.tolerance, (lambda v: v >= 0, ">= 0"))
+        check_choice("method", self.method, get_args(RankMethod))
+        check_int("samples", self.samples, 1)
+        check_int("seed", self.seed, 0)
+
+
+@dataclass(frozen=True)
+class RankStatement:
+    """A rank statement (module docstring).
+
+    Attributes:
+        rank_bound: With probability at least ``1 - share``, the certified
+            candidate is among the ``rank_bound`` best (1 is the best).
+        expected_better: Expected number of candidates better than it by more
+            than ``tolerance``.
+        tolerance: The tolerance of ``expected_better``.
+        method: ``"union"`` or ``"monte_carlo"``.
+        share: The failure probability spent (the check's share of ``delta``).
+        samples: Draws of the Monte Carlo route (0 for the union route).
+    """
+
+    rank_bound: int
+    expected_better: float
+    tolerance: float
+    method: str
+    share: float
+    samples: int = 0
+
+
+def better_probabilities(
+    gap: Tensor, dist: Tensor, tail: Any, tolerance: float = 0.0
+) -> Tensor:
+    r""":math:`p_j = P[f(j) - f(x) > \tau]` from the mean differences ``gap``
+    (:math:`m_j`) and their standard deviations ``dist`` (scaled), under
+    ``tail`` (``"gaussian"``, ``"chernoff"`` or a law with ``sf``, bound to
+    the candidates where it depends on them); :math:`1[m_j > \tau]` where the
+    deviation is 0.
+
+    Example:
+        >>> gap = torch.tensor([0.0, 1.0, -1.0], dtype=torch.float64)
+        >>> dist = torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)
+        >>> better_probabilities(gap, dist, "gaussian").round(decimals=4)
+        tensor([0.0000, 0.8413, 0.1587], dtype=torch.float64)
+    """
+    gap, dist = gap.to(torch.float64), dist.to(torch.float64)
+    pos = dist > 0
+    z = (tolerance - gap) / torch.where(pos, dist, torch.ones_like(dist))
+    if isinstance(tail, str):
+        check_choice("tail", tail, ("gaussian", "chernoff"))
+        # Chernoff's bound is one on Gaussian tails: the law is Gaussian.
+        p = torch.special.ndtr(-z)
+    else:
+        p = tail.sf(z.unsqueeze(0)).reshape(-1).to(torch.float64)
+    return torch.where(pos, p, (gap > tolerance).to(torch.float64))
+
+
+def union_rank_bound(p: Tensor, share: float) -> int:
+    r"""``rank_bound`` of the union route from the :math:`p_j` of the other
+    candidates: :math:`\min_m [m + \max(1, \lceil T_m / \delta_t \rceil)]`,
+    :math:`T_m` the sum of all but the :math:`m` largest :math:`p_j`
+    (module docstring).
+
+    Example:
+        >>> p = torch.tensor([0.5, 0.3, 0.01, 0.01, 0.01])
+        >>> union_rank_bound(p, 0.05)  # the two likeliest, then 0.03 <= 0.05
+        3
+    """
+    share = check_float("share", share, (lambda v: 0 < v < 1, "in (0, 1)"))
+    ps = torch.sort(p.to(torch.float64).reshape(-1).clamp(0, 1), descending=True)[0]
+    # tails[m] = sum of ps[m:], m = 0 .. len(ps).
+    tails = torch.cat([ps.flip(0).cumsum(0).flip(0), ps.new_zeros(1)])
+    m = torch.arange(tails.numel(), dtype=torch.float64)
+    k = torch.ceil(tails / share).clamp_min(1.0)
+    return int((m + k).min())
+
+
+def _multivariate_dof(tail: Any) -> float:
+    """The degrees of freedom of the joint draws (``inf``: Gaussian)."""
+    if isinstance(tail, str):
+        return math.inf
+    law = getattr(tail, "law", tail)  # an exploration tail bound to candidates
+    heavy = getattr(law, "heavy", law)
+    dof = getattr(heavy, "dof", None)
+    if dof is None:
+        raise ValueError(
+            f"The Monte Carlo rank needs a Gaussian or Student-t tail, got "
+            f"{getattr(tail, 'name', tail)!r}; use method='union'."
+        )
+    return float(dof)
+
+
+def _covariance_fits(n: int, memory_budget: int) -> bool:
+    # The covariance, its square root and a block of draws: about 3 N^2 floats.
+    return 3 * 8 * n * n <= memory_budget
+
+
+def _square_root(cov: Tensor) -> Tensor:
+    """A factor ``L`` with ``L L^T = cov``: Cholesky with a jitter of
+    ``1e-10`` of the largest variance (a posterior covariance is singular
+    at noise-free observations), else an eigendecomposition with negative
+    eigenvalues from round-off set to 0."""
+    jitter = 1e-10 * float(cov.diagonal().max().clamp_min(1e-300))
+    eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
+    root, info = torch.linalg.cholesky_ex(cov + jitter * eye)
+    if int(info) == 0:
+        return root
+    evals, evecs = torch.linalg.eigh(cov)
+    return evecs * evals.clamp_min(0.0).sqrt().unsqueeze(0)
+
+
+def monte_carlo_rank_bound(
+    mean: Tensor,
+    distance: PseudoDistance,
+    index: int,
+    share: float,
+    tail: Any,
+    *,
+    scale: float = 1.0,
+    samples: int = 4096,
+    seed: int = 0,
+) -> int:
+    r"""``rank_bound`` of the Monte Carlo route (module docstring): the
+    :math:`\lceil (M + 1)(1 - \delta_t) \rceil`-th smallest count of ``M``
+    joint posterior draws, plus one.
+
+    The joint covariance is rebuilt from the rows of :math:`d_t^2` and the
+    variances, :math:`\Sigma_{ab} = (\sigma_a^2 + \sigma_b^2 - d_t^2(a,
+    b)) / 2`, and factored (:func:`_square_root`).
+
+    Raises:
+        ValueError: ``samples + 1 < 1 / share`` (too few draws for the share).
+    """
+    n = distance.n
+    k = math.ceil((samples + 1) * (1.0 - share))
+    if k > samples:
+        raise ValueError(
+            f"The Monte Carlo rank needs `samples` >= 1 / share - 1 = "
+            f"{math.ceil(1 / share - 1)} for the share {share:.3g}, got {samples}."
+        )
+    dof = _multivariate_dof(tail)
+    var = distance.variance.to(torch.float64)
+    rows = torch.arange(n, device=distance.device)
+    d2 = torch.cat(
+        [distance.rows(rows[a : a + 256]).to(torch.float64) for a in range(0, n, 256)]
+    )
+    cov = 0.5 * (var.unsqueeze(0) + var.unsqueeze(1) - d2)
+    del d2
+    root = _square_root(0.5 * (cov + cov.T))  # cov = root root^T
+    del cov
+    rng = np.random.default_rng(int(seed))
+    mean = mean.to(torch.float64)
+    counts = torch.empty(samples, dtype=torch.float64)
+    block = max(1, min(samples, (2**24) // max(1, n)))
+    for a in range(0, samples, block):
+        m = min(block, samples - a)
+        eps = torch.as_tensor(rng.standard_normal((m, n))).to(root)
+        draw = eps @ root.T
+        if math.isfinite(dof):
+            chi2 = torch.as_tensor(rng.chisquare(dof, m)).to(draw)
+            draw = draw * (dof / chi2).sqrt().unsqueeze(-1)
+        f = mean.unsqueeze(0) + scale * draw
+        counts[a : a + m] = (f > f[:, index : index + 1]).sum(dim=-1).cpu().double()
+    return int(torch.sort(counts)[0][k - 1]) + 1
+
+
+def rank_statement(
+    mean: Tensor,
+    distance: PseudoDistance,
+    index: int,
+    share: float,
+    tail: Any = "gaussian",
+    *,
+    scale: float = 1.0,
+    options: RankOptions | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> RankStatement:
+    """The rank statement of the certified candidate ``index`` (module
+    docstring).
+
+    Example:
+        >>> from ax_chaining.distances import DenseDistance
+        >>> mean = torch.tensor([0.0, 1.0, -3.0], dtype=torch.float64)
+        >>> cov = torch.diag(torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64))
+        >>> stmt = rank_statement(mean, DenseDistance(cov), 0, share=0.05)
+        >>> stmt.rank_bound, round(stmt.expected_better, 3)  # P = .841, .001
+        (2, 0.843)
+
+    Args:
+        mean: ``N`` posterior means (larger is better, the bound's units).
+        distance: The posterior pseudo-distance :math:`d_t` over the candidates.
+        index: The certified candidate.
+        share: The check's failure probability (the certificate's ``share``).
+        tail: The bound's tail law (``"gaussian"``, ``"chernoff"``, or a law,
+            bound to the candidates where it depends on them).
+        scale: The calibration's factor on the standard deviations.
+        options: Tolerance, route, draws and seed (:class:`RankOptions`).
+        memory_budget: Bytes the Monte Carlo route's covariance may take.
+    """
+    options = options or RankOptions()
+    share = check_float("share", share, (lambda v: 0 < v < 1, "in (0, 1)"))
+    scale = check_float("scale", scale, (lambda v: v > 0, "> 0"))
+    n = distance.n
+    index = int(index)
+    row = distance.rows(torch.tensor([index], device=distance.device))[0]
+    dist = scale * row.to(torch.float64).clamp_min(0.0).sqrt()
+    mean = mean.to(torch.float64)
+    gap = mean - mean[index]
+    others = torch.ones(n, dtype=torch.bool, device=gap.device)
+    others[index] = False
+    p_tol = better_probabilities(gap, dist, tail, options.tolerance)[others]
+    p_zero = better_probabilities(gap, dist, tail, 0.0)[others]
+    expected = float(p_tol.sum())
+    fits = _covariance_fits(n, memory_budget)
+    method = options.method
+    if method == "auto":
+        enough = options.samples * share >= MC_MIN_TAIL
+        cheap = options.samples * n * n <= MC_MAX_WORK
+        method = "monte_carlo" if fits and enough and cheap else "union"
+    if method == "monte_carlo":
+        if not fits:
+            raise ValueError(
+                f"The Monte Carlo rank needs the {n} x {n} covariance within the "
+                f"memory budget ({memory_budget} bytes); use method='union'."
+            )
+        bound = monte_carlo_rank_bound(
+            mean,
+            distance,
+            index,
+            share,
+            tail,
+            scale=scale,
+            samples=options.samples,
+            seed=options.seed,
+        )
+        samples = options.samples
+    else:
+        bound, samples = union_rank_bound(p_zero, share), 0
+    return RankStatement(
+        rank_bound=min(n, bound),
+        expected_better=expected,
+        tolerance=float(options.tolerance),
+        method=method,
+        share=share,
+        samples=samples,
+    )

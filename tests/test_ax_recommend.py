@@ -1,0 +1,133 @@
+"""The answer at the end of a loop (recommend), and certify over a table for a
+loop whose points lie off it, on real Ax Client loops."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from ax.api.client import Client
+from ax.api.configs import RangeParameterConfig
+
+from ax_chaining.ax import (
+    best_certificate,
+    certify,
+    chaining_generation_strategy,
+    parameters_from_table,
+    recommend,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::Warning")
+
+
+@pytest.fixture(autouse=True)
+def _quiet_ax() -> None:
+    logging.getLogger("ax").setLevel(logging.WARNING)
+
+
+def _table() -> pd.DataFrame:
+    """A catalogue with an ID column, cleaned as users do: after ``dropna()``
+    its index labels are not the row positions."""
+    rng = np.random.default_rng(1)
+    n = 30
+    raw = pd.DataFrame(
+        {
+            "sku": [f"S-{100 + i}" for i in range(n)],
+            "a": rng.uniform(0, 1, n).round(3),
+            "b": rng.uniform(0, 1, n).round(3),
+            "note": ["x" if i % 4 else None for i in range(n)],
+        }
+    )
+    return raw.dropna()
+
+
+def _score(p: dict[str, Any]) -> float:
+    # Smooth, plus a bonus the GP cannot foresee on one row (the true best).
+    bonus = 0.3 if (p["a"], p["b"]) == BEST else 0.0
+    return -((p["a"] - 0.3) ** 2) - (p["b"] - 0.6) ** 2 + bonus
+
+
+TABLE = _table()
+BEST_LABEL = TABLE.index[-2]
+BEST = (TABLE.loc[BEST_LABEL, "a"], TABLE.loc[BEST_LABEL, "b"])
+
+
+def test_recommend_after_a_batch_loop_names_the_best_row_of_the_last_batch() -> None:
+    table = TABLE
+    assert list(table.index) != list(range(len(table)))  # labels, not positions
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=parameters_from_table(table, ["sku", "note"])
+    )
+    client.configure_optimization(objective="score")
+    client.set_generation_strategy(
+        chaining_generation_strategy(
+            init_trials=3, candidates=table, id_column="sku", exclude_evaluated=True
+        )
+    )
+    for _ in range(3):  # batches of 3
+        for index, p in client.get_next_trials(max_trials=3).items():
+            client.complete_trial(index, raw_data={"score": _score(p)})
+    seen = {(p["a"], p["b"]) for p in client.summarize()[["a", "b"]].to_dict("records")}
+    assert BEST not in seen  # the loop has not met the best row yet
+    # The last batch: two suggestions, and the catalogue's best row added by hand.
+    last = client.get_next_trials(max_trials=2)
+    best_row = {"a": float(BEST[0]), "b": float(BEST[1])}
+    attached = client.attach_trial(best_row, arm_name=TABLE.loc[BEST_LABEL, "sku"])
+    for index, p in {**last, attached: best_row}.items():
+        client.complete_trial(index, raw_data={"score": _score(p)})
+
+    answer = recommend(client)
+    assert answer["parameters"] == best_row
+    assert answer["id"] == TABLE.loc[BEST_LABEL, "sku"]
+    assert answer["row"] == BEST_LABEL  # the user's index label
+    assert answer["value"] == pytest.approx(_score(best_row), rel=1e-12)
+    assert answer["trial_index"] == attached
+    cert = answer["certificate"]
+    assert cert["parameters"] == best_row and cert["trial_index"] == attached
+    assert cert["valid"] and 0 <= cert["bound"] < math.inf
+    # What the last generation recorded (generating the last batch) never saw
+    # that batch's results.
+    recorded = best_certificate(client)
+    assert recorded["recorded_at"] in last
+    assert recorded["parameters"] != best_row
+    # certify() takes the smallest bound among the evaluated rows of the same
+    # fit: never above the bound of the recommended row.
+    assert certify(client)["bound"] <= cert["bound"] * (1 + 1e-6)
+
+
+def test_certify_a_default_ax_loop_over_a_table_it_never_touched() -> None:
+    """Ax's default strategy over a continuous space evaluates points off the
+    table; the certificate covers the table and those points, from one
+    posterior, and may certify an evaluated point off the table."""
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="a", bounds=(0.0, 1.0), parameter_type="float"),
+            RangeParameterConfig(name="b", bounds=(0.0, 1.0), parameter_type="float"),
+        ]
+    )
+    client.configure_optimization(objective="score")
+    for _ in range(5):
+        for index, p in client.get_next_trials(max_trials=1).items():
+            client.complete_trial(index, raw_data={"score": _score(p)})
+    table = TABLE[["a", "b"]]
+    arms = client.summarize()[["a", "b"]]
+    assert not set(map(tuple, arms.values)) & set(map(tuple, table.values))
+
+    cert = certify(client, candidates=table)
+    assert cert["trial_index"] is not None  # an evaluated point, off the table
+    assert cert["valid"] and 0 < cert["bound"] < math.inf
+    # The set is the table and the evaluated points: naming both gives the same.
+    both = certify(client, candidates=pd.concat([table, arms], ignore_index=True))
+    assert both["parameters"] == cert["parameters"]
+    assert both["bound"] == pytest.approx(cert["bound"], rel=1e-6)
+    # The recommended row is off the table: no row label, no ID.
+    answer = recommend(client, candidates=table)
+    best = max(_score(p) for p in arms.to_dict("records"))
+    assert answer["value"] == pytest.approx(best)
+    assert answer["row"] is None and answer["id"] is None
