@@ -583,7 +583,13 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
     _summary_outputs(
         args,
         argv,
-        {"problems": problems, "methods": methods, **summary},
+        # The methods asked for that have records (a summary of older records
+        # does not name a method added since).
+        {
+            "problems": problems,
+            "methods": [m for m in methods if any(r["method"] == m for r in records)],
+            **summary,
+        },
         format_summary_markdown(summary),
         {**config.run_key(), "runs": config.runs},
         time.perf_counter() - start,
