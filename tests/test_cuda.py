@@ -15,7 +15,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from ax_chaining import ChainingUCB
 from ax_chaining.chaining import chaining_covers
 from ax_chaining.distances import DenseDistance
-from ax_chaining.kernels import PackedFingerprints, TanimotoKernel
+from ax_chaining.kernels import FeatureTableKernel, PackedFingerprints, TanimotoKernel
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 DTYPE = torch.float64
@@ -99,3 +99,23 @@ def test_default_certificate_on_cuda_follows_cpu():
     gpu = ChainingUCB(copy.deepcopy(model).cuda(), C.cuda()).certificate(among="all")
     assert gpu.tail == cpu.tail and gpu.index == cpu.index
     assert gpu.bound == pytest.approx(cpu.bound, rel=1e-6)
+
+
+def test_feature_table_step_on_cuda_follows_cpu():
+    """A GP over an item index whose kernel reads a feature table (the default
+    molecule model's route): the GPU's step is the CPU's."""
+    g = torch.Generator().manual_seed(1)
+    features = torch.rand(3000, 20, generator=g, dtype=DTYPE)
+    C = torch.arange(3000, dtype=DTYPE).unsqueeze(-1)
+    idx = torch.randperm(3000, generator=g)[:40]
+    Y = features[idx, :3].sum(-1, keepdim=True)
+    kernel = ScaleKernel(FeatureTableKernel(features, base="rbf")).to(DTYPE)
+    model = SingleTaskGP(C[idx], Y, covar_module=kernel, outcome_transform=None)
+    model.eval()
+    for bonus in ("paper", "continuous"):
+        cpu = ChainingUCB(model, C, bonus=bonus)
+        gpu = ChainingUCB(copy.deepcopy(model).cuda(), C.cuda(), bonus=bonus)
+        values_cpu = cpu(C.unsqueeze(1))
+        values_gpu = gpu(C.cuda().unsqueeze(1)).cpu()
+        assert torch.allclose(values_gpu, values_cpu, rtol=1e-6, atol=1e-8)
+        assert int(values_gpu.argmax()) == int(values_cpu.argmax())
