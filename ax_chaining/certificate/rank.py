@@ -189,7 +189,7 @@ def union_rank_bound(p: Tensor, share: float) -> int:
     ps = torch.sort(p.to(torch.float64).reshape(-1).clamp(0, 1), descending=True)[0]
     # tails[m] = sum of ps[m:], m = 0 .. len(ps).
     tails = torch.cat([ps.flip(0).cumsum(0).flip(0), ps.new_zeros(1)])
-    m = torch.arange(tails.numel(), dtype=torch.float64)
+    m = torch.arange(tails.numel(), dtype=torch.float64, device=tails.device)
     k = torch.ceil(tails / share).clamp_min(1.0)
     return int((m + k).min())
 
