@@ -49,7 +49,7 @@ from torch import Tensor
 
 from ax_chaining.checks import check_choice, type_error
 from ax_chaining.kernels.fingerprints import MinMaxKernel
-from ax_chaining.kernels.precomputed import item_indices
+from ax_chaining.kernels.precomputed import check_index_kernel_args, item_indices
 from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
 
 __all__ = [
@@ -184,17 +184,7 @@ class FeatureTableKernel(Kernel):
             **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`
                 (``batch_shape`` is not supported).
         """
-        if kwargs.get("batch_shape") not in (None, torch.Size([])):
-            raise ValueError(
-                "FeatureTableKernel does not support a non-empty `batch_shape`, got "
-                f"{kwargs['batch_shape']}."
-            )
-        kwargs.pop("batch_shape", None)
-        if active_dims is not None and len(tuple(active_dims)) != 1:
-            raise ValueError(
-                "`active_dims` must select exactly one input column (the item "
-                f"index), got {tuple(active_dims)}."
-            )
+        check_index_kernel_args("FeatureTableKernel", active_dims, kwargs)
         super().__init__(active_dims=active_dims, **kwargs)
         if isinstance(features, str):
             features = registered_features(features)

@@ -147,20 +147,7 @@ class PrecomputedKernel(Kernel):
                 (``batch_shape`` is not supported: the Gram is shared by all
                 batches).
         """
-        if "batch_shape" in kwargs and kwargs["batch_shape"] not in (
-            None,
-            torch.Size([]),
-        ):
-            raise ValueError(
-                "PrecomputedKernel does not support a non-empty `batch_shape`: the "
-                f"Gram matrix is shared by all batches; got {kwargs['batch_shape']}."
-            )
-        kwargs.pop("batch_shape", None)
-        if active_dims is not None and len(tuple(active_dims)) != 1:
-            raise ValueError(
-                "`active_dims` must select exactly one input column (the item index),"
-                f" got {tuple(active_dims)}."
-            )
+        check_index_kernel_args("PrecomputedKernel", active_dims, kwargs)
         super().__init__(active_dims=active_dims, **kwargs)
         if isinstance(gram, str):
             gram, validate = registered_gram(gram), False
@@ -237,6 +224,30 @@ class PrecomputedKernel(Kernel):
     def __deepcopy__(self, memo: dict[int, Any]) -> PrecomputedKernel:
         r"""Deep-copy the kernel, sharing (not duplicating) the constant Gram."""
         return deepcopy_sharing(self, memo, self.gram)
+
+
+def check_index_kernel_args(
+    owner: str, active_dims: Any, kwargs: dict[str, Any]
+) -> None:
+    """Check what an item-index kernel takes from GPyTorch's ``Kernel`` arguments:
+    one input column (the index) and no batch shape (the table behind the index
+    is shared by every batch); drops an empty ``batch_shape`` from ``kwargs``.
+
+    Raises:
+        ValueError: A non-empty ``batch_shape``, or ``active_dims`` naming other
+            than one column.
+    """
+    if kwargs.get("batch_shape") not in (None, torch.Size([])):
+        raise ValueError(
+            f"{owner} does not support a non-empty `batch_shape` (the table behind "
+            f"the item index is shared by all batches), got {kwargs['batch_shape']}."
+        )
+    kwargs.pop("batch_shape", None)
+    if active_dims is not None and len(tuple(active_dims)) != 1:
+        raise ValueError(
+            "`active_dims` must select exactly one input column (the item index),"
+            f" got {tuple(active_dims)}."
+        )
 
 
 def item_indices(
