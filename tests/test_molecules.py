@@ -174,7 +174,7 @@ def test_cli_bonus_small(tmp_path, capsys):
     assert f"| freesolv | 0 | 2 | {sizes} |" in table
 
 
-@pytest.mark.parametrize("name", ["baybe", "default_model"])
+@pytest.mark.parametrize("name", ["baybe", "default_model", "bonus_shape"])
 def test_committed_baybe_summaries_are_remade_from_the_committed_records(
     name, tmp_path, monkeypatch
 ):
