@@ -27,11 +27,12 @@ Methods (``METHODS``):
               encoding (:mod:`benchmarks.baybe_loop`; needs ``baybe[chem]``)
 ============  ================================================================
 
-``chaining@default`` and ``qlognei@default`` are ``chaining`` and ``qlognei``
-on the package's default model of a molecule library,
+A method with the suffix ``@default`` (``chaining@default``,
+``chaining-continuous@default``, ``gp-ucb@default``, ``qlognei@default``) is
+that method on the package's default model of a molecule library,
 :func:`~ax_chaining.ax.molecule_surrogate_spec` (duplicates mapped), instead of
-the Tanimoto Gram; their records name the encoding and prior. These three are
-not in the default selection (``DEFAULT_METHODS``).
+the Tanimoto Gram; their records name the encoding, prior and kernel. These and
+``baybe`` are not in the default selection (``DEFAULT_METHODS``).
 
 Protocol: run ``r`` draws ``n_init`` initial molecules uniformly without
 replacement with seed ``r``; every method gets the same initial molecules
@@ -101,6 +102,8 @@ METHODS: tuple[str, ...] = (
     *DEFAULT_METHODS,
     "baybe",
     "chaining@default",
+    "chaining-continuous@default",
+    "gp-ucb@default",
     "qlognei@default",
 )
 #: Suffix of a method on :func:`~ax_chaining.ax.molecule_surrogate_spec`'s model.
@@ -115,6 +118,10 @@ LABELS: dict[str, str] = {
     "random": "Random",
     "baybe": "BayBE (SubstanceParameter, default encoding)",
     "chaining@default": "Chaining-UCB, default molecule model",
+    "chaining-continuous@default": (
+        "Chaining-UCB (continuous bonus), default molecule model"
+    ),
+    "gp-ucb@default": "GP-UCB, default molecule model",
     "qlognei@default": "qLogNEI over the table, default molecule model",
 }
 DATASET_LABELS = {
@@ -337,6 +344,9 @@ def _default_model(dataset: str) -> tuple[Any, dict[str, str]]:
     return spec, {
         "encoding": DEFAULT_MOLECULE_ENCODING,
         "prior": DEFAULT_MOLECULE_PRIOR,
+        # The spec's own base kernel, so a record says which default it ran on
+        # (the default was ARD Matern-5/2 before it became RBF).
+        "kernel": spec.model_configs[0].covar_module_options["base"],
     }
 
 
@@ -532,6 +542,8 @@ def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
         "random": "tab:gray",
         "baybe": "tab:brown",
         "chaining@default": "darkgreen",
+        "chaining-continuous@default": "yellowgreen",
+        "gp-ucb@default": "navy",
         "qlognei@default": "darkred",
     }
     for ax, dataset in zip(axes.flat, datasets, strict=True):
