@@ -39,7 +39,7 @@ from ax_chaining.certificate.calibration import calibrate, issue_certificate
 from ax_chaining.certificate.certify import Certificate
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import (
-    Calibration,
+    CalibrationChoice,
     TailChoice,
     TailLaw,
     bind_tail,
@@ -675,7 +675,7 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
         t: int | None = None,
         split_delta: bool = False,
         schedule: CheckSchedule | None = None,
-        calibration: Calibration = "loo",
+        calibration: CalibrationChoice = "loo",
         alpha: float = 0.01,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate.
@@ -724,7 +724,10 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
             schedule: The declared checks over which ``delta`` is spent
                 (:class:`~ax_chaining.certificate.schedule.CheckSchedule`; default every
                 step, as ``t``); a step that is not a check raises.
-            calibration: ``"loo"`` (default) or ``"none"`` (true hyperparameters).
+            calibration: ``"loo"`` (default), ``"none"`` (true hyperparameters),
+                or a :class:`~ax_chaining.certificate.residuals.ResidualCalibration`
+                (the loop's forecast or audit residuals; ``"forecast"`` and
+                ``"audit"`` alone act as ``"loo"``: a model keeps no residuals).
             alpha: The level of the ``"loo"`` check's tests.
 
         Returns:

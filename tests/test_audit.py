@@ -33,6 +33,7 @@ from ax_chaining.ax import (
 from ax_chaining.ax.audit import audit_candidate, is_audit_step
 from ax_chaining.ax.forecasts import recorded_residuals
 from ax_chaining.ax.selection import selectable_candidates
+from ax_chaining.certificate.residuals import ResidualCalibration
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
 
@@ -207,3 +208,51 @@ def test_rank_stop_arguments_and_storage() -> None:
     rule = RankBoundGlobalStoppingStrategy(max_fraction=0.01, min_trials=7)
     back = object_from_json(object_to_json(rule))
     assert (back.max_fraction, back.max_rank, back.min_trials) == (0.01, None, 7)
+
+
+def test_node_records_forecast_calibrated_certificates() -> None:
+    """``certificate_calibration="forecast"``: every recorded certificate is
+    calibrated on the residuals of the forecasts completed before its step
+    (the first ``j`` residuals at the ``j``-th step), or says it fell back;
+    the trials are those of the default calibration (same seed); the option
+    survives Ax's JSON storage and a bad value is refused up front."""
+    with pytest.raises(ValueError, match="`certificate_calibration` must be"):
+        chaining_generation_strategy(certificate_calibration="conformal")
+
+    def loop(calibration: str) -> GenerationStrategy:
+        gs = chaining_generation_strategy(
+            init_trials=3, seed=5, certificate_calibration=calibration
+        )
+        client = Client(random_seed=0)
+        client.configure_experiment(
+            parameters=[
+                RangeParameterConfig(name="x", bounds=(0, 9), parameter_type="int"),
+                RangeParameterConfig(name="y", bounds=(0, 9), parameter_type="int"),
+            ]
+        )
+        client.configure_optimization(objective="f")
+        client.set_generation_strategy(gs)
+        for _ in range(3 + 16):
+            for index, params in client.get_next_trials(max_trials=1).items():
+                client.complete_trial(index, raw_data={"f": _f(params)})
+        return gs
+
+    forecast, default = loop("forecast"), loop("loo")
+    assert [_arm(forecast, i) for i in range(19)] == [
+        _arm(default, i) for i in range(19)
+    ]
+    z = recorded_residuals(forecast.experiment)
+    calibrated = 0
+    for j, (_, meta) in enumerate(_steps(forecast)):
+        checks = meta["certificate"]["checks"]
+        given = ResidualCalibration(tuple(z[:j]))
+        if given.usable():
+            calibrated += 1
+            assert checks["forecast_scale"] == pytest.approx(given.fit().scale)
+            assert checks["forecast_residuals"] == j
+        else:
+            assert checks["fallback_loo"] == 1.0 and checks["forecast_residuals"] == j
+    assert calibrated >= 5
+    register_storage()
+    back = object_from_json(object_to_json(forecast))
+    assert back.current_node.certificate_calibration == "forecast"

@@ -14,6 +14,7 @@ from torch import Tensor
 from ax_chaining.acquisition import ChainingUCBBase
 from ax_chaining.certificate.calibration import certify_model
 from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate.tails import CalibrationChoice
 from ax_chaining.posterior import num_training_points
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
@@ -98,12 +99,16 @@ def step_certificate(
     evaluated: Tensor,
     scale: float | None,
     schedule: CheckSchedule | None,
+    calibration: CalibrationChoice = "loo",
 ) -> dict[str, Any] | None:
     """:func:`certificate_record` when this step is one of ``schedule``'s
     checks (counted by the model's observations), else None: a step that is
     not a declared check records nothing, so ``delta`` is spent on the checks
-    alone (:mod:`ax_chaining.certificate`); ``schedule=None`` records none."""
+    alone (:mod:`ax_chaining.certificate`); ``schedule=None`` records none.
+    ``calibration``: the certificate's (resolved: residuals, not a name)."""
     n = num_training_points(acquisition.acqf.model) or 0
     if schedule is None or schedule.index(n) is None:
         return None
-    return certificate_record(acquisition, evaluated, scale, schedule=schedule)
+    return certificate_record(
+        acquisition, evaluated, scale, schedule=schedule, calibration=calibration
+    )

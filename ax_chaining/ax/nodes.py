@@ -46,7 +46,7 @@ from ax_chaining.ax.candidates import (
     row_key,
     row_metadata,
 )
-from ax_chaining.ax.forecasts import forecast_record
+from ax_chaining.ax.forecasts import forecast_record, residual_calibration
 from ax_chaining.ax.metadata import (
     GEN_METADATA_KEY,
     objective_scale,
@@ -60,6 +60,7 @@ from ax_chaining.ax.selection import (
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
+from ax_chaining.certificate.tails import Calibration, CalibrationChoice
 from ax_chaining.checks import type_error
 
 
@@ -307,6 +308,7 @@ class _SpecNode:
         if "certificate_schedule" in args:
             raw = args.pop("certificate_schedule")
             schedule = object_from_json(raw, **registries)
+        calibration = args.pop("certificate_calibration", "loo")
         node = generation_node_from_json(generation_node_json=args, **registries)
         kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
         if cls is not UniformCandidateNode:  # its generator is itself
@@ -316,6 +318,7 @@ class _SpecNode:
         if cls is CandidateSetNode:
             kwargs["stop_rule"] = stop_rule
             kwargs["certificate_schedule"] = schedule
+            kwargs["certificate_calibration"] = calibration
         return {**kwargs, "candidate_spec": spec}
 
 
@@ -426,9 +429,12 @@ class CandidateSetNode(_SpecNode, GenerationNode):
     finite candidate set and records the step (:mod:`ax_chaining.ax.metadata`),
     built by :func:`~ax_chaining.ax.strategies.candidate_set_node`:
     ``GenerationNode``'s arguments, the spec, optionally a stopping rule
-    checked before each generation, and the schedule of the certificate's
+    checked before each generation, the schedule of the certificate's
     checks (``certificate_schedule``: every step by default; None records no
-    certificate)."""
+    certificate) and the recorded certificates' calibration
+    (``certificate_calibration``: ``"loo"`` by default, ``"none"``,
+    ``"forecast"`` or ``"audit"``, the last two on the residuals of the
+    forecasts the loop recorded before this step)."""
 
     def __init__(
         self,
@@ -438,12 +444,14 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         transition_criteria: Sequence[TransitionCriterion] | None = None,
         stop_rule: RegretBoundCriterion | None = None,
         certificate_schedule: CheckSchedule | None = EVERY_STEP,
+        certificate_calibration: Calibration = "loo",
         **kwargs: Any,
     ) -> None:
         super().__init__(name, generator_specs, transition_criteria, **kwargs)
         self.candidate_spec = candidate_spec
         self.stop_rule = stop_rule
         self.certificate_schedule = certificate_schedule
+        self.certificate_calibration = certificate_calibration
         # The last step's candidates in the model space (a cache, not state:
         # never stored, rebuilt when missing or stale).
         self._model_space: tuple[list, torch.Tensor] | None = None
@@ -593,6 +601,15 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         self._model_space = (rows, X)
         return X
 
+    def step_calibration(self, experiment: Experiment) -> CalibrationChoice:
+        """The calibration of this step's certificate: ``"forecast"`` and
+        ``"audit"`` resolved to the residuals of the experiment's completed
+        forecasts (:func:`~ax_chaining.ax.forecasts.residual_calibration`;
+        too few act as ``"loo"``), the others as named."""
+        if self.certificate_calibration in ("forecast", "audit"):
+            return residual_calibration(experiment, self.certificate_calibration)
+        return self.certificate_calibration
+
     def _step_record(
         self,
         chosen: list,
@@ -619,7 +636,11 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         scale = objective_scale(adapter, experiment, weights)
         evaluated = torch.as_tensor(selection.evaluated_mask())
         cert = step_certificate(
-            acquisition, evaluated, scale, self.certificate_schedule
+            acquisition,
+            evaluated,
+            scale,
+            self.certificate_schedule,
+            self.step_calibration(experiment),
         )
         if cert is None:
             return meta

@@ -1,18 +1,29 @@
 """What a candidate-set node checks before any trial: the acquisition's
-options and the stopping rule (shared by the single-machine and the sharded
-strategies)."""
+options, the certificates' calibration and the stopping rule (shared by the
+single-machine and the sharded strategies)."""
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
 
 from botorch.acquisition.acquisition import AcquisitionFunction
 
 from ax_chaining.acquisition import ChainingOptions, ChainingUCBBase
 from ax_chaining.ax.stopping import RegretBoundCriterion
 from ax_chaining.certificate.schedule import CheckSchedule
-from ax_chaining.checks import check_delta, check_float, type_error
+from ax_chaining.certificate.tails import Calibration
+from ax_chaining.checks import check_choice, check_delta, check_float, type_error
 
-__all__ = ["checked_options", "stop_rule_of"]
+__all__ = ["checked_calibration", "checked_options", "stop_rule_of"]
+
+
+def checked_calibration(calibration: Any) -> Calibration:
+    """``certificate_calibration``, one of the named calibrations.
+
+    Example:
+        >>> checked_calibration("forecast")
+        'forecast'
+    """
+    return check_choice("certificate_calibration", calibration, get_args(Calibration))
 
 
 def checked_options(

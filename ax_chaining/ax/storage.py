@@ -47,6 +47,7 @@ def _node_to_dict(node: Any) -> dict[str, Any]:
         extra["stop_rule"] = node.stop_rule
     if isinstance(node, CandidateSetNode):
         extra["certificate_schedule"] = node.certificate_schedule
+        extra["certificate_calibration"] = node.certificate_calibration
     return {**generation_node_to_dict(node), **extra}
 
 

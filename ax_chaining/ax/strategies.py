@@ -30,8 +30,13 @@ from ax_chaining.ax.nodes import (
     UniformCandidateNode,
     takes_candidates,
 )
-from ax_chaining.ax.options import checked_options, stop_rule_of
+from ax_chaining.ax.options import (
+    checked_calibration,
+    checked_options,
+    stop_rule_of,
+)
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
+from ax_chaining.certificate.tails import Calibration
 from ax_chaining.chaining import BonusShape
 from ax_chaining.checks import check_choice, check_int, type_error
 from ax_chaining.kernels import registered_fingerprints, registered_gram
@@ -87,6 +92,7 @@ def candidate_set_node(
     transition_criteria: Sequence[TransitionCriterion] | None = None,
     stop_tolerance: float | None = None,
     certificate_schedule: CheckSchedule | None = EVERY_STEP,
+    certificate_calibration: Calibration = "loo",
 ) -> CandidateSetNode:
     """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
 
@@ -114,6 +120,16 @@ def candidate_set_node(
             10, 20, 40, ... observations, each with a larger share). None
             records no certificate (no stopping on it; a step then costs the
             acquisition alone).
+        certificate_calibration: The calibration of the recorded certificates
+            (and so of ``stop_tolerance``'s rule): ``"loo"`` (default: the
+            fitted model's leave-one-out check, Student-t tails), ``"none"``
+            (the fitted model taken as true), ``"forecast"`` (a scale and
+            tails fitted to the residuals of every forecast the loop recorded
+            before the step) or ``"audit"`` (of the audit queries' forecasts
+            alone: ``CandidateSetSpec.audit_every``); with too few residuals
+            the last two act as ``"loo"``
+            (:mod:`ax_chaining.certificate.residuals`; what each guarantees:
+            the certificate page of the docs). The trials do not depend on it.
 
     Example:
         >>> node = candidate_set_node(ChainingUCB, {"delta": 0.1})
@@ -150,6 +166,7 @@ def candidate_set_node(
         transition_criteria=transition_criteria,
         stop_rule=stop_rule,
         certificate_schedule=certificate_schedule,
+        certificate_calibration=checked_calibration(certificate_calibration),
     )
 
 

@@ -46,7 +46,7 @@ from ax_chaining.certificate.calibration import calibrate
 from ax_chaining.certificate.certify import Certificate
 from ax_chaining.certificate.schedule import CheckSchedule, step_delta
 from ax_chaining.certificate.tails import (
-    Calibration,
+    CalibrationChoice,
     TailChoice,
     TailLaw,
     resolve_tail,
@@ -478,7 +478,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         t: int | None = None,
         split_delta: bool = False,
         schedule: CheckSchedule | None = None,
-        calibration: Calibration = "loo",
+        calibration: CalibrationChoice = "loo",
         alpha: float = 0.01,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate, from the shards.

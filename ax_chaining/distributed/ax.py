@@ -55,10 +55,15 @@ from ax_chaining.ax.metadata import (
     step_certificate,
 )
 from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
-from ax_chaining.ax.options import checked_options, stop_rule_of
+from ax_chaining.ax.options import (
+    checked_calibration,
+    checked_options,
+    stop_rule_of,
+)
 from ax_chaining.ax.selection import DROPPED, SelectableCandidates
 from ax_chaining.ax.stopping import RegretBoundCriterion
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
+from ax_chaining.certificate.tails import Calibration
 from ax_chaining.checks import check_choice, check_int
 from ax_chaining.distributed.acquisition import ShardedChainingUCB
 from ax_chaining.distributed.candidates import ShardedCandidates, check_sharded
@@ -276,7 +281,13 @@ class ShardedCandidateSetNode(CandidateSetNode):
             return meta
         scale = objective_scale(adapter, experiment, acquisition.objective_weights)
         among = torch.as_tensor(selection.evaluated, dtype=torch.long)
-        cert = step_certificate(acquisition, among, scale, self.certificate_schedule)
+        cert = step_certificate(
+            acquisition,
+            among,
+            scale,
+            self.certificate_schedule,
+            self.step_calibration(experiment),
+        )
         if cert is not None:
             cert["parameters"] = {self._param: int(cert["index"])}
             meta["certificate"] = cert
@@ -295,6 +306,7 @@ def sharded_candidate_set_strategy(
     stop_tolerance: float | None = None,
     torch_device: Any = None,
     certificate_schedule: CheckSchedule | None = EVERY_STEP,
+    certificate_calibration: Calibration = "loo",
     **spec_fields: Any,
 ) -> GenerationStrategy:
     r"""Initialization, then Chaining-UCB on the shards, as an Ax strategy.
@@ -321,7 +333,8 @@ def sharded_candidate_set_strategy(
             is distributed).
         botorch_acqf_options, init_trials, name, stop_tolerance, torch_device: As
             :func:`~ax_chaining.ax.candidate_set_strategy`.
-        certificate_schedule: As :func:`~ax_chaining.ax.candidate_set_node`.
+        certificate_schedule, certificate_calibration: As
+            :func:`~ax_chaining.ax.candidate_set_node`.
         init: ``"uniform"`` (the one initialization over items).
         surrogate_spec: Ax's, with a library-mode Tanimoto kernel over the
             same library (:func:`~ax_chaining.ax.fingerprint_kernel_surrogate_spec`).
@@ -368,6 +381,7 @@ def sharded_candidate_set_strategy(
         sharded=sharded,
         stop_rule=stop_rule_of(name, stop_tolerance, certificate_schedule),
         certificate_schedule=certificate_schedule,
+        certificate_calibration=checked_calibration(certificate_calibration),
     )
     if init_trials == 0:
         return GenerationStrategy(name=name, nodes=[main])
