@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,7 +32,7 @@ from importlib import resources
 import torch
 from torch import Tensor
 
-__all__ = ["DATASETS", "MoleculeDataset", "library", "load_dataset"]
+__all__ = ["DATASETS", "MoleculeDataset", "library", "load_dataset", "vendored_bytes"]
 
 
 @dataclass(frozen=True)
@@ -111,17 +112,7 @@ def load_dataset(name: str) -> MoleculeDataset:
             f"`name` must be one of {', '.join(sorted(DATASETS))}, got {name!r}."
         )
     info = DATASETS[key]
-    raw = (
-        resources.files("ax_chaining.test_functions")
-        .joinpath("data", info.file)
-        .read_bytes()
-    )
-    digest = hashlib.sha256(raw).hexdigest()
-    if digest != info.sha256:
-        raise ValueError(
-            f"ax_chaining/test_functions/data/{info.file} has SHA-256 {digest}, "
-            f"expected {info.sha256}: the vendored file was modified."
-        )
+    raw = vendored_bytes(info.file, info.sha256)
     rows = list(csv.DictReader(raw.decode("utf-8").splitlines()))
     smiles = tuple(row[info.smiles_column] for row in rows)
     y = torch.tensor(
@@ -129,6 +120,32 @@ def load_dataset(name: str) -> MoleculeDataset:
         dtype=torch.float64,
     )
     return MoleculeDataset(name=key, smiles=smiles, y=y, objective=info.objective)
+
+
+def vendored_bytes(file: str, sha256: str) -> bytes:
+    """The bytes of a vendored data file, checked against their SHA-256.
+
+    Args:
+        file: The file's name in ``ax_chaining/test_functions/data``; a
+            ``.gz`` file is decompressed (the checksum is the decompressed
+            file's, as ``PROVENANCE.md`` lists it).
+        sha256: The expected hex digest.
+
+    Raises:
+        ValueError: The checksum does not match (the file was modified).
+    """
+    raw = resources.files("ax_chaining.test_functions").joinpath("data", file)
+    data = raw.read_bytes()
+    if file.endswith(".gz"):
+        data = gzip.decompress(data)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise ValueError(
+            f"ax_chaining/test_functions/data/{file} has SHA-256 {digest}"
+            + (" once decompressed" if file.endswith(".gz") else "")
+            + f", expected {sha256}: the vendored file was modified."
+        )
+    return data
 
 
 @lru_cache(maxsize=4)
