@@ -24,14 +24,13 @@ Example:
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from torch import Tensor
 
-from ax_chaining.test_functions.molecules import vendored_bytes
+from ax_chaining.test_functions.molecules import vendored_rows
 
 __all__ = ["REACTIONS", "ReactionDataset", "load_reactions"]
 
@@ -91,14 +90,7 @@ def load_reactions(name: str = "buchwald-hartwig") -> ReactionDataset:
     Raises:
         ValueError: Unknown name, or a file whose checksum does not match.
     """
-    key = str(name).lower()
-    if key not in REACTIONS:
-        raise ValueError(
-            f"`name` must be one of {', '.join(sorted(REACTIONS))}, got {name!r}."
-        )
-    info = REACTIONS[key]
-    raw = vendored_bytes(info.file, info.sha256)
-    rows = list(csv.DictReader(raw.decode("utf-8").splitlines()))
+    key, info, rows = vendored_rows(name, REACTIONS)
     table = pd.DataFrame({c: [row[c] for row in rows] for c in info.components})
     y = torch.tensor(
         [float(row[info.target_column]) for row in rows], dtype=torch.float64
