@@ -177,6 +177,7 @@ class TableBenchmark:
         baseline: The method the paired differences subtract the others from.
         checkpoints: The queries at which the summary gives the regret (and at
             the last query of the runs).
+        per_run: Also give each run's final regret and queries to the top 1%.
     """
 
     datasets: tuple[str, ...]
@@ -188,6 +189,7 @@ class TableBenchmark:
     item: str = "molecule"
     baseline: str = "chaining"
     checkpoints: tuple[int, ...] = CHECKPOINTS
+    per_run: bool = False
 
     @property
     def size_field(self) -> str:
@@ -624,6 +626,12 @@ def summarize(
                     "curve_se": curve_se.tolist(),
                 }
             )
+            if bench.per_run:
+                rows[-1]["per_run"] = {
+                    "seeds": seeds,
+                    "final": finals[m],
+                    "queries_to_top1": [h if h in reached else None for h in hits],
+                }
         base = bench.baseline
         if base in finals:
             for m in methods:
@@ -684,6 +692,8 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = MOLECULES) 
                 f" | {num(r['s_per_step'], 3)} | {r['runs']} |"
             )
         lines.append("")
+        if "per_run" in rows[0]:
+            lines += _per_run_lines(rows, labels)
     if summary["paired"]:
         lines += [
             f"**Paired differences, {labels[bench.baseline]} minus each method** "
@@ -716,6 +726,27 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = MOLECULES) 
         )
     )
     return "\n".join(lines)
+
+
+def _per_run_lines(rows: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[str]:
+    """A table of each run's final regret and queries to the top 1%."""
+    seeds = ", ".join(map(str, rows[0]["per_run"]["seeds"]))
+    lines = [
+        f"**Per run** (seeds {seeds}, in that order; S_T as above, queries to "
+        'the top 1% "-" where never)',
+        "",
+        "| method | S_T | queries to top 1% |",
+        "|---|---|---|",
+    ]
+    for r in rows:
+        runs = r["per_run"]
+        hits = ["-" if h is None else str(h) for h in runs["queries_to_top1"]]
+        lines.append(
+            f"| {labels[r['method']]} | "
+            + ", ".join(num(v, 2) for v in runs["final"])
+            + f" | {', '.join(hits)} |"
+        )
+    return [*lines, ""]
 
 
 def plot_regret(

@@ -128,6 +128,7 @@ REACTION_BENCHMARK = mol.TableBenchmark(
     item="reaction",
     baseline="chaining@descriptors",
     checkpoints=(10, 30),
+    per_run=True,
 )
 
 

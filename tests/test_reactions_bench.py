@@ -127,6 +127,9 @@ def test_summary_pairs_every_method_with_chaining_on_descriptors():
     text = reactions_bench.format_markdown(summary)
     assert "**Buchwald-Hartwig** (3955 reactions, T = 2 queries" in text
     assert "Paired differences, Chaining-UCB, descriptors minus each method" in text
+    # Each run's final regret, and "-" for a run that never reached the top 1%.
+    assert "| Chaining-UCB, descriptors | 0.00, 2.00 | -, - |" in text
+    assert "| Random | 3.00, 4.00 | -, - |" in text
 
 
 @pytest.mark.slow
