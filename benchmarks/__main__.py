@@ -19,6 +19,10 @@ Subcommands:
     Lipophilicity) with a Tanimoto kernel on Morgan fingerprints or the
     package's default molecule model, and BayBE beside them
     (:mod:`benchmarks.molecules_bench`, :mod:`benchmarks.baybe_loop`).
+``reactions``
+    Ax ``Client`` loops over the Buchwald-Hartwig reaction table, one-hot and
+    per-component RDKit descriptors, and BayBE beside them
+    (:mod:`benchmarks.reactions_bench`).
 ``speed``
     Speed and memory of one acquisition step (:mod:`benchmarks.speed`);
     arguments after ``speed`` are passed to it.
@@ -57,7 +61,7 @@ Subcommands:
     (``benchmarks/results/<benchmark>.jsonl.gz``, what is committed) and back
     (:mod:`benchmarks.records`). ``--summary-only --records FILE`` makes the
     tables and figures of ``paper``, ``harness``, ``molecules`` and
-    ``certificate`` from a packed file.
+    ``reactions`` and ``certificate`` from a packed file.
 
 Examples::
 
@@ -69,6 +73,7 @@ Examples::
     python -m benchmarks harness --small --records small.jsonl.gz --summary-only \
         --out results/harness/small_summary
     python -m benchmarks molecules --small --out results/molecules/small
+    python -m benchmarks reactions --small --out results/reactions/small
     python -m benchmarks speed --help
     python -m benchmarks distributed --small
     python -m benchmarks certificate --small --out results/certificate_small
@@ -88,7 +93,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +147,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     _add_harness_parser(sub)
     _add_molecules_parser(sub)
+    _add_reactions_parser(sub)
 
     sub.add_parser(
         "speed",
@@ -304,13 +310,51 @@ def _add_molecules_parser(sub: Any) -> None:
             "preset; finished runs under --out are reused."
         ),
     )
-    _add_selection(
-        m, "--dataset", DATASET_NAMES, METHODS, default_methods=DEFAULT_METHODS
+    _add_table_options(m, DATASET_NAMES, METHODS, DEFAULT_METHODS, "molecules")
+
+
+def _add_reactions_parser(sub: Any) -> None:
+    from benchmarks.reactions_bench import (
+        DATASET_NAMES,
+        DEFAULT_METHODS,
+        FULL_CONFIG,
+        METHODS,
+        SMALL_CONFIG,
     )
-    m.add_argument("--runs", type=int, default=None, help="runs (seeds 0..R-1)")
-    m.add_argument("--queries", type=int, default=None, help="queries after init")
-    m.add_argument("--init", type=int, default=None, help="initial points")
-    _add_record_options(m, "results/molecules", "small preset (a test)")
+
+    r = sub.add_parser(
+        "reactions",
+        help="Ax Client loops over a reaction table (per-component encodings)",
+        description=(
+            "Run or resume Chaining-UCB, qLogNEI and random search over the "
+            "Buchwald-Hartwig reaction table through candidate_index_parameter + "
+            "feature_table_surrogate_spec (ARD RBF, BoTorch's priors), on one-hot "
+            "rows (@onehot) or each component's RDKit descriptors "
+            "(@descriptors); with --methods, also BayBE (baybe@onehot, "
+            "baybe@substance: its Campaign and default recommender). "
+            f"Defaults: {FULL_CONFIG.runs} runs, {FULL_CONFIG.n_init} initial "
+            f"reactions, {FULL_CONFIG.queries} queries. --small: "
+            f"{SMALL_CONFIG.runs} run, {SMALL_CONFIG.queries} queries. Explicit "
+            "options override either preset; finished runs under --out are reused."
+        ),
+    )
+    _add_table_options(r, DATASET_NAMES, METHODS, DEFAULT_METHODS, "reactions")
+
+
+def _add_table_options(
+    parser: argparse.ArgumentParser,
+    names: tuple[str, ...],
+    methods: tuple[str, ...],
+    default_methods: tuple[str, ...],
+    kind: str,
+) -> None:
+    """The options of a benchmark over lookup tables (``molecules``,
+    ``reactions``)."""
+    _add_selection(parser, "--dataset", names, methods, default_methods=default_methods)
+    parser.add_argument("--runs", type=int, default=None, help="runs (seeds 0..R-1)")
+    parser.add_argument("--queries", type=int, default=None, help="queries after init")
+    parser.add_argument("--init", type=int, default=None, help="initial points")
+    _add_record_options(parser, f"results/{kind}", "small preset (a test)")
 
 
 def _records(
@@ -402,15 +446,19 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
     )
 
 
-def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
-    from benchmarks import molecules_bench as mol
-
-    preset = mol.SMALL_CONFIG if args.small else mol.FULL_CONFIG
+def _lookup_tables(
+    args: argparse.Namespace, argv: list[str], module: Any, run: Callable[..., Any]
+) -> int:
+    """``molecules`` or ``reactions``: the benchmark ``module`` (its presets,
+    names and summaries), whose ``run(methods, config, out, ...)`` makes the
+    records."""
+    preset = module.SMALL_CONFIG if args.small else module.FULL_CONFIG
     datasets = parse_names(
-        args.dataset or ",".join(preset.datasets), mol.DATASET_NAMES, "dataset"
+        args.dataset or ",".join(preset.datasets), module.DATASET_NAMES, "dataset"
     )
     try:
-        config = mol.MoleculeConfig(
+        config = replace(
+            preset,
             datasets=tuple(datasets),
             runs=args.runs if args.runs is not None else preset.runs,
             queries=args.queries if args.queries is not None else preset.queries,
@@ -418,17 +466,17 @@ def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
         )
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
-    methods = parse_names(args.methods, mol.METHODS, "method")
+    methods = parse_names(args.methods, module.METHODS, "method")
     return _ax_benchmark(
         args,
         argv,
-        mol,
+        module,
         "dataset",
         datasets,
         methods,
         config,
         f"runs={config.runs} init={config.n_init} queries={config.queries}",
-        lambda out: mol.run_molecules(
+        lambda out: run(
             methods,
             config,
             out,
@@ -436,7 +484,7 @@ def _molecules(args: argparse.Namespace, argv: list[str]) -> int:
             force=args.force,
             jobs=args.jobs,
         ),
-        lambda s, out: [mol.plot_regret(s, out / "simple_regret.png")],
+        lambda s, out: [module.plot_regret(s, out / "simple_regret.png")],
     )
 
 
@@ -453,7 +501,7 @@ def _ax_benchmark(
     figures: Callable[[dict[str, Any], Path], list[Path]],
 ) -> int:
     """Run (or read) the records of an Ax benchmark (``harness``,
-    ``molecules``), then write its summary and figures.
+    ``molecules``, ``reactions``), then write its summary and figures.
 
     Args:
         module: The benchmark's module (``summarize``, ``format_markdown``).
@@ -466,7 +514,7 @@ def _ax_benchmark(
         figures: Draws the figures of a summary into a folder.
     """
     out = Path(args.out)
-    kind = args.command  # "harness" or "molecules": also the records layout
+    kind = args.command  # "harness", "molecules"...: also the records layout
     _quiet_ax()
     start = time.perf_counter()
 
@@ -696,7 +744,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "harness":
         return _harness(args, argv)
     if args.command == "molecules":
-        return _molecules(args, argv)
+        from benchmarks import molecules_bench as mol
+
+        return _lookup_tables(args, argv, mol, mol.run_molecules)
+    if args.command == "reactions":
+        from benchmarks import reactions_bench as rxn
+
+        return _lookup_tables(args, argv, rxn, rxn.run_reactions)
     if args.command in ("pack", "unpack"):
         return _pack(args)
     raise AssertionError(args.command)  # pragma: no cover - argparse guards this

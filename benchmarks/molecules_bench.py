@@ -47,6 +47,11 @@ library (the ``ceil(0.01 n)`` best) has been tested (0 if an initial molecule
 is; runs that never reach it are counted and shown as censored); and wall time
 per query (``get_next_trials``, or BayBE's ``Campaign.recommend``: model fit
 and acquisition).
+
+The loops (:func:`run_client`, :func:`random_items`), a run's :func:`outcome`
+and the summaries (:func:`summarize`, :func:`format_markdown`,
+:func:`plot_regret`, described by a :class:`TableBenchmark`) serve the reaction
+benchmark (:mod:`benchmarks.reactions_bench`) too.
 """
 
 from __future__ import annotations
@@ -55,10 +60,10 @@ import functools
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -73,13 +78,21 @@ __all__ = [
     "FULL_CONFIG",
     "LABELS",
     "METHODS",
+    "MOLECULES",
     "SMALL_CONFIG",
     "MoleculeConfig",
+    "TableBenchmark",
+    "TableConfig",
     "format_markdown",
     "library",
     "make_strategy",
+    "outcome",
     "plot_regret",
+    "random_items",
+    "run_client",
     "run_molecules",
+    "run_tables",
+    "screen_record",
     "run_one",
     "summarize",
 ]
@@ -130,39 +143,91 @@ DATASET_LABELS = {
     "lipo": "Lipophilicity",
 }
 CHECKPOINTS = (10, 25, 50)
+#: Each method's colour in the figures.
+COLORS: dict[str, str] = {
+    "chaining": "tab:green",
+    "chaining-continuous": "tab:olive",
+    "gp-ucb": "tab:blue",
+    "ucb": "tab:orange",
+    "logei": "tab:purple",
+    "qlognei": "tab:red",
+    "random": "tab:gray",
+    "baybe": "tab:brown",
+    "chaining@default": "darkgreen",
+    "chaining-continuous@default": "yellowgreen",
+    "gp-ucb@default": "navy",
+    "qlognei@default": "darkred",
+}
 
 
 @dataclass(frozen=True)
-class MoleculeConfig:
-    """Size of a molecule benchmark.
+class TableBenchmark:
+    """What the summaries of a benchmark over lookup tables of items (molecule
+    libraries, reaction tables) name, order and label.
 
     Attributes:
-        datasets: Dataset names (see :data:`DATASET_NAMES`).
-        runs: Seeds ``0 .. runs - 1``.
-        queries: Sequential queries after the initial points.
-        n_init: Initial molecules, uniform without replacement.
-        delta: Chaining-UCB's and GP-UCB's confidence parameter.
-        beta: BoTorch UCB's beta.
-        radius: Morgan radius.
-        n_bits: Fingerprint length.
+        datasets: The tables, in the order of the summary.
+        methods: The methods, in the order of each table's rows.
+        labels: Method -> its name in tables and figures.
+        dataset_labels: Table -> its name.
+        colors: Method -> its colour in the figures.
+        kind: The records' kind (a key of :data:`benchmarks.records.LAYOUTS`).
+        item: What an item is, in the singular (``"molecule"``); records give
+            their table's size as ``num_<item>s``.
+        baseline: The method the paired differences subtract the others from.
+        checkpoints: The queries at which the summary gives the regret (and at
+            the last query of the runs).
+        per_run: Also give each run's final regret and queries to the top 1%.
     """
 
-    datasets: tuple[str, ...] = ("esol", "freesolv")
-    runs: int = 10
-    queries: int = 50
-    n_init: int = 10
-    delta: float = 0.05
-    beta: float = 0.2
-    radius: int = 2
-    n_bits: int = 2048
+    datasets: tuple[str, ...]
+    methods: tuple[str, ...]
+    labels: dict[str, str]
+    dataset_labels: dict[str, str]
+    colors: dict[str, str]
+    kind: str = "molecules"
+    item: str = "molecule"
+    baseline: str = "chaining"
+    checkpoints: tuple[int, ...] = CHECKPOINTS
+    per_run: bool = False
+
+    @property
+    def size_field(self) -> str:
+        """The record field holding the number of items of the table."""
+        return f"num_{self.item}s"
+
+
+#: The molecule benchmark's summaries.
+MOLECULES = TableBenchmark(DATASET_NAMES, METHODS, LABELS, DATASET_LABELS, COLORS)
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """Size of a benchmark over lookup tables (what the molecule and reaction
+    benchmarks share); a subclass names its tables in :attr:`names`.
+
+    Attributes:
+        datasets: Table names (a non-empty subset of :attr:`names`).
+        runs: Seeds ``0 .. runs - 1``.
+        queries: Sequential queries after the initial points.
+        n_init: Initial items, uniform without replacement.
+        delta: Chaining-UCB's and GP-UCB's confidence parameter.
+    """
+
+    names: ClassVar[tuple[str, ...]] = ()
+    datasets: tuple[str, ...]
+    runs: int
+    queries: int
+    n_init: int
+    delta: float
 
     def __post_init__(self) -> None:
         for name in ("runs", "queries", "n_init"):
             check_int(name, getattr(self, name), 1)
-        bad = [d for d in self.datasets if d not in DATASET_NAMES]
+        bad = [d for d in self.datasets if d not in self.names]
         if bad or not self.datasets:
             raise ValueError(
-                f"`datasets` must be a non-empty subset of {DATASET_NAMES}, "
+                f"`datasets` must be a non-empty subset of {self.names}, "
                 f"got {self.datasets!r}."
             )
 
@@ -172,10 +237,38 @@ class MoleculeConfig:
             "queries": self.queries,
             "n_init": self.n_init,
             "delta": self.delta,
+            "format": FORMAT_VERSION,
+        }
+
+
+@dataclass(frozen=True)
+class MoleculeConfig(TableConfig):
+    """Size of a molecule benchmark (the fields of :class:`TableConfig`, and
+    the methods' other settings).
+
+    Attributes:
+        beta: BoTorch UCB's beta.
+        radius: Morgan radius.
+        n_bits: Fingerprint length.
+    """
+
+    names: ClassVar[tuple[str, ...]] = DATASET_NAMES
+    datasets: tuple[str, ...] = ("esol", "freesolv")
+    runs: int = 10
+    queries: int = 50
+    n_init: int = 10
+    delta: float = 0.05
+    beta: float = 0.2
+    radius: int = 2
+    n_bits: int = 2048
+
+    def key(self) -> dict[str, Any]:
+        """What a stored record must match to be reused."""
+        return {
+            **super().key(),
             "beta": self.beta,
             "radius": self.radius,
             "n_bits": self.n_bits,
-            "format": FORMAT_VERSION,
         }
 
 
@@ -249,84 +342,168 @@ def run_one(
         data, gram = load_dataset(dataset), None  # no Tanimoto Gram needed
     else:
         data, gram = library(dataset, config.radius, config.n_bits)
-    y = data.y.numpy()
+    extra: dict[str, Any] = {}
+    spec = baybe = None
+    if method == "baybe":
+        baybe = _baybe_library(dataset)
+    elif method.endswith(DEFAULT_MODEL):
+        spec, extra["model"] = _default_model(dataset)
+    elif method != "random":
+        from ax_chaining.ax import precomputed_kernel_surrogate_spec
+
+        spec = precomputed_kernel_surrogate_spec(gram)
+    return screen_record(
+        MOLECULES,
+        (dataset, method, seed),
+        config,
+        data.y.numpy(),
+        family=method,
+        spec=spec,
+        baybe=baybe,
+        extra=extra,
+    )
+
+
+def screen_record(
+    bench: TableBenchmark,
+    run: tuple[str, str, int],
+    config: TableConfig,
+    y: np.ndarray,
+    *,
+    family: str,
+    spec: Any = None,
+    baybe: tuple[Any, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One run over the items ``0 .. len(y) - 1`` and its record.
+
+    The run's initial items (:func:`initial_items`), then ``config.queries``
+    queries of ``family``: ``"baybe"`` (BayBE's campaign over ``baybe``, a
+    table and its search space: :func:`benchmarks.baybe_loop.run_campaign`),
+    ``"random"`` (:func:`random_items`), or a method of :func:`make_strategy`
+    on the surrogate spec ``spec`` (:func:`run_client`).
+
+    Args:
+        bench: The benchmark (what an item is called).
+        run: ``(dataset, method, seed)``, the names of the run.
+        config: Its size.
+        y: The items' values, maximized.
+
+    Returns:
+        A JSON-ready record: the run's names and ``config.key()``, the table's
+        size (``bench.size_field``), the :func:`outcome` of the tested items,
+        ``step_seconds`` per query, then ``extra``.
+    """
+    dataset, method, seed = run
     n = len(y)
     if config.n_init + config.queries > n:
         raise ValueError(
             f"n_init + queries = {config.n_init + config.queries} exceeds the "
-            f"{n} molecules of {dataset}."
+            f"{n} {bench.item}s of {dataset}."
         )
     items = initial_items(n, config.n_init, seed)
-    steps: list[float] = []
-    extra: dict[str, Any] = {}
-    if method == "baybe":
+    extra = dict(extra or {})
+    if family == "baybe":
         from benchmarks.baybe_loop import baybe_version, run_campaign
 
-        table, space = _baybe_library(dataset)
+        table, space = baybe
         items, steps = run_campaign(
             table, y, items, config.queries, seed, searchspace=space
         )
         extra["baybe_version"] = baybe_version()
-    elif method == "random":
-        rng = np.random.default_rng(1_000_000 + seed)
-        rest = np.setdiff1d(np.arange(n), np.array(items))
-        for i in rng.permutation(rest)[: config.queries]:
-            items.append(int(i))
-            steps.append(0.0)
+    elif family == "random":
+        items, steps = random_items(n, items, config.queries, seed)
     else:
-        from ax.api.client import Client
-
-        from ax_chaining.ax import (
-            candidate_index_parameter,
-            precomputed_kernel_surrogate_spec,
+        strategy = make_strategy(family, spec, config.n_init, config)
+        items, steps = run_client(
+            y, items, strategy, config.queries, seed, f"{dataset}_{method}_{seed}"
         )
-
-        if method.endswith(DEFAULT_MODEL):
-            spec, extra["model"] = _default_model(dataset)
-        else:
-            spec = precomputed_kernel_surrogate_spec(gram)
-
-        client = Client(random_seed=seed)
-        client.configure_experiment(
-            parameters=[candidate_index_parameter(n, name="item")],
-            name=f"{dataset}_{method}_{seed}",
-        )
-        client.configure_optimization(objective="y")
-        client.set_generation_strategy(
-            make_strategy(method, spec, config.n_init, config)
-        )
-        for i in items:
-            index = client.attach_trial(parameters={"item": i})
-            client.complete_trial(index, raw_data={"y": float(y[i])})
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for _ in range(config.queries):
-                start = time.perf_counter()
-                trials = client.get_next_trials(max_trials=1)
-                steps.append(time.perf_counter() - start)
-                for index, params in trials.items():
-                    item = int(params["item"])
-                    items.append(item)
-                    client.complete_trial(index, raw_data={"y": float(y[item])})
-    values = [float(y[i]) for i in items]
-    best = np.maximum.accumulate(values)[config.n_init - 1 :]
-    regret = [float(y.max() - b) for b in best]
-    k = math.ceil(0.01 * n)
-    threshold = float(np.sort(y)[::-1][k - 1])
-    hits = [q for q, b in enumerate(best) if b >= threshold]
     return {
         "dataset": dataset,
         "method": method,
         "seed": seed,
         "config": config.key(),
-        "num_molecules": n,
-        "items": items,
-        "values": values,
+        bench.size_field: n,
+        **outcome(y, items, config.n_init),
         "step_seconds": steps,
-        "regret": regret,
+        **extra,
+    }
+
+
+def random_items(
+    n: int, initial: Sequence[int], queries: int, seed: int
+) -> tuple[list[int], list[float]]:
+    """Random search: ``queries`` items drawn uniformly without replacement
+    from those of ``0 .. n - 1`` not in ``initial`` (seed ``1_000_000 + seed``),
+    after them; 0 seconds a step."""
+    rng = np.random.default_rng(1_000_000 + seed)
+    rest = np.setdiff1d(np.arange(n), np.array(initial))
+    drawn = [int(i) for i in rng.permutation(rest)[:queries]]
+    return [*initial, *drawn], [0.0] * len(drawn)
+
+
+def run_client(
+    y: np.ndarray,
+    initial: Sequence[int],
+    strategy: Any,
+    queries: int,
+    seed: int,
+    name: str,
+) -> tuple[list[int], list[float]]:
+    """One Ax ``Client`` loop over the items ``0 .. len(y) - 1``, maximizing ``y``.
+
+    The initial items are attached (``Client.attach_trial``) and completed
+    first, then ``queries`` trials are asked for one at a time and completed
+    with their ``y``; ``Client(random_seed=seed)`` seeds the rest.
+
+    Returns:
+        ``(items, seconds)``: the tested items in order (the initial ones
+        first) and the seconds of each ``get_next_trials`` call.
+    """
+    from ax.api.client import Client
+
+    from ax_chaining.ax import candidate_index_parameter
+
+    client = Client(random_seed=seed)
+    client.configure_experiment(
+        parameters=[candidate_index_parameter(len(y), name="item")], name=name
+    )
+    client.configure_optimization(objective="y")
+    client.set_generation_strategy(strategy)
+    items = [int(i) for i in initial]
+    for i in items:
+        index = client.attach_trial(parameters={"item": i})
+        client.complete_trial(index, raw_data={"y": float(y[i])})
+    steps: list[float] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(queries):
+            start = time.perf_counter()
+            trials = client.get_next_trials(max_trials=1)
+            steps.append(time.perf_counter() - start)
+            for index, params in trials.items():
+                item = int(params["item"])
+                items.append(item)
+                client.complete_trial(index, raw_data={"y": float(y[item])})
+    return items, steps
+
+
+def outcome(y: np.ndarray, items: Sequence[int], n_init: int) -> dict[str, Any]:
+    """What a run found: the tested ``values``, the simple ``regret`` after
+    each query (index 0: after the ``n_init`` initial items), the top-1%
+    threshold (the ``ceil(0.01 n)``-th best value) and ``queries_to_top1``
+    (the first index of ``regret`` whose best reaches it; None if never)."""
+    values = [float(y[i]) for i in items]
+    best = np.maximum.accumulate(values)[n_init - 1 :]
+    k = math.ceil(0.01 * len(y))
+    threshold = float(np.sort(y)[::-1][k - 1])
+    hits = [q for q, b in enumerate(best) if b >= threshold]
+    return {
+        "items": list(items),
+        "values": values,
+        "regret": [float(y.max() - b) for b in best],
         "top1_threshold": threshold,
         "queries_to_top1": hits[0] if hits else None,
-        **extra,
     }
 
 
@@ -361,41 +538,60 @@ def _baybe_library(dataset: str) -> tuple[Any, Any]:
 
 
 def run_molecules(
+    methods: Sequence[str], config: MoleculeConfig, out: str | Path, **options: Any
+) -> list[dict[str, Any]]:
+    """Run (or resume) every run, seed by seed; returns all records.
+
+    ``options``: ``progress``, ``force`` and ``jobs`` (worker processes), as
+    :func:`run_tables` takes them."""
+    return run_tables(MOLECULES, run_one, methods, config, out, **options)
+
+
+def run_tables(
+    bench: TableBenchmark,
+    run: Callable[..., dict[str, Any]],
     methods: Sequence[str],
-    config: MoleculeConfig,
+    config: TableConfig,
     out: str | Path,
+    *,
     progress: bool = True,
     force: bool = False,
     jobs: int = 1,
 ) -> list[dict[str, Any]]:
-    """Run (or resume) every run, seed by seed; returns all records.
+    """Run (or resume) ``run(dataset, method, seed, config=config)`` for every
+    seed of ``config.runs``, dataset of ``config.datasets`` and method of
+    ``methods`` (checked against ``bench.methods``), seed by seed, as the
+    records of ``bench.kind``; returns all records.
 
     ``jobs`` worker processes share the runs (see :func:`run_resumable`)."""
-    check_names(methods, METHODS, "method")
+    check_names(methods, bench.methods, "method")
     tasks = [
         (d, m, s) for s in range(config.runs) for d in config.datasets for m in methods
     ]
     return run_resumable(
         tasks,
         out,
-        "molecules",
+        bench.kind,
         config.key(),
-        functools.partial(run_one, config=config),
+        functools.partial(run, config=config),
         force=force,
         progress=progress,
-        desc="molecules",
+        desc=bench.kind,
         jobs=jobs,
     )
 
 
-def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarize(
+    records: Sequence[dict[str, Any]], bench: TableBenchmark = MOLECULES
+) -> dict[str, Any]:
     """Per dataset and method: regret at checkpoints, top-1% hits, time per step.
 
     Only seeds present for every method of a dataset enter, so rows and paired
-    differences use the same runs.
+    differences use the same runs; the paired differences subtract each method
+    from ``bench.baseline``.
     """
     rows, pairs = [], []
-    groups = common_seed_groups(records, "dataset", DATASET_NAMES, METHODS)
+    groups = common_seed_groups(records, "dataset", bench.datasets, bench.methods)
     for dataset, methods, seeds, by_method in groups:
         finals: dict[str, list[float]] = {}
         aucs: dict[str, list[float]] = {}
@@ -415,11 +611,11 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     "method": m,
                     "runs": len(seeds),
                     "queries": T,
-                    "num_molecules": recs[0]["num_molecules"],
+                    bench.size_field: recs[0][bench.size_field],
                     "n_init": recs[0].get("config", {}).get("n_init"),
                     "regret": {
                         str(k): mean_se([c[k] for c in curves])
-                        for k in (*CHECKPOINTS, T)
+                        for k in (*bench.checkpoints, T)
                         if k <= T
                     },
                     "auc": mean_se(aucs[m]),
@@ -430,16 +626,23 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     "curve_se": curve_se.tolist(),
                 }
             )
-        if "chaining" in finals:
+            if bench.per_run:
+                rows[-1]["per_run"] = {
+                    "seeds": seeds,
+                    "final": finals[m],
+                    "queries_to_top1": [h if h in reached else None for h in hits],
+                }
+        base = bench.baseline
+        if base in finals:
             for m in methods:
-                if m == "chaining":
+                if m == base:
                     continue
                 pairs.append(
                     {
                         "dataset": dataset,
                         "method": m,
-                        "final": paired(finals["chaining"], finals[m], False),
-                        "auc": paired(aucs["chaining"], aucs[m], False),
+                        "final": paired(finals[base], finals[m], False),
+                        "auc": paired(aucs[base], aucs[m], False),
                     }
                 )
     return {"rows": rows, "paired": pairs}
@@ -455,18 +658,19 @@ def _censored_median(hits: Sequence[int | None], T: int) -> float | None:
     return None if math.isinf(med) or math.isnan(med) else med
 
 
-def format_markdown(summary: dict[str, Any]) -> str:
+def format_markdown(summary: dict[str, Any], bench: TableBenchmark = MOLECULES) -> str:
     """Markdown tables of a :func:`summarize` result."""
+    labels, item = bench.labels, bench.item
     lines: list[str] = []
     for dataset in dict.fromkeys(r["dataset"] for r in summary["rows"]):
         rows = [r for r in summary["rows"] if r["dataset"] == dataset]
         T = rows[0]["queries"]
-        ks = [k for k in (*CHECKPOINTS, T) if k <= T]
+        ks = [k for k in (*bench.checkpoints, T) if k <= T]
         ks = list(dict.fromkeys(ks))
         best = {k: min(r["regret"][str(k)][0] for r in rows) for k in ks}
         lines += [
-            f"**{DATASET_LABELS[dataset]}** ({rows[0]['num_molecules']} molecules, "
-            f"T = {T} queries after the initial points)",
+            f"**{bench.dataset_labels[dataset]}** ({rows[0][bench.size_field]} "
+            f"{item}s, T = {T} queries after the initial points)",
             "",
             "| method | "
             + " | ".join(f"S_{k}" for k in ks)
@@ -481,17 +685,20 @@ def format_markdown(summary: dict[str, Any]) -> str:
                 cells.append(f"**{c}**" if r["regret"][str(k)][0] == best[k] else c)
             med = r["top1_median"]
             lines.append(
-                f"| {LABELS[r['method']]} | "
+                f"| {labels[r['method']]} | "
                 + " | ".join(cells)
                 + f" | {pm(*r['auc'], digits=2)} | {r['top1_reached']} / {r['runs']}"
                 f" | {'> T' if med is None else num(med, 1)}"
                 f" | {num(r['s_per_step'], 3)} | {r['runs']} |"
             )
         lines.append("")
+        if "per_run" in rows[0]:
+            lines += _per_run_lines(rows, labels)
     if summary["paired"]:
         lines += [
-            "**Paired differences, Chaining-UCB minus each method** (same initial "
-            "molecules in each run; negative: Chaining-UCB better)",
+            f"**Paired differences, {labels[bench.baseline]} minus each method** "
+            f"(same initial {item}s in each run; negative: "
+            f"{labels[bench.baseline]} better)",
             "",
             "| dataset | method | Δ S_T | Δ AUC | wins / ties / losses (S_T) | runs |",
             "|---|---|---:|---:|---:|---:|",
@@ -499,29 +706,52 @@ def format_markdown(summary: dict[str, Any]) -> str:
         for p in summary["paired"]:
             f, a = p["final"], p["auc"]
             lines.append(
-                f"| {DATASET_LABELS[p['dataset']]} | {LABELS[p['method']]} | "
+                f"| {bench.dataset_labels[p['dataset']]} | {labels[p['method']]} | "
                 f"{pm(f['mean'], f['se'], sign=True)} | "
                 f"{pm(a['mean'], a['se'], digits=2, sign=True)} | "
                 f"{f['wins']} / {f['ties']} / {f['losses']} | {f['n']} |"
             )
         lines.append("")
     lines.append(
-        "S_n: simple regret max y - max y(tested) after the initial molecules and "
+        f"S_n: simple regret max y - max y(tested) after the initial {item}s and "
         "n queries, in the property's units, mean ± standard error over runs "
         "(bold: lowest mean). AUC: sum of S_n over n = 1..T. Top 1%: runs in "
-        "which a molecule among the ceil(N/100) best was tested; median queries "
-        'to it, 0 if an initial molecule was ("> T": more than half never). '
+        f"which a {item} among the ceil(N/100) best was tested; median queries "
+        f'to it, 0 if an initial {item} was ("> T": more than half never). '
         "s/step: mean wall time of one `get_next_trials` call (fit + acquisition)."
         + (
             " BayBE's: one `Campaign.recommend` call (fit + acquisition)."
-            if any(r["method"] == "baybe" for r in summary["rows"])
+            if any(r["method"].startswith("baybe") for r in summary["rows"])
             else ""
         )
     )
     return "\n".join(lines)
 
 
-def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
+def _per_run_lines(rows: Sequence[dict[str, Any]], labels: dict[str, str]) -> list[str]:
+    """A table of each run's final regret and queries to the top 1%."""
+    seeds = ", ".join(map(str, rows[0]["per_run"]["seeds"]))
+    lines = [
+        f"**Per run** (seeds {seeds}, in that order; S_T as above, queries to "
+        'the top 1% "-" where never)',
+        "",
+        "| method | S_T | queries to top 1% |",
+        "|---|---|---|",
+    ]
+    for r in rows:
+        runs = r["per_run"]
+        hits = ["-" if h is None else str(h) for h in runs["queries_to_top1"]]
+        lines.append(
+            f"| {labels[r['method']]} | "
+            + ", ".join(num(v, 2) for v in runs["final"])
+            + f" | {', '.join(hits)} |"
+        )
+    return [*lines, ""]
+
+
+def plot_regret(
+    summary: dict[str, Any], path: str | Path, bench: TableBenchmark = MOLECULES
+) -> Path:
     """Mean simple regret ± SE against queries, one panel per dataset."""
     import matplotlib
 
@@ -532,35 +762,20 @@ def plot_regret(summary: dict[str, Any], path: str | Path) -> Path:
     fig, axes = plt.subplots(
         1, len(datasets), figsize=(4.5 * len(datasets), 3.4), squeeze=False
     )
-    colors = {
-        "chaining": "tab:green",
-        "chaining-continuous": "tab:olive",
-        "gp-ucb": "tab:blue",
-        "ucb": "tab:orange",
-        "logei": "tab:purple",
-        "qlognei": "tab:red",
-        "random": "tab:gray",
-        "baybe": "tab:brown",
-        "chaining@default": "darkgreen",
-        "chaining-continuous@default": "yellowgreen",
-        "gp-ucb@default": "navy",
-        "qlognei@default": "darkred",
-    }
     for ax, dataset in zip(axes.flat, datasets, strict=True):
         for r in (r for r in summary["rows"] if r["dataset"] == dataset):
             x = np.arange(len(r["curve_mean"]))
             mean, se = np.array(r["curve_mean"]), np.array(r["curve_se"])
-            ax.plot(x, mean, color=colors[r["method"]], label=LABELS[r["method"]])
-            ax.fill_between(
-                x, mean - se, mean + se, color=colors[r["method"]], alpha=0.15
-            )
+            color = bench.colors[r["method"]]
+            ax.plot(x, mean, color=color, label=bench.labels[r["method"]])
+            ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.15)
             ax.set_title(
-                f"{DATASET_LABELS[dataset]} ({r['num_molecules']} molecules, "
-                f"{r['runs']} runs)",
+                f"{bench.dataset_labels[dataset]} ({r[bench.size_field]} "
+                f"{bench.item}s, {r['runs']} runs)",
                 fontsize=9,
             )
         n_init = next(r["n_init"] for r in summary["rows"] if r["dataset"] == dataset)
-        ax.set_xlabel(f"queries after {n_init} initial molecules")
+        ax.set_xlabel(f"queries after {n_init} initial {bench.item}s")
         ax.set_ylabel("simple regret")
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()

@@ -100,6 +100,9 @@ LAYOUTS: dict[str, Layout] = {
     "molecules": Layout(
         ("dataset", "method", "seed"), "runs/{dataset}/{method}/seed_{seed}.json"
     ),
+    "reactions": Layout(
+        ("dataset", "method", "seed"), "runs/{dataset}/{method}/seed_{seed}.json"
+    ),
     "certificate": Layout(("problem", "seed"), "{problem}/run{seed:03d}.json"),
     "validity": Layout(
         ("problem", "method", "seed"), "{problem}/{method}/seed_{seed}.json"

@@ -401,8 +401,11 @@ def test_wheel_holds_the_package_and_its_data_only(tmp_path):
     assert tops == {"ax_chaining", wheel.name.split("-py")[0] + ".dist-info"}
     assert "ax_chaining/py.typed" in names
     data = Path(ax_chaining.__path__[0]) / "test_functions" / "data"
-    csvs = {f"ax_chaining/test_functions/data/{p.name}" for p in data.glob("*.csv")}
-    assert len(csvs) == 3 and csvs <= set(names)
+    csvs = {
+        f"ax_chaining/test_functions/data/{p.name}"
+        for p in [*data.glob("*.csv"), *data.glob("*.csv.gz")]
+    }
+    assert len(csvs) == 4 and csvs <= set(names)
     assert not [n for n in names if n.endswith((".jsonl", ".jsonl.gz", ".png"))]
     archive = zipfile.ZipFile(wheel)
     for name in (n for n in names if n.endswith(".py")):

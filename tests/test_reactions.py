@@ -186,3 +186,59 @@ def test_reaction_table_through_the_item_index_route():
             tested.append(item)
             client.complete_trial(index, raw_data={"y": y[item]})
     assert len(tested) == 5
+
+
+# ---------------------------------------------------------------------------
+# The vendored reaction table (Ahneman et al., 2018, through GAUCHE).
+# ---------------------------------------------------------------------------
+
+
+def test_buchwald_hartwig_table_as_the_csv_holds_it():
+    from ax_chaining.test_functions.reactions import load_reactions
+
+    data = load_reactions("buchwald-hartwig")
+    assert len(data) == 3955 == data.y.shape[0]
+    assert data.components == ("ligand", "additive", "base", "aryl halide")
+    assert list(data.table.columns) == list(data.components)
+    # Every combination of 4 ligands x 22 additives x 3 bases x 15 aryl halides
+    # (3,960) but five, each once.
+    assert data.table.nunique().to_dict() == {
+        "ligand": 4,
+        "additive": 22,
+        "base": 3,
+        "aryl halide": 15,
+    }
+    assert not data.table.duplicated().any()
+    # The CSV's first row: 2-chloropyridine, the phosphazene base P2Et,
+    # 3,5-dimethylisoxazole, yield 70.41045785.
+    first = data.table.iloc[0]
+    assert first["aryl halide"] == "ClC1=NC=CC=C1"
+    assert first["base"] == "CN(C)P(N(C)C)(N(C)C)=NP(N(C)C)(N(C)C)=NCC"
+    assert first["additive"] == "CC1=CC(C)=NO1"
+    assert data.y[0].item() == 70.41045785
+    assert data.y.dtype == torch.float64
+    assert (data.y.min().item(), data.y.max().item()) == (0.0, 99.99999)
+
+
+def test_reaction_loader_refuses_an_unknown_name_and_a_modified_file(
+    tmp_path, monkeypatch
+):
+    import gzip
+    from importlib import resources
+
+    from ax_chaining.test_functions.reactions import REACTIONS, load_reactions
+
+    with pytest.raises(ValueError, match="must be one of buchwald-hartwig"):
+        load_reactions("suzuki")
+    # The vendored file with one yield changed, where the loader reads its data.
+    source = resources.files("ax_chaining.test_functions").joinpath("data")
+    text = gzip.decompress(source.joinpath("DreherDoyle.csv.gz").read_bytes())
+    assert b",70.41045785\n" in text
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "DreherDoyle.csv.gz").write_bytes(
+        gzip.compress(text.replace(b",70.41045785\n", b",90.41045785\n", 1))
+    )
+    monkeypatch.setattr(resources, "files", lambda package: tmp_path)
+    expected = REACTIONS["buchwald-hartwig"].sha256
+    with pytest.raises(ValueError, match=f"once decompressed, expected {expected}"):
+        load_reactions("buchwald-hartwig")

@@ -23,15 +23,18 @@ Example:
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import torch
 from torch import Tensor
 
-__all__ = ["DATASETS", "MoleculeDataset", "library", "load_dataset"]
+__all__ = ["DATASETS", "MoleculeDataset", "library", "load_dataset", "vendored_rows"]
 
 
 @dataclass(frozen=True)
@@ -105,30 +108,57 @@ def load_dataset(name: str) -> MoleculeDataset:
     Raises:
         ValueError: Unknown name, or a file whose checksum does not match.
     """
-    key = str(name).lower()
-    if key not in DATASETS:
-        raise ValueError(
-            f"`name` must be one of {', '.join(sorted(DATASETS))}, got {name!r}."
-        )
-    info = DATASETS[key]
-    raw = (
-        resources.files("ax_chaining.test_functions")
-        .joinpath("data", info.file)
-        .read_bytes()
-    )
-    digest = hashlib.sha256(raw).hexdigest()
-    if digest != info.sha256:
-        raise ValueError(
-            f"ax_chaining/test_functions/data/{info.file} has SHA-256 {digest}, "
-            f"expected {info.sha256}: the vendored file was modified."
-        )
-    rows = list(csv.DictReader(raw.decode("utf-8").splitlines()))
+    key, info, rows = vendored_rows(name, DATASETS)
     smiles = tuple(row[info.smiles_column] for row in rows)
     y = torch.tensor(
         [info.sign * float(row[info.target_column]) for row in rows],
         dtype=torch.float64,
     )
     return MoleculeDataset(name=key, smiles=smiles, y=y, objective=info.objective)
+
+
+def vendored_rows(
+    name: str, registry: Mapping[str, Any]
+) -> tuple[str, Any, list[dict[str, str]]]:
+    """The rows of a vendored CSV, its SHA-256 checked.
+
+    Args:
+        name: A key of ``registry`` (any case).
+        registry: Dataset key -> entry with ``file`` (the name in
+            ``ax_chaining/test_functions/data``; a ``.gz`` file is decompressed,
+            and the checksum is the decompressed file's, as ``PROVENANCE.md``
+            lists it) and ``sha256`` (the expected hex digest).
+
+    Returns:
+        ``(key, entry, rows)``: the lower-case key, its entry, and the CSV's
+        rows as dicts column -> text.
+
+    Raises:
+        ValueError: Unknown name, or a checksum that does not match (the file
+            was modified).
+    """
+    key = str(name).lower()
+    if key not in registry:
+        raise ValueError(
+            f"`name` must be one of {', '.join(sorted(registry))}, got {name!r}."
+        )
+    info = registry[key]
+    file = info.file
+    data = (
+        resources.files("ax_chaining.test_functions")
+        .joinpath("data", file)
+        .read_bytes()
+    )
+    if file.endswith(".gz"):
+        data = gzip.decompress(data)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != info.sha256:
+        raise ValueError(
+            f"ax_chaining/test_functions/data/{file} has SHA-256 {digest}"
+            + (" once decompressed" if file.endswith(".gz") else "")
+            + f", expected {info.sha256}: the vendored file was modified."
+        )
+    return key, info, list(csv.DictReader(data.decode("utf-8").splitlines()))
 
 
 @lru_cache(maxsize=4)

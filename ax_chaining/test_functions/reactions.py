@@ -1,0 +1,104 @@
+r"""Reaction tables with one measured yield per reaction, vendored with the package.
+
+One public table ships in ``ax_chaining/test_functions/data`` (provenance,
+licence and checksum in ``PROVENANCE.md`` there):
+
+=====================  =========  ===========================================
+name                   reactions  components (distinct)
+=====================  =========  ===========================================
+``buchwald-hartwig``   3,955      ligand (4), additive (22), base (3),
+                                  aryl halide (15)
+=====================  =========  ===========================================
+
+``buchwald-hartwig`` is the Pd-catalysed C-N coupling screen of Ahneman et al.
+(Science, 2018): every combination of the four components, coupled with
+p-toluidine, and its measured yield (%, maximized). Each component column holds
+SMILES strings, the input of :func:`ax_chaining.reactions.component_features`.
+
+Example:
+    >>> from ax_chaining.test_functions.reactions import load_reactions
+    >>> data = load_reactions("buchwald-hartwig")
+    >>> len(data), data.components
+    (3955, ('ligand', 'additive', 'base', 'aryl halide'))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from ax_chaining.test_functions.molecules import vendored_rows
+
+__all__ = ["REACTIONS", "ReactionDataset", "load_reactions"]
+
+
+@dataclass(frozen=True)
+class _ReactionInfo:
+    file: str
+    sha256: str  # of the decompressed file
+    components: tuple[str, ...]
+    target_column: str
+    objective: str
+
+
+REACTIONS: dict[str, _ReactionInfo] = {
+    "buchwald-hartwig": _ReactionInfo(
+        file="DreherDoyle.csv.gz",
+        sha256="a41de4a1d2f31048ebf37e5dd9a8b11afa30dd86598c44d1fd66752066e4a75a",
+        components=("ligand", "additive", "base", "aryl halide"),
+        target_column="yield",
+        objective="yield of the C-N coupling (%), maximized",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ReactionDataset:
+    """A table of reactions with one measured yield per reaction.
+
+    Attributes:
+        name: Dataset key (see :data:`REACTIONS`).
+        table: One row per reaction, one column per component (SMILES
+            strings), in file order.
+        components: The component columns of ``table``.
+        y: ``n`` float64 yields, to be maximized.
+        objective: What ``y`` is, in words.
+    """
+
+    name: str
+    table: pd.DataFrame
+    components: tuple[str, ...]
+    y: Tensor
+    objective: str
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+def load_reactions(name: str = "buchwald-hartwig") -> ReactionDataset:
+    """Load a vendored reaction table, checking its SHA-256.
+
+    Args:
+        name: ``"buchwald-hartwig"``.
+
+    Returns:
+        A :class:`ReactionDataset`.
+
+    Raises:
+        ValueError: Unknown name, or a file whose checksum does not match.
+    """
+    key, info, rows = vendored_rows(name, REACTIONS)
+    table = pd.DataFrame({c: [row[c] for row in rows] for c in info.components})
+    y = torch.tensor(
+        [float(row[info.target_column]) for row in rows], dtype=torch.float64
+    )
+    return ReactionDataset(
+        name=key,
+        table=table,
+        components=info.components,
+        y=y,
+        objective=info.objective,
+    )
