@@ -89,12 +89,14 @@ them.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from benchmarks._tables import parse_names
@@ -311,6 +313,12 @@ def _add_molecules_parser(sub: Any) -> None:
         ),
     )
     _add_table_options(m, DATASET_NAMES, METHODS, DEFAULT_METHODS, "molecules")
+    m.add_argument(
+        "--baseline",
+        default=None,
+        help="the method the paired differences subtract the others from (one of "
+        "--methods; default chaining)",
+    )
 
 
 def _add_reactions_parser(sub: Any) -> None:
@@ -467,6 +475,18 @@ def _lookup_tables(
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     methods = parse_names(args.methods, module.METHODS, "method")
+    if (baseline := getattr(args, "baseline", None)) is not None:
+        if baseline not in methods:
+            raise SystemExit(
+                f"error: --baseline must be one of --methods ({','.join(methods)}), "
+                f"got {baseline!r}"
+            )
+        bench = replace(module.MOLECULES, baseline=baseline)
+        module = SimpleNamespace(
+            summarize=functools.partial(module.summarize, bench=bench),
+            format_markdown=functools.partial(module.format_markdown, bench=bench),
+            plot_regret=functools.partial(module.plot_regret, bench=bench),
+        )
     return _ax_benchmark(
         args,
         argv,
