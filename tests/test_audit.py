@@ -94,8 +94,11 @@ def _f(p: dict[str, Any]) -> float:
     return math.exp(-((p["x"] - 9) ** 2 + (p["y"] - 4) ** 2) / 20.0)
 
 
-def _loop(seed: int, steps: int = 9) -> GenerationStrategy:
-    gs = chaining_generation_strategy(init_trials=3, seed=seed, audit_every=3)
+def _loop(seed: int, steps: int = 9, **options: Any) -> GenerationStrategy:
+    """A Client loop on a 10 x 10 grid; ``options`` go to the strategy
+    (default: an audit every third step)."""
+    options = {"audit_every": 3, **options}
+    gs = chaining_generation_strategy(init_trials=3, seed=seed, **options)
     client = Client(random_seed=0)
     client.configure_experiment(
         parameters=[
@@ -220,22 +223,7 @@ def test_node_records_forecast_calibrated_certificates() -> None:
         chaining_generation_strategy(certificate_calibration="conformal")
 
     def loop(calibration: str) -> GenerationStrategy:
-        gs = chaining_generation_strategy(
-            init_trials=3, seed=5, certificate_calibration=calibration
-        )
-        client = Client(random_seed=0)
-        client.configure_experiment(
-            parameters=[
-                RangeParameterConfig(name="x", bounds=(0, 9), parameter_type="int"),
-                RangeParameterConfig(name="y", bounds=(0, 9), parameter_type="int"),
-            ]
-        )
-        client.configure_optimization(objective="f")
-        client.set_generation_strategy(gs)
-        for _ in range(3 + 16):
-            for index, params in client.get_next_trials(max_trials=1).items():
-                client.complete_trial(index, raw_data={"f": _f(params)})
-        return gs
+        return _loop(5, 16, audit_every=None, certificate_calibration=calibration)
 
     forecast, default = loop("forecast"), loop("loo")
     assert [_arm(forecast, i) for i in range(19)] == [
