@@ -601,14 +601,24 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         self._model_space = (rows, X)
         return X
 
-    def step_calibration(self, experiment: Experiment) -> CalibrationChoice:
-        """The calibration of this step's certificate: ``"forecast"`` and
-        ``"audit"`` resolved to the residuals of the experiment's completed
-        forecasts (:func:`~ax_chaining.ax.forecasts.residual_calibration`;
-        too few act as ``"loo"``), the others as named."""
-        if self.certificate_calibration in ("forecast", "audit"):
-            return residual_calibration(experiment, self.certificate_calibration)
-        return self.certificate_calibration
+    def _certificate(
+        self,
+        acquisition: Any,
+        among: torch.Tensor,
+        scale: float | None,
+        experiment: Experiment,
+    ) -> dict[str, Any] | None:
+        """This step's certificate record (:func:`step_certificate`) under the
+        node's schedule and calibration: ``"forecast"`` and ``"audit"``
+        resolved to the residuals of the experiment's completed forecasts
+        (:func:`~ax_chaining.ax.forecasts.residual_calibration`; too few act
+        as ``"loo"``), the others as named."""
+        calibration: CalibrationChoice = self.certificate_calibration
+        if calibration in ("forecast", "audit"):
+            calibration = residual_calibration(experiment, calibration)
+        return step_certificate(
+            acquisition, among, scale, self.certificate_schedule, calibration
+        )
 
     def _step_record(
         self,
@@ -635,13 +645,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             return meta
         scale = objective_scale(adapter, experiment, weights)
         evaluated = torch.as_tensor(selection.evaluated_mask())
-        cert = step_certificate(
-            acquisition,
-            evaluated,
-            scale,
-            self.certificate_schedule,
-            self.step_calibration(experiment),
-        )
+        cert = self._certificate(acquisition, evaluated, scale, experiment)
         if cert is None:
             return meta
         cert["parameters"] = dict(self._rows[int(cert["index"])])

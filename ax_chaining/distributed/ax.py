@@ -52,7 +52,6 @@ from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.ax.candidates import CandidateSetSpec
 from ax_chaining.ax.metadata import (
     objective_scale,
-    step_certificate,
 )
 from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
 from ax_chaining.ax.options import (
@@ -281,13 +280,7 @@ class ShardedCandidateSetNode(CandidateSetNode):
             return meta
         scale = objective_scale(adapter, experiment, acquisition.objective_weights)
         among = torch.as_tensor(selection.evaluated, dtype=torch.long)
-        cert = step_certificate(
-            acquisition,
-            among,
-            scale,
-            self.certificate_schedule,
-            self.step_calibration(experiment),
-        )
+        cert = self._certificate(acquisition, among, scale, experiment)
         if cert is not None:
             cert["parameters"] = {self._param: int(cert["index"])}
             meta["certificate"] = cert
