@@ -398,6 +398,10 @@ def _first_rows(smiles: Sequence[str]) -> np.ndarray:
     return out
 
 
+#: The cached table's file name in a cache directory.
+_FEATURES_FILE = "features.npy"
+
+
 @dataclass(frozen=True)
 class MoleculeFeatures:
     r"""A cleaned encoding of a molecule library, one row per item.
@@ -431,6 +435,12 @@ class MoleculeFeatures:
     def tensor(self) -> Tensor:
         """The values as a float64 tensor sharing their memory (no copy)."""
         return torch.from_numpy(self.values)
+
+    @property
+    def file(self) -> Path | None:
+        """The cached table's ``.npy`` file (``numpy.save``), or None without a
+        cache: what :func:`~ax_chaining.kernels.open_features` maps."""
+        return None if self.path is None else self.path / _FEATURES_FILE
 
 
 def molecule_features(
@@ -587,7 +597,7 @@ def _open_cache(path: Path, wanted: dict[str, Any]) -> MoleculeFeatures | None:
         )
     return MoleculeFeatures(
         # Copy-on-write: writable for torch.from_numpy, never written back.
-        values=np.load(path / "features.npy", mmap_mode="c"),
+        values=np.load(path / _FEATURES_FILE, mmap_mode="c"),
         names=tuple(manifest["names"]),
         dropped={k: tuple(v) for k, v in manifest["dropped"].items()},
         first_row=np.load(path / "first_row.npy"),
@@ -604,7 +614,7 @@ def _write_cache(path: Path, result: MoleculeFeatures, wanted: dict[str, Any]) -
 
     _read_manifest(path)  # refuses a non-empty directory that is no cache
     for name, array in (
-        ("features.npy", result.values),
+        (_FEATURES_FILE, result.values),
         ("first_row.npy", result.first_row),
     ):
         write_atomic(path / name, lambda fh, a=array: np.save(fh, a), binary=True)

@@ -235,6 +235,37 @@ def test_library_from_a_saved_file(tmp_path):
     assert_same_step(single, acqf)
 
 
+def test_feature_table_from_a_file_travels_as_its_path(tmp_path):
+    """A descriptor GP over an item index (FeatureTableKernel): the sharded step
+    equals one machine's; built from a file, the step sends the shards the
+    table's path, built from a tensor, the table itself to each shard."""
+    from ax_chaining.kernels import FeatureTableKernel
+
+    n, d = 9000, 40
+    g = torch.Generator().manual_seed(3)
+    F = torch.rand(n, d, generator=g, dtype=DTYPE)
+    file = tmp_path / "features.npy"
+    np.save(file, F.numpy())
+    C = torch.arange(n, dtype=DTYPE).unsqueeze(-1)
+    idx = torch.randperm(n, generator=g)[:30]
+    Y = F[idx, :1].sin() + F[idx, 1:2]
+    sent = {}
+    for name, features in (("tensor", F), ("file", file)):
+        kernel = FeatureTableKernel(features, base="rbf")
+        kernel.base_kernel.lengthscale = 2.0
+        model = SingleTaskGP(C[idx], Y, covar_module=kernel, outcome_transform=None)
+        model.likelihood.noise = 1e-3
+        model.eval()
+        sharded = ShardedCandidates(None, C, workers=["a", "b"])
+        acqf = ShardedChainingUCB(model, sharded)
+        assert_same_step(ChainingUCB(model, C, path="low_rank"), acqf)
+        sent[name] = sharded.comm_stats()["bytes_sent"]
+    # The tensor-built kernel carries the table to each of the two shards;
+    # everything else (the factors, the traversal's rounds) is the same.
+    table = F.numel() * F.element_size()
+    assert sent["tensor"] - sent["file"] > 2 * table * 0.99
+
+
 def test_continuous_bonus_on_shards_picks_as_one_machine():
     model, C = se_problem(9000, seed=5)
     sharded = ShardedCandidates(None, C, workers=["a", "b"])

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -140,6 +142,40 @@ def test_kernel_reads_a_memory_mapped_table_without_copying(tmp_path: Path) -> N
     )
 
 
+def test_a_kernel_from_a_file_pickles_its_path_not_the_table(tmp_path: Path) -> None:
+    """Built from a saved table, the kernel maps the file; its pickle holds the
+    path and content key (a few kB for a 3 MB table) and unpickles to the same
+    kernel; a rewritten file is refused on unpickling, a tensor-built kernel
+    pickles the table itself, and a missing or non-table file is refused."""
+    import pickle
+
+    F = _table(n=6000, d=60)
+    file = tmp_path / "f.npy"
+    np.save(file, F.numpy())
+    kernel = FeatureTableKernel(file, base="rbf")
+    kernel.base_kernel.lengthscale = 0.7
+    assert kernel.features_file == str(file.resolve())
+    torch.testing.assert_close(kernel.features, F, atol=0, rtol=0)
+    blob = pickle.dumps(kernel)
+    assert len(blob) < 20_000 < F.numel() * 8
+    assert len(pickle.dumps(FeatureTableKernel(F, base="rbf"))) > F.numel() * 8
+    again = pickle.loads(blob)
+    x1 = torch.tensor([[0.0], [17.0], [5999.0]], dtype=DTYPE)
+    x2 = torch.tensor([[3.0], [17.0]], dtype=DTYPE)
+    expected = kernel.base_kernel(F[[0, 17, 5999]], F[[3, 17]]).to_dense()
+    torch.testing.assert_close(again(x1, x2).to_dense(), expected)
+    # Another table in the same file (another modification time): refused.
+    np.save(file, (F + 0.25).numpy())
+    os.utime(file, ns=(0, 10**9))
+    with pytest.raises(ValueError, match="changed since this kernel was pickled"):
+        pickle.loads(blob)
+    with pytest.raises(ValueError, match="existing .npy file"):
+        FeatureTableKernel(tmp_path / "missing.npy")
+    np.save(tmp_path / "text.npy", np.array(["a", "b"]))
+    with pytest.raises(ValueError, match="floating|numeric|N x d"):
+        FeatureTableKernel(tmp_path / "text.npy")
+
+
 def test_minmax_base_on_counts_is_the_minmax_similarity() -> None:
     counts = torch.tensor([[2.0, 0.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
     kernel = FeatureTableKernel(counts.to(DTYPE), base="minmax")
@@ -229,7 +265,8 @@ def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
     """A real Ax loop over FreeSolv's first 120 molecules: Ax fits the
     feature-table GP (ARD lengthscales moved off their initial value), its
     predictions equal a SingleTaskGP on the features with Ax's
-    hyperparameters, and the JSON stores the table's key, not the table."""
+    hyperparameters, and the JSON stores the cached table's path, not the
+    table."""
     pytest.importorskip("rdkit")
     from ax.api.client import Client
 
@@ -271,7 +308,10 @@ def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
     path = tmp_path / "client.json"
     client.save_to_json_file(str(path))
     text = path.read_text()
-    assert register_features(F) in text
+    # The cached table goes by its file: the JSON holds its path, no table.
+    assert kernel.features_file == str(tmp_path / "features" / "features.npy")
+    assert json.dumps(kernel.features_file) in text
+    assert register_features(F) not in text
     assert path.stat().st_size < 1_000_000  # 120 x d floats would be far more
     loaded = Client.load_from_json_file(str(path))
     assert loaded.get_next_trials(max_trials=1) == client.get_next_trials(max_trials=1)

@@ -40,7 +40,12 @@ from ax_chaining.kernels import (
     register_fingerprints,
     register_gram,
 )
-from ax_chaining.kernels.features import BASES, PRIORS, likelihood_options
+from ax_chaining.kernels.features import (
+    BASES,
+    PRIORS,
+    likelihood_options,
+    open_features,
+)
 
 __all__ = [
     "DEFAULT_MOLECULE_ENCODING",
@@ -138,7 +143,9 @@ def fingerprint_kernel_surrogate_spec(
 
 
 def feature_table_surrogate_spec(
-    features: Tensor, kernel: str = "matern52", prior: str = "botorch"
+    features: Tensor | str | os.PathLike,
+    kernel: str = "matern52",
+    prior: str = "botorch",
 ) -> SurrogateSpec:
     r"""An Ax ``SurrogateSpec`` whose GP sees each item's row of a feature table.
 
@@ -146,15 +153,20 @@ def feature_table_surrogate_spec(
     ``SingleTaskGP`` whose covariance is
     :class:`~ax_chaining.kernels.FeatureTableKernel` (the index mapped to row
     ``i`` of ``features``, then an ARD kernel whose lengthscales Ax fits), with
-    the noise prior of ``prior``. The table is registered
+    the noise prior of ``prior``. A tensor is registered
     (:func:`~ax_chaining.kernels.register_features`) and the JSON stores its
-    key only. Rows are gathered per call, so a memory-mapped table is read in
-    the blocks the chaining engine asks for.
+    key only (a saved experiment reopens in a process that registered the same
+    table); a file's path is stored as it is (the experiment reopens wherever
+    the file is), and a pickled model carries the path, not the table (what a
+    sharded step sends its workers). Rows are gathered per call, so a
+    memory-mapped table is read in the blocks the chaining engine asks for.
 
     Args:
         features: ``N x d`` floating table, row ``i`` for item ``i``, cleaned
             (finite; in the unit cube for the priors' scale, as
-            :func:`~ax_chaining.descriptors.clean_features` gives by default).
+            :func:`~ax_chaining.descriptors.clean_features` gives by default);
+            or the path of such a table saved with ``numpy.save`` (``.npy``),
+            memory-mapped (:func:`~ax_chaining.kernels.open_features`).
         kernel: ``"matern52"``, ``"rbf"`` or ``"minmax"`` (counts).
         prior: ``"botorch"`` (BoTorch's dimension-scaled priors) or
             ``"baybe"`` (BayBE's Gamma priors; see
@@ -164,16 +176,23 @@ def feature_table_surrogate_spec(
         >>> table = molecule_features(smiles, "rdkit2d", path="cache/library")
         >>> spec = feature_table_surrogate_spec(table.tensor(), prior="baybe")
     """
-    if not isinstance(features, Tensor):
-        raise type_error("features", "a torch.Tensor", features)
+    if isinstance(features, str | os.PathLike):
+        stored: str = os.path.abspath(os.fspath(features))
+        num_dims = open_features(stored).shape[-1]
+    elif isinstance(features, Tensor):
+        stored, num_dims = register_features(features), features.shape[-1]
+    else:
+        raise type_error(
+            "features", "a torch.Tensor or the path of a .npy table", features
+        )
     check_choice("kernel", kernel, BASES)
     check_choice("prior", prior, PRIORS)
-    options = likelihood_options(prior, features.shape[-1])
+    options = likelihood_options(prior, num_dims)
     config = ModelConfig(
         botorch_model_class=SingleTaskGP,
         covar_module_class=FeatureTableKernel,
         covar_module_options={
-            "features": register_features(features),
+            "features": stored,
             "base": kernel,
             "prior": prior,
             "normalized_inputs": True,
@@ -239,7 +258,9 @@ def molecule_surrogate_spec(
             the prior's own (RBF for ``"botorch"``, as BoTorch's
             ``SingleTaskGP``; Matern-5/2 for ``"baybe"``, as BayBE).
         path: Cache directory of the features (see
-            :func:`~ax_chaining.descriptors.molecule_features`), or None.
+            :func:`~ax_chaining.descriptors.molecule_features`), or None. With
+            a cache, the kernel maps the cached file and Ax's JSON stores its
+            path (:func:`feature_table_surrogate_spec`).
         duplicates: ``"refuse"`` or ``"map"`` (see
             :func:`~ax_chaining.descriptors.molecule_features`).
 
@@ -280,4 +301,7 @@ def molecule_surrogate_spec(
         kernel = "minmax"
     elif kernel is None:
         kernel = "rbf" if prior == "botorch" else "matern52"
-    return feature_table_surrogate_spec(table.tensor(), kernel=kernel, prior=prior)
+    # A cached table goes by its file: memory-mapped, stored and pickled as
+    # its path.
+    features = table.tensor() if table.file is None else table.file
+    return feature_table_surrogate_spec(features, kernel=kernel, prior=prior)

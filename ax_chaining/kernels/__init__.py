@@ -5,6 +5,7 @@ an item's row of a feature table (descriptors) under an ARD kernel."""
 
 from ax_chaining.kernels.features import (
     FeatureTableKernel,
+    open_features,
     register_features,
     registered_features,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "PrecomputedKernel",
     "TanimotoKernel",
     "gram_key",
+    "open_features",
     "register_features",
     "register_fingerprints",
     "register_gram",

@@ -16,6 +16,12 @@ integer parameter while the GP sees the features: rows of :math:`F` are
 gathered for the indices of each call, nothing ``N x N`` is formed, and
 :math:`F` may be a memory map (``torch.from_numpy(np.load(..., mmap_mode="c"))``).
 
+Given the path of a saved table (``.npy``) instead of a tensor, the kernel
+maps the file (:func:`open_features`) and keeps the path: a pickled kernel
+(what a sharded step sends to its workers, what another process receives)
+carries the path and the table's content key, not the table, and Ax's JSON
+stores the path, so a saved experiment reopens in a new process.
+
 Priors (``prior``), for features in the unit cube (see
 :func:`~ax_chaining.descriptors.clean_features`):
 
@@ -34,6 +40,8 @@ sets the output scale (none for ``"botorch"``, BayBE's otherwise) and the noise.
 from __future__ import annotations
 
 import hashlib
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,6 +67,7 @@ __all__ = [
     "baybe_priors",
     "feature_table_likelihood",
     "likelihood_options",
+    "open_features",
     "register_features",
     "registered_features",
 ]
@@ -148,7 +157,10 @@ class FeatureTableKernel(Kernel):
     ``SingleTaskGP``).
 
     The table is a non-persistent buffer (not in the ``state_dict``; moved by
-    ``.to``), shared, not copied, by :func:`copy.deepcopy`. Pickling stores it.
+    ``.to``), shared, not copied, by :func:`copy.deepcopy`. Pickling stores it,
+    unless the kernel was built from a file: then pickling stores the file's
+    path and content key, and unpickling maps the file again (refusing one
+    whose content changed).
 
     Example:
         >>> features = torch.rand(100, 5, dtype=torch.float64)
@@ -162,7 +174,7 @@ class FeatureTableKernel(Kernel):
 
     def __init__(
         self,
-        features: Tensor | str,
+        features: Tensor | str | os.PathLike,
         base: str = "matern52",
         prior: str = "botorch",
         normalized_inputs: bool = False,
@@ -173,8 +185,10 @@ class FeatureTableKernel(Kernel):
 
         Args:
             features: An ``N x d`` floating tensor (``N >= 2``; row ``i`` for item
-                ``i``; may share a memory map's storage), or the key returned
-                by :func:`register_features` (what Ax stores).
+                ``i``; may share a memory map's storage), the key returned
+                by :func:`register_features` (a string ``"sha256:..."``), or
+                the path of a table saved with ``numpy.save`` (any other string,
+                or an ``os.PathLike``), mapped by :func:`open_features`.
             base: One of :data:`BASES`: ``"matern52"`` or ``"rbf"`` (ARD,
                 one lengthscale a column) or ``"minmax"`` (non-negative counts).
             prior: One of :data:`PRIORS` (see the module docstring).
@@ -186,8 +200,13 @@ class FeatureTableKernel(Kernel):
         """
         check_index_kernel_args("FeatureTableKernel", active_dims, kwargs)
         super().__init__(active_dims=active_dims, **kwargs)
-        if isinstance(features, str):
+        #: The absolute path of the table's file, or None (a tensor or a key).
+        self.features_file: str | None = None
+        if isinstance(features, str) and features.startswith(_KEY_PREFIX):
             features = registered_features(features)
+        elif isinstance(features, str | os.PathLike):
+            self.features_file = os.path.abspath(os.fspath(features))
+            features = open_features(self.features_file)
         features = _check_features(features)
         check_choice("base", base, BASES)
         check_choice("prior", prior, PRIORS)
@@ -236,6 +255,29 @@ class FeatureTableKernel(Kernel):
     def __deepcopy__(self, memo: dict[int, Any]) -> FeatureTableKernel:
         r"""Deep-copy the kernel, sharing (not duplicating) the feature table."""
         return deepcopy_sharing(self, memo, self.features)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self.features_file is not None:
+            # A file-backed table travels as its path and content key: a
+            # sharded step sends the kernel to every worker at every step.
+            state["_buffers"] = {**state["_buffers"], "features": None}
+            state["_features_key"] = _file_key(self.features_file)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        key = state.pop("_features_key", None)
+        super().__setstate__(state)
+        if key is None:
+            return
+        table = open_features(self.features_file)
+        if _file_key(self.features_file) != key:
+            raise ValueError(
+                f"The feature table {self.features_file!r} changed since this "
+                f"kernel was pickled (content key {key[:19]}..., the file's now "
+                f"{_file_key(self.features_file)[:19]}...); expected the same table."
+            )
+        self.features = table
 
 
 def _base_kernel(base: str, prior: str, num_dims: int) -> Kernel:
@@ -291,6 +333,75 @@ def _row_blocks(features: Tensor) -> list[Tensor]:
     return list(features.split(1 << 16))
 
 
+_KEY_PREFIX = "sha256:"
+# Tables opened from files, and their content keys, by (path, size, mtime):
+# a worker maps a file once, however many steps' kernels it unpickles.
+_FILES: dict[tuple[str, int, int], Tensor] = {}
+_FILE_KEYS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_id(path: str) -> tuple[str, int, int]:
+    stat = os.stat(path)
+    return os.path.abspath(path), stat.st_size, stat.st_mtime_ns
+
+
+def open_features(path: str | os.PathLike) -> Tensor:
+    """The feature table saved at ``path`` (``numpy.save``, ``.npy``), memory-mapped.
+
+    Copy-on-write (``mmap_mode="c"``): the file is never written. A file is
+    mapped once per process while its size and modification time stay the
+    same.
+
+    Raises:
+        ValueError: No such file, not a ``.npy`` file of an ``N x d`` floating
+            table, or a table with non-finite values.
+
+    Example:
+        >>> np.save("features.npy", np.random.rand(100, 5))
+        >>> open_features("features.npy").shape
+        torch.Size([100, 5])
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise type_error("path", "a str or os.PathLike", path)
+    file = Path(path)
+    if file.suffix != ".npy" or not file.is_file():
+        raise ValueError(
+            f"`features` must be the path of an existing .npy file (numpy.save), "
+            f"got {os.fspath(path)!r}."
+        )
+    fid = _file_id(os.fspath(file))
+    table = _FILES.get(fid)
+    if table is None:
+        try:
+            array = np.load(file, mmap_mode="c", allow_pickle=False)
+        except ValueError as e:
+            raise ValueError(
+                f"`features` {os.fspath(path)!r} is not a numeric .npy table: {e}"
+            ) from None
+        if array.dtype.kind != "f":
+            raise ValueError(
+                f"`features` {os.fspath(path)!r} must hold a floating N x d table, "
+                f"got dtype {array.dtype} and shape {array.shape}."
+            )
+        table = _FILES[fid] = _check_features(torch.from_numpy(array))
+    return table
+
+
+def _file_key(path: str) -> str:
+    """The content key of the table in ``path`` (computed once per version)."""
+    fid = _file_id(path)
+    if fid not in _FILE_KEYS:
+        _FILE_KEYS[fid] = _content_key(open_features(path))
+    return _FILE_KEYS[fid]
+
+
+def _content_key(features: Tensor) -> str:
+    digest = hashlib.sha256(f"{features.dtype}|{tuple(features.shape)}|".encode())
+    for block in _row_blocks(features):
+        digest.update(block.detach().cpu().contiguous().numpy().tobytes())
+    return _KEY_PREFIX + digest.hexdigest()
+
+
 def register_features(features: Tensor) -> str:
     """Register a feature table under its content hash; returns the key.
 
@@ -304,10 +415,7 @@ def register_features(features: Tensor) -> str:
         'sha256:'
     """
     features = _check_features(features)
-    digest = hashlib.sha256(f"{features.dtype}|{tuple(features.shape)}|".encode())
-    for block in _row_blocks(features):
-        digest.update(block.detach().cpu().contiguous().numpy().tobytes())
-    return _FEATURES.add("sha256:" + digest.hexdigest(), features)
+    return _FEATURES.add(_content_key(features), features)
 
 
 def registered_features(key: str) -> Tensor:
