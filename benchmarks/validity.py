@@ -38,7 +38,11 @@ Problems: ``esol``, ``freesolv``, ``lipo`` (the vendored libraries, item index
 and precomputed Tanimoto kernel of Morgan fingerprints, noise-free values,
 ``exclude_evaluated=True``) and ``grid`` (the 30 x 30 grid on ``[0, 6]^2``
 with an exact SE GP sample of lengthscale 1, observations with noise sd 0.05,
-as a candidate table with Ax's default GP). Methods: ``chaining``
+as a candidate table with Ax's default GP). ``esol@default``,
+``freesolv@default`` and ``lipo@default`` are the same libraries on
+:func:`~ax_chaining.ax.molecule_surrogate_spec`'s default model (RDKit 2D
+descriptors, ARD RBF, hyperparameters fitted by Ax), the one the molecule
+benchmark's ``@default`` methods run on. Methods: ``chaining``
 (Chaining-UCB), ``qlognei`` (Ax's default acquisition over the table) and,
 on request, ``chaining_audit`` (Chaining-UCB with audits).
 
@@ -79,7 +83,7 @@ from typing import Any
 import numpy as np
 
 from ax_chaining.checks import check_int
-from benchmarks._tables import num
+from benchmarks._tables import num, parse_names
 from benchmarks.records import (
     command_line,
     load_records,
@@ -92,6 +96,15 @@ FORMAT_VERSION = 5
 #: Checks after 10, 20, 40, 80 observations: the declared-schedule variant.
 GEOMETRIC_START, GEOMETRIC_RATIO = 10, 2.0
 PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo", "grid")
+#: Suffix of a library on :func:`~ax_chaining.ax.molecule_surrogate_spec`'s
+#: default model instead of the Tanimoto Gram (``esol@default``, ...).
+DEFAULT_MODEL = "@default"
+MOLECULE_PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo")
+#: Every problem name the benchmark accepts.
+ALL_PROBLEMS: tuple[str, ...] = (
+    *PROBLEMS,
+    *(name + DEFAULT_MODEL for name in MOLECULE_PROBLEMS),
+)
 METHODS: tuple[str, ...] = ("chaining", "qlognei")
 #: One query in this many is an audit in ``chaining_audit``.
 AUDIT_EVERY = 10
@@ -116,6 +129,14 @@ PROBLEM_LABELS = {
     "freesolv": "FreeSolv",
     "lipo": "Lipophilicity",
     "grid": "30 x 30 grid, GP samples",
+    **{
+        name + DEFAULT_MODEL: f"{label}, default model"
+        for name, label in (
+            ("esol", "ESOL"),
+            ("freesolv", "FreeSolv"),
+            ("lipo", "Lipophilicity"),
+        )
+    },
 }
 
 
@@ -124,7 +145,9 @@ class ValidityConfig:
     """Size of a run.
 
     Attributes:
-        problems, methods: Which (see :data:`PROBLEMS`, :data:`METHODS`).
+        problems, methods: Which (see :data:`PROBLEMS`, :data:`METHODS`; a
+            molecule library with the suffix :data:`DEFAULT_MODEL` runs on
+            :func:`~ax_chaining.ax.molecule_surrogate_spec`'s default model).
         runs: Seeds ``0 .. runs - 1``.
         queries: Sequential queries after the initial points.
         n_init: Initial points, uniform without replacement.
@@ -182,12 +205,20 @@ def _problem(name: str, seed: int, config: ValidityConfig):
             for n in ("x", "y")
         ]
         return params, {"candidates": rows}, rows, f.numpy(), 0.05
-    from ax_chaining.test_functions.molecules import library
+    from ax_chaining.test_functions.molecules import library, load_dataset
 
-    data, gram = library(name)
+    if name.endswith(DEFAULT_MODEL):
+        # The same spec (and features, computed once per process) as the
+        # molecule benchmark's ``@default`` methods.
+        from benchmarks.molecules_bench import _default_model
+
+        data = load_dataset(name.removesuffix(DEFAULT_MODEL))
+        spec = _default_model(data.name)[0]
+    else:
+        data, gram = library(name)
+        spec = axc.precomputed_kernel_surrogate_spec(gram)
     n = len(data)
     rows = [{"item": i} for i in range(n)]
-    spec = axc.precomputed_kernel_surrogate_spec(gram)
     kwargs = {"surrogate_spec": spec, "exclude_evaluated": True}
     del torch
     return [axc.candidate_index_parameter(n)], kwargs, rows, data.y.numpy(), 0.0
@@ -790,9 +821,11 @@ def main(argv: list[str] | None = None) -> int:
     config = SMALL_CONFIG if args.small else FULL_CONFIG
     changes: dict[str, Any] = {}
     if args.problems:
-        changes["problems"] = tuple(args.problems.split(","))
+        changes["problems"] = tuple(parse_names(args.problems, ALL_PROBLEMS, "problem"))
     if args.methods:
-        changes["methods"] = tuple(args.methods.split(","))
+        changes["methods"] = tuple(
+            parse_names(args.methods, (*METHODS, "chaining_audit"), "method")
+        )
     if args.runs:
         changes["runs"] = args.runs
     if args.queries:

@@ -195,6 +195,31 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
     assert [r["items"] for r in again] == [r["items"] for r in records]
 
 
+def test_default_model_problems_run_on_the_descriptor_model(tmp_path, capsys) -> None:
+    """``freesolv@default``: the same library, initial molecules and values as
+    ``freesolv``, on the default molecule model instead of the Tanimoto Gram
+    (the plain certificates of the first step differ); its rows are labelled
+    as such; an unknown problem is refused with the allowed names."""
+    pytest.importorskip("rdkit")
+    from benchmarks.__main__ import main
+    from benchmarks.records import load_records
+
+    out = tmp_path / "v"
+    base = ["validity", "--runs", "1", "--queries", "2", "--n-init", "5"]
+    base += ["--methods", "qlognei", "--out", str(out)]
+    assert main([*base, "--problems", "freesolv,freesolv@default"]) == 0
+    text = capsys.readouterr().out
+    assert "| FreeSolv, default model | qLogNEI over the table |" in text
+    runs = {r["problem"]: r for r in load_records(out, "validity")}
+    tanimoto, default = runs["freesolv"], runs["freesolv@default"]
+    assert tanimoto["items"][:5] == default["items"][:5]
+    assert tanimoto["f_max"] == default["f_max"]
+    first = tanimoto["steps"][0]["plain_bound"], default["steps"][0]["plain_bound"]
+    assert first[0] != pytest.approx(first[1], rel=1e-3)
+    with pytest.raises(SystemExit, match="freesolv@default"):
+        main([*base, "--problems", "freesolv@tanimoto"])
+
+
 def test_tails_small_preset_refits_the_committed_loops(capsys) -> None:
     """``tails --small``: the first steps of a FreeSolv and a grid run of the
     committed validity records, refitted; each tail law's bound is finite, and
