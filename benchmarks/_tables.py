@@ -51,11 +51,12 @@ def paired(
 
 
 def num(x: float | None, digits: int = 3, sign: bool = False) -> str:
-    """Fixed-point, or scientific when a non-zero value would print as 0."""
+    """Fixed-point, or scientific when a non-zero value would print as 0 or
+    with more than six integer digits."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     spec = "+" if sign else ""
-    if x != 0 and abs(x) < 0.5 * 10.0**-digits:
+    if x != 0 and math.isfinite(x) and not 0.5 * 10.0**-digits <= abs(x) < 1e6:
         return f"{x:{spec}.1e}"
     return f"{x:{spec}.{digits}f}"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks._tables import check_names, mean_se, paired, parse_names
+from benchmarks._tables import check_names, mean_se, num, paired, parse_names
 from benchmarks.records import (
     LAYOUTS,
     layout,
@@ -56,6 +56,16 @@ def test_mean_se_by_hand():
     means, ses = mean_se([[1.0, 10.0], [3.0, 10.0]])  # per column
     np.testing.assert_allclose(means, [2.0, 10.0])
     np.testing.assert_allclose(ses, [1.0, 0.0])
+
+
+def test_num_by_hand():
+    """Fixed point; scientific where fixed point would print 0 or more than six
+    integer digits; '-' for nothing."""
+    assert num(1.23456) == "1.235" and num(0.0) == "0.000"
+    assert num(0.0004) == "4.0e-04" and num(1.5e-62) == "1.5e-62"
+    assert num(999_999.0) == "999999.000" and num(1.24e61) == "1.2e+61"
+    assert num(-2.0, sign=True) == "-2.000" and num(math.inf) == "inf"
+    assert num(None) == "-" and num(float("nan")) == "-"
 
 
 def test_paired_by_hand():
