@@ -214,6 +214,7 @@ def test_cli_pack_errors(tmp_path):
         "paper_n2000",
         "paper_n10000",
         "validity",
+        "validity_init5",
         "screening",
     ],
 )
@@ -306,6 +307,7 @@ def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
         ("paper_n2000", "paper-n2000"),
         ("paper_n10000", "paper-n10000"),
         ("validity", "validity"),
+        ("validity_init5", "validity"),
         ("screening", "screening"),
     ],
 )
