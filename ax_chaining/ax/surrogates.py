@@ -175,6 +175,7 @@ def feature_table_surrogate_spec(
     Example:
         >>> table = molecule_features(smiles, "rdkit2d", path="cache/library")
         >>> spec = feature_table_surrogate_spec(table.tensor(), prior="baybe")
+        >>> spec = feature_table_surrogate_spec(table.file)  # the cached .npy
     """
     if isinstance(features, str | os.PathLike):
         stored: str = os.path.abspath(os.fspath(features))
