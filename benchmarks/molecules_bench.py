@@ -347,7 +347,7 @@ def run_one(
     if method == "baybe":
         baybe = _baybe_library(dataset)
     elif method.endswith(DEFAULT_MODEL):
-        spec, extra["model"] = _default_model(dataset)
+        spec, extra["model"] = default_model(dataset)
     elif method != "random":
         from ax_chaining.ax import precomputed_kernel_surrogate_spec
 
@@ -508,7 +508,7 @@ def outcome(y: np.ndarray, items: Sequence[int], n_init: int) -> dict[str, Any]:
 
 
 @functools.cache
-def _default_model(dataset: str) -> tuple[Any, dict[str, str]]:
+def default_model(dataset: str) -> tuple[Any, dict[str, str]]:
     """The package's default surrogate spec of a library (its features computed
     once per process), and what it is."""
     from ax_chaining.ax.surrogates import (

@@ -129,15 +129,13 @@ PROBLEM_LABELS = {
     "freesolv": "FreeSolv",
     "lipo": "Lipophilicity",
     "grid": "30 x 30 grid, GP samples",
-    **{
-        name + DEFAULT_MODEL: f"{label}, default model"
-        for name, label in (
-            ("esol", "ESOL"),
-            ("freesolv", "FreeSolv"),
-            ("lipo", "Lipophilicity"),
-        )
-    },
 }
+PROBLEM_LABELS.update(
+    {
+        name + DEFAULT_MODEL: f"{PROBLEM_LABELS[name]}, default model"
+        for name in MOLECULE_PROBLEMS
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -210,10 +208,10 @@ def _problem(name: str, seed: int, config: ValidityConfig):
     if name.endswith(DEFAULT_MODEL):
         # The same spec (and features, computed once per process) as the
         # molecule benchmark's ``@default`` methods.
-        from benchmarks.molecules_bench import _default_model
+        from benchmarks.molecules_bench import default_model
 
         data = load_dataset(name.removesuffix(DEFAULT_MODEL))
-        spec = _default_model(data.name)[0]
+        spec = default_model(data.name)[0]
     else:
         data, gram = library(name)
         spec = axc.precomputed_kernel_surrogate_spec(gram)

@@ -50,9 +50,7 @@ from ax.storage.json_store.registry import CORE_ENCODER_REGISTRY
 
 from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.ax.candidates import CandidateSetSpec
-from ax_chaining.ax.metadata import (
-    objective_scale,
-)
+from ax_chaining.ax.metadata import objective_scale
 from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
 from ax_chaining.ax.options import (
     checked_calibration,

@@ -271,11 +271,12 @@ class FeatureTableKernel(Kernel):
         if key is None:
             return
         table = open_features(self.features_file)
-        if _file_key(self.features_file) != key:
+        now = _file_key(self.features_file)
+        if now != key:
             raise ValueError(
                 f"The feature table {self.features_file!r} changed since this "
                 f"kernel was pickled (content key {key[:19]}..., the file's now "
-                f"{_file_key(self.features_file)[:19]}...); expected the same table."
+                f"{now[:19]}...); expected the same table."
             )
         self.features = table
 
