@@ -35,7 +35,11 @@ from ax_chaining.certificate.bounds import (
     certificate_bounds,
     chaining_tree,
 )
-from ax_chaining.certificate.calibration import calibrate, issue_certificate
+from ax_chaining.certificate.calibration import (
+    LOO_MIN_OBSERVATIONS,
+    calibrate,
+    issue_certificate,
+)
 from ax_chaining.certificate.certify import Certificate
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import (
@@ -677,6 +681,7 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
         schedule: CheckSchedule | None = None,
         calibration: CalibrationChoice = "loo",
         alpha: float = 0.01,
+        min_observations: int = LOO_MIN_OBSERVATIONS,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate.
 
@@ -729,6 +734,10 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
                 (the loop's forecast or audit residuals; ``"forecast"`` and
                 ``"audit"`` alone act as ``"loo"``: a model keeps no residuals).
             alpha: The level of the ``"loo"`` check's tests.
+            min_observations: The fewest observations from which the
+                ``"loo"`` check certifies
+                (:data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
+                fewer: refused).
 
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.
@@ -743,6 +752,7 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
             self.candidates,
             calibration=calibration,
             alpha=alpha,
+            min_observations=min_observations,
             sign=1.0 if self.maximize else -1.0,
             prior_var=self._prior_variance(step.posterior),
             t=t,

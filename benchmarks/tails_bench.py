@@ -12,8 +12,9 @@ the same observations by BoTorch as Ax fits it (``SingleTaskGP`` with a
 ``Standardize`` outcome transform: the precomputed Tanimoto kernel of the
 molecules, or the default kernel with the grid normalized to the unit
 square), and the evaluated candidate with the smallest bound is certified
-(``certify_model``: the leave-one-out check, the union bound at the step's
-share of ``delta``) with Student-t tails of each ``--dofs`` degrees of freedom
+(``certify_model``: the leave-one-out check from the first step, without its
+minimum number of observations, the union bound at the step's share of
+``delta``) with Student-t tails of each ``--dofs`` degrees of freedom
 (``n-1``: ``tail="student"``, ``n - 1`` everywhere; ``auto``: the default,
 ``n - 1`` for explored candidates and ``min(n - 1, 10)`` for the others;
 ``gaussian``).
@@ -134,8 +135,14 @@ def run_one(
         n = step["n"]
         model = _model(record["problem"], C[items[:n]], y[:n], gram)
         for d in dofs:
+            # Every step, the first ones included: the tails are compared
+            # here, the minimum number of observations in `validity`.
             cert = certify_model(
-                model, C, delta=record["config"]["delta"], tail=_law(d)
+                model,
+                C,
+                delta=record["config"]["delta"],
+                tail=_law(d),
+                min_observations=1,
             )
             regret = f_max - float(f[cert.index])
             bound = cert.bound if cert.valid else None
@@ -176,7 +183,9 @@ def run_true_prior(seed: int, dofs: tuple[str, ...], queries: int) -> dict[str, 
     from benchmarks.certificate_bench import CertificateConfig
     from benchmarks.certificate_bench import run_one as certificate_run
 
-    variants = {d: {"calibration": "loo", "tail": _law(d)} for d in dofs}
+    variants = {
+        d: {"calibration": "loo", "tail": _law(d), "min_observations": 1} for d in dofs
+    }
     config = CertificateConfig(iters=queries)
     rec = certificate_run("grid", seed, config, variants=variants)
     f_range = rec["f_range"]

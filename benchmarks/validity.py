@@ -92,7 +92,9 @@ from benchmarks.records import (
     write_summary,
 )
 
-FORMAT_VERSION = 5
+#: 6: the LOO check's minimum number of observations (records of format 5
+#: and before are read through :func:`as_current`).
+FORMAT_VERSION = 6
 #: Checks after 10, 20, 40, 80 observations: the declared-schedule variant.
 GEOMETRIC_START, GEOMETRIC_RATIO = 10, 2.0
 PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo", "grid")
@@ -511,11 +513,48 @@ def _key(rule: str, what: str) -> str:
     return f"{rule}_{what}"
 
 
+#: The recorded certificates whose calibration is the LOO check (the
+#: ``forecast`` one too, where it fell back to it: no ``forecast_scale``).
+LOO_RULES = ("robust", "geometric", "loo_gaussian", "loo_student", "loo_capped")
+
+
+def as_current(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as the current code would have made it.
+
+    Records of format 5 and before were made before the LOO check refused
+    below :data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`
+    observations. The refusal depends on the number of observations alone and
+    the loop's queries do not depend on the certificate, so such a record's
+    LOO-checked certificates (:data:`LOO_RULES`, and ``forecast`` where it
+    fell back to the check) at steps with fewer observations are marked
+    refused (``valid`` False); the rest is unchanged (``audit``'s, which
+    records no sign of a fallback, too). Newer records are returned as they
+    are."""
+    from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
+
+    if record["config"].get("format", 0) >= 6:
+        return record
+    steps = []
+    for s in record["steps"]:
+        s = dict(s)
+        if s["n"] < LOO_MIN_OBSERVATIONS:
+            rules = [
+                *LOO_RULES,
+                *(["forecast"] if s.get("forecast_scale") is None else []),
+            ]
+            for rule in rules:
+                if s.get(_key(rule, "bound")) is not None:
+                    s[_key(rule, "valid")] = False
+        steps.append(s)
+    return {**record, "steps": steps}
+
+
 def summarize(records: Sequence[dict[str, Any]], delta: float = 0.05) -> dict[str, Any]:
-    """Validity, tightness, rank and stopping, per problem and method."""
+    """Validity, tightness, rank and stopping, per problem and method (of the
+    records :func:`as_current`)."""
     out: dict[str, Any] = {"rows": [], "stopping": [], "oracle": []}
     groups: dict[tuple[str, str], list[dict]] = {}
-    for r in records:
+    for r in map(as_current, records):
         groups.setdefault((r["problem"], r["method"]), []).append(r)
     for (problem, method), runs in sorted(groups.items()):
         oracle = oracle_factor(runs)

@@ -301,7 +301,7 @@ def test_regret_bound_of_the_quick_start_batch():
     # rows, and regret_bound gives one bound per row, each that row's own.
     torch.manual_seed(0)
     candidates = torch.rand(2000, 2, dtype=torch.float64)
-    train_X = candidates[:10]
+    train_X = candidates[:20]
     train_Y = torch.sin(6 * train_X[:, :1]) + train_X[:, 1:]
     model = SingleTaskGP(train_X, train_Y)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))

@@ -117,7 +117,8 @@ def _loop(seed: int, steps: int = 9, **options: Any) -> GenerationStrategy:
 @pytest.fixture(scope="module")
 def audited() -> GenerationStrategy:
     logging.getLogger("ax").setLevel(logging.WARNING)
-    return _loop(seed=3)
+    # 3 + 9 observations: certificates from 3 on, to test their rank statements.
+    return _loop(seed=3, certificate_min_observations=3)
 
 
 def _steps(gs: GenerationStrategy) -> list[tuple[int, dict]]:
@@ -181,7 +182,7 @@ def test_rank_bound_in_every_dict_and_the_rank_stop(audited) -> None:
     assert all(c["expected_better"] >= 0 for c in history)
     best = best_certificate(audited)
     assert best["rank_bound"] == history[-1]["rank_bound"]
-    fresh = certify(audited, calibration="forecast")
+    fresh = certify(audited, calibration="forecast", min_observations=3)
     assert 1 <= fresh["rank_bound"] <= 100 and fresh["num_candidates"] == 100
     # 9 residuals are too few for the forecast calibration: it falls back.
     assert fresh["checks"]["fallback_loo"] == 1.0

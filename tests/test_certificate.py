@@ -501,8 +501,9 @@ def small_problem():
     f = torch.linalg.cholesky(K + 1e-9 * torch.eye(64, dtype=DTYPE)) @ torch.randn(
         64, generator=g, dtype=DTYPE
     )
-    idx = torch.randperm(64, generator=g)[:12]
-    Y = (f[idx] + 0.05 * torch.randn(12, generator=g, dtype=DTYPE)).unsqueeze(-1)
+    # 20 observations: the fewest from which the default check certifies.
+    idx = torch.randperm(64, generator=g)[:20]
+    Y = (f[idx] + 0.05 * torch.randn(20, generator=g, dtype=DTYPE)).unsqueeze(-1)
     return C, f, idx, se_model(C[idx], Y)
 
 
@@ -515,7 +516,7 @@ def test_certificate_api(small_problem):
     assert cert.index in cert.certified
     assert cert.bound == min(cert.bounds)
     torch.testing.assert_close(cert.x, C[cert.index])
-    assert cert.t == 13 and cert.delta == DELTA and cert.method == "combined"
+    assert cert.t == 21 and cert.delta == DELTA and cert.method == "combined"
     assert cert.bound == pytest.approx(min(cert.components.values()))
     with pytest.raises(FrozenInstanceError):
         cert.bound = 0.0
@@ -546,10 +547,10 @@ def test_certificate_api(small_problem):
         > acqf.certificate(tail="gaussian", method="pairwise").bound
         >= acqf.certificate(tail="gaussian", method="union").bound
     )
-    # The default for a fitted model (12 observations): Student-t tails with
-    # n - 1 = 11 degrees of freedom for explored candidates, min(n - 1, 10) = 10
+    # The default for a fitted model (20 observations): Student-t tails with
+    # n - 1 = 19 degrees of freedom for explored candidates, min(n - 1, 10) = 10
     # for the others; heavier than the Gaussian, so its bound is larger.
-    assert cert.tail == "student-10/11@0.5"
+    assert cert.tail == "student-10/19@0.5"
     assert acqf.certificate().bound > acqf.certificate(tail="gaussian").bound
     assert acqf.certificate(split_delta=True).bound >= cert.bound
 
@@ -633,7 +634,9 @@ def test_soundness_small_seeded():
         y = f[idx] + 0.05 * torch.randn(5, generator=g, dtype=DTYPE)
         for _ in range(12):
             acqf = ChainingUCB(se_model(C[idx], y.unsqueeze(-1)), C)
-            cert = acqf.certificate()
+            # From 5 observations: the check and tails, not its minimum.
+            cert = acqf.certificate(min_observations=1)
+            assert cert.valid, cert.reason
             regret = float(f.max() - f[cert.index])
             steps += 1
             violations += regret > cert.bound

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ax_chaining import ChainingUCB
 from ax_chaining.certificate import (
     AUTO_DOF_CAP,
+    LOO_MIN_OBSERVATIONS,
     CheckSchedule,
     ExplorationTail,
     StudentTail,
@@ -212,6 +213,35 @@ def test_the_check_refuses_a_lengthscale_ten_times_too_long() -> None:
             assert 1.0 <= right.scale < 1.5
     assert refused == 8
     assert accepted >= 7  # a false refusal has probability about alpha each
+
+
+def test_the_check_certifies_from_its_minimum_number_of_observations() -> None:
+    """Below ``min_observations`` (default LOO_MIN_OBSERVATIONS = 20) the
+    check refuses, whatever the residuals, and says why; at the minimum the
+    same model is checked as usual. A bad option of the bound is an error
+    even where the check refuses."""
+    X, _, idx, y = _grid_data(0, n=19)
+    model = _se_model(X[idx], y, 1.0)
+    check = loo_check(model)
+    assert not check.valid and check.scale == 1.0
+    assert "only 19 observations" in check.reason
+    assert check.stats == {"n": 19.0, "min_observations": 20.0}
+    assert LOO_MIN_OBSERVATIONS == 20
+    at = loo_check(model, min_observations=19)
+    assert at.valid and at.stats["n"] == 19.0 and 1.0 <= at.scale < 1.5
+    cert = certify_model(model, X)
+    assert not cert.valid and cert.bound == math.inf and cert.reason == check.reason
+    assert cert.rank_bound == X.shape[0]  # refused: among all N
+    ok = certify_model(model, X, min_observations=19)
+    assert ok.valid and ok.bound == certify_model(model, X, min_observations=1).bound
+    # The model taken as true needs no check, hence no minimum.
+    assert certify_model(model, X, calibration="none").valid
+    with pytest.raises(ValueError, match="`min_observations` must be a positive"):
+        loo_check(model, min_observations=0)
+    with pytest.raises(TypeError, match="`min_observations` must be an int"):
+        certify_model(model, X, min_observations=2.5)
+    with pytest.raises(ValueError, match="`links` must be"):
+        ChainingUCB(model, X).certificate(links="paper")
 
 
 def test_a_refused_certificate_says_why_and_bounds_nothing() -> None:

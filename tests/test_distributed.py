@@ -314,6 +314,7 @@ def test_certificates_equal_one_machine():
         {"among": [1, 2, 3, 100], "calibration": "none"},
         {"tail": "chernoff", "calibration": "none"},
         {"tail": "gaussian"},
+        {"min_observations": 31},  # 30 observations: both refuse
     ):
         one = single.certificate(**{"method": "union", **kw})
         got = acqf.certificate(**kw)
@@ -550,14 +551,20 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     values = library.unpack().numpy() @ rng.normal(size=256) / 5.0
     spec = fingerprint_kernel_surrogate_spec(library)
     # One machine on the same (low-rank) route, and the same strategy given
-    # the sharded library: the same trials, the same certificates.
+    # the sharded library: the same trials, the same certificates (issued from
+    # 4 observations in this short loop).
+    least = {"certificate_min_observations": 4}
     one = chaining_generation_strategy(
-        init_trials=4, seed=0, surrogate_spec=spec, engine_options={"path": "low_rank"}
+        init_trials=4,
+        seed=0,
+        surrogate_spec=spec,
+        engine_options={"path": "low_rank"},
+        **least,
     )
     _, expected = _ax_loop(one, n, values, trials=8)
     sharded = ShardedCandidates(None, library, workers=["a", "b"])
     gs = chaining_generation_strategy(
-        init_trials=4, seed=0, surrogate_spec=spec, candidates=sharded
+        init_trials=4, seed=0, surrogate_spec=spec, candidates=sharded, **least
     )
     client, items = _ax_loop(gs, n, values, trials=8)
     assert items == expected
@@ -565,6 +572,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     ref = certificate_history(one)
     assert [h["trial_index"] for h in got] == [h["trial_index"] for h in ref]
     for a, b in zip(got, ref, strict=True):
+        assert a["valid"] and b["valid"]
         assert a["bound"] <= b["bound"] * (1 + 2e-6)  # union; one machine min(.)
         assert a["parameters"]["item"] in items
     meta = gs.experiment.trials[5].generator_runs[0].gen_metadata["chaining_ucb"]
@@ -580,6 +588,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         surrogate_spec=spec,
         candidates=sharded,
         certificate_schedule=CheckSchedule("every_k", k=1, start=6),
+        **least,
     )
     _, again = _ax_loop(scheduled, n, values, trials=8)
     assert again == items

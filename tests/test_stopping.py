@@ -27,7 +27,7 @@ from ax_chaining.ax import (
     register_storage,
     ucb_generation_strategy,
 )
-from ax_chaining.certificate import CheckSchedule
+from ax_chaining.certificate import LOO_MIN_OBSERVATIONS, CheckSchedule
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
 
@@ -54,6 +54,11 @@ def _client(gs: GenerationStrategy) -> Client:
     return client
 
 
+#: The loops here are short: their certificates count from 4 observations
+#: (the default, LOO_MIN_OBSERVATIONS = 20, is tested on its own below).
+LEAST = {"certificate_min_observations": 4}
+
+
 def _step(client: Client) -> None:
     for index, params in client.get_next_trials(max_trials=1).items():
         client.complete_trial(index, raw_data={"f": _f(params)})
@@ -62,7 +67,7 @@ def _step(client: Client) -> None:
 @pytest.fixture(scope="module")
 def chaining_gs() -> GenerationStrategy:
     logging.getLogger("ax").setLevel(logging.WARNING)
-    gs = chaining_generation_strategy(init_trials=4, seed=0)
+    gs = chaining_generation_strategy(init_trials=4, seed=0, **LEAST)
     client = _client(gs)
     for _ in range(12):
         _step(client)
@@ -154,14 +159,16 @@ def test_respects_min_trials(chaining_gs: GenerationStrategy) -> None:
 def test_a_plain_client_loop_stops_on_the_certificate(tmp_path: Any) -> None:
     """stop_tolerance: the strategy stops at the first step whose current
     certificate is within the tolerance; the exception names the bound."""
-    reference = chaining_generation_strategy(init_trials=4, seed=0)
+    reference = chaining_generation_strategy(init_trials=4, seed=0, **LEAST)
     client = _client(reference)
     for _ in range(8):
         _step(client)
     bounds = _bounds(reference)  # trials 4..7 are Chaining-UCB steps
     tolerance = min(bounds[:3])
     first = next(k for k, b in enumerate(bounds) if b <= tolerance)
-    gs = chaining_generation_strategy(init_trials=4, seed=0, stop_tolerance=tolerance)
+    gs = chaining_generation_strategy(
+        init_trials=4, seed=0, stop_tolerance=tolerance, **LEAST
+    )
     client = _client(gs)
     steps = 0
     with pytest.raises(CertifiedStop, match=f"{bounds[first]:.4g}") as stopped:
@@ -196,7 +203,7 @@ def test_certify_any_loop_including_axs_default_strategy() -> None:
         for index, params in client.get_next_trials(max_trials=1).items():
             client.complete_trial(index, raw_data={"f": _f(params)})
     assert best_certificate(client) is None
-    cert = certify(client)
+    cert = certify(client, min_observations=8)
     f_max = max(_f({"x": x, "y": y}) for x in range(15) for y in range(15))
     assert cert["valid"] and 0 < cert["bound"] < 10
     assert f_max - _f(cert["parameters"]) <= cert["bound"]
@@ -268,7 +275,7 @@ def test_a_declared_schedule_spends_delta_on_its_checks_alone(tmp_path: Any) -> 
     6 delta / (pi^2 j^2); the schedule survives a save and reload."""
     schedule = CheckSchedule("every_k", k=3, start=5)
     gs = chaining_generation_strategy(
-        init_trials=4, seed=0, certificate_schedule=schedule
+        init_trials=4, seed=0, certificate_schedule=schedule, **LEAST
     )
     client = _client(gs)
     for _ in range(13):  # trials 0..3 initial, 4..12 Chaining-UCB
@@ -279,7 +286,7 @@ def test_a_declared_schedule_spends_delta_on_its_checks_alone(tmp_path: Any) -> 
     shares = [6 * 0.05 / (math.pi**2 * j**2) for j in (1, 2, 3)]
     assert [h["share"] for h in history] == pytest.approx(shares, rel=1e-12)
     # Every step instead: the check after n observations has index n + 1.
-    every = chaining_generation_strategy(init_trials=4, seed=0)
+    every = chaining_generation_strategy(init_trials=4, seed=0, **LEAST)
     reference = _client(every)
     for _ in range(6):
         _step(reference)
@@ -293,7 +300,35 @@ def test_a_declared_schedule_spends_delta_on_its_checks_alone(tmp_path: Any) -> 
         _step(loaded)
     history = certificate_history(loaded)
     assert [h["recorded_at"] for h in history] == [5, 8, 11, 14]
+    # The reloaded strategy kept its minimum: the check at 14 is not refused.
     assert history[-1]["share"] == pytest.approx(6 * 0.05 / (math.pi**2 * 16))
+    assert history[-1]["valid"]
+
+
+def test_the_default_check_certifies_from_20_observations() -> None:
+    """Before LOO_MIN_OBSERVATIONS observations the recorded certificate is
+    refused and says why; from then on the same loop's are issued; a fresh
+    certify() follows its own minimum."""
+    assert LOO_MIN_OBSERVATIONS == 20
+    gs = chaining_generation_strategy(init_trials=4, seed=0)
+    client = _client(gs)
+    for _ in range(22):
+        _step(client)
+    history = certificate_history(client)
+    n = [h["recorded_at"] for h in history]  # trial k sees k observations
+    assert n == list(range(4, 22))
+    for h in history:
+        if h["recorded_at"] < 20:
+            assert not h["valid"] and h["bound"] == math.inf
+            assert "only" in h["reason"] and "min_observations=20" in h["reason"]
+            assert h["rank_bound"] == 225  # a refused one: among all 15 x 15
+        else:
+            assert h["valid"] and 0 < h["bound"] < math.inf, h["reason"]
+    assert certify(client)["valid"]  # 22 observations
+    with pytest.raises(ValueError, match="`min_observations` must be"):
+        certify(client, min_observations=0)
+    with pytest.raises(ValueError, match="`certificate_min_observations` must be"):
+        chaining_generation_strategy(certificate_min_observations=0)
 
 
 def test_no_certificate_schedule_records_none_and_refuses_a_tolerance() -> None:

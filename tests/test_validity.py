@@ -9,7 +9,13 @@ import math
 
 import pytest
 
-from benchmarks.validity import RULES, format_markdown, summarize
+from benchmarks.validity import (
+    FORMAT_VERSION,
+    RULES,
+    as_current,
+    format_markdown,
+    summarize,
+)
 
 
 def _step(
@@ -42,6 +48,7 @@ def _record(steps, seed=0):
         "problem": "freesolv",
         "method": "chaining",
         "seed": seed,
+        "config": {"format": FORMAT_VERSION},
         "f_range": 10.0,
         "num_candidates": 200,
         "steps": steps,
@@ -246,3 +253,57 @@ def test_tails_small_preset_refits_the_committed_loops(capsys) -> None:
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert row["problem"] == "grid-true" and row["steps"] == [10, 11, 12]
     assert set(row["tails"]) == {"auto", "n-1"}
+
+
+def test_records_from_before_the_minimum_are_read_as_the_current_code_makes_them():
+    """A format-5 record: its LOO-checked certificates below 20 observations
+    count as refused (the forecast one only where it fell back to the check),
+    the plain one and every later step stay as recorded; a current record is
+    read as it is."""
+    steps = []
+    for n, forecast_scale in ((19, None), (19, 1.3), (20, None)):
+        step = _step(2.0, 5.0)  # violated, if issued
+        step.update(n=n, forecast_scale=forecast_scale)
+        steps.append(step)
+    old = {**_record(steps), "config": {"format": 5}}
+    now = as_current(old)
+    assert old["steps"][0]["robust_valid"]  # the record itself is not changed
+    first, second, third = now["steps"]
+    for rule in ("robust", "geometric", "loo_gaussian", "loo_student", "loo_capped"):
+        assert first[f"{rule}_valid"] is False and second[f"{rule}_valid"] is False
+        assert third[f"{rule}_valid"] is True
+    assert first["forecast_valid"] is False  # fell back to the check
+    assert second["forecast_valid"] is True  # its own residuals
+    assert first["plain_bound"] == 2.0 and first["plain_regret"] == 5.0
+    assert as_current(_record(steps)) == _record(steps)  # current format
+    (row,) = [r for r in summarize([old])["rows"] if r["rule"] == "robust"]
+    assert row["runs_violated"] == 1  # the step with 20 observations
+    assert row["refused_rate"] == pytest.approx(2 / 3)
+
+
+def test_reading_old_records_as_current_agrees_with_a_rerun() -> None:
+    """The committed re-run of the first 6 queries of FreeSolv's default-model
+    Chaining-UCB loops under the current code (benchmarks/results/
+    validity_minobs.jsonl.gz) made the same queries as the older records, and
+    its certificates are what as_current reads the older records as."""
+    from pathlib import Path
+
+    from benchmarks.records import read_packed
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    rerun = read_packed(results / "validity_minobs.jsonl.gz")
+    old = {
+        r["seed"]: as_current(r)
+        for r in read_packed(results / "validity.jsonl.gz")
+        if (r["problem"], r["method"]) == ("freesolv@default", "chaining")
+    }
+    assert sorted(r["seed"] for r in rerun) == list(range(10))
+    for r in rerun:
+        assert r["config"]["format"] == FORMAT_VERSION
+        before = old[r["seed"]]
+        assert r["items"] == before["items"][: len(r["items"])]
+        for now, then in zip(r["steps"], before["steps"], strict=False):
+            assert now["n"] == then["n"] < 20
+            for rule in ("robust", "loo_capped", "loo_student", "forecast"):
+                assert now[f"{rule}_valid"] is then[f"{rule}_valid"] is False
+            assert now["plain_bound"] == pytest.approx(then["plain_bound"], rel=1e-6)

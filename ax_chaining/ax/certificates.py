@@ -32,7 +32,7 @@ from ax_chaining.ax.candidates import (
 )
 from ax_chaining.ax.forecasts import residual_calibration
 from ax_chaining.ax.metadata import objective_scale, recorded
-from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS, certify_model
 from ax_chaining.certificate.residuals import ResidualCalibration
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import Calibration
@@ -163,6 +163,7 @@ def certify(
     schedule: CheckSchedule | None = None,
     units: Units = "objective",
     calibration: Calibration | ResidualCalibration = "loo",
+    min_observations: int = LOO_MIN_OBSERVATIONS,
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
@@ -200,6 +201,10 @@ def certify(
             :mod:`ax_chaining.ax.forecasts`; too few fall back to ``"loo"``),
             or a
             :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
+        min_observations: The fewest observations from which the ``"loo"``
+            check certifies
+            (:data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
+            fewer: ``valid`` False, and ``reason`` says so).
 
     Returns:
         ``parameters``, ``bound`` (None in objective units without a single
@@ -212,7 +217,9 @@ def certify(
     delta = check_delta(delta)
     check_choice("units", units, get_args(Units))
     fitted = _fit(source, candidates)
-    return _certificate(fitted, None, delta, schedule, units, calibration)
+    return _certificate(
+        fitted, None, delta, schedule, units, calibration, min_observations
+    )
 
 
 def recommend(
@@ -223,6 +230,7 @@ def recommend(
     schedule: CheckSchedule | None = None,
     units: Units = "objective",
     calibration: Calibration | ResidualCalibration = "loo",
+    min_observations: int = LOO_MIN_OBSERVATIONS,
 ) -> dict[str, Any]:
     r"""The answer at the end of a loop: the best evaluated row, and how far the
     best candidate can be above it.
@@ -247,8 +255,8 @@ def recommend(
         >>> answer["id"], answer["value"], answer["certificate"]["bound"]
 
     Args:
-        source, candidates, delta, schedule, units, calibration: As in
-            :func:`certify`.
+        source, candidates, delta, schedule, units, calibration, min_observations: As
+            in :func:`certify`.
 
     Returns:
         ``parameters``; ``arm_name`` and ``trial_index`` (the last trial that
@@ -267,7 +275,9 @@ def recommend(
     names = list(fitted.experiment.search_space.parameters)
     key = row_key(arm.parameters, names)
     index = next(i for i, r in enumerate(fitted.rows) if row_key(r, names) == key)
-    certificate = _certificate(fitted, [index], delta, schedule, units, calibration)
+    certificate = _certificate(
+        fitted, [index], delta, schedule, units, calibration, min_observations
+    )
     # The table's rows come first in ``fitted.rows``, in the table's order.
     row, ident, spec = None, None, fitted.spec
     if spec.candidates is not None and index < len(spec.candidates):
@@ -351,6 +361,7 @@ def _certificate(
     schedule: CheckSchedule | None,
     units: Units,
     calibration: Calibration | ResidualCalibration,
+    min_observations: int,
 ) -> dict[str, Any]:
     if calibration in ("forecast", "audit"):
         calibration = residual_calibration(fitted.experiment, calibration)
@@ -362,6 +373,7 @@ def _certificate(
         schedule=schedule,
         posterior_transform=ScalarizedPosteriorTransform(weights=fitted.weights),
         calibration=calibration,
+        min_observations=min_observations,
     )
     parameters = dict(fitted.rows[cert.index])
     model_units = float(cert.bound)

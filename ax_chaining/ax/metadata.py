@@ -12,7 +12,7 @@ from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCBBase
-from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS, certify_model
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import CalibrationChoice
 from ax_chaining.posterior import num_training_points
@@ -64,7 +64,7 @@ def certificate_record(
     any other acquisition with :func:`~ax_chaining.certificate.certify_model` on its
     model. ``bound`` is in the objective's units (None without a single
     ``scale``), ``bound_model_units`` in Ax's; ``options`` go to the certificate
-    (``delta``, ``schedule``).
+    (``delta``, ``schedule``, ``calibration``, ``min_observations``).
     """
     acqf = acquisition.acqf
     if isinstance(acqf, ChainingUCBBase):
@@ -100,15 +100,22 @@ def step_certificate(
     scale: float | None,
     schedule: CheckSchedule | None,
     calibration: CalibrationChoice = "loo",
+    min_observations: int = LOO_MIN_OBSERVATIONS,
 ) -> dict[str, Any] | None:
     """:func:`certificate_record` when this step is one of ``schedule``'s
     checks (counted by the model's observations), else None: a step that is
     not a declared check records nothing, so ``delta`` is spent on the checks
     alone (:mod:`ax_chaining.certificate`); ``schedule=None`` records none.
-    ``calibration``: the certificate's (resolved: residuals, not a name)."""
+    ``calibration``: the certificate's (resolved: residuals, not a name);
+    ``min_observations``: its ``"loo"`` check's."""
     n = num_training_points(acquisition.acqf.model) or 0
     if schedule is None or schedule.index(n) is None:
         return None
     return certificate_record(
-        acquisition, evaluated, scale, schedule=schedule, calibration=calibration
+        acquisition,
+        evaluated,
+        scale,
+        schedule=schedule,
+        calibration=calibration,
+        min_observations=min_observations,
     )

@@ -59,6 +59,7 @@ from ax_chaining.ax.selection import (
     selectable_candidates,
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
+from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.certificate.tails import Calibration, CalibrationChoice
 from ax_chaining.checks import type_error
@@ -309,6 +310,8 @@ class _SpecNode:
             raw = args.pop("certificate_schedule")
             schedule = object_from_json(raw, **registries)
         calibration = args.pop("certificate_calibration", "loo")
+        # Absent in snapshots from before the option: today's default.
+        least = args.pop("certificate_min_observations", LOO_MIN_OBSERVATIONS)
         node = generation_node_from_json(generation_node_json=args, **registries)
         kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
         if cls is not UniformCandidateNode:  # its generator is itself
@@ -319,6 +322,7 @@ class _SpecNode:
             kwargs["stop_rule"] = stop_rule
             kwargs["certificate_schedule"] = schedule
             kwargs["certificate_calibration"] = calibration
+            kwargs["certificate_min_observations"] = least
         return {**kwargs, "candidate_spec": spec}
 
 
@@ -434,7 +438,11 @@ class CandidateSetNode(_SpecNode, GenerationNode):
     certificate) and the recorded certificates' calibration
     (``certificate_calibration``: ``"loo"`` by default, ``"none"``,
     ``"forecast"`` or ``"audit"``, the last two on the residuals of the
-    forecasts the loop recorded before this step)."""
+    forecasts the loop recorded before this step), and the fewest
+    observations from which the ``"loo"`` check certifies
+    (``certificate_min_observations``,
+    :data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS` by
+    default)."""
 
     def __init__(
         self,
@@ -445,6 +453,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         stop_rule: RegretBoundCriterion | None = None,
         certificate_schedule: CheckSchedule | None = EVERY_STEP,
         certificate_calibration: Calibration = "loo",
+        certificate_min_observations: int = LOO_MIN_OBSERVATIONS,
         **kwargs: Any,
     ) -> None:
         super().__init__(name, generator_specs, transition_criteria, **kwargs)
@@ -452,6 +461,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         self.stop_rule = stop_rule
         self.certificate_schedule = certificate_schedule
         self.certificate_calibration = certificate_calibration
+        self.certificate_min_observations = certificate_min_observations
         # The last step's candidates in the model space (a cache, not state:
         # never stored, rebuilt when missing or stale).
         self._model_space: tuple[list, torch.Tensor] | None = None
@@ -617,7 +627,12 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         if calibration in ("forecast", "audit"):
             calibration = residual_calibration(experiment, calibration)
         return step_certificate(
-            acquisition, among, scale, self.certificate_schedule, calibration
+            acquisition,
+            among,
+            scale,
+            self.certificate_schedule,
+            calibration,
+            self.certificate_min_observations,
         )
 
     def _step_record(

@@ -11,9 +11,20 @@ from ax_chaining.acquisition import ChainingOptions, ChainingUCBBase
 from ax_chaining.ax.stopping import RegretBoundCriterion
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import Calibration
-from ax_chaining.checks import check_choice, check_delta, check_float, type_error
+from ax_chaining.checks import (
+    check_choice,
+    check_delta,
+    check_float,
+    check_int,
+    type_error,
+)
 
-__all__ = ["checked_calibration", "checked_options", "stop_rule_of"]
+__all__ = [
+    "checked_calibration",
+    "checked_min_observations",
+    "checked_options",
+    "stop_rule_of",
+]
 
 
 def checked_calibration(calibration: Any) -> Calibration:
@@ -24,6 +35,17 @@ def checked_calibration(calibration: Any) -> Calibration:
         'forecast'
     """
     return check_choice("certificate_calibration", calibration, get_args(Calibration))
+
+
+def checked_min_observations(value: Any) -> int:
+    """``certificate_min_observations``, an int >= 1 (the ``"loo"`` check's
+    :data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`).
+
+    Example:
+        >>> checked_min_observations(10)
+        10
+    """
+    return check_int("certificate_min_observations", value, 1)
 
 
 def checked_options(

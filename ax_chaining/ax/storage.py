@@ -48,6 +48,7 @@ def _node_to_dict(node: Any) -> dict[str, Any]:
     if isinstance(node, CandidateSetNode):
         extra["certificate_schedule"] = node.certificate_schedule
         extra["certificate_calibration"] = node.certificate_calibration
+        extra["certificate_min_observations"] = node.certificate_min_observations
     return {**generation_node_to_dict(node), **extra}
 
 

@@ -32,9 +32,11 @@ from ax_chaining.ax.nodes import (
 )
 from ax_chaining.ax.options import (
     checked_calibration,
+    checked_min_observations,
     checked_options,
     stop_rule_of,
 )
+from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.certificate.tails import Calibration
 from ax_chaining.chaining import BonusShape
@@ -93,6 +95,7 @@ def candidate_set_node(
     stop_tolerance: float | None = None,
     certificate_schedule: CheckSchedule | None = EVERY_STEP,
     certificate_calibration: Calibration = "loo",
+    certificate_min_observations: int = LOO_MIN_OBSERVATIONS,
 ) -> CandidateSetNode:
     """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
 
@@ -130,6 +133,10 @@ def candidate_set_node(
             the last two act as ``"loo"``
             (:mod:`ax_chaining.certificate.residuals`; what each guarantees:
             the certificate page of the docs). The trials do not depend on it.
+        certificate_min_observations: The fewest observations from which the
+            ``"loo"`` check certifies (default
+            :data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
+            before, the recorded certificate is refused and says why).
 
     Example:
         >>> node = candidate_set_node(ChainingUCB, {"delta": 0.1})
@@ -167,6 +174,9 @@ def candidate_set_node(
         stop_rule=stop_rule,
         certificate_schedule=certificate_schedule,
         certificate_calibration=checked_calibration(certificate_calibration),
+        certificate_min_observations=checked_min_observations(
+            certificate_min_observations
+        ),
     )
 
 

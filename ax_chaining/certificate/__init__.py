@@ -95,6 +95,7 @@ from ax_chaining.certificate.tails import (
 _LAZY = {
     name: "ax_chaining.certificate.calibration"
     for name in (
+        "LOO_MIN_OBSERVATIONS",
         "LooCheck",
         "calibrate",
         "certify_model",

@@ -6,9 +6,10 @@ model's certificate is issued (for it and for ``ChainingUCB``). Both first run
 the model's calibration check (:func:`calibrate`): under
 ``calibration="loo"`` (the default, for fitted hyperparameters),
 :func:`loo_check` tests the leave-one-out standardized residuals of the
-training data and either **refuses** the certificate (overdispersed residuals
-or one beyond a Bonferroni threshold) or widens every posterior standard
-deviation by :math:`c = \max(1, \sqrt{\overline{z^2}})`. A
+training data and either **refuses** the certificate (fewer than
+:data:`LOO_MIN_OBSERVATIONS` observations, overdispersed residuals or one
+beyond a Bonferroni threshold) or widens every posterior standard deviation
+by :math:`c = \max(1, \sqrt{\overline{z^2}})`. A
 :class:`~ax_chaining.certificate.residuals.ResidualCalibration` as
 ``calibration`` takes the scale and the tails from the loop's own forecast or
 audit residuals instead (what that guarantees, and what is a heuristic, is in
@@ -30,14 +31,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import Model
 from torch import Tensor
 
-from ax_chaining.certificate.bounds import Method, Rule
+from ax_chaining.certificate.bounds import Links, Method, Rule
 from ax_chaining.certificate.certify import (
     Certificate,
     make_certificate,
@@ -54,7 +55,13 @@ from ax_chaining.certificate.tails import (
     bind_tail,
     resolve_tail,
 )
-from ax_chaining.checks import as_index, check_choice, check_delta, check_float
+from ax_chaining.checks import (
+    as_index,
+    check_choice,
+    check_delta,
+    check_float,
+    check_int,
+)
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 from ax_chaining.posterior import (
     candidate_posterior,
@@ -67,6 +74,7 @@ from ax_chaining.posterior import (
 )
 
 __all__ = [
+    "LOO_MIN_OBSERVATIONS",
     "LooCheck",
     "calibrate",
     "certify_model",
@@ -74,6 +82,18 @@ __all__ = [
     "loo_check",
     "loo_residuals",
 ]
+
+
+#: The fewest observations from which ``calibration="loo"`` certifies
+#: (:func:`loo_check`). With fewer, a sample of the library rarely holds the
+#: outliers that show a tail heavier than the model's, and the check cannot
+#: see them: on FreeSolv's default molecule model, certificates issued from 10
+#: to 14 observations were violated in 3 runs of 10 (the same initial sets
+#: under both acquisitions), none from 15 on; no certificate issued from
+#: fewer than 20 observations in any validity run was below 42% of the range,
+#: so none could have stopped a loop (``docs/results/validity.md``). A
+#: heuristic chosen on those runs, not a derived constant.
+LOO_MIN_OBSERVATIONS = 20
 
 
 @dataclass(frozen=True)
@@ -85,7 +105,8 @@ class LooCheck:
         valid: False when the check refuses to certify.
         reason: Why (empty when valid).
         stats: ``n``, ``mean_z2`` (mean squared LOO residual), ``p_overdispersed``
-            (chi-square p-value), ``max_z`` and ``max_z_threshold``.
+            (chi-square p-value), ``max_z`` and ``max_z_threshold``; ``n`` and
+            ``min_observations`` alone when it refused for too few observations.
     """
 
     scale: float
@@ -118,13 +139,20 @@ def loo_residuals(model: Model) -> Tensor | None:
     return (inverse @ r) / inverse.diagonal().sqrt()
 
 
-def loo_check(model: Model, alpha: float = 0.01) -> LooCheck:
+def loo_check(
+    model: Model,
+    alpha: float = 0.01,
+    min_observations: int = LOO_MIN_OBSERVATIONS,
+) -> LooCheck:
     r"""The leave-one-out calibration check (``calibration="loo"``).
 
     Under the model each leave-one-out standardized residual :math:`z_i`
     (:func:`loo_residuals`) is :math:`N(0, 1)`. The check refuses
-    (``valid=False``) when they are overdispersed (a chi-square test of
-    :math:`\sum_i z_i^2` with :math:`n` degrees of freedom at level ``alpha``)
+    (``valid=False``) when the model holds fewer than ``min_observations``
+    observations (too few residuals to see a heavy tail, whatever the
+    model; :data:`LOO_MIN_OBSERVATIONS`), when they are overdispersed (a
+    chi-square test of :math:`\sum_i z_i^2` with :math:`n` degrees of freedom
+    at level ``alpha``)
     or when one lies beyond the Bonferroni threshold
     :math:`\bar\Phi^{-1}(\alpha / (2n))`; otherwise its ``scale`` is
     :math:`c = \max(1, \sqrt{\overline{z^2}})`, the factor on every posterior
@@ -138,14 +166,29 @@ def loo_check(model: Model, alpha: float = 0.01) -> LooCheck:
     Args:
         model: A fitted model.
         alpha: The level of the overdispersion and tail tests.
+        min_observations: The fewest observations it certifies from (1
+            switches the minimum off).
 
     Returns:
-        A :class:`LooCheck`; for a model without closed-form LOO residuals,
-        valid with scale 1 and ``stats`` empty.
+        A :class:`LooCheck`; for a model without closed-form LOO residuals
+        and at least ``min_observations`` observations, valid with scale 1
+        and ``stats`` empty.
     """
     from scipy.stats import chi2, norm
 
     alpha = check_float("alpha", alpha, (lambda v: 0 < v < 1, "in (0, 1)"))
+    min_observations = check_int("min_observations", min_observations, 1)
+    n_obs = num_training_points(model) or 0
+    if n_obs < min_observations:
+        why = (
+            f"only {n_obs} observations: the leave-one-out check certifies from "
+            f"min_observations={min_observations} on (with fewer it cannot see "
+            "a tail heavier than the model's). Lower `min_observations` at your "
+            "own risk, or pass calibration='none' to certify under the model "
+            "as true."
+        )
+        stats = {"n": float(n_obs), "min_observations": float(min_observations)}
+        return LooCheck(1.0, False, why, stats)
     z = loo_residuals(model)
     if z is None or z.numel() < 3:
         return LooCheck(1.0, True, "", {})
@@ -180,9 +223,13 @@ def loo_check(model: Model, alpha: float = 0.01) -> LooCheck:
 
 
 def calibrate(
-    model: Model, calibration: CalibrationChoice, alpha: float = 0.01
+    model: Model,
+    calibration: CalibrationChoice,
+    alpha: float = 0.01,
+    min_observations: int = LOO_MIN_OBSERVATIONS,
 ) -> LooCheck:
-    """The calibration ``calibration`` of ``model``: :func:`loo_check`, none,
+    """The calibration ``calibration`` of ``model``: :func:`loo_check` (with
+    ``alpha`` and ``min_observations``), none,
     or the fit of a
     :class:`~ax_chaining.certificate.residuals.ResidualCalibration` (valid,
     its scale; ``stats`` prefixed ``forecast_`` or ``audit_``). Where the
@@ -195,7 +242,7 @@ def calibrate(
         return LooCheck(fit.scale, True, "", stats)
     if acting == "none":
         return LooCheck(1.0, True, "", {})
-    check = loo_check(model, alpha)
+    check = loo_check(model, alpha, min_observations)
     if acting is calibration:
         return check
     source = getattr(calibration, "source", calibration)
@@ -213,6 +260,7 @@ def issue_certificate(
     *,
     calibration: CalibrationChoice = "loo",
     alpha: float = 0.01,
+    min_observations: int = LOO_MIN_OBSERVATIONS,
     sign: float = 1.0,
     prior_var: Tensor,
     rank: RankOptions | None = None,
@@ -227,8 +275,13 @@ def issue_certificate(
     ``prior_var``: the candidates' prior variances in the posterior's units,
     for the default tails. ``rank``: the options of its rank statement
     (:func:`~ax_chaining.certificate.rank.rank_statement`, with the bound's
-    tails, scale and share)."""
-    check = calibrate(model, calibration, alpha)
+    tails, scale and share). ``alpha`` and ``min_observations``: the
+    ``"loo"`` check's (:func:`loo_check`)."""
+    # A bad option is an error whether or not the check refuses.
+    check_choice("method", bounds.get("method", "combined"), get_args(Method))
+    check_choice("links", bounds.get("links", "actual"), get_args(Links))
+    check_choice("rule", bounds.get("rule", "min_bound"), get_args(Rule))
+    check = calibrate(model, calibration, alpha, min_observations)
     n_obs = num_training_points(model)
     law = resolve_tail(bounds.get("tail", "auto"), calibration, n_obs)
     bounds["tail"] = bind_tail(law, distance.variance, prior_var)
@@ -289,6 +342,7 @@ def certify_model(
     rule: Rule = "min_bound",
     calibration: CalibrationChoice = "loo",
     alpha: float = 0.01,
+    min_observations: int = LOO_MIN_OBSERVATIONS,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     rank: RankOptions | None = None,
 ) -> Certificate:
@@ -331,6 +385,8 @@ def certify_model(
             (``"forecast"`` and ``"audit"`` without residuals act as
             ``"loo"``).
         alpha: The level of the ``"loo"`` check's tests.
+        min_observations: The fewest observations from which the ``"loo"``
+            check certifies (:data:`LOO_MIN_OBSERVATIONS`; fewer: refused).
         memory_budget: Bytes the posterior and the certificate's temporaries
             may take.
         rank: How the rank statement is computed
@@ -381,6 +437,7 @@ def certify_model(
         candidates,
         calibration=calibration,
         alpha=alpha,
+        min_observations=min_observations,
         t=n_obs + 1,
         delta=delta,
         share=share,

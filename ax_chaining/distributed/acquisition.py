@@ -42,7 +42,7 @@ from ax_chaining.acquisition import (
     default_t,
 )
 from ax_chaining.certificate.bounds import Method, Rule, recommend
-from ax_chaining.certificate.calibration import calibrate
+from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS, calibrate
 from ax_chaining.certificate.certify import Certificate
 from ax_chaining.certificate.schedule import CheckSchedule, step_delta
 from ax_chaining.certificate.tails import (
@@ -480,6 +480,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         schedule: CheckSchedule | None = None,
         calibration: CalibrationChoice = "loo",
         alpha: float = 0.01,
+        min_observations: int = LOO_MIN_OBSERVATIONS,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate, from the shards.
 
@@ -500,7 +501,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         delta, t, share = self._certificate_terms(delta, t, schedule)
         index = self._among(among)
         sign = 1.0 if self.maximize else -1.0
-        check = calibrate(self.model, calibration, alpha)
+        check = calibrate(self.model, calibration, alpha, min_observations)
 
         def run() -> Certificate:
             base = self._base_step()

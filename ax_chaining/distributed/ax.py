@@ -54,11 +54,13 @@ from ax_chaining.ax.metadata import objective_scale
 from ax_chaining.ax.nodes import CandidateSetNode, UniformCandidateNode
 from ax_chaining.ax.options import (
     checked_calibration,
+    checked_min_observations,
     checked_options,
     stop_rule_of,
 )
 from ax_chaining.ax.selection import DROPPED, SelectableCandidates
 from ax_chaining.ax.stopping import RegretBoundCriterion
+from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.certificate.tails import Calibration
 from ax_chaining.checks import check_choice, check_int
@@ -298,6 +300,7 @@ def sharded_candidate_set_strategy(
     torch_device: Any = None,
     certificate_schedule: CheckSchedule | None = EVERY_STEP,
     certificate_calibration: Calibration = "loo",
+    certificate_min_observations: int = LOO_MIN_OBSERVATIONS,
     **spec_fields: Any,
 ) -> GenerationStrategy:
     r"""Initialization, then Chaining-UCB on the shards, as an Ax strategy.
@@ -324,7 +327,7 @@ def sharded_candidate_set_strategy(
             is distributed).
         botorch_acqf_options, init_trials, name, stop_tolerance, torch_device: As
             :func:`~ax_chaining.ax.candidate_set_strategy`.
-        certificate_schedule, certificate_calibration: As
+        certificate_schedule, certificate_calibration, certificate_min_observations: As
             :func:`~ax_chaining.ax.candidate_set_node`.
         init: ``"uniform"`` (the one initialization over items).
         surrogate_spec: Ax's, with a library-mode Tanimoto kernel over the
@@ -373,6 +376,9 @@ def sharded_candidate_set_strategy(
         stop_rule=stop_rule_of(name, stop_tolerance, certificate_schedule),
         certificate_schedule=certificate_schedule,
         certificate_calibration=checked_calibration(certificate_calibration),
+        certificate_min_observations=checked_min_observations(
+            certificate_min_observations
+        ),
     )
     if init_trials == 0:
         return GenerationStrategy(name=name, nodes=[main])
