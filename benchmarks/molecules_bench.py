@@ -31,8 +31,13 @@ A method with the suffix ``@default`` (``chaining@default``,
 ``chaining-continuous@default``, ``gp-ucb@default``, ``qlognei@default``) is
 that method on the package's default model of a molecule library,
 :func:`~ax_chaining.ax.molecule_surrogate_spec` (duplicates mapped), instead of
-the Tanimoto Gram; their records name the encoding, prior and kernel. These and
-``baybe`` are not in the default selection (``DEFAULT_METHODS``).
+the Tanimoto Gram; with the suffix ``@rdkit2d-baybe`` (``chaining``,
+``qlognei``), on the same descriptors under BayBE's priors
+(``molecule_surrogate_spec(smiles, prior="baybe")``: ARD Matern-5/2 with an
+output scale, BayBE's Gamma priors), the runner-up of the model comparison
+that comes closest to BayBE's own model. Their records name the encoding,
+prior and kernel (:data:`MODEL_VARIANTS`). These and ``baybe`` are not in the
+default selection (``DEFAULT_METHODS``).
 
 Protocol: run ``r`` draws ``n_init`` initial molecules uniformly without
 replacement with seed ``r``; every method gets the same initial molecules
@@ -109,8 +114,8 @@ DEFAULT_METHODS: tuple[str, ...] = (
     "qlognei",
     "random",
 )
-#: Every method: the defaults, BayBE (it needs its extra) and two on the
-#: package's default molecule model.
+#: Every method: the defaults, BayBE (it needs its extra) and some on
+#: descriptor models (:data:`MODEL_VARIANTS`).
 METHODS: tuple[str, ...] = (
     *DEFAULT_METHODS,
     "baybe",
@@ -118,9 +123,16 @@ METHODS: tuple[str, ...] = (
     "chaining-continuous@default",
     "gp-ucb@default",
     "qlognei@default",
+    "chaining@rdkit2d-baybe",
+    "qlognei@rdkit2d-baybe",
 )
-#: Suffix of a method on :func:`~ax_chaining.ax.molecule_surrogate_spec`'s model.
-DEFAULT_MODEL = "@default"
+#: The descriptor models a method can run on (``method@variant``): the
+#: keywords of :func:`~ax_chaining.ax.molecule_surrogate_spec` beside the
+#: library's SMILES (none: the package's default model).
+MODEL_VARIANTS: dict[str, dict[str, str]] = {
+    "default": {},
+    "rdkit2d-baybe": {"encoding": "rdkit2d", "prior": "baybe"},
+}
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
     "chaining-continuous": "Chaining-UCB (continuous bonus)",
@@ -136,6 +148,10 @@ LABELS: dict[str, str] = {
     ),
     "gp-ucb@default": "GP-UCB, default molecule model",
     "qlognei@default": "qLogNEI over the table, default molecule model",
+    "chaining@rdkit2d-baybe": "Chaining-UCB, RDKit descriptors, BayBE's priors",
+    "qlognei@rdkit2d-baybe": (
+        "qLogNEI over the table, RDKit descriptors, BayBE's priors"
+    ),
 }
 DATASET_LABELS = {
     "esol": "ESOL",
@@ -157,6 +173,8 @@ COLORS: dict[str, str] = {
     "chaining-continuous@default": "yellowgreen",
     "gp-ucb@default": "navy",
     "qlognei@default": "darkred",
+    "chaining@rdkit2d-baybe": "mediumseagreen",
+    "qlognei@rdkit2d-baybe": "salmon",
 }
 
 
@@ -278,10 +296,10 @@ SMALL_CONFIG = MoleculeConfig(datasets=("freesolv",), runs=2, queries=3)
 
 def make_strategy(method: str, spec: Any, n_init: int, config: MoleculeConfig) -> Any:
     """The Ax ``GenerationStrategy`` of a model-based ``method`` over the library,
-    with the surrogate spec ``spec`` (the ``@default`` suffix is the spec's)."""
+    with the surrogate spec ``spec`` (a ``@variant`` suffix is the spec's)."""
     from ax_chaining import ax as axc
 
-    method = method.removesuffix(DEFAULT_MODEL)
+    method = method.split("@")[0]
     if method == "logei":
         from ax.adapter.registry import Generators
         from ax.generation_strategy.generation_node import GenerationNode
@@ -338,7 +356,7 @@ def run_one(
         ``step_seconds`` per query, ``regret`` (simple regret after each query,
         index 0 = after the initial points), ``queries_to_top1`` (None if never).
     """
-    if method == "baybe" or method.endswith(DEFAULT_MODEL):
+    if method == "baybe" or "@" in method:
         data, gram = load_dataset(dataset), None  # no Tanimoto Gram needed
     else:
         data, gram = library(dataset, config.radius, config.n_bits)
@@ -346,8 +364,8 @@ def run_one(
     spec = baybe = None
     if method == "baybe":
         baybe = _baybe_library(dataset)
-    elif method.endswith(DEFAULT_MODEL):
-        spec, extra["model"] = default_model(dataset)
+    elif "@" in method:
+        spec, extra["model"] = model_variant(dataset, method.split("@")[1])
     elif method != "random":
         from ax_chaining.ax import precomputed_kernel_surrogate_spec
 
@@ -507,20 +525,28 @@ def outcome(y: np.ndarray, items: Sequence[int], n_init: int) -> dict[str, Any]:
     }
 
 
-@functools.cache
 def default_model(dataset: str) -> tuple[Any, dict[str, str]]:
     """The package's default surrogate spec of a library (its features computed
     once per process), and what it is."""
+    return model_variant(dataset, "default")
+
+
+@functools.cache
+def model_variant(dataset: str, variant: str) -> tuple[Any, dict[str, str]]:
+    """The surrogate spec of a library on a model of :data:`MODEL_VARIANTS`
+    (its features computed once per process), and what it is."""
     from ax_chaining.ax.surrogates import (
         DEFAULT_MOLECULE_ENCODING,
         DEFAULT_MOLECULE_PRIOR,
         molecule_surrogate_spec,
     )
 
-    spec = molecule_surrogate_spec(load_dataset(dataset).smiles, duplicates="map")
+    options = MODEL_VARIANTS[variant]
+    smiles = load_dataset(dataset).smiles
+    spec = molecule_surrogate_spec(smiles, duplicates="map", **options)
     return spec, {
-        "encoding": DEFAULT_MOLECULE_ENCODING,
-        "prior": DEFAULT_MOLECULE_PRIOR,
+        "encoding": options.get("encoding", DEFAULT_MOLECULE_ENCODING),
+        "prior": options.get("prior", DEFAULT_MOLECULE_PRIOR),
         # The spec's own base kernel, so a record says which default it ran on
         # (the default was ARD Matern-5/2 before it became RBF).
         "kernel": spec.model_configs[0].covar_module_options["base"],

@@ -56,6 +56,39 @@ def test_run_one_is_a_valid_screen(method):
     assert len(rec["step_seconds"]) == 3
 
 
+@pytest.mark.parametrize(
+    ("method", "model"),
+    [
+        (
+            "qlognei@default",
+            {"encoding": "rdkit2d", "prior": "botorch", "kernel": "rbf"},
+        ),
+        (
+            "qlognei@rdkit2d-baybe",
+            {"encoding": "rdkit2d", "prior": "baybe", "kernel": "matern52"},
+        ),
+    ],
+)
+def test_a_model_variant_runs_the_method_on_that_model(method, model):
+    """``method@variant``: the same initial molecules as the method on the
+    Tanimoto Gram, on the descriptor model the record names; the variant's
+    spec is molecule_surrogate_spec's with those options."""
+    from ax_chaining.ax import molecule_surrogate_spec
+    from ax_chaining.test_functions.molecules import load_dataset
+
+    rec = molecules_bench.run_one("freesolv", method, seed=3, config=CONFIG)
+    assert rec["model"] == model
+    assert rec["items"][:4] == molecules_bench.initial_items(642, 4, seed=3)
+    assert len(set(rec["items"])) == 7
+    spec, _ = molecules_bench.model_variant("freesolv", method.split("@")[1])
+    options = {k: v for k, v in model.items() if k != "kernel"}
+    smiles = load_dataset("freesolv").smiles
+    expected = molecule_surrogate_spec(smiles, duplicates="map", **options)
+    got, want = spec.model_configs[0], expected.model_configs[0]
+    assert got.covar_module_class is want.covar_module_class
+    assert got.covar_module_options == want.covar_module_options
+
+
 def test_same_seed_same_run():
     a = molecules_bench.run_one("freesolv", "chaining", seed=1, config=CONFIG)
     b = molecules_bench.run_one("freesolv", "chaining", seed=1, config=CONFIG)
@@ -174,7 +207,10 @@ def test_cli_bonus_small(tmp_path, capsys):
     assert f"| freesolv | 0 | 2 | {sizes} |" in table
 
 
-@pytest.mark.parametrize("name", ["baybe", "default_model", "bonus_shape"])
+@pytest.mark.parametrize(
+    "name",
+    ["baybe", "default_model", "bonus_shape", "baybe_priors", "baybe_priors_chaining"],
+)
 def test_committed_baybe_summaries_are_remade_from_the_committed_records(
     name, tmp_path, monkeypatch
 ):
