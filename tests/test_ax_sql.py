@@ -36,14 +36,18 @@ client = Client(random_seed=0, storage_config=storage_config(url))
 client.configure_experiment(name="catalogue",
                             parameters=parameters_from_table(table, exclude=["sku"]))
 client.configure_optimization(objective="score")
+# 8 observations: certificates from 4 (the default check waits for 20).
 client.set_generation_strategy(chaining_generation_strategy(
-    init_trials=4, candidates=table, id_column="sku", exclude_evaluated=True))
+    init_trials=4, candidates=table, id_column="sku", exclude_evaluated=True,
+    certificate_min_observations=4))
 for _ in range(4):
     for index, p in client.get_next_trials(max_trials=2).items():
         client.complete_trial(index, raw_data={"score": -(p["a"] - 0.3) ** 2 - p["b"]})
 shutil.copy(url.removeprefix("sqlite:///"), copy)  # the database at this point
-out = {"certify": certify(client), "recorded": best_certificate(client)}
+out = {"certify": certify(client, min_observations=4),
+       "recorded": best_certificate(client)}
 out["next"] = {str(k): v for k, v in client.get_next_trials(max_trials=2).items()}
+out["next_valid"] = best_certificate(client)["valid"]
 json.dump(out, open(path, "w"), default=str)
 """
 
@@ -56,9 +60,10 @@ logging.getLogger("ax").setLevel(logging.WARNING)
 url, path = sys.argv[1], sys.argv[2]
 assert not any(m == "ax" or m.startswith("ax.") for m in sys.modules)
 client = ax_chaining.load_client_from_database("catalogue", url)
-out = {"certify": ax_chaining.certify(client),
+out = {"certify": ax_chaining.certify(client, min_observations=4),
        "recorded": ax_chaining.best_certificate(client)}
 out["next"] = {str(k): v for k, v in client.get_next_trials(max_trials=2).items()}
+out["next_valid"] = ax_chaining.best_certificate(client)["valid"]
 try:
     ax_chaining.storage_config("sqlite:///" + path + ".other.db")
 except ValueError as e:
@@ -91,6 +96,9 @@ def test_a_loop_on_sqlite_reloads_in_a_new_process_with_the_same_next_trials(
     assert reloaded["certify"] == original["certify"]
     assert reloaded["recorded"] == original["recorded"]
     assert original["certify"]["valid"] and original["certify"]["bound"] > 0
+    # The strategy's certificate_min_observations came back from the database:
+    # the certificate recorded with the next batch (8 observations) is issued.
+    assert original["next_valid"] is True and reloaded["next_valid"] is True
     # Ax keeps one engine per process: another URL is refused, naming both.
     assert "already uses" in reloaded["second_url"]
     assert "copy.db" in reloaded["second_url"]
