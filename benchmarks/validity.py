@@ -42,7 +42,8 @@ as a candidate table with Ax's default GP). ``esol@default``,
 ``freesolv@default`` and ``lipo@default`` are the same libraries on
 :func:`~ax_chaining.ax.molecule_surrogate_spec`'s default model (RDKit 2D
 descriptors, ARD RBF, hyperparameters fitted by Ax), the one the molecule
-benchmark's ``@default`` methods run on. Methods: ``chaining``
+benchmark's ``@default`` methods run on; ``esol@rdkit2d-baybe``, ... on the
+same descriptors under BayBE's priors (:data:`MODEL_SUFFIXES`). Methods: ``chaining``
 (Chaining-UCB), ``qlognei`` (Ax's default acquisition over the table) and,
 on request, ``chaining_audit`` (Chaining-UCB with audits).
 
@@ -101,11 +102,18 @@ PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo", "grid")
 #: Suffix of a library on :func:`~ax_chaining.ax.molecule_surrogate_spec`'s
 #: default model instead of the Tanimoto Gram (``esol@default``, ...).
 DEFAULT_MODEL = "@default"
+#: Suffixes of a library on a descriptor model, each the molecule benchmark's
+#: model variant of that name (:data:`benchmarks.molecules_bench.MODEL_VARIANTS`):
+#: the default, and the same descriptors under BayBE's priors.
+MODEL_SUFFIXES: dict[str, str] = {
+    DEFAULT_MODEL: "default model",
+    "@rdkit2d-baybe": "RDKit descriptors, BayBE's priors",
+}
 MOLECULE_PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo")
 #: Every problem name the benchmark accepts.
 ALL_PROBLEMS: tuple[str, ...] = (
     *PROBLEMS,
-    *(name + DEFAULT_MODEL for name in MOLECULE_PROBLEMS),
+    *(name + suffix for suffix in MODEL_SUFFIXES for name in MOLECULE_PROBLEMS),
 )
 METHODS: tuple[str, ...] = ("chaining", "qlognei")
 #: One query in this many is an audit in ``chaining_audit``.
@@ -134,7 +142,8 @@ PROBLEM_LABELS = {
 }
 PROBLEM_LABELS.update(
     {
-        name + DEFAULT_MODEL: f"{PROBLEM_LABELS[name]}, default model"
+        name + suffix: f"{PROBLEM_LABELS[name]}, {label}"
+        for suffix, label in MODEL_SUFFIXES.items()
         for name in MOLECULE_PROBLEMS
     }
 )
@@ -146,8 +155,9 @@ class ValidityConfig:
 
     Attributes:
         problems, methods: Which (see :data:`PROBLEMS`, :data:`METHODS`; a
-            molecule library with the suffix :data:`DEFAULT_MODEL` runs on
-            :func:`~ax_chaining.ax.molecule_surrogate_spec`'s default model).
+            molecule library with a suffix of :data:`MODEL_SUFFIXES` runs on
+            that descriptor model of
+            :func:`~ax_chaining.ax.molecule_surrogate_spec`).
         runs: Seeds ``0 .. runs - 1``.
         queries: Sequential queries after the initial points.
         n_init: Initial points, uniform without replacement.
@@ -207,13 +217,14 @@ def _problem(name: str, seed: int, config: ValidityConfig):
         return params, {"candidates": rows}, rows, f.numpy(), 0.05
     from ax_chaining.test_functions.molecules import library, load_dataset
 
-    if name.endswith(DEFAULT_MODEL):
+    if "@" in name:
         # The same spec (and features, computed once per process) as the
-        # molecule benchmark's ``@default`` methods.
-        from benchmarks.molecules_bench import default_model
+        # molecule benchmark's methods with that suffix.
+        from benchmarks.molecules_bench import model_variant
 
-        data = load_dataset(name.removesuffix(DEFAULT_MODEL))
-        spec = default_model(data.name)[0]
+        base, variant = name.split("@")
+        data = load_dataset(base)
+        spec = model_variant(data.name, variant)[0]
     else:
         data, gram = library(name)
         spec = axc.precomputed_kernel_surrogate_spec(gram)

@@ -215,6 +215,7 @@ def test_cli_pack_errors(tmp_path):
         "paper_n10000",
         "validity",
         "validity_init5",
+        "validity_baybe_priors",
         "screening",
     ],
 )
@@ -308,6 +309,7 @@ def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
         ("paper_n10000", "paper-n10000"),
         ("validity", "validity"),
         ("validity_init5", "validity"),
+        ("validity_baybe_priors", "validity"),
         ("screening", "screening"),
     ],
 )

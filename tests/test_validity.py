@@ -203,10 +203,11 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
 
 
 def test_default_model_problems_run_on_the_descriptor_model(tmp_path, capsys) -> None:
-    """``freesolv@default``: the same library, initial molecules and values as
-    ``freesolv``, on the default molecule model instead of the Tanimoto Gram
-    (the plain certificates of the first step differ); its rows are labelled
-    as such; an unknown problem is refused with the allowed names."""
+    """``freesolv@default`` and ``freesolv@rdkit2d-baybe``: the same library,
+    initial molecules and values as ``freesolv``, on the default molecule model
+    and on BayBE's priors instead of the Tanimoto Gram (the plain certificates
+    of the first step differ); their rows are labelled as such; an unknown
+    problem is refused with the allowed names."""
     pytest.importorskip("rdkit")
     from benchmarks.__main__ import main
     from benchmarks.records import load_records
@@ -214,15 +215,22 @@ def test_default_model_problems_run_on_the_descriptor_model(tmp_path, capsys) ->
     out = tmp_path / "v"
     base = ["validity", "--runs", "1", "--queries", "2", "--n-init", "5"]
     base += ["--methods", "qlognei", "--out", str(out)]
-    assert main([*base, "--problems", "freesolv,freesolv@default"]) == 0
+    problems = "freesolv,freesolv@default,freesolv@rdkit2d-baybe"
+    assert main([*base, "--problems", problems]) == 0
     text = capsys.readouterr().out
     assert "| FreeSolv, default model | qLogNEI over the table |" in text
+    label = "| FreeSolv, RDKit descriptors, BayBE's priors | qLogNEI over the table |"
+    assert label in text
     runs = {r["problem"]: r for r in load_records(out, "validity")}
-    tanimoto, default = runs["freesolv"], runs["freesolv@default"]
-    assert tanimoto["items"][:5] == default["items"][:5]
-    assert tanimoto["f_max"] == default["f_max"]
-    first = tanimoto["steps"][0]["plain_bound"], default["steps"][0]["plain_bound"]
-    assert first[0] != pytest.approx(first[1], rel=1e-3)
+    tanimoto = runs["freesolv"]
+    firsts = {tanimoto["steps"][0]["plain_bound"]}
+    for name in ("freesolv@default", "freesolv@rdkit2d-baybe"):
+        other = runs[name]
+        assert tanimoto["items"][:5] == other["items"][:5]
+        assert tanimoto["f_max"] == other["f_max"]
+        firsts.add(other["steps"][0]["plain_bound"])
+    # Three models, three plain certificates at the first step.
+    assert len({round(b, 3) for b in firsts}) == 3
     with pytest.raises(SystemExit, match="freesolv@default"):
         main([*base, "--problems", "freesolv@tanimoto"])
 
