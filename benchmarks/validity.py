@@ -158,7 +158,7 @@ class ValidityConfig:
             molecule library with a suffix of :data:`MODEL_SUFFIXES` runs on
             that descriptor model of
             :func:`~ax_chaining.ax.molecule_surrogate_spec`).
-        runs: Seeds ``0 .. runs - 1``.
+        runs: Seeds ``first_seed .. first_seed + runs - 1``.
         queries: Sequential queries after the initial points.
         n_init: Initial points, uniform without replacement.
         delta: Confidence parameter of every certificate.
@@ -168,6 +168,7 @@ class ValidityConfig:
     problems: tuple[str, ...] = PROBLEMS
     methods: tuple[str, ...] = METHODS
     runs: int = 10
+    first_seed: int = 0
     queries: int = 100
     n_init: int = 10
     delta: float = 0.05
@@ -176,11 +177,12 @@ class ValidityConfig:
     def __post_init__(self) -> None:
         for name in ("runs", "queries", "n_init", "side"):
             check_int(name, getattr(self, name), 1)
+        check_int("first_seed", self.first_seed, 0)
 
     def key(self) -> dict[str, Any]:
         """What a stored record must match to be reused."""
         d = asdict(self)
-        for name in ("problems", "methods", "runs"):
+        for name in ("problems", "methods", "runs", "first_seed"):
             d.pop(name)
         return {**d, "format": FORMAT_VERSION}
 
@@ -453,7 +455,7 @@ def run_validity(
     """Run (or resume) every (problem, method, seed); returns the records."""
     tasks = [
         (p, m, s)
-        for s in range(config.runs)
+        for s in range(config.first_seed, config.first_seed + config.runs)
         for p in config.problems
         for m in config.methods
     ]
@@ -862,6 +864,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--problems", default=None, help="comma-separated subset")
     parser.add_argument("--methods", default=None, help="comma-separated subset")
     parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=None,
+        help="seeds first-seed .. first-seed + runs - 1 (adds seeds to stored ones)",
+    )
     parser.add_argument("--queries", type=int, default=None)
     parser.add_argument("--n-init", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=1)
@@ -876,6 +884,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.runs:
         changes["runs"] = args.runs
+    if args.first_seed is not None:
+        changes["first_seed"] = args.first_seed
     if args.queries:
         changes["queries"] = args.queries
     if args.n_init:

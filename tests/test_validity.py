@@ -315,3 +315,28 @@ def test_reading_old_records_as_current_agrees_with_a_rerun() -> None:
             for rule in ("robust", "loo_capped", "loo_student", "forecast"):
                 assert now[f"{rule}_valid"] is then[f"{rule}_valid"] is False
             assert now["plain_bound"] == pytest.approx(then["plain_bound"], rel=1e-6)
+
+
+def test_first_seed_adds_seeds_beside_stored_ones(tmp_path) -> None:
+    """``--first-seed 1 --runs 1`` runs seed 1 alone (its initial points are
+    seed 1's), beside a stored seed 0 that it neither reruns nor changes."""
+    import numpy as np
+
+    from benchmarks.__main__ import main
+    from benchmarks.records import load_records
+
+    out = tmp_path / "v"
+    base = ["validity", "--problems", "grid", "--methods", "qlognei", "--queries", "1"]
+    base += ["--n-init", "5", "--out", str(out)]
+    assert main([*base, "--runs", "1"]) == 0
+    (first,) = load_records(out, "validity")
+    stored = (out / "grid" / "qlognei" / "seed_0.json").read_bytes()
+    assert main([*base, "--runs", "1", "--first-seed", "1"]) == 0
+    records = {r["seed"]: r for r in load_records(out, "validity")}
+    assert sorted(records) == [0, 1]
+    assert (out / "grid" / "qlognei" / "seed_0.json").read_bytes() == stored
+    seed_1 = np.random.default_rng(1).choice(900, 5, replace=False)
+    assert records[1]["items"][:5] == [int(i) for i in seed_1]
+    assert records[1]["items"][:5] != first["items"][:5]
+    with pytest.raises(ValueError, match="`first_seed` must be"):
+        main([*base, "--first-seed", "-1"])
