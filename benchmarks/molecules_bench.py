@@ -133,6 +133,11 @@ MODEL_VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "rdkit2d-baybe": {"encoding": "rdkit2d", "prior": "baybe"},
 }
+#: What each of :data:`MODEL_VARIANTS` is, in a few words (table labels).
+MODEL_LABELS: dict[str, str] = {
+    "default": "default model",
+    "rdkit2d-baybe": "RDKit descriptors, BayBE's priors",
+}
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
     "chaining-continuous": "Chaining-UCB (continuous bonus)",

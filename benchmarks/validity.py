@@ -85,6 +85,7 @@ import numpy as np
 
 from ax_chaining.checks import check_int
 from benchmarks._tables import num, parse_names
+from benchmarks.molecules_bench import MODEL_LABELS
 from benchmarks.records import (
     command_line,
     load_records,
@@ -99,15 +100,11 @@ FORMAT_VERSION = 6
 #: Checks after 10, 20, 40, 80 observations: the declared-schedule variant.
 GEOMETRIC_START, GEOMETRIC_RATIO = 10, 2.0
 PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo", "grid")
-#: Suffix of a library on :func:`~ax_chaining.ax.molecule_surrogate_spec`'s
-#: default model instead of the Tanimoto Gram (``esol@default``, ...).
-DEFAULT_MODEL = "@default"
-#: Suffixes of a library on a descriptor model, each the molecule benchmark's
-#: model variant of that name (:data:`benchmarks.molecules_bench.MODEL_VARIANTS`):
-#: the default, and the same descriptors under BayBE's priors.
+#: Suffixes of a library on a descriptor model: the molecule benchmark's
+#: model variants (:data:`benchmarks.molecules_bench.MODEL_VARIANTS`), with
+#: their labels.
 MODEL_SUFFIXES: dict[str, str] = {
-    DEFAULT_MODEL: "default model",
-    "@rdkit2d-baybe": "RDKit descriptors, BayBE's priors",
+    f"@{variant}": label for variant, label in MODEL_LABELS.items()
 }
 MOLECULE_PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo")
 #: Every problem name the benchmark accepts.
