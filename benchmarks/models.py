@@ -23,7 +23,8 @@ bits, no output scale); count encodings use the MinMax kernel
 descriptor encodings an ARD Matern-5/2 (``:rbf`` appended: an ARD RBF, BoTorch's
 own default kernel). Features are cleaned over the subset
 (:func:`~ax_chaining.descriptors.clean_features`, the encoding's default
-options; ``:std`` appended: standardized instead of unit-scaled).
+options; ``:std`` appended: standardized instead of unit-scaled; ``:corr0.7``
+appended: decorrelated at 0.7, BayBE's threshold, instead of 0.95).
 
 One JSON line per (dataset, size, seed, model) on stdout and appended to
 ``--out`` (a run resumes: lines already there are skipped); progress on
@@ -70,6 +71,12 @@ MODELS = (
     "rdkit2d:baybe",
     "mordred:botorch",
     "mordred:baybe",
+    # BayBE's decorrelation threshold (its SubstanceParameter's default)
+    # instead of the encoding's default 0.95; mordred:baybe:corr0.7 is
+    # BayBE's own model of a molecule.
+    "rdkit2d:botorch:rbf:corr0.7",
+    "rdkit2d:baybe:corr0.7",
+    "mordred:baybe:corr0.7",
 )
 # What the headline columns are sorted and compared by.
 MEASURES = ("loo_ll", "loo_rmse", "loo_z2")
@@ -112,13 +119,15 @@ def loo_predictions(model: Any) -> tuple[Tensor, Tensor]:
     return mean.detach(), var.detach()
 
 
-def _parse_model(name: str) -> tuple[str, str, str, str]:
-    """``(encoding, prior, kernel, scale)`` of a model name of :data:`MODELS`."""
+def _parse_model(name: str) -> tuple[str, str, str, str, float | None]:
+    """``(encoding, prior, kernel, scale, max_correlation)`` of a model name of
+    :data:`MODELS` (``max_correlation`` None: the encoding's default)."""
     parts = name.split(":")
     encoding, prior, extra = parts[0], parts[1], parts[2:]
     kernel = "rbf" if "rbf" in extra else "matern52"
     scale = "standardize" if "std" in extra else "unit"
-    return encoding, prior, kernel, scale
+    corr = [float(e.removeprefix("corr")) for e in extra if e.startswith("corr")]
+    return encoding, prior, kernel, scale, (corr[0] if corr else None)
 
 
 def build_model(name: str, raw: np.ndarray, y: Tensor) -> tuple[Any, int]:
@@ -139,7 +148,7 @@ def build_model(name: str, raw: np.ndarray, y: Tensor) -> tuple[Any, int]:
     from ax_chaining.kernels import FeatureTableKernel, PrecomputedKernel
     from ax_chaining.kernels.features import feature_table_likelihood
 
-    encoding, prior, kernel, scale = _parse_model(name)
+    encoding, prior, kernel, scale, max_correlation = _parse_model(name)
     n = raw.shape[0]
     X = torch.linspace(0, 1, n, dtype=DTYPE).unsqueeze(-1)
     Y = y.reshape(-1, 1).to(DTYPE)
@@ -151,6 +160,8 @@ def build_model(name: str, raw: np.ndarray, y: Tensor) -> tuple[Any, int]:
     options = default_cleaning(encoding)
     if encoding not in COUNT_ENCODINGS:
         options["scale"] = scale
+    if max_correlation is not None:
+        options["max_correlation"] = max_correlation
     features = torch.from_numpy(clean_features(raw, **options).values)
     base = "minmax" if encoding in COUNT_ENCODINGS else kernel
     covar = FeatureTableKernel(features, base=base, prior=prior, normalized_inputs=True)

@@ -34,10 +34,13 @@ that method on the package's default model of a molecule library,
 the Tanimoto Gram; with the suffix ``@rdkit2d-baybe`` (``chaining``,
 ``qlognei``), on the same descriptors under BayBE's priors
 (``molecule_surrogate_spec(smiles, prior="baybe")``: ARD Matern-5/2 with an
-output scale, BayBE's Gamma priors), the runner-up of the model comparison
-that comes closest to BayBE's own model. Their records name the encoding,
-prior and kernel (:data:`MODEL_VARIANTS`). These and ``baybe`` are not in the
-default selection (``DEFAULT_METHODS``).
+output scale, BayBE's Gamma priors), the runner-up of the model comparison;
+with the suffix ``@mordred-baybe`` (``chaining``, ``qlognei``), on BayBE's
+own model of a ``SubstanceParameter``: Mordred descriptors with BayBE's
+decorrelation threshold 0.7, under its priors (needs the ``mordred`` extra).
+Their records name the encoding, prior, kernel and any cleaning option that
+replaces the encoding's default (:data:`MODEL_VARIANTS`). These and
+``baybe`` are not in the default selection (``DEFAULT_METHODS``).
 
 Protocol: run ``r`` draws ``n_init`` initial molecules uniformly without
 replacement with seed ``r``; every method gets the same initial molecules
@@ -125,18 +128,29 @@ METHODS: tuple[str, ...] = (
     "qlognei@default",
     "chaining@rdkit2d-baybe",
     "qlognei@rdkit2d-baybe",
+    "chaining@mordred-baybe",
+    "qlognei@mordred-baybe",
 )
 #: The descriptor models a method can run on (``method@variant``): the
 #: keywords of :func:`~ax_chaining.ax.molecule_surrogate_spec` beside the
 #: library's SMILES (none: the package's default model).
-MODEL_VARIANTS: dict[str, dict[str, str]] = {
+MODEL_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "rdkit2d-baybe": {"encoding": "rdkit2d", "prior": "baybe"},
+    # BayBE's own model of a SubstanceParameter: Mordred descriptors with
+    # BayBE's greedy decorrelation at 0.7 (the same rule as clean_features'),
+    # under its priors (needs the `mordred` extra).
+    "mordred-baybe": {
+        "encoding": "mordred",
+        "prior": "baybe",
+        "cleaning": {"max_correlation": 0.7},
+    },
 }
 #: What each of :data:`MODEL_VARIANTS` is, in a few words (table labels).
 MODEL_LABELS: dict[str, str] = {
     "default": "default model",
     "rdkit2d-baybe": "RDKit descriptors, BayBE's priors",
+    "mordred-baybe": "BayBE's model (Mordred decorrelated at 0.7, its priors)",
 }
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
@@ -157,6 +171,8 @@ LABELS: dict[str, str] = {
     "qlognei@rdkit2d-baybe": (
         "qLogNEI over the table, RDKit descriptors, BayBE's priors"
     ),
+    "chaining@mordred-baybe": "Chaining-UCB, BayBE's model",
+    "qlognei@mordred-baybe": "qLogNEI over the table, BayBE's model",
 }
 DATASET_LABELS = {
     "esol": "ESOL",
@@ -180,6 +196,8 @@ COLORS: dict[str, str] = {
     "qlognei@default": "darkred",
     "chaining@rdkit2d-baybe": "mediumseagreen",
     "qlognei@rdkit2d-baybe": "salmon",
+    "chaining@mordred-baybe": "turquoise",
+    "qlognei@mordred-baybe": "orchid",
 }
 
 
@@ -555,6 +573,9 @@ def model_variant(dataset: str, variant: str) -> tuple[Any, dict[str, str]]:
         # The spec's own base kernel, so a record says which default it ran on
         # (the default was ARD Matern-5/2 before it became RBF).
         "kernel": spec.model_configs[0].covar_module_options["base"],
+        # Only where a variant replaces the encoding's default cleaning, so
+        # the records of the other variants keep their keys.
+        **({"cleaning": options["cleaning"]} if "cleaning" in options else {}),
     }
 
 

@@ -348,6 +348,33 @@ def test_molecule_surrogate_spec_options() -> None:
         molecule_surrogate_spec([*smiles, "OCC"])
 
 
+def test_molecule_surrogate_spec_cleaning_reaches_the_features() -> None:
+    """``cleaning`` replaces the encoding's default steps: the spec's table is
+    ``molecule_features``' with those options, a stricter decorrelation keeps
+    fewer columns, and options that cannot apply are refused up front."""
+    pytest.importorskip("rdkit")
+    from ax_chaining.ax import molecule_surrogate_spec
+    from ax_chaining.descriptors import molecule_features
+
+    smiles = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "CCN", "CCCCO"]
+
+    def table(**options):
+        config = molecule_surrogate_spec(smiles, **options).model_configs[0]
+        return registered_features(config.covar_module_options["features"])
+
+    default, strict = table(), table(cleaning={"max_correlation": 0.5})
+    assert strict.shape[1] < default.shape[1]
+    expected = molecule_features(smiles, cleaning={"max_correlation": 0.5}).tensor()
+    assert torch.equal(strict, expected)
+    # A 0.5 threshold keeps no pair of columns correlated above 0.5.
+    corr = torch.corrcoef(strict.T).abs() - torch.eye(strict.shape[1])
+    assert float(corr.max()) <= 0.5
+    with pytest.raises(ValueError, match="`cleaning` must be None with"):
+        molecule_surrogate_spec(smiles, "morgan_bits", cleaning={"scale": None})
+    with pytest.raises(ValueError, match="lengthscale"):
+        molecule_surrogate_spec(smiles, cleaning={"lengthscale": 1.0})
+
+
 def test_engine_rows_equal_those_of_the_same_gp_on_coordinates() -> None:
     """Chaining-UCB's pseudo-distance over the items of a feature table equals
     the one over the feature rows as coordinates (the SE route), same GP."""

@@ -67,6 +67,19 @@ def test_run_one_is_a_valid_screen(method):
             "qlognei@rdkit2d-baybe",
             {"encoding": "rdkit2d", "prior": "baybe", "kernel": "matern52"},
         ),
+        pytest.param(
+            "chaining@mordred-baybe",
+            {
+                "encoding": "mordred",
+                "prior": "baybe",
+                "kernel": "matern52",
+                "cleaning": {"max_correlation": 0.7},
+            },
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("mordred") is None,
+                reason="needs the mordred extra",
+            ),
+        ),
     ],
 )
 def test_a_model_variant_runs_the_method_on_that_model(method, model):

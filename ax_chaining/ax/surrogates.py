@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from ax.api.configs import RangeParameterConfig
 from ax.generators.torch.botorch_modular.surrogate import SurrogateSpec
@@ -232,6 +233,7 @@ def molecule_surrogate_spec(
     kernel: str | None = None,
     path: str | os.PathLike | None = None,
     duplicates: str = "refuse",
+    cleaning: dict[str, Any] | None = None,
 ) -> SurrogateSpec:
     r"""The surrogate spec for a molecule library behind an item index.
 
@@ -264,10 +266,17 @@ def molecule_surrogate_spec(
             path (:func:`feature_table_surrogate_spec`).
         duplicates: ``"refuse"`` or ``"map"`` (see
             :func:`~ax_chaining.descriptors.molecule_features`).
+        cleaning: Keyword arguments of
+            :func:`~ax_chaining.descriptors.clean_features` replacing those of
+            the encoding's :func:`~ax_chaining.descriptors.default_cleaning`
+            (for example ``{"max_correlation": 0.7}``, BayBE's decorrelation
+            threshold for its descriptor encodings); None keeps the default.
+            Not for ``morgan_bits`` (raw bits, nothing to clean).
 
     Raises:
         ValueError: An unknown encoding, prior or kernel, an invalid or
-            duplicate SMILES, or a cache made from another library.
+            duplicate SMILES, cleaning options that ``clean_features`` does
+            not take, or a cache made from another library.
 
     Example:
         >>> client.configure_experiment([candidate_index_parameter(len(smiles))])
@@ -290,6 +299,11 @@ def molecule_surrogate_spec(
     if encoding == "morgan_bits":
         from ax_chaining.chem import morgan_fingerprints
 
+        if cleaning is not None:
+            raise ValueError(
+                "`cleaning` must be None with encoding='morgan_bits' (Tanimoto "
+                f"takes the raw bits), got {cleaning!r}."
+            )
         if prior != "botorch":
             raise ValueError(
                 "`prior` must be 'botorch' with encoding='morgan_bits' (Tanimoto "
@@ -297,7 +311,9 @@ def molecule_surrogate_spec(
             )
         bits = morgan_fingerprints(smiles)
         return fingerprint_kernel_surrogate_spec(PackedFingerprints.from_bits(bits))
-    table = molecule_features(smiles, encoding, path=path, duplicates=duplicates)
+    table = molecule_features(
+        smiles, encoding, path=path, duplicates=duplicates, cleaning=cleaning
+    )
     if not descriptors:
         kernel = "minmax"
     elif kernel is None:
