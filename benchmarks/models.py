@@ -72,11 +72,14 @@ MODELS = (
     "mordred:botorch",
     "mordred:baybe",
     # BayBE's decorrelation threshold (its SubstanceParameter's default)
-    # instead of the encoding's default 0.95; mordred:baybe:corr0.7 is
-    # BayBE's own model of a molecule.
+    # instead of the encoding's default 0.95.
     "rdkit2d:botorch:rbf:corr0.7",
     "rdkit2d:baybe:corr0.7",
     "mordred:baybe:corr0.7",
+    # BayBE 0.15's default GP for a molecule parameter (its CHEN preset);
+    # mordred:chen:corr0.7 is BayBE's own model of a molecule.
+    "rdkit2d:chen",
+    "mordred:chen:corr0.7",
 )
 # What the headline columns are sorted and compared by.
 MEASURES = ("loo_ll", "loo_rmse", "loo_z2")

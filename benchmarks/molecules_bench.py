@@ -32,12 +32,14 @@ A method with the suffix ``@default`` (``chaining@default``,
 that method on the package's default model of a molecule library,
 :func:`~ax_chaining.ax.molecule_surrogate_spec` (duplicates mapped), instead of
 the Tanimoto Gram; with the suffix ``@rdkit2d-baybe`` (``chaining``,
-``qlognei``), on the same descriptors under BayBE's priors
+``qlognei``), on the same descriptors under BayBE's EDBO-smoothed priors
 (``molecule_surrogate_spec(smiles, prior="baybe")``: ARD Matern-5/2 with an
-output scale, BayBE's Gamma priors), the runner-up of the model comparison;
-with the suffix ``@mordred-baybe`` (``chaining``, ``qlognei``), on BayBE's
-own model of a ``SubstanceParameter``: Mordred descriptors with BayBE's
-decorrelation threshold 0.7, under its priors (needs the ``mordred`` extra).
+output scale, Gamma priors), the runner-up of the model comparison; with
+``@mordred-baybe``, on BayBE's features of a ``SubstanceParameter`` (Mordred
+descriptors decorrelated at 0.7; needs the ``mordred`` extra) under the same
+priors; with ``@mordred-chen``, on BayBE 0.15's own model of it (the same
+features under its ``CHEN`` preset, ``prior="chen"``); with
+``@rdkit2d-chen``, on RDKit's descriptors under that preset.
 Their records name the encoding, prior, kernel and any cleaning option that
 replaces the encoding's default (:data:`MODEL_VARIANTS`). These and
 ``baybe`` are not in the default selection (``DEFAULT_METHODS``).
@@ -130,6 +132,10 @@ METHODS: tuple[str, ...] = (
     "qlognei@rdkit2d-baybe",
     "chaining@mordred-baybe",
     "qlognei@mordred-baybe",
+    "chaining@mordred-chen",
+    "qlognei@mordred-chen",
+    "chaining@rdkit2d-chen",
+    "qlognei@rdkit2d-chen",
 )
 #: The descriptor models a method can run on (``method@variant``): the
 #: keywords of :func:`~ax_chaining.ax.molecule_surrogate_spec` beside the
@@ -137,20 +143,30 @@ METHODS: tuple[str, ...] = (
 MODEL_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "rdkit2d-baybe": {"encoding": "rdkit2d", "prior": "baybe"},
-    # BayBE's own model of a SubstanceParameter: Mordred descriptors with
-    # BayBE's greedy decorrelation at 0.7 (the same rule as clean_features'),
-    # under its priors (needs the `mordred` extra).
+    # BayBE's features of a SubstanceParameter: Mordred descriptors with its
+    # greedy decorrelation at 0.7 (the same rule as clean_features'); needs
+    # the `mordred` extra. Under the EDBO-smoothed priors, then under the CHEN
+    # preset, which is what BayBE 0.15 fits to a molecule parameter: so
+    # `mordred-chen` is BayBE's own model.
     "mordred-baybe": {
         "encoding": "mordred",
         "prior": "baybe",
         "cleaning": {"max_correlation": 0.7},
     },
+    "mordred-chen": {
+        "encoding": "mordred",
+        "prior": "chen",
+        "cleaning": {"max_correlation": 0.7},
+    },
+    "rdkit2d-chen": {"encoding": "rdkit2d", "prior": "chen"},
 }
 #: What each of :data:`MODEL_VARIANTS` is, in a few words (table labels).
 MODEL_LABELS: dict[str, str] = {
     "default": "default model",
-    "rdkit2d-baybe": "RDKit descriptors, BayBE's priors",
-    "mordred-baybe": "BayBE's model (Mordred decorrelated at 0.7, its priors)",
+    "rdkit2d-baybe": "RDKit descriptors, BayBE's EDBO priors",
+    "mordred-baybe": "Mordred at 0.7, BayBE's EDBO priors",
+    "mordred-chen": "BayBE's model (Mordred at 0.7, CHEN priors)",
+    "rdkit2d-chen": "RDKit descriptors, CHEN priors",
 }
 LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
@@ -167,12 +183,18 @@ LABELS: dict[str, str] = {
     ),
     "gp-ucb@default": "GP-UCB, default molecule model",
     "qlognei@default": "qLogNEI over the table, default molecule model",
-    "chaining@rdkit2d-baybe": "Chaining-UCB, RDKit descriptors, BayBE's priors",
+    "chaining@rdkit2d-baybe": "Chaining-UCB, RDKit descriptors, BayBE's EDBO priors",
     "qlognei@rdkit2d-baybe": (
-        "qLogNEI over the table, RDKit descriptors, BayBE's priors"
+        "qLogNEI over the table, RDKit descriptors, BayBE's EDBO priors"
     ),
-    "chaining@mordred-baybe": "Chaining-UCB, BayBE's model",
-    "qlognei@mordred-baybe": "qLogNEI over the table, BayBE's model",
+    "chaining@mordred-baybe": "Chaining-UCB, Mordred at 0.7, BayBE's EDBO priors",
+    "qlognei@mordred-baybe": (
+        "qLogNEI over the table, Mordred at 0.7, BayBE's EDBO priors"
+    ),
+    "chaining@mordred-chen": "Chaining-UCB, BayBE's model",
+    "qlognei@mordred-chen": "qLogNEI over the table, BayBE's model",
+    "chaining@rdkit2d-chen": "Chaining-UCB, RDKit descriptors, CHEN priors",
+    "qlognei@rdkit2d-chen": "qLogNEI over the table, RDKit descriptors, CHEN priors",
 }
 DATASET_LABELS = {
     "esol": "ESOL",
@@ -198,6 +220,10 @@ COLORS: dict[str, str] = {
     "qlognei@rdkit2d-baybe": "salmon",
     "chaining@mordred-baybe": "turquoise",
     "qlognei@mordred-baybe": "orchid",
+    "chaining@mordred-chen": "teal",
+    "qlognei@mordred-chen": "purple",
+    "chaining@rdkit2d-chen": "limegreen",
+    "qlognei@rdkit2d-chen": "coral",
 }
 
 

@@ -25,6 +25,7 @@ from ax_chaining.kernels import (
 )
 from ax_chaining.kernels.features import (
     baybe_priors,
+    chen_priors,
     feature_table_likelihood,
     likelihood_options,
 )
@@ -58,7 +59,13 @@ def _index_model(
 
 
 @pytest.mark.parametrize(
-    "base,prior", [("matern52", "botorch"), ("rbf", "botorch"), ("matern52", "baybe")]
+    "base,prior",
+    [
+        ("matern52", "botorch"),
+        ("rbf", "botorch"),
+        ("matern52", "baybe"),
+        ("matern52", "chen"),
+    ],
 )
 def test_feature_table_gp_equals_a_singletaskgp_on_the_features(
     base: str, prior: str
@@ -76,10 +83,11 @@ def test_feature_table_gp_equals_a_singletaskgp_on_the_features(
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     base_kernel = copy.deepcopy(model.covar_module.base_kernel)
     expected_type = {"matern52": MaternKernel, "rbf": RBFKernel}[base]
-    inner = base_kernel.base_kernel if prior == "baybe" else base_kernel
+    scaled = prior != "botorch"  # BayBE's presets have an output scale
+    inner = base_kernel.base_kernel if scaled else base_kernel
     assert type(inner) is expected_type
     assert inner.lengthscale.shape == (1, F.shape[1])  # ARD: one per column
-    assert (prior == "baybe") == isinstance(base_kernel, ScaleKernel)
+    assert scaled == isinstance(base_kernel, ScaleKernel)
     reference = SingleTaskGP(
         F[train],
         _objective(F)[train].unsqueeze(-1),
@@ -226,6 +234,31 @@ def test_baybe_priors_by_hand() -> None:
     # BoTorch's: no output scale, the log-normal prior's mode as initial value.
     botorch = FeatureTableKernel(_table(d=100), prior="botorch")
     assert type(botorch.base_kernel) is MaternKernel
+
+
+def test_chen_priors_by_hand() -> None:
+    """BayBE 0.15's CHEN preset: ell = 0.4 sqrt(d) + 4; lengthscale prior
+    Gamma(2 ell, 2), output scale prior Gamma(ell, 1), both starting at ell;
+    no noise prior."""
+    assert chen_priors(100) == {
+        "lengthscale": (16.0, 2.0, 8.0),
+        "outputscale": (8.0, 1.0, 8.0),
+    }
+    assert chen_priors(25)["lengthscale"] == pytest.approx((12.0, 2.0, 6.0))
+    kernel = FeatureTableKernel(_table(d=100), prior="chen")
+    assert float(kernel.base_kernel.outputscale.detach()) == pytest.approx(8.0)
+    inner = kernel.base_kernel.base_kernel
+    assert type(inner) is MaternKernel and float(inner.nu) == 2.5
+    lengthscale = inner.lengthscale.detach().flatten()
+    assert lengthscale.shape == (100,)
+    assert torch.allclose(lengthscale, torch.full((100,), 8.0, dtype=lengthscale.dtype))
+    prior = inner.lengthscale_prior
+    assert (float(prior.concentration), float(prior.rate)) == (16.0, 2.0)
+    scale_prior = kernel.base_kernel.outputscale_prior
+    assert (float(scale_prior.concentration), float(scale_prior.rate)) == (8.0, 1.0)
+    assert likelihood_options("chen", 100) == {}
+    likelihood = feature_table_likelihood("chen", 100)
+    assert not any("prior" in name for name, _ in likelihood.named_priors())
 
 
 def test_moved_factories_keep_their_public_names() -> None:

@@ -219,7 +219,9 @@ def test_default_model_problems_run_on_the_descriptor_model(tmp_path, capsys) ->
     assert main([*base, "--problems", problems]) == 0
     text = capsys.readouterr().out
     assert "| FreeSolv, default model | qLogNEI over the table |" in text
-    label = "| FreeSolv, RDKit descriptors, BayBE's priors | qLogNEI over the table |"
+    label = (
+        "| FreeSolv, RDKit descriptors, BayBE's EDBO priors | qLogNEI over the table |"
+    )
     assert label in text
     runs = {r["problem"]: r for r in load_records(out, "validity")}
     tanimoto = runs["freesolv"]

@@ -169,8 +169,9 @@ def feature_table_surrogate_spec(
             or the path of such a table saved with ``numpy.save`` (``.npy``),
             memory-mapped (:func:`~ax_chaining.kernels.open_features`).
         kernel: ``"matern52"``, ``"rbf"`` or ``"minmax"`` (counts).
-        prior: ``"botorch"`` (BoTorch's dimension-scaled priors) or
-            ``"baybe"`` (BayBE's Gamma priors; see
+        prior: ``"botorch"`` (BoTorch's dimension-scaled priors),
+            ``"baybe"`` (BayBE's EDBO-smoothed Gamma priors) or ``"chen"``
+            (BayBE 0.15's default for molecules; see
             :mod:`ax_chaining.kernels.features`).
 
     Example:
@@ -254,12 +255,16 @@ def molecule_surrogate_spec(
             ``fragprints``) the MinMax kernel on the counts; ``morgan_bits``
             Tanimoto on binary Morgan fingerprints (radius 2, 2,048 bits:
             :func:`fingerprint_kernel_surrogate_spec`).
-        prior: ``"botorch"`` or ``"baybe"`` (see
-            :mod:`ax_chaining.kernels.features`); ``morgan_bits`` takes
-            ``"botorch"`` only (its only hyperparameter is the noise).
+        prior: ``"botorch"``, ``"baybe"`` or ``"chen"`` (see
+            :mod:`ax_chaining.kernels.features`; ``"chen"`` with
+            ``encoding="mordred"`` and ``cleaning={"max_correlation": 0.7}``
+            is BayBE 0.15's own model of a ``SubstanceParameter``);
+            ``morgan_bits`` takes ``"botorch"`` only (its only hyperparameter
+            is the noise).
         kernel: For descriptor encodings, ``"rbf"`` or ``"matern52"``; default
             the prior's own (RBF for ``"botorch"``, as BoTorch's
-            ``SingleTaskGP``; Matern-5/2 for ``"baybe"``, as BayBE).
+            ``SingleTaskGP``; Matern-5/2 for ``"baybe"`` and ``"chen"``, as
+            BayBE).
         path: Cache directory of the features (see
             :func:`~ax_chaining.descriptors.molecule_features`), or None. With
             a cache, the kernel maps the cached file and Ax's JSON stores its
@@ -307,7 +312,7 @@ def molecule_surrogate_spec(
         if prior != "botorch":
             raise ValueError(
                 "`prior` must be 'botorch' with encoding='morgan_bits' (Tanimoto "
-                f"has no hyperparameter to put BayBE's priors on), got {prior!r}."
+                f"has no hyperparameter to put these priors on), got {prior!r}."
             )
         bits = morgan_fingerprints(smiles)
         return fingerprint_kernel_surrogate_spec(PackedFingerprints.from_bits(bits))

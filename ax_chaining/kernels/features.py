@@ -29,17 +29,29 @@ Priors (``prior``), for features in the unit cube (see
   a log-normal lengthscale prior whose location grows with :math:`\log d / 2`
   (Hvarfner et al., 2024; ``get_covar_module_with_dim_scaled_prior``), a
   log-normal noise prior (:func:`feature_table_likelihood`).
-* ``"baybe"``: BayBE's default GP kernel (``DefaultKernelFactory``, EDBO's
-  priors interpolated in the dimension between 8 and 75): an output scale, Gamma
-  priors on the lengthscale, output scale and noise, and their initial values.
+* ``"baybe"``: BayBE's ``EDBO_SMOOTHED`` preset (``SmoothedEDBOKernelFactory``
+  and its likelihood: EDBO's priors interpolated in the dimension between 8 and
+  75): an output scale, Gamma priors on the lengthscale, output scale and
+  noise, and their initial values. It is *not* what BayBE 0.15 fits by
+  default to a molecule parameter: that is ``"chen"``.
+* ``"chen"``: BayBE 0.15's default GP for a search space with a
+  ``SubstanceParameter`` (its ``BAYBE`` preset dispatches such spaces to the
+  ``CHEN`` preset, the adaptive hyperpriors its documentation attributes to
+  Chen et al., 2026): with :math:`\ell = 0.4 \sqrt{d} + 4`, a lengthscale prior
+  :math:`\Gamma(2\ell, 2)` (mean :math:`\ell`, standard deviation
+  :math:`\sqrt{\ell / 2}`: it holds every lengthscale near :math:`\ell`), an
+  output scale with prior :math:`\Gamma(\ell, 1)`, both initialized at
+  :math:`\ell`, and GPyTorch's plain ``GaussianLikelihood`` (no noise prior).
 
 On fingerprint kernels (``base="minmax"``) there is no lengthscale: the prior
-sets the output scale (none for ``"botorch"``, BayBE's otherwise) and the noise.
+sets the output scale (none for ``"botorch"``, the preset's otherwise, with
+:math:`d` the number of count columns under ``"chen"``) and the noise.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -65,6 +77,7 @@ __all__ = [
     "PRIORS",
     "FeatureTableKernel",
     "baybe_priors",
+    "chen_priors",
     "feature_table_likelihood",
     "likelihood_options",
     "open_features",
@@ -75,7 +88,7 @@ __all__ = [
 BASES = ("matern52", "rbf", "minmax")
 """The kernels :class:`FeatureTableKernel` applies to the feature rows."""
 
-PRIORS = ("botorch", "baybe")
+PRIORS = ("botorch", "baybe", "chen")
 """The hyperparameter priors of :class:`FeatureTableKernel`."""
 
 # Feature tables by content hash (see `register_features`): references.
@@ -85,17 +98,19 @@ _FEATURES: ContentRegistry[Tensor] = ContentRegistry(
     "`ax_chaining.kernels.register_features(features)` (or "
     "`feature_table_surrogate_spec(features)`)",
 )
-# BayBE's DefaultKernelFactory: moments interpolated between these dimensions.
+# BayBE's SmoothedEDBOKernelFactory: moments interpolated between these
+# dimensions.
 _BAYBE_DIMS = (8.0, 75.0)
 
 
 def baybe_priors(num_dims: int) -> dict[str, tuple[float, float, float]]:
-    r"""BayBE's default GP priors for ``num_dims`` features.
+    r"""BayBE's ``EDBO_SMOOTHED`` GP priors for ``num_dims`` features
+    (``prior="baybe"``).
 
     ``(concentration, rate, initial value)`` of the Gamma priors on the
     lengthscale, output scale and noise, linear in ``num_dims`` between the
     low-dimensional (8) and high-dimensional (75) values of BayBE's
-    ``DefaultKernelFactory`` (the averages of EDBO's one-hot and Mordred
+    ``SmoothedEDBOKernelFactory`` (the averages of EDBO's one-hot and Mordred
     priors), constant outside.
 
     Example:
@@ -114,12 +129,30 @@ def baybe_priors(num_dims: int) -> dict[str, tuple[float, float, float]]:
     }
 
 
+def chen_priors(num_dims: int) -> dict[str, tuple[float, float, float]]:
+    r"""BayBE 0.15's default GP priors for a molecule parameter of
+    ``num_dims`` features (``prior="chen"``).
+
+    ``(concentration, rate, initial value)`` of the Gamma priors on the
+    lengthscale and the output scale of BayBE's ``CHEN`` preset, with
+    :math:`\ell = 0.4 \sqrt{d} + 4`: :math:`\Gamma(2\ell, 2)` and
+    :math:`\Gamma(\ell, 1)`, both initialized at :math:`\ell`. It puts no
+    prior on the noise.
+
+    Example:
+        >>> chen_priors(100)["lengthscale"]
+        (16.0, 2.0, 8.0)
+    """
+    ell = 0.4 * math.sqrt(float(num_dims)) + 4.0
+    return {"lengthscale": (2.0 * ell, 2.0, ell), "outputscale": (ell, 1.0, ell)}
+
+
 def feature_table_likelihood(prior: str, num_dims: int) -> GaussianLikelihood:
     """The Gaussian likelihood (noise prior) that goes with ``prior``.
 
     ``"botorch"``: BoTorch's ``get_gaussian_likelihood_with_lognormal_prior``
-    (what ``SingleTaskGP`` builds by default); ``"baybe"``:
-    ``GaussianLikelihood(**likelihood_options("baybe", num_dims))``.
+    (what ``SingleTaskGP`` builds by default); otherwise
+    ``GaussianLikelihood(**likelihood_options(prior, num_dims))``.
     """
     options = likelihood_options(prior, num_dims)
     if options is None:
@@ -134,7 +167,8 @@ def likelihood_options(prior: str, num_dims: int) -> dict[str, Any] | None:
     ``"baybe"``: BayBE's Gamma noise prior for ``num_dims`` features
     (:func:`baybe_priors`), with ``GaussianLikelihood``'s default constraint
     (noise above ``1e-4``) and initial value: not BayBE's initial noise, which
-    Ax's JSON storage of likelihood options cannot keep.
+    Ax's JSON storage of likelihood options cannot keep. ``"chen"``: none
+    (``{}``: a plain ``GaussianLikelihood``, as BayBE's ``CHEN`` preset).
 
     Example:
         >>> likelihood_options("baybe", 200)["noise_prior"].rate
@@ -143,6 +177,8 @@ def likelihood_options(prior: str, num_dims: int) -> dict[str, Any] | None:
     check_choice("prior", prior, PRIORS)
     if prior == "botorch":
         return None
+    if prior == "chen":
+        return {}
     concentration, rate, _ = baybe_priors(num_dims)["noise"]
     return {"noise_prior": GammaPrior(concentration, rate)}
 
@@ -290,7 +326,8 @@ def _base_kernel(base: str, prior: str, num_dims: int) -> Kernel:
             ard_num_dims=num_dims, use_rbf_kernel=base == "rbf"
         )
     else:
-        concentration, rate, initial = baybe_priors(num_dims)["lengthscale"]
+        priors = chen_priors if prior == "chen" else baybe_priors
+        concentration, rate, initial = priors(num_dims)["lengthscale"]
         lengthscale = {
             "ard_num_dims": num_dims,
             "lengthscale_prior": GammaPrior(concentration, rate),
@@ -304,7 +341,8 @@ def _base_kernel(base: str, prior: str, num_dims: int) -> Kernel:
         kernel.lengthscale = initial
     if prior == "botorch":
         return kernel
-    concentration, rate, initial = baybe_priors(num_dims)["outputscale"]
+    priors = chen_priors if prior == "chen" else baybe_priors
+    concentration, rate, initial = priors(num_dims)["outputscale"]
     scaled = ScaleKernel(kernel, outputscale_prior=GammaPrior(concentration, rate))
     scaled.outputscale = initial
     return scaled
