@@ -42,10 +42,12 @@ as a candidate table with Ax's default GP). ``esol@default``,
 ``freesolv@default`` and ``lipo@default`` are the same libraries on
 :func:`~ax_chaining.ax.molecule_surrogate_spec`'s default model (RDKit 2D
 descriptors, ARD RBF, hyperparameters fitted by Ax), the one the molecule
-benchmark's ``@default`` methods run on; ``esol@rdkit2d-baybe``, ... on the
-same descriptors under BayBE's priors (:data:`MODEL_SUFFIXES`). Methods: ``chaining``
-(Chaining-UCB), ``qlognei`` (Ax's default acquisition over the table) and,
-on request, ``chaining_audit`` (Chaining-UCB with audits).
+benchmark's ``@default`` methods run on; ``esol@rdkit2d-baybe``,
+``esol@mordred-chen``, ... on the molecule benchmark's other models
+(:data:`MODEL_SUFFIXES`; ``@mordred-chen`` is BayBE 0.15's own model).
+Methods: ``chaining`` (Chaining-UCB), ``qlognei`` (Ax's default acquisition
+over the table) and, on request, ``chaining_audit`` (Chaining-UCB with
+audits).
 
 The summary gives, per library and method: the runs violated at any step
 (bound, and rank statement), the median bound over the range, the median

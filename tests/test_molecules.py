@@ -222,7 +222,14 @@ def test_cli_bonus_small(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "name",
-    ["baybe", "default_model", "bonus_shape", "baybe_priors", "baybe_priors_chaining"],
+    [
+        "baybe",
+        "default_model",
+        "bonus_shape",
+        "baybe_priors",
+        "baybe_priors_chaining",
+        "baybe_model",
+    ],
 )
 def test_committed_baybe_summaries_are_remade_from_the_committed_records(
     name, tmp_path, monkeypatch
