@@ -147,6 +147,10 @@ def chen_priors(num_dims: int) -> dict[str, tuple[float, float, float]]:
     return {"lengthscale": (2.0 * ell, 2.0, ell), "outputscale": (ell, 1.0, ell)}
 
 
+# The Gamma priors of each BayBE preset (the priors other than BoTorch's).
+_PRESETS = {"baybe": baybe_priors, "chen": chen_priors}
+
+
 def feature_table_likelihood(prior: str, num_dims: int) -> GaussianLikelihood:
     """The Gaussian likelihood (noise prior) that goes with ``prior``.
 
@@ -326,8 +330,7 @@ def _base_kernel(base: str, prior: str, num_dims: int) -> Kernel:
             ard_num_dims=num_dims, use_rbf_kernel=base == "rbf"
         )
     else:
-        priors = chen_priors if prior == "chen" else baybe_priors
-        concentration, rate, initial = priors(num_dims)["lengthscale"]
+        concentration, rate, initial = _PRESETS[prior](num_dims)["lengthscale"]
         lengthscale = {
             "ard_num_dims": num_dims,
             "lengthscale_prior": GammaPrior(concentration, rate),
@@ -341,8 +344,7 @@ def _base_kernel(base: str, prior: str, num_dims: int) -> Kernel:
         kernel.lengthscale = initial
     if prior == "botorch":
         return kernel
-    priors = chen_priors if prior == "chen" else baybe_priors
-    concentration, rate, initial = priors(num_dims)["outputscale"]
+    concentration, rate, initial = _PRESETS[prior](num_dims)["outputscale"]
     scaled = ScaleKernel(kernel, outputscale_prior=GammaPrior(concentration, rate))
     scaled.outputscale = initial
     return scaled
