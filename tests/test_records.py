@@ -216,6 +216,7 @@ def test_cli_pack_errors(tmp_path):
         "validity",
         "validity_init5",
         "validity_baybe_priors",
+        "validity_baybe_model",
         "screening",
     ],
 )
@@ -310,6 +311,7 @@ def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
         ("validity", "validity"),
         ("validity_init5", "validity"),
         ("validity_baybe_priors", "validity"),
+        ("validity_baybe_model", "validity"),
         ("screening", "screening"),
     ],
 )
