@@ -581,7 +581,7 @@ def default_model(dataset: str) -> tuple[Any, dict[str, str]]:
 
 
 @functools.cache
-def model_variant(dataset: str, variant: str) -> tuple[Any, dict[str, str]]:
+def model_variant(dataset: str, variant: str) -> tuple[Any, dict[str, Any]]:
     """The surrogate spec of a library on a model of :data:`MODEL_VARIANTS`
     (its features computed once per process), and what it is."""
     from ax_chaining.ax.surrogates import (
