@@ -27,18 +27,22 @@ Methods (``METHODS``):
               encoding (:mod:`benchmarks.baybe_loop`; needs ``baybe[chem]``)
 ============  ================================================================
 
-A method with the suffix ``@default`` (``chaining@default``,
-``chaining-continuous@default``, ``gp-ucb@default``, ``qlognei@default``) is
-that method on the package's default model of a molecule library,
-:func:`~ax_chaining.ax.molecule_surrogate_spec` (duplicates mapped), instead of
-the Tanimoto Gram; with the suffix ``@rdkit2d-baybe`` (``chaining``,
+A method with a model suffix runs on a descriptor model of
+:func:`~ax_chaining.ax.molecule_surrogate_spec` (duplicates mapped) instead of
+the Tanimoto Gram. With ``@rdkit2d-botorch`` (``chaining@rdkit2d-botorch``,
+``chaining-continuous@rdkit2d-botorch``, ``gp-ucb@rdkit2d-botorch``,
+``qlognei@rdkit2d-botorch``): RDKit's 2D descriptors under BoTorch's default
+priors, the package's default model until BayBE's model replaced it (its
+records, made as ``@default``, are read under this name:
+:func:`as_current`); with the suffix ``@rdkit2d-baybe`` (``chaining``,
 ``qlognei``), on the same descriptors under BayBE's EDBO-smoothed priors
 (``molecule_surrogate_spec(smiles, prior="baybe")``: ARD Matern-5/2 with an
 output scale, Gamma priors), the runner-up of the model comparison; with
 ``@mordred-baybe``, on BayBE's features of a ``SubstanceParameter`` (Mordred
 descriptors decorrelated at 0.7; needs the ``mordred`` extra) under the same
 priors; with ``@mordred-chen``, on BayBE 0.15's own model of it (the same
-features under its ``CHEN`` preset, ``prior="chen"``); with
+features under its ``CHEN`` preset, ``prior="chen"``: the package's default
+model of a molecule library, by the measurements these records hold); with
 ``@rdkit2d-chen``, on RDKit's descriptors under that preset.
 Their records name the encoding, prior, kernel and any cleaning option that
 replaces the encoding's default (:data:`MODEL_VARIANTS`). These and
@@ -83,6 +87,8 @@ from benchmarks._tables import check_names, common_seed_groups, mean_se, num, pa
 from benchmarks.records import run_resumable
 
 __all__ = [
+    "as_current",
+    "current_name",
     "DATASET_NAMES",
     "DEFAULT_METHODS",
     "FULL_CONFIG",
@@ -124,24 +130,28 @@ DEFAULT_METHODS: tuple[str, ...] = (
 METHODS: tuple[str, ...] = (
     *DEFAULT_METHODS,
     "baybe",
-    "chaining@default",
-    "chaining-continuous@default",
-    "gp-ucb@default",
-    "qlognei@default",
+    "chaining@rdkit2d-botorch",
+    "chaining-continuous@rdkit2d-botorch",
+    "gp-ucb@rdkit2d-botorch",
+    "qlognei@rdkit2d-botorch",
     "chaining@rdkit2d-baybe",
     "qlognei@rdkit2d-baybe",
     "chaining@mordred-baybe",
     "qlognei@mordred-baybe",
     "chaining@mordred-chen",
+    "chaining-continuous@mordred-chen",
+    "gp-ucb@mordred-chen",
     "qlognei@mordred-chen",
     "chaining@rdkit2d-chen",
     "qlognei@rdkit2d-chen",
 )
 #: The descriptor models a method can run on (``method@variant``): the
 #: keywords of :func:`~ax_chaining.ax.molecule_surrogate_spec` beside the
-#: library's SMILES (none: the package's default model).
+#: library's SMILES, each named in full so that a record keeps its meaning when
+#: the package's default changes.
 MODEL_VARIANTS: dict[str, dict[str, Any]] = {
-    "default": {},
+    # The package's default until BayBE's model (`mordred-chen`) replaced it.
+    "rdkit2d-botorch": {"encoding": "rdkit2d", "prior": "botorch"},
     "rdkit2d-baybe": {"encoding": "rdkit2d", "prior": "baybe"},
     # BayBE's features of a SubstanceParameter: Mordred descriptors with its
     # greedy decorrelation at 0.7 (the same rule as clean_features'); needs
@@ -162,7 +172,7 @@ MODEL_VARIANTS: dict[str, dict[str, Any]] = {
 }
 #: What each of :data:`MODEL_VARIANTS` is, in a few words (table labels).
 MODEL_LABELS: dict[str, str] = {
-    "default": "default model",
+    "rdkit2d-botorch": "RDKit descriptors, BoTorch priors",
     "rdkit2d-baybe": "RDKit descriptors, BayBE's EDBO priors",
     "mordred-baybe": "Mordred at 0.7, BayBE's EDBO priors",
     "mordred-chen": "BayBE's model (Mordred at 0.7, CHEN priors)",
@@ -177,12 +187,14 @@ LABELS: dict[str, str] = {
     "qlognei": "qLogNEI over the table",
     "random": "Random",
     "baybe": "BayBE (SubstanceParameter, default encoding)",
-    "chaining@default": "Chaining-UCB, default molecule model",
-    "chaining-continuous@default": (
-        "Chaining-UCB (continuous bonus), default molecule model"
+    "chaining@rdkit2d-botorch": "Chaining-UCB, RDKit descriptors, BoTorch priors",
+    "chaining-continuous@rdkit2d-botorch": (
+        "Chaining-UCB (continuous bonus), RDKit descriptors, BoTorch priors"
     ),
-    "gp-ucb@default": "GP-UCB, default molecule model",
-    "qlognei@default": "qLogNEI over the table, default molecule model",
+    "gp-ucb@rdkit2d-botorch": "GP-UCB, RDKit descriptors, BoTorch priors",
+    "qlognei@rdkit2d-botorch": (
+        "qLogNEI over the table, RDKit descriptors, BoTorch priors"
+    ),
     "chaining@rdkit2d-baybe": "Chaining-UCB, RDKit descriptors, BayBE's EDBO priors",
     "qlognei@rdkit2d-baybe": (
         "qLogNEI over the table, RDKit descriptors, BayBE's EDBO priors"
@@ -192,6 +204,10 @@ LABELS: dict[str, str] = {
         "qLogNEI over the table, Mordred at 0.7, BayBE's EDBO priors"
     ),
     "chaining@mordred-chen": "Chaining-UCB, BayBE's model",
+    "chaining-continuous@mordred-chen": (
+        "Chaining-UCB (continuous bonus), BayBE's model"
+    ),
+    "gp-ucb@mordred-chen": "GP-UCB, BayBE's model",
     "qlognei@mordred-chen": "qLogNEI over the table, BayBE's model",
     "chaining@rdkit2d-chen": "Chaining-UCB, RDKit descriptors, CHEN priors",
     "qlognei@rdkit2d-chen": "qLogNEI over the table, RDKit descriptors, CHEN priors",
@@ -212,15 +228,17 @@ COLORS: dict[str, str] = {
     "qlognei": "tab:red",
     "random": "tab:gray",
     "baybe": "tab:brown",
-    "chaining@default": "darkgreen",
-    "chaining-continuous@default": "yellowgreen",
-    "gp-ucb@default": "navy",
-    "qlognei@default": "darkred",
+    "chaining@rdkit2d-botorch": "darkgreen",
+    "chaining-continuous@rdkit2d-botorch": "yellowgreen",
+    "gp-ucb@rdkit2d-botorch": "navy",
+    "qlognei@rdkit2d-botorch": "darkred",
     "chaining@rdkit2d-baybe": "mediumseagreen",
     "qlognei@rdkit2d-baybe": "salmon",
     "chaining@mordred-baybe": "turquoise",
     "qlognei@mordred-baybe": "orchid",
     "chaining@mordred-chen": "teal",
+    "chaining-continuous@mordred-chen": "darkkhaki",
+    "gp-ucb@mordred-chen": "steelblue",
     "qlognei@mordred-chen": "purple",
     "chaining@rdkit2d-chen": "limegreen",
     "qlognei@rdkit2d-chen": "coral",
@@ -574,28 +592,37 @@ def outcome(y: np.ndarray, items: Sequence[int], n_init: int) -> dict[str, Any]:
     }
 
 
-def default_model(dataset: str) -> tuple[Any, dict[str, str]]:
-    """The package's default surrogate spec of a library (its features computed
-    once per process), and what it is."""
-    return model_variant(dataset, "default")
+#: Model variants renamed after their records were made: old name -> new.
+#: ``default`` named the package's default model while it was RDKit's 2D
+#: descriptors under BoTorch's priors (ARD RBF), which every such record ran on.
+RENAMED_VARIANTS: dict[str, str] = {"default": "rdkit2d-botorch"}
+
+
+def current_name(name: str) -> str:
+    """A method (``chaining@default``) or problem (``esol@default``) name with
+    a renamed model variant (:data:`RENAMED_VARIANTS`) under its new name."""
+    base, sep, variant = name.partition("@")
+    return f"{base}@{RENAMED_VARIANTS.get(variant, variant)}" if sep else name
+
+
+def as_current(record: dict[str, Any]) -> dict[str, Any]:
+    """A record with its method named as the current code names it
+    (:func:`current_name`); otherwise unchanged."""
+    return {**record, "method": current_name(record["method"])}
 
 
 @functools.cache
 def model_variant(dataset: str, variant: str) -> tuple[Any, dict[str, Any]]:
     """The surrogate spec of a library on a model of :data:`MODEL_VARIANTS`
     (its features computed once per process), and what it is."""
-    from ax_chaining.ax.surrogates import (
-        DEFAULT_MOLECULE_ENCODING,
-        DEFAULT_MOLECULE_PRIOR,
-        molecule_surrogate_spec,
-    )
+    from ax_chaining.ax.surrogates import molecule_surrogate_spec
 
     options = MODEL_VARIANTS[variant]
     smiles = load_dataset(dataset).smiles
     spec = molecule_surrogate_spec(smiles, duplicates="map", **options)
     return spec, {
-        "encoding": options.get("encoding", DEFAULT_MOLECULE_ENCODING),
-        "prior": options.get("prior", DEFAULT_MOLECULE_PRIOR),
+        "encoding": options["encoding"],
+        "prior": options["prior"],
         # The spec's own base kernel, so a record says which default it ran on
         # (the default was ARD Matern-5/2 before it became RBF).
         "kernel": spec.model_configs[0].covar_module_options["base"],
@@ -669,6 +696,7 @@ def summarize(
     from ``bench.baseline``.
     """
     rows, pairs = [], []
+    records = [as_current(r) for r in records]
     groups = common_seed_groups(records, "dataset", bench.datasets, bench.methods)
     for dataset, methods, seeds, by_method in groups:
         finals: dict[str, list[float]] = {}

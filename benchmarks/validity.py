@@ -38,13 +38,15 @@ Problems: ``esol``, ``freesolv``, ``lipo`` (the vendored libraries, item index
 and precomputed Tanimoto kernel of Morgan fingerprints, noise-free values,
 ``exclude_evaluated=True``) and ``grid`` (the 30 x 30 grid on ``[0, 6]^2``
 with an exact SE GP sample of lengthscale 1, observations with noise sd 0.05,
-as a candidate table with Ax's default GP). ``esol@default``,
-``freesolv@default`` and ``lipo@default`` are the same libraries on
-:func:`~ax_chaining.ax.molecule_surrogate_spec`'s default model (RDKit 2D
-descriptors, ARD RBF, hyperparameters fitted by Ax), the one the molecule
-benchmark's ``@default`` methods run on; ``esol@rdkit2d-baybe``,
-``esol@mordred-chen``, ... on the molecule benchmark's other models
-(:data:`MODEL_SUFFIXES`; ``@mordred-chen`` is BayBE 0.15's own model).
+as a candidate table with Ax's default GP). ``esol@mordred-chen``,
+``freesolv@mordred-chen`` and ``lipo@mordred-chen`` are the same libraries on
+:func:`~ax_chaining.ax.molecule_surrogate_spec`'s default model (BayBE 0.15's
+own model: Mordred descriptors decorrelated at 0.7, ARD Matern-5/2 under its
+``CHEN`` priors, hyperparameters fitted by Ax); ``esol@rdkit2d-botorch`` (the
+default before it: RDKit 2D descriptors, ARD RBF under BoTorch's priors; its
+records, made as ``esol@default``, are read under this name),
+``esol@rdkit2d-baybe``, ... on the molecule benchmark's other models
+(:data:`MODEL_SUFFIXES`).
 Methods: ``chaining`` (Chaining-UCB), ``qlognei`` (Ax's default acquisition
 over the table) and, on request, ``chaining_audit`` (Chaining-UCB with
 audits).
@@ -87,7 +89,7 @@ import numpy as np
 
 from ax_chaining.checks import check_int
 from benchmarks._tables import num, parse_names
-from benchmarks.molecules_bench import MODEL_LABELS
+from benchmarks.molecules_bench import MODEL_LABELS, current_name
 from benchmarks.records import (
     command_line,
     load_records,
@@ -541,9 +543,12 @@ def as_current(record: dict[str, Any]) -> dict[str, Any]:
     fell back to the check) at steps with fewer observations are marked
     refused (``valid`` False); the rest is unchanged (``audit``'s, which
     records no sign of a fallback, too). Newer records are returned as they
-    are."""
+    are. Every record's problem is named as the current code names it
+    (:func:`benchmarks.molecules_bench.current_name`: ``esol@default`` is
+    ``esol@rdkit2d-botorch``)."""
     from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
 
+    record = {**record, "problem": current_name(record["problem"])}
     if record["config"].get("format", 0) >= 6:
         return record
     steps = []

@@ -60,7 +60,7 @@ def test_run_one_is_a_valid_screen(method):
     ("method", "model"),
     [
         (
-            "qlognei@default",
+            "qlognei@rdkit2d-botorch",
             {"encoding": "rdkit2d", "prior": "botorch", "kernel": "rbf"},
         ),
         (
@@ -156,6 +156,20 @@ def test_top1_and_summary_on_hand_made_records():
     assert p["final"]["mean"] == pytest.approx(-1.5)
     assert (p["final"]["wins"], p["final"]["ties"], p["final"]["losses"]) == (2, 0, 0)
     assert "> T" in molecules_bench.format_markdown(s)
+
+
+def test_records_of_a_renamed_variant_are_read_under_its_new_name():
+    """A record made as ``qlognei@default`` (the default model was then RDKit's
+    descriptors under BoTorch's priors) is summarized as
+    ``qlognei@rdkit2d-botorch``; other names are unchanged."""
+    base = {"dataset": "esol", "seed": 0, "num_molecules": 100}
+    base |= {"regret": [1.0, 0.0], "step_seconds": [0.1], "queries_to_top1": 1}
+    records = [{**base, "method": m} for m in ("qlognei@default", "chaining")]
+    s = molecules_bench.summarize(records)
+    assert [r["method"] for r in s["rows"]] == ["chaining", "qlognei@rdkit2d-botorch"]
+    assert molecules_bench.current_name("esol@default") == "esol@rdkit2d-botorch"
+    assert molecules_bench.current_name("esol@mordred-chen") == "esol@mordred-chen"
+    assert molecules_bench.current_name("chaining") == "chaining"
 
 
 def test_cli_molecules_small_end_to_end(tmp_path, summary_from_packed):

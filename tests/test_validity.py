@@ -203,11 +203,11 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
 
 
 def test_default_model_problems_run_on_the_descriptor_model(tmp_path, capsys) -> None:
-    """``freesolv@default`` and ``freesolv@rdkit2d-baybe``: the same library,
-    initial molecules and values as ``freesolv``, on the default molecule model
-    and on BayBE's priors instead of the Tanimoto Gram (the plain certificates
-    of the first step differ); their rows are labelled as such; an unknown
-    problem is refused with the allowed names."""
+    """``freesolv@rdkit2d-botorch`` and ``freesolv@rdkit2d-baybe``: the same
+    library, initial molecules and values as ``freesolv``, on RDKit's
+    descriptors under BoTorch's and BayBE's priors instead of the Tanimoto Gram
+    (the plain certificates of the first step differ); their rows are labelled
+    as such; an unknown problem is refused with the allowed names."""
     pytest.importorskip("rdkit")
     from benchmarks.__main__ import main
     from benchmarks.records import load_records
@@ -215,10 +215,11 @@ def test_default_model_problems_run_on_the_descriptor_model(tmp_path, capsys) ->
     out = tmp_path / "v"
     base = ["validity", "--runs", "1", "--queries", "2", "--n-init", "5"]
     base += ["--methods", "qlognei", "--out", str(out)]
-    problems = "freesolv,freesolv@default,freesolv@rdkit2d-baybe"
+    problems = "freesolv,freesolv@rdkit2d-botorch,freesolv@rdkit2d-baybe"
     assert main([*base, "--problems", problems]) == 0
     text = capsys.readouterr().out
-    assert "| FreeSolv, default model | qLogNEI over the table |" in text
+    label = "| FreeSolv, RDKit descriptors, BoTorch priors | qLogNEI over the table |"
+    assert label in text
     label = (
         "| FreeSolv, RDKit descriptors, BayBE's EDBO priors | qLogNEI over the table |"
     )
@@ -226,14 +227,14 @@ def test_default_model_problems_run_on_the_descriptor_model(tmp_path, capsys) ->
     runs = {r["problem"]: r for r in load_records(out, "validity")}
     tanimoto = runs["freesolv"]
     firsts = {tanimoto["steps"][0]["plain_bound"]}
-    for name in ("freesolv@default", "freesolv@rdkit2d-baybe"):
+    for name in ("freesolv@rdkit2d-botorch", "freesolv@rdkit2d-baybe"):
         other = runs[name]
         assert tanimoto["items"][:5] == other["items"][:5]
         assert tanimoto["f_max"] == other["f_max"]
         firsts.add(other["steps"][0]["plain_bound"])
     # Three models, three plain certificates at the first step.
     assert len({round(b, 3) for b in firsts}) == 3
-    with pytest.raises(SystemExit, match="freesolv@default"):
+    with pytest.raises(SystemExit, match="freesolv@rdkit2d-botorch"):
         main([*base, "--problems", "freesolv@tanimoto"])
 
 
@@ -311,6 +312,8 @@ def test_reading_old_records_as_current_agrees_with_a_rerun() -> None:
     for r in rerun:
         assert r["config"]["format"] == FORMAT_VERSION
         before = old[r["seed"]]
+        # The variant's old name is read under its new one.
+        assert before["problem"] == "freesolv@rdkit2d-botorch"
         assert r["items"] == before["items"][: len(r["items"])]
         for now, then in zip(r["steps"], before["steps"], strict=False):
             assert now["n"] == then["n"] < 20
