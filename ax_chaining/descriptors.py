@@ -43,7 +43,7 @@ Duplicate molecules (the same canonical SMILES, e.g. ``"OCC"`` and
 and duplicates get the same features, computed once.
 
 rdkit is needed (the ``chem`` extra); ``mordred`` needs ``mordredcommunity``
-too (the ``mordred`` extra: ``pip install 'ax-chaining[mordred]'``).
+too (both in the ``chem`` extra: ``pip install 'ax-chaining[chem]'``).
 
 Example:
     >>> from ax_chaining.descriptors import molecule_features
@@ -303,9 +303,10 @@ def _mordred_calculator() -> Any:
         from mordred import Calculator, descriptors
     except ImportError as e:
         raise ImportError(
-            "The `mordred` encoding needs the optional package mordredcommunity, "
+            "The `mordred` encoding (molecule_surrogate_spec's default) needs "
+            "the optional package mordredcommunity, "
             "which is not installed; install it with "
-            "`pip install 'ax-chaining[mordred]'` or pick another encoding "
+            "`pip install 'ax-chaining[chem]'` or pick another encoding "
             "(e.g. 'rdkit2d')."
         ) from e
     return Calculator(descriptors, ignore_3D=True)

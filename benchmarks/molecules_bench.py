@@ -155,7 +155,7 @@ MODEL_VARIANTS: dict[str, dict[str, Any]] = {
     "rdkit2d-baybe": {"encoding": "rdkit2d", "prior": "baybe"},
     # BayBE's features of a SubstanceParameter: Mordred descriptors with its
     # greedy decorrelation at 0.7 (the same rule as clean_features'); needs
-    # the `mordred` extra. Under the EDBO-smoothed priors, then under the CHEN
+    # the `chem` extra. Under the EDBO-smoothed priors, then under the CHEN
     # preset, which is what BayBE 0.15 fits to a molecule parameter: so
     # `mordred-chen` is BayBE's own model.
     "mordred-baybe": {

@@ -301,6 +301,7 @@ def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
     hyperparameters, and the JSON stores the cached table's path, not the
     table."""
     pytest.importorskip("rdkit")
+    pytest.importorskip("mordred")
     from ax.api.client import Client
 
     from ax_chaining.ax import molecule_surrogate_spec
@@ -315,9 +316,14 @@ def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
     model = gs.adapter.generator.surrogate.model
     kernel = model.covar_module
     assert type(kernel) is FeatureTableKernel
-    F = molecule_features(smiles, path=tmp_path / "features").tensor()
+    # The default model's table: Mordred, decorrelated at 0.7 (BayBE's).
+    options = {"cleaning": {"max_correlation": 0.7}}
+    F = molecule_features(smiles, "mordred", path=tmp_path / "features", **options)
+    F = F.tensor()
     torch.testing.assert_close(kernel.features, F)
-    lengthscale = kernel.base_kernel.lengthscale.detach().flatten()
+    # CHEN's output scale wraps the ARD Matern kernel.
+    assert isinstance(kernel.base_kernel, ScaleKernel)
+    lengthscale = kernel.base_kernel.base_kernel.lengthscale.detach().flatten()
     assert lengthscale.numel() == F.shape[1]
     assert float((lengthscale - lengthscale[0]).abs().max()) > 0  # fitted ARD
     train = torch.round(model.train_inputs[0][:, 0] * (len(smiles) - 1)).long()
@@ -350,21 +356,55 @@ def test_molecule_surrogate_spec_in_an_ax_loop_and_json(tmp_path: Path) -> None:
     assert loaded.get_next_trials(max_trials=1) == client.get_next_trials(max_trials=1)
 
 
+def test_molecule_surrogate_spec_default_is_baybes_model() -> None:
+    """The default spec is BayBE 0.15's model of a SubstanceParameter: Mordred
+    descriptors decorrelated at 0.7 (the same table as molecule_features with
+    that option), ARD Matern-5/2 under the CHEN priors of that many
+    dimensions; an explicit ``cleaning`` replaces the 0.7."""
+    pytest.importorskip("rdkit")
+    pytest.importorskip("mordred")
+    from ax_chaining.ax import molecule_surrogate_spec
+    from ax_chaining.descriptors import molecule_features
+    from ax_chaining.kernels.features import chen_priors
+
+    smiles = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "CCN", "CCCCO"]
+    config = molecule_surrogate_spec(smiles).model_configs[0]
+    assert config.covar_module_class is FeatureTableKernel
+    options = config.covar_module_options
+    assert (options["base"], options["prior"]) == ("matern52", "chen")
+    F = registered_features(options["features"])
+    cleaning = {"max_correlation": 0.7}
+    expected = molecule_features(smiles, "mordred", cleaning=cleaning).tensor()
+    assert torch.equal(F, expected)
+    corr = torch.corrcoef(F.T).abs() - torch.eye(F.shape[1])
+    assert float(corr.max()) <= 0.7
+    # CHEN: no noise prior, a plain GaussianLikelihood.
+    assert "noise_prior" not in config.likelihood_options
+    ell = 0.4 * F.shape[1] ** 0.5 + 4
+    assert chen_priors(F.shape[1])["lengthscale"][0] == pytest.approx(2 * ell)
+    looser = molecule_surrogate_spec(smiles, cleaning={"max_correlation": 0.95})
+    wider = registered_features(
+        looser.model_configs[0].covar_module_options["features"]
+    )
+    assert wider.shape[1] > F.shape[1]
+
+
 def test_molecule_surrogate_spec_options() -> None:
     pytest.importorskip("rdkit")
     from ax_chaining.ax import molecule_surrogate_spec
     from ax_chaining.kernels import TanimotoKernel
 
     smiles = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "CCN"]
-    config = molecule_surrogate_spec(smiles).model_configs[0]
+    config = molecule_surrogate_spec(smiles, "rdkit2d", prior="botorch")
+    config = config.model_configs[0]
     assert config.covar_module_class is FeatureTableKernel
     assert config.covar_module_options["base"] == "rbf"  # BoTorch's own pairing
-    baybe = molecule_surrogate_spec(smiles, prior="baybe").model_configs[0]
+    baybe = molecule_surrogate_spec(smiles, "rdkit2d", prior="baybe").model_configs[0]
     assert baybe.covar_module_options["base"] == "matern52"  # BayBE's
     with pytest.raises(ValueError, match="`kernel` must be None with encoding"):
         molecule_surrogate_spec(smiles, "fragprints", kernel="rbf")
     with pytest.raises(ValueError, match="`kernel` must be 'rbf' or 'matern52'"):
-        molecule_surrogate_spec(smiles, kernel="minmax")
+        molecule_surrogate_spec(smiles, "rdkit2d", kernel="minmax")
     counts = molecule_surrogate_spec(smiles, "fragprints", prior="baybe")
     config = counts.model_configs[0]
     assert config.covar_module_options["base"] == "minmax"
@@ -378,7 +418,7 @@ def test_molecule_surrogate_spec_options() -> None:
     with pytest.raises(ValueError, match="`encoding` must be"):
         molecule_surrogate_spec(smiles, "ecfp")
     with pytest.raises(ValueError, match="duplicate"):
-        molecule_surrogate_spec([*smiles, "OCC"])
+        molecule_surrogate_spec([*smiles, "OCC"], "rdkit2d")
 
 
 def test_molecule_surrogate_spec_cleaning_reaches_the_features() -> None:
@@ -392,7 +432,8 @@ def test_molecule_surrogate_spec_cleaning_reaches_the_features() -> None:
     smiles = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "CCN", "CCCCO"]
 
     def table(**options):
-        config = molecule_surrogate_spec(smiles, **options).model_configs[0]
+        config = molecule_surrogate_spec(smiles, "rdkit2d", **options)
+        config = config.model_configs[0]
         return registered_features(config.covar_module_options["features"])
 
     default, strict = table(), table(cleaning={"max_correlation": 0.5})
@@ -405,7 +446,7 @@ def test_molecule_surrogate_spec_cleaning_reaches_the_features() -> None:
     with pytest.raises(ValueError, match="`cleaning` must be None with"):
         molecule_surrogate_spec(smiles, "morgan_bits", cleaning={"scale": None})
     with pytest.raises(ValueError, match="lengthscale"):
-        molecule_surrogate_spec(smiles, cleaning={"lengthscale": 1.0})
+        molecule_surrogate_spec(smiles, "rdkit2d", cleaning={"lengthscale": 1.0})
 
 
 def test_engine_rows_equal_those_of_the_same_gp_on_coordinates() -> None:

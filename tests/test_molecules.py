@@ -77,7 +77,7 @@ def test_run_one_is_a_valid_screen(method):
             },
             marks=pytest.mark.skipif(
                 importlib.util.find_spec("mordred") is None,
-                reason="needs the mordred extra",
+                reason="needs the chem extra",
             ),
         ),
     ],

@@ -11,7 +11,7 @@ of item ``i``:
 * :func:`feature_table_surrogate_spec`: an ARD RBF / Matern (or MinMax) kernel
   on row ``i`` of an ``N x d`` feature table;
 * :func:`molecule_surrogate_spec`: the measured default for molecule
-  libraries, from their SMILES.
+  libraries, from their SMILES (BayBE's model of a molecule).
 
 The large objects are registered by content key
 (:mod:`ax_chaining.kernels.registry`), so Ax's JSON stores the key only; call
@@ -51,6 +51,7 @@ from ax_chaining.kernels.features import (
 __all__ = [
     "DEFAULT_MOLECULE_ENCODING",
     "DEFAULT_MOLECULE_PRIOR",
+    "MOLECULE_CLEANING",
     "MOLECULE_ENCODINGS",
     "candidate_index_parameter",
     "feature_table_surrogate_spec",
@@ -218,19 +219,29 @@ MOLECULE_ENCODINGS = (
 :data:`~ax_chaining.descriptors.ENCODINGS`, and ``"morgan_bits"`` (Tanimoto on
 binary Morgan fingerprints, :func:`fingerprint_kernel_surrogate_spec`)."""
 
-DEFAULT_MOLECULE_ENCODING = "rdkit2d"
-"""The encoding :func:`molecule_surrogate_spec` uses by default (chosen by
-measurement: ``docs/results/models.md``)."""
+DEFAULT_MOLECULE_ENCODING = "mordred"
+"""The encoding :func:`molecule_surrogate_spec` uses by default: Mordred's 2D
+descriptors, as BayBE encodes a ``SubstanceParameter`` (chosen by measurement:
+``docs/results/models.md``, ``docs/results/molecules.md``)."""
 
-DEFAULT_MOLECULE_PRIOR = "botorch"
-"""The prior :func:`molecule_surrogate_spec` uses by default (chosen by
-measurement: ``docs/results/models.md``)."""
+DEFAULT_MOLECULE_PRIOR = "chen"
+"""The prior :func:`molecule_surrogate_spec` uses by default: BayBE 0.15's
+``CHEN`` preset, which BayBE fits to a molecule parameter (chosen by
+measurement: ``docs/results/models.md``, ``docs/results/molecules.md``)."""
+
+MOLECULE_CLEANING: dict[str, dict[str, Any]] = {"mordred": {"max_correlation": 0.7}}
+"""The cleaning options :func:`molecule_surrogate_spec` replaces, per
+encoding, where its ``cleaning`` is None: Mordred's 1,613 descriptors are
+decorrelated at 0.7, BayBE's threshold (most of them are near-copies of
+others; :func:`~ax_chaining.descriptors.default_cleaning`'s 0.95 keeps about
+twice as many columns). Other encodings keep
+:func:`~ax_chaining.descriptors.default_cleaning`."""
 
 
 def molecule_surrogate_spec(
     smiles: Sequence[str],
     encoding: str = DEFAULT_MOLECULE_ENCODING,
-    prior: str = DEFAULT_MOLECULE_PRIOR,
+    prior: str | None = None,
     kernel: str | None = None,
     path: str | os.PathLike | None = None,
     duplicates: str = "refuse",
@@ -239,13 +250,31 @@ def molecule_surrogate_spec(
     r"""The surrogate spec for a molecule library behind an item index.
 
     For :func:`candidate_index_parameter` ``(len(smiles))``: item ``i`` is
-    ``smiles[i]``. The default is the model chosen by measurement on ESOL,
-    FreeSolv and Lipophilicity (leave-one-out log-likelihood and RMSE on
-    random subsets of 50 and 200 molecules, ``docs/results/models.md``):
-    RDKit's 2D descriptors, cleaned and scaled to the unit cube
-    (:func:`~ax_chaining.descriptors.molecule_features`), under BoTorch's own
-    default GP (an ARD RBF kernel with the dimension-scaled log-normal
-    lengthscale prior, the log-normal noise prior).
+    ``smiles[i]``. The default is BayBE 0.15's own model of a molecule
+    (a ``SubstanceParameter``): Mordred's 2D descriptors, cleaned, scaled to
+    the unit cube and decorrelated at 0.7
+    (:func:`~ax_chaining.descriptors.molecule_features`,
+    :data:`MOLECULE_CLEANING`), under an ARD Matern-5/2 kernel with an output
+    scale and BayBE's ``CHEN`` priors (``prior="chen"``:
+    :func:`~ax_chaining.kernels.features.chen_priors`). It was chosen by
+    measurement on ESOL, FreeSolv and Lipophilicity
+    (``docs/results/molecules.md``, ``docs/results/validity.md``): in Ax loops
+    over the table, qLogNEI on it ends level with BayBE on all three
+    libraries, where the previous default (RDKit's descriptors under BoTorch's
+    priors, ``encoding="rdkit2d", prior="botorch"``) fell short on
+    Lipophilicity; Chaining-UCB on it is better than on the previous default
+    on FreeSolv and Lipophilicity and worse on ESOL; and the certificate on it
+    is narrower on ESOL and Lipophilicity, wider on FreeSolv, where it was
+    violated (narrowly) in 2 of 10 Chaining-UCB runs, against none on the
+    previous default (``docs/results/validity.md``). Its leave-one-out
+    log-likelihood is lower than the previous default's
+    (``docs/results/models.md``): it predicts less sharply and is less
+    overconfident.
+
+    Mordred needs the ``chem`` extra (``mordredcommunity``) and costs about
+    30 s per 1,000 molecules on one core: pass ``path`` to compute the
+    features once, or ``encoding="rdkit2d"`` (a few times faster) for
+    libraries of 10^5 molecules and more.
 
     Args:
         smiles: The library, in item order.
@@ -256,11 +285,10 @@ def molecule_surrogate_spec(
             Tanimoto on binary Morgan fingerprints (radius 2, 2,048 bits:
             :func:`fingerprint_kernel_surrogate_spec`).
         prior: ``"botorch"``, ``"baybe"`` or ``"chen"`` (see
-            :mod:`ax_chaining.kernels.features`; ``"chen"`` with
-            ``encoding="mordred"`` and ``cleaning={"max_correlation": 0.7}``
-            is BayBE 0.15's own model of a ``SubstanceParameter``);
-            ``morgan_bits`` takes ``"botorch"`` only (its only hyperparameter
-            is the noise).
+            :mod:`ax_chaining.kernels.features`), or None:
+            :data:`DEFAULT_MOLECULE_PRIOR` (``"chen"``), except with
+            ``morgan_bits``, which takes ``"botorch"`` only (its only
+            hyperparameter is the noise).
         kernel: For descriptor encodings, ``"rbf"`` or ``"matern52"``; default
             the prior's own (RBF for ``"botorch"``, as BoTorch's
             ``SingleTaskGP``; Matern-5/2 for ``"baybe"`` and ``"chen"``, as
@@ -275,8 +303,9 @@ def molecule_surrogate_spec(
             :func:`~ax_chaining.descriptors.clean_features` replacing those of
             the encoding's :func:`~ax_chaining.descriptors.default_cleaning`
             (for example ``{"max_correlation": 0.7}``, BayBE's decorrelation
-            threshold for its descriptor encodings); None keeps the default.
-            Not for ``morgan_bits`` (raw bits, nothing to clean).
+            threshold for its descriptor encodings); None: the encoding's
+            entry of :data:`MOLECULE_CLEANING` (Mordred at 0.7), else its
+            default. Not for ``morgan_bits`` (raw bits, nothing to clean).
 
     Raises:
         ValueError: An unknown encoding, prior or kernel, an invalid or
@@ -292,6 +321,8 @@ def molecule_surrogate_spec(
     from ax_chaining.descriptors import COUNT_ENCODINGS, molecule_features
 
     check_choice("encoding", encoding, MOLECULE_ENCODINGS)
+    if prior is None:
+        prior = "botorch" if encoding == "morgan_bits" else DEFAULT_MOLECULE_PRIOR
     check_choice("prior", prior, PRIORS)
     descriptors = encoding not in (*COUNT_ENCODINGS, "morgan_bits")
     if kernel is not None and not descriptors:
@@ -316,6 +347,8 @@ def molecule_surrogate_spec(
             )
         bits = morgan_fingerprints(smiles)
         return fingerprint_kernel_surrogate_spec(PackedFingerprints.from_bits(bits))
+    if cleaning is None:
+        cleaning = MOLECULE_CLEANING.get(encoding)
     table = molecule_features(
         smiles, encoding, path=path, duplicates=duplicates, cleaning=cleaning
     )
