@@ -87,6 +87,7 @@ from benchmarks._tables import check_names, common_seed_groups, mean_se, num, pa
 from benchmarks.records import run_resumable
 
 __all__ = [
+    "BASE_LABELS",
     "as_current",
     "current_name",
     "DATASET_NAMES",
@@ -102,6 +103,7 @@ __all__ = [
     "format_markdown",
     "library",
     "make_strategy",
+    "method_label",
     "outcome",
     "plot_regret",
     "random_items",
@@ -178,7 +180,9 @@ MODEL_LABELS: dict[str, str] = {
     "mordred-chen": "BayBE's model (Mordred at 0.7, CHEN priors)",
     "rdkit2d-chen": "RDKit descriptors, CHEN priors",
 }
-LABELS: dict[str, str] = {
+#: Each method's name in tables and figures; ``method@variant`` is the
+#: method's and the variant's (:data:`MODEL_LABELS`).
+BASE_LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
     "chaining-continuous": "Chaining-UCB (continuous bonus)",
     "gp-ucb": "GP-UCB",
@@ -187,31 +191,17 @@ LABELS: dict[str, str] = {
     "qlognei": "qLogNEI over the table",
     "random": "Random",
     "baybe": "BayBE (SubstanceParameter, default encoding)",
-    "chaining@rdkit2d-botorch": "Chaining-UCB, RDKit descriptors, BoTorch priors",
-    "chaining-continuous@rdkit2d-botorch": (
-        "Chaining-UCB (continuous bonus), RDKit descriptors, BoTorch priors"
-    ),
-    "gp-ucb@rdkit2d-botorch": "GP-UCB, RDKit descriptors, BoTorch priors",
-    "qlognei@rdkit2d-botorch": (
-        "qLogNEI over the table, RDKit descriptors, BoTorch priors"
-    ),
-    "chaining@rdkit2d-baybe": "Chaining-UCB, RDKit descriptors, BayBE's EDBO priors",
-    "qlognei@rdkit2d-baybe": (
-        "qLogNEI over the table, RDKit descriptors, BayBE's EDBO priors"
-    ),
-    "chaining@mordred-baybe": "Chaining-UCB, Mordred at 0.7, BayBE's EDBO priors",
-    "qlognei@mordred-baybe": (
-        "qLogNEI over the table, Mordred at 0.7, BayBE's EDBO priors"
-    ),
-    "chaining@mordred-chen": "Chaining-UCB, BayBE's model",
-    "chaining-continuous@mordred-chen": (
-        "Chaining-UCB (continuous bonus), BayBE's model"
-    ),
-    "gp-ucb@mordred-chen": "GP-UCB, BayBE's model",
-    "qlognei@mordred-chen": "qLogNEI over the table, BayBE's model",
-    "chaining@rdkit2d-chen": "Chaining-UCB, RDKit descriptors, CHEN priors",
-    "qlognei@rdkit2d-chen": "qLogNEI over the table, RDKit descriptors, CHEN priors",
 }
+
+
+def method_label(method: str) -> str:
+    """``method``'s name in tables and figures (a model variant's after its
+    acquisition's)."""
+    base, sep, variant = method.partition("@")
+    return f"{BASE_LABELS[base]}, {MODEL_LABELS[variant]}" if sep else BASE_LABELS[base]
+
+
+LABELS: dict[str, str] = {m: method_label(m) for m in METHODS}
 DATASET_LABELS = {
     "esol": "ESOL",
     "freesolv": "FreeSolv",
