@@ -243,6 +243,7 @@ def test_cli_bonus_small(tmp_path, capsys):
         "baybe_priors",
         "baybe_priors_chaining",
         "baybe_model",
+        "baybe_model_acquisitions",
     ],
 )
 def test_committed_baybe_summaries_are_remade_from_the_committed_records(
