@@ -1,7 +1,9 @@
 r"""Why does Chaining-UCB explore less than GP-UCB on a molecule library?
 
 An Ax ``Client`` loop with Chaining-UCB on a vendored library (the Tanimoto
-kernel of Morgan fingerprints, noise-free values, as in the molecule
+kernel of Morgan fingerprints, or with ``--model`` a descriptor model of the
+molecule benchmark, :data:`benchmarks.molecules_bench.MODEL_VARIANTS`, such as
+``mordred-chen``, the package's default; noise-free values, as in the molecule
 benchmark); at the chosen steps, from the step's fitted model over the whole
 library, one JSON line with:
 
@@ -24,6 +26,7 @@ Example::
     python -m benchmarks bonus --dataset freesolv --seeds 0 1 2 \
         --steps 1 10 25 50 > docs/results/molecules/bonus.jsonl
     python -m benchmarks bonus --table docs/results/molecules/bonus.jsonl
+    python -m benchmarks bonus --dataset esol --model mordred-chen --seeds 0 1 2
     python -m benchmarks bonus --small
 """
 
@@ -44,8 +47,16 @@ def _quantiles(x: np.ndarray) -> dict[str, float]:
     return {k: float(v) for k, v in zip(names, q, strict=True)}
 
 
-def run(dataset: str, seed: int, steps: list[int], n_init: int = 10) -> list[dict]:
-    """One loop; a record at each of ``steps`` (queries made so far)."""
+def run(
+    dataset: str,
+    seed: int,
+    steps: list[int],
+    n_init: int = 10,
+    model: str | None = None,
+) -> list[dict]:
+    """One loop; a record at each of ``steps`` (queries made so far), on the
+    Tanimoto Gram (``model`` None) or a model variant of the molecule
+    benchmark (recorded as ``model``)."""
     import torch
     from ax.api.client import Client
     from ax.core import ObservationFeatures
@@ -65,7 +76,12 @@ def run(dataset: str, seed: int, steps: list[int], n_init: int = 10) -> list[dic
     client = Client(random_seed=seed)
     client.configure_experiment(parameters=[axc.candidate_index_parameter(n)])
     client.configure_optimization(objective="y")
-    spec = axc.precomputed_kernel_surrogate_spec(gram)
+    if model is None:
+        spec = axc.precomputed_kernel_surrogate_spec(gram)
+    else:
+        from benchmarks.molecules_bench import model_variant
+
+        spec = model_variant(dataset, model)[0]
     gs = axc.chaining_generation_strategy(
         init_trials=n_init, surrogate_spec=spec, exclude_evaluated=True
     )
@@ -81,12 +97,12 @@ def run(dataset: str, seed: int, steps: list[int], n_init: int = 10) -> list[dic
             ((trial, p),) = client.get_next_trials(max_trials=1).items()
         if q in steps:
             adapter = gs.adapter
-            model = adapter.generator.surrogate.model
+            gp = adapter.generator.surrogate.model
             X = adapter.transform_observation_features(
                 [ObservationFeatures(parameters={"item": i}) for i in range(n)]
             )
             transform = ScalarizedPosteriorTransform(torch.ones(1, dtype=X.dtype))
-            acqf = ChainingUCB(model, X, posterior_transform=transform)
+            acqf = ChainingUCB(gp, X, posterior_transform=transform)
             res = acqf.chaining
             sigma = acqf.candidate_sigma.double().numpy()
             mean = acqf.candidate_mean.double().numpy()
@@ -99,6 +115,7 @@ def run(dataset: str, seed: int, steps: list[int], n_init: int = 10) -> list[dic
             out.append(
                 {
                     "dataset": dataset,
+                    **({} if model is None else {"model": model}),
                     "seed": seed,
                     "queries": q,
                     "t": acqf.t,
@@ -140,10 +157,13 @@ def table(paths: list[str]) -> str:
     def three(q: dict[str, float]) -> str:
         return " / ".join(f"{q[k]:.2f}" for k in ("p10", "median", "p90"))
 
-    for r in sorted(rows, key=lambda r: (r["dataset"], r["seed"], r["queries"])):
+    def name(r: dict) -> str:
+        return r["dataset"] + (f"@{r['model']}" if "model" in r else "")
+
+    for r in sorted(rows, key=lambda r: (name(r), r["seed"], r["queries"])):
         sizes = ", ".join(str(c) for c in r["cover_sizes"])
         lines.append(
-            f"| {r['dataset']} | {r['seed']} | {r['queries']} | {sizes} | "
+            f"| {name(r)} | {r['seed']} | {r['queries']} | {sizes} | "
             f"{r['sqrt_beta']:.2f} | {three(r['bonus'])} | "
             f"{three(r['bonus_over_gp_ucb'])} | {three(r['sigma'])} | "
             f"{r['best_rank_chaining'] + 1} / {r['best_rank_gp_ucb'] + 1} |"
@@ -155,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks bonus")
     parser.add_argument("--table", nargs="+", help="JSON-lines files to tabulate")
     parser.add_argument("--dataset", default="freesolv")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a model variant of the molecule benchmark (e.g. mordred-chen); "
+        "default: the Tanimoto Gram",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--steps", type=int, nargs="+", default=[1, 10, 25, 50])
     parser.add_argument("--small", action="store_true", help="one seed, 2 steps")
@@ -162,9 +188,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(table(args.table), end="")
         return 0
+    if args.model is not None:
+        from benchmarks.molecules_bench import MODEL_VARIANTS
+
+        if args.model not in MODEL_VARIANTS:
+            allowed = ", ".join(MODEL_VARIANTS)
+            parser.error(f"--model must be one of {allowed}, got {args.model!r}")
     seeds, steps = ([0], [1, 2]) if args.small else (args.seeds, args.steps)
     for seed in seeds:
-        for row in run(args.dataset, seed, sorted(steps)):
+        for row in run(args.dataset, seed, sorted(steps), model=args.model):
             print(json.dumps(row, sort_keys=True), flush=True)
     return 0
 

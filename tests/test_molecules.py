@@ -234,6 +234,29 @@ def test_cli_bonus_small(tmp_path, capsys):
     assert f"| freesolv | 0 | 2 | {sizes} |" in table
 
 
+def test_cli_bonus_on_a_model_variant(tmp_path, capsys):
+    """``bonus --model``: the same diagnostic on a descriptor model of the
+    molecule benchmark (its rows name it, and the table shows it after the
+    library), a different posterior from the Tanimoto Gram's; an unknown
+    model is refused with the allowed names."""
+    pytest.importorskip("rdkit")
+    assert main(["bonus", "--small"]) == 0
+    gram = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main(["bonus", "--small", "--model", "rdkit2d-botorch"]) == 0
+    out = capsys.readouterr().out
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [r["model"] for r in lines] == ["rdkit2d-botorch"] * 2
+    assert "model" not in gram[0]
+    assert lines[0]["sigma"] != gram[0]["sigma"]
+    path = tmp_path / "bonus.jsonl"
+    path.write_text(out)
+    assert main(["bonus", "--table", str(path)]) == 0
+    assert "| freesolv@rdkit2d-botorch | 0 | 1 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["bonus", "--small", "--model", "tanimoto"])
+    assert "mordred-chen" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "name",
     [

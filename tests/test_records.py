@@ -253,6 +253,11 @@ def test_committed_summary_is_remade_from_the_committed_records(
         ("limit", "docs/results/certificate/limit.jsonl", "docs/certificate.md"),
         ("bonus", "docs/results/molecules/bonus.jsonl", "docs/results/molecules.md"),
         (
+            "bonus",
+            "docs/results/molecules/bonus_esol_default.jsonl",
+            "docs/results/molecules.md",
+        ),
+        (
             "distributed_bench",
             "docs/results/distributed/steps.jsonl",
             "docs/distributed.md",
