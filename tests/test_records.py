@@ -217,6 +217,7 @@ def test_cli_pack_errors(tmp_path):
         "validity_init5",
         "validity_baybe_priors",
         "validity_baybe_model",
+        "validity_rdkit2d_chen",
         "screening",
     ],
 )
@@ -317,6 +318,7 @@ def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
         ("validity_init5", "validity"),
         ("validity_baybe_priors", "validity"),
         ("validity_baybe_model", "validity"),
+        ("validity_rdkit2d_chen", "validity"),
         ("screening", "screening"),
     ],
 )
