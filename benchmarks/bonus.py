@@ -172,12 +172,15 @@ def table(paths: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.molecules_bench import MODEL_VARIANTS
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks bonus")
     parser.add_argument("--table", nargs="+", help="JSON-lines files to tabulate")
     parser.add_argument("--dataset", default="freesolv")
     parser.add_argument(
         "--model",
         default=None,
+        choices=tuple(MODEL_VARIANTS),
         help="a model variant of the molecule benchmark (e.g. mordred-chen); "
         "default: the Tanimoto Gram",
     )
@@ -188,12 +191,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(table(args.table), end="")
         return 0
-    if args.model is not None:
-        from benchmarks.molecules_bench import MODEL_VARIANTS
-
-        if args.model not in MODEL_VARIANTS:
-            allowed = ", ".join(MODEL_VARIANTS)
-            parser.error(f"--model must be one of {allowed}, got {args.model!r}")
     seeds, steps = ([0], [1, 2]) if args.small else (args.seeds, args.steps)
     for seed in seeds:
         for row in run(args.dataset, seed, sorted(steps), model=args.model):
