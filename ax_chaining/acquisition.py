@@ -682,6 +682,7 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
         calibration: CalibrationChoice = "loo",
         alpha: float = 0.01,
         min_observations: int = LOO_MIN_OBSERVATIONS,
+        scale_level: float | None = None,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate.
 
@@ -738,6 +739,9 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
                 ``"loo"`` check certifies
                 (:data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
                 fewer: refused).
+            scale_level: The ``"loo"`` check's scale: None (its point
+                estimate) or a level (its upper confidence limit,
+                :func:`~ax_chaining.certificate.calibration.loo_check`).
 
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.
@@ -753,6 +757,7 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
             calibration=calibration,
             alpha=alpha,
             min_observations=min_observations,
+            scale_level=scale_level,
             sign=1.0 if self.maximize else -1.0,
             prior_var=self._prior_variance(step.posterior),
             t=t,

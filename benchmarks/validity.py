@@ -15,7 +15,10 @@ step) and records at every step:
   the package recorded before the calibration existed), the LOO check with
   Gaussian tails (``loo_gaussian``: the first calibrated default), with
   Student-t tails of ``n - 1`` degrees of freedom everywhere (``loo_student``:
-  the previous default) and of ``min(n - 1, 10)`` everywhere (``loo_capped``);
+  the previous default) and of ``min(n - 1, 10)`` everywhere (``loo_capped``),
+  and the default with the LOO scale at its upper 95% confidence limit
+  (``loo_upper``: ``scale_level=0.05``) or with at most 20 degrees of
+  freedom for the reached candidates too (``loo_light20``);
 * the default certificate on a geometric schedule of checks (after 10, 20, 40
   and 80 observations);
 * the certificate calibrated on the loop's own forecast residuals
@@ -125,6 +128,8 @@ LABELS = {
     "chaining_audit": f"Chaining-UCB, 1 query in {AUDIT_EVERY} an audit",
 }
 RULE_LABELS = {
+    "loo_upper": "robust, the LOO scale at its upper 95% confidence limit",
+    "loo_light20": "robust, Student-t tails min(n - 1, 20) near the data",
     "robust": "robust (default: LOO check, Student-t tails n - 1 near the data, "
     "min(n - 1, 10) away)",
     "loo_capped": "LOO check, Student-t tails min(n - 1, 10) everywhere",
@@ -267,7 +272,15 @@ def _model_view(gs: Any, rows: list[dict[str, Any]], experiment: Any):
 
 #: The variants recorded beside the strategy's own certificate (``robust``),
 #: from the same step's model (the module docstring).
-RECORDED = ("loo_gaussian", "loo_student", "loo_capped", "geometric", "forecast")
+RECORDED = (
+    "loo_gaussian",
+    "loo_student",
+    "loo_capped",
+    "loo_upper",
+    "loo_light20",
+    "geometric",
+    "forecast",
+)
 
 
 def _variants(n: int, experiment: Any, audits: bool) -> dict[str, dict[str, Any]]:
@@ -275,13 +288,17 @@ def _variants(n: int, experiment: Any, audits: bool) -> dict[str, dict[str, Any]
     observations (the geometric schedule's only at its checks; the audits'
     only in a loop with audits)."""
     from ax_chaining.ax.forecasts import residual_calibration
-    from ax_chaining.certificate import AUTO_DOF_CAP, StudentTail
+    from ax_chaining.certificate import AUTO_DOF_CAP, ExplorationTail, StudentTail
 
+    light = max(1, n - 1)
+    heavy = min(light, AUTO_DOF_CAP)
     out: dict[str, dict[str, Any]] = {
         "plain": {"calibration": "none"},
         "loo_gaussian": {"tail": "gaussian"},
         "loo_student": {"tail": "student"},
         "loo_capped": {"tail": StudentTail(max(1, min(n - 1, AUTO_DOF_CAP)))},
+        "loo_upper": {"scale_level": 0.05},
+        "loo_light20": {"tail": ExplorationTail(heavy, min(light, 20))},
         "forecast": {"calibration": residual_calibration(experiment, "forecast")},
     }
     if audits:
@@ -479,6 +496,8 @@ def run_validity(
 
 RULES = (
     "robust",
+    "loo_upper",
+    "loo_light20",
     "forecast",
     "audit",
     "loo_capped",

@@ -202,6 +202,37 @@ def test_loo_residuals_equal_brute_force_leave_one_out() -> None:
         assert float(z[i]) == pytest.approx(float(expected), rel=1e-6)
 
 
+def test_scale_level_takes_the_upper_confidence_limit_of_the_loo_scale() -> None:
+    """``scale_level`` replaces the point estimate sqrt(mean z^2) by
+    sqrt(sum z^2 / chi2_{n, level}), by hand from the LOO residuals; it only
+    widens (never below the point estimate for level <= 1/2), the bound
+    follows the scale, and a bad level is refused before anything runs."""
+    from scipy.stats import chi2
+
+    X, _, idx, y = _grid_data(1, n=24)
+    model = _se_model(X[idx], y, 1.0)  # residuals a little wider than it says
+    z = loo_residuals(model).double()
+    point = loo_check(model, min_observations=1)
+    upper = loo_check(model, min_observations=1, scale_level=0.05)
+    assert point.valid and upper.valid
+    assert point.scale == pytest.approx(math.sqrt(float(z.square().mean())))
+    expected = math.sqrt(float(z.square().sum()) / chi2.ppf(0.05, 24))
+    assert upper.scale == pytest.approx(expected, rel=1e-12)
+    assert upper.scale > point.scale > 1.0
+    # Residuals well inside the model's spread keep the scale at 1 under either.
+    narrow = _se_model(X[idx], 0.5 * y, 1.0)
+    small = loo_residuals(narrow).double().square().sum()
+    assert float(small) / chi2.ppf(0.05, 24) < 1.0
+    assert loo_check(narrow, min_observations=1, scale_level=0.05).scale == 1.0
+    # The bound scales with the check's factor.
+    wide = certify_model(model, X, min_observations=1, scale_level=0.05)
+    plain = certify_model(model, X, min_observations=1)
+    assert wide.valid and plain.valid and wide.bound > plain.bound
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="`scale_level`"):
+            certify_model(model, X, scale_level=bad)
+
+
 def test_the_check_refuses_a_lengthscale_ten_times_too_long() -> None:
     refused = accepted = 0
     for seed in range(8):
@@ -259,10 +290,10 @@ def test_a_refused_certificate_says_why_and_bounds_nothing() -> None:
 def test_certify_model_equals_the_acquisitions_union_certificate() -> None:
     X, _, idx, y = _grid_data(1)
     model = _se_model(X[idx], y, 1.0)
-    for calibration in ("none", "loo"):
-        ours = certify_model(model, X, calibration=calibration)
+    for calibration, level in (("none", None), ("loo", None), ("loo", 0.05)):
+        ours = certify_model(model, X, calibration=calibration, scale_level=level)
         acqf = ChainingUCB(model, X).certificate(
-            method="union", calibration=calibration
+            method="union", calibration=calibration, scale_level=level
         )
         assert ours.index == acqf.index
         assert ours.bound == pytest.approx(acqf.bound, rel=1e-9)

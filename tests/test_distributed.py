@@ -314,6 +314,7 @@ def test_certificates_equal_one_machine():
         {"among": [1, 2, 3, 100], "calibration": "none"},
         {"tail": "chernoff", "calibration": "none"},
         {"tail": "gaussian"},
+        {"scale_level": 0.05},
         {"min_observations": 31},  # 30 observations: both refuse
     ):
         one = single.certificate(**{"method": "union", **kw})

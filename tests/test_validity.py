@@ -160,6 +160,8 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
         for s in r["steps"]:
             for rule in (
                 "robust",
+                "loo_upper",
+                "loo_light20",
                 "forecast",
                 "loo_capped",
                 "loo_student",
@@ -178,6 +180,10 @@ def test_small_preset_runs_real_loops_and_resumes(tmp_path, capsys) -> None:
             if s["robust_valid"] and s["loo_gaussian_valid"]:
                 assert s["robust_bound"] >= s["loo_gaussian_bound"] - 1e-9
                 assert s["loo_student_bound"] >= s["loo_gaussian_bound"] - 1e-9
+            # The scale's upper limit and lighter-tail caps only widen.
+            if s["robust_valid"]:
+                for wider in ("loo_upper", "loo_light20"):
+                    assert s[f"{wider}_bound"] >= s["robust_bound"] - 1e-9
     summary = json.loads((out / "summary.json").read_text())
     assert summary["command"] == "python -m benchmarks " + shlex.join(args)
     assert {(r["problem"], r["method"], r["rule"]) for r in summary["rows"]} == {

@@ -143,6 +143,7 @@ def loo_check(
     model: Model,
     alpha: float = 0.01,
     min_observations: int = LOO_MIN_OBSERVATIONS,
+    scale_level: float | None = None,
 ) -> LooCheck:
     r"""The leave-one-out calibration check (``calibration="loo"``).
 
@@ -157,7 +158,14 @@ def loo_check(
     :math:`\bar\Phi^{-1}(\alpha / (2n))`; otherwise its ``scale`` is
     :math:`c = \max(1, \sqrt{\overline{z^2}})`, the factor on every posterior
     standard deviation. A false refusal has probability about ``alpha`` per
-    check.
+    check. With ``scale_level`` :math:`\gamma`, the scale is the one-sided
+    upper confidence limit of the residuals' variance instead of its point
+    estimate, :math:`c = \max(1, \sqrt{\sum_i z_i^2 / \chi^2_{n, \gamma}})`
+    (:math:`\chi^2_{n, \gamma}` the :math:`\gamma` quantile of the
+    chi-square law with :math:`n` degrees of freedom): wider when the
+    residuals are few and large, close to the point estimate when they are
+    many. A heuristic like the check itself (leave-one-out residuals are not
+    independent).
 
     Example:
         >>> check = loo_check(model)
@@ -168,6 +176,8 @@ def loo_check(
         alpha: The level of the overdispersion and tail tests.
         min_observations: The fewest observations it certifies from (1
             switches the minimum off).
+        scale_level: None (the scale's point estimate) or a level in (0, 1)
+            (its upper confidence limit at that level).
 
     Returns:
         A :class:`LooCheck`; for a model without closed-form LOO residuals
@@ -178,6 +188,10 @@ def loo_check(
 
     alpha = check_float("alpha", alpha, (lambda v: 0 < v < 1, "in (0, 1)"))
     min_observations = check_int("min_observations", min_observations, 1)
+    if scale_level is not None:
+        scale_level = check_float(
+            "scale_level", scale_level, (lambda v: 0 < v < 1, "in (0, 1) or None")
+        )
     n_obs = num_training_points(model) or 0
     if n_obs < min_observations:
         why = (
@@ -219,7 +233,8 @@ def loo_check(
             f"{alpha:g}): the model's tails are too light for these data."
         )
         return LooCheck(1.0, False, why, stats)
-    return LooCheck(max(1.0, math.sqrt(sum_z2 / n)), True, "", stats)
+    variance = sum_z2 / (n if scale_level is None else float(chi2.ppf(scale_level, n)))
+    return LooCheck(max(1.0, math.sqrt(variance)), True, "", stats)
 
 
 def calibrate(
@@ -227,9 +242,10 @@ def calibrate(
     calibration: CalibrationChoice,
     alpha: float = 0.01,
     min_observations: int = LOO_MIN_OBSERVATIONS,
+    scale_level: float | None = None,
 ) -> LooCheck:
     """The calibration ``calibration`` of ``model``: :func:`loo_check` (with
-    ``alpha`` and ``min_observations``), none,
+    ``alpha``, ``min_observations`` and ``scale_level``), none,
     or the fit of a
     :class:`~ax_chaining.certificate.residuals.ResidualCalibration` (valid,
     its scale; ``stats`` prefixed ``forecast_`` or ``audit_``). Where the
@@ -242,7 +258,7 @@ def calibrate(
         return LooCheck(fit.scale, True, "", stats)
     if acting == "none":
         return LooCheck(1.0, True, "", {})
-    check = loo_check(model, alpha, min_observations)
+    check = loo_check(model, alpha, min_observations, scale_level)
     if acting is calibration:
         return check
     source = getattr(calibration, "source", calibration)
@@ -261,6 +277,7 @@ def issue_certificate(
     calibration: CalibrationChoice = "loo",
     alpha: float = 0.01,
     min_observations: int = LOO_MIN_OBSERVATIONS,
+    scale_level: float | None = None,
     sign: float = 1.0,
     prior_var: Tensor,
     rank: RankOptions | None = None,
@@ -275,13 +292,13 @@ def issue_certificate(
     ``prior_var``: the candidates' prior variances in the posterior's units,
     for the default tails. ``rank``: the options of its rank statement
     (:func:`~ax_chaining.certificate.rank.rank_statement`, with the bound's
-    tails, scale and share). ``alpha`` and ``min_observations``: the
-    ``"loo"`` check's (:func:`loo_check`)."""
+    tails, scale and share). ``alpha``, ``min_observations`` and
+    ``scale_level``: the ``"loo"`` check's (:func:`loo_check`)."""
     # A bad option is an error whether or not the check refuses.
     check_choice("method", bounds.get("method", "combined"), get_args(Method))
     check_choice("links", bounds.get("links", "actual"), get_args(Links))
     check_choice("rule", bounds.get("rule", "min_bound"), get_args(Rule))
-    check = calibrate(model, calibration, alpha, min_observations)
+    check = calibrate(model, calibration, alpha, min_observations, scale_level)
     n_obs = num_training_points(model)
     law = resolve_tail(bounds.get("tail", "auto"), calibration, n_obs)
     bounds["tail"] = bind_tail(law, distance.variance, prior_var)
@@ -343,6 +360,7 @@ def certify_model(
     calibration: CalibrationChoice = "loo",
     alpha: float = 0.01,
     min_observations: int = LOO_MIN_OBSERVATIONS,
+    scale_level: float | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     rank: RankOptions | None = None,
 ) -> Certificate:
@@ -387,6 +405,8 @@ def certify_model(
         alpha: The level of the ``"loo"`` check's tests.
         min_observations: The fewest observations from which the ``"loo"``
             check certifies (:data:`LOO_MIN_OBSERVATIONS`; fewer: refused).
+        scale_level: The ``"loo"`` check's scale: None (its point estimate)
+            or a level (its upper confidence limit, :func:`loo_check`).
         memory_budget: Bytes the posterior and the certificate's temporaries
             may take.
         rank: How the rank statement is computed
@@ -438,6 +458,7 @@ def certify_model(
         calibration=calibration,
         alpha=alpha,
         min_observations=min_observations,
+        scale_level=scale_level,
         t=n_obs + 1,
         delta=delta,
         share=share,

@@ -481,6 +481,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         calibration: CalibrationChoice = "loo",
         alpha: float = 0.01,
         min_observations: int = LOO_MIN_OBSERVATIONS,
+        scale_level: float | None = None,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate, from the shards.
 
@@ -501,7 +502,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         delta, t, share = self._certificate_terms(delta, t, schedule)
         index = self._among(among)
         sign = 1.0 if self.maximize else -1.0
-        check = calibrate(self.model, calibration, alpha, min_observations)
+        check = calibrate(self.model, calibration, alpha, min_observations, scale_level)
 
         def run() -> Certificate:
             base = self._base_step()
