@@ -8,7 +8,8 @@ benchmark); at the chosen steps, from the step's fitted model over the whole
 library, one JSON line with:
 
 * the engine's scale :math:`s` (largest prior standard deviation over the
-  candidates, in Ax's model units) and the posterior standard deviations
+  candidates, in Ax's model units, where the observations are standardized
+  to variance 1; the table's ``prior sd s``) and the posterior standard deviations
   :math:`\sigma_t` (quantiles), the smallest one and the floor in use;
 * the levels, radii, cover sizes and :math:`H_i` of Algorithm 1;
 * the Chaining-UCB bonus :math:`b_t(\sigma_t(x))` against GP-UCB's
@@ -148,10 +149,11 @@ def table(paths: list[str]) -> str:
     """A markdown table of the JSON lines in ``paths``."""
     rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
     lines = [
-        "| dataset | seed | queries | cover sizes | sqrt(beta_t) | chaining bonus "
-        "p10 / median / p90 | bonus / GP-UCB's, p10 / median / p90 | sigma_t "
-        "p10 / median / p90 | rank of the best molecule: chaining / GP-UCB |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| dataset | seed | queries | prior sd s | cover sizes | sqrt(beta_t) | "
+        "chaining bonus p10 / median / p90 | bonus / GP-UCB's, p10 / median / "
+        "p90 | sigma_t p10 / median / p90 | rank of the best molecule: chaining "
+        "/ GP-UCB |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
 
     def three(q: dict[str, float]) -> str:
@@ -163,7 +165,8 @@ def table(paths: list[str]) -> str:
     for r in sorted(rows, key=lambda r: (name(r), r["seed"], r["queries"])):
         sizes = ", ".join(str(c) for c in r["cover_sizes"])
         lines.append(
-            f"| {name(r)} | {r['seed']} | {r['queries']} | {sizes} | "
+            f"| {name(r)} | {r['seed']} | {r['queries']} | {r['scale']:.2f} | "
+            f"{sizes} | "
             f"{r['sqrt_beta']:.2f} | {three(r['bonus'])} | "
             f"{three(r['bonus_over_gp_ucb'])} | {three(r['sigma'])} | "
             f"{r['best_rank_chaining'] + 1} / {r['best_rank_gp_ucb'] + 1} |"

@@ -229,9 +229,9 @@ def test_cli_bonus_small(tmp_path, capsys):
     path.write_text(out)
     assert main(["bonus", "--table", str(path)]) == 0
     table = capsys.readouterr().out
-    assert table.startswith("| dataset | seed | queries | cover sizes |")
+    assert table.startswith("| dataset | seed | queries | prior sd s | cover sizes |")
     sizes = ", ".join(map(str, lines[1]["cover_sizes"]))
-    assert f"| freesolv | 0 | 2 | {sizes} |" in table
+    assert f"| freesolv | 0 | 2 | {lines[1]['scale']:.2f} | {sizes} |" in table
 
 
 def test_cli_bonus_on_a_model_variant(tmp_path, capsys):
