@@ -331,6 +331,40 @@ def test_the_default_check_certifies_from_20_observations() -> None:
         chaining_generation_strategy(certificate_min_observations=0)
 
 
+def test_the_scale_level_widens_the_recorded_certificates_and_survives_json(
+    tmp_path: Any,
+) -> None:
+    """``certificate_scale_level`` reaches the recorded certificates: the same
+    loop (same seed, same trials: the certificate does not choose them)
+    records bounds at least as wide at every step, wider where the LOO
+    residuals are few, the same as ``certify(..., scale_level=...)`` on the
+    experiment; the option survives Ax's JSON; a bad level is refused."""
+    plain = _client(chaining_generation_strategy(init_trials=4, seed=0, **LEAST))
+    upper_gs = chaining_generation_strategy(
+        init_trials=4, seed=0, certificate_scale_level=0.05, **LEAST
+    )
+    upper = _client(upper_gs)
+    for _ in range(8):
+        _step(plain)
+        _step(upper)
+    a, b = certificate_history(plain), certificate_history(upper)
+    assert [h["recorded_at"] for h in a] == [h["recorded_at"] for h in b]
+    for p, u in zip(a, b, strict=True):
+        assert u["bound"] >= p["bound"] * (1 - 1e-9)
+    assert any(u["bound"] > p["bound"] * 1.05 for p, u in zip(a, b, strict=True))
+    assert certify(upper, scale_level=0.05)["bound"] >= certify(upper)["bound"]
+    path = str(tmp_path / "upper.json")
+    upper.save_to_json_file(path)
+    loaded = Client.load_from_json_file(path)
+    _step(loaded)
+    _step(upper)
+    assert certificate_history(loaded)[-1]["bound"] == pytest.approx(
+        certificate_history(upper)[-1]["bound"], rel=1e-9
+    )
+    with pytest.raises(ValueError, match="`certificate_scale_level` must be"):
+        chaining_generation_strategy(certificate_scale_level=1.0)
+
+
 def test_no_certificate_schedule_records_none_and_refuses_a_tolerance() -> None:
     gs = chaining_generation_strategy(init_trials=3, seed=0, certificate_schedule=None)
     client = _client(gs)

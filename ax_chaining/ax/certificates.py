@@ -164,6 +164,7 @@ def certify(
     units: Units = "objective",
     calibration: Calibration | ResidualCalibration = "loo",
     min_observations: int = LOO_MIN_OBSERVATIONS,
+    scale_level: float | None = None,
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
@@ -205,6 +206,9 @@ def certify(
             check certifies
             (:data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
             fewer: ``valid`` False, and ``reason`` says so).
+        scale_level: The ``"loo"`` check's scale: None (its point estimate)
+            or a level (its upper confidence limit,
+            :func:`~ax_chaining.certificate.calibration.loo_check`).
 
     Returns:
         ``parameters``, ``bound`` (None in objective units without a single
@@ -218,7 +222,14 @@ def certify(
     check_choice("units", units, get_args(Units))
     fitted = _fit(source, candidates)
     return _certificate(
-        fitted, None, delta, schedule, units, calibration, min_observations
+        fitted,
+        None,
+        delta,
+        schedule,
+        units,
+        calibration,
+        min_observations,
+        scale_level,
     )
 
 
@@ -231,6 +242,7 @@ def recommend(
     units: Units = "objective",
     calibration: Calibration | ResidualCalibration = "loo",
     min_observations: int = LOO_MIN_OBSERVATIONS,
+    scale_level: float | None = None,
 ) -> dict[str, Any]:
     r"""The answer at the end of a loop: the best evaluated row, and how far the
     best candidate can be above it.
@@ -255,7 +267,8 @@ def recommend(
         >>> answer["id"], answer["value"], answer["certificate"]["bound"]
 
     Args:
-        source, candidates, delta, schedule, units, calibration, min_observations: As
+        source, candidates, delta, schedule, units, calibration, min_observations,
+        scale_level: As
             in :func:`certify`.
 
     Returns:
@@ -276,7 +289,14 @@ def recommend(
     key = row_key(arm.parameters, names)
     index = next(i for i, r in enumerate(fitted.rows) if row_key(r, names) == key)
     certificate = _certificate(
-        fitted, [index], delta, schedule, units, calibration, min_observations
+        fitted,
+        [index],
+        delta,
+        schedule,
+        units,
+        calibration,
+        min_observations,
+        scale_level,
     )
     # The table's rows come first in ``fitted.rows``, in the table's order.
     row, ident, spec = None, None, fitted.spec
@@ -362,6 +382,7 @@ def _certificate(
     units: Units,
     calibration: Calibration | ResidualCalibration,
     min_observations: int,
+    scale_level: float | None,
 ) -> dict[str, Any]:
     if calibration in ("forecast", "audit"):
         calibration = residual_calibration(fitted.experiment, calibration)
@@ -374,6 +395,7 @@ def _certificate(
         posterior_transform=ScalarizedPosteriorTransform(weights=fitted.weights),
         calibration=calibration,
         min_observations=min_observations,
+        scale_level=scale_level,
     )
     parameters = dict(fitted.rows[cert.index])
     model_units = float(cert.bound)

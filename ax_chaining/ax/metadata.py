@@ -64,7 +64,8 @@ def certificate_record(
     any other acquisition with :func:`~ax_chaining.certificate.certify_model` on its
     model. ``bound`` is in the objective's units (None without a single
     ``scale``), ``bound_model_units`` in Ax's; ``options`` go to the certificate
-    (``delta``, ``schedule``, ``calibration``, ``min_observations``).
+    (``delta``, ``schedule``, ``calibration``, ``min_observations``,
+    ``scale_level``).
     """
     acqf = acquisition.acqf
     if isinstance(acqf, ChainingUCBBase):
@@ -101,13 +102,14 @@ def step_certificate(
     schedule: CheckSchedule | None,
     calibration: CalibrationChoice = "loo",
     min_observations: int = LOO_MIN_OBSERVATIONS,
+    scale_level: float | None = None,
 ) -> dict[str, Any] | None:
     """:func:`certificate_record` when this step is one of ``schedule``'s
     checks (counted by the model's observations), else None: a step that is
     not a declared check records nothing, so ``delta`` is spent on the checks
     alone (:mod:`ax_chaining.certificate`); ``schedule=None`` records none.
     ``calibration``: the certificate's (resolved: residuals, not a name);
-    ``min_observations``: its ``"loo"`` check's."""
+    ``min_observations`` and ``scale_level``: its ``"loo"`` check's."""
     n = num_training_points(acquisition.acqf.model) or 0
     if schedule is None or schedule.index(n) is None:
         return None
@@ -118,4 +120,5 @@ def step_certificate(
         schedule=schedule,
         calibration=calibration,
         min_observations=min_observations,
+        scale_level=scale_level,
     )

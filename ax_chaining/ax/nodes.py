@@ -312,6 +312,7 @@ class _SpecNode:
         calibration = args.pop("certificate_calibration", "loo")
         # Absent in snapshots from before the option: today's default.
         least = args.pop("certificate_min_observations", LOO_MIN_OBSERVATIONS)
+        level = args.pop("certificate_scale_level", None)
         node = generation_node_from_json(generation_node_json=args, **registries)
         kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
         if cls is not UniformCandidateNode:  # its generator is itself
@@ -323,6 +324,7 @@ class _SpecNode:
             kwargs["certificate_schedule"] = schedule
             kwargs["certificate_calibration"] = calibration
             kwargs["certificate_min_observations"] = least
+            kwargs["certificate_scale_level"] = level
         return {**kwargs, "candidate_spec": spec}
 
 
@@ -442,7 +444,8 @@ class CandidateSetNode(_SpecNode, GenerationNode):
     observations from which the ``"loo"`` check certifies
     (``certificate_min_observations``,
     :data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS` by
-    default)."""
+    default) and its scale (``certificate_scale_level``: None, the point
+    estimate, by default)."""
 
     def __init__(
         self,
@@ -454,6 +457,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         certificate_schedule: CheckSchedule | None = EVERY_STEP,
         certificate_calibration: Calibration = "loo",
         certificate_min_observations: int = LOO_MIN_OBSERVATIONS,
+        certificate_scale_level: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(name, generator_specs, transition_criteria, **kwargs)
@@ -462,6 +466,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         self.certificate_schedule = certificate_schedule
         self.certificate_calibration = certificate_calibration
         self.certificate_min_observations = certificate_min_observations
+        self.certificate_scale_level = certificate_scale_level
         # The last step's candidates in the model space (a cache, not state:
         # never stored, rebuilt when missing or stale).
         self._model_space: tuple[list, torch.Tensor] | None = None
@@ -633,6 +638,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
             self.certificate_schedule,
             calibration,
             self.certificate_min_observations,
+            self.certificate_scale_level,
         )
 
     def _step_record(

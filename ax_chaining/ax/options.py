@@ -22,6 +22,7 @@ from ax_chaining.checks import (
 __all__ = [
     "checked_calibration",
     "checked_min_observations",
+    "checked_scale_level",
     "checked_options",
     "stop_rule_of",
 ]
@@ -46,6 +47,22 @@ def checked_min_observations(value: Any) -> int:
         10
     """
     return check_int("certificate_min_observations", value, 1)
+
+
+def checked_scale_level(value: Any) -> float | None:
+    """``certificate_scale_level``: None (the ``"loo"`` check's point
+    estimate of the scale) or a level in (0, 1) (its upper confidence limit,
+    :func:`~ax_chaining.certificate.calibration.loo_check`).
+
+    Example:
+        >>> checked_scale_level(0.05)
+        0.05
+    """
+    if value is None:
+        return None
+    return check_float(
+        "certificate_scale_level", value, (lambda v: 0 < v < 1, "in (0, 1) or None")
+    )
 
 
 def checked_options(

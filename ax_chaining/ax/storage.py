@@ -49,6 +49,7 @@ def _node_to_dict(node: Any) -> dict[str, Any]:
         extra["certificate_schedule"] = node.certificate_schedule
         extra["certificate_calibration"] = node.certificate_calibration
         extra["certificate_min_observations"] = node.certificate_min_observations
+        extra["certificate_scale_level"] = node.certificate_scale_level
     return {**generation_node_to_dict(node), **extra}
 
 

@@ -34,6 +34,7 @@ from ax_chaining.ax.options import (
     checked_calibration,
     checked_min_observations,
     checked_options,
+    checked_scale_level,
     stop_rule_of,
 )
 from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
@@ -96,6 +97,7 @@ def candidate_set_node(
     certificate_schedule: CheckSchedule | None = EVERY_STEP,
     certificate_calibration: Calibration = "loo",
     certificate_min_observations: int = LOO_MIN_OBSERVATIONS,
+    certificate_scale_level: float | None = None,
 ) -> CandidateSetNode:
     """A :class:`CandidateSetNode` running ``botorch_acqf_class`` over :math:`X`.
 
@@ -137,6 +139,10 @@ def candidate_set_node(
             ``"loo"`` check certifies (default
             :data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
             before, the recorded certificate is refused and says why).
+        certificate_scale_level: The ``"loo"`` check's scale: None (default:
+            its point estimate) or a level (its upper confidence limit, e.g.
+            0.05: wider, measured on the documentation page "Certificate
+            validity").
 
     Example:
         >>> node = candidate_set_node(ChainingUCB, {"delta": 0.1})
@@ -177,6 +183,7 @@ def candidate_set_node(
         certificate_min_observations=checked_min_observations(
             certificate_min_observations
         ),
+        certificate_scale_level=checked_scale_level(certificate_scale_level),
     )
 
 

@@ -56,6 +56,7 @@ from ax_chaining.ax.options import (
     checked_calibration,
     checked_min_observations,
     checked_options,
+    checked_scale_level,
     stop_rule_of,
 )
 from ax_chaining.ax.selection import DROPPED, SelectableCandidates
@@ -301,6 +302,7 @@ def sharded_candidate_set_strategy(
     certificate_schedule: CheckSchedule | None = EVERY_STEP,
     certificate_calibration: Calibration = "loo",
     certificate_min_observations: int = LOO_MIN_OBSERVATIONS,
+    certificate_scale_level: float | None = None,
     **spec_fields: Any,
 ) -> GenerationStrategy:
     r"""Initialization, then Chaining-UCB on the shards, as an Ax strategy.
@@ -327,7 +329,8 @@ def sharded_candidate_set_strategy(
             is distributed).
         botorch_acqf_options, init_trials, name, stop_tolerance, torch_device: As
             :func:`~ax_chaining.ax.candidate_set_strategy`.
-        certificate_schedule, certificate_calibration, certificate_min_observations: As
+        certificate_schedule, certificate_calibration, certificate_min_observations,
+        certificate_scale_level: As
             :func:`~ax_chaining.ax.candidate_set_node`.
         init: ``"uniform"`` (the one initialization over items).
         surrogate_spec: Ax's, with a library-mode Tanimoto kernel over the
@@ -379,6 +382,7 @@ def sharded_candidate_set_strategy(
         certificate_min_observations=checked_min_observations(
             certificate_min_observations
         ),
+        certificate_scale_level=checked_scale_level(certificate_scale_level),
     )
     if init_trials == 0:
         return GenerationStrategy(name=name, nodes=[main])
