@@ -727,6 +727,7 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
         ("certificate (current, default)", _regret_rule("robust"), None),
         ("certificate (forecast residuals)", _regret_rule("forecast"), None),
         ("certificate (geometric checks)", _regret_rule("geometric"), None),
+        ("certificate (LOO scale's upper limit)", _regret_rule("loo_upper"), None),
         ("certificate (running minimum, plain)", None, None),
         (
             "UCB - LCB",
@@ -744,8 +745,17 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
         ("rank in top 1% (current, default)", _rank_rule("robust"), "robust"),
         ("rank in top 1% (forecast residuals)", _rank_rule("forecast"), "forecast"),
         ("rank in top 1% (geometric checks)", _rank_rule("geometric"), "geometric"),
+        (
+            "rank in top 1% (LOO scale's upper limit)",
+            _rank_rule("loo_upper"),
+            "loo_upper",
+        ),
         ("fixed budget", lambda s, r: False, None),
     ):
+        if "upper limit" in name and not any(
+            _key("loo_upper", "bound") in s for r in runs for s in r["steps"]
+        ):
+            continue  # records made before the variant
         queries, regrets, above, fired, top = [], [], 0, 0, 0
         for r in runs:
             tol = 0.10 * r["f_range"]

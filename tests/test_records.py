@@ -218,6 +218,8 @@ def test_cli_pack_errors(tmp_path):
         "validity_baybe_priors",
         "validity_baybe_model",
         "validity_rdkit2d_chen",
+        "validity_protocol",
+        "validity_protocol_init5",
         "screening",
     ],
 )
@@ -319,6 +321,8 @@ def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
         ("validity_baybe_priors", "validity"),
         ("validity_baybe_model", "validity"),
         ("validity_rdkit2d_chen", "validity"),
+        ("validity_protocol", "validity"),
+        ("validity_protocol_init5", "validity"),
         ("screening", "screening"),
     ],
 )

@@ -328,6 +328,41 @@ def test_reading_old_records_as_current_agrees_with_a_rerun() -> None:
             assert now["plain_bound"] == pytest.approx(then["plain_bound"], rel=1e-6)
 
 
+def test_the_protocol_runs_repeat_the_committed_shorter_loops() -> None:
+    """The committed 100-query loops on the default molecule model (and on
+    the grid) from 10 initial points (benchmarks/results/
+    validity_protocol.jsonl.gz) made the same queries as the committed
+    60-query loops of the same seeds (validity_baybe_model.jsonl.gz; the
+    grid: validity.jsonl.gz) and recorded the same certificates at their
+    common steps: a seed fixes the trials, whatever the budget or the
+    variants recorded beside them."""
+    from pathlib import Path
+
+    from benchmarks.records import read_packed
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    longer = read_packed(results / "validity_protocol.jsonl.gz")
+    shorter = {
+        (r["problem"], r["method"], r["seed"]): r
+        for name in ("validity_baybe_model", "validity")
+        for r in map(as_current, read_packed(results / f"{name}.jsonl.gz"))
+    }
+    assert len(longer) == 60
+    for r in longer:
+        assert r["config"]["queries"] == 100 and r["config"]["n_init"] == 10
+        before = shorter[(r["problem"], r["method"], r["seed"])]
+        common = len(before["steps"])
+        assert common in (60, 100)
+        assert r["items"][: 10 + common] == before["items"]
+        for now, then in zip(r["steps"], before["steps"], strict=False):
+            assert now["n"] == then["n"]
+            for rule in ("plain", "robust"):
+                a, b = now[f"{rule}_bound"], then[f"{rule}_bound"]
+                assert (a is None) == (b is None)
+                if a is not None and math.isfinite(a):
+                    assert a == pytest.approx(b, rel=1e-6)
+
+
 def test_first_seed_adds_seeds_beside_stored_ones(tmp_path) -> None:
     """``--first-seed 1 --runs 1`` runs seed 1 alone (its initial points are
     seed 1's), beside a stored seed 0 that it neither reruns nor changes."""
