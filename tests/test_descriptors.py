@@ -197,3 +197,25 @@ def test_default_cleaning_of_each_encoding() -> None:
     assert float(table.values.max()).is_integer()
     with pytest.raises(ValueError, match="unknown keys"):
         molecule_features(MOLECULES, "rdkit2d", cleaning={"scaling": "unit"})
+
+
+def test_worker_processes_give_the_same_features(tmp_path: Path) -> None:
+    """``n_jobs`` splits the encoding over spawned processes: the same raw
+    array (NaNs where they were) and the same cleaned table, a cache made
+    with one worker is reused with two, and a bad ``n_jobs`` is refused
+    before anything is computed."""
+    library = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "OC(=O)CCN", "CCOC"]
+    raw, names = encode_molecules(library, "fragprints", n_bits=64)
+    raw2, names2 = encode_molecules(library, "fragprints", n_bits=64, n_jobs=2)
+    np.testing.assert_array_equal(raw2, raw)
+    assert names2 == names
+    path = tmp_path / "cache"
+    one = molecule_features(library, "rdkit2d", path=path)
+    two = molecule_features(library, "rdkit2d", path=path, n_jobs=2)
+    assert isinstance(two.values, np.memmap)  # the one-worker cache, reused
+    fresh = molecule_features(library, "rdkit2d", n_jobs=2)
+    np.testing.assert_array_equal(fresh.values, one.values)
+    assert fresh.names == one.names
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises((ValueError, TypeError), match="n_jobs"):
+            molecule_features(library, "rdkit2d", n_jobs=bad)
