@@ -229,8 +229,9 @@ def test_scale_level_takes_the_upper_confidence_limit_of_the_loo_scale() -> None
     plain = certify_model(model, X, min_observations=1)
     assert wide.valid and plain.valid and wide.bound > plain.bound
     for bad in (0.0, 1.0, 1.5):
-        with pytest.raises(ValueError, match="`scale_level`"):
-            certify_model(model, X, scale_level=bad)
+        for calibration in ("loo", "none"):
+            with pytest.raises(ValueError, match="`scale_level`"):
+                certify_model(model, X, scale_level=bad, calibration=calibration)
 
 
 def test_the_check_refuses_a_lengthscale_ten_times_too_long() -> None:

@@ -188,10 +188,7 @@ def loo_check(
 
     alpha = check_float("alpha", alpha, (lambda v: 0 < v < 1, "in (0, 1)"))
     min_observations = check_int("min_observations", min_observations, 1)
-    if scale_level is not None:
-        scale_level = check_float(
-            "scale_level", scale_level, (lambda v: 0 < v < 1, "in (0, 1) or None")
-        )
+    scale_level = _checked_scale_level(scale_level)
     n_obs = num_training_points(model) or 0
     if n_obs < min_observations:
         why = (
@@ -237,6 +234,14 @@ def loo_check(
     return LooCheck(max(1.0, math.sqrt(variance)), True, "", stats)
 
 
+def _checked_scale_level(scale_level: Any) -> float | None:
+    if scale_level is None:
+        return None
+    return check_float(
+        "scale_level", scale_level, (lambda v: 0 < v < 1, "in (0, 1) or None")
+    )
+
+
 def calibrate(
     model: Model,
     calibration: CalibrationChoice,
@@ -251,6 +256,8 @@ def calibrate(
     its scale; ``stats`` prefixed ``forecast_`` or ``audit_``). Where the
     residuals are missing or too few, :func:`loo_check` with ``fallback_loo =
     1`` (and ``<source>_residuals``, their number) in its stats."""
+    # A bad option is an error whatever the calibration acting.
+    scale_level = _checked_scale_level(scale_level)
     acting = acting_calibration(calibration)
     if isinstance(acting, ResidualCalibration):
         fit = acting.fit()
