@@ -267,9 +267,9 @@ def recommend(
         >>> answer["id"], answer["value"], answer["certificate"]["bound"]
 
     Args:
-        source, candidates, delta, schedule, units, calibration, min_observations,
-        scale_level: As
+        source, candidates, delta, schedule, units, calibration, min_observations: As
             in :func:`certify`.
+        scale_level: As in :func:`certify`.
 
     Returns:
         ``parameters``; ``arm_name`` and ``trial_index`` (the last trial that

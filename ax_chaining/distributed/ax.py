@@ -329,9 +329,9 @@ def sharded_candidate_set_strategy(
             is distributed).
         botorch_acqf_options, init_trials, name, stop_tolerance, torch_device: As
             :func:`~ax_chaining.ax.candidate_set_strategy`.
-        certificate_schedule, certificate_calibration, certificate_min_observations,
-        certificate_scale_level: As
+        certificate_schedule, certificate_calibration, certificate_min_observations: As
             :func:`~ax_chaining.ax.candidate_set_node`.
+        certificate_scale_level: As :func:`~ax_chaining.ax.candidate_set_node`.
         init: ``"uniform"`` (the one initialization over items).
         surrogate_spec: Ax's, with a library-mode Tanimoto kernel over the
             same library (:func:`~ax_chaining.ax.fingerprint_kernel_surrogate_spec`).
