@@ -221,16 +221,8 @@ def certify(
     delta = check_delta(delta)
     check_choice("units", units, get_args(Units))
     fitted = _fit(source, candidates)
-    return _certificate(
-        fitted,
-        None,
-        delta,
-        schedule,
-        units,
-        calibration,
-        min_observations,
-        scale_level,
-    )
+    check = {"min_observations": min_observations, "scale_level": scale_level}
+    return _certificate(fitted, None, delta, schedule, units, calibration, check)
 
 
 def recommend(
@@ -288,15 +280,9 @@ def recommend(
     names = list(fitted.experiment.search_space.parameters)
     key = row_key(arm.parameters, names)
     index = next(i for i, r in enumerate(fitted.rows) if row_key(r, names) == key)
+    check = {"min_observations": min_observations, "scale_level": scale_level}
     certificate = _certificate(
-        fitted,
-        [index],
-        delta,
-        schedule,
-        units,
-        calibration,
-        min_observations,
-        scale_level,
+        fitted, [index], delta, schedule, units, calibration, check
     )
     # The table's rows come first in ``fitted.rows``, in the table's order.
     row, ident, spec = None, None, fitted.spec
@@ -381,9 +367,10 @@ def _certificate(
     schedule: CheckSchedule | None,
     units: Units,
     calibration: Calibration | ResidualCalibration,
-    min_observations: int,
-    scale_level: float | None,
+    check: dict[str, Any],
 ) -> dict[str, Any]:
+    """``check``: the ``"loo"`` check's options (``min_observations``,
+    ``scale_level``)."""
     if calibration in ("forecast", "audit"):
         calibration = residual_calibration(fitted.experiment, calibration)
     cert = certify_model(
@@ -394,8 +381,7 @@ def _certificate(
         schedule=schedule,
         posterior_transform=ScalarizedPosteriorTransform(weights=fitted.weights),
         calibration=calibration,
-        min_observations=min_observations,
-        scale_level=scale_level,
+        **check,
     )
     parameters = dict(fitted.rows[cert.index])
     model_units = float(cert.bound)
