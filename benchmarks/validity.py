@@ -128,10 +128,10 @@ LABELS = {
     "chaining_audit": f"Chaining-UCB, 1 query in {AUDIT_EVERY} an audit",
 }
 RULE_LABELS = {
-    "loo_upper": "robust, the LOO scale at its upper 95% confidence limit",
-    "loo_light20": "robust, Student-t tails min(n - 1, 20) near the data",
     "robust": "robust (default: LOO check, Student-t tails n - 1 near the data, "
     "min(n - 1, 10) away)",
+    "loo_upper": "robust, the LOO scale at its upper 95% confidence limit",
+    "loo_light20": "robust, Student-t tails min(n - 1, 20) near the data",
     "loo_capped": "LOO check, Student-t tails min(n - 1, 10) everywhere",
     "loo_student": "LOO check, Student-t tails n - 1 (previous default)",
     "loo_gaussian": "LOO check, Gaussian tails (first calibrated default)",
@@ -723,6 +723,11 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
     which it fired before); ``top_when_fired`` counts the fired runs of a rank
     rule whose point is truly in the top fraction."""
     rows = []
+    # Rules on a variant that older records lack: rows only where recorded.
+    needs = {
+        "certificate (LOO scale's upper limit)": "loo_upper",
+        "rank in top 1% (LOO scale's upper limit)": "loo_upper",
+    }
     for name, stops, rank_of in (
         ("certificate (current, default)", _regret_rule("robust"), None),
         ("certificate (forecast residuals)", _regret_rule("forecast"), None),
@@ -752,10 +757,10 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
         ),
         ("fixed budget", lambda s, r: False, None),
     ):
-        if "upper limit" in name and not any(
-            _key("loo_upper", "bound") in s for r in runs for s in r["steps"]
+        if name in needs and not any(
+            _key(needs[name], "bound") in s for r in runs for s in r["steps"]
         ):
-            continue  # records made before the variant
+            continue
         queries, regrets, above, fired, top = [], [], 0, 0, 0
         for r in runs:
             tol = 0.10 * r["f_range"]
