@@ -49,7 +49,13 @@ Encoding is the slow part of a large library (Mordred: about 30 s per 1,000
 molecules on one core; RDKit's descriptors about a tenth of that), and each
 molecule's row depends on that molecule alone: ``n_jobs`` splits the library
 into contiguous chunks encoded by that many worker processes, in order, so
-the result is the same array as with one process.
+the result is the same array as with one process. ``executor`` maps the same
+chunks on an executor the caller holds instead: ``client.get_executor()`` of a
+Dask ``distributed.Client`` spreads them over a cluster (its workers need this
+package and the ``chem`` extra). Either way the raw table is gathered in this
+process before it is cleaned (cleaning needs every row: constant columns and
+correlations are properties of the whole library), so it must fit in memory:
+Mordred's 1,613 columns take about 13 GB per million molecules in float64.
 
 Example:
     >>> from ax_chaining.descriptors import molecule_features
@@ -64,6 +70,7 @@ import json
 import os
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +93,7 @@ __all__ = [
     "CLEANING_STEPS",
     "COUNT_ENCODINGS",
     "ENCODINGS",
+    "EXECUTOR_CHUNK",
     "CleanedFeatures",
     "MoleculeFeatures",
     "clean_features",
@@ -102,6 +110,11 @@ COUNT_ENCODINGS = ("fragments", "morgan_counts", "fragprints")
 
 CLEANING_STEPS = ("nonfinite", "constant", "scale", "decorrelate")
 """The cleaning steps of :func:`clean_features`, in the order they run."""
+
+EXECUTOR_CHUNK = 1000
+"""Molecules per task when :func:`encode_molecules` maps on a caller's
+executor: about 30 s of Mordred on one core, long enough to pay for a task's
+overhead on a cluster, short enough to spread a library over many workers."""
 
 _SCALES = ("unit", "standardize")
 _DUPLICATES = ("refuse", "map")
@@ -324,6 +337,7 @@ def encode_molecules(
     radius: int = 2,
     n_bits: int = 2048,
     n_jobs: int | None = None,
+    executor: Executor | None = None,
 ) -> tuple[np.ndarray, tuple[str, ...]]:
     """The raw (uncleaned) encoding of each molecule, one row per SMILES.
 
@@ -334,14 +348,19 @@ def encode_molecules(
         n_bits: Morgan fingerprint width (``morgan_counts`` and ``fragprints``).
         n_jobs: Worker processes (scikit-learn's convention: None is 1, -1
             every core); the result does not depend on it.
+        executor: A ``concurrent.futures.Executor`` to encode chunks of
+            :data:`EXECUTOR_CHUNK` molecules on (for a Dask cluster,
+            ``client.get_executor()``), or None; not with ``n_jobs`` above 1.
+            The result does not depend on it.
 
     Returns:
         ``(values, names)``: an ``N x d`` float64 array (NaN where a descriptor
         fails on a molecule) and the column names.
 
     Raises:
-        ValueError: Empty input, an unknown encoding, or a SMILES rdkit cannot
-            parse (its index is given).
+        ValueError: Empty input, an unknown encoding, a SMILES rdkit cannot
+            parse (its index is given), or both ``n_jobs`` above 1 and an
+            ``executor``.
         ImportError: rdkit (or, for ``mordred``, mordredcommunity) is missing.
 
     Example:
@@ -357,7 +376,11 @@ def encode_molecules(
     radius = check_int("radius", radius, 0)
     n_bits = check_int("n_bits", n_bits, 1)
     jobs = _num_jobs(n_jobs)
+    _check_executor(executor, jobs)
     mols = _molecules(smiles)  # every SMILES checked before a worker starts
+    if executor is not None:
+        chunked = (list(smiles), encoding, radius, n_bits, executor, EXECUTOR_CHUNK)
+        return _encode_chunks(*chunked)
     if jobs > 1 and len(smiles) > 1:
         return _encode_in_processes(list(smiles), encoding, radius, n_bits, jobs)
     parts = []
@@ -408,19 +431,49 @@ def _encode_in_processes(
     from concurrent.futures import ProcessPoolExecutor
 
     size = max(1, -(-len(smiles) // (4 * jobs)))
-    chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
     # "spawn": a fresh interpreter per worker, safe beside torch's threads.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(jobs, len(chunks)), mp_context=context) as pool:
-        parts = list(
-            pool.map(
-                encode_molecules,
-                chunks,
-                [encoding] * len(chunks),
-                [radius] * len(chunks),
-                [n_bits] * len(chunks),
-            )
+    workers = min(jobs, -(-len(smiles) // size))
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return _encode_chunks(smiles, encoding, radius, n_bits, pool, size)
+
+
+def _check_executor(executor: Any, jobs: int) -> None:
+    if executor is None:
+        return
+    if not isinstance(executor, Executor):
+        raise type_error(
+            "executor",
+            "a concurrent.futures.Executor (for Dask: client.get_executor()) or None",
+            executor,
         )
+    if jobs > 1:
+        raise ValueError(
+            f"Pass `n_jobs` (got {jobs}) or `executor`, not both: the executor's "
+            "workers do the encoding."
+        )
+
+
+def _encode_chunks(
+    smiles: list[str],
+    encoding: str,
+    radius: int,
+    n_bits: int,
+    executor: Executor,
+    size: int,
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """:func:`encode_molecules` of contiguous chunks of ``size`` molecules
+    mapped on ``executor``, stacked in input order."""
+    chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
+    parts = list(
+        executor.map(
+            encode_molecules,
+            chunks,
+            [encoding] * len(chunks),
+            [radius] * len(chunks),
+            [n_bits] * len(chunks),
+        )
+    )
     return np.concatenate([p[0] for p in parts]), parts[0][1]
 
 
@@ -500,6 +553,7 @@ def molecule_features(
     n_bits: int = 2048,
     cleaning: dict[str, Any] | None = None,
     n_jobs: int | None = None,
+    executor: Executor | None = None,
 ) -> MoleculeFeatures:
     r"""A molecule library's cleaned encoding, computed once (cached at ``path``).
 
@@ -520,6 +574,10 @@ def molecule_features(
         n_jobs: Worker processes for the encoding (:func:`encode_molecules`;
             None: 1, -1: every core). Not an option of the result: a cache
             made with any ``n_jobs`` is reused.
+        executor: A ``concurrent.futures.Executor`` for the encoding instead
+            of ``n_jobs`` processes (:func:`encode_molecules`; for a Dask
+            cluster, ``client.get_executor()``), or None. Not an option of the
+            result either.
 
     Returns:
         The :class:`MoleculeFeatures`.
@@ -543,7 +601,7 @@ def molecule_features(
         raise type_error(
             "cleaning", "a dict of clean_features options or None", cleaning
         )
-    _num_jobs(n_jobs)
+    _check_executor(executor, _num_jobs(n_jobs))
     options_of_clean = {**default_cleaning(encoding), **(cleaning or {})}
     unknown = set(options_of_clean) - {
         "nonfinite",
@@ -587,7 +645,7 @@ def molecule_features(
         )
     unique = np.flatnonzero(first_row == np.arange(len(smiles)))
     raw, names = encode_molecules(
-        [smiles[i] for i in unique], encoding, radius, n_bits, n_jobs
+        [smiles[i] for i in unique], encoding, radius, n_bits, n_jobs, executor
     )
     cleaned = clean_features(raw, names, **options_of_clean)
     # Items map to the rows of their first occurrence among the unique ones.

@@ -219,3 +219,33 @@ def test_worker_processes_give_the_same_features(tmp_path: Path) -> None:
     for bad in (0, -2, 1.5, True):
         with pytest.raises((ValueError, TypeError), match="n_jobs"):
             molecule_features(library, "rdkit2d", n_jobs=bad)
+
+
+def test_an_executor_gives_the_same_features(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``executor`` maps chunks of :data:`EXECUTOR_CHUNK` molecules on a
+    caller's executor (here a Dask cluster's, in this process): the same raw
+    array, in input order over several chunks, and the same cleaned table; a
+    non-executor, or an executor beside ``n_jobs`` above 1, is refused."""
+    distributed = pytest.importorskip("distributed")
+    import ax_chaining.descriptors as descriptors
+
+    monkeypatch.setattr(descriptors, "EXECUTOR_CHUNK", 2)  # 4 chunks of 7
+    library = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "OC(=O)CCN", "CCOC"]
+    raw, names = encode_molecules(library, "fragprints", n_bits=64)
+    with distributed.Client(
+        processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
+    ) as client:
+        executor = client.get_executor()
+        raw2, names2 = encode_molecules(
+            library, "fragprints", n_bits=64, executor=executor
+        )
+        table = molecule_features(library, "rdkit2d", executor=executor)
+        with pytest.raises(ValueError, match="not both"):
+            encode_molecules(library, "rdkit2d", n_jobs=2, executor=executor)
+    np.testing.assert_array_equal(raw2, raw)
+    assert names2 == names
+    alone = molecule_features(library, "rdkit2d")
+    np.testing.assert_array_equal(table.values, alone.values)
+    assert table.names == alone.names
+    with pytest.raises(TypeError, match="executor"):
+        molecule_features(library, "rdkit2d", executor=2)

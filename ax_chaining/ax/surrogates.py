@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 from ax.api.configs import RangeParameterConfig
@@ -247,6 +248,7 @@ def molecule_surrogate_spec(
     duplicates: str = "refuse",
     cleaning: dict[str, Any] | None = None,
     n_jobs: int | None = None,
+    executor: Executor | None = None,
 ) -> SurrogateSpec:
     r"""The surrogate spec for a molecule library behind an item index.
 
@@ -275,7 +277,8 @@ def molecule_surrogate_spec(
 
     Mordred needs the ``chem`` extra (``mordredcommunity``) and costs about
     30 s per 1,000 molecules on one core: pass ``path`` to compute the
-    features once, ``n_jobs`` to compute them on several cores, or
+    features once, ``n_jobs`` to compute them on several cores,
+    ``executor=client.get_executor()`` to compute them on a Dask cluster, or
     ``encoding="rdkit2d"`` (a few times faster) for libraries of 10^5
     molecules and more.
 
@@ -313,6 +316,9 @@ def molecule_surrogate_spec(
             (:func:`~ax_chaining.descriptors.encode_molecules`; None: 1, -1:
             every core); the features do not depend on it. Unused by
             ``morgan_bits``.
+        executor: A ``concurrent.futures.Executor`` that computes the encoding
+            instead (for a Dask cluster, ``client.get_executor()``), or None;
+            the features do not depend on it. Unused by ``morgan_bits``.
 
     Raises:
         ValueError: An unknown encoding, prior or kernel, an invalid or
@@ -363,6 +369,7 @@ def molecule_surrogate_spec(
         duplicates=duplicates,
         cleaning=cleaning,
         n_jobs=n_jobs,
+        executor=executor,
     )
     if not descriptors:
         kernel = "minmax"
