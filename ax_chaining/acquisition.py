@@ -36,6 +36,7 @@ from ax_chaining.certificate.bounds import (
     chaining_tree,
 )
 from ax_chaining.certificate.calibration import (
+    DEFAULT_SCALE_LEVEL,
     LOO_MIN_OBSERVATIONS,
     calibrate,
     issue_certificate,
@@ -682,7 +683,7 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
         calibration: CalibrationChoice = "loo",
         alpha: float = 0.01,
         min_observations: int = LOO_MIN_OBSERVATIONS,
-        scale_level: float | None = None,
+        scale_level: float | None = DEFAULT_SCALE_LEVEL,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate.
 
@@ -739,9 +740,9 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
                 ``"loo"`` check certifies
                 (:data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
                 fewer: refused).
-            scale_level: The ``"loo"`` check's scale: None (its point
-                estimate) or a level (its upper confidence limit,
-                :func:`~ax_chaining.certificate.calibration.loo_check`).
+            scale_level: The ``"loo"`` check's scale: a level (its upper
+                confidence limit; default 0.05) or None (its point estimate),
+                as in :func:`~ax_chaining.certificate.calibration.loo_check`.
 
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.

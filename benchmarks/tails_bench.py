@@ -143,6 +143,9 @@ def run_one(
                 delta=record["config"]["delta"],
                 tail=_law(d),
                 min_observations=1,
+                # The LOO scale's point estimate, as when the records were
+                # made (the tails are compared here, not the scale).
+                scale_level=None,
             )
             regret = f_max - float(f[cert.index])
             bound = cert.bound if cert.valid else None

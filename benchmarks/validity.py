@@ -128,12 +128,12 @@ LABELS = {
     "chaining_audit": f"Chaining-UCB, 1 query in {AUDIT_EVERY} an audit",
 }
 RULE_LABELS = {
-    "robust": "robust (default: LOO check, Student-t tails n - 1 near the data, "
-    "min(n - 1, 10) away)",
-    "loo_upper": "robust, the LOO scale at its upper 95% confidence limit",
+    "robust": "robust, the LOO scale's point estimate (previous default: LOO "
+    "check, Student-t tails n - 1 near the data, min(n - 1, 10) away)",
+    "loo_upper": "robust, the LOO scale at its upper 95% confidence limit (default)",
     "loo_light20": "robust, Student-t tails min(n - 1, 20) near the data",
     "loo_capped": "LOO check, Student-t tails min(n - 1, 10) everywhere",
-    "loo_student": "LOO check, Student-t tails n - 1 (previous default)",
+    "loo_student": "LOO check, Student-t tails n - 1 (an earlier default)",
     "loo_gaussian": "LOO check, Gaussian tails (first calibrated default)",
     "plain": "plain (model taken as true)",
     "geometric": "robust, geometric checks",
@@ -246,6 +246,9 @@ def _problem(name: str, seed: int, config: ValidityConfig):
 def _strategy(method: str, kwargs: dict[str, Any], config: ValidityConfig):
     from ax_chaining import ax as axc
 
+    # `robust` is the LOO scale's point estimate, as in every record made
+    # before the upper limit (`loo_upper`) became the package's default.
+    kwargs = {**kwargs, "certificate_scale_level": None}
     if method in ("chaining", "chaining_audit"):
         audit = {"audit_every": AUDIT_EVERY} if method == "chaining_audit" else {}
         return axc.chaining_generation_strategy(
@@ -305,7 +308,9 @@ def _variants(n: int, experiment: Any, audits: bool) -> dict[str, dict[str, Any]
         out["audit"] = {"calibration": residual_calibration(experiment, "audit")}
     if _geometric().index(n) is not None:
         out["geometric"] = {"schedule": _geometric()}
-    return out
+    # Every variant but `loo_upper` on the LOO scale's point estimate, as the
+    # records made before the upper limit became the default.
+    return {k: {"scale_level": None, **v} for k, v in out.items()}
 
 
 def _realized_rank(f: np.ndarray, index: int) -> int:
@@ -725,14 +730,18 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
     rows = []
     # Rules on a variant that older records lack: rows only where recorded.
     needs = {
-        "certificate (LOO scale's upper limit)": "loo_upper",
-        "rank in top 1% (LOO scale's upper limit)": "loo_upper",
+        "certificate (LOO scale's upper limit, default)": "loo_upper",
+        "rank in top 1% (LOO scale's upper limit, default)": "loo_upper",
     }
     for name, stops, rank_of in (
-        ("certificate (current, default)", _regret_rule("robust"), None),
+        ("certificate (LOO point estimate)", _regret_rule("robust"), None),
         ("certificate (forecast residuals)", _regret_rule("forecast"), None),
         ("certificate (geometric checks)", _regret_rule("geometric"), None),
-        ("certificate (LOO scale's upper limit)", _regret_rule("loo_upper"), None),
+        (
+            "certificate (LOO scale's upper limit, default)",
+            _regret_rule("loo_upper"),
+            None,
+        ),
         ("certificate (running minimum, plain)", None, None),
         (
             "UCB - LCB",
@@ -747,11 +756,11 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
             lambda s, r: s["ax_improvement_stop"],
             None,
         ),
-        ("rank in top 1% (current, default)", _rank_rule("robust"), "robust"),
+        ("rank in top 1% (LOO point estimate)", _rank_rule("robust"), "robust"),
         ("rank in top 1% (forecast residuals)", _rank_rule("forecast"), "forecast"),
         ("rank in top 1% (geometric checks)", _rank_rule("geometric"), "geometric"),
         (
-            "rank in top 1% (LOO scale's upper limit)",
+            "rank in top 1% (LOO scale's upper limit, default)",
             _rank_rule("loo_upper"),
             "loo_upper",
         ),

@@ -203,17 +203,19 @@ def test_loo_residuals_equal_brute_force_leave_one_out() -> None:
 
 
 def test_scale_level_takes_the_upper_confidence_limit_of_the_loo_scale() -> None:
-    """``scale_level`` replaces the point estimate sqrt(mean z^2) by
-    sqrt(sum z^2 / chi2_{n, level}), by hand from the LOO residuals; it only
-    widens (never below the point estimate for level <= 1/2), the bound
-    follows the scale, and a bad level is refused before anything runs."""
+    """``scale_level`` replaces the point estimate sqrt(mean z^2) (``None``)
+    by sqrt(sum z^2 / chi2_{n, level}), by hand from the LOO residuals, at
+    level 0.05 by default; it only widens (never below the point estimate for
+    level <= 1/2), the bound follows the scale, and a bad level is refused
+    before anything runs."""
     from scipy.stats import chi2
 
     X, _, idx, y = _grid_data(1, n=24)
     model = _se_model(X[idx], y, 1.0)  # residuals a little wider than it says
     z = loo_residuals(model).double()
-    point = loo_check(model, min_observations=1)
+    point = loo_check(model, min_observations=1, scale_level=None)
     upper = loo_check(model, min_observations=1, scale_level=0.05)
+    assert loo_check(model, min_observations=1).scale == upper.scale  # default
     assert point.valid and upper.valid
     assert point.scale == pytest.approx(math.sqrt(float(z.square().mean())))
     expected = math.sqrt(float(z.square().sum()) / chi2.ppf(0.05, 24))
@@ -226,8 +228,9 @@ def test_scale_level_takes_the_upper_confidence_limit_of_the_loo_scale() -> None
     assert loo_check(narrow, min_observations=1, scale_level=0.05).scale == 1.0
     # The bound scales with the check's factor.
     wide = certify_model(model, X, min_observations=1, scale_level=0.05)
-    plain = certify_model(model, X, min_observations=1)
+    plain = certify_model(model, X, min_observations=1, scale_level=None)
     assert wide.valid and plain.valid and wide.bound > plain.bound
+    assert certify_model(model, X, min_observations=1).bound == wide.bound
     for bad in (0.0, 1.0, 1.5):
         for calibration in ("loo", "none"):
             with pytest.raises(ValueError, match="`scale_level`"):

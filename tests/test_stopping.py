@@ -336,10 +336,14 @@ def test_the_scale_level_widens_the_recorded_certificates_and_survives_json(
 ) -> None:
     """``certificate_scale_level`` reaches the recorded certificates: the same
     loop (same seed, same trials: the certificate does not choose them)
-    records bounds at least as wide at every step, wider where the LOO
+    records bounds at least as wide under the upper limit (0.05, the default)
+    as under the point estimate (None) at every step, wider where the LOO
     residuals are few, the same as ``certify(..., scale_level=...)`` on the
     experiment; the option survives Ax's JSON; a bad level is refused."""
-    plain = _client(chaining_generation_strategy(init_trials=4, seed=0, **LEAST))
+    point_gs = chaining_generation_strategy(
+        init_trials=4, seed=0, certificate_scale_level=None, **LEAST
+    )
+    plain = _client(point_gs)
     upper_gs = chaining_generation_strategy(
         init_trials=4, seed=0, certificate_scale_level=0.05, **LEAST
     )
@@ -352,7 +356,12 @@ def test_the_scale_level_widens_the_recorded_certificates_and_survives_json(
     for p, u in zip(a, b, strict=True):
         assert u["bound"] >= p["bound"] * (1 - 1e-9)
     assert any(u["bound"] > p["bound"] * 1.05 for p, u in zip(a, b, strict=True))
-    assert certify(upper, scale_level=0.05)["bound"] >= certify(upper)["bound"]
+    assert certify(upper)["bound"] >= certify(upper, scale_level=None)["bound"]
+    assert certify(upper)["bound"] == certify(upper, scale_level=0.05)["bound"]
+    default = _client(chaining_generation_strategy(init_trials=4, seed=0, **LEAST))
+    for _ in range(8):
+        _step(default)
+    assert [h["bound"] for h in certificate_history(default)] == [h["bound"] for h in b]
     path = str(tmp_path / "upper.json")
     upper.save_to_json_file(path)
     loaded = Client.load_from_json_file(path)

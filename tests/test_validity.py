@@ -86,7 +86,7 @@ def test_stopping_rules_fire_or_run_to_the_budget() -> None:
     ]
     stopping = summarize([_record(steps)])["stopping"]
     by_rule = {r["rule"]: r for r in stopping}
-    current = by_rule["certificate (current, default)"]
+    current = by_rule["certificate (LOO point estimate)"]
     assert (current["fired"], current["median_queries"]) == (1, 2)
     assert current["median_regret_over_range"] == pytest.approx(0.05)
     assert current["stopped_above_tolerance"] == 0
@@ -97,7 +97,7 @@ def test_stopping_rules_fire_or_run_to_the_budget() -> None:
     ucb_lcb = by_rule["UCB - LCB"]  # no bound recorded: never fires
     assert ucb_lcb["fired"] == 0
     text = format_markdown(summarize([_record(steps)]))
-    row = "| FreeSolv | Chaining-UCB | certificate (current, default) | 1/1 | 2.000 |"
+    row = "| FreeSolv | Chaining-UCB | certificate (LOO point estimate) | 1/1 | 2.000 |"
     assert row in text
 
 
@@ -127,7 +127,7 @@ def test_oracle_factor_and_rank_statements_by_hand() -> None:
     # The rank rule stops at rank_bound <= 1% of 200 = 2: run 0 at query 2
     # (true rank 2: in the top 1%), run 1 at query 2 (true rank 1).
     by_rule = {r["rule"]: r for r in summary["stopping"]}
-    rank_rule = by_rule["rank in top 1% (current, default)"]
+    rank_rule = by_rule["rank in top 1% (LOO point estimate)"]
     assert (rank_rule["fired"], rank_rule["top_when_fired"]) == (2, 2)
     assert rank_rule["median_queries"] == 2
     text = format_markdown(summary)

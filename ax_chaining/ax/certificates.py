@@ -32,7 +32,11 @@ from ax_chaining.ax.candidates import (
 )
 from ax_chaining.ax.forecasts import residual_calibration
 from ax_chaining.ax.metadata import objective_scale, recorded
-from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS, certify_model
+from ax_chaining.certificate.calibration import (
+    DEFAULT_SCALE_LEVEL,
+    LOO_MIN_OBSERVATIONS,
+    certify_model,
+)
 from ax_chaining.certificate.residuals import ResidualCalibration
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import Calibration
@@ -164,7 +168,7 @@ def certify(
     units: Units = "objective",
     calibration: Calibration | ResidualCalibration = "loo",
     min_observations: int = LOO_MIN_OBSERVATIONS,
-    scale_level: float | None = None,
+    scale_level: float | None = DEFAULT_SCALE_LEVEL,
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
@@ -206,9 +210,9 @@ def certify(
             check certifies
             (:data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
             fewer: ``valid`` False, and ``reason`` says so).
-        scale_level: The ``"loo"`` check's scale: None (its point estimate)
-            or a level (its upper confidence limit,
-            :func:`~ax_chaining.certificate.calibration.loo_check`).
+        scale_level: The ``"loo"`` check's scale: a level (its upper
+            confidence limit; default 0.05) or None (its point estimate), as
+            in :func:`~ax_chaining.certificate.calibration.loo_check`.
 
     Returns:
         ``parameters``, ``bound`` (None in objective units without a single
@@ -234,7 +238,7 @@ def recommend(
     units: Units = "objective",
     calibration: Calibration | ResidualCalibration = "loo",
     min_observations: int = LOO_MIN_OBSERVATIONS,
-    scale_level: float | None = None,
+    scale_level: float | None = DEFAULT_SCALE_LEVEL,
 ) -> dict[str, Any]:
     r"""The answer at the end of a loop: the best evaluated row, and how far the
     best candidate can be above it.

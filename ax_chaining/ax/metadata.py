@@ -12,7 +12,11 @@ from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCBBase
-from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS, certify_model
+from ax_chaining.certificate.calibration import (
+    DEFAULT_SCALE_LEVEL,
+    LOO_MIN_OBSERVATIONS,
+    certify_model,
+)
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import CalibrationChoice
 from ax_chaining.posterior import num_training_points
@@ -102,7 +106,7 @@ def step_certificate(
     schedule: CheckSchedule | None,
     calibration: CalibrationChoice = "loo",
     min_observations: int = LOO_MIN_OBSERVATIONS,
-    scale_level: float | None = None,
+    scale_level: float | None = DEFAULT_SCALE_LEVEL,
 ) -> dict[str, Any] | None:
     """:func:`certificate_record` when this step is one of ``schedule``'s
     checks (counted by the model's observations), else None: a step that is

@@ -59,7 +59,10 @@ from ax_chaining.ax.selection import (
     selectable_candidates,
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
+from ax_chaining.certificate.calibration import (
+    DEFAULT_SCALE_LEVEL,
+    LOO_MIN_OBSERVATIONS,
+)
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.certificate.tails import Calibration, CalibrationChoice
 from ax_chaining.checks import type_error
@@ -312,6 +315,8 @@ class _SpecNode:
         calibration = args.pop("certificate_calibration", "loo")
         # Absent in snapshots from before the option: today's default.
         least = args.pop("certificate_min_observations", LOO_MIN_OBSERVATIONS)
+        # Absent in snapshots from before the option: the point estimate, as
+        # then (not today's default).
         level = args.pop("certificate_scale_level", None)
         node = generation_node_from_json(generation_node_json=args, **registries)
         kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
@@ -444,8 +449,10 @@ class CandidateSetNode(_SpecNode, GenerationNode):
     observations from which the ``"loo"`` check certifies
     (``certificate_min_observations``,
     :data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS` by
-    default) and its scale (``certificate_scale_level``: None, the point
-    estimate, by default)."""
+    default) and its scale (``certificate_scale_level``: the upper
+    confidence limit at
+    :data:`~ax_chaining.certificate.calibration.DEFAULT_SCALE_LEVEL` by
+    default; None, the point estimate)."""
 
     def __init__(
         self,
@@ -457,7 +464,7 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         certificate_schedule: CheckSchedule | None = EVERY_STEP,
         certificate_calibration: Calibration = "loo",
         certificate_min_observations: int = LOO_MIN_OBSERVATIONS,
-        certificate_scale_level: float | None = None,
+        certificate_scale_level: float | None = DEFAULT_SCALE_LEVEL,
         **kwargs: Any,
     ) -> None:
         super().__init__(name, generator_specs, transition_criteria, **kwargs)

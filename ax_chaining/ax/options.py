@@ -50,9 +50,10 @@ def checked_min_observations(value: Any) -> int:
 
 
 def checked_scale_level(value: Any) -> float | None:
-    """``certificate_scale_level``: None (the ``"loo"`` check's point
-    estimate of the scale) or a level in (0, 1) (its upper confidence limit,
-    :func:`~ax_chaining.certificate.calibration.loo_check`).
+    """``certificate_scale_level``: a level in (0, 1) (the ``"loo"`` check's
+    upper confidence limit of the scale,
+    :func:`~ax_chaining.certificate.calibration.loo_check`) or None (its
+    point estimate).
 
     Example:
         >>> checked_scale_level(0.05)

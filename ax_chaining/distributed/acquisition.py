@@ -42,7 +42,11 @@ from ax_chaining.acquisition import (
     default_t,
 )
 from ax_chaining.certificate.bounds import Method, Rule, recommend
-from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS, calibrate
+from ax_chaining.certificate.calibration import (
+    DEFAULT_SCALE_LEVEL,
+    LOO_MIN_OBSERVATIONS,
+    calibrate,
+)
 from ax_chaining.certificate.certify import Certificate
 from ax_chaining.certificate.schedule import CheckSchedule, step_delta
 from ax_chaining.certificate.tails import (
@@ -481,7 +485,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         calibration: CalibrationChoice = "loo",
         alpha: float = 0.01,
         min_observations: int = LOO_MIN_OBSERVATIONS,
-        scale_level: float | None = None,
+        scale_level: float | None = DEFAULT_SCALE_LEVEL,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate, from the shards.
 

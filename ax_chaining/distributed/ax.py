@@ -61,7 +61,10 @@ from ax_chaining.ax.options import (
 )
 from ax_chaining.ax.selection import DROPPED, SelectableCandidates
 from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
+from ax_chaining.certificate.calibration import (
+    DEFAULT_SCALE_LEVEL,
+    LOO_MIN_OBSERVATIONS,
+)
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.certificate.tails import Calibration
 from ax_chaining.checks import check_choice, check_int
@@ -302,7 +305,7 @@ def sharded_candidate_set_strategy(
     certificate_schedule: CheckSchedule | None = EVERY_STEP,
     certificate_calibration: Calibration = "loo",
     certificate_min_observations: int = LOO_MIN_OBSERVATIONS,
-    certificate_scale_level: float | None = None,
+    certificate_scale_level: float | None = DEFAULT_SCALE_LEVEL,
     **spec_fields: Any,
 ) -> GenerationStrategy:
     r"""Initialization, then Chaining-UCB on the shards, as an Ax strategy.
