@@ -501,6 +501,7 @@ def _first_rows(smiles: Sequence[str]) -> np.ndarray:
 
 #: The cached table's file name in a cache directory.
 _FEATURES_FILE = "features.npy"
+_FIRST_ROW_FILE = "first_row.npy"
 
 
 @dataclass(frozen=True)
@@ -668,6 +669,11 @@ def molecule_features(
 def _read_manifest(path: Path) -> dict[str, Any] | None:
     file = path / _MANIFEST
     if not file.is_file():
+        # The cache's own files without a manifest: a write that stopped before
+        # its end (or another process's, under way), recomputed, not refused.
+        own = (_FEATURES_FILE, _FIRST_ROW_FILE, _MANIFEST)
+        if path.is_dir() and all(p.name.startswith(own) for p in path.iterdir()):
+            return None
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             raise ValueError(
                 f"`path` {str(path)!r} exists and is not a molecule-features cache "
@@ -713,7 +719,7 @@ def _open_cache(path: Path, wanted: dict[str, Any]) -> MoleculeFeatures | None:
         values=np.load(path / _FEATURES_FILE, mmap_mode="c"),
         names=tuple(manifest["names"]),
         dropped={k: tuple(v) for k, v in manifest["dropped"].items()},
-        first_row=np.load(path / "first_row.npy"),
+        first_row=np.load(path / _FIRST_ROW_FILE),
         options={
             k: manifest[k]
             for k in ("encoding", "radius", "n_bits", "duplicates", "cleaning")
@@ -728,7 +734,7 @@ def _write_cache(path: Path, result: MoleculeFeatures, wanted: dict[str, Any]) -
     _read_manifest(path)  # refuses a non-empty directory that is no cache
     for name, array in (
         (_FEATURES_FILE, result.values),
-        ("first_row.npy", result.first_row),
+        (_FIRST_ROW_FILE, result.first_row),
     ):
         write_atomic(path / name, lambda fh, a=array: np.save(fh, a), binary=True)
     manifest = {

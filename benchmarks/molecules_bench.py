@@ -603,13 +603,19 @@ def as_current(record: dict[str, Any]) -> dict[str, Any]:
 
 @functools.cache
 def model_variant(dataset: str, variant: str) -> tuple[Any, dict[str, Any]]:
-    """The surrogate spec of a library on a model of :data:`MODEL_VARIANTS`
-    (its features computed once per process), and what it is."""
+    """The surrogate spec of a library on a model of :data:`MODEL_VARIANTS`,
+    and what it is. Its features are computed once and cached under
+    :func:`~ax_chaining.test_functions.problems.default_cache_dir`
+    (``features/<dataset>-<variant>``), so that a run in a fresh process does
+    not compute them again (Mordred on Lipophilicity's 4,200 molecules takes
+    minutes); the cache refuses a changed library or other options."""
     from ax_chaining.ax.surrogates import molecule_surrogate_spec
+    from ax_chaining.test_functions.problems import default_cache_dir
 
     options = MODEL_VARIANTS[variant]
     smiles = load_dataset(dataset).smiles
-    spec = molecule_surrogate_spec(smiles, duplicates="map", **options)
+    path = default_cache_dir() / "features" / f"{dataset}-{variant}"
+    spec = molecule_surrogate_spec(smiles, duplicates="map", path=path, **options)
     return spec, {
         "encoding": options["encoding"],
         "prior": options["prior"],

@@ -188,6 +188,25 @@ def test_cache_reopens_and_detects_a_changed_library(tmp_path: Path) -> None:
         molecule_features(library, "rdkit2d", path=tmp_path / "other")
 
 
+def test_an_interrupted_cache_is_recomputed(tmp_path: Path) -> None:
+    """A cache directory holding the table but no manifest (a write stopped
+    before its end, or another process's under way) is recomputed into a
+    complete cache, not refused and not trusted: a table there that is not
+    the library's is replaced."""
+    library = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1"]
+    alone = molecule_features(library, "rdkit2d")
+    path = tmp_path / "cache"
+    path.mkdir()
+    np.save(path / "features.npy", np.zeros((2, 2)))  # no manifest beside it
+    (path / "features.npy12345.tmp").write_bytes(b"")  # an unfinished write
+    table = molecule_features(library, "rdkit2d", path=path)
+    np.testing.assert_array_equal(table.values, alone.values)
+    assert (path / "manifest.json").is_file()
+    reopened = molecule_features(library, "rdkit2d", path=path)
+    assert isinstance(reopened.values, np.memmap)
+    np.testing.assert_array_equal(reopened.values, alone.values)
+
+
 def test_default_cleaning_of_each_encoding() -> None:
     assert default_cleaning("rdkit2d")["scale"] == "unit"
     assert default_cleaning("fragprints")["scale"] is None

@@ -7,6 +7,7 @@ import json
 import shlex
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("rdkit")
@@ -85,21 +86,29 @@ def test_run_one_is_a_valid_screen(method):
 def test_a_model_variant_runs_the_method_on_that_model(method, model):
     """``method@variant``: the same initial molecules as the method on the
     Tanimoto Gram, on the descriptor model the record names; the variant's
-    spec is molecule_surrogate_spec's with those options."""
+    spec is molecule_surrogate_spec's with those options, its features
+    cached (the same table as computed without a cache)."""
     from ax_chaining.ax import molecule_surrogate_spec
+    from ax_chaining.descriptors import molecule_features
     from ax_chaining.test_functions.molecules import load_dataset
+    from ax_chaining.test_functions.problems import default_cache_dir
 
     rec = molecules_bench.run_one("freesolv", method, seed=3, config=CONFIG)
     assert rec["model"] == model
     assert rec["items"][:4] == molecules_bench.initial_items(642, 4, seed=3)
     assert len(set(rec["items"])) == 7
-    spec, _ = molecules_bench.model_variant("freesolv", method.split("@")[1])
+    variant = method.split("@")[1]
+    spec, _ = molecules_bench.model_variant("freesolv", variant)
     options = {k: v for k, v in model.items() if k != "kernel"}
     smiles = load_dataset("freesolv").smiles
-    expected = molecule_surrogate_spec(smiles, duplicates="map", **options)
+    path = default_cache_dir() / "features" / f"freesolv-{variant}"
+    expected = molecule_surrogate_spec(smiles, duplicates="map", path=path, **options)
     got, want = spec.model_configs[0], expected.model_configs[0]
     assert got.covar_module_class is want.covar_module_class
     assert got.covar_module_options == want.covar_module_options
+    cleaning = {"cleaning": options["cleaning"]} if "cleaning" in options else {}
+    fresh = molecule_features(smiles, options["encoding"], duplicates="map", **cleaning)
+    np.testing.assert_array_equal(np.load(path / "features.npy"), fresh.values)
 
 
 def test_same_seed_same_run():

@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_NOISE_STD",
     "DiscreteProblem",
     "JITTERS",
+    "default_cache_dir",
     "fit_isotropic_se_lengthscale",
     "fixed_se_kernel",
     "graph_problem",
@@ -315,7 +316,10 @@ def _se_gram(X: Tensor, lengthscale: float) -> Tensor:
 # ---------------------------------------------------------------------------
 
 
-def _default_cache_dir() -> Path:
+def default_cache_dir() -> Path:
+    """Where the test problems and the benchmarks cache what they compute once
+    (SE samples, molecule descriptor tables): ``$AX_CHAINING_CACHE`` if set,
+    else ``~/.cache/ax_chaining``."""
     env = os.environ.get("AX_CHAINING_CACHE")
     if env:
         return Path(env)
@@ -426,7 +430,7 @@ def se_problem(
     path = None
     if use_cache:
         path = _se_cache_path(
-            Path(cache_dir) if cache_dir is not None else _default_cache_dir(), n, seed
+            Path(cache_dir) if cache_dir is not None else default_cache_dir(), n, seed
         )
         if path.exists():
             try:
