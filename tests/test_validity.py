@@ -347,7 +347,7 @@ def test_the_protocol_runs_repeat_the_committed_shorter_loops() -> None:
         for name in ("validity_baybe_model", "validity")
         for r in map(as_current, read_packed(results / f"{name}.jsonl.gz"))
     }
-    assert len(longer) == 60
+    assert len(longer) == 80
     for r in longer:
         assert r["config"]["queries"] == 100 and r["config"]["n_init"] == 10
         before = shorter[(r["problem"], r["method"], r["seed"])]
