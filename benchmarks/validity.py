@@ -6,19 +6,22 @@ ordinary Ax ``Client`` loop (``n_init`` random initial candidates attached,
 then ``queries`` sequential queries, hyperparameters refitted by Ax at every
 step) and records at every step:
 
-* the certificate the strategy itself records (``robust``: the default for
-  fitted models, :mod:`ax_chaining.certificate`'s LOO check with its
-  refusals and Student-t tails with ``n - 1`` degrees of freedom for the
-  candidates the data have reached and ``min(n - 1, 10)`` for the others),
+* the certificate the strategy itself records (``robust``: made with
+  ``certificate_scale_level=None``, the default for fitted models until
+  2026-11-27, :mod:`ax_chaining.certificate`'s LOO check with its refusals
+  and the scale's point estimate, and Student-t tails with ``n - 1`` degrees
+  of freedom for the candidates the data have reached and ``min(n - 1, 10)``
+  for the others),
   and, from the same step's model, the plain certificate (``plain``:
   ``calibration="none"``, Gaussian tails, i.e. the model taken as true: what
   the package recorded before the calibration existed), the LOO check with
   Gaussian tails (``loo_gaussian``: the first calibrated default), with
   Student-t tails of ``n - 1`` degrees of freedom everywhere (``loo_student``:
   the previous default) and of ``min(n - 1, 10)`` everywhere (``loo_capped``),
-  and the default with the LOO scale at its upper 95% confidence limit
-  (``loo_upper``: ``scale_level=0.05``) or with at most 20 degrees of
-  freedom for the reached candidates too (``loo_light20``);
+  and ``robust`` with the LOO scale at its upper 95% confidence limit
+  (``loo_upper``: ``scale_level=0.05``, the package's default since) or with
+  at most 20 degrees of freedom for the reached candidates too
+  (``loo_light20``);
 * the default certificate on a geometric schedule of checks (after 10, 20, 40
   and 80 observations);
 * the certificate calibrated on the loop's own forecast residuals

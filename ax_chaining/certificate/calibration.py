@@ -102,13 +102,14 @@ LOO_MIN_OBSERVATIONS = 20
 #: The ``"loo"`` check's default ``scale_level``: the scale at the one-sided
 #: upper 95% confidence limit of the residuals' variance (:func:`loo_check`),
 #: not its point estimate. In the validity protocol on the default molecule
-#: model (ESOL, FreeSolv, Lipophilicity, GP samples on a grid; 10 loops x 100
-#: queries, from 10 and from 5 initial points) it is the one calibration
-#: measured that kept every library within one violated run in ten, where the
-#: point estimate (``None``, the default before) let FreeSolv's Chaining-UCB
-#: loops be violated in 2 and 3 runs of 10; it costs 19-47% of width on ESOL
-#: after 100 queries (``docs/results/validity.md``). A heuristic chosen on
-#: those runs, like the check itself.
+#: model (10 loops x 100 queries per method: ESOL and FreeSolv from 10 and
+#: from 5 initial points, Lipophilicity from 10; and GP samples on a grid) it
+#: is the narrowest calibration measured that kept every cell within one
+#: violated run in ten, where the point estimate (``None``, the default
+#: before) let FreeSolv's Chaining-UCB loops be violated in 2 and 3 runs of
+#: 10; it costs 19-47% of width on ESOL after 100 queries
+#: (``docs/results/validity.md``). A heuristic chosen on those runs, like the
+#: check itself.
 DEFAULT_SCALE_LEVEL = 0.05
 
 
