@@ -119,3 +119,53 @@ def test_feature_table_step_on_cuda_follows_cpu():
         values_gpu = gpu(C.cuda().unsqueeze(1)).cpu()
         assert torch.allclose(values_gpu, values_cpu, rtol=1e-6, atol=1e-8)
         assert int(values_gpu.argmax()) == int(values_cpu.argmax())
+
+
+def _feature_table_loop(device: str) -> tuple[list[int], list[dict]]:
+    """An Ax loop over 300 items with a feature table, on ``device``: the
+    trials and the certificates recorded at each step."""
+    from ax.api.client import Client
+
+    from ax_chaining.ax import (
+        candidate_index_parameter,
+        certificate_history,
+        chaining_generation_strategy,
+        feature_table_surrogate_spec,
+    )
+
+    g = torch.Generator().manual_seed(2)
+    features = torch.rand(300, 12, generator=g, dtype=DTYPE)
+    y = (features[:, :3].sum(-1) - (features[:, 3] - 0.5) ** 2).tolist()
+    client = Client(random_seed=5)
+    client.configure_experiment(parameters=[candidate_index_parameter(300, "item")])
+    client.configure_optimization(objective="y")
+    gs = chaining_generation_strategy(
+        init_trials=4,
+        seed=5,
+        torch_device=device,
+        surrogate_spec=feature_table_surrogate_spec(features, prior="chen"),
+        certificate_min_observations=8,
+    )
+    client.set_generation_strategy(gs)
+    items = []
+    for _ in range(14):
+        for index, p in client.get_next_trials(max_trials=1).items():
+            items.append(p["item"])
+            client.complete_trial(index, raw_data={"y": y[p["item"]]})
+    model = gs.adapter.generator.surrogate.model
+    assert model.train_inputs[0].device.type == torch.device(device).type
+    return items, certificate_history(client)
+
+
+@pytest.mark.filterwarnings("ignore::Warning")
+def test_ax_loop_with_a_feature_table_on_cuda_follows_cpu():
+    """``torch_device="cuda"`` through Ax's adapter: the GP is fitted on the
+    GPU, and the loop's trials and certificates are the CPU loop's."""
+    cpu_items, cpu_certs = _feature_table_loop("cpu")
+    gpu_items, gpu_certs = _feature_table_loop("cuda")
+    print("cpu", cpu_items, "\ngpu", gpu_items)
+    assert gpu_items == cpu_items
+    assert len(gpu_certs) == len(cpu_certs) > 0
+    for a, b in zip(gpu_certs, cpu_certs, strict=True):
+        assert a["parameters"] == b["parameters"]
+        assert a["bound"] == pytest.approx(b["bound"], rel=1e-4)

@@ -46,3 +46,33 @@ def test_floor_pass_keeps_only_self_pairs_and_reports_ratios(capsys, tmp_path):
     table = speed.table([str(path)])
     assert table.count("\n") == 2
     assert f"| 200 | {row['ucb_s']:.3g} | {row['step_s']:.3g} |" in table
+
+
+def test_feature_table_problem_is_the_default_molecule_models_gp(capsys, tmp_path):
+    """``--kernel features``: one step over items with a 12-column table, the
+    row labelled as a feature table with its dimension, and the GP the default
+    molecule model's (ARD Matern-5/2 under CHEN's output scale)."""
+    from gpytorch.kernels import MaternKernel, ScaleKernel
+
+    from ax_chaining.kernels import FeatureTableKernel
+
+    model, C = speed._problem(300, 20, 0, kernel="features", dims=12)
+    kernel = model.covar_module
+    assert type(kernel) is FeatureTableKernel and kernel.features.shape == (300, 12)
+    assert type(kernel.base_kernel) is ScaleKernel
+    assert type(kernel.base_kernel.base_kernel) is MaternKernel
+    assert kernel.base_kernel.base_kernel.lengthscale.shape == (1, 12)
+    assert C.shape == (300, 1) and model.train_inputs[0].shape == (20, 1)
+    features = kernel.features
+    assert float(features.min()) > 0 and float(features.max()) < 1
+    argv = ["--sizes", "300", "--q", "1", "--repeats", "1", "--kernel", "features"]
+    assert speed.main([*argv, "--dims", "12"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["method"], r["kernel"], r["dims"]) for r in lines] == [
+        ("ucb", "features", 12),
+        ("chaining", "features", 12),
+    ]
+    path = tmp_path / "features.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in lines))
+    table = speed.table([str(path)])
+    assert "| 300 | 1 | ChainingUCB, feature table | dense / greedy |" in table
