@@ -75,6 +75,7 @@ from ax_chaining.level_graph import GRAPH_PEAK_EDGE_BYTES
 
 __all__ = [
     "CandidatePosterior",
+    "FeatureRows",
     "KernelRows",
     "LibraryRows",
     "LowRankFactors",
@@ -637,6 +638,152 @@ class SERows:
         return out.exp_()
 
 
+class FeatureRows:
+    r"""Rows of a :class:`~ax_chaining.kernels.FeatureTableKernel` with an RBF
+    or a Matern-3/2 or 5/2 base kernel (ARD or not, optionally inside
+    ``ScaleKernel``\ s).
+
+    With the table's rows scaled by the lengthscales and centred,
+    :math:`z = F / \ell - c`, a block of rows is
+    :math:`s\,\kappa(\|z_a - z_b\|)` with :math:`\|z_a - z_b\|^2 = \|z_a\|^2
+    + \|z_b\|^2 - 2 z_a^\top z_b` (one ``addmm``, clamped at 0 as GPyTorch
+    does) and :math:`\kappa` the base kernel's profile: :math:`e^{-r^2/2}`
+    (RBF), :math:`(1 + \sqrt3 r) e^{-\sqrt3 r}` or
+    :math:`(1 + \sqrt5 r + \tfrac53 r^2) e^{-\sqrt5 r}` (Matern 3/2, 5/2).
+    The candidates' scaled rows are made per block of
+    :func:`~ax_chaining.distances.column_blocks` from the table (never a
+    scaled copy of the whole table: it may be a memory map), so a block's
+    values do not depend on which rows are asked for or on which shard.
+
+    GPyTorch's kernel makes about a dozen passes and a ``LinearOperator`` per
+    block, and for a single row broadcasts differences instead of taking a
+    product; over ``10^5`` candidates and 200 features (one CPU thread) this
+    was 2.2 times faster for 32 rows and 16 times for one. The centre
+    :math:`c` is the mean of the scaled training rows (GPyTorch centres each
+    call on its first argument's mean): values agree with ``covar_module`` to
+    round-off (tested). Other bases go through ``covar_module``: MinMax, and
+    Matern-1/2, whose profile :math:`e^{-r}` turns the round-off of
+    :math:`r^2 \approx 0` into an error of its square root (``1e-8`` for
+    ``1e-16``); so do batch shapes and ``active_dims``.
+    """
+
+    exact = False
+
+    def __init__(
+        self,
+        table: Tensor,
+        items: Tensor,
+        inv_lengthscale: Tensor,
+        centre: Tensor,
+        scale: float,
+        profile: str,
+        offset: int = 0,
+    ) -> None:
+        self.table, self.items = table, items
+        self.inv_lengthscale, self.centre = inv_lengthscale, centre
+        self.scale, self.profile, self.offset = scale, profile, int(offset)
+
+    @classmethod
+    def of(
+        cls, covar_module, Zt: Tensor, train_X: Tensor, offset: int = 0
+    ) -> FeatureRows | None:
+        from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
+
+        from ax_chaining.kernels.features import FeatureTableKernel
+
+        scale = 1.0
+        kernel = covar_module
+        if type(kernel) is ScaleKernel:
+            scale *= float(kernel.outputscale.detach())
+            kernel = kernel.base_kernel
+        if type(kernel) is not FeatureTableKernel or Zt.ndim != 2 or train_X.ndim != 2:
+            return None
+        base = kernel.base_kernel
+        outer = [covar_module, kernel, base]
+        if type(base) is ScaleKernel:
+            if base.outputscale.numel() != 1:
+                return None
+            scale *= float(base.outputscale.detach())
+            base = base.base_kernel
+        if type(base) is RBFKernel:
+            profile = "rbf"
+        elif type(base) is MaternKernel and base.nu in (1.5, 2.5):
+            profile = f"matern{base.nu}"
+        else:
+            return None
+        modules = [*outer, base]
+        if any(k.active_dims is not None for k in modules):
+            return None
+        if any(k.batch_shape != torch.Size() for k in modules):
+            return None
+        lengthscale = base.lengthscale.detach()
+        if lengthscale.shape[:-1] != (1,):
+            return None
+        table = kernel.features
+        dtype, device = Zt.dtype, Zt.device
+        inv = 1.0 / lengthscale.reshape(-1).to(device=device, dtype=dtype)
+        n = kernel.num_items
+        items = item_indices(Zt, n, kernel.normalized_inputs, "FeatureTableKernel")
+        train = item_indices(train_X, n, kernel.normalized_inputs, "FeatureTableKernel")
+        centre = (cls._gather(table, train, dtype, device) * inv).mean(dim=0)
+        return cls(table, items, inv, centre, scale, profile, offset)
+
+    @staticmethod
+    def _gather(table: Tensor, items: Tensor, dtype, device) -> Tensor:
+        rows = table[items.to(table.device)]
+        return rows.to(device=device, dtype=dtype)
+
+    def _scaled(self, items: Tensor) -> tuple[Tensor, Tensor]:
+        """``z`` and ``|z|^2`` of the items ``items``."""
+        dtype, device = self.centre.dtype, self.centre.device
+        z = self._gather(self.table, items, dtype, device).mul_(self.inv_lengthscale)
+        z.sub_(self.centre)
+        return z, z.square().sum(dim=-1)
+
+    @property
+    def n(self) -> int:
+        return self.items.shape[0]
+
+    def features(self, idx: Tensor) -> Tensor:
+        """``[z_a, |z_a|^2]`` of the points ``idx`` (local indices)."""
+        z, sq = self._scaled(self.items[idx.to(self.items.device)])
+        return torch.cat([z, sq.unsqueeze(-1)], dim=-1)
+
+    def __call__(
+        self, feats: Tensor, cols: int | None = None, first: int = 0
+    ) -> Tensor:
+        stop = self.n if cols is None else cols
+        z_a, sq_a = feats[:, :-1], feats[:, -1:]
+        out = torch.empty(
+            feats.shape[0], stop - first, dtype=feats.dtype, device=feats.device
+        )
+        for a, b in column_blocks(first, stop, self.offset):
+            z_b, sq_b = self._scaled(self.items[a:b])
+            block = out[:, a - first : b - first]
+            block.copy_(torch.addmm(sq_b, z_a, z_b.T, alpha=-2.0))
+            block.add_(sq_a).clamp_(min=0.0)
+            _profile(block, self.profile)
+        return out.mul_(self.scale) if self.scale != 1.0 else out
+
+
+def _profile(sq: Tensor, profile: str) -> None:
+    r"""Replace squared scaled distances :math:`r^2` by the kernel's profile
+    :math:`\kappa(r)` in place (see :class:`FeatureRows`)."""
+    if profile == "rbf":
+        sq.mul_(-0.5).exp_()
+        return
+    r = sq.sqrt_()
+    root = math.sqrt(3.0) if profile == "matern1.5" else math.sqrt(5.0)
+    decay = torch.exp(r * -root)
+    if profile == "matern1.5":
+        r.mul_(root).add_(1.0)
+    else:
+        # 1 + sqrt5 r + 5/3 r^2, from r: (sqrt5 r) + (sqrt5 r)^2 / 3 + 1.
+        r.mul_(root)
+        r.add_(r.square().div_(3.0)).add_(1.0)
+    r.mul_(decay)
+
+
 class LibraryRows:
     r"""Rows of a fingerprint kernel in library mode (``TanimotoKernel`` over a
     :class:`~ax_chaining.kernels.PackedFingerprints`, optionally in a
@@ -879,7 +1026,7 @@ class LowRankFactors:
         )
         self._library = library
         self._prior_variance: Tensor | None = None
-        self._fast_rows: SERows | LibraryRows | bool | None = None
+        self._fast_rows: SERows | FeatureRows | LibraryRows | bool | None = None
 
     def prior_rows(
         self, idx: Tensor, cols: int | None = None, first: int = 0
@@ -887,13 +1034,16 @@ class LowRankFactors:
         """Model-space prior covariance of ``Z[idx]`` and ``Z[first:cols]``.
 
         Multiply by :attr:`out_var` for outcome units. For a plain SE kernel
-        (see :class:`SERows`) it is computed in three passes over the block;
-        for a fingerprint library from the library (:class:`LibraryRows`);
+        (see :class:`SERows`) it is computed in three passes over the block,
+        for a feature table's RBF or Matern kernel in four
+        (:class:`FeatureRows`); for a fingerprint library from the library
+        (:class:`LibraryRows`);
         otherwise by the model's ``covar_module``.
         """
         if self._fast_rows is None:
             self._fast_rows = (
                 SERows.of(self.covar_module, self.Zt, self.train_X)
+                or FeatureRows.of(self.covar_module, self.Zt, self.train_X)
                 or self._library
                 or False
             )

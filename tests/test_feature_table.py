@@ -133,6 +133,72 @@ def test_chaining_engine_rows_equal_the_models_posterior() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "nu,prior,outer,normalized",
+    [
+        (2.5, "chen", False, True),  # the default molecule model
+        (2.5, "botorch", True, False),
+        (1.5, "baybe", False, True),
+        (None, "botorch", True, True),  # RBF
+    ],
+)
+def test_fast_feature_rows_equal_the_kernels_rows(nu, prior, outer, normalized) -> None:
+    """The engine's route for a feature table's RBF or Matern kernel
+    (FeatureRows: scaled rows, one matrix product, the profile) gives the
+    kernel's own values, for every base, with an output scale inside, outside
+    or none, and any column range of the candidates."""
+    from ax_chaining.posterior import FeatureRows, KernelRows
+
+    n, d = 700, 9
+    F = _table(n=n, d=d, seed=4)
+    base = "rbf" if nu is None else "matern52"
+    kernel = FeatureTableKernel(F, base=base, prior=prior, normalized_inputs=normalized)
+    inner = kernel.base_kernel
+    inner = inner.base_kernel if isinstance(inner, ScaleKernel) else inner
+    if nu is not None:
+        inner.nu = nu
+    inner.lengthscale = torch.linspace(0.3, 2.0, d)
+    covar = ScaleKernel(kernel) if outer else kernel
+    if outer:
+        covar.outputscale = 1.7
+    index = torch.arange(n, dtype=DTYPE)
+    Zt = (index / (n - 1) if normalized else index).unsqueeze(-1)
+    train = Zt[::37]
+    rows = FeatureRows.of(covar, Zt, train)
+    assert rows is not None
+    reference = KernelRows(covar, Zt)
+    idx = torch.tensor([0, 5, 699, 350, 5])
+    with torch.no_grad():
+        expected = reference(reference.features(idx))
+        torch.testing.assert_close(
+            rows(rows.features(idx)), expected, atol=1e-12, rtol=1e-12
+        )
+        part = rows(rows.features(idx), 600, 123)
+        torch.testing.assert_close(part, expected[:, 123:600], atol=1e-12, rtol=1e-12)
+    # The value at distance 0 is the output scale (c * 1).
+    scale = 1.7 if outer else 1.0
+    if isinstance(kernel.base_kernel, ScaleKernel):
+        scale *= float(kernel.base_kernel.outputscale.detach())
+    assert float(rows(rows.features(idx[:1]))[0, 0]) == pytest.approx(scale)
+
+
+def test_fast_feature_rows_leave_other_kernels_to_the_kernel() -> None:
+    """MinMax and Matern-1/2 bases, and kernels that read only some input
+    columns, go through the kernel itself."""
+    from ax_chaining.posterior import FeatureRows
+
+    counts = torch.randint(0, 4, (30, 5), generator=torch.Generator().manual_seed(0))
+    Zt = torch.arange(30, dtype=DTYPE).unsqueeze(-1)
+    minmax = FeatureTableKernel(counts.to(DTYPE), base="minmax")
+    assert FeatureRows.of(minmax, Zt, Zt[:5]) is None
+    rough = FeatureTableKernel(_table(30, 3), base="matern52")
+    rough.base_kernel.nu = 0.5
+    assert FeatureRows.of(rough, Zt, Zt[:5]) is None
+    two_columns = torch.cat([Zt, torch.zeros_like(Zt)], dim=-1)
+    by_column = FeatureTableKernel(_table(30, 3), base="rbf", active_dims=(0,))
+    assert FeatureRows.of(by_column, two_columns, two_columns[:5]) is None
+
+
 def test_kernel_reads_a_memory_mapped_table_without_copying(tmp_path: Path) -> None:
     F = _table(n=50, d=3)
     np.save(tmp_path / "f.npy", F.numpy())

@@ -282,6 +282,12 @@ def test_committed_summary_is_remade_from_the_committed_records(
         ("ax_storage", "docs/results/ax_storage.jsonl", "docs/ax-guide.md"),
         ("speed", "docs/results/speed/gpu_h200_se.jsonl", "docs/large-sets.md"),
         ("speed", "docs/results/speed/gpu_h200_tanimoto.jsonl", "docs/large-sets.md"),
+        ("speed", "docs/results/speed/gpu_h200_features.jsonl", "docs/large-sets.md"),
+        (
+            "speed",
+            "docs/results/speed/gpu_h200_features_before.jsonl",
+            "docs/large-sets.md",
+        ),
     ],
 )
 def test_tables_in_the_docs_are_remade_from_their_committed_lines(

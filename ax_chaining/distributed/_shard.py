@@ -41,6 +41,7 @@ from ax_chaining.distances import (
 from ax_chaining.kernels.fingerprints import PackedFingerprints
 from ax_chaining.kernels.precomputed import item_indices
 from ax_chaining.posterior import (
+    FeatureRows,
     KernelRows,
     SERows,
     factor_blocks,
@@ -434,7 +435,11 @@ class Shard:
         else:
             covar_module = f.kernel.covar_module
             kernel = KernelRows(covar_module, Zt, offset=self.start)
-            rows = SERows.of(covar_module, Zt, f.train_features, self.start) or kernel
+            rows = (
+                SERows.of(covar_module, Zt, f.train_features, self.start)
+                or FeatureRows.of(covar_module, Zt, f.train_features, self.start)
+                or kernel
+            )
         r = f.L.shape[-1]
         self.right = torch.empty(r + 2, self.size, dtype=f.dtype)
         self._W = self.right[:r]
