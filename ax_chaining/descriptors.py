@@ -52,10 +52,15 @@ into contiguous chunks encoded by that many worker processes, in order, so
 the result is the same array as with one process. ``executor`` maps the same
 chunks on an executor the caller holds instead: ``client.get_executor()`` of a
 Dask ``distributed.Client`` spreads them over a cluster (its workers need this
-package and the ``chem`` extra). Either way the raw table is gathered in this
-process before it is cleaned (cleaning needs every row: constant columns and
-correlations are properties of the whole library), so it must fit in memory:
-Mordred's 1,613 columns take about 13 GB per million molecules in float64.
+package and the ``chem`` extra). Cleaning needs every row (constant columns
+and correlations are properties of the whole library) and runs in this
+process. Without ``path`` the raw table is gathered here, so it must fit in
+memory: Mordred's 1,613 columns take about 13 GB per million molecules in
+float64. With ``path``, a raw table larger than :data:`CLEAN_BLOCK_BYTES` is
+written to the cache directory chunk by chunk (``features.npy.raw``), cleaned
+from there a block of rows at a time (:func:`clean_features` on a memory map)
+and deleted: memory then holds one chunk and the cleaned table, and the disk
+the raw table while it is cleaned.
 
 Example:
     >>> from ax_chaining.descriptors import molecule_features
@@ -69,7 +74,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +96,7 @@ from ax_chaining.io import write_atomic
 
 __all__ = [
     "CLEANING_STEPS",
+    "CLEAN_BLOCK_BYTES",
     "COUNT_ENCODINGS",
     "ENCODINGS",
     "EXECUTOR_CHUNK",
@@ -115,6 +121,11 @@ EXECUTOR_CHUNK = 1000
 """Molecules per task when :func:`encode_molecules` maps on a caller's
 executor: about 30 s of Mordred on one core, long enough to pay for a task's
 overhead on a cluster, short enough to spread a library over many workers."""
+
+CLEAN_BLOCK_BYTES = 2**30
+"""Bytes of raw rows :func:`clean_features` reads at a time. A table that fits
+in one such block is cleaned in memory; a larger one (a memory map, say) is
+read in blocks of rows, so that no copy of the whole raw table is made."""
 
 _SCALES = ("unit", "standardize")
 _DUPLICATES = ("refuse", "map")
@@ -180,7 +191,13 @@ def clean_features(
     r"""Clean a feature table for a GP: the steps of :data:`CLEANING_STEPS`.
 
     Args:
-        values: ``N x d`` table (``N >= 2``, ``d >= 1``), one row per item.
+        values: ``N x d`` table (``N >= 2``, ``d >= 1``), one row per item;
+            it may be a memory map. A table larger than
+            :data:`CLEAN_BLOCK_BYTES` is read a block of rows at a time: the
+            same steps from sums over blocks, unit scaling bit for bit,
+            standardizing and the correlations to round-off (a correlation
+            within round-off of ``max_correlation`` could fall on the other
+            side of it), and no copy of the whole raw table.
         names: Column names (default ``"x0", "x1", ...``).
         nonfinite: Drop the columns holding a NaN or an infinity. With False, a
             non-finite value is an error.
@@ -233,6 +250,11 @@ def clean_features(
                 "`max_correlation` needs `constant=True` (a constant column has no "
                 "correlation), got constant=False."
             )
+    rows = max(1, CLEAN_BLOCK_BYTES // (8 * d))
+    if n > rows:
+        return _clean_in_blocks(
+            X, names, nonfinite, constant, scale, max_correlation, rows
+        )
     keep = np.arange(d)
     dropped: dict[str, tuple[str, ...]] = {}
 
@@ -245,20 +267,11 @@ def clean_features(
     if nonfinite:
         drop("nonfinite", finite)
     elif not finite.all():
-        j = int(np.flatnonzero(~finite)[0])
-        i = int(np.flatnonzero(~np.isfinite(X[:, j]))[0])
-        raise ValueError(
-            f"`values` must be finite with nonfinite=False, got {X[i, j]} in row {i}, "
-            f"column {names[j]!r}."
-        )
+        _refuse_nonfinite(X, finite, names)
     if constant:
         cols = X[:, keep]
         drop("constant", (cols != cols[0]).any(axis=0))
-    if keep.size == 0:
-        raise ValueError(
-            f"No column of the {d} is left after cleaning (dropped: {dropped}); "
-            "expected at least one finite, non-constant column."
-        )
+    _check_left(keep, d, dropped)
     out = X[:, keep].copy()
     offset = np.zeros(keep.size)
     divisor = np.ones(keep.size)
@@ -286,16 +299,131 @@ def clean_features(
     )
 
 
+def _refuse_nonfinite(X: np.ndarray, finite: np.ndarray, names: list[str]) -> None:
+    j = int(np.flatnonzero(~finite)[0])
+    i = int(np.flatnonzero(~np.isfinite(X[:, j]))[0])
+    raise ValueError(
+        f"`values` must be finite with nonfinite=False, got {X[i, j]} in row {i}, "
+        f"column {names[j]!r}."
+    )
+
+
+def _check_left(keep: np.ndarray, d: int, dropped: dict) -> None:
+    if keep.size == 0:
+        raise ValueError(
+            f"No column of the {d} is left after cleaning (dropped: {dropped}); "
+            "expected at least one finite, non-constant column."
+        )
+
+
 def _decorrelated(X: np.ndarray, threshold: float) -> np.ndarray:
     r"""Columns the greedy rule keeps: within ``threshold`` of all kept before."""
     centred = X - X.mean(axis=0)
     norms = np.linalg.norm(centred, axis=0)
-    corr = np.abs((centred.T @ centred) / np.outer(norms, norms))
-    keep = np.zeros(X.shape[1], dtype=bool)
-    for j in range(X.shape[1]):
+    return _greedy_keep(centred.T @ centred, norms, threshold)
+
+
+def _greedy_keep(gram: np.ndarray, norms: np.ndarray, threshold: float) -> np.ndarray:
+    r"""The greedy rule on the centred columns' Gram matrix and norms."""
+    corr = np.abs(gram / np.outer(norms, norms))
+    keep = np.zeros(gram.shape[0], dtype=bool)
+    for j in range(gram.shape[0]):
         kept = np.flatnonzero(keep)
         keep[j] = not bool((corr[j, kept] > threshold).any())
     return keep
+
+
+def _blocks(n: int, rows: int) -> list[slice]:
+    return [slice(a, min(n, a + rows)) for a in range(0, n, rows)]
+
+
+def _clean_in_blocks(
+    X: np.ndarray,
+    names: list[str],
+    nonfinite: bool,
+    constant: bool,
+    scale: str | None,
+    max_correlation: float | None,
+    rows: int,
+) -> CleanedFeatures:
+    r""":func:`clean_features` reading ``rows`` raw rows at a time.
+
+    The same steps from sums over blocks: the finite and constant columns,
+    the minimum and maximum (exact in any order, so unit scaling gives the
+    in-memory values bit for bit), the mean and standard deviation (sums of
+    blocks: equal to round-off), and the decorrelation's centred Gram matrix
+    and norms (sums of blocks' products: a correlation within round-off of
+    the threshold could fall on the other side of it). Only the kept columns
+    of the result are ever held whole.
+    """
+    n, d = X.shape
+    blocks = _blocks(n, rows)
+    row0 = np.array(X[0])
+    finite = np.ones(d, dtype=bool)
+    varies = np.zeros(d, dtype=bool)
+    low, high, total = np.full(d, np.inf), np.full(d, -np.inf), np.zeros(d)
+    for b in blocks:
+        part = np.asarray(X[b])
+        finite &= np.isfinite(part).all(axis=0)
+        varies |= (part != row0).any(axis=0)
+        with np.errstate(invalid="ignore"):
+            low = np.fmin(low, part.min(axis=0))
+            high = np.fmax(high, part.max(axis=0))
+        total += part.sum(axis=0)
+    keep = np.arange(d)
+    dropped: dict[str, tuple[str, ...]] = {}
+
+    def drop(step: str, mask: np.ndarray) -> None:
+        nonlocal keep
+        dropped[step] = tuple(names[j] for j in keep[~mask])
+        keep = keep[mask]
+
+    if nonfinite:
+        drop("nonfinite", finite)
+    elif not finite.all():
+        _refuse_nonfinite(X, finite, names)
+    if constant:
+        drop("constant", varies[keep])
+    _check_left(keep, d, dropped)
+    offset = np.zeros(keep.size)
+    divisor = np.ones(keep.size)
+    if scale == "unit":
+        offset = low[keep]
+        divisor = high[keep] - offset
+    elif scale == "standardize":
+        offset = total[keep] / n
+        squares = np.zeros(keep.size)
+        for b in blocks:
+            squares += np.square(np.asarray(X[b])[:, keep] - offset).sum(axis=0)
+        divisor = np.sqrt(squares / n)
+    if scale is not None:
+        divisor = np.where(divisor > 0, divisor, 1.0)
+
+    def scaled(b: slice) -> np.ndarray:
+        part = np.asarray(X[b])[:, keep]
+        return (part - offset) / divisor if scale is not None else part.copy()
+
+    if max_correlation is not None:
+        mean = sum(scaled(b).sum(axis=0) for b in blocks) / n
+        gram = np.zeros((keep.size, keep.size))
+        squares = np.zeros(keep.size)
+        for b in blocks:
+            centred = scaled(b) - mean
+            gram += centred.T @ centred
+            squares += np.square(centred).sum(axis=0)
+        mask = _greedy_keep(gram, np.sqrt(squares), max_correlation)
+        dropped["decorrelate"] = tuple(names[j] for j in keep[~mask])
+        keep, offset, divisor = keep[mask], offset[mask], divisor[mask]
+    out = np.empty((n, keep.size))
+    for b in blocks:
+        out[b] = scaled(b)
+    return CleanedFeatures(
+        values=out,
+        names=tuple(names[j] for j in keep),
+        dropped=dropped,
+        offset=offset,
+        scale=divisor,
+    )
 
 
 def _table(values: Any) -> np.ndarray:
@@ -378,11 +506,14 @@ def encode_molecules(
     jobs = _num_jobs(n_jobs)
     _check_executor(executor, jobs)
     mols = _molecules(smiles)  # every SMILES checked before a worker starts
-    if executor is not None:
-        chunked = (list(smiles), encoding, radius, n_bits, executor, EXECUTOR_CHUNK)
-        return _encode_chunks(*chunked)
-    if jobs > 1 and len(smiles) > 1:
-        return _encode_in_processes(list(smiles), encoding, radius, n_bits, jobs)
+    if executor is not None or (jobs > 1 and len(smiles) > 1):
+        # Chunks of EXECUTOR_CHUNK on an executor; over processes a few chunks
+        # each, so that a slow chunk does not hold the others up.
+        size = EXECUTOR_CHUNK if executor else max(1, -(-len(smiles) // (4 * jobs)))
+        parts = list(
+            _chunk_results(list(smiles), encoding, radius, n_bits, jobs, executor, size)
+        )
+        return np.concatenate([p[0] for p in parts]), parts[0][1]
     parts = []
     if encoding in ("rdkit2d", "fragments", "fragprints"):
         from rdkit.Chem import Descriptors
@@ -421,23 +552,6 @@ def _num_jobs(n_jobs: Any) -> int:
     return check_int("n_jobs", n_jobs, 1)
 
 
-def _encode_in_processes(
-    smiles: list[str], encoding: str, radius: int, n_bits: int, jobs: int
-) -> tuple[np.ndarray, tuple[str, ...]]:
-    """:func:`encode_molecules` of contiguous chunks in ``jobs`` processes,
-    stacked in order (a few chunks per process, so that a slow chunk does not
-    hold the others up)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    size = max(1, -(-len(smiles) // (4 * jobs)))
-    # "spawn": a fresh interpreter per worker, safe beside torch's threads.
-    context = multiprocessing.get_context("spawn")
-    workers = min(jobs, -(-len(smiles) // size))
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        return _encode_chunks(smiles, encoding, radius, n_bits, pool, size)
-
-
 def _check_executor(executor: Any, jobs: int) -> None:
     if executor is None:
         return
@@ -454,27 +568,70 @@ def _check_executor(executor: Any, jobs: int) -> None:
         )
 
 
-def _encode_chunks(
+def _chunk_results(
     smiles: list[str],
     encoding: str,
     radius: int,
     n_bits: int,
-    executor: Executor,
+    jobs: int,
+    executor: Executor | None,
     size: int,
-) -> tuple[np.ndarray, tuple[str, ...]]:
-    """:func:`encode_molecules` of contiguous chunks of ``size`` molecules
-    mapped on ``executor``, stacked in input order."""
+) -> Iterator[tuple[np.ndarray, tuple[str, ...]]]:
+    """:func:`encode_molecules` of contiguous chunks of ``size`` molecules, in
+    input order, on ``executor``, in ``jobs`` processes, or here."""
     chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
-    parts = list(
-        executor.map(
-            encode_molecules,
-            chunks,
-            [encoding] * len(chunks),
-            [radius] * len(chunks),
-            [n_bits] * len(chunks),
-        )
+    args = ([encoding] * len(chunks), [radius] * len(chunks), [n_bits] * len(chunks))
+    if executor is not None:
+        yield from executor.map(encode_molecules, chunks, *args)
+    elif jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(jobs, len(chunks)), mp_context=context) as pool:
+            yield from pool.map(encode_molecules, chunks, *args)
+    else:
+        for chunk in chunks:
+            yield encode_molecules(chunk, encoding, radius, n_bits)
+
+
+def _encode_to_file(
+    file: Path,
+    smiles: list[str],
+    encoding: str,
+    radius: int,
+    n_bits: int,
+    jobs: int,
+    executor: Executor | None,
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """:func:`encode_molecules` written chunk by chunk into a ``.npy`` file
+    (``numpy.lib.format.open_memmap``); the file's memory map, read-only."""
+    names: tuple[str, ...] = ()
+    table = None
+    start = 0
+    results = _chunk_results(
+        smiles, encoding, radius, n_bits, jobs, executor, EXECUTOR_CHUNK
     )
-    return np.concatenate([p[0] for p in parts]), parts[0][1]
+    for values, chunk_names in results:
+        names = chunk_names
+        if table is None:
+            shape = (len(smiles), values.shape[1])
+            table = np.lib.format.open_memmap(file, "w+", np.float64, shape)
+        table[start : start + len(values)] = values
+        start += len(values)
+    assert table is not None  # smiles is not empty
+    table.flush()
+    del table
+    return np.load(file, mmap_mode="r"), names
+
+
+def _raw_bytes(library: list[str], options: dict[str, Any]) -> int:
+    """Bytes of the raw table of ``library`` (its width from the first
+    molecule's encoding)."""
+    first, _ = encode_molecules(
+        library[:1], options["encoding"], options["radius"], options["n_bits"]
+    )
+    return 8 * len(library) * first.shape[1]
 
 
 def _molecules(smiles: Sequence[str]) -> list[Any]:
@@ -501,6 +658,9 @@ def _first_rows(smiles: Sequence[str]) -> np.ndarray:
 
 #: The cached table's file name in a cache directory.
 _FEATURES_FILE = "features.npy"
+# The raw table of a library too large to clean in memory, while it is cleaned
+# (named after the table, so that a leftover one marks the cache as its own).
+_RAW_FILE = "features.npy.raw"
 _FIRST_ROW_FILE = "first_row.npy"
 
 
@@ -645,10 +805,28 @@ def molecule_features(
             "features."
         )
     unique = np.flatnonzero(first_row == np.arange(len(smiles)))
-    raw, names = encode_molecules(
-        [smiles[i] for i in unique], encoding, radius, n_bits, n_jobs, executor
-    )
-    cleaned = clean_features(raw, names, **options_of_clean)
+    library = [smiles[i] for i in unique]
+    raw_file = None if path is None else Path(path) / _RAW_FILE
+    raw = None
+    try:
+        if raw_file is not None and _raw_bytes(library, options) > CLEAN_BLOCK_BYTES:
+            # Too large to hold raw beside its cleaned copy: the raw table goes
+            # to the cache directory and is cleaned from there, block by block.
+            raw_file.parent.mkdir(parents=True, exist_ok=True)
+            _molecules(library)  # every SMILES checked before a chunk is encoded
+            jobs = _num_jobs(n_jobs)
+            raw, names = _encode_to_file(
+                raw_file, library, encoding, radius, n_bits, jobs, executor
+            )
+        else:
+            raw, names = encode_molecules(
+                library, encoding, radius, n_bits, n_jobs, executor
+            )
+        cleaned = clean_features(raw, names, **options_of_clean)
+    finally:
+        raw = None  # the raw file's map is closed before the file goes
+        if raw_file is not None:
+            raw_file.unlink(missing_ok=True)
     # Items map to the rows of their first occurrence among the unique ones.
     position = np.empty(len(smiles), dtype=np.int64)
     position[unique] = np.arange(unique.size)

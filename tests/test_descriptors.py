@@ -268,3 +268,78 @@ def test_an_executor_gives_the_same_features(monkeypatch: pytest.MonkeyPatch) ->
     assert table.names == alone.names
     with pytest.raises(TypeError, match="executor"):
         molecule_features(library, "rdkit2d", executor=2)
+
+
+def _messy_table(n: int = 50, seed: int = 0) -> np.ndarray:
+    """Random columns beside a NaN column, a constant one and near-copies."""
+    g = np.random.default_rng(seed)
+    X = g.normal(size=(n, 8)) * np.arange(1, 9)
+    X[:, 2] = 3.0 * X[:, 0] + 0.01 * g.normal(size=n)  # a near-copy of x0
+    X[:, 5] = 7.0  # constant
+    X[n // 2, 6] = np.nan  # non-finite in a later block
+    return np.concatenate([X, X[:, :2] + 0.3 * g.normal(size=(n, 2))], axis=1)
+
+
+@pytest.mark.parametrize("scale", ["unit", "standardize", None])
+def test_cleaning_in_blocks_equals_cleaning_in_memory(
+    scale: str | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A table larger than CLEAN_BLOCK_BYTES is read a block of rows at a time
+    (here 7 of 50, from a memory map): the same columns dropped by each step,
+    unit scaling bit for bit, standardizing to round-off."""
+    import ax_chaining.descriptors as descriptors
+
+    X = _messy_table()
+    whole = clean_features(X, scale=scale, max_correlation=0.9)
+    np.save(tmp_path / "raw.npy", X)
+    mapped = np.load(tmp_path / "raw.npy", mmap_mode="r")
+    monkeypatch.setattr(descriptors, "CLEAN_BLOCK_BYTES", 7 * 8 * X.shape[1])
+    blocks = clean_features(mapped, scale=scale, max_correlation=0.9)
+    assert blocks.names == whole.names
+    assert blocks.dropped == whole.dropped
+    assert whole.dropped["nonfinite"] == ("x6",) and whole.dropped["constant"] == (
+        "x5",
+    )
+    assert "x2" in whole.dropped["decorrelate"]
+    if scale == "standardize":
+        np.testing.assert_allclose(blocks.values, whole.values, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(blocks.scale, whole.scale, rtol=1e-12)
+    else:
+        np.testing.assert_array_equal(blocks.values, whole.values)
+        np.testing.assert_array_equal(blocks.offset, whole.offset)
+        np.testing.assert_array_equal(blocks.scale, whole.scale)
+    with pytest.raises(ValueError, match=r"got nan in row 25, column 'x6'"):
+        clean_features(mapped, nonfinite=False, max_correlation=None)
+
+
+def test_a_library_too_large_to_clean_in_memory_goes_through_a_raw_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With ``path`` and a raw table above CLEAN_BLOCK_BYTES, the raw table is
+    written chunk by chunk to the cache directory, cleaned from there block by
+    block, and removed: the same cached table as one made in memory."""
+    import ax_chaining.descriptors as descriptors
+
+    library = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "OC(=O)CCN", "CCOC"]
+    alone = molecule_features(library, "rdkit2d")
+    seen = []
+    clean = descriptors.clean_features
+
+    def spy(values, *args, **kwargs):
+        seen.append((type(values), getattr(values, "filename", None)))
+        return clean(values, *args, **kwargs)
+
+    monkeypatch.setattr(descriptors, "clean_features", spy)
+    monkeypatch.setattr(descriptors, "EXECUTOR_CHUNK", 3)  # chunks of 3, 3, 1
+    width = encode_molecules(library[:1], "rdkit2d")[0].shape[1]
+    monkeypatch.setattr(descriptors, "CLEAN_BLOCK_BYTES", 8 * width * 2)  # 2 rows
+    cached = molecule_features(library, "rdkit2d", path=tmp_path / "cache")
+    assert seen[0][0] is np.memmap
+    assert Path(seen[0][1]).parent == tmp_path / "cache"
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [
+        "features.npy",
+        "first_row.npy",
+        "manifest.json",
+    ]
+    np.testing.assert_array_equal(cached.values, alone.values)
+    assert cached.names == alone.names and cached.dropped == alone.dropped
