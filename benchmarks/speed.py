@@ -280,12 +280,15 @@ def _cpu_time_bench(args: argparse.Namespace) -> None:
         return _median_s(fn, repeats, clock=time.process_time)
 
     for n in args.n:
-        model, C = _problem(n, args.obs, args.seed)
+        model, C = _problem(
+            n, args.obs, args.seed, "cpu", args.kernel, args.library, args.dims
+        )
         with torch.no_grad():
             # Warm up imports and caches on a small set first.
             small = C[: min(n, 300)]
             optimize_acqf_discrete(ChainingUCB(model, small), q=1, choices=small)
             row = {"bench": "cpu_time", "n": n, "obs": args.obs, "threads": 1}
+            row["kernel"] = args.kernel
             row["engine"] = args.label or str(Path(ax_chaining.__file__).parent)
             row["ucb_cpu_s"] = cpu(
                 lambda m=model, c=C: optimize_acqf_discrete(
