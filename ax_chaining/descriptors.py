@@ -102,6 +102,7 @@ __all__ = [
     "EXECUTOR_CHUNK",
     "CleanedFeatures",
     "MoleculeFeatures",
+    "checked_first_rows",
     "clean_features",
     "default_cleaning",
     "encode_molecules",
@@ -644,6 +645,33 @@ def _molecules(smiles: Sequence[str]) -> list[Any]:
     return mols
 
 
+def checked_first_rows(smiles: Sequence[str], duplicates: str) -> np.ndarray:
+    """For each item the first item with the same molecule (canonical SMILES),
+    after refusing duplicates if ``duplicates="refuse"``.
+
+    Raises:
+        ValueError: An invalid SMILES, or with ``"refuse"`` two items with the
+            same molecule (both named).
+
+    Example:
+        >>> checked_first_rows(["CCO", "OCC", "CCN"], "map").tolist()
+        [0, 0, 2]
+    """
+    check_choice("duplicates", duplicates, _DUPLICATES)
+    first_row = _first_rows(smiles)
+    repeated = np.flatnonzero(first_row != np.arange(len(smiles)))
+    if repeated.size and duplicates == "refuse":
+        i = int(repeated[0])
+        j = int(first_row[i])
+        raise ValueError(
+            f"`smiles` holds {repeated.size} duplicate molecule(s): smiles[{i}] = "
+            f"{smiles[i]!r} is the molecule of smiles[{j}] = {smiles[j]!r}. Expected "
+            "distinct molecules; pass duplicates='map' to give duplicates the same "
+            "features."
+        )
+    return first_row
+
+
 def _first_rows(smiles: Sequence[str]) -> np.ndarray:
     r"""For each item, the first item with the same canonical SMILES."""
     mols = _molecules(smiles)  # a clear ImportError first without rdkit
@@ -793,17 +821,7 @@ def molecule_features(
         cached = _open_cache(Path(path), wanted)
         if cached is not None:
             return cached
-    first_row = _first_rows(smiles)
-    repeated = np.flatnonzero(first_row != np.arange(len(smiles)))
-    if repeated.size and duplicates == "refuse":
-        i = int(repeated[0])
-        j = int(first_row[i])
-        raise ValueError(
-            f"`smiles` holds {repeated.size} duplicate molecule(s): smiles[{i}] = "
-            f"{smiles[i]!r} is the molecule of smiles[{j}] = {smiles[j]!r}. Expected "
-            "distinct molecules; pass duplicates='map' to give duplicates the same "
-            "features."
-        )
+    first_row = checked_first_rows(smiles, duplicates)
     unique = np.flatnonzero(first_row == np.arange(len(smiles)))
     library = [smiles[i] for i in unique]
     raw_file = None if path is None else Path(path) / _RAW_FILE

@@ -481,6 +481,15 @@ def test_molecule_surrogate_spec_options() -> None:
     assert bits.covar_module_class is TanimotoKernel
     with pytest.raises(ValueError, match="`prior` must be 'botorch' with"):
         molecule_surrogate_spec(smiles, "morgan_bits", prior="baybe")
+    # What the bits' route cannot honour is refused, not ignored.
+    for option in ({"path": "cache"}, {"n_jobs": 2}, {"executor": object()}):
+        name = next(iter(option))
+        with pytest.raises(ValueError, match=f"`{name}` must be None with encoding"):
+            molecule_surrogate_spec(smiles, "morgan_bits", **option)
+    with pytest.raises(ValueError, match=r"smiles\[\d\] = 'OCC' is the molecule"):
+        molecule_surrogate_spec([*smiles, "OCC"], "morgan_bits")
+    mapped = molecule_surrogate_spec([*smiles, "OCC"], "morgan_bits", duplicates="map")
+    assert mapped.model_configs[0].covar_module_class is TanimotoKernel
     with pytest.raises(ValueError, match="`encoding` must be"):
         molecule_surrogate_spec(smiles, "ecfp")
     with pytest.raises(ValueError, match="duplicate"):

@@ -303,7 +303,9 @@ def molecule_surrogate_spec(
         path: Cache directory of the features (see
             :func:`~ax_chaining.descriptors.molecule_features`), or None. With
             a cache, the kernel maps the cached file and Ax's JSON stores its
-            path (:func:`feature_table_surrogate_spec`).
+            path (:func:`feature_table_surrogate_spec`). None with
+            ``morgan_bits`` (:func:`~ax_chaining.chem.featurize_library`
+            caches fingerprints).
         duplicates: ``"refuse"`` or ``"map"`` (see
             :func:`~ax_chaining.descriptors.molecule_features`).
         cleaning: Keyword arguments of
@@ -315,11 +317,11 @@ def molecule_surrogate_spec(
             default. Not for ``morgan_bits`` (raw bits, nothing to clean).
         n_jobs: Worker processes that compute the encoding
             (:func:`~ax_chaining.descriptors.encode_molecules`; None: 1, -1:
-            every core); the features do not depend on it. Unused by
-            ``morgan_bits``.
+            every core); the features do not depend on it. None with
+            ``morgan_bits`` (refused otherwise).
         executor: A ``concurrent.futures.Executor`` that computes the encoding
             instead (for a Dask cluster, ``client.get_executor()``), or None;
-            the features do not depend on it. Unused by ``morgan_bits``.
+            the features do not depend on it. None with ``morgan_bits``.
 
     Raises:
         ValueError: An unknown encoding, prior or kernel, an invalid or
@@ -332,7 +334,11 @@ def molecule_surrogate_spec(
         ...     surrogate_spec=molecule_surrogate_spec(smiles)
         ... )
     """
-    from ax_chaining.descriptors import COUNT_ENCODINGS, molecule_features
+    from ax_chaining.descriptors import (
+        COUNT_ENCODINGS,
+        checked_first_rows,
+        molecule_features,
+    )
 
     check_choice("encoding", encoding, MOLECULE_ENCODINGS)
     if prior is None:
@@ -359,6 +365,20 @@ def molecule_surrogate_spec(
                 "`prior` must be 'botorch' with encoding='morgan_bits' (Tanimoto "
                 f"has no hyperparameter to put these priors on), got {prior!r}."
             )
+        # Bits are computed here, in one process, and kept in memory (for a
+        # cached, parallel featurization: chem.featurize_library).
+        for name, value, default in (
+            ("path", path, None),
+            ("n_jobs", n_jobs, None),
+            ("executor", executor, None),
+        ):
+            if value is not default:
+                raise ValueError(
+                    f"`{name}` must be None with encoding='morgan_bits' (the bits "
+                    "are computed in this process; featurize_library caches and "
+                    f"parallelizes them), got {value!r}."
+                )
+        checked_first_rows(smiles, duplicates)  # the same molecule has one row
         bits = morgan_fingerprints(smiles)
         return fingerprint_kernel_surrogate_spec(PackedFingerprints.from_bits(bits))
     if cleaning is None:
