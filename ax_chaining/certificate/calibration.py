@@ -102,8 +102,8 @@ LOO_MIN_OBSERVATIONS = 20
 #: The ``"loo"`` check's default ``scale_level``: the scale at the one-sided
 #: upper 95% confidence limit of the residuals' variance (:func:`loo_check`),
 #: not its point estimate. In the validity protocol on the default molecule
-#: model (10 loops x 100 queries per method: ESOL and FreeSolv from 10 and
-#: from 5 initial points, Lipophilicity from 10; and GP samples on a grid) it
+#: model (10 loops x 100 queries per method: ESOL, FreeSolv and
+#: Lipophilicity from 10 and from 5 initial points; and GP samples on a grid) it
 #: is the narrowest calibration measured that kept every cell within one
 #: violated run in ten, where the point estimate (``None``, the default
 #: before) let FreeSolv's Chaining-UCB loops be violated in 2 and 3 runs of
