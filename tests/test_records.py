@@ -220,6 +220,7 @@ def test_cli_pack_errors(tmp_path):
         "validity_rdkit2d_chen",
         "validity_protocol",
         "validity_protocol_init5",
+        "validity_audit",
         "screening",
     ],
 )
@@ -330,6 +331,7 @@ def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
         ("validity_rdkit2d_chen", "validity"),
         ("validity_protocol", "validity"),
         ("validity_protocol_init5", "validity"),
+        ("validity_audit", "validity"),
         ("screening", "screening"),
     ],
 )
