@@ -510,7 +510,11 @@ def encode_molecules(
     if executor is not None or (jobs > 1 and len(smiles) > 1):
         # Chunks of EXECUTOR_CHUNK on an executor; over processes a few chunks
         # each, so that a slow chunk does not hold the others up.
-        size = EXECUTOR_CHUNK if executor else max(1, -(-len(smiles) // (4 * jobs)))
+        size = (
+            EXECUTOR_CHUNK
+            if executor is not None
+            else max(1, -(-len(smiles) // (4 * jobs)))
+        )
         parts = list(
             _chunk_results(list(smiles), encoding, radius, n_bits, jobs, executor, size)
         )
@@ -588,6 +592,7 @@ def _chunk_results(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        # "spawn": a fresh interpreter per worker, safe beside torch's threads.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(min(jobs, len(chunks)), mp_context=context) as pool:
             yield from pool.map(encode_molecules, chunks, *args)
