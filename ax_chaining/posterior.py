@@ -1035,7 +1035,7 @@ class LowRankFactors:
 
         Multiply by :attr:`out_var` for outcome units. For a plain SE kernel
         (see :class:`SERows`) it is computed in three passes over the block,
-        for a feature table's RBF or Matern kernel in four
+        for a feature table's RBF or Matern kernel in a few
         (:class:`FeatureRows`); for a fingerprint library from the library
         (:class:`LibraryRows`);
         otherwise by the model's ``covar_module``.
