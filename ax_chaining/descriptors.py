@@ -256,23 +256,9 @@ def clean_features(
         return _clean_in_blocks(
             X, names, nonfinite, constant, scale, max_correlation, rows
         )
-    keep = np.arange(d)
-    dropped: dict[str, tuple[str, ...]] = {}
-
-    def drop(step: str, mask: np.ndarray) -> None:
-        nonlocal keep
-        dropped[step] = tuple(names[j] for j in keep[~mask])
-        keep = keep[mask]
-
     finite = np.isfinite(X).all(axis=0)
-    if nonfinite:
-        drop("nonfinite", finite)
-    elif not finite.all():
-        _refuse_nonfinite(X, finite, names)
-    if constant:
-        cols = X[:, keep]
-        drop("constant", (cols != cols[0]).any(axis=0))
-    _check_left(keep, d, dropped)
+    varies = (X != X[0]).any(axis=0)
+    keep, dropped = _kept_columns(X, finite, varies, names, nonfinite, constant)
     out = X[:, keep].copy()
     offset = np.zeros(keep.size)
     divisor = np.ones(keep.size)
@@ -300,21 +286,43 @@ def clean_features(
     )
 
 
-def _refuse_nonfinite(X: np.ndarray, finite: np.ndarray, names: list[str]) -> None:
-    j = int(np.flatnonzero(~finite)[0])
-    i = int(np.flatnonzero(~np.isfinite(X[:, j]))[0])
-    raise ValueError(
-        f"`values` must be finite with nonfinite=False, got {X[i, j]} in row {i}, "
-        f"column {names[j]!r}."
-    )
+def _kept_columns(
+    X: np.ndarray,
+    finite: np.ndarray,
+    varies: np.ndarray,
+    names: list[str],
+    nonfinite: bool,
+    constant: bool,
+) -> tuple[np.ndarray, dict[str, tuple[str, ...]]]:
+    """The columns the ``nonfinite`` and ``constant`` steps keep, from each
+    column's flags (all values finite; some value unlike the first row's), and
+    the names each step dropped."""
+    d = X.shape[1]
+    keep = np.arange(d)
+    dropped: dict[str, tuple[str, ...]] = {}
 
+    def drop(step: str, mask: np.ndarray) -> None:
+        nonlocal keep
+        dropped[step] = tuple(names[j] for j in keep[~mask])
+        keep = keep[mask]
 
-def _check_left(keep: np.ndarray, d: int, dropped: dict) -> None:
+    if nonfinite:
+        drop("nonfinite", finite)
+    elif not finite.all():
+        j = int(np.flatnonzero(~finite)[0])
+        i = int(np.flatnonzero(~np.isfinite(X[:, j]))[0])
+        raise ValueError(
+            f"`values` must be finite with nonfinite=False, got {X[i, j]} in row "
+            f"{i}, column {names[j]!r}."
+        )
+    if constant:
+        drop("constant", varies[keep])
     if keep.size == 0:
         raise ValueError(
             f"No column of the {d} is left after cleaning (dropped: {dropped}); "
             "expected at least one finite, non-constant column."
         )
+    return keep, dropped
 
 
 def _decorrelated(X: np.ndarray, threshold: float) -> np.ndarray:
@@ -371,21 +379,7 @@ def _clean_in_blocks(
             low = np.fmin(low, part.min(axis=0))
             high = np.fmax(high, part.max(axis=0))
         total += part.sum(axis=0)
-    keep = np.arange(d)
-    dropped: dict[str, tuple[str, ...]] = {}
-
-    def drop(step: str, mask: np.ndarray) -> None:
-        nonlocal keep
-        dropped[step] = tuple(names[j] for j in keep[~mask])
-        keep = keep[mask]
-
-    if nonfinite:
-        drop("nonfinite", finite)
-    elif not finite.all():
-        _refuse_nonfinite(X, finite, names)
-    if constant:
-        drop("constant", varies[keep])
-    _check_left(keep, d, dropped)
+    keep, dropped = _kept_columns(X, finite, varies, names, nonfinite, constant)
     offset = np.zeros(keep.size)
     divisor = np.ones(keep.size)
     if scale == "unit":
