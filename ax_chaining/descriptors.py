@@ -829,8 +829,8 @@ def molecule_features(
         if raw_file is not None and _raw_bytes(library, options) > CLEAN_BLOCK_BYTES:
             # Too large to hold raw beside its cleaned copy: the raw table goes
             # to the cache directory and is cleaned from there, block by block.
+            # (every SMILES was parsed and checked by checked_first_rows above)
             raw_file.parent.mkdir(parents=True, exist_ok=True)
-            _molecules(library)  # every SMILES checked before a chunk is encoded
             jobs = _num_jobs(n_jobs)
             raw, names = _encode_to_file(
                 raw_file, library, encoding, radius, n_bits, jobs, executor
