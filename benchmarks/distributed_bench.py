@@ -376,7 +376,9 @@ def round_trips(client: Any, workers: int, rows: int, calls: int) -> list[dict]:
     """
     import dask.array as da
 
-    addresses = sorted(client.scheduler_info()["workers"])[:workers]
+    from ax_chaining.distributed.candidates import cluster_workers
+
+    addresses = cluster_workers(client)[:workers]
     rng = np.random.default_rng(0)
     shards = [rng.standard_normal((rows, 8)) for _ in addresses]
     v = rng.standard_normal((8, 4))

@@ -33,6 +33,7 @@ from ax_chaining.distributed import (  # noqa: E402
     ShardLostError,
     shard_bounds,
 )
+from ax_chaining.distributed.candidates import cluster_workers  # noqa: E402
 
 DTYPE = torch.float64
 
@@ -411,6 +412,27 @@ def fragile_client():
         cluster.close()
 
 
+def test_cluster_healthy_shards_never_called_lost(client):
+    """A client's cached cluster view is refreshed every
+    ``scheduler-info-interval`` with one that lists no workers; read between a
+    fetch and that refresh, it once made ``restore()`` rebuild every shard of a
+    healthy cluster. With the refresh every millisecond, no call may see a
+    shard lost."""
+    import dask
+    import distributed
+
+    with dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}):
+        eager = distributed.Client(client.cluster.scheduler_address)
+    try:
+        model, C = se_problem(9000, seed=2)
+        sharded = ShardedCandidates(eager, C, timeout=SAFETY_S)
+        assert sharded.workers == cluster_workers(client)
+        assert [sharded.restore() for _ in range(300)] == [[]] * 300
+        sharded.close()
+    finally:
+        eager.close()
+
+
 def _kill_later(delay: float = 0.1) -> int:
     """Run on a worker: end its process shortly after answering."""
     threading.Timer(delay, os._exit, (1,)).start()
@@ -422,7 +444,7 @@ def _kill(client, worker: str) -> None:
     loss is in place before the test's next call, whatever the machine's load."""
     client.submit(_kill_later, workers=[worker], pure=False).result()
     deadline = time.monotonic() + SAFETY_S
-    while worker in client.scheduler_info()["workers"]:
+    while worker in cluster_workers(client):
         if time.monotonic() > deadline:
             raise AssertionError(f"{worker} did not leave in {SAFETY_S} s")
         time.sleep(0.05)
@@ -430,7 +452,7 @@ def _kill(client, worker: str) -> None:
 
 def _two_workers(client) -> list[str]:
     """Two workers of the cluster that are alive now."""
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = cluster_workers(client)
     assert len(workers) >= 2, workers
     return workers[:2]
 

@@ -38,6 +38,7 @@ from ax_chaining.kernels.fingerprints import PackedFingerprints
 
 __all__ = [
     "Backend",
+    "cluster_workers",
     "ShardLostError",
     "ShardedCandidates",
     "check_sharded",
@@ -73,6 +74,19 @@ def shard_bounds(n: int, parts: int, block: int = COLUMN_BLOCK) -> list[int]:
 
 def _invoke(shard: Shard, method: str, args: tuple) -> Any:
     return getattr(shard, method)(*args)
+
+
+def cluster_workers(client: Any) -> list[str]:
+    """The addresses of the workers the scheduler of ``client`` holds now,
+    sorted, asked of the scheduler at each call (``Client.nthreads``).
+
+    Not ``Client.scheduler_info()["workers"]``: that returns the identity the
+    client caches, which its periodic refresh (every
+    ``distributed.client.scheduler-info-interval``) replaces with one that
+    lists no workers, so a call that races the refresh sees an empty cluster
+    and would call every shard lost.
+    """
+    return sorted(client.nthreads())
 
 
 class ShardedCandidates:
@@ -150,7 +164,7 @@ class ShardedCandidates:
         if backend == "local":
             addresses = ["local"] * (len(workers) if workers else 2)
         else:
-            known = list(client.scheduler_info()["workers"])
+            known = cluster_workers(client)
             addresses = list(workers) if workers else sorted(known)
             if unknown := sorted(set(addresses) - set(known)):
                 raise ValueError(
@@ -339,7 +353,7 @@ class ShardedCandidates:
     def _alive(self) -> set[str]:
         if self.backend == "local":
             return {"local"}
-        return set(self.client.scheduler_info()["workers"])
+        return set(cluster_workers(self.client))
 
     def _lost(self, which: list[int]) -> list[int]:
         """The shards among ``which`` whose worker left, or whose state is gone."""
