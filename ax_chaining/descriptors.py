@@ -470,7 +470,9 @@ def encode_molecules(
         radius: Morgan radius (``morgan_counts`` and ``fragprints``).
         n_bits: Morgan fingerprint width (``morgan_counts`` and ``fragprints``).
         n_jobs: Worker processes (scikit-learn's convention: None is 1, -1
-            every core); the result does not depend on it.
+            every core); the result does not depend on it. They are started
+            with ``"spawn"``, which imports the calling script again: a
+            script calls this under ``if __name__ == "__main__":``.
         executor: A ``concurrent.futures.Executor`` to encode chunks of
             :data:`EXECUTOR_CHUNK` molecules on (for a Dask cluster,
             ``client.get_executor()``), or None; not with ``n_jobs`` above 1.
@@ -485,6 +487,9 @@ def encode_molecules(
             parse (its index is given), or both ``n_jobs`` above 1 and an
             ``executor``.
         ImportError: rdkit (or, for ``mordred``, mordredcommunity) is missing.
+        RuntimeError: A worker process ended before returning its molecules
+            (the message names the usual cause, a script without a main
+            guard).
 
     Example:
         >>> values, names = encode_molecules(["CCO", "CCN"], "fragments")
@@ -585,11 +590,24 @@ def _chunk_results(
     elif jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
         # "spawn": a fresh interpreter per worker, safe beside torch's threads.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(min(jobs, len(chunks)), mp_context=context) as pool:
-            yield from pool.map(encode_molecules, chunks, *args)
+            try:
+                yield from pool.map(encode_molecules, chunks, *args)
+            except BrokenProcessPool as e:
+                # The usual cause: a script without a main guard, which every
+                # spawned worker runs again, and which starts workers again.
+                raise RuntimeError(
+                    f"A worker process of the encoding (n_jobs={jobs}) ended "
+                    "before returning its molecules. Workers are started with "
+                    "'spawn', which imports the calling script again: in a "
+                    "script, call this under `if __name__ == '__main__':`. "
+                    "Otherwise the worker ran out of memory or was killed; "
+                    "n_jobs=None encodes in this process."
+                ) from e
     else:
         for chunk in chunks:
             yield encode_molecules(chunk, encoding, radius, n_bits)

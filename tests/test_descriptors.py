@@ -240,6 +240,32 @@ def test_worker_processes_give_the_same_features(tmp_path: Path) -> None:
             molecule_features(library, "rdkit2d", n_jobs=bad)
 
 
+def test_a_script_without_a_main_guard_is_told_why(tmp_path: Path) -> None:
+    """A script that encodes with ``n_jobs=2`` at its top level: each spawned
+    worker imports it again and refuses to start workers of its own, so the
+    pool breaks; the script ends with our message naming the main guard, not
+    only ``BrokenProcessPool``."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "encode.py"
+    script.write_text(
+        "from ax_chaining.descriptors import encode_molecules\n"
+        "encode_molecules(['CCO', 'CCN', 'CCC', 'CCCl'], 'fragments', n_jobs=2)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: A worker process of the encoding")
+    assert "if __name__ == '__main__':" in last
+
+
 def test_an_executor_gives_the_same_features(monkeypatch: pytest.MonkeyPatch) -> None:
     """``executor`` maps chunks of :data:`EXECUTOR_CHUNK` molecules on a
     caller's executor (here a Dask cluster's, in this process): the same raw
