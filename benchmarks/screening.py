@@ -12,9 +12,16 @@ three desirabilities (Crippen logP near 2.5, TPSA near 65, the square root of
 Fsp3), computed with RDKit, noise-free. No method sees it before it queries.
 
 **Methods** (all but ``random`` in an ``ax.api.Client`` loop, over item
-indices, with the Tanimoto kernel in library mode,
-:func:`ax_chaining.ax.fingerprint_kernel_surrogate_spec`, and
-``exclude_evaluated=True``):
+indices, with ``exclude_evaluated=True``, on the model ``--model`` names:
+``tanimoto``, the Tanimoto kernel in library mode,
+:func:`ax_chaining.ax.fingerprint_kernel_surrogate_spec`; or ``default``, the
+package's default molecule model, :func:`ax_chaining.ax.molecule_surrogate_spec`
+(Mordred descriptors under BayBE's ``CHEN`` priors), its features computed
+once per library size and cached beside the fingerprints). Mordred's
+descriptors include Crippen's logP and the TPSA that the objective is made
+of, so the default model's top-k fractions measure what the model is told
+more than how the acquisitions explore; its runs are there for the cost of a
+step at scale:
 
 ============  ===============================================================
 ``chaining``  :func:`~ax_chaining.ax.chaining_generation_strategy` (delta 0.05)
@@ -85,6 +92,10 @@ LIBRARY_SEED = 0
 #: ESOL molecules (the small preset).
 LIBRARIES: tuple[str, ...] = ("moses", "esol")
 METHODS: tuple[str, ...] = ("chaining", "gp-ucb", "qlognei", "greedy", "random")
+#: The models of a molecule: Tanimoto on Morgan bits, or the package's default
+#: (``molecule_surrogate_spec``).
+MODELS: tuple[str, ...] = ("tanimoto", "default")
+MODEL_LABELS = {"tanimoto": "", "default": ", default model (Mordred, CHEN priors)"}
 LABELS = {
     "chaining": "Chaining-UCB",
     "gp-ucb": "GP-UCB",
@@ -117,6 +128,9 @@ class ScreeningConfig:
             ``"every"`` step (the strategies' default), or ``"geometric"``
             (after 10, 20, 40, ... observations: a step between checks costs
             the acquisition alone, which matters at ``N = 10^6``).
+        model: The model of a molecule (:data:`MODELS`): ``"tanimoto"`` on
+            the Morgan bits, or ``"default"``, the package's default
+            (:func:`ax_chaining.ax.molecule_surrogate_spec`).
     """
 
     queries: int = 100
@@ -127,6 +141,7 @@ class ScreeningConfig:
     top_k: tuple[int, ...] = (100, 1000)
     library: str = "moses"
     checks: str = "every"
+    model: str = "tanimoto"
 
     def __post_init__(self) -> None:
         for name in ("queries", "n_init", "n_bits"):
@@ -136,6 +151,7 @@ class ScreeningConfig:
             check_int("top_k", k, 1)
         check_choice("library", self.library, LIBRARIES)
         check_choice("checks", self.checks, ("every", "geometric"))
+        check_choice("model", self.model, MODELS)
 
     def key(self) -> dict[str, Any]:
         """What a stored record must match to be reused (JSON types)."""
@@ -146,6 +162,8 @@ class ScreeningConfig:
             del key["library"]
         if self.checks == "every":  # likewise
             del key["checks"]
+        if self.model == "tanimoto":  # likewise
+            del key["model"]
         return key
 
 
@@ -155,23 +173,81 @@ SMALL_SIZE = 200
 SMALL_METHODS: tuple[str, ...] = ("chaining", "random")
 
 
+def source_smiles(cache: str | Path, config: ScreeningConfig) -> tuple[list[str], str]:
+    """Every SMILES of ``config.library`` (the MOSES set, fetched once into
+    ``cache``, or the vendored ESOL molecules), and its cache files' prefix."""
+    if config.library == "moses":
+        from ax_chaining.test_functions.moses import moses_smiles
+
+        return moses_smiles(cache), ""
+    from ax_chaining.test_functions.molecules import load_dataset
+
+    return list(load_dataset(config.library).smiles), "esol_"
+
+
+def feature_cache(cache: str | Path, config: ScreeningConfig, size: int) -> Path:
+    """The default model's feature cache of the size-``size`` library."""
+    prefix = "" if config.library == "moses" else "esol_"
+    return Path(cache) / f"{prefix}default_model_{size}"
+
+
+def default_model_spec(
+    smiles: Sequence[str],
+    cache: str | Path,
+    config: ScreeningConfig,
+    size: int,
+    n_jobs: int | None = None,
+) -> Any:
+    """The default molecule model of the size-``size`` library (its features
+    computed once, ``n_jobs`` processes, and cached)."""
+    from ax_chaining.ax import molecule_surrogate_spec
+
+    rows = library_rows(len(smiles), size)
+    return molecule_surrogate_spec(
+        [smiles[i] for i in rows],
+        path=feature_cache(cache, config, size),
+        n_jobs=n_jobs,
+    )
+
+
 def prepare(
-    cache: str | Path, max_size: int, config: ScreeningConfig, progress: bool = True
+    cache: str | Path,
+    sizes: int | Sequence[int],
+    config: ScreeningConfig,
+    progress: bool = True,
+    jobs: int = 1,
 ) -> tuple[Path, Path]:
-    """Featurize the library's molecules (``config.library``: the MOSES set,
-    or the vendored ESOL molecules) and score the largest library (both cached
-    and resumable); returns the fingerprint file and the scores of the first
-    ``max_size`` molecules of the permutation."""
-    from ax_chaining.chem import featurize_library
-    from ax_chaining.test_functions.moses import moses_smiles, mpo_scores
+    """Featurize the library's molecules and score the largest library (both
+    cached; fingerprints resumable); returns what :func:`run_one` reads as
+    ``library`` and the scores of the first ``max(sizes)`` molecules of the
+    permutation.
+
+    With the Tanimoto model, ``library`` is the fingerprint file of every
+    molecule of ``config.library`` (invalid SMILES left out). With the default
+    model it is ``cache``, and every library size's features are computed
+    (``jobs`` processes) into :func:`feature_cache`; its libraries are drawn
+    from the SMILES themselves (MOSES and ESOL have no invalid one, so they
+    are the Tanimoto model's libraries).
+    """
+    from ax_chaining.test_functions.moses import mpo_scores
 
     cache = Path(cache)
-    if config.library == "moses":
-        smiles, prefix = moses_smiles(cache), ""
-    else:
-        from ax_chaining.test_functions.molecules import load_dataset
+    sizes = [sizes] if isinstance(sizes, int) else list(sizes)
+    max_size = max(sizes)
+    smiles, prefix = source_smiles(cache, config)
+    if config.model == "default":
+        if max_size > len(smiles):
+            raise ValueError(
+                f"`sizes` go up to {max_size}; the library has {len(smiles)} molecules."
+            )
+        for size in sorted(sizes):
+            default_model_spec(smiles, cache, config, size, jobs if jobs > 1 else None)
+        scores_path = cache / f"{prefix}mpo_{max_size}_smiles.npy"
+        rows = library_rows(len(smiles), max_size)
+        mpo_scores([smiles[i] for i in rows], scores_path, progress=progress)
+        return cache, scores_path
+    from ax_chaining.chem import featurize_library
 
-        smiles, prefix = list(load_dataset(config.library).smiles), "esol_"
     lib = featurize_library(
         smiles,
         cache / f"{prefix}morgan{config.radius}_{config.n_bits}",
@@ -228,21 +304,34 @@ def run_one(
     method: str,
     seed: int,
     config: ScreeningConfig,
-    fingerprints: str,
+    library: str,
     scores: str,
     max_size: int,
 ) -> dict[str, Any]:
-    """One run: ``n_init`` molecules, then ``config.queries`` queries."""
+    """One run: ``n_init`` molecules, then ``config.queries`` queries.
+    ``library``: what :func:`prepare` returned (the fingerprint file, or the
+    cache of the default model's features)."""
     from ax.api.client import Client
     from ax.utils.common.logger import set_stderr_log_level
 
-    from ax_chaining.ax import GEN_METADATA_KEY, candidate_index_parameter
+    from ax_chaining.ax import (
+        GEN_METADATA_KEY,
+        candidate_index_parameter,
+        fingerprint_kernel_surrogate_spec,
+    )
     from ax_chaining.kernels import PackedFingerprints
 
-    full = PackedFingerprints.open(fingerprints)
-    rows = library_rows(len(full), size)
-    library = PackedFingerprints(np.asarray(full.words[rows]), full.n_bits)
-    y = np.load(scores)[_in_first(len(full), size, max_size)]
+    if config.model == "default":
+        smiles, _ = source_smiles(library, config)
+        total = len(smiles)
+        make_spec = functools.partial(default_model_spec, smiles, library, config, size)
+    else:
+        full = PackedFingerprints.open(library)
+        total = len(full)
+        rows = library_rows(total, size)
+        bits = PackedFingerprints(np.asarray(full.words[rows]), full.n_bits)
+        make_spec = functools.partial(fingerprint_kernel_surrogate_spec, bits)
+    y = np.load(scores)[_in_first(total, size, max_size)]
     y = np.where(np.isnan(y), -np.inf, y)  # an unscorable molecule is never top
     rng = np.random.default_rng(seed)
     items = [int(i) for i in rng.choice(size, size=config.n_init, replace=False)]
@@ -252,8 +341,6 @@ def run_one(
         order = np.random.default_rng(1_000_000 + seed).permutation(rest)
         items += [int(i) for i in order[: config.queries]]
     else:
-        from ax_chaining.ax import fingerprint_kernel_surrogate_spec
-
         set_stderr_log_level(30)  # Ax logs every trial at INFO
         client = Client(random_seed=seed)
         client.configure_experiment(
@@ -261,8 +348,7 @@ def run_one(
             name=f"screening_{size}_{method}_{seed}",
         )
         client.configure_optimization(objective="mpo")
-        spec = fingerprint_kernel_surrogate_spec(library)
-        gs = _strategy(method, spec, config, size)
+        gs = _strategy(method, make_spec(), config, size)
         client.set_generation_strategy(gs)
         for i in items:
             index = client.attach_trial(parameters={"item": i})
@@ -312,12 +398,12 @@ def run_screening(
     """Run (or resume) every (size, method, seed), each in a fresh process."""
     check_names(methods, METHODS, "method")
     max_size = max(sizes)
-    fingerprints, scores = prepare(cache, max_size, config, progress)
+    library, scores = prepare(cache, sizes, config, progress, jobs)
     tasks = [(n, m, s) for n in sizes for s in seeds for m in methods]
     run = functools.partial(
         run_one,
         config=config,
-        fingerprints=str(fingerprints),
+        library=str(library),
         scores=str(scores),
         max_size=max_size,
     )
@@ -343,13 +429,16 @@ CHECKPOINTS = (0, 10, 25, 50, 100, 200)
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per size and method: top-k fractions at checkpoints, seconds, memory."""
+    """Per size, model and method: top-k fractions at checkpoints, seconds,
+    memory."""
     rows = []
-    groups: dict[tuple[int, str], list[dict]] = {}
+    groups: dict[tuple[int, str, str], list[dict]] = {}
     for r in records:
-        groups.setdefault((r["size"], r["method"]), []).append(r)
-    for (size, method), runs in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], METHODS.index(kv[0][1]))
+        model = r["config"].get("model", "tanimoto")
+        groups.setdefault((r["size"], model, r["method"]), []).append(r)
+    for (size, model, method), runs in sorted(
+        groups.items(),
+        key=lambda kv: (kv[0][0], MODELS.index(kv[0][1]), METHODS.index(kv[0][2])),
     ):
         n_init = runs[0]["config"]["n_init"]
         T = min(len(r["items"]) for r in runs) - n_init
@@ -380,6 +469,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             {
                 "size": size,
                 "method": method,
+                "model": model,
                 "runs": len(runs),
                 "queries": T,
                 "n_init": n_init,
@@ -390,6 +480,15 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             }
         )
     return {"rows": rows}
+
+
+def _label(row: dict[str, Any]) -> str:
+    """A row's method, and its model where it is not the Tanimoto one (random
+    search has none)."""
+    model = row.get("model", "tanimoto")
+    return LABELS[row["method"]] + (
+        "" if row["method"] == "random" else MODEL_LABELS[model]
+    )
 
 
 def format_markdown(summary: dict[str, Any]) -> str:
@@ -419,7 +518,7 @@ def format_markdown(summary: dict[str, Any]) -> str:
                 parts = [num(s[p], 2) for p in ("fit", "acquisition", "certificate")]
                 sec = f"{num(s['total'], 3)} ({' / '.join(parts)})"
             lines.append(
-                f"| {LABELS[r['method']]} | {' | '.join(cells)} | {sec} | "
+                f"| {_label(r)} | {' | '.join(cells)} | {sec} | "
                 f"{r['peak_rss_mb']:,.0f} | {r['runs']} |"
             )
         lines.append("")
@@ -459,7 +558,7 @@ def plot(summary: dict[str, Any], path: str | Path) -> Path:
                 se = 100 * np.array(r["found"][str(k)]["se"])
                 x = np.arange(len(mean))
                 color = COLORS[r["method"]]
-                ax.plot(x, mean, color=color, label=LABELS[r["method"]])
+                ax.plot(x, mean, color=color, label=_label(r))
                 ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.15)
             runs = max(r["runs"] for r in summary["rows"] if r["size"] == size)
             ax.set_title(f"N = {size:,}, top {k} ({runs} runs)", fontsize=9)
@@ -498,6 +597,13 @@ def main(argv: list[str] | None = None) -> int:
         help="when the strategies check their certificate (default every step)",
     )
     parser.add_argument(
+        "--model",
+        choices=list(MODELS),
+        default=None,
+        help="the model of a molecule: Tanimoto on Morgan bits (default), or "
+        "the package's default molecule model",
+    )
+    parser.add_argument(
         "--cache", default=None, help="cache (default .cache/moses, .cache/esol)"
     )
     parser.add_argument("--out", default=None)
@@ -533,6 +639,7 @@ def main(argv: list[str] | None = None) -> int:
             "queries": preset.queries if args.queries is None else args.queries,
             "n_init": preset.n_init if args.n_init is None else args.n_init,
             "checks": preset.checks if args.checks is None else args.checks,
+            "model": preset.model if args.model is None else args.model,
         }
     )
     if args.records:

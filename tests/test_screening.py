@@ -12,9 +12,12 @@ from benchmarks.screening import (
     SMALL_METHODS,
     SMALL_SIZE,
     ScreeningConfig,
+    feature_cache,
     format_markdown,
     library_rows,
+    prepare,
     run_one,
+    source_smiles,
     summarize,
 )
 
@@ -97,11 +100,47 @@ def test_summary_fractions_by_hand() -> None:
 
 def test_config_names_its_library() -> None:
     # MOSES records name no library (as before the field), so stored runs
-    # stay reusable; the small preset's name ESOL.
+    # stay reusable; the small preset's name ESOL. Likewise the model: the
+    # Tanimoto runs name none.
     assert "library" not in ScreeningConfig().key()
     assert SMALL_CONFIG.key()["library"] == "esol"
     with pytest.raises(ValueError, match="`library` must be 'moses' or 'esol'"):
         ScreeningConfig(library="zinc")
+    assert "model" not in ScreeningConfig().key()
+    assert ScreeningConfig(model="default").key()["model"] == "default"
+    with pytest.raises(ValueError, match="`model` must be"):
+        ScreeningConfig(model="mordred")
+
+
+@pytest.mark.slow  # Mordred on 30 molecules, then two Ax loops
+def test_default_model_runs_over_its_own_features(tmp_path) -> None:
+    """``--model default``: each library size gets its own cached features
+    (the size-20 library's rows, not the size-30 one's), the scores are the
+    MPO of the largest library's molecules, and a loop over the size-20
+    library on the default molecule model is reproducible and says which
+    model it ran."""
+    pytest.importorskip("mordred")
+    from ax_chaining.test_functions.moses import mpo
+
+    config = ScreeningConfig(
+        queries=2, n_init=3, top_k=(2,), library="esol", model="default"
+    )
+    library, scores_path = prepare(tmp_path, [20, 30], config, progress=False)
+    smiles, _ = source_smiles(tmp_path, config)
+    for size in (20, 30):
+        table = np.load(feature_cache(tmp_path, config, size) / "features.npy")
+        assert table.shape[0] == size and np.isfinite(table).all()
+    rows30 = library_rows(len(smiles), 30)
+    np.testing.assert_allclose(
+        np.load(scores_path), [mpo(smiles[i]) for i in rows30], equal_nan=True
+    )
+    one = run_one(20, "greedy", 1, config, str(library), str(scores_path), 30)
+    assert len(set(one["items"])) == 5 and max(one["items"]) < 20
+    assert one["config"]["model"] == "default"
+    two = run_one(20, "greedy", 1, config, str(library), str(scores_path), 30)
+    assert two["items"] == one["items"]
+    table = format_markdown(summarize([one]))
+    assert "| greedy (posterior mean), default model (Mordred, CHEN priors) |" in table
 
 
 @pytest.mark.slow  # RDKit featurizing, then one process per run
