@@ -45,8 +45,9 @@ and duplicates get the same features, computed once.
 rdkit is needed (the ``chem`` extra); ``mordred`` needs ``mordredcommunity``
 too (both in the ``chem`` extra: ``pip install 'ax-chaining[chem]'``).
 
-Encoding is the slow part of a large library (Mordred: about 30 s per 1,000
-molecules on one core; RDKit's descriptors about a tenth of that), and each
+Encoding is the slow part of a large library (Mordred: 30 to 60 s per 1,000
+molecules on one core, ESOL's small molecules to MOSES's drug-like ones;
+RDKit's descriptors about a tenth of that), and each
 molecule's row depends on that molecule alone: ``n_jobs`` splits the library
 into contiguous chunks encoded by that many worker processes, in order, so
 the result is the same array as with one process. ``executor`` maps the same

@@ -18,10 +18,10 @@ indices, with ``exclude_evaluated=True``, on the model ``--model`` names:
 package's default molecule model, :func:`ax_chaining.ax.molecule_surrogate_spec`
 (Mordred descriptors under BayBE's ``CHEN`` priors), its features computed
 once per library size and cached beside the fingerprints). Mordred's
-descriptors include Crippen's logP and the TPSA that the objective is made
-of, so the default model's top-k fractions measure what the model is told
-more than how the acquisitions explore; its runs are there for the cost of a
-step at scale:
+descriptors include a Crippen logP and the TPSA that the objective is
+computed from (the cleaning may drop either as a near-duplicate of another
+column), so the two models see the objective differently; the default
+model's runs measure first what a step costs at scale:
 
 ============  ===============================================================
 ``chaining``  :func:`~ax_chaining.ax.chaining_generation_strategy` (delta 0.05)

@@ -222,6 +222,7 @@ def test_cli_pack_errors(tmp_path):
         "validity_protocol_init5",
         "validity_audit",
         "screening",
+        "screening_default",
     ],
 )
 def test_committed_summary_is_remade_from_the_committed_records(
@@ -333,6 +334,7 @@ def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
         ("validity_protocol_init5", "validity"),
         ("validity_audit", "validity"),
         ("screening", "screening"),
+        ("screening_default", "screening"),
     ],
 )
 def test_results_pages_show_the_committed_summary_tables(benchmark, page) -> None:

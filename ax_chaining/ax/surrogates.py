@@ -276,12 +276,13 @@ def molecule_surrogate_spec(
     (``docs/results/models.md``): it predicts less sharply and is less
     overconfident.
 
-    Mordred needs the ``chem`` extra (``mordredcommunity``) and costs about
-    30 s per 1,000 molecules on one core: pass ``path`` to compute the
-    features once, ``n_jobs`` to compute them on several cores,
-    ``executor=client.get_executor()`` to compute them on a Dask cluster, or
-    ``encoding="rdkit2d"`` (a few times faster) for libraries of 10^5
-    molecules and more.
+    Mordred needs the ``chem`` extra (``mordredcommunity``) and costs 30 to
+    60 s per 1,000 molecules on one core (ESOL's small molecules to MOSES's
+    drug-like ones; 10^5 MOSES molecules took 49 minutes in two processes):
+    pass ``path`` to compute the features once, ``n_jobs`` to compute them on
+    several cores, ``executor=client.get_executor()`` to compute them on a
+    Dask cluster, or ``encoding="rdkit2d"`` (a few times faster) for
+    libraries of 10^5 molecules and more.
 
     Args:
         smiles: The library, in item order.
