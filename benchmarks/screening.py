@@ -173,22 +173,26 @@ SMALL_SIZE = 200
 SMALL_METHODS: tuple[str, ...] = ("chaining", "random")
 
 
+def _prefix(config: ScreeningConfig) -> str:
+    """The prefix of ``config.library``'s cache files (none for MOSES)."""
+    return "" if config.library == "moses" else f"{config.library}_"
+
+
 def source_smiles(cache: str | Path, config: ScreeningConfig) -> tuple[list[str], str]:
     """Every SMILES of ``config.library`` (the MOSES set, fetched once into
     ``cache``, or the vendored ESOL molecules), and its cache files' prefix."""
     if config.library == "moses":
         from ax_chaining.test_functions.moses import moses_smiles
 
-        return moses_smiles(cache), ""
+        return moses_smiles(cache), _prefix(config)
     from ax_chaining.test_functions.molecules import load_dataset
 
-    return list(load_dataset(config.library).smiles), "esol_"
+    return list(load_dataset(config.library).smiles), _prefix(config)
 
 
 def feature_cache(cache: str | Path, config: ScreeningConfig, size: int) -> Path:
     """The default model's feature cache of the size-``size`` library."""
-    prefix = "" if config.library == "moses" else "esol_"
-    return Path(cache) / f"{prefix}default_model_{size}"
+    return Path(cache) / f"{_prefix(config)}default_model_{size}"
 
 
 def default_model_spec(
