@@ -17,11 +17,10 @@ indices, with ``exclude_evaluated=True``, on the model ``--model`` names:
 :func:`ax_chaining.ax.fingerprint_kernel_surrogate_spec`; or ``default``, the
 package's default molecule model, :func:`ax_chaining.ax.molecule_surrogate_spec`
 (Mordred descriptors under BayBE's ``CHEN`` priors), its features computed
-once per library size and cached beside the fingerprints). Mordred's
-descriptors include a Crippen logP and the TPSA that the objective is
-computed from (the cleaning may drop either as a near-duplicate of another
-column), so the two models see the objective differently; the default
-model's runs measure first what a step costs at scale:
+once per library size and cached beside the fingerprints). Mordred computes
+the Crippen logP, TPSA and Fsp3 that the objective is made of, but on MOSES
+libraries the cleaning drops all three (correlated above 0.7 with columns it
+keeps); the default model's runs measure first what a step costs at scale:
 
 ============  ===============================================================
 ``chaining``  :func:`~ax_chaining.ax.chaining_generation_strategy` (delta 0.05)
@@ -178,16 +177,16 @@ def _prefix(config: ScreeningConfig) -> str:
     return "" if config.library == "moses" else f"{config.library}_"
 
 
-def source_smiles(cache: str | Path, config: ScreeningConfig) -> tuple[list[str], str]:
+def source_smiles(cache: str | Path, config: ScreeningConfig) -> list[str]:
     """Every SMILES of ``config.library`` (the MOSES set, fetched once into
-    ``cache``, or the vendored ESOL molecules), and its cache files' prefix."""
+    ``cache``, or the vendored ESOL molecules)."""
     if config.library == "moses":
         from ax_chaining.test_functions.moses import moses_smiles
 
-        return moses_smiles(cache), _prefix(config)
+        return moses_smiles(cache)
     from ax_chaining.test_functions.molecules import load_dataset
 
-    return list(load_dataset(config.library).smiles), _prefix(config)
+    return list(load_dataset(config.library).smiles)
 
 
 def feature_cache(cache: str | Path, config: ScreeningConfig, size: int) -> Path:
@@ -238,7 +237,7 @@ def prepare(
     cache = Path(cache)
     sizes = [sizes] if isinstance(sizes, int) else list(sizes)
     max_size = max(sizes)
-    smiles, prefix = source_smiles(cache, config)
+    smiles, prefix = source_smiles(cache, config), _prefix(config)
     if config.model == "default":
         if max_size > len(smiles):
             raise ValueError(
@@ -326,7 +325,7 @@ def run_one(
     from ax_chaining.kernels import PackedFingerprints
 
     if config.model == "default":
-        smiles, _ = source_smiles(library, config)
+        smiles = source_smiles(library, config)
         total = len(smiles)
         make_spec = functools.partial(default_model_spec, smiles, library, config, size)
     else:

@@ -126,7 +126,7 @@ def test_default_model_runs_over_its_own_features(tmp_path) -> None:
         queries=2, n_init=3, top_k=(2,), library="esol", model="default"
     )
     library, scores_path = prepare(tmp_path, [20, 30], config, progress=False)
-    smiles, _ = source_smiles(tmp_path, config)
+    smiles = source_smiles(tmp_path, config)
     for size in (20, 30):
         table = np.load(feature_cache(tmp_path, config, size) / "features.npy")
         assert table.shape[0] == size and np.isfinite(table).all()

@@ -165,7 +165,7 @@ class ShardedCandidates:
             addresses = ["local"] * (len(workers) if workers else 2)
         else:
             known = cluster_workers(client)
-            addresses = list(workers) if workers else sorted(known)
+            addresses = list(workers) if workers else known
             if unknown := sorted(set(addresses) - set(known)):
                 raise ValueError(
                     f"`workers` names {unknown}, not workers of the cluster "
