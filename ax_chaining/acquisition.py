@@ -779,8 +779,10 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
         step = self._base_step()
         if step.tree is None:
             c = step.chaining
+            # Farthest-first covers recorded the tree's parents as they were
+            # built: the tree then needs no rows of its own.
             step.tree = chaining_tree(
-                step.posterior.distance, c.covers, c.eps, c.bounded
+                step.posterior.distance, c.covers, c.eps, c.bounded, c.parents
             )
         mean = step.posterior.mean.to(torch.float64)
         return (mean if self.maximize else -mean), step, step.chaining.t

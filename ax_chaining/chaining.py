@@ -56,6 +56,7 @@ from torch import Tensor
 
 from ax_chaining.checks import check_choice, check_delta, check_float, check_int
 from ax_chaining.covers import (
+    NearestCentres,
     farthest_first_order,
     gather_rows,
     greedy_dominating_set,
@@ -214,6 +215,11 @@ class ChainingResult:
         n: Number of candidates ``N``.
         h_radius: ``"algorithm"`` or ``"proof"`` (see the module docstring).
         cover_method: ``"greedy"`` or ``"farthest_first"``.
+        parents: ``(parent, link2)`` of every candidate in the chaining tree of
+            these covers (:func:`~ax_chaining.certificate.chaining_tree`), where
+            the covers' traversal recorded them (farthest-first covers; see
+            :class:`~ax_chaining.covers.NearestCentres`); None otherwise, and
+            the certificate computes them from rows.
     """
 
     eps: Tensor
@@ -230,6 +236,9 @@ class ChainingResult:
     h_radius: str = "algorithm"
     cover_method: str = "greedy"
     info: dict = field(default_factory=dict, compare=False)
+    parents: tuple[Tensor, Tensor] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def num_levels(self) -> int:
@@ -410,13 +419,16 @@ def chaining_covers(
     sigma_min = float(distance.sigma.min())
     sigma_min_used, eps = level_radii(sigma_min, scale, sigma_floor)
 
+    parents = None
     if cover == "greedy":
         check_choice("graph", graph, get_args(GraphMethod))
         covers, sizes, bounded = _greedy_levels(
             distance, eps, graph=graph, memory_budget=memory_budget, lazy=lazy
         )
     else:
-        covers, sizes, bounded = _farthest_first_levels(distance, eps, max_cover_size)
+        covers, sizes, bounded, parents = _farthest_first_levels(
+            distance, eps, max_cover_size
+        )
 
     return chaining_result(
         eps,
@@ -432,6 +444,7 @@ def chaining_covers(
         h_radius=h_radius,
         cover_method=cover,
         device=device,
+        parents=parents,
     )
 
 
@@ -466,9 +479,11 @@ def chaining_result(
     h_radius: HRadius,
     cover_method: CoverMethod,
     device: torch.device,
+    parents: tuple[Tensor, Tensor] | None = None,
 ) -> ChainingResult:
     """The :class:`ChainingResult` of covers built for radii ``eps`` (the
-    :math:`H_i` computed here), for any route that builds covers."""
+    :math:`H_i` computed here), for any route that builds covers; ``parents``:
+    the chaining tree's, where the route recorded them."""
     sigma_min_used = max(sigma_min, sigma_floor * scale)
     eps_t, sizes_t, H = _terms(eps, sizes, t, delta, h_radius, device)
     return ChainingResult(
@@ -486,6 +501,7 @@ def chaining_result(
         h_radius=h_radius,
         cover_method=cover_method,
         info={"sigma_floor": sigma_floor},
+        parents=parents,
     )
 
 
@@ -806,14 +822,19 @@ def _sub_adjacency(levels: Tensor, idx: Tensor, level: int) -> Tensor:
 
 def _farthest_first_levels(
     distance: PseudoDistance, eps: list[float], max_cover_size: int
-) -> tuple[list[Tensor], list[int], list[bool]]:
+) -> tuple[list[Tensor], list[int], list[bool], tuple[Tensor, Tensor] | None]:
+    """Prefix covers of one farthest-first traversal, and the chaining tree's
+    parents recorded along it (None where a level was cut at another prefix
+    than :func:`prefix_covers` cuts it: a radius within round-off of its
+    ``eps``; the certificate then computes them from rows)."""
     n = distance.n
     if not eps:
-        return [], [], []
+        return [], [], [], None
     # Start from the least uncertain candidate: d_t(x, x') <= sigma(x) +
     # sigma(x'), so it is the best single centre one can name without rows
     # (near data it covers everything at eps_1 = s, as greedy's first pick does).
     start = int(torch.argmin(distance.variance))
+    tracker = NearestCentres(n, eps)
     order, radii = farthest_first_order(
         distance.rows,
         n,
@@ -823,8 +844,12 @@ def _farthest_first_levels(
         batch_size=distance.row_batch,
         device=distance.device,
         dtype=distance.dtype,
+        on_centre=tracker,
     )
-    return prefix_covers(order, radii, eps, n)
+    covers, sizes, bounded = prefix_covers(order, radii, eps, n)
+    parents = tracker.parents()
+    same_cut = tracker.sizes == [int(c.numel()) for c in covers]
+    return covers, sizes, bounded, parents if same_cut else None
 
 
 def prefix_covers(

@@ -16,7 +16,9 @@ posterior gives without a square root, and ``d <= eps`` iff ``d^2 <= eps^2``.
 * :func:`farthest_first_order` is Gonzalez' farthest-first traversal on rows
   computed on demand. Every prefix of the order is a cover whose radius is read
   off the traversal, so one pass gives nested covers for every radius without an
-  ``N x N`` matrix.
+  ``N x N`` matrix. :class:`NearestCentres` records, along the same pass, each
+  point's nearest centre in the cover of each radius (the parents of the
+  chaining tree), from the rows the traversal computes anyway.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from torch import Tensor
 from ax_chaining.checks import as_index, check_float, check_int, type_error
 
 __all__ = [
+    "NearestCentres",
     "farthest_first_order",
     "greedy_cover",
     "greedy_dominating_set_lazy",
@@ -352,6 +355,7 @@ def farthest_first_order(
     batch_size: int = 1,
     device: torch.device | None = None,
     dtype: torch.dtype = torch.float64,
+    on_centre: Callable[[int, Tensor, float], None] | None = None,
 ) -> tuple[Tensor, Tensor]:
     r"""Farthest-first traversal (Gonzalez, 1985) on rows computed on demand.
 
@@ -387,6 +391,11 @@ def farthest_first_order(
         batch_size: Centres taken per block of rows (1: exact traversal).
         device: Device of the index tensors (default: that of the first row).
         dtype: Floating dtype of the returned radii.
+        on_centre: Called after each centre is taken, in order, with the
+            centre's index, its row of squared distances (clamped at 0, in
+            ``dtype``; read it, do not keep or change it) and the squared cover
+            radius of the prefix that ends with it (e.g. a
+            :class:`NearestCentres`).
 
     Returns:
         ``(order, radii)``: the centres in traversal order and, for each prefix
@@ -404,6 +413,8 @@ def farthest_first_order(
     mind2[start] = 0.0
     order = [start]
     radii2 = [float(mind2.max())]
+    if on_centre is not None:
+        on_centre(start, mind2, radii2[0])
     stop2 = float(stop_radius) ** 2
     pool_size = 1 if batch_size == 1 else 2 * batch_size
     chunk_size = max(1, batch_size // 2)
@@ -446,10 +457,104 @@ def farthest_first_order(
             pool_mind2 = torch.minimum(pool_mind2, row[pool])
             pool_mind2[j] = 0.0
             radii2.append(float(mind2.max()))
+            if on_centre is not None:
+                on_centre(far, row, radii2[-1])
             if radii2[-1] <= stop2 or len(order) >= max_size:
                 break
     radii = torch.tensor(radii2, dtype=dtype, device=device).sqrt()
     return torch.tensor(order, dtype=torch.long, device=device), radii
+
+
+class NearestCentres:
+    r"""Each point's nearest centre in the nested covers of a farthest-first
+    traversal, recorded along it (pass as ``on_centre`` of
+    :func:`farthest_first_order`).
+
+    For radii :math:`\epsilon_1 > \dots > \epsilon_L`, level :math:`i`'s cover
+    :math:`T_i` is the shortest prefix of the order whose cover radius is at most
+    :math:`\epsilon_i` (the whole traversal where none is, as
+    :func:`~ax_chaining.chaining.prefix_covers` takes it). A point that enters at
+    level :math:`j \ge 2` (first in :math:`T_j`, or in none: :math:`j = L + 1`)
+    gets as parent its nearest point of :math:`T_{j-1}`: the chaining tree's
+    parents (:func:`~ax_chaining.certificate.chaining_tree`), read off the rows
+    that the traversal computes anyway instead of :math:`|T_L|` rows more. Among
+    equally near centres the earliest taken is kept (``chaining_tree`` keeps the
+    lowest index), so the two trees can differ where two centres are exactly
+    equally near a point, and the links by round-off where the rows were
+    computed in other blocks. A level closes when the squared radius is at most
+    :math:`\epsilon_i^2`; :attr:`sizes` records each level's cover size, so a
+    caller can check that its covers were cut at the same prefixes (a radius
+    within round-off of :math:`\epsilon_i` could be cut otherwise). Costs
+    ``O(N)`` work per centre and ``O(N)`` memory.
+
+    Example:
+        >>> tracker = NearestCentres(n, eps)
+        >>> order, radii = farthest_first_order(rows, n, 0, n, on_centre=tracker)
+        >>> parent, link2 = tracker.parents()
+
+    Args:
+        n: Number of points.
+        radii: The radii :math:`\epsilon_i`, decreasing (distances, not squared).
+    """
+
+    def __init__(self, n: int, radii: list[float]) -> None:
+        self.n = check_int("n", n, 1)
+        self._radii2 = [float(r) ** 2 for r in radii]
+        self._next = 0  # index of the first level whose cover is not yet closed
+        self._taken_count = 0
+        #: Each closed level's cover size (centres taken when it closed).
+        self.sizes: list[int] = []
+        self._best: Tensor | None = None  # squared distance to the prefix
+        self._arg: Tensor | None = None  # nearest centre of the prefix
+        self._taken: Tensor | None = None
+        self._parent: Tensor | None = None
+        self._link2: Tensor | None = None
+
+    def __call__(self, centre: int, row: Tensor, radius2: float) -> None:
+        """Take ``centre`` (its squared-distance row ``row``); the prefix that
+        ends with it has squared cover radius ``radius2``."""
+        if self._best is None:
+            device = row.device
+            self._best = row.clone()
+            self._arg = torch.full((self.n,), centre, dtype=torch.long, device=device)
+            self._taken = torch.zeros(self.n, dtype=torch.bool, device=device)
+            self._parent = torch.full((self.n,), -1, dtype=torch.long, device=device)
+            self._link2 = torch.zeros(self.n, dtype=row.dtype, device=device)
+        else:
+            # Strictly closer only: among equally near centres the first stays.
+            closer = row < self._best
+            self._arg = torch.where(closer, centre, self._arg)
+            torch.minimum(self._best, row, out=self._best)
+        self._best[centre] = 0.0
+        self._taken[centre] = True
+        self._taken_count += 1
+        closed = False
+        while self._next < len(self._radii2) and radius2 <= self._radii2[self._next]:
+            self._next += 1
+            self.sizes.append(self._taken_count)
+            closed = True
+        if closed:
+            self._close()
+
+    def _close(self) -> None:
+        # The prefix is a level's cover: each point not in it has its parent
+        # (for the level at which it will enter) among the prefix's centres.
+        free = ~self._taken
+        self._parent = torch.where(free, self._arg, self._parent)
+        self._link2 = torch.where(free, self._best, self._link2)
+
+    def parents(self) -> tuple[Tensor, Tensor]:
+        """``(parent, link2)``: each point's parent (-1 for the points of
+        :math:`T_1`) and its squared distance to it (0 for those), once the
+        traversal has ended (the points of no cover: their nearest centre)."""
+        if self._best is None:
+            raise RuntimeError("NearestCentres.parents: no centre was taken yet.")
+        if self._next < len(self._radii2):
+            self._close()  # levels the traversal did not reach: the whole order
+            missing = len(self._radii2) - self._next
+            self.sizes.extend([self._taken_count] * missing)
+            self._next = len(self._radii2)
+        return self._parent.clone(), self._link2.clamp_min(0.0)
 
 
 def is_cover(

@@ -29,6 +29,18 @@ Subcommands print one JSON line per result:
     shared with other jobs, CPU time moves far less than wall time. Run as a
     script (``python path/to/speed.py --cpu-time``) it measures whichever
     ``ax_chaining`` is first on ``PYTHONPATH``, e.g. an earlier commit's.
+``python -m benchmarks speed --certificate --kernel features --sizes 100000``
+    in one process, the wall seconds of a stock UCB step, a ChainingUCB step,
+    the certificate that follows it (``acqf.certificate(calibration="none")``:
+    the evaluated candidates, the combined union and chaining bound, the rank
+    statement) and the union-bound certificate any model gets
+    (:func:`~ax_chaining.certificate.certify_model`), each a median over
+    ``--repeats`` (synchronized on a GPU). The plain bound, because these
+    problems' observations are random draws that the default leave-one-out
+    check refuses, and a refused certificate skips the rank statement (the
+    check itself costs a few ``n x n`` solves). Run as a script it
+    measures whichever ``ax_chaining`` is first on ``PYTHONPATH``, as
+    ``--cpu-time`` does.
 ``python -m benchmarks speed --rows --sizes 10000``
     the cost of a block of rows of :math:`d_t^2` against the same block of
     prior kernel rows (what a row of :math:`d_t^2` adds to a kernel row).
@@ -314,6 +326,98 @@ def _cpu_time_bench(args: argparse.Namespace) -> None:
         print(json.dumps(row), flush=True)
 
 
+def _chaining_step(cls: type, model, C: torch.Tensor, args: argparse.Namespace):
+    """A ChainingUCB step (construction, covers and scoring); the function."""
+    from botorch.optim import optimize_acqf_discrete
+
+    acqf = cls(model, C, path=args.path)
+    optimize_acqf_discrete(acqf, q=1, choices=C)
+    return acqf
+
+
+def _certificate_row(n: int, args: argparse.Namespace) -> dict:
+    """Wall seconds of a step and of its certificate at one ``N``."""
+    from botorch.acquisition import UpperConfidenceBound
+    from botorch.optim import optimize_acqf_discrete
+
+    import ax_chaining
+    from ax_chaining import ChainingUCB
+    from ax_chaining.certificate import certify_model
+
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+
+    def wall(fn: Callable[[], object]) -> tuple[float, object]:
+        if cuda:
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        out = fn()
+        if cuda:
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - start, out
+
+    model, C = _problem(
+        n, args.obs, args.seed, args.device, args.kernel, args.library, args.dims
+    )
+    times: dict[str, list[float]] = {"ucb": [], "step": [], "cert": [], "union": []}
+    with torch.no_grad():
+        small = C[: min(n, 300)]  # warm up imports, caches and kernels
+        warm = ChainingUCB(model, small)
+        optimize_acqf_discrete(warm, q=1, choices=small)
+        warm.certificate(among="all")
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        for _ in range(args.repeats):
+            # The step as in a loop: the covers are built with the
+            # acquisition function, then every candidate is scored.
+            seconds, acqf = wall(lambda: _chaining_step(ChainingUCB, model, C, args))
+            times["step"].append(seconds)
+            seconds, cert = wall(lambda a=acqf: a.certificate(calibration="none"))
+            times["cert"].append(seconds)
+            ucb = UpperConfidenceBound(model, beta=0.2)
+            seconds, _ = wall(lambda u=ucb: optimize_acqf_discrete(u, q=1, choices=C))
+            times["ucb"].append(seconds)
+            seconds, union = wall(lambda: certify_model(model, C, calibration="none"))
+            times["union"].append(seconds)
+    res = acqf.chaining
+    row = {
+        "bench": "certificate",
+        "n": n,
+        "obs": args.obs,
+        "repeats": args.repeats,
+        "kernel": args.kernel,
+        **({"dims": args.dims} if args.kernel == "features" else {}),
+        "engine": args.label or str(Path(ax_chaining.__file__).parent),
+        "device": str(device),
+        "path": res.info.get("path"),
+        "cover": res.cover_method,
+        "cover_sizes": res.cover_sizes.tolist(),
+        "ucb_s": statistics.median(times["ucb"]),
+        "step_s": statistics.median(times["step"]),
+        "certificate_s": statistics.median(times["cert"]),
+        "model_certificate_s": statistics.median(times["union"]),
+        "calibration": "none",
+        "bound": float(cert.bound),
+        "rank_bound": int(cert.rank_bound),
+        "model_bound": float(union.bound),
+        "peak_rss_mb": _rss_mb(),
+        "machine": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    if cuda:
+        row["gpu"] = torch.cuda.get_device_name(device)
+        row["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    row["certificate_ratio_to_step"] = row["certificate_s"] / row["step_s"]
+    return row
+
+
+def _certificate_bench(args: argparse.Namespace) -> None:
+    """Wall seconds of a step and of its certificate, in one process."""
+    for n in args.n:
+        print(json.dumps(_certificate_row(n, args)), flush=True)
+
+
 def _floor_row(n: int, args: argparse.Namespace) -> dict:
     """UCB step, ChainingUCB step and the every-pair-once pass at one ``N``."""
     import copy
@@ -549,6 +653,16 @@ def _cpu_line(r: dict) -> str:
     )
 
 
+def _certificate_line(r: dict) -> str:
+    where = r.get("gpu") or "CPU"
+    return (
+        f"| {r['n']:,} | {r['engine']} | {where} | {r['ucb_s']:.3g} "
+        f"| {r['step_s']:.3g} | {r['certificate_s']:.3g} "
+        f"| {r['certificate_ratio_to_step']:.3g} | {r['model_certificate_s']:.3g} "
+        f"| {r['rank_bound']:,} |"
+    )
+
+
 def _rows_line(r: dict) -> str:
     return (
         f"| {r['n']:,} | {r['rows']} | {r['kernel_rows_s']:.3g} "
@@ -584,6 +698,16 @@ _SECTIONS: list[tuple[str, list[str], Callable[[dict], str]]] = [
             "|---:|---|---:|---:|---:|---:|---:|---:|",
         ],
         _cpu_line,
+    ),
+    (
+        "certificate",
+        [
+            "| N | engine | device | UCB step s | ChainingUCB step s "
+            "| its certificate s | certificate / step | union certificate s "
+            "| rank bound |",
+            "|---:|---|---|---:|---:|---:|---:|---:|---:|",
+        ],
+        _certificate_line,
     ),
     (
         "rows",
@@ -689,7 +813,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cpu-time", action="store_true", help="CPU seconds, one thread, in-process"
     )
-    parser.add_argument("--label", default=None, help="engine name in --cpu-time")
+    parser.add_argument(
+        "--label", default=None, help="engine name in --cpu-time and --certificate"
+    )
+    parser.add_argument(
+        "--certificate",
+        action="store_true",
+        help="wall seconds of a step and of its certificate, in one process",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
     parser.add_argument("--compare-covers", action="store_true")
@@ -751,6 +882,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cpu_time:
         _cpu_time_bench(args)
+        return 0
+    if args.certificate:
+        _certificate_bench(args)
         return 0
     if args.compare_covers:
         _compare_covers(args)

@@ -112,6 +112,105 @@ def test_tree_by_hand():
     assert tree.eps.tolist() == [1.0, 0.5, 0.25, 0.125]
 
 
+@given(
+    points=st.lists(
+        st.tuples(st.floats(-3, 3), st.floats(-3, 3)), min_size=2, max_size=25
+    ),
+    max_size=st.integers(1, 25),
+)
+def test_tree_from_traversal_equals_tree_from_rows(points, max_size):
+    # Farthest-first covers record each point's nearest centre as they are
+    # built: the tree from those parents equals the one from rows (up to a
+    # choice among exactly equally near parents: same links, a valid parent).
+    x = torch.tensor(points, dtype=DTYPE)
+    cov = x @ x.T + torch.diag(torch.linspace(0.5, 1.0, len(points), dtype=DTYPE))
+    distance = DenseDistance(cov)
+    res = chaining_covers(
+        distance, t=3, scale=2.0, cover="farthest_first", max_cover_size=max_size
+    )
+    assert res.parents is not None
+    rows = chaining_tree(distance, res.covers, res.eps, res.bounded)
+    given_ = chaining_tree(distance, res.covers, res.eps, res.bounded, res.parents)
+    torch.testing.assert_close(given_.link, rows.link, rtol=1e-9, atol=1e-12)
+    assert torch.equal(given_.level, rows.level)
+    has = given_.parent >= 0
+    assert torch.equal(has, rows.parent >= 0)
+    d2 = distance.rows(torch.arange(len(points)))
+    chosen = d2[given_.parent[has], has.nonzero().squeeze(-1)]
+    torch.testing.assert_close(chosen.sqrt(), rows.link[has], rtol=1e-9, atol=1e-12)
+    assert bool((given_.level[given_.parent[has]] < given_.level[has]).all())
+
+
+def test_tree_from_traversal_on_a_gp_posterior():
+    # The low-rank path takes rows 32 at a time: same tree, same certificate.
+    from ax_chaining.posterior import candidate_posterior
+
+    gen = torch.Generator().manual_seed(3)
+    C = 10.0 * torch.rand(600, 2, generator=gen, dtype=DTYPE)
+    X = C[:12]
+    Y = torch.sin(X[:, :1]) + 0.05 * torch.randn(12, 1, generator=gen, dtype=DTYPE)
+    model = SingleTaskGP(X, Y, covar_module=RBFKernel(), outcome_transform=None)
+    model.covar_module.lengthscale = 1.0
+    model.likelihood.noise = 0.05**2
+    post = candidate_posterior(model.eval(), C, path="low_rank")
+    distance = post.distance
+    res = chaining_covers(distance, t=13, cover="farthest_first")
+    assert res.parents is not None and res.num_levels >= 3
+    rows = chaining_tree(distance, res.covers, res.eps, res.bounded)
+    given_ = chaining_tree(distance, res.covers, res.eps, res.bounded, res.parents)
+    assert torch.equal(given_.parent, rows.parent)
+    torch.testing.assert_close(given_.link, rows.link, rtol=1e-9, atol=1e-12)
+    mean = post.mean.to(DTYPE)
+    dist = distance.rows(torch.arange(12)).clamp_min(0).sqrt()
+    delta_t = step_delta(DELTA, 13)
+    torch.testing.assert_close(
+        chaining_bound(mean, dist, torch.arange(12), given_, delta_t),
+        chaining_bound(mean, dist, torch.arange(12), rows, delta_t),
+    )
+
+
+def test_tree_from_pairs_once_equals_tree_from_rows():
+    # Greedy covers with most points in T_L: the tree takes each pair of the
+    # low-rank distance's upper blocks once, both ways; the same tree as rows
+    # of the dense posterior covariance give.
+    from ax_chaining.posterior import candidate_posterior
+
+    gen = torch.Generator().manual_seed(5)
+    C = 6.0 * torch.rand(400, 2, generator=gen, dtype=DTYPE)
+    X = C[:15]
+    Y = torch.cos(X[:, :1]) + 0.05 * torch.randn(15, 1, generator=gen, dtype=DTYPE)
+    model = SingleTaskGP(X, Y, covar_module=RBFKernel(), outcome_transform=None)
+    model.covar_module.lengthscale = 0.3
+    model.likelihood.noise = 0.05**2
+    model.eval()
+    low_rank = candidate_posterior(model, C, path="low_rank").distance
+    assert low_rank.upper_blocks
+    low_rank.block_bytes = 8 * 400 * 16  # blocks of 16 rows: pairs across blocks
+    with torch.no_grad():
+        dense = DenseDistance(model.posterior(C).mvn.covariance_matrix)
+    res = chaining_covers(low_rank, t=16, cover="greedy")
+    assert 2 * int(res.cover_sizes[-1]) > 400  # the pairs route is taken
+    pairs = chaining_tree(low_rank, res.covers, res.eps, res.bounded)
+    rows = chaining_tree(dense, res.covers, res.eps, res.bounded)
+    assert torch.equal(pairs.parent, rows.parent)
+    torch.testing.assert_close(pairs.link, rows.link, rtol=1e-6, atol=1e-7)
+
+
+def test_tree_refuses_parents_that_do_not_fit():
+    distance, res, tree, _ = hand_setup()
+    with pytest.raises(ValueError, match="3 parents and 3 squared links"):
+        short = (tree.parent[:2], tree.link)
+        chaining_tree(distance, res.covers, res.eps, res.bounded, short)
+    # Point 2 (level 2) given no parent; point 0 (level 1) given one.
+    bad = (torch.tensor([1, -1, -1]), torch.zeros(3, dtype=DTYPE))
+    with pytest.raises(ValueError, match="do not fit the covers"):
+        chaining_tree(distance, res.covers, res.eps, res.bounded, bad)
+    ok = chaining_tree(
+        distance, res.covers, res.eps, res.bounded, (tree.parent, tree.link.square())
+    )
+    assert torch.equal(ok.ancestors, tree.ancestors)
+
+
 def _level_z(pairs, tail="gaussian"):
     dt = step_delta(DELTA, 1)
     w = [1 / j**2 for j in range(1, len(pairs) + 1)]

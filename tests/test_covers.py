@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ax_chaining import farthest_first_order, greedy_cover, is_cover
+from ax_chaining.covers import NearestCentres
 
 # Points on a line at 0, 1, 2, 3.5, 10: distances are easy to read off by hand.
 LINE = torch.tensor([0.0, 1.0, 2.0, 3.5, 10.0], dtype=torch.float64)
@@ -163,6 +164,27 @@ def test_farthest_first_prefixes_are_nested_covers(points, data, batch):
     assert torch.all(radii[1:] <= radii[:-1] + 1e-12)  # radius never grows
     for k in range(1, order.numel() + 1):
         assert is_cover(d2, order[:k], float(radii[k - 1]) + 1e-9)
+
+
+@pytest.mark.parametrize(("max_size", "sizes"), [(5, [2, 3, 4]), (3, [2, 3, 3])])
+def test_nearest_centres_by_hand(max_size, sizes):
+    # LINE = 0, 1, 2, 3.5, 10 (order 0, 4, 3, 2, 1; radii 10, 3.5, 1.5, 1, 0).
+    # Radii 5, 2, 1.2: T_1 = {0, 4} (radius 3.5), T_2 = T_1 + {3} (1.5),
+    # T_3 = T_2 + {2} (1.0). Point 3 (x = 3.5) enters at level 2: nearest of
+    # T_1 is 0 at 3.5. Point 2 (x = 2) at level 3: nearest of T_2 is 3 at 1.5.
+    # Point 1 (x = 1) closes: nearest of T_3 is 0 (1, tied with 2; the first
+    # taken stays). With max_size=3 the traversal stops at {0, 4, 3}: level 3
+    # is the whole traversal, and points 2 and 1 take their nearest of it.
+    tracker = NearestCentres(5, [5.0, 2.0, 1.2])
+    farthest_first_order(
+        lambda idx: LINE_D2[idx], 5, start=0, max_size=max_size, on_centre=tracker
+    )
+    parent, link2 = tracker.parents()
+    assert parent.tolist() == [-1, 0, 3, 0, -1]
+    assert link2.tolist() == [0.0, 1.0, 2.25, 12.25, 0.0]
+    assert tracker.sizes == sizes
+    with pytest.raises(RuntimeError, match="no centre"):
+        NearestCentres(5, [1.0]).parents()
 
 
 def test_farthest_first_stops_at_radius_and_size():

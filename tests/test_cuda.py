@@ -169,3 +169,21 @@ def test_ax_loop_with_a_feature_table_on_cuda_follows_cpu():
     for a, b in zip(gpu_certs, cpu_certs, strict=True):
         assert a["parameters"] == b["parameters"]
         assert a["bound"] == pytest.approx(b["bound"], rel=1e-4)
+
+
+@pytest.mark.parametrize("path", ["dense", "low_rank"])
+def test_certificate_on_cuda_equals_cpu(path):
+    # The chaining tree's parents: from the farthest-first traversal (low-rank
+    # path) or from each pair once (greedy covers): the same tree and
+    # certificate on the GPU as on the CPU.
+    model, C = _se_model(3000)
+    certs, trees = [], []
+    for device in ("cpu", "cuda"):
+        m = copy.deepcopy(model).to(device)
+        acqf = ChainingUCB(m, C.to(device), path=path)
+        trees.append(acqf.chaining.cover_sizes.tolist())
+        certs.append(acqf.certificate(calibration="none", method="chaining"))
+    assert trees[0] == trees[1]
+    assert certs[0].index == certs[1].index
+    assert float(certs[1].bound) == pytest.approx(float(certs[0].bound), rel=1e-6)
+    assert certs[1].rank_bound == certs[0].rank_bound

@@ -76,3 +76,29 @@ def test_feature_table_problem_is_the_default_molecule_models_gp(capsys, tmp_pat
     path.write_text("\n".join(json.dumps(r) for r in lines))
     table = speed.table([str(path)])
     assert "| 300 | 1 | ChainingUCB, feature table | dense / greedy |" in table
+
+
+def test_certificate_timings_report_the_certificate_they_timed(capsys, tmp_path):
+    """``--certificate``: one line per size whose bounds are the plain
+    certificates of that problem, computed here again (the combined bound is
+    at most ``certify_model``'s union bound), its ratio from its own seconds,
+    and the table shows it."""
+    from ax_chaining import ChainingUCB
+    from ax_chaining.certificate import certify_model
+
+    argv = ["--certificate", "--sizes", "400", "--repeats", "1", "--label", "here"]
+    assert speed.main(argv) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["bench"] == "certificate" and row["engine"] == "here"
+    model, C = speed._problem(400, 50, 0)
+    cert = ChainingUCB(model, C).certificate(calibration="none")
+    union = certify_model(model, C, calibration="none")
+    assert row["bound"] == float(cert.bound) and row["rank_bound"] == cert.rank_bound
+    assert row["model_bound"] == float(union.bound)
+    assert row["bound"] <= row["model_bound"] + 1e-12
+    assert row["certificate_ratio_to_step"] == row["certificate_s"] / row["step_s"]
+    path = tmp_path / "certificate.jsonl"
+    path.write_text(json.dumps(row))
+    table = speed.table([str(path)])
+    assert table.count("\n") == 2
+    assert f"| 400 | here | CPU | {row['ucb_s']:.3g} | {row['step_s']:.3g} |" in table

@@ -38,6 +38,7 @@ from ax_chaining.certificate.schedule import step_delta
 from ax_chaining.certificate.tails import Tail, TailLaw, tail_sum, upper_quantile
 from ax_chaining.checks import check_choice, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
+from ax_chaining.level_graph import chunk_rows
 
 __all__ = [
     "BLOCK_BYTES",
@@ -335,6 +336,7 @@ def chaining_tree(
     covers: Sequence[Tensor],
     eps: Tensor | Sequence[float],
     bounded: Tensor | Sequence[bool] | None = None,
+    parents: tuple[Tensor, Tensor] | None = None,
 ) -> ChainingTree:
     r"""Build the chaining tree of nested sets ``covers`` (plus :math:`X`).
 
@@ -342,13 +344,22 @@ def chaining_tree(
     the input is not); each point of :math:`T_i \setminus T_{i-1}` gets its
     nearest point of :math:`T_{i-1}` as parent. Cost: rows of :math:`d` for the
     :math:`|T_L|` points of the deepest cover, a block at a time
-    (:math:`O(N |T_L|)` work, one block of memory).
+    (:math:`O(N |T_L|)` work, one block of memory), unless ``parents`` gives
+    them: farthest-first covers record them along their traversal
+    (:attr:`~ax_chaining.chaining.ChainingResult.parents`), which saves those
+    rows, about as many as the covers took (the same tree, but where two
+    centres are exactly equally near a point; see
+    :class:`~ax_chaining.covers.NearestCentres`).
 
     Args:
         distance: The posterior pseudo-distance over the ``N`` points.
         covers: ``L`` index tensors (e.g. :attr:`ChainingResult.covers`).
         eps: ``L`` radii :math:`\epsilon_1 > \dots > \epsilon_L`.
         bounded: ``L`` booleans, true where a level is not a proper cover.
+        parents: ``(parent, link2)``: each point's parent (-1 for the points of
+            :math:`T_1`) and its squared pseudo-distance to it, e.g.
+            :attr:`ChainingResult.parents <ax_chaining.chaining.ChainingResult>`;
+            each parent must lie in a level above its point's.
 
     Returns:
         A :class:`ChainingTree` with ``K = L + 1`` levels.
@@ -374,22 +385,10 @@ def chaining_tree(
     sizes = torch.stack([(level <= i).sum() for i in range(1, k + 1)])
     new = torch.stack([(level == i).sum() for i in range(1, k + 1)])
 
-    # Parent of c (level j >= 2): nearest point of T_{j-1}. Rows of the points
-    # of T_L (the only possible parents), a block at a time, keep a running min.
-    best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
-    parent = torch.full((n,), -1, dtype=torch.long, device=device)
-    sources = (level < k).nonzero().squeeze(-1)
-    step = max(1, distance.block_bytes // max(1, 8 * n))
-    for start in range(0, sources.numel(), step):
-        src = sources[start : start + step]
-        d2 = distance.rows(src).to(torch.float64)
-        # Source a can be the parent of column c only if level(a) < level(c).
-        allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
-        d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
-        val, arg = d2.min(dim=0)
-        better = val < best
-        best = torch.where(better, val, best)
-        parent = torch.where(better, src[arg], parent)
+    if parents is None:
+        best, parent = _nearest_parents(distance, level, k)
+    else:
+        parent, best = _given_parents(parents, level, n)
     has_parent = level > 1
     if bool((parent[has_parent] < 0).any()):  # pragma: no cover - nested sets
         raise RuntimeError("chaining_tree: a point above level 1 found no parent.")
@@ -416,6 +415,91 @@ def chaining_tree(
         eps=eps_t,
         radius_levels=radius_levels,
     )
+
+
+def _nearest_parents(
+    distance: PseudoDistance, level: Tensor, k: int
+) -> tuple[Tensor, Tensor]:
+    """Squared distance to, and index of, each point's nearest point of the
+    level above it, from rows of the points of :math:`T_L`; where those are
+    more than half the points and the distance computes upper blocks, from
+    each pair once instead (:func:`_nearest_parents_pairs`)."""
+    n, device = distance.n, distance.device
+    sources = (level < k).nonzero().squeeze(-1)
+    if distance.upper_blocks and 2 * sources.numel() > n:
+        return _nearest_parents_pairs(distance, level)
+    # Parent of c (level j >= 2): nearest point of T_{j-1}. Rows of the points
+    # of T_L (the only possible parents), a block at a time, keep a running min.
+    best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
+    parent = torch.full((n,), -1, dtype=torch.long, device=device)
+    step = max(1, distance.block_bytes // max(1, 8 * n))
+    for start in range(0, sources.numel(), step):
+        src = sources[start : start + step]
+        d2 = distance.rows(src).to(torch.float64)
+        # Source a can be the parent of column c only if level(a) < level(c).
+        allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
+        d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
+        val, arg = d2.min(dim=0)
+        better = val < best
+        best = torch.where(better, val, best)
+        parent = torch.where(better, src[arg], parent)
+    return best, parent
+
+
+def _nearest_parents_pairs(
+    distance: PseudoDistance, level: Tensor
+) -> tuple[Tensor, Tensor]:
+    """:func:`_nearest_parents` from the upper blocks of :math:`d^2`: each pair
+    ``(a, c)`` computed once and offered both ways (``a`` as a parent of ``c``
+    if its level is above, and ``c`` of ``a``), ``N^2 / 2`` pairs instead of
+    ``N |T_L|``. The same parents, the lowest index among equally near ones
+    (up to round-off between :math:`d^2(a, c)` and :math:`d^2(c, a)`)."""
+    n, device = distance.n, distance.device
+    best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
+    parent = torch.full((n,), -1, dtype=torch.long, device=device)
+    step = chunk_rows(n, 8, distance.block_bytes)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        d2 = distance.upper_block(start, stop).to(torch.float64).clamp_min_(0.0)
+        row_level = level[start:stop].unsqueeze(-1)
+        col_level = level[start:].unsqueeze(0)
+        inf = torch.full_like(d2, math.inf)
+        # Rows as parents of the columns, then columns as parents of the rows;
+        # lower indices come first in both, and a tie keeps the first.
+        val, arg = torch.where(row_level < col_level, d2, inf).min(dim=0)
+        better = val < best[start:]
+        best[start:] = torch.where(better, val, best[start:])
+        parent[start:] = torch.where(better, start + arg, parent[start:])
+        val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
+        better = val < best[start:stop]
+        best[start:stop] = torch.where(better, val, best[start:stop])
+        parent[start:stop] = torch.where(better, start + arg, parent[start:stop])
+    return best, parent
+
+
+def _given_parents(
+    parents: tuple[Tensor, Tensor], level: Tensor, n: int
+) -> tuple[Tensor, Tensor]:
+    """``parents`` checked against the levels: (parent, squared link)."""
+    parent, link2 = parents
+    device = level.device
+    parent = torch.as_tensor(parent, device=device).to(torch.long).reshape(-1)
+    link2 = torch.as_tensor(link2, device=device).to(torch.float64).reshape(-1)
+    if parent.numel() != n or link2.numel() != n:
+        raise ValueError(
+            f"parents must hold {n} parents and {n} squared links, got "
+            f"{parent.numel()} and {link2.numel()}."
+        )
+    has_parent = parent >= 0
+    if bool(((level > 1) != has_parent).any()) or bool(
+        (level[parent[has_parent]] >= level[has_parent]).any()
+    ):
+        raise ValueError(
+            "parents do not fit the covers: each point below the first level "
+            "needs a parent in a level above its own, and those of the first "
+            "level none (-1)."
+        )
+    return parent, torch.where(has_parent, link2, math.inf)
 
 
 def _level_thresholds(
