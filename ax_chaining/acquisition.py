@@ -780,7 +780,8 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
         if step.tree is None:
             c = step.chaining
             # Farthest-first covers recorded the tree's parents as they were
-            # built: the tree then needs no rows of its own.
+            # built (the tree then needs no rows of its own); greedy covers
+            # leave them to chaining_tree.
             step.tree = chaining_tree(
                 step.posterior.distance, c.covers, c.eps, c.bounded, c.parents
             )

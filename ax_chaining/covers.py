@@ -499,7 +499,8 @@ class NearestCentres:
 
     def __init__(self, n: int, radii: list[float]) -> None:
         self.n = check_int("n", n, 1)
-        self._radii2 = [float(r) ** 2 for r in radii]
+        positive = (lambda v: v > 0, "finite and > 0")
+        self._radii2 = [check_float("radii", r, positive) ** 2 for r in radii]
         self._next = 0  # index of the first level whose cover is not yet closed
         self._taken_count = 0
         #: Each closed level's cover size (centres taken when it closed).

@@ -185,6 +185,8 @@ def test_nearest_centres_by_hand(max_size, sizes):
     assert tracker.sizes == sizes
     with pytest.raises(RuntimeError, match="no centre"):
         NearestCentres(5, [1.0]).parents()
+    with pytest.raises(ValueError, match="radii"):
+        NearestCentres(5, [1.0, float("nan")])
 
 
 def test_farthest_first_stops_at_radius_and_size():
