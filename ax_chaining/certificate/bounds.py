@@ -440,9 +440,7 @@ def _nearest_parents(
         allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
         d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
         val, arg = d2.min(dim=0)
-        better = val < best
-        best = torch.where(better, val, best)
-        parent = torch.where(better, src[arg], parent)
+        _offer(best, parent, 0, n, val, src[arg])
     return best, parent
 
 
@@ -467,14 +465,20 @@ def _nearest_parents_pairs(
         # Rows as parents of the columns, then columns as parents of the rows;
         # lower indices come first in both, and a tie keeps the first.
         val, arg = torch.where(row_level < col_level, d2, inf).min(dim=0)
-        better = val < best[start:]
-        best[start:] = torch.where(better, val, best[start:])
-        parent[start:] = torch.where(better, start + arg, parent[start:])
+        _offer(best, parent, start, n, val, start + arg)
         val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
-        better = val < best[start:stop]
-        best[start:stop] = torch.where(better, val, best[start:stop])
-        parent[start:stop] = torch.where(better, start + arg, parent[start:stop])
+        _offer(best, parent, start, stop, val, start + arg)
     return best, parent
+
+
+def _offer(
+    best: Tensor, parent: Tensor, lo: int, hi: int, val: Tensor, idx: Tensor
+) -> None:
+    """Points ``lo..hi-1`` take the candidate parents ``idx`` at squared
+    distances ``val`` where strictly nearer than their best so far, in place."""
+    better = val < best[lo:hi]
+    best[lo:hi] = torch.where(better, val, best[lo:hi])
+    parent[lo:hi] = torch.where(better, idx, parent[lo:hi])
 
 
 def _given_parents(
