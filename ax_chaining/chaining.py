@@ -825,8 +825,8 @@ def _farthest_first_levels(
 ) -> tuple[list[Tensor], list[int], list[bool], tuple[Tensor, Tensor] | None]:
     """Prefix covers of one farthest-first traversal, and the chaining tree's
     parents recorded along it (None where a level was cut at another prefix
-    than :func:`prefix_covers` cuts it: a radius within round-off of its
-    ``eps``; the certificate then computes them from rows)."""
+    than :func:`prefix_covers` cuts it, which float32 radii rounded otherwise
+    could do; the certificate then computes them from rows)."""
     n = distance.n
     if not eps:
         return [], [], [], None

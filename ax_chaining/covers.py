@@ -23,6 +23,7 @@ posterior gives without a square root, and ``d <= eps`` iff ``d^2 <= eps^2``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -481,10 +482,12 @@ class NearestCentres:
     equally near centres the earliest taken is kept (``chaining_tree`` keeps the
     lowest index), so the two trees can differ where two centres are exactly
     equally near a point, and the links by round-off where the rows were
-    computed in other blocks. A level closes when the squared radius is at most
-    :math:`\epsilon_i^2`; :attr:`sizes` records each level's cover size, so a
-    caller can check that its covers were cut at the same prefixes (a radius
-    within round-off of :math:`\epsilon_i` could be cut otherwise). Costs
+    computed in other blocks. A level closes when the cover radius (the square
+    root of the squared radius given) is at most :math:`\epsilon_i`, as
+    :func:`~ax_chaining.chaining.prefix_covers` cuts float64 radii;
+    :attr:`sizes` records each level's cover size, so a caller can check that
+    its covers were cut at the same prefixes (float32 radii, rounded
+    otherwise, could be cut elsewhere). Costs
     ``O(N)`` work per centre and ``O(N)`` memory.
 
     Example:
@@ -500,7 +503,7 @@ class NearestCentres:
     def __init__(self, n: int, radii: list[float]) -> None:
         self.n = check_int("n", n, 1)
         positive = (lambda v: v > 0, "finite and > 0")
-        self._radii2 = [check_float("radii", r, positive) ** 2 for r in radii]
+        self._radii = [check_float("radii", r, positive) for r in radii]
         self._next = 0  # index of the first level whose cover is not yet closed
         self._taken_count = 0
         #: Each closed level's cover size (centres taken when it closed).
@@ -530,7 +533,10 @@ class NearestCentres:
         self._taken[centre] = True
         self._taken_count += 1
         closed = False
-        while self._next < len(self._radii2) and radius2 <= self._radii2[self._next]:
+        # Compared as prefix_covers compares them (the radius, not its square),
+        # so that float64 covers and levels are cut at the same prefixes.
+        radius = math.sqrt(radius2)
+        while self._next < len(self._radii) and radius <= self._radii[self._next]:
             self._next += 1
             self.sizes.append(self._taken_count)
             closed = True
@@ -550,11 +556,11 @@ class NearestCentres:
         traversal has ended (the points of no cover: their nearest centre)."""
         if self._best is None:
             raise RuntimeError("NearestCentres.parents: no centre was taken yet.")
-        if self._next < len(self._radii2):
+        if self._next < len(self._radii):
             self._close()  # levels the traversal did not reach: the whole order
-            missing = len(self._radii2) - self._next
+            missing = len(self._radii) - self._next
             self.sizes.extend([self._taken_count] * missing)
-            self._next = len(self._radii2)
+            self._next = len(self._radii)
         return self._parent.clone(), self._link2.clamp_min(0.0)
 
 
