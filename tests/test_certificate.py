@@ -141,18 +141,25 @@ def test_tree_from_traversal_equals_tree_from_rows(points, max_size):
     assert bool((given_.level[given_.parent[has]] < given_.level[has]).all())
 
 
+def _rbf_gp(n: int, obs: int, side: float, lengthscale: float, seed: int):
+    """An RBF GP (noise sd 0.05) on ``obs`` of ``n`` points uniform in a square."""
+    gen = torch.Generator().manual_seed(seed)
+    C = side * torch.rand(n, 2, generator=gen, dtype=DTYPE)
+    X = C[:obs]
+    noise = 0.05 * torch.randn(obs, 1, generator=gen, dtype=DTYPE)
+    Y = torch.sin(X[:, :1]) + noise
+    model = SingleTaskGP(X, Y, covar_module=RBFKernel(), outcome_transform=None)
+    model.covar_module.lengthscale = lengthscale
+    model.likelihood.noise = 0.05**2
+    return model.eval(), C
+
+
 def test_tree_from_traversal_on_a_gp_posterior():
     # The low-rank path takes rows 32 at a time: same tree, same certificate.
     from ax_chaining.posterior import candidate_posterior
 
-    gen = torch.Generator().manual_seed(3)
-    C = 10.0 * torch.rand(600, 2, generator=gen, dtype=DTYPE)
-    X = C[:12]
-    Y = torch.sin(X[:, :1]) + 0.05 * torch.randn(12, 1, generator=gen, dtype=DTYPE)
-    model = SingleTaskGP(X, Y, covar_module=RBFKernel(), outcome_transform=None)
-    model.covar_module.lengthscale = 1.0
-    model.likelihood.noise = 0.05**2
-    post = candidate_posterior(model.eval(), C, path="low_rank")
+    model, C = _rbf_gp(600, 12, side=10.0, lengthscale=1.0, seed=3)
+    post = candidate_posterior(model, C, path="low_rank")
     distance = post.distance
     res = chaining_covers(distance, t=13, cover="farthest_first")
     assert res.parents is not None and res.num_levels >= 3
@@ -175,14 +182,7 @@ def test_tree_from_pairs_once_equals_tree_from_rows():
     # of the dense posterior covariance give.
     from ax_chaining.posterior import candidate_posterior
 
-    gen = torch.Generator().manual_seed(5)
-    C = 6.0 * torch.rand(400, 2, generator=gen, dtype=DTYPE)
-    X = C[:15]
-    Y = torch.cos(X[:, :1]) + 0.05 * torch.randn(15, 1, generator=gen, dtype=DTYPE)
-    model = SingleTaskGP(X, Y, covar_module=RBFKernel(), outcome_transform=None)
-    model.covar_module.lengthscale = 0.3
-    model.likelihood.noise = 0.05**2
-    model.eval()
+    model, C = _rbf_gp(400, 15, side=6.0, lengthscale=0.3, seed=5)
     low_rank = candidate_posterior(model, C, path="low_rank").distance
     assert low_rank.upper_blocks
     low_rank.block_bytes = 8 * 400 * 16  # blocks of 16 rows: pairs across blocks
