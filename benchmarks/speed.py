@@ -326,11 +326,13 @@ def _cpu_time_bench(args: argparse.Namespace) -> None:
         print(json.dumps(row), flush=True)
 
 
-def _chaining_step(cls: type, model, C: torch.Tensor, args: argparse.Namespace):
+def _chaining_step(model, C: torch.Tensor, args: argparse.Namespace):
     """A ChainingUCB step (construction, covers and scoring); the function."""
     from botorch.optim import optimize_acqf_discrete
 
-    acqf = cls(model, C, path=args.path)
+    from ax_chaining import ChainingUCB
+
+    acqf = ChainingUCB(model, C, path=args.path)
     optimize_acqf_discrete(acqf, q=1, choices=C)
     return acqf
 
@@ -370,7 +372,7 @@ def _certificate_row(n: int, args: argparse.Namespace) -> dict:
         for _ in range(args.repeats):
             # The step as in a loop: the covers are built with the
             # acquisition function, then every candidate is scored.
-            seconds, acqf = wall(lambda: _chaining_step(ChainingUCB, model, C, args))
+            seconds, acqf = wall(lambda: _chaining_step(model, C, args))
             times["step"].append(seconds)
             seconds, cert = wall(lambda a=acqf: a.certificate(calibration="none"))
             times["cert"].append(seconds)

@@ -386,7 +386,7 @@ def chaining_tree(
     new = torch.stack([(level == i).sum() for i in range(1, k + 1)])
 
     if parents is None:
-        best, parent = _nearest_parents(distance, level, k)
+        parent, best = _nearest_parents(distance, level, k)
     else:
         parent, best = _given_parents(parents, level, n)
     has_parent = level > 1
@@ -420,10 +420,11 @@ def chaining_tree(
 def _nearest_parents(
     distance: PseudoDistance, level: Tensor, k: int
 ) -> tuple[Tensor, Tensor]:
-    """Squared distance to, and index of, each point's nearest point of the
-    level above it, from rows of the points of :math:`T_L`; where those are
-    more than half the points and the distance computes upper blocks, from
-    each pair once instead (:func:`_nearest_parents_pairs`)."""
+    """Index of, and squared distance to, each point's nearest point of the
+    level above it (``-1`` and ``inf`` at the first level), from rows of the
+    points of :math:`T_L`; where those are more than half the points and the
+    distance computes upper blocks, from each pair once instead
+    (:func:`_nearest_parents_pairs`)."""
     n, device = distance.n, distance.device
     sources = (level < k).nonzero().squeeze(-1)
     if distance.upper_blocks and 2 * sources.numel() > n:
@@ -441,7 +442,7 @@ def _nearest_parents(
         d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
         val, arg = d2.min(dim=0)
         _offer(best, parent, 0, n, val, src[arg])
-    return best, parent
+    return parent, best
 
 
 def _nearest_parents_pairs(
@@ -468,7 +469,7 @@ def _nearest_parents_pairs(
         _offer(best, parent, start, n, val, start + arg)
         val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
         _offer(best, parent, start, stop, val, start + arg)
-    return best, parent
+    return parent, best
 
 
 def _offer(
