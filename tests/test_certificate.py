@@ -30,6 +30,7 @@ from ax_chaining.certificate import (
     pairwise_bound,
     recommend,
     running_minimum,
+    solve_tail_budget,
     step_delta,
     ucb_lcb_bound,
     union_bound,
@@ -295,6 +296,49 @@ def test_union_by_hand():
     assert chern.item() == pytest.approx(
         1 + 0.5 * math.sqrt(2 * math.log(20)), rel=1e-6
     )
+
+
+@given(
+    st.integers(0, 2**31 - 1),
+    st.sampled_from(["gaussian", "chernoff", "student3"]),
+    st.floats(1e-4, 0.2),
+)
+def test_tail_budget_solution_is_valid_and_the_smallest_to_rtol(seed, tail, delta):
+    """Per entry, the solver's b is within budget and any b below it by more
+    than rtol is not (or b is the lower end, already within budget), for gaps
+    and distances over several orders of magnitude; an entry whose sum is not
+    finite is still solved within budget."""
+    from ax_chaining.certificate import StudentTail, tail_sum
+
+    law = StudentTail(3) if tail == "student3" else tail
+    g = torch.Generator().manual_seed(seed)
+    m, n = 6, 40
+    gap = torch.randn(m, n, generator=g, dtype=DTYPE) * 10.0 ** (
+        3 * torch.rand(m, 1, generator=g, dtype=DTYPE) - 1
+    )
+    dist = torch.rand(m, n, generator=g, dtype=DTYPE) * 10.0 ** (
+        2 * torch.rand(m, 1, generator=g, dtype=DTYPE) - 1
+    )
+    dist[:, 0] = 0.0  # an exact pair: lo is its gap, as union_bound sets it
+    lo = gap[:, 0].clamp_min(0.0)
+    lo[0] = gap[0].max() + 50 * dist[0].max()  # already within budget
+    hi = lo + 1.0  # grown by the solver where not within budget
+
+    def sums(b: torch.Tensor) -> torch.Tensor:
+        out = tail_sum(b, gap, torch.where(dist > 0, dist, 0.0), law)
+        return torch.where(torch.arange(m) == m - 1, torch.nan, out)
+
+    rtol = 1e-6
+    b = solve_tail_budget(sums, lo, hi, delta, rtol)
+    s = tail_sum(b, gap, dist, law)
+    below = tail_sum(b - 2 * rtol * b.abs(), gap, dist, law)
+    for i in range(m - 1):
+        assert float(s[i]) <= delta, (i, float(b[i]))
+        assert float(b[i]) >= float(lo[i])
+        if float(b[i]) - 2 * rtol * abs(float(b[i])) > float(lo[i]):
+            assert float(below[i]) > delta, (i, float(b[i]))
+    assert float(b[0]) == float(lo[0])
+    assert math.isfinite(float(b[-1])) and float(b[-1]) >= float(lo[-1])
 
 
 def test_union_respects_zero_distance():

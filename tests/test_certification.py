@@ -371,15 +371,16 @@ def test_default_tails_are_heavy_only_where_the_data_have_not_reached() -> None:
     got = certify_model(model, X, among=[best], calibration="none", tail=law)
     light = float(union_bound(post.mean, d, idx, share, StudentTail(39)))
     heavy = float(union_bound(post.mean, d, idx, share, StudentTail(10)))
-    # The far candidates dominate the bound: the heavy law's.
-    assert got.bound == pytest.approx(heavy, rel=1e-12) and light < heavy / 1.5
+    # The far candidates dominate the bound: the heavy law's (each solved to
+    # the union bound's relative tolerance, 1e-6).
+    assert got.bound == pytest.approx(heavy, rel=2e-6) and light < heavy / 1.5
     # Without them every candidate is explored: n - 1 degrees of freedom.
     law = resolve_tail("auto", "loo", 40).bind(ratio[:40])
     d, mean = d[:, :40], post.mean[:40]
     expected = float(union_bound(mean, d, idx, share, law))
     light = float(union_bound(mean, d, idx, share, StudentTail(39)))
     heavy = float(union_bound(mean, d, idx, share, StudentTail(10)))
-    assert expected == pytest.approx(light, rel=1e-12) and expected < heavy
+    assert expected == pytest.approx(light, rel=2e-6) and expected < heavy
 
 
 # ---------------------------------------------------------------------------

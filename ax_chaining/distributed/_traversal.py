@@ -12,7 +12,7 @@ Both mirror the single-machine code decision by decision:
   shards' distances, their radii returned in one call), then checked against
   the break rules and committed up to the first break. One machine would have
   taken exactly the committed ones.
-* :func:`sharded_union_bound` runs the bisection of
+* :func:`sharded_union_bound` runs the root search of
   :func:`~ax_chaining.certificate.union_bound` with the tail sums added over
   the shards.
 
@@ -262,13 +262,12 @@ def sharded_union_bound(
     r""":func:`~ax_chaining.certificate.union_bound` (or ``pairwise_bound``)
     of the points ``lefts`` over sharded candidates.
 
-    The same bracket and per-point bisection as one machine, a block of
+    The same bracket and per-point root search as one machine, a block of
     points at a time (as many as the largest shard's rows of them hold within
     ``memory_budget``, :func:`~ax_chaining.certificate.certified_block`: each
     worker's share); each tail sum is the sum of the shards' sums (a
     different order of addition than one machine's: the bound agrees to the
-    bisection's relative tolerance ``rtol``, and exactly unless a sum falls
-    within round-off of ``delta_t``). ``mean_rows`` are the certified points'
+    root search's relative tolerance ``rtol``, whose points follow the sums). ``mean_rows`` are the certified points'
     means (objective units, divided by ``scale``).
 
     Returns:

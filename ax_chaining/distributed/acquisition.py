@@ -491,11 +491,10 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
 
         As :meth:`ChainingUCB.certificate` with ``method="union"`` (the
         default here; ``"pairwise"`` also): the posterior without pending
-        points, the union bound over the candidates solved by bisection, each
-        tail sum added up over the shards. It agrees with one machine's to the
-        bisection's relative tolerance (``1e-6``), and exactly unless a tail
-        sum falls within round-off of the step's share of ``delta`` (the
-        shards add in another order). ``"chaining"`` and ``"combined"`` are
+        points, the union bound over the candidates solved by the same root
+        search, each tail sum added up over the shards. It agrees with one
+        machine's to the search's relative tolerance (``1e-6``): the shards
+        add in another order, and the search's points follow the sums. ``"chaining"`` and ``"combined"`` are
         not distributed. ``tail`` as one machine's (default ``"auto"``:
         Student-t tails with ``min(n - 1, 10)`` degrees of freedom under
         ``calibration="loo"``, Gaussian under ``"none"``;
