@@ -297,6 +297,7 @@ def test_committed_summary_is_remade_from_the_committed_records(
             "docs/large-sets.md",
         ),
         ("speed", "docs/results/speed/cpu_certificate.jsonl", "docs/large-sets.md"),
+        ("speed", "docs/results/speed/cpu_union_solver.jsonl", "docs/large-sets.md"),
     ],
 )
 def test_tables_in_the_docs_are_remade_from_their_committed_lines(
