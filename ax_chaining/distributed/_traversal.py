@@ -267,8 +267,9 @@ def sharded_union_bound(
     ``memory_budget``, :func:`~ax_chaining.certificate.certified_block`: each
     worker's share); each tail sum is the sum of the shards' sums (a
     different order of addition than one machine's: the bound agrees to the
-    root search's relative tolerance ``rtol``, whose points follow the sums). ``mean_rows`` are the certified points'
-    means (objective units, divided by ``scale``).
+    root search's relative tolerance ``rtol``, whose points follow the
+    sums). ``mean_rows`` are the certified points' means (objective units,
+    divided by ``scale``).
 
     Returns:
         ``m`` bounds (float64, at least 0), in the units of ``mean_rows``.

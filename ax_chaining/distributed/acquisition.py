@@ -494,10 +494,11 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         points, the union bound over the candidates solved by the same root
         search, each tail sum added up over the shards. It agrees with one
         machine's to the search's relative tolerance (``1e-6``): the shards
-        add in another order, and the search's points follow the sums. ``"chaining"`` and ``"combined"`` are
-        not distributed. ``tail`` as one machine's (default ``"auto"``:
-        Student-t tails with ``min(n - 1, 10)`` degrees of freedom under
-        ``calibration="loo"``, Gaussian under ``"none"``;
+        add in another order, and the search's points follow the sums.
+        ``"chaining"`` and ``"combined"`` are not distributed. ``tail`` as
+        one machine's (default ``"auto"``: Student-t tails with
+        ``min(n - 1, 10)`` degrees of freedom under ``calibration="loo"``,
+        Gaussian under ``"none"``;
         :func:`~ax_chaining.certificate.tails.resolve_tail`).
         """
         check_choice("method", method, ("union", "pairwise"))
