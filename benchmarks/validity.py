@@ -67,6 +67,11 @@ rank, and the stopping rules side by side (the regret rules at 10% of the
 range, the rank rules at the top 1%, with how often the point they stopped
 on is truly in the top 1%).
 
+``--calibration-limits`` (with ``--records``) gives instead how near the
+oracle bound any calibration that multiplies the plain bound by a
+non-decreasing function of a recorded residual scale could come
+(:func:`calibration_limits`: a lower limit over the whole class).
+
 Example::
 
     python -m benchmarks validity --small --out results/validity_small
@@ -75,6 +80,8 @@ Example::
         benchmarks/results/validity.jsonl.gz
     python -m benchmarks validity --records benchmarks/results/validity.jsonl.gz \
         --summary-only --out docs/results/validity
+    python -m benchmarks validity --records \
+        benchmarks/results/validity_protocol.jsonl.gz --calibration-limits
 """
 
 from __future__ import annotations
@@ -546,6 +553,191 @@ def oracle_factor(runs: Sequence[dict[str, Any]]) -> float | None:
     return worst if seen else None
 
 
+#: The statistics of the loop's own data that a calibration of the plain
+#: bound can follow (:func:`calibration_limits`): the LOO check's scale (point
+#: estimate) and the forecast residuals' scale, as each step recorded them.
+CALIBRATION_STATISTICS = {
+    "robust_scale": "LOO scale (point estimate)",
+    "forecast_scale": "forecast residuals' scale",
+}
+
+
+def calibration_limits(
+    records: Sequence[dict[str, Any]],
+    statistic: str,
+    queries: Sequence[int] = (50, 100),
+    min_obs: int | None = None,
+    spared_runs: int = 1,
+) -> list[dict[str, Any]]:
+    """What the best calibration of the plain bound that follows ``statistic``
+    could reach: per problem and method, its median bound over the oracle
+    bound at ``queries``.
+
+    A calibration here multiplies each step's plain bound by ``c(s)``, a
+    non-decreasing function of the step's recorded ``statistic`` (a residual
+    scale: the larger the model's residuals, the wider the bound). It must
+    hold at every step with at least ``min_obs`` observations (default: the
+    LOO check's minimum, where the certificate starts), a plain bound and the
+    statistic, of every run of every problem in ``records`` under the same
+    method, but for ``spared_runs`` runs per problem (0 or 1; the protocol's
+    bar allows 1 violated run in 10). For given spared runs, the pointwise
+    smallest such ``c`` is ``c*(s) = max {regret_k / bound_k : s_k <= s}``
+    over the other runs' steps, and every other valid ``c`` is at least as
+    wide at every step. Each entry is the smallest over every choice of
+    spared runs, so no calibration of the class does better: a lower limit.
+    Each problem's oracle factor is taken on the same steps, no run spared
+    (the smallest constant valid on that problem alone); a run whose step at
+    a query lacks the statistic is left out of that query's median (all
+    runs count otherwise, spared or not). Also given: the smallest constant
+    valid on every problem (``c*`` without the statistic), over each
+    problem's oracle, with the same spared runs.
+    """
+    from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
+
+    if statistic not in CALIBRATION_STATISTICS:
+        raise ValueError(
+            f"`statistic` must be one of {sorted(CALIBRATION_STATISTICS)}, "
+            f"got {statistic!r}."
+        )
+    if spared_runs not in (0, 1):
+        raise ValueError(f"`spared_runs` must be 0 or 1, got {spared_runs!r}.")
+    floor = LOO_MIN_OBSERVATIONS if min_obs is None else int(min_obs)
+
+    def usable(step: dict[str, Any]) -> bool:
+        bound, regret = step.get("plain_bound"), step.get("plain_regret")
+        return (
+            step["n"] >= floor
+            and bound is not None
+            and regret is not None
+            and 0 < bound < math.inf
+        )
+
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in map(as_current, records):
+        groups.setdefault((r["problem"], r["method"]), []).append(r)
+    rows = []
+    for method in sorted({m for _, m in groups}):
+        problems = sorted(p for p, m in groups if m == method)
+        runs = {p: groups[(p, method)] for p in problems}
+        oracle = {}
+        for p in problems:
+            needs = [
+                s["plain_regret"] / s["plain_bound"]
+                for r in runs[p]
+                for s in r["steps"]
+                if usable(s)
+            ]
+            oracle[p] = max(needs) if needs else None
+        # The points where c* is read: each run's statistic at each query.
+        where: list[tuple[str, int, int]] = []  # (problem, query, run)
+        values: list[float] = []
+        for p in problems:
+            for q in queries:
+                for i, r in enumerate(runs[p]):
+                    if len(r["steps"]) < q:
+                        continue
+                    step = r["steps"][q - 1]
+                    if usable(step) and step.get(statistic) is not None:
+                        where.append((p, q, i))
+                        values.append(float(step[statistic]))
+        at = np.array(values)
+
+        def envelope(
+            steps: list[tuple[float, float]], at: np.ndarray = at
+        ) -> tuple[np.ndarray, float]:
+            # c* of these (statistic, need) points, read at every point of
+            # `at`, and the largest need (the best constant).
+            if not steps:
+                return np.zeros(at.size), 0.0
+            pts = sorted(steps)
+            stats = np.array([x[0] for x in pts])
+            running = np.maximum.accumulate(np.array([x[1] for x in pts]))
+            k = np.searchsorted(stats, at, side="right")
+            return np.where(k > 0, running[np.maximum(k - 1, 0)], 0.0), running[-1]
+
+        # Per problem and per choice of spared run (None: none), the envelope
+        # of its other runs' steps.
+        choices = []
+        for p in problems:
+            per_run = [
+                [
+                    (float(s[statistic]), s["plain_regret"] / s["plain_bound"])
+                    for s in r["steps"]
+                    if usable(s) and s.get(statistic) is not None
+                ]
+                for r in runs[p]
+            ]
+            spare = [None, *range(len(per_run))] if spared_runs else [None]
+            choices.append(
+                [
+                    envelope(
+                        [x for i, pts in enumerate(per_run) if i != j for x in pts]
+                    )
+                    for j in spare
+                ]
+            )
+        combos = math.prod(len(c) for c in choices)
+        if combos * max(1, at.size) > 50_000_000:
+            raise ValueError(
+                f"{combos:,} choices of spared runs for method {method!r}: too "
+                "many to search; pass fewer problems or spared_runs=0."
+            )
+        # Every choice at once: axis j of `c_at` is problem j's spared run,
+        # the last axis the points of `at`; c* is the largest envelope.
+        dims = len(choices)
+        c_at = np.zeros([1] * dims + [at.size])
+        const = np.zeros([1] * dims)
+        for j, options in enumerate(choices):
+            shape = [1] * dims
+            shape[j] = len(options)
+            env = np.stack([e for e, _ in options]).reshape(*shape, at.size)
+            c_at = np.maximum(c_at, env)
+            const = np.maximum(const, np.array([m for _, m in options]).reshape(shape))
+        best: dict[tuple[str, int], float] = {}
+        for p in problems:
+            for q in queries:
+                cols = [k for k, (pp, qq, _) in enumerate(where) if (pp, qq) == (p, q)]
+                if oracle[p] and cols:
+                    med = np.median(c_at[..., cols], axis=-1) / oracle[p]
+                    best[(p, q)] = float(med.min())
+        best_const = {p: float(const.min()) / oracle[p] for p in problems if oracle[p]}
+        for p in problems:
+            if not oracle[p]:
+                continue
+            rows.append(
+                {
+                    "problem": p,
+                    "method": method,
+                    "statistic": statistic,
+                    "spared_runs": spared_runs,
+                    "oracle": oracle[p],
+                    "best_constant_over_oracle": best_const.get(p),
+                    "median_over_oracle": {q: best.get((p, q)) for q in queries},
+                }
+            )
+    return sorted(rows, key=lambda r: (r["problem"], r["method"]))
+
+
+def format_calibration_limits(
+    rows: Sequence[dict[str, Any]], queries: Sequence[int] = (50, 100)
+) -> str:
+    """The table of :func:`calibration_limits` rows (Markdown)."""
+    cols = " | ".join(f"best monotone / oracle @{q}" for q in queries)
+    lines = [
+        f"| statistic | problem | method | oracle factor (n >= 20) | {cols} | "
+        "best constant / oracle |",
+        "|---|---|---|---:|" + "---:|" * (len(queries) + 1),
+    ]
+    for r in rows:
+        at = " | ".join(_fmt(_at(r["median_over_oracle"], q)) for q in queries)
+        lines.append(
+            f"| {CALIBRATION_STATISTICS[r['statistic']]} | "
+            f"{PROBLEM_LABELS[r['problem']]} | {LABELS[r['method']]} | "
+            f"{_fmt(r['oracle'])} | {at} | {_fmt(r['best_constant_over_oracle'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _median(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
@@ -923,6 +1115,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=None)
     parser.add_argument("--n-init", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument(
+        "--calibration-limits",
+        action="store_true",
+        help="with --records: the best calibration monotone in a residual scale "
+        "(calibration_limits), instead of the summary",
+    )
     args = parser.parse_args(argv)
     config = SMALL_CONFIG if args.small else FULL_CONFIG
     changes: dict[str, Any] = {}
@@ -942,6 +1140,17 @@ def main(argv: list[str] | None = None) -> int:
         changes["n_init"] = args.n_init
     if changes:
         config = ValidityConfig(**{**asdict(config), **changes})
+    if args.calibration_limits:
+        if not args.records:
+            parser.error("--calibration-limits reads --records (a packed file)")
+        records = read_packed(args.records)
+        rows = [
+            row
+            for statistic in CALIBRATION_STATISTICS
+            for row in calibration_limits(records, statistic)
+        ]
+        print(format_calibration_limits(rows), end="")
+        return 0
     if args.records:
         records = read_packed(args.records)
     elif args.summary_only:

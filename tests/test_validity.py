@@ -386,3 +386,92 @@ def test_first_seed_adds_seeds_beside_stored_ones(tmp_path) -> None:
     assert records[1]["items"][:5] != first["items"][:5]
     with pytest.raises(ValueError, match="`first_seed` must be"):
         main([*base, "--first-seed", "-1"])
+
+
+def _scaled(n, bound, regret, scale):
+    """A step with ``n`` observations, a plain bound and regret, and both
+    residual scales equal to ``scale``."""
+    step = _step(bound, regret)
+    step.update(n=n, robust_scale=scale, forecast_scale=scale)
+    return step
+
+
+def _limits_records():
+    def rec(problem, seed, steps):
+        return {**_record(steps, seed=seed), "problem": problem}
+
+    # (bound, regret, scale) per step; need = regret / bound.
+    return [
+        rec("freesolv", 0, [_scaled(20, 1, 2, 0.5), _scaled(21, 1, 0.5, 1.0)]),
+        rec("freesolv", 1, [_scaled(20, 2, 1, 0.8), _scaled(21, 1, 1.5, 1.2)]),
+        rec("esol", 0, [_scaled(20, 1, 0.2, 1.0), _scaled(21, 2, 0.2, 1.0)]),
+        rec("esol", 1, [_scaled(20, 1, 0.4, 0.6), _scaled(21, 1, 0.1, 0.9)]),
+        # Below the LOO minimum of 20 observations: not a constraint.
+        rec("esol", 2, [_scaled(19, 1, 9.0, 2.0), _scaled(20, 1, 0.1, 1.0)]),
+    ]
+
+
+def test_calibration_limits_by_hand() -> None:
+    """The smallest calibration non-decreasing in the residual scale and valid
+    on every run of both libraries (or on all but one run of each), read at
+    each run's queries 1 and 2, over each library's oracle factor."""
+    from benchmarks.validity import calibration_limits, format_calibration_limits
+
+    records = _limits_records()
+    rows = {
+        r["problem"]: r
+        for r in calibration_limits(records, "robust_scale", (1, 2), spared_runs=0)
+    }
+    # Oracles on steps with n >= 20: FreeSolv 2 (run 0, query 1), ESOL 0.4.
+    assert rows["freesolv"]["oracle"] == pytest.approx(2.0)
+    assert rows["esol"]["oracle"] == pytest.approx(0.4)
+    # The need 2 at scale 0.5 forces c = 2 at every larger scale: every ESOL
+    # step gets 2, five times its oracle.
+    assert rows["esol"]["median_over_oracle"] == {1: 5.0, 2: 5.0}
+    assert rows["freesolv"]["median_over_oracle"] == {1: 1.0, 2: 1.0}
+    assert rows["esol"]["best_constant_over_oracle"] == pytest.approx(5.0)
+
+    spared = {
+        r["problem"]: r
+        for r in calibration_limits(records, "forecast_scale", (1, 2), spared_runs=1)
+    }
+    # Best for ESOL at query 1: spare FreeSolv run 0 and ESOL run 1; then
+    # c(1.0) = 0.5 (FreeSolv run 1, scale 0.8) and c(0.6) = 0: median 0.25.
+    assert spared["esol"]["median_over_oracle"][1] == pytest.approx(0.25 / 0.4)
+    # At query 2 (scales 1.0, 0.9, and run 2's 1.0): c = 0.5 whatever is spared.
+    assert spared["esol"]["median_over_oracle"][2] == pytest.approx(0.5 / 0.4)
+    assert spared["freesolv"]["median_over_oracle"] == {
+        1: pytest.approx(0.25 / 2),
+        2: pytest.approx(1.0 / 2),
+    }
+    # Sparing FreeSolv run 0 leaves 1.5 as the largest need.
+    assert spared["esol"]["best_constant_over_oracle"] == pytest.approx(1.5 / 0.4)
+    text = format_calibration_limits(list(spared.values()), (1, 2))
+    assert "| forecast residuals' scale | ESOL | Chaining-UCB | 0.400 | 0.625 |" in text
+    with pytest.raises(ValueError, match="`statistic` must be"):
+        calibration_limits(records, "plain_bound")
+    with pytest.raises(ValueError, match="`spared_runs` must be 0 or 1"):
+        calibration_limits(records, "robust_scale", spared_runs=2)
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        "benchmarks/results/validity_protocol.jsonl.gz",
+        "benchmarks/results/validity_protocol_init5.jsonl.gz",
+    ],
+)
+def test_the_documented_calibration_limits_come_from_the_committed_records(
+    records, capsys
+) -> None:
+    """The tables of docs/results/validity.md ("How tight any calibration of
+    the plain bound can be") are the command's output on the records."""
+    from pathlib import Path
+
+    from benchmarks.validity import main
+
+    root = Path(__file__).resolve().parents[1]
+    assert main(["--records", str(root / records), "--calibration-limits"]) == 0
+    table = capsys.readouterr().out
+    assert table.count("\n") > 10
+    assert table in (root / "docs/results/validity.md").read_text()
