@@ -609,8 +609,16 @@ def calibration_limits(
             step["n"] >= floor
             and bound is not None
             and regret is not None
-            and 0 < bound < math.inf
+            and bound < math.inf
         )
+
+    def need(step: dict[str, Any]) -> float:
+        # The factor this step needs (as oracle_factor: a zero bound with a
+        # positive regret needs an infinite one).
+        bound, regret = step["plain_bound"], step["plain_regret"]
+        if bound > 0:
+            return regret / bound
+        return math.inf if regret > 1e-12 else 0.0
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in map(as_current, records):
@@ -621,12 +629,7 @@ def calibration_limits(
         runs = {p: groups[(p, method)] for p in problems}
         oracle = {}
         for p in problems:
-            needs = [
-                s["plain_regret"] / s["plain_bound"]
-                for r in runs[p]
-                for s in r["steps"]
-                if usable(s)
-            ]
+            needs = [need(s) for r in runs[p] for s in r["steps"] if usable(s)]
             oracle[p] = max(needs) if needs else None
         # The points where c* is read: each run's statistic at each query.
         where: list[tuple[str, int, int]] = []  # (problem, query, run)
@@ -661,7 +664,7 @@ def calibration_limits(
         for p in problems:
             per_run = [
                 [
-                    (float(s[statistic]), s["plain_regret"] / s["plain_bound"])
+                    (float(s[statistic]), need(s))
                     for s in r["steps"]
                     if usable(s) and s.get(statistic) is not None
                 ]
@@ -697,10 +700,14 @@ def calibration_limits(
         for p in problems:
             for q in queries:
                 cols = [k for k, (pp, qq, _) in enumerate(where) if (pp, qq) == (p, q)]
-                if oracle[p] and cols:
+                if oracle[p] and math.isfinite(oracle[p]) and cols:
                     med = np.median(c_at[..., cols], axis=-1) / oracle[p]
                     best[(p, q)] = float(med.min())
-        best_const = {p: float(const.min()) / oracle[p] for p in problems if oracle[p]}
+        best_const = {
+            p: float(const.min()) / oracle[p]
+            for p in problems
+            if oracle[p] and math.isfinite(oracle[p])
+        }
         for p in problems:
             if not oracle[p]:
                 continue

@@ -407,7 +407,12 @@ def _limits_records():
         rec("esol", 0, [_scaled(20, 1, 0.2, 1.0), _scaled(21, 2, 0.2, 1.0)]),
         rec("esol", 1, [_scaled(20, 1, 0.4, 0.6), _scaled(21, 1, 0.1, 0.9)]),
         # Below the LOO minimum of 20 observations: not a constraint.
-        rec("esol", 2, [_scaled(19, 1, 9.0, 2.0), _scaled(20, 1, 0.1, 1.0)]),
+        # A zero plain bound with a zero regret needs nothing.
+        rec(
+            "esol",
+            2,
+            [_scaled(19, 1, 9.0, 2.0), _scaled(20, 1, 0.1, 1.0), _scaled(21, 0, 0, 3)],
+        ),
     ]
 
 

@@ -157,8 +157,8 @@ class StudentTail:
     smaller, so every bound stays valid, and a union bound at most about
     :math:`h \sqrt{1 + z^2}\, d` larger (0.1% of its ``z`` part at
     :math:`z \approx 7`). One ``stdtr`` call per grid point and ``dof`` (cached)
-    instead of one per candidate pair and step of the root search: a certificate over
-    4,200 candidates costs a gather instead of about 10 s.
+    instead of one per candidate pair and step of the root search: a
+    certificate over 4,200 candidates costs a gather instead of about 10 s.
     ``exact=True`` calls ``stdtr`` for every term.
 
     Example:
