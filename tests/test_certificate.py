@@ -17,7 +17,7 @@ import torch
 from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import RBFKernel
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ax_chaining import ChainingUCB, DenseDistance, chaining_covers
@@ -404,6 +404,7 @@ def test_running_minimum_is_monotone_and_tight(values):
     st.integers(0, 2**31 - 1),
     st.sampled_from(["gaussian", "chernoff"]),
 )
+@example(n=2, seed=316092, tail="chernoff")  # one pair: union = pairwise
 def test_bounds_are_nonnegative_and_ordered(n, seed, tail):
     """Properties on random posteriors: B >= 0, B >= mu-gap, radius >= actual."""
     g = torch.Generator().manual_seed(seed)

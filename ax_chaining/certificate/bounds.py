@@ -244,9 +244,13 @@ def union_bound(
             mean, d, index[rows], delta_t, tail, memory_budget=memory_budget
         )
         hi = torch.maximum(hi, lo)
-        out[rows] = solve_tail_budget(
+        solved = solve_tail_budget(
             lambda b, gap=gap, d=d: tail_sum(b, gap, d, tail), lo, hi, delta_t, rtol
         )
+        # The pairwise bound is valid by its own construction; where its tail
+        # sum, evaluated, exceeds delta_t by round-off (one pair: by an ulp)
+        # the search would grow past it, so it caps the result.
+        out[rows] = torch.minimum(solved, hi)
     return out
 
 
@@ -274,7 +278,10 @@ def solve_tail_budget(
     each new point kept at least ``rtol |hi| / 4`` inside the bracket, so that
     the far end closes in too: about 6 to 10 calls of ``tail_sum`` where a
     bisection from the pairwise bound takes about 22 (measured on the speed
-    benchmark's problems). Entries whose ``tail_sum`` is not finite are
+    benchmark's problems). Every decision compares ``tail_sum`` with
+    ``delta_t`` itself, as a bisection does; the logs only place the next
+    point. Entries whose ``tail_sum`` is not finite, or whose logs do not
+    bracket the root as their sums do (within an ulp of ``delta_t``), are
     bisected.
 
     Each entry stops when its own bracket is within ``rtol`` and its points
@@ -283,18 +290,21 @@ def solve_tail_budget(
     log_delta = math.log(delta_t)
     tiny = torch.finfo(torch.float64).tiny
 
-    def excess(b: Tensor) -> Tensor:
-        # log of the sum over the budget: > 0 over budget, <= 0 within it.
-        return tail_sum(b).to(torch.float64).clamp_min(tiny).log() - log_delta
+    def evaluate(b: Tensor) -> tuple[Tensor, Tensor]:
+        # The sum, which every decision compares with delta_t itself (as a
+        # bisection would), and the log of its ratio to delta_t, which only
+        # places the next point (logs may differ from math.log by an ulp).
+        s = tail_sum(b).to(torch.float64)
+        return s, s.clamp_min(tiny).log() - log_delta
 
     for _ in range(64):
-        h_hi = excess(hi)
-        over = h_hi > 0
+        s_hi, h_hi = evaluate(hi)
+        over = s_hi > delta_t
         if not bool(over.any()):
             break
         hi = torch.where(over, hi + (hi - lo).clamp_min(1e-12) + 1e-12, hi)
-    h_lo = excess(lo)
-    done = h_lo <= 0  # lo is within budget: the smallest valid b
+    s_lo, h_lo = evaluate(lo)
+    done = s_lo <= delta_t  # lo is within budget: the smallest valid b
     hi = torch.where(done, lo, hi)
     # Which end the last point replaced: +1 hi, -1 lo, 0 none yet.
     side = torch.zeros_like(hi)
@@ -305,12 +315,16 @@ def solve_tail_budget(
         if not bool(open_.any()):
             break
         step = h_lo * width / (h_lo - h_hi)
-        x = torch.where(torch.isfinite(step), lo + step, lo + 0.5 * width)
+        # Regula falsi where the logs bracket the root as the sums do (they
+        # may not within an ulp of delta_t, or where a sum is not finite);
+        # else the midpoint.
+        secant = (h_lo > 0) & (h_hi <= 0) & torch.isfinite(step)
+        x = torch.where(secant, lo + step, lo + 0.5 * width)
         margin = 0.25 * tol
         x = torch.minimum(torch.maximum(x, lo + margin), hi - margin)
-        h_x = excess(x)
-        ok = open_ & (h_x <= 0)
-        over = open_ & ~(h_x <= 0)  # NaN counts as over budget, as before
+        s_x, h_x = evaluate(x)
+        ok = open_ & (s_x <= delta_t)
+        over = open_ & ~(s_x <= delta_t)  # NaN counts as over budget, as before
         # Illinois: the end kept twice in a row has its value halved, so
         # that the next point moves towards it.
         h_lo = torch.where(ok & (side > 0), 0.5 * h_lo, h_lo)
