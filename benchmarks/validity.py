@@ -539,18 +539,22 @@ def oracle_factor(runs: Sequence[dict[str, Any]]) -> float | None:
     """The smallest factor ``c`` with ``regret <= c * plain bound`` at every
     step of every run (the plain certificate's point and bound); None where
     no step has a plain bound. ``c`` times the plain bound is the oracle bound."""
-    worst, seen = 0.0, False
-    for r in runs:
-        for s in r["steps"]:
-            bound, regret = s.get("plain_bound"), s.get("plain_regret")
-            if bound is None or regret is None:
-                continue
-            seen = True
-            if bound > 0:
-                worst = max(worst, regret / bound)
-            elif regret > 1e-12:
-                return math.inf
-    return worst if seen else None
+    needs = [
+        step_need(s)
+        for r in runs
+        for s in r["steps"]
+        if s.get("plain_bound") is not None and s.get("plain_regret") is not None
+    ]
+    return max(needs) if needs else None
+
+
+def step_need(step: dict[str, Any]) -> float:
+    """The factor on a step's plain bound that its regret needs (a zero bound
+    with a positive regret needs an infinite one)."""
+    bound, regret = step["plain_bound"], step["plain_regret"]
+    if bound > 0:
+        return regret / bound
+    return math.inf if regret > 1e-12 else 0.0
 
 
 #: The statistics of the loop's own data that a calibration of the plain
@@ -589,8 +593,8 @@ def calibration_limits(
     (the smallest constant valid on that problem alone); a run whose step at
     a query lacks the statistic is left out of that query's median (all
     runs count otherwise, spared or not). Also given: the smallest constant
-    valid on every problem (``c*`` without the statistic), over each
-    problem's oracle, with the same spared runs.
+    valid on the same steps of every problem (``c*`` without the statistic),
+    over each problem's oracle, with the same spared runs.
     """
     from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
 
@@ -612,14 +616,6 @@ def calibration_limits(
             and bound < math.inf
         )
 
-    def need(step: dict[str, Any]) -> float:
-        # The factor this step needs (as oracle_factor: a zero bound with a
-        # positive regret needs an infinite one).
-        bound, regret = step["plain_bound"], step["plain_regret"]
-        if bound > 0:
-            return regret / bound
-        return math.inf if regret > 1e-12 else 0.0
-
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in map(as_current, records):
         groups.setdefault((r["problem"], r["method"]), []).append(r)
@@ -629,7 +625,7 @@ def calibration_limits(
         runs = {p: groups[(p, method)] for p in problems}
         oracle = {}
         for p in problems:
-            needs = [need(s) for r in runs[p] for s in r["steps"] if usable(s)]
+            needs = [step_need(s) for r in runs[p] for s in r["steps"] if usable(s)]
             oracle[p] = max(needs) if needs else None
         # The points where c* is read: each run's statistic at each query.
         where: list[tuple[str, int, int]] = []  # (problem, query, run)
@@ -664,7 +660,7 @@ def calibration_limits(
         for p in problems:
             per_run = [
                 [
-                    (float(s[statistic]), need(s))
+                    (float(s[statistic]), step_need(s))
                     for s in r["steps"]
                     if usable(s) and s.get(statistic) is not None
                 ]
