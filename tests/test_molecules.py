@@ -232,15 +232,27 @@ def test_cli_bonus_small(tmp_path, capsys):
             assert q["min"] <= q["p10"] <= q["median"] <= q["p90"] <= q["max"]
         assert r["value_chaining_pick"] == float(y[r["pick_chaining"]])
         assert r["value_gp_ucb_pick"] == float(y[r["pick_gp_ucb"]])
+        assert r["value_mean_pick"] == float(y[r["pick_mean"]])
         assert r["best_value"] == float(y.max())
-        assert 0 <= r["best_rank_chaining"] < n and 0 <= r["best_rank_gp_ucb"] < n
+        for rule in ("chaining", "gp_ucb", "mean"):
+            assert 0 <= r[f"best_rank_{rule}"] < n
+        # The mean ranks the best molecule first exactly when it is the mean's pick.
+        assert (r["best_rank_mean"] == 0) == (r["pick_mean"] == int(y.argmax()))
+        # Chaining-UCB's pick maximizes mean + bonus, with every bonus >= 0:
+        # its value is at least the largest posterior mean.
+        pick = r["chaining_pick"]
+        assert pick["bonus"] >= 0 and pick["sigma"] > 0
+        assert pick["mean"] + pick["bonus"] >= r["mean"]["max"] - 1e-9
     path = tmp_path / "bonus.jsonl"
     path.write_text(out)
     assert main(["bonus", "--table", str(path)]) == 0
     table = capsys.readouterr().out
     assert table.startswith("| dataset | seed | queries | prior sd s | cover sizes |")
+    assert "rank of the best molecule: mean / chaining / GP-UCB |" in table
     sizes = ", ".join(map(str, lines[1]["cover_sizes"]))
     assert f"| freesolv | 0 | 2 | {lines[1]['scale']:.2f} | {sizes} |" in table
+    ranks = [lines[1][f"best_rank_{k}"] + 1 for k in ("mean", "chaining", "gp_ucb")]
+    assert table.splitlines()[-1].endswith(" | {} / {} / {} |".format(*ranks))
 
 
 def test_cli_bonus_on_a_model_variant(tmp_path, capsys):
