@@ -113,7 +113,7 @@ def run(
             beta = gp_ucb_beta(n, acqf.t, 0.05)
             ucb = mean + np.sqrt(beta) * sigma
             chaining = mean + bonus
-            pick = int(np.argmax(chaining))
+            pick, greedy = int(np.argmax(chaining)), int(np.argmax(mean))
             positive = sigma > 0
             ratio = bonus[positive] / (np.sqrt(beta) * sigma[positive])
             out.append(
@@ -135,7 +135,7 @@ def run(
                     "bonus_over_gp_ucb": _quantiles(ratio),
                     "mean": _quantiles(mean),
                     "pick_chaining": pick,
-                    "pick_mean": int(np.argmax(mean)),
+                    "pick_mean": greedy,
                     "chaining_pick": {
                         "mean": float(mean[pick]),
                         "sigma": float(sigma[pick]),
@@ -143,7 +143,7 @@ def run(
                     },
                     "pick_gp_ucb": int(np.argmax(ucb)),
                     "value_chaining_pick": float(y[pick]),
-                    "value_mean_pick": float(y[int(np.argmax(mean))]),
+                    "value_mean_pick": float(y[greedy]),
                     "value_gp_ucb_pick": float(y[int(np.argmax(ucb))]),
                     "best_rank_chaining": int((chaining > chaining[best]).sum()),
                     "best_rank_gp_ucb": int((ucb > ucb[best]).sum()),
