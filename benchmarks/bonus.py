@@ -16,9 +16,13 @@ library, one JSON line with:
   :math:`\sqrt{\beta_t}\,\sigma_t(x)` over the library (quantiles of the
   ratio), and the spread of the posterior mean;
 * the candidate each rule would pick, the true value of each, and the rank
-  of the library's best molecule under each rule and under the posterior
-  mean alone (what a greedy rule would rank), with the mean, standard
-  deviation and bonus of Chaining-UCB's pick.
+  of the library's best molecule under each rule;
+* among the molecules not yet tested (the loop's candidates: it never
+  proposes a tested one again), the rank of the library's best molecule
+  under Chaining-UCB, GP-UCB and the posterior mean alone, the greedy rule's
+  pick (largest mean) and its value, and the mean, standard deviation and
+  bonus of Chaining-UCB's pick, beside the molecule the loop's own step
+  picked (the same one, unless the pick here is a tested molecule).
 
 ``--small`` (seconds, what the tests run): seed 0 and steps 1 and 2 (the
 first two queries) on ``--dataset`` (FreeSolv by default); ``--seeds`` and
@@ -48,6 +52,24 @@ def _quantiles(x: np.ndarray) -> dict[str, float]:
     q = np.quantile(x, [0.0, 0.1, 0.5, 0.9, 1.0])
     names = ("min", "p10", "median", "p90", "max")
     return {k: float(v) for k, v in zip(names, q, strict=True)}
+
+
+def untested_ranks(
+    scores: dict[str, np.ndarray], best: int, tested: np.ndarray
+) -> dict[str, int]:
+    """For each rule, how many molecules not yet tested (``tested`` a boolean
+    mask) score above molecule ``best``: its rank among the loop's candidates,
+    0 for the first.
+
+    Example:
+        >>> untested_ranks({"mean": np.array([3.0, 1.0, 2.0])}, 2,
+        ...                np.array([True, False, False]))
+        {'mean': 0}
+    """
+    return {
+        rule: int(((score > score[best]) & ~tested).sum())
+        for rule, score in scores.items()
+    }
 
 
 def run(
@@ -89,9 +111,11 @@ def run(
         init_trials=n_init, surrogate_spec=spec, exclude_evaluated=True
     )
     client.set_generation_strategy(gs)
+    tested = np.zeros(n, dtype=bool)
     for i in rng.choice(n, size=n_init, replace=False):
         trial = client.attach_trial(parameters={"item": int(i)})
         client.complete_trial(trial, raw_data={"y": float(y[i])})
+        tested[i] = True
     best = int(np.argmax(y))
     out = []
     for q in range(1, max(steps) + 1):
@@ -113,7 +137,8 @@ def run(
             beta = gp_ucb_beta(n, acqf.t, 0.05)
             ucb = mean + np.sqrt(beta) * sigma
             chaining = mean + bonus
-            pick, greedy = int(np.argmax(chaining)), int(np.argmax(mean))
+            pick = int(np.argmax(chaining))
+            greedy = int(np.argmax(np.where(tested, -np.inf, mean)))
             positive = sigma > 0
             ratio = bonus[positive] / (np.sqrt(beta) * sigma[positive])
             out.append(
@@ -135,6 +160,7 @@ def run(
                     "bonus_over_gp_ucb": _quantiles(ratio),
                     "mean": _quantiles(mean),
                     "pick_chaining": pick,
+                    "loop_pick": int(p["item"]),
                     "pick_mean": greedy,
                     "chaining_pick": {
                         "mean": float(mean[pick]),
@@ -147,29 +173,44 @@ def run(
                     "value_gp_ucb_pick": float(y[int(np.argmax(ucb))]),
                     "best_rank_chaining": int((chaining > chaining[best]).sum()),
                     "best_rank_gp_ucb": int((ucb > ucb[best]).sum()),
-                    "best_rank_mean": int((mean > mean[best]).sum()),
+                    "untested_rank_of_best": untested_ranks(
+                        {"mean": mean, "chaining": chaining, "gp_ucb": ucb},
+                        best,
+                        tested,
+                    ),
                     "best_sigma": float(sigma[best]),
                     "best_value": float(y[best]),
                 }
             )
         client.complete_trial(trial, raw_data={"y": float(y[int(p["item"])])})
+        tested[int(p["item"])] = True
     return out
 
 
 def table(paths: list[str]) -> str:
-    """A markdown table of the JSON lines in ``paths``; where every line has
-    the posterior mean's rank of the best molecule (records made since it was
-    added), the last column shows it first."""
+    """A markdown table of the JSON lines in ``paths``. Where every line has
+    the ranks among the molecules not yet tested (records made since they
+    were added), the last column shows those, the posterior mean's first;
+    otherwise the ranks over the whole library."""
     rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
-    with_mean = all("best_rank_mean" in r for r in rows)
+    untested = all("untested_rank_of_best" in r for r in rows)
+    last = (
+        "rank of the best molecule among the untested: mean / chaining / GP-UCB"
+        if untested
+        else "rank of the best molecule: chaining / GP-UCB"
+    )
     lines = [
         "| dataset | seed | queries | prior sd s | cover sizes | sqrt(beta_t) | "
         "chaining bonus p10 / median / p90 | bonus / GP-UCB's, p10 / median / "
-        "p90 | sigma_t p10 / median / p90 | rank of the best molecule: "
-        + ("mean / " if with_mean else "")
-        + "chaining / GP-UCB |",
+        f"p90 | sigma_t p10 / median / p90 | {last} |",
         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
+
+    def ranks(r: dict) -> str:
+        if untested:
+            got = r["untested_rank_of_best"]
+            return " / ".join(str(got[k] + 1) for k in ("mean", "chaining", "gp_ucb"))
+        return f"{r['best_rank_chaining'] + 1} / {r['best_rank_gp_ucb'] + 1}"
 
     def three(q: dict[str, float]) -> str:
         return " / ".join(f"{q[k]:.2f}" for k in ("p10", "median", "p90"))
@@ -184,8 +225,7 @@ def table(paths: list[str]) -> str:
             f"{sizes} | "
             f"{r['sqrt_beta']:.2f} | {three(r['bonus'])} | "
             f"{three(r['bonus_over_gp_ucb'])} | {three(r['sigma'])} | "
-            + (f"{r['best_rank_mean'] + 1} / " if with_mean else "")
-            + f"{r['best_rank_chaining'] + 1} / {r['best_rank_gp_ucb'] + 1} |"
+            f"{ranks(r)} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -234,25 +234,49 @@ def test_cli_bonus_small(tmp_path, capsys):
         assert r["value_gp_ucb_pick"] == float(y[r["pick_gp_ucb"]])
         assert r["value_mean_pick"] == float(y[r["pick_mean"]])
         assert r["best_value"] == float(y.max())
-        for rule in ("chaining", "gp_ucb", "mean"):
-            assert 0 <= r[f"best_rank_{rule}"] < n
-        # The mean ranks the best molecule first exactly when it is the mean's pick.
-        assert (r["best_rank_mean"] == 0) == (r["pick_mean"] == int(y.argmax()))
+        assert 0 <= r["best_rank_chaining"] < n and 0 <= r["best_rank_gp_ucb"] < n
         # Chaining-UCB's pick maximizes mean + bonus, with every bonus >= 0:
-        # its value is at least the largest posterior mean.
+        # its value is at least the largest posterior mean; it is the molecule
+        # the loop's own step picked.
         pick = r["chaining_pick"]
         assert pick["bonus"] >= 0 and pick["sigma"] > 0
         assert pick["mean"] + pick["bonus"] >= r["mean"]["max"] - 1e-9
+        assert r["loop_pick"] == r["pick_chaining"]
+    # Tested: the 10 initial molecules, then each step's pick.
+    initial = molecules_bench.initial_items(n, 10, seed=0)
+    tested_sets = (initial, [*initial, lines[0]["loop_pick"]])
+    for r, tested in zip(lines, tested_sets, strict=True):
+        assert r["pick_mean"] not in tested  # greedy over the untested
+        ranks = r["untested_rank_of_best"]
+        # Counting only untested molecules never ranks the best lower.
+        assert ranks["chaining"] <= r["best_rank_chaining"]
+        assert ranks["gp_ucb"] <= r["best_rank_gp_ucb"]
+        assert all(0 <= v < n - len(tested) for v in ranks.values())
+        # The mean ranks the best molecule first exactly when greedy picks it.
+        assert (ranks["mean"] == 0) == (r["pick_mean"] == int(y.argmax()))
     path = tmp_path / "bonus.jsonl"
     path.write_text(out)
     assert main(["bonus", "--table", str(path)]) == 0
     table = capsys.readouterr().out
     assert table.startswith("| dataset | seed | queries | prior sd s | cover sizes |")
-    assert "rank of the best molecule: mean / chaining / GP-UCB |" in table
+    assert "the best molecule among the untested: mean / chaining / GP-UCB |" in table
     sizes = ", ".join(map(str, lines[1]["cover_sizes"]))
     assert f"| freesolv | 0 | 2 | {lines[1]['scale']:.2f} | {sizes} |" in table
-    ranks = [lines[1][f"best_rank_{k}"] + 1 for k in ("mean", "chaining", "gp_ucb")]
+    got = lines[1]["untested_rank_of_best"]
+    ranks = [got[k] + 1 for k in ("mean", "chaining", "gp_ucb")]
     assert table.splitlines()[-1].endswith(" | {} / {} / {} |".format(*ranks))
+
+
+def test_untested_ranks_by_hand():
+    """Only molecules not yet tested count above the best one: a tested
+    molecule with a larger score does not, an untested one does."""
+    from benchmarks.bonus import untested_ranks
+
+    scores = {"mean": np.array([3.0, 1.0, 2.0, 2.5]), "ucb": np.array([0, 5, 4, 1.0])}
+    tested = np.array([True, False, False, False])
+    assert untested_ranks(scores, 2, tested) == {"mean": 1, "ucb": 1}
+    assert untested_ranks(scores, 2, np.zeros(4, bool)) == {"mean": 2, "ucb": 1}
+    assert untested_ranks(scores, 1, tested) == {"mean": 2, "ucb": 0}
 
 
 def test_cli_bonus_on_a_model_variant(tmp_path, capsys):
