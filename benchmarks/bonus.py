@@ -139,6 +139,8 @@ def run(
             chaining = mean + bonus
             pick = int(np.argmax(chaining))
             greedy = int(np.argmax(np.where(tested, -np.inf, mean)))
+            rules = {"mean": mean, "chaining": chaining, "gp_ucb": ucb}
+            over_library = untested_ranks(rules, best, np.zeros(n, dtype=bool))
             positive = sigma > 0
             ratio = bonus[positive] / (np.sqrt(beta) * sigma[positive])
             out.append(
@@ -162,7 +164,7 @@ def run(
                     "pick_chaining": pick,
                     "loop_pick": int(p["item"]),
                     "pick_mean": greedy,
-                    "chaining_pick": {
+                    "posterior_at_chaining_pick": {
                         "mean": float(mean[pick]),
                         "sigma": float(sigma[pick]),
                         "bonus": float(bonus[pick]),
@@ -171,13 +173,9 @@ def run(
                     "value_chaining_pick": float(y[pick]),
                     "value_mean_pick": float(y[greedy]),
                     "value_gp_ucb_pick": float(y[int(np.argmax(ucb))]),
-                    "best_rank_chaining": int((chaining > chaining[best]).sum()),
-                    "best_rank_gp_ucb": int((ucb > ucb[best]).sum()),
-                    "untested_rank_of_best": untested_ranks(
-                        {"mean": mean, "chaining": chaining, "gp_ucb": ucb},
-                        best,
-                        tested,
-                    ),
+                    "best_rank_chaining": over_library["chaining"],
+                    "best_rank_gp_ucb": over_library["gp_ucb"],
+                    "untested_rank_of_best": untested_ranks(rules, best, tested),
                     "best_sigma": float(sigma[best]),
                     "best_value": float(y[best]),
                 }

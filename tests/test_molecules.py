@@ -238,7 +238,7 @@ def test_cli_bonus_small(tmp_path, capsys):
         # Chaining-UCB's pick maximizes mean + bonus, with every bonus >= 0:
         # its value is at least the largest posterior mean; it is the molecule
         # the loop's own step picked.
-        pick = r["chaining_pick"]
+        pick = r["posterior_at_chaining_pick"]
         assert pick["bonus"] >= 0 and pick["sigma"] > 0
         assert pick["mean"] + pick["bonus"] >= r["mean"]["max"] - 1e-9
         assert r["loop_pick"] == r["pick_chaining"]
