@@ -1,22 +1,14 @@
-r"""Chaining-UCB and GP-UCB as BoTorch acquisition functions, and the stock UCB
-baseline with an input constructor for Ax's candidate-set nodes.
-
-Chaining-UCB and GP-UCB use the same iteration index ``t``: by default the
-number of observations the model holds, plus the number of pending points, plus
-one. In Algorithm 1 of Contal et al. (2015) the ``t``-th query is chosen from
-``t - 1`` observations, and the ``n_0`` initial points of their experiments
-count as observations.
-"""
+r"""Chaining-UCB and GP-UCB as BoTorch acquisition functions over a finite
+candidate set, and BoTorch's stock UCB with an input constructor for Ax's
+candidate-set nodes."""
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import torch
 from botorch.acquisition.acquisition import AcquisitionFunction
@@ -90,9 +82,9 @@ __all__ = [
     "DEFAULT_MAX_COVER_SIZE",
     "GPUCB",
     "UCB",
+    "CandidateStore",
     "ChainingOptions",
     "ChainingUCB",
-    "ChainingUCBBase",
     "candidate_rows",
     "default_t",
     "evaluated_candidates",
@@ -105,10 +97,7 @@ PendingCovers = Literal["rebuild", "reuse"]
 
 @dataclass(frozen=True)
 class ChainingOptions:
-    r"""The options of :class:`ChainingUCB`, checked once, when built.
-
-    Each is an argument of :class:`ChainingUCB` (see there); the Ax layer
-    builds one from a strategy's options to check them before any trial.
+    r"""The options of :class:`ChainingUCB` (see its Args), checked once.
 
     Example:
         >>> ChainingOptions(delta=0.1, path="dense").delta
@@ -162,6 +151,9 @@ class ChainingOptions:
 def default_t(model: Model, num_pending: int = 0) -> int:
     """Iteration index: observations in ``model`` + pending points + 1.
 
+    In Algorithm 1 of Contal et al. (2015) the ``t``-th query is chosen from
+    ``t - 1`` observations (initial points included).
+
     Args:
         model: A BoTorch model conditioned on its training data.
         num_pending: Number of pending points conditioned on as well.
@@ -200,87 +192,168 @@ def gp_ucb_beta(num_candidates: int, t: int, delta: float = 0.05) -> float:
     return 2.0 * math.log(num_candidates * t**2 * math.pi**2 / (6.0 * delta))
 
 
-@dataclass
-class ChainingStep:
-    """One build of Algorithm 1: the posterior over the candidates and the covers.
+class CandidateStore(Protocol):
+    r"""Where a :class:`ChainingUCB`'s candidates are held and how a step of
+    Algorithm 1 is built on them: an ``N x d`` tensor on this machine, or
+    candidates sharded over a Dask cluster
+    (:class:`~ax_chaining.distributed.ShardedCandidates`, whose
+    ``chaining_store(acqf)`` returns one). A step is any object with a
+    ``chaining`` (:class:`~ax_chaining.chaining.ChainingResult`)."""
 
-    Attributes:
-        posterior: Mean and pseudo-distance over the candidates.
-        chaining: Levels, covers and :math:`H_i`.
-        tree: The chaining tree of the covers, built on first use by the
-            certificate.
-    """
+    candidates: Any
 
-    posterior: CandidatePosterior
-    chaining: ChainingResult
-    tree: ChainingTree | None = field(default=None, repr=False)
+    def pending_inputs(self, X_pending: Tensor) -> Tensor:
+        """``X_pending`` checked, as the step conditions on it."""
 
+    def build(self, X_pending: Tensor | None, t: int) -> Any:
+        """Algorithm 1 on the posterior given ``X_pending``."""
 
-def _with_options(init: Callable[..., Any]) -> Callable[..., Any]:
-    """``init`` (whose ``**options`` are :class:`ChainingOptions`) with the
-    options as arguments, ``delta`` first after the leading positional ones:
-    the signature that ``help`` and ``inspect.signature`` show (and the input
-    constructor takes), and by which a call's arguments are bound
-    (positionally too). The options are declared once, in
-    :class:`ChainingOptions`."""
-    any_way = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    own = list(inspect.signature(init).parameters.values())
-    declared = inspect.signature(ChainingOptions).parameters.values()
-    options = [p.replace(kind=any_way) for p in declared]
-    first = [p for p in own if p.kind == any_way]
-    keyword = [
-        p.replace(kind=any_way) for p in own if p.kind == inspect.Parameter.KEYWORD_ONLY
-    ]
-    signature = inspect.signature(init).replace(
-        parameters=[*first, options[0], *keyword, *options[1:]]
-    )
+    def mean_and_sigma(self, X: Tensor, step: Any) -> tuple[Tensor, Tensor]:
+        """Posterior mean (of the objective, not negated) and standard
+        deviation at ``X`` (``(b1 x ... bk) x 1 x d``), given ``step``'s
+        pending points."""
 
-    @functools.wraps(init)
-    def bound(*args: Any, **kwargs: Any) -> Any:
-        return init(**signature.bind(*args, **kwargs).arguments)
+    def among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
+        """Indices of the candidates that may be recommended (None: the
+        evaluated ones)."""
 
-    bound.__signature__ = signature  # type: ignore[attr-defined]
-    return bound
+    def match(self, rows: Tensor) -> Tensor:
+        """The candidate index of each row of ``rows`` (raises if one is not a
+        candidate)."""
+
+    def certificate(self, base: Any, index: Tensor, **options: Any) -> Certificate:
+        """The certificate among ``index`` on the step without pending points."""
+
+    def regret_bound(self, base: Any, index: Tensor, t: int) -> Tensor:
+        """The default certificate's bounds at candidates ``index``."""
 
 
-class HasChaining(Protocol):
-    """A step of Algorithm 1: whatever else it holds, its chaining."""
+class ChainingUCB(AcquisitionFunction):
+    r"""Chaining-UCB (Contal, Malherbe and Vayatis, 2015) on a finite candidate set.
 
-    chaining: ChainingResult
+    A GP-UCB whose exploration bonus is calibrated from covering numbers of the
+    candidate set :math:`X` under the posterior pseudo-distance
+    :math:`d_t(x, x') = \sqrt{\sigma_t^2(x) - 2 k_t(x, x') + \sigma_t^2(x')}`:
 
+    .. math::
 
-StepT = TypeVar("StepT", bound=HasChaining)
+        \mathrm{ChainingUCB}(x) = \mu_t(x)
+            + \sum_{i:\, \sigma_t^{\min} \le \epsilon_i < \sigma_t(x)} H_i,
+        \qquad
+        H_i = \epsilon_i \sqrt{2 \log\frac{(|T_i| + 1)\, i^2 t^2 \pi^4}{36 \delta}},
 
+    with radii :math:`\epsilon_i = s\, 2^{1-i}`, nested greedy covers
+    :math:`T_i` (Algorithms 1 and 2 of the paper), :math:`\sigma_t^{\min} =
+    \min_{x \in X} \sigma_t(x)`, and :math:`\mu_t, \sigma_t, k_t` the posterior of
+    the latent function (no observation noise). For ``maximize=False`` the mean
+    enters with a minus sign, as in :class:`UpperConfidenceBound`.
 
-class ChainingUCBBase(AcquisitionFunction, ABC, Generic[StepT]):
-    r"""What every Chaining-UCB shares, wherever its candidates are held: the
-    options (:class:`ChainingOptions`, checked once, here), ``t``, the pending
-    points, and ``forward``. A subclass says how the candidates are held
-    (:meth:`_attach`, :meth:`_pending_inputs`) and how a step is built on them
-    (:meth:`_build`, :meth:`mean_and_sigma`): :class:`ChainingUCB` on this
-    machine, :class:`~ax_chaining.distributed.ShardedChainingUCB` on a Dask
-    cluster. The arguments are those of :class:`ChainingUCB`.
+    The covers are built at construction, and again when pending points
+    change. ``forward`` evaluates at any ``X``, not only at candidates.
+
+    Defaults and deviations from the paper (each can be changed):
+
+    * ``scale`` :math:`s`: the paper's kernel has :math:`k(x, x) \le 1` and
+      :math:`s = 1`. The default is the largest prior standard deviation over
+      the candidates, so that scaling the objective by :math:`c > 0` scales
+      every :math:`H_i` by :math:`c` and keeps the selected point.
+    * ``t``: observations + pending points + 1, shared with :class:`GPUCB`.
+    * ``sigma_floor``: relative floor on :math:`\sigma_t^{\min}` (noise-free
+      data give :math:`\sigma_t^{\min} = 0` and infinitely many levels).
+    * ``h_radius``: ``"algorithm"`` writes :math:`H_i` with :math:`\epsilon_i`
+      (Algorithm 1, default); ``"proof"`` with :math:`\epsilon_{i-1}`.
+    * ``path`` / ``cover``: the dense exact path with greedy covers (default
+      where it fits in the memory budget), or rows on demand with
+      farthest-first nested covers (see :mod:`ax_chaining.posterior`).
+    * ``pending_covers``: with pending points, ``"rebuild"`` (default) runs
+      Algorithm 1 again on the posterior given them; ``"reuse"`` keeps the
+      covers built without them (still covers: pending points only shrink
+      :math:`d_t`; :func:`~ax_chaining.chaining.reuse_covers`).
+    * ``bonus``: ``"paper"`` (default) is the staircase above;
+      ``"continuous"`` its piecewise-linear envelope, never below the
+      staircase and never above it at :math:`2\sigma_t(x)`
+      (:func:`~ax_chaining.chaining.chaining_bonus`).
+
+    :meth:`certificate` and :meth:`regret_bound` give a regret certificate
+    valid at any candidate chosen from the data (:mod:`ax_chaining.certificate`).
+
+    Candidates sharded over a Dask cluster
+    (:class:`~ax_chaining.distributed.ShardedCandidates`) run the same step
+    on the workers (the low-rank path with farthest-first covers; its
+    certificate is the union bound), and are selected with
+    ``sharded.optimize(acqf, q)``.
+
+    Example:
+        >>> model = SingleTaskGP(train_X, train_Y)
+        >>> candidates = torch.rand(1000, 2, dtype=torch.float64)
+        >>> acqf = ChainingUCB(model, candidates)
+        >>> x_next, _ = optimize_acqf_discrete(acqf, q=1, choices=candidates)
+        >>> acqf.chaining.cover_sizes, acqf.regret_bound(x_next)
+
+    Args:
+        model: A fitted single-outcome model (or multi-output with a
+            ``posterior_transform``) with a Gaussian posterior.
+        candidates: ``N x d`` tensor, the finite search space :math:`X`, in the
+            input space of the ``X`` passed to ``forward``; or
+            :class:`~ax_chaining.distributed.ShardedCandidates`.
+        delta: Confidence parameter :math:`\delta \in (0, 1)`.
+        t: Iteration index :math:`t \ge 1`; default observations + pending + 1.
+        posterior_transform: Maps a multi-output posterior to a single output.
+        maximize: If True, consider the problem a maximization problem.
+        X_pending: ``p x d`` points already chosen but not yet observed; they are
+            conditioned on with their posterior mean as observations (GP-BUCB).
+        scale: :math:`s`, the radius of the first level; default the largest prior
+            standard deviation over the candidates.
+        sigma_floor: Floor on :math:`\sigma_t^{\min}`, relative to ``scale``.
+        h_radius: ``"algorithm"`` or ``"proof"``.
+        path: ``"auto"``, ``"dense"`` or ``"low_rank"``.
+        cover: ``"greedy"`` or ``"farthest_first"``; default greedy on the dense
+            path and farthest-first on the low-rank path.
+        max_cover_size: Size cap for farthest-first covers (default
+            ``min(N, 2048)`` on the low-rank path); deeper levels use
+            :math:`|T_i| \le N`.
+        memory_budget: Bytes the largest allocations may take (default 4 GiB).
+        pending_covers: ``"rebuild"`` or ``"reuse"`` (see above).
+        bonus: ``"paper"`` or ``"continuous"`` (see above).
     """
 
     #: Its input constructor takes the candidate set (Ax's candidate-set nodes).
     takes_candidates = True
 
-    @_with_options
     def __init__(
         self,
         model: Model,
         candidates: Any,
-        *,
+        delta: float = 0.05,
         t: int | None = None,
         posterior_transform: PosteriorTransform | None = None,
         maximize: bool = True,
         X_pending: Tensor | None = None,
-        **options: Any,
+        scale: float | None = None,
+        sigma_floor: float = 1e-6,
+        h_radius: HRadius = "algorithm",
+        path: Path = "auto",
+        cover: CoverMethod | None = None,
+        max_cover_size: int | None = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        pending_covers: PendingCovers = "rebuild",
+        bonus: BonusShape = "paper",
     ) -> None:
-        """Check the arguments and build the first step (see the class's Args:
-        bad input and memory errors surface here, not at the first query)."""
+        """Check the arguments and build the first step (see the class's Args):
+        bad input and memory errors surface here, not at the first query."""
         super().__init__(model=model)
-        self.options = ChainingOptions(**options)
+        self.options = ChainingOptions(
+            delta=delta,
+            scale=scale,
+            sigma_floor=sigma_floor,
+            h_radius=h_radius,
+            path=path,
+            cover=cover,
+            max_cover_size=max_cover_size,
+            memory_budget=memory_budget,
+            pending_covers=pending_covers,
+            bonus=bonus,
+        )
         self.posterior_transform = posterior_transform
         self.maximize = maximize
         if t is not None:
@@ -288,35 +361,21 @@ class ChainingUCBBase(AcquisitionFunction, ABC, Generic[StepT]):
         elif num_training_points(model) == 0:
             default_t(model)  # raises the no-training-data error
         self._t = t
-        self._base: StepT | None = None
-        self._attach(candidates)
+        self._base: Any = None
+        if isinstance(candidates, Tensor):
+            self.store: CandidateStore = TensorCandidates(self, candidates)
+        elif hasattr(candidates, "chaining_store"):
+            self.store = candidates.chaining_store(self)
+        else:
+            expected = "an N x d torch.Tensor or a ShardedCandidates"
+            raise type_error("candidates", expected, candidates)
         self.set_X_pending(X_pending)
         self._current()
 
-    @abstractmethod
-    def _attach(self, candidates: Any) -> None:
-        """Check and hold ``candidates`` (with the model and options set)."""
-
-    @abstractmethod
-    def _pending_inputs(self, X_pending: Tensor) -> Tensor:
-        """``X_pending`` checked, as the step conditions on it."""
-
-    @abstractmethod
-    def _build(self, X_pending: Tensor | None) -> StepT:
-        """Algorithm 1 on the posterior given ``X_pending``: the one place where
-        covers are built, for the query and for the certificate alike."""
-
-    @abstractmethod
-    def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Posterior mean and standard deviation at ``X``, given pending points.
-
-        Args:
-            X: A ``(b1 x ... bk) x 1 x d``-dim tensor of points.
-
-        Returns:
-            ``(mean, sigma)``, each ``(b1 x ... bk)``-dim; ``mean`` of the model's
-            objective (not negated for ``maximize=False``).
-        """
+    @property
+    def candidates(self) -> Any:
+        """The candidates (a tensor in the model's inputs, or the shards)."""
+        return self.store.candidates
 
     @property
     def delta(self) -> float:
@@ -338,28 +397,35 @@ class ChainingUCBBase(AcquisitionFunction, ABC, Generic[StepT]):
         """Levels, covers and :math:`H_i` for the current pending points."""
         return self._current().chaining
 
+    @property
+    def candidate_mean(self) -> Tensor:
+        """Posterior mean over the candidates (given pending points)."""
+        return self.store.candidate_mean(self._current())
+
+    @property
+    def candidate_sigma(self) -> Tensor:
+        """Posterior standard deviation over the candidates (given pending points)."""
+        return self.store.candidate_sigma(self._current())
+
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
         r"""Condition on pending points; the covers follow on the next use.
 
         A pending point is treated as observed at its posterior mean, which leaves
         :math:`\mu_t` unchanged and shrinks :math:`k_t` exactly as a real
-        observation would (GP-BUCB, Desautels et al., 2014;
-        :func:`~ax_chaining.posterior.pending_rows`).
+        observation would (GP-BUCB, Desautels et al., 2014).
 
-        The covers are rebuilt from scratch (Algorithm 1 on the new posterior)
-        when the acquisition function is next evaluated or :attr:`chaining` is
-        read, not here: ``optimize_acqf_discrete`` sets pending points once more
-        after its last pick, and then restores the original ones, whose covers
-        are kept. The candidates' posterior factor is reused; a pending point
-        only adds a row to it.
+        The covers are rebuilt (Algorithm 1 on the new posterior) when the
+        function is next evaluated or :attr:`chaining` is read, not here:
+        ``optimize_acqf_discrete`` sets pending points once more after its last
+        pick, then restores the original ones, whose covers are kept.
 
         Args:
             X_pending: ``p x d`` pending points, or None.
         """
         if X_pending is not None:
-            X_pending = self._pending_inputs(X_pending)
+            X_pending = self.store.pending_inputs(X_pending)
         self.X_pending = X_pending
-        self._step: StepT | None = None
+        self._step: Any = None
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
@@ -375,159 +441,183 @@ class ChainingUCBBase(AcquisitionFunction, ABC, Generic[StepT]):
         bonus = self.chaining.bonus(sigma, self.options.bonus)
         return ((mean if self.maximize else -mean) + bonus).to(X.dtype)
 
-    def _current(self) -> StepT:
+    def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Posterior mean and standard deviation at ``X``, given pending points.
+
+        Args:
+            X: A ``(b1 x ... bk) x 1 x d``-dim tensor of points.
+
+        Returns:
+            ``(mean, sigma)``, each ``(b1 x ... bk)``-dim; ``mean`` of the model's
+            objective (not negated for ``maximize=False``).
+        """
+        return self.store.mean_and_sigma(X, self._current())
+
+    def _current(self) -> Any:
         """The step for the current pending points (built on first use)."""
         if self._step is None:
-            if self.X_pending is None:
-                self._step = self._base_step()
-            else:
-                self._step = self._build(self.X_pending)
+            self._step = (
+                self._base_step()
+                if self.X_pending is None
+                else self._build(self.X_pending)
+            )
         return self._step
 
-    def _base_step(self) -> StepT:
+    def _base_step(self) -> Any:
         """The step without pending points (the query's and the certificate's)."""
         if self._base is None:
             self._base = self._build(None)
         return self._base
 
-    def _certificate_terms(
-        self, delta: float | None, t: int | None, schedule: CheckSchedule | None
-    ) -> tuple[float, int, float | None]:
-        """A certificate's ``delta`` (default the acquisition's), its step
-        ``t`` (default the step without pending points) and ``delta``'s share
-        at that step under ``schedule`` (None: the default share)."""
+    @torch.no_grad()
+    def _build(self, X_pending: Tensor | None) -> Any:
+        p = 0 if X_pending is None else X_pending.shape[0]
+        t = self._t if self._t is not None else default_t(self.model, p)
+        return self.store.build(X_pending, t)
+
+    @torch.no_grad()
+    def regret_bound(self, X: Tensor) -> Tensor:
+        r"""Regret certificate :math:`B_t(x)` at candidate points ``X``.
+
+        With probability at least :math:`1 - \delta` (jointly over all steps),
+        :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for any ``x``
+        chosen from the data: the default certificate of :meth:`certificate`
+        (its ``"loo"`` calibration, ``inf`` where that refuses).
+
+        Args:
+            X: Candidates (rows of ``candidates``): ``N x d``, as
+                ``optimize_acqf_discrete`` returns them for any ``q``, or
+                ``(b1 x ... bk) x q x d`` (:func:`candidate_rows`).
+
+        Returns:
+            One bound per row, in objective units: ``N``, or ``(b1 x ... bk) x
+            q`` (``b1 x ... bk`` for ``q = 1``).
+        """
+        rows, shape = candidate_rows(X)
+        index = self.store.match(rows)
+        if not calibrate(self.model, "loo").valid:
+            return torch.full(shape, math.inf, dtype=X.dtype, device=X.device)
+        base = self._base_step()
+        bounds = self.store.regret_bound(base, index, base.chaining.t)
+        return bounds.to(X).reshape(shape)
+
+    @torch.no_grad()
+    def certificate(
+        self,
+        among: Tensor | Sequence[int] | str | None = None,
+        rule: Rule = "min_bound",
+        method: Method | None = None,
+        links: Links = "actual",
+        tail: TailChoice | TailLaw = "auto",
+        delta: float | None = None,
+        t: int | None = None,
+        split_delta: bool = False,
+        schedule: CheckSchedule | None = None,
+        calibration: CalibrationChoice = "loo",
+        alpha: float = 0.01,
+        min_observations: int = LOO_MIN_OBSERVATIONS,
+        scale_level: float | None = DEFAULT_SCALE_LEVEL,
+    ) -> Certificate:
+        r"""A regret certificate for a recommended candidate.
+
+        With probability at least :math:`1 - \delta`, jointly over all steps,
+        :math:`\max_{x^\star \in X} f(x^\star) - f(\texttt{x}) \le
+        \texttt{bound}` (objective units), assuming the model's GP prior and
+        hyperparameters are the true ones. The bound uses the posterior given
+        the observations only, and the covers of the query without pending
+        points. With ``calibration="loo"`` (default) the model's leave-one-out
+        calibration is checked first: the certificate is refused
+        (``valid=False``) or its spread inflated where the data show the model
+        overconfident (:mod:`ax_chaining.certificate.calibration`).
+
+        Example:
+            >>> acqf = ChainingUCB(model, candidates)
+            >>> cert = acqf.certificate()  # the evaluated candidate with least bound
+            >>> cert.index, cert.bound, cert.as_dict()
+
+        Args:
+            among: The candidates that may be recommended: None (default) for the
+                evaluated ones (training inputs of the model), ``"all"``, a
+                boolean mask of length ``N``, or indices.
+            rule: ``"min_bound"`` (default): the point with the smallest bound;
+                ``"max_mean"``: the point with the largest posterior mean.
+            method: ``"combined"`` (the smaller of the union and the chaining
+                bound; the default on a tensor), ``"union"`` (the default on
+                shards, which compute no other), ``"pairwise"`` or
+                ``"chaining"``.
+            links: ``"actual"`` (default, pseudo-distances along the chain) or
+                ``"radius"`` (the paper's radii).
+            tail: ``"auto"`` (default: under ``calibration="loo"``, Student-t
+                tails, :func:`~ax_chaining.certificate.tails.resolve_tail`),
+                ``"gaussian"``, ``"chernoff"``, ``"student"`` or a
+                :class:`~ax_chaining.certificate.tails.TailLaw`.
+            delta: Confidence parameter; default the acquisition's ``delta``.
+            t: Step whose share of ``delta`` is used (default: observations + 1,
+                or the ``t`` given at construction); each step must use its own.
+            split_delta: With ``"combined"``, ``delta / 2`` for each part.
+            schedule: The declared checks over which ``delta`` is spent
+                (:class:`~ax_chaining.certificate.schedule.CheckSchedule`;
+                default every step); a step that is not a check raises.
+            calibration: ``"loo"`` (default), ``"none"`` (true hyperparameters),
+                or a :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
+            alpha: The level of the ``"loo"`` check's tests.
+            min_observations: The fewest observations from which the
+                ``"loo"`` check certifies (fewer: refused).
+            scale_level: The ``"loo"`` check's scale: a level (its upper
+                confidence limit) or None (its point estimate).
+
+        Returns:
+            A frozen :class:`~ax_chaining.certificate.Certificate`.
+        """
         delta = self.delta if delta is None else check_delta(delta)
-        own_t = self._base_step().chaining.t
+        base = self._base_step()
+        own_t = base.chaining.t
         share = None
         if t is None and schedule is not None:
             share = schedule.share(delta, own_t - 1)
-        return delta, own_t if t is None else check_int("t", t, 1), share
-
-
-def candidate_rows(X: Tensor) -> tuple[Tensor, torch.Size]:
-    r"""The rows of ``X`` and the shape of one value per row: ``N x d`` (what
-    ``optimize_acqf_discrete`` returns, any ``q``) gives ``N`` values;
-    ``(b1 x ... bk) x q x d`` gives ``(b1 x ... bk) x q``, or ``b1 x ... bk``
-    for ``q = 1`` (BoTorch's batch convention).
-
-    Example:
-        >>> candidate_rows(torch.zeros(5, 1, 2))[1]
-        torch.Size([5])
-    """
-    if X.ndim < 2:
-        raise ValueError(
-            f"`X` must have shape N x d or (b1 x ... bk) x q x d, got {tuple(X.shape)}."
+        t = own_t if t is None else check_int("t", t, 1)
+        return self.store.certificate(
+            base,
+            self.store.among(among),
+            rule=rule,
+            method=method,
+            links=links,
+            tail=tail,
+            delta=delta,
+            t=t,
+            share=share,
+            split_delta=split_delta,
+            calibration=calibration,
+            alpha=alpha,
+            min_observations=min_observations,
+            scale_level=scale_level,
         )
-    shape = X.shape[:-1] if X.ndim == 2 or X.shape[-2] != 1 else X.shape[:-2]
-    return X.reshape(-1, X.shape[-1]), shape
 
 
-class ChainingUCB(ChainingUCBBase[ChainingStep]):
-    r"""Chaining-UCB (Contal, Malherbe and Vayatis, 2015) on a finite candidate set.
+@dataclass
+class ChainingStep:
+    """One build of Algorithm 1 on a tensor: the candidates' posterior and the
+    covers, and the chaining tree the certificate builds on first use."""
 
-    A GP-UCB whose exploration bonus is calibrated from covering numbers of the
-    candidate set :math:`X` under the posterior pseudo-distance
-    :math:`d_t(x, x') = \sqrt{\sigma_t^2(x) - 2 k_t(x, x') + \sigma_t^2(x')}`:
+    posterior: CandidatePosterior
+    chaining: ChainingResult
+    tree: ChainingTree | None = field(default=None, repr=False)
 
-    .. math::
 
-        \mathrm{ChainingUCB}(x) = \mu_t(x)
-            + \sum_{i:\, \sigma_t^{\min} \le \epsilon_i < \sigma_t(x)} H_i,
-        \qquad
-        H_i = \epsilon_i \sqrt{2 \log\frac{(|T_i| + 1)\, i^2 t^2 \pi^4}{36 \delta}},
+class TensorCandidates:
+    """The :class:`CandidateStore` of an ``N x d`` tensor (in the model's
+    dtype and device): the dense or low-rank path of
+    :func:`~ax_chaining.posterior.candidate_posterior`."""
 
-    with radii :math:`\epsilon_i = s\, 2^{1-i}`, nested greedy covers
-    :math:`T_i` (Algorithms 1 and 2 of the paper), :math:`\sigma_t^{\min} =
-    \min_{x \in X} \sigma_t(x)`, and :math:`\mu_t, \sigma_t, k_t` the posterior of
-    the latent function (no observation noise). For ``maximize=False`` the mean
-    enters with a minus sign, as in :class:`UpperConfidenceBound`.
+    def __init__(self, acqf: ChainingUCB, candidates: Tensor) -> None:
+        check_posterior_transform(acqf.model, acqf.posterior_transform)
+        self.acqf = acqf
+        self.given_dtype = candidates.dtype
+        self.candidates = model_inputs(acqf.model, candidates)
+        self.cache = PosteriorCache()
 
-    The covers are built once, at construction (and again when pending points
-    change). ``forward`` evaluates at any ``X``, not only at candidates; the bonus
-    is a step function of :math:`\sigma_t(x)` (``bonus="paper"``).
-
-    Defaults and deviations from the paper (each can be changed):
-
-    * ``scale`` :math:`s`: the paper's kernel has :math:`k(x, x) \le 1` and
-      :math:`s = 1`. The default is the largest prior standard deviation over the
-      candidates, so multiplying the objective by :math:`c > 0` multiplies every
-      :math:`H_i` by :math:`c` and leaves the selected point unchanged.
-    * ``t``: observations + pending points + 1, shared with :class:`GPUCB`.
-    * ``sigma_floor``: relative floor on :math:`\sigma_t^{\min}` (noise-free
-      data give :math:`\sigma_t^{\min} = 0` and infinitely many levels).
-    * ``h_radius``: ``"algorithm"`` writes :math:`H_i` with :math:`\epsilon_i`
-      (the box of Algorithm 1, default); ``"proof"`` with :math:`\epsilon_{i-1}`.
-    * ``path`` / ``cover``: the dense exact path with greedy covers (default when
-      it fits in the memory budget), or rows on demand with farthest-first
-      nested covers for large candidate sets (see :mod:`ax_chaining.chaining`).
-    * ``pending_covers``: with pending points (a batch), ``"rebuild"`` (default)
-      runs Algorithm 1 again on the posterior given them; ``"reuse"`` keeps the
-      covers built without them, which stay valid covers since pending points
-      only shrink :math:`d_t` (:func:`~ax_chaining.chaining.reuse_covers`): a
-      batch then costs one build, with :math:`H_i` usually a little larger.
-    * ``bonus``: ``"paper"`` (default) is the staircase above;
-      ``"continuous"`` its piecewise-linear envelope through the points
-      :math:`(\epsilon_k, \sum_{i \ge k} H_i)`, continuous and increasing in
-      :math:`\sigma_t(x)`, never below the staircase and never above it at
-      :math:`2\sigma_t(x)` (:func:`~ax_chaining.chaining.chaining_bonus`): still
-      an upper confidence bound, and the certificate is unchanged.
-
-    :meth:`certificate` and :meth:`regret_bound` give a regret certificate valid
-    at any candidate chosen from the data (:mod:`ax_chaining.certificate`); the
-    paper's Eq. (ucb) stays available as ``acqf.chaining.regret_bound`` for
-    comparison only.
-
-    Example:
-        >>> model = SingleTaskGP(train_X, train_Y)
-        >>> candidates = torch.rand(1000, 2, dtype=torch.float64)
-        >>> acqf = ChainingUCB(model, candidates)
-        >>> x_next, _ = optimize_acqf_discrete(acqf, q=1, choices=candidates)
-        >>> acqf.chaining.cover_sizes, acqf.regret_bound(x_next)
-
-    Args:
-        model: A fitted single-outcome model (or multi-output with a
-            ``posterior_transform``) with a Gaussian posterior.
-        candidates: ``N x d`` tensor, the finite search space :math:`X`, in the
-            same input space as the ``X`` passed to ``forward`` (for candidates
-            sharded over a Dask cluster:
-            :class:`~ax_chaining.distributed.ShardedChainingUCB`).
-        delta: Confidence parameter :math:`\delta \in (0, 1)`.
-        t: Iteration index :math:`t \ge 1`; default observations + pending + 1.
-        posterior_transform: Maps a multi-output posterior to a single output.
-        maximize: If True, consider the problem a maximization problem.
-        X_pending: ``p x d`` points already chosen but not yet observed; they are
-            conditioned on with their posterior mean as observations (GP-BUCB).
-        scale: :math:`s`, the radius of the first level; default the largest prior
-            standard deviation over the candidates.
-        sigma_floor: Floor on :math:`\sigma_t^{\min}`, relative to ``scale``.
-        h_radius: ``"algorithm"`` or ``"proof"``.
-        path: ``"auto"``, ``"dense"`` or ``"low_rank"``.
-        cover: ``"greedy"`` or ``"farthest_first"``; default greedy on the dense
-            path and farthest-first on the low-rank path.
-        max_cover_size: Size cap for farthest-first covers (default
-            ``min(N, 2048)`` on the low-rank path); deeper levels use
-            :math:`|T_i| \le N`.
-        memory_budget: Bytes the largest allocations may take (default 4 GiB).
-        pending_covers: ``"rebuild"`` or ``"reuse"`` the covers when pending
-            points are set (see above).
-        bonus: ``"paper"`` or ``"continuous"``, the shape of the bonus as a
-            function of :math:`\sigma_t(x)` (see above).
-    """
-
-    def _attach(self, candidates: Tensor) -> None:
-        if not isinstance(candidates, Tensor):
-            expected = (
-                "an N x d torch.Tensor (for ShardedCandidates: "
-                "ax_chaining.distributed.ShardedChainingUCB(model, sharded))"
-            )
-            raise type_error("candidates", expected, candidates)
-        check_posterior_transform(self.model, self.posterior_transform)
-        self._given_dtype = candidates.dtype
-        self.register_buffer("candidates", model_inputs(self.model, candidates))
-        self._cache = PosteriorCache()
-
-    def _pending_inputs(self, X_pending: Tensor) -> Tensor:
-        X_pending = model_inputs(self.model, X_pending, "X_pending")
+    def pending_inputs(self, X_pending: Tensor) -> Tensor:
+        X_pending = model_inputs(self.acqf.model, X_pending, "X_pending")
         if X_pending.shape[-1] != self.candidates.shape[-1]:
             raise ValueError(
                 f"`X_pending` must have shape p x {self.candidates.shape[-1]}, "
@@ -535,53 +625,41 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
             )
         return X_pending
 
-    @property
-    def candidate_mean(self) -> Tensor:
-        """Posterior mean over the candidates."""
-        return self._current().posterior.mean
+    def candidate_mean(self, step: ChainingStep) -> Tensor:
+        return step.posterior.mean
 
-    @property
-    def candidate_sigma(self) -> Tensor:
-        """Posterior standard deviation over the candidates (given pending points)."""
-        return self._current().posterior.distance.sigma
+    def candidate_sigma(self, step: ChainingStep) -> Tensor:
+        return step.posterior.distance.sigma
 
-    def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        """As :meth:`ChainingUCBBase.mean_and_sigma`, from the candidates'
-        posterior factor (a pending point adds a row to it)."""
-        step = self._current()  # builds the posterior given the pending points
+    def mean_and_sigma(self, X: Tensor, step: ChainingStep) -> tuple[Tensor, Tensor]:
+        acqf = self.acqf
         return posterior_at(
-            self.model,
+            acqf.model,
             X.to(self.candidates),
-            self.posterior_transform,
-            self.X_pending,
+            acqf.posterior_transform,
+            acqf.X_pending,
             step.posterior.pending_noise,
-            self._cache,
+            self.cache,
         )
 
-    @torch.no_grad()
-    def _build(self, X_pending: Tensor | None) -> ChainingStep:
-        """Algorithm 1 on the posterior given ``X_pending``: the one place where
-        covers are built, for the query and for the certificate alike."""
-        opts = self.options
-        p = 0 if X_pending is None else X_pending.shape[0]
-        t = self._t if self._t is not None else default_t(self.model, p)
+    def build(self, X_pending: Tensor | None, t: int) -> ChainingStep:
+        acqf, opts = self.acqf, self.acqf.options
         post = candidate_posterior(
-            self.model,
+            acqf.model,
             self.candidates,
-            posterior_transform=self.posterior_transform,
+            posterior_transform=acqf.posterior_transform,
             X_pending=X_pending,
             path=opts.path,
             memory_budget=opts.memory_budget,
-            cache=self._cache,
+            cache=self.cache,
             first_radius=opts.scale,
         )
-        if p and opts.pending_covers == "reuse":
-            base = self._base_step().chaining
+        if X_pending is not None and opts.pending_covers == "reuse":
+            base = acqf._base_step().chaining
             return ChainingStep(post, reuse_covers(base, post.distance, t))
         scale = opts.scale
         if scale is None:
-            prior_var = self._prior_variance(post)
-            scale = float(prior_var.max().clamp_min(0).sqrt())
+            scale = float(self.prior_variance(post).max().clamp_min(0).sqrt())
             if not scale > 0:
                 raise ValueError(
                     "The prior variance is 0 on every candidate; pass scale= "
@@ -607,39 +685,14 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
             chaining.info.update(reason=post.reason)
         return ChainingStep(post, chaining)
 
-    def _prior_variance(self, post: CandidatePosterior) -> Tensor:
+    def prior_variance(self, post: CandidatePosterior) -> Tensor:
         """The candidates' prior variances, in the posterior's units."""
+        acqf = self.acqf
         return known_prior_variance(
-            post, self.model, self.candidates, self.posterior_transform
+            post, acqf.model, self.candidates, acqf.posterior_transform
         )
 
-    @torch.no_grad()
-    def regret_bound(self, X: Tensor) -> Tensor:
-        r"""Regret certificate :math:`B_t(x)` at candidate points ``X``.
-
-        With probability at least :math:`1 - \delta` (jointly over all steps),
-        :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for any ``x``
-        chosen from the data, the query :math:`x_t` included: the default
-        certificate of :meth:`certificate` (``method="combined"``, with its
-        ``"loo"`` calibration, ``inf`` where that refuses, and its Student-t
-        tails), see
-        :mod:`ax_chaining.certificate.calibration`.
-
-        The paper's Eq. (ucb) is kept, for comparison only, as
-        :meth:`ChainingResult.regret_bound` (``acqf.chaining.regret_bound``); its
-        derivation does not cover points other than the query, and has gaps (see
-        :mod:`ax_chaining.certificate`).
-
-        Args:
-            X: Candidates (rows of ``candidates``): ``N x d``, as
-                ``optimize_acqf_discrete`` returns them for any ``q``, or
-                ``(b1 x ... bk) x q x d`` (:func:`candidate_rows`).
-
-        Returns:
-            One bound per row, in objective units: ``N``, or ``(b1 x ... bk) x
-            q`` (``b1 x ... bk`` for ``q = 1``).
-        """
-        rows, shape = candidate_rows(X)
+    def match(self, rows: Tensor) -> Tensor:
         index = match_rows(rows, self.candidates)
         if bool((index < 0).any()):
             bad = int((index < 0).nonzero()[0])
@@ -648,157 +701,21 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
                 "of `candidates` (the certificate needs the row of d_t of the "
                 "point over the candidates)."
             )
-        mean, step, t = self._certified()
-        check = calibrate(self.model, "loo")
-        if not check.valid:
-            return torch.full(shape, math.inf, dtype=X.dtype, device=X.device)
-        bounds = certificate_bounds(
-            mean / check.scale,
-            step.posterior.distance,
-            index,
-            t=t,
-            delta=self.delta,
-            tree=step.tree,
-            tail=bind_tail(
-                resolve_tail("auto", "loo", num_training_points(self.model)),
-                step.posterior.distance.variance,
-                self._prior_variance(step.posterior),
-            ),
-            memory_budget=self.options.memory_budget,
-        )["bound"]
-        return (bounds * check.scale).to(X).reshape(shape)
+        return index
 
-    @torch.no_grad()
-    def certificate(
-        self,
-        among: Tensor | Sequence[int] | str | None = None,
-        rule: Rule = "min_bound",
-        method: Method = "combined",
-        links: Links = "actual",
-        tail: TailChoice | TailLaw = "auto",
-        delta: float | None = None,
-        t: int | None = None,
-        split_delta: bool = False,
-        schedule: CheckSchedule | None = None,
-        calibration: CalibrationChoice = "loo",
-        alpha: float = 0.01,
-        min_observations: int = LOO_MIN_OBSERVATIONS,
-        scale_level: float | None = DEFAULT_SCALE_LEVEL,
-    ) -> Certificate:
-        r"""A regret certificate for a recommended candidate.
-
-        With probability at least :math:`1 - \delta`, jointly over all steps,
-        :math:`\max_{x^\star \in X} f(x^\star) - f(\texttt{x}) \le
-        \texttt{bound}` (objective units), assuming the model's GP prior and
-        hyperparameters are the true ones. The bound uses the posterior given the
-        observations only (pending points are not conditioned on), and the covers
-        Algorithm 1 builds on it (the same build as a query without pending
-        points, with the same options and memory budget). With
-        ``calibration="loo"`` (default) the model's leave-one-out calibration
-        is checked first: the certificate is refused (``valid=False``) or its
-        spread inflated where the data show the model overconfident
-        (:mod:`ax_chaining.certificate.calibration`).
-
-        Example:
-            >>> acqf = ChainingUCB(model, candidates)
-            >>> cert = acqf.certificate()  # the evaluated candidate with least bound
-            >>> cert.index, cert.bound, cert.as_dict()
-
-        Args:
-            among: The candidates that may be recommended: None (default) for the
-                evaluated ones (candidates that are training inputs of the
-                model), ``"all"`` for every candidate, a boolean mask of length
-                ``N``, or indices.
-            rule: ``"min_bound"`` (default): the point with the smallest bound;
-                ``"max_mean"``: the point with the largest posterior mean.
-            method: ``"combined"`` (default: the smaller of the union and the
-                chaining bound), ``"union"`` (union bound over the candidates,
-                budget spread by the data), ``"pairwise"`` (union bound with
-                :math:`\delta_t / (N - 1)` per pair) or ``"chaining"``.
-            links: ``"actual"`` (default, pseudo-distances along the chain) or
-                ``"radius"`` (the paper's radii).
-            tail: ``"auto"`` (default: under ``calibration="loo"``, Student-t
-                tails with ``n - 1`` degrees of freedom for explored candidates
-                and ``min(n - 1, 10)`` for the others; the exact Gaussian
-                quantile under ``"none"``), ``"gaussian"``, ``"chernoff"``,
-                ``"student"`` or a :class:`~ax_chaining.certificate.tails.StudentTail`
-                (:func:`~ax_chaining.certificate.tails.resolve_tail`).
-            delta: Confidence parameter; default the acquisition's ``delta``.
-            t: Step whose share of ``delta`` is used (default: observations + 1,
-                or the ``t`` given at construction); each step must use its own.
-            split_delta: With ``"combined"``, ``delta / 2`` for each part (not
-                needed for validity; see :mod:`ax_chaining.certificate`).
-            schedule: The declared checks over which ``delta`` is spent
-                (:class:`~ax_chaining.certificate.schedule.CheckSchedule`; default every
-                step, as ``t``); a step that is not a check raises.
-            calibration: ``"loo"`` (default), ``"none"`` (true hyperparameters),
-                or a :class:`~ax_chaining.certificate.residuals.ResidualCalibration`
-                (the loop's forecast or audit residuals; ``"forecast"`` and
-                ``"audit"`` alone act as ``"loo"``: a model keeps no residuals).
-            alpha: The level of the ``"loo"`` check's tests.
-            min_observations: The fewest observations from which the
-                ``"loo"`` check certifies
-                (:data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
-                fewer: refused).
-            scale_level: The ``"loo"`` check's scale: a level (its upper
-                confidence limit; default 0.05) or None (its point estimate),
-                as in :func:`~ax_chaining.certificate.calibration.loo_check`.
-
-        Returns:
-            A frozen :class:`~ax_chaining.certificate.Certificate`.
-        """
-        delta, t, share = self._certificate_terms(delta, t, schedule)
-        mean, step, _ = self._certified()
-        return issue_certificate(
-            self.model,
-            mean,
-            step.posterior.distance,
-            self._among(among),
-            self.candidates,
-            calibration=calibration,
-            alpha=alpha,
-            min_observations=min_observations,
-            scale_level=scale_level,
-            sign=1.0 if self.maximize else -1.0,
-            prior_var=self._prior_variance(step.posterior),
-            t=t,
-            delta=delta,
-            share=share,
-            method=method,
-            tree=None if method in ("union", "pairwise") else step.tree,
-            links=links,
-            tail=tail,
-            rule=rule,
-            split_delta=split_delta,
-            memory_budget=self.options.memory_budget,
-        )
-
-    def _certified(self) -> tuple[Tensor, ChainingStep, int]:
-        """The objective's mean (larger is better), the step without pending
-        points with its chaining tree, and its ``t``."""
-        step = self._base_step()
-        if step.tree is None:
-            c = step.chaining
-            # Farthest-first covers recorded the tree's parents as they were
-            # built (the tree then needs no rows of its own); greedy covers
-            # leave them to chaining_tree.
-            step.tree = chaining_tree(
-                step.posterior.distance, c.covers, c.eps, c.bounded, c.parents
-            )
-        mean = step.posterior.mean.to(torch.float64)
-        return (mean if self.maximize else -mean), step, step.chaining.t
-
-    def _among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
+    def among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
         n, device = self.candidates.shape[0], self.candidates.device
         if among is None:
-            mask = evaluated_candidates(self.model, self.candidates, self._given_dtype)
+            mask = evaluated_candidates(
+                self.acqf.model, self.candidates, self.given_dtype
+            )
             if not bool(mask.any()):
                 raise ValueError(
                     "certificate: no candidate is a training input of the model "
-                    f"(candidates given in {self._given_dtype or self.candidates.dtype}"
-                    f", compared in the model's {self.candidates.dtype}), so none is "
-                    "'evaluated'; pass among='all', a boolean mask or indices of "
-                    "the candidates that may be recommended."
+                    f"(candidates given in {self.given_dtype}, compared in the "
+                    f"model's {self.candidates.dtype}), so none is 'evaluated'; "
+                    "pass among='all', a boolean mask or indices of the "
+                    "candidates that may be recommended."
                 )
             return mask.nonzero().squeeze(-1)
         if isinstance(among, str):
@@ -808,6 +725,82 @@ class ChainingUCB(ChainingUCBBase[ChainingStep]):
         if index.numel() == 0:
             raise ValueError("`among` selects no candidate; expected at least one.")
         return index
+
+    def _certified(self, step: ChainingStep) -> Tensor:
+        """The objective's mean (larger is better), with the step's chaining
+        tree built."""
+        if step.tree is None:
+            c = step.chaining
+            # Farthest-first covers recorded the tree's parents as they were
+            # built; greedy covers leave them to chaining_tree.
+            step.tree = chaining_tree(
+                step.posterior.distance, c.covers, c.eps, c.bounded, c.parents
+            )
+        mean = step.posterior.mean.to(torch.float64)
+        return mean if self.acqf.maximize else -mean
+
+    def regret_bound(self, base: ChainingStep, index: Tensor, t: int) -> Tensor:
+        mean = self._certified(base)
+        acqf = self.acqf
+        check = calibrate(acqf.model, "loo")
+        bounds = certificate_bounds(
+            mean / check.scale,
+            base.posterior.distance,
+            index,
+            t=t,
+            delta=acqf.delta,
+            tree=base.tree,
+            tail=bind_tail(
+                resolve_tail("auto", "loo", num_training_points(acqf.model)),
+                base.posterior.distance.variance,
+                self.prior_variance(base.posterior),
+            ),
+            memory_budget=acqf.options.memory_budget,
+        )["bound"]
+        return bounds * check.scale
+
+    def certificate(
+        self, base: ChainingStep, index: Tensor, **options: Any
+    ) -> Certificate:
+        acqf = self.acqf
+        mean = self._certified(base)
+        method = options.pop("method") or "combined"
+        calibration = options.pop("calibration")
+        check = {k: options.pop(k) for k in ("alpha", "min_observations")}
+        return issue_certificate(
+            acqf.model,
+            mean,
+            base.posterior.distance,
+            index,
+            self.candidates,
+            calibration=calibration,
+            scale_level=options.pop("scale_level"),
+            sign=1.0 if acqf.maximize else -1.0,
+            prior_var=self.prior_variance(base.posterior),
+            method=method,
+            tree=None if method in ("union", "pairwise") else base.tree,
+            memory_budget=acqf.options.memory_budget,
+            **check,
+            **options,
+        )
+
+
+def candidate_rows(X: Tensor) -> tuple[Tensor, torch.Size]:
+    r"""The rows of ``X`` and the shape of one value per row: ``N x d`` (what
+    ``optimize_acqf_discrete`` returns, any ``q``) gives ``N`` values;
+    ``(b1 x ... bk) x q x d`` gives ``(b1 x ... bk) x q``, or ``b1 x ... bk``
+    for ``q = 1`` (BoTorch's batch convention).
+
+    Example:
+        >>> candidate_rows(torch.zeros(5, 1, 2))[1]
+        torch.Size([5])
+    """
+    if X.ndim < 2:
+        raise ValueError(
+            f"`X` must have shape N x d or (b1 x ... bk) x q x d, got {tuple(X.shape)}."
+        )
+    shape = X.shape[:-1] if X.ndim == 2 or X.shape[-2] != 1 else X.shape[:-2]
+    return X.reshape(-1, X.shape[-1]), shape
 
 
 class _UpperConfidenceBound(UpperConfidenceBound):
@@ -831,7 +824,6 @@ class GPUCB(_UpperConfidenceBound):
 
     the competitor of Chaining-UCB in Contal et al. (2015). ``t`` follows the
     same convention as :class:`ChainingUCB` (observations + pending + 1).
-    Points are evaluated in the model's dtype, and values returned in theirs.
 
     Example:
         >>> model = SingleTaskGP(train_X, train_Y)
@@ -879,7 +871,6 @@ class GPUCB(_UpperConfidenceBound):
 class UCB(_UpperConfidenceBound):
     r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
     an input constructor that ignores the ``X_pending`` Ax passes and the set.
-    Points are evaluated in the model's dtype, and values returned in theirs.
 
     Example:
         >>> acqf = UCB(model, beta=0.2)
@@ -908,18 +899,10 @@ def construct_inputs_ucb(
 
 @acqf_input_constructor(ChainingUCB)
 def construct_inputs_chaining_ucb(**kwargs: Any) -> dict[str, Any]:
-    r"""Construct kwargs for :class:`ChainingUCB` (and
-    :class:`~ax_chaining.distributed.ShardedChainingUCB`): its own arguments,
-    unchanged; they are checked once, when the acquisition function is built.
-
-    Its signature is :class:`ChainingUCB`'s (``model``, ``candidates``,
-    ``t``, ``posterior_transform``, ``maximize``, ``X_pending`` and the
-    :class:`ChainingOptions`), which BoTorch's input-constructor registry
-    reads to refuse unknown keywords.
-
-    Returns:
-        A dict mapping kwarg names of the constructor to values.
-    """
+    r"""Construct kwargs for :class:`ChainingUCB`: its own arguments,
+    unchanged (checked once, when it is built). Its signature is
+    :class:`ChainingUCB`'s, which BoTorch's input-constructor registry reads
+    to refuse unknown keywords."""
     return kwargs
 
 
@@ -939,22 +922,8 @@ def construct_inputs_gp_ucb(
     maximize: bool = True,
     X_pending: Tensor | None = None,
 ) -> dict[str, Any]:
-    r"""Construct kwargs for :class:`GPUCB`.
-
-    Args:
-        model: The model.
-        num_candidates: Size of the finite search space.
-        candidates: The ``N x d`` finite search space; gives ``num_candidates``
-            when that is not given (how the Ax layer passes it).
-        posterior_transform: Optional posterior transform.
-        delta: Confidence parameter.
-        t: Iteration index (default observations + pending + 1).
-        maximize: If True, maximize.
-        X_pending: Pending points (counted in the default ``t``).
-
-    Returns:
-        A dict mapping kwarg names of the constructor to values.
-    """
+    r"""Construct kwargs for :class:`GPUCB`; ``candidates`` (``N x d``, how
+    the Ax layer passes the set) gives ``num_candidates`` when it is None."""
     if num_candidates is None:
         if candidates is None:
             raise ValueError(

@@ -13,7 +13,7 @@ acquisition function and selecting one candidate:
   :math:`\mu_t + b_t(\sigma_t)` from its factor (the shards' selection);
   BoTorch's ``optimize_acqf_discrete`` (``model.posterior`` over every
   candidate) is timed once beside it (``botorch_select_s``);
-* sharded: ``ShardedChainingUCB(model, ShardedCandidates(client, ...))`` and
+* sharded: ``ChainingUCB(model, ShardedCandidates(client, ...))`` and
   ``ShardedCandidates.optimize`` (each shard's best, the first maximum).
 
 Per (``N``, backend) one JSON line: the median seconds of ``--repeats``
@@ -195,7 +195,8 @@ def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
 def _sharded_steps(
     problem: dict[str, Any], client: Any, backend: str, args: argparse.Namespace
 ) -> dict[str, Any]:
-    from ax_chaining.distributed import ShardedCandidates, ShardedChainingUCB
+    from ax_chaining import ChainingUCB
+    from ax_chaining.distributed import ShardedCandidates
 
     t0 = time.perf_counter()
     sharded = ShardedCandidates(
@@ -211,7 +212,7 @@ def _sharded_steps(
         for k in range(args.repeats + 1):  # the first step (warm-up) apart
             sharded.shard_stats()  # reset the shards' clocks
             t0, c0 = time.perf_counter(), time.process_time()
-            acqf = ShardedChainingUCB(model, sharded, **opts)  # resets comm_stats
+            acqf = ChainingUCB(model, sharded, **opts)  # resets comm_stats
             t1 = time.perf_counter()
             _, _, idx = sharded.optimize(acqf, q=1, return_indices=True)
             t2, c2 = time.perf_counter(), time.process_time()

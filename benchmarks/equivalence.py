@@ -241,6 +241,7 @@ def dask() -> list[dict[str, Any]]:
     import distributed
     from ax.api.client import Client as AxClient
 
+    from ax_chaining import ChainingUCB as Acqf
     from ax_chaining import PackedFingerprints
     from ax_chaining.ax import (
         candidate_index_parameter,
@@ -248,11 +249,6 @@ def dask() -> list[dict[str, Any]]:
         fingerprint_kernel_surrogate_spec,
     )
     from ax_chaining.distributed import ShardedCandidates
-
-    try:  # the sharded acquisition's name before and after one acquisition
-        from ax_chaining.distributed import ShardedChainingUCB as Acqf
-    except ImportError:
-        from ax_chaining import ChainingUCB as Acqf
 
     out = []
     cluster = distributed.LocalCluster(

@@ -29,11 +29,11 @@ pytest.importorskip("distributed")
 
 from ax_chaining.distributed import (  # noqa: E402
     ShardedCandidates,
-    ShardedChainingUCB,
     ShardLostError,
     shard_bounds,
 )
 from ax_chaining.distributed.candidates import cluster_workers  # noqa: E402
+from ax_chaining.distributed.store import ShardedStore  # noqa: E402
 
 DTYPE = torch.float64
 
@@ -73,7 +73,7 @@ def library_problem(n: int, seed: int = 0, normalized: bool = False):
     return model.eval(), C, library
 
 
-def assert_same_step(single: ChainingUCB, sharded: ShardedChainingUCB) -> None:
+def assert_same_step(single: ChainingUCB, sharded: ChainingUCB) -> None:
     """Covers, H_i, radii and levels equal; the bonus at some points equal."""
     a, b = single.chaining, sharded.chaining
     assert len(a.covers) == len(b.covers)
@@ -85,7 +85,7 @@ def assert_same_step(single: ChainingUCB, sharded: ShardedChainingUCB) -> None:
     assert (a.scale, a.sigma_min, a.t) == (b.scale, b.sigma_min, b.t)
     n = single.candidates.shape[0]
     some = [0, 1, n // 3, n // 2, n - 1]
-    got = sharded.values_at(some)
+    got = sharded.store.values_at(some)
     assert torch.equal(got["mean"], single.candidate_mean[some])
     assert torch.equal(got["sigma"], single.candidate_sigma[some])
     assert torch.equal(a.bonus(got["sigma"]), b.bonus(single.candidate_sigma[some]))
@@ -115,11 +115,11 @@ def test_in_process_step_equals_one_machine(shards):
     model, C = se_problem(10_000)
     single = ChainingUCB(model, C, path="low_rank")
     sharded = ShardedCandidates(None, C, workers=["w"] * shards)
-    acqf = ShardedChainingUCB(model, sharded)
-    assert isinstance(acqf, ShardedChainingUCB)
+    acqf = ChainingUCB(model, sharded)
+    assert isinstance(acqf.store, ShardedStore)
     assert acqf.chaining.info["path"] == "low_rank"
     assert_same_step(single, acqf)
-    best = acqf.best_candidate()
+    best = acqf.store.best_candidate()
     assert best["index"] == factor_argmax(single)
     # BoTorch's discrete optimizer (model.posterior, equal to round-off)
     # picks the same point here, and the value agrees to round-off.
@@ -138,7 +138,7 @@ def test_an_explicit_batch_is_counted_against_each_workers_budget():
     # counts its pool): refused before any work, naming the remedy.
     model, C = se_problem(12_000)
     budget = 2**30
-    ShardedChainingUCB(
+    ChainingUCB(
         model,
         ShardedCandidates(None, C, workers=["w"] * 2),
         memory_budget=budget,
@@ -146,7 +146,7 @@ def test_an_explicit_batch_is_counted_against_each_workers_budget():
     )
     big = ShardedCandidates(None, C, workers=["w"] * 2, batch_size=4096)
     with pytest.raises(MemoryBudgetError, match=r"A shard of \d+ .*batch_size"):
-        ShardedChainingUCB(model, big, memory_budget=budget, max_cover_size=64)
+        ChainingUCB(model, big, memory_budget=budget, max_cover_size=64)
 
 
 @pytest.mark.parametrize(
@@ -161,9 +161,7 @@ def test_traversal_equals_farthest_first_order(batch, max_size, shards):
     model, C = se_problem(12_000, seed=batch)
     sharded = ShardedCandidates(None, C, workers=["w"] * shards, batch_size=batch)
     floor = 0.02 * batch
-    acqf = ShardedChainingUCB(
-        model, sharded, max_cover_size=max_size, sigma_floor=floor
-    )
+    acqf = ChainingUCB(model, sharded, max_cover_size=max_size, sigma_floor=floor)
     res = acqf.chaining
     distance = candidate_posterior(model, C, path="low_rank").distance
     start = int(torch.argmin(distance.variance))
@@ -185,7 +183,7 @@ def test_traversal_equals_farthest_first_order(batch, max_size, shards):
         assert torch.equal(cover, order[:size])
         assert bool(bounded) == (within.numel() == 0)
     assert res.cover_method == "farthest_first"
-    assert acqf.step_info["round_trips"] > 0
+    assert acqf.store.step_info["round_trips"] > 0
 
 
 def test_transforms_matern_minimize_and_flip():
@@ -207,9 +205,9 @@ def test_transforms_matern_minimize_and_flip():
         {"posterior_transform": flip, "delta": 0.1},
     ):
         single = ChainingUCB(model, C, path="low_rank", **kw)
-        acqf = ShardedChainingUCB(model, sharded, **kw)
+        acqf = ChainingUCB(model, sharded, **kw)
         assert_same_step(single, acqf)
-        assert acqf.best_candidate()["index"] == factor_argmax(single)
+        assert acqf.store.best_candidate()["index"] == factor_argmax(single)
 
 
 @pytest.mark.parametrize("normalized", [False, True])
@@ -219,7 +217,7 @@ def test_library_shards_equal_one_machine(normalized):
     sharded = ShardedCandidates(
         None, library, workers=["a", "b", "c"], normalized_inputs=normalized
     )
-    acqf = ShardedChainingUCB(model, sharded)
+    acqf = ChainingUCB(model, sharded)
     assert_same_step(single, acqf)
     X, _, idx = sharded.optimize(acqf, q=2, return_indices=True)
     first = factor_argmax(single)
@@ -232,7 +230,7 @@ def test_library_from_a_saved_file(tmp_path):
     model, C, library = library_problem(9000)
     path = library.save(tmp_path / "lib.npy")
     single = ChainingUCB(model, C, path="low_rank")
-    acqf = ShardedChainingUCB(model, ShardedCandidates(None, path, workers=["a", "b"]))
+    acqf = ChainingUCB(model, ShardedCandidates(None, path, workers=["a", "b"]))
     assert_same_step(single, acqf)
 
 
@@ -258,7 +256,7 @@ def test_feature_table_from_a_file_travels_as_its_path(tmp_path):
         model.likelihood.noise = 1e-3
         model.eval()
         sharded = ShardedCandidates(None, C, workers=["a", "b"])
-        acqf = ShardedChainingUCB(model, sharded)
+        acqf = ChainingUCB(model, sharded)
         assert_same_step(ChainingUCB(model, C, path="low_rank"), acqf)
         sent[name] = sharded.comm_stats()["bytes_sent"]
     # The tensor-built kernel carries the table to each of the two shards;
@@ -271,8 +269,8 @@ def test_continuous_bonus_on_shards_picks_as_one_machine():
     model, C = se_problem(9000, seed=5)
     sharded = ShardedCandidates(None, C, workers=["a", "b"])
     single = ChainingUCB(model, C, path="low_rank", bonus="continuous")
-    acqf = ShardedChainingUCB(model, sharded, bonus="continuous")
-    assert acqf.best_candidate()["index"] == factor_argmax(single)
+    acqf = ChainingUCB(model, sharded, bonus="continuous")
+    assert acqf.store.best_candidate()["index"] == factor_argmax(single)
     x = C[[7, 4000]].unsqueeze(1)
     torch.testing.assert_close(acqf(x), single(x), rtol=1e-12, atol=0)
 
@@ -282,12 +280,12 @@ def test_pending_points_and_batches():
     sharded = ShardedCandidates(None, C, workers=["a", "b"])
     for covers in ("rebuild", "reuse"):
         single = ChainingUCB(model, C, path="low_rank", pending_covers=covers)
-        acqf = ShardedChainingUCB(model, sharded, pending_covers=covers)
+        acqf = ChainingUCB(model, sharded, pending_covers=covers)
         pending = C[[10, 4000, 8500]]
         single.set_X_pending(pending)
         acqf.set_X_pending(pending)
         assert_same_step(single, acqf)
-        assert acqf.best_candidate()["index"] == factor_argmax(single)
+        assert acqf.store.best_candidate()["index"] == factor_argmax(single)
         x = C[[7]].unsqueeze(1)
         assert float(acqf(x)) == pytest.approx(float(single(x)), rel=1e-12)
         single.set_X_pending(None)
@@ -305,9 +303,7 @@ def test_pending_points_and_batches():
 def test_certificates_equal_one_machine():
     model, C = se_problem(9000, seed=2, obs=30)
     single = ChainingUCB(model, C, path="low_rank", max_cover_size=64)
-    acqf = ShardedChainingUCB(
-        model, ShardedCandidates(None, C, workers=["a", "b", "c"])
-    )
+    acqf = ChainingUCB(model, ShardedCandidates(None, C, workers=["a", "b", "c"]))
     for kw in (
         {},
         {"calibration": "none", "rule": "max_mean"},
@@ -338,24 +334,21 @@ def test_certificates_equal_one_machine():
 def test_errors_name_the_argument():
     model, C = se_problem(5000)
     sharded = ShardedCandidates(None, C, workers=["a", "b"])
-    # Each class by its own name: no class swap on the candidates' type.
-    with pytest.raises(TypeError, match="ShardedChainingUCB\\(model, sharded\\)"):
-        ChainingUCB(model, sharded)
-    with pytest.raises(TypeError, match="`candidates` must be a ShardedCandidates"):
-        ShardedChainingUCB(model, C)
+    with pytest.raises(TypeError, match="`candidates` must be an N x d torch"):
+        ChainingUCB(model, [[1.0, 2.0]])
     with pytest.raises(ValueError, match="`path`='dense'"):
-        ShardedChainingUCB(model, sharded, path="dense")
+        ChainingUCB(model, sharded, path="dense")
     with pytest.raises(ValueError, match="`cover`='greedy'"):
-        ShardedChainingUCB(model, sharded, cover="greedy")
+        ChainingUCB(model, sharded, cover="greedy")
     with pytest.raises(UnsupportedError, match="low-rank"):
-        ShardedChainingUCB(ModelListGP(model, model), sharded)
+        ChainingUCB(ModelListGP(model, model), sharded)
     with pytest.raises(ValueError, match="`candidates` must be an N x d"):
         ShardedCandidates(None, torch.zeros(3))
     with pytest.raises(TypeError, match="`candidates` must be"):
         ShardedCandidates(None, [[1.0]])
     with pytest.raises(ValueError, match="`X_pending` must have shape p x 2"):
-        ShardedChainingUCB(model, sharded, X_pending=torch.zeros(2, 3, dtype=DTYPE))
-    acqf = ShardedChainingUCB(model, sharded, max_cover_size=16)
+        ChainingUCB(model, sharded, X_pending=torch.zeros(2, 3, dtype=DTYPE))
+    acqf = ChainingUCB(model, sharded, max_cover_size=16)
     with pytest.raises(ValueError, match="not a candidate"):
         acqf.regret_bound(torch.full((1, 1, 2), 99.0, dtype=DTYPE))
     with pytest.raises(ValueError, match="`exclude` leaves none"):
@@ -364,7 +357,7 @@ def test_errors_name_the_argument():
         acqf.candidate_mean  # noqa: B018
     lib_model, _, _ = library_problem(3000)
     with pytest.raises(ValueError, match="3000 items"):
-        ShardedChainingUCB(lib_model, sharded)
+        ChainingUCB(lib_model, sharded)
 
 
 # --------------------------------------------------------------- LocalCluster
@@ -463,7 +456,7 @@ def test_cluster_step_equals_one_machine(client, backend):
     single = ChainingUCB(model, C, path="low_rank")
     sharded = ShardedCandidates(client, C, backend=backend)
     assert sharded.num_shards == 2 and sharded.starts == [0, 8192]
-    acqf = ShardedChainingUCB(model, sharded)
+    acqf = ChainingUCB(model, sharded)
     assert_same_step(single, acqf)
     X, values, idx = sharded.optimize(acqf, q=2, return_indices=True)
     first = factor_argmax(single)
@@ -475,8 +468,8 @@ def test_cluster_step_equals_one_machine(client, backend):
     assert got.index == one.index and got.bound == pytest.approx(one.bound, rel=2e-6)
     # Only small messages came back: the largest reply is a chunk of rows at a
     # pool (16 x 64 floats) or a few points' left data, not O(N).
-    assert acqf.step_info["largest_reply"] < 40_000
-    stats = acqf.shard_stats()
+    assert acqf.store.step_info["largest_reply"] < 40_000
+    stats = sharded.shard_stats()
     assert [s["rows"] for s in stats] == [8192, 12_000 - 8192]
     sharded.close()
 
@@ -488,20 +481,20 @@ def test_cluster_lost_worker_between_calls(fragile_client):
     sharded = ShardedCandidates(
         client, C, workers=_two_workers(client), retries=0, timeout=SAFETY_S
     )
-    acqf = ShardedChainingUCB(model, sharded, max_cover_size=200)
-    reference = acqf.best_candidate()["index"]
+    acqf = ChainingUCB(model, sharded, max_cover_size=200)
+    reference = acqf.store.best_candidate()["index"]
     _kill(client, sharded.workers[1])
     with pytest.raises(ShardLostError, match="shard 1 .* left the cluster"):
-        ShardedChainingUCB(model, sharded, max_cover_size=200)
+        ChainingUCB(model, sharded, max_cover_size=200)
     assert sharded.restore() == [1]
-    again = ShardedChainingUCB(model, sharded, max_cover_size=200)
-    assert again.best_candidate()["index"] == reference
+    again = ChainingUCB(model, sharded, max_cover_size=200)
+    assert again.store.best_candidate()["index"] == reference
     # With retries, the next loss is absorbed: the step runs again from the
     # start on the rebuilt shards, with the same answer.
     sharded.retries = 1
     _kill(client, sharded.workers[0])
-    retried = ShardedChainingUCB(model, sharded, max_cover_size=200)
-    assert retried.best_candidate()["index"] == reference
+    retried = ChainingUCB(model, sharded, max_cover_size=200)
+    assert retried.store.best_candidate()["index"] == reference
     sharded.close()
 
 
@@ -525,9 +518,9 @@ def test_cluster_lost_worker_mid_step(fragile_client, monkeypatch, retries):
     monkeypatch.setattr(ShardedCandidates, "call", call)
     if retries == 0:
         with pytest.raises(ShardLostError):
-            ShardedChainingUCB(model, sharded, max_cover_size=400)
+            ChainingUCB(model, sharded, max_cover_size=400)
     else:
-        acqf = ShardedChainingUCB(model, sharded, max_cover_size=400)
+        acqf = ChainingUCB(model, sharded, max_cover_size=400)
         single = ChainingUCB(model, C, path="low_rank", max_cover_size=400)
         assert_same_step(single, acqf)
     monkeypatch.undo()

@@ -11,7 +11,7 @@ from ax.core import Experiment
 from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from torch import Tensor
 
-from ax_chaining.acquisition import ChainingUCBBase
+from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.certificate.calibration import (
     DEFAULT_SCALE_LEVEL,
     LOO_MIN_OBSERVATIONS,
@@ -72,7 +72,7 @@ def certificate_record(
     ``scale_level``).
     """
     acqf = acquisition.acqf
-    if isinstance(acqf, ChainingUCBBase):
+    if isinstance(acqf, ChainingUCB):
         cert = acqf.certificate(among=evaluated, **options)
     else:
         weights = acquisition.objective_weights.reshape(-1)

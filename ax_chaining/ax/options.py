@@ -7,7 +7,7 @@ from typing import Any, get_args
 
 from botorch.acquisition.acquisition import AcquisitionFunction
 
-from ax_chaining.acquisition import ChainingOptions, ChainingUCBBase
+from ax_chaining.acquisition import ChainingOptions, ChainingUCB
 from ax_chaining.ax.stopping import RegretBoundCriterion
 from ax_chaining.certificate.schedule import CheckSchedule
 from ax_chaining.certificate.tails import Calibration
@@ -78,7 +78,7 @@ def checked_options(
         {'delta': 0.1}
     """
     out = dict(options)
-    if issubclass(acqf_class, ChainingUCBBase):
+    if issubclass(acqf_class, ChainingUCB):
         checked = ChainingOptions(**out).as_dict()  # raises on a bad value, naming it
         return {k: checked[k] for k in out}
     if "delta" in out:

@@ -5,9 +5,9 @@ the rest of it never imports Dask.
 
 * :class:`ShardedCandidates`: the candidates (an ``N x d`` tensor or a
   fingerprint library) split into contiguous shards held by the workers.
-* :class:`ShardedChainingUCB`: ``ShardedChainingUCB(model, sharded)``;
-  its step (posterior, farthest-first covers, :math:`H_i`, selection, union
-  bound certificate) runs on the shards, and only small messages come back.
+* ``ChainingUCB(model, sharded)``: its step (posterior, farthest-first
+  covers, :math:`H_i`, selection, union bound certificate) runs on the
+  shards, and only small messages come back.
 * :func:`~ax_chaining.distributed.ax.sharded_candidate_set_strategy` and the
   Ax classes of :mod:`ax_chaining.distributed.ax` (also reached through
   ``chaining_generation_strategy(..., candidates=sharded)``), and
@@ -26,7 +26,6 @@ except ImportError as e:  # pragma: no cover - the extra is not installed
         "pip install 'ax-chaining[distributed]'."
     ) from e
 
-from ax_chaining.distributed.acquisition import ShardedChainingUCB, ShardedStep
 from ax_chaining.distributed.candidates import (
     ShardedCandidates,
     ShardLostError,
@@ -36,7 +35,5 @@ from ax_chaining.distributed.candidates import (
 __all__ = [
     "ShardLostError",
     "ShardedCandidates",
-    "ShardedChainingUCB",
-    "ShardedStep",
     "shard_bounds",
 ]

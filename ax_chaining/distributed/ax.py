@@ -68,7 +68,6 @@ from ax_chaining.certificate.calibration import (
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.certificate.tails import Calibration
 from ax_chaining.checks import check_choice, check_int
-from ax_chaining.distributed.acquisition import ShardedChainingUCB
 from ax_chaining.distributed.candidates import ShardedCandidates, check_sharded
 
 __all__ = [
@@ -83,7 +82,7 @@ __all__ = [
 
 class ShardedCandidateSetAcquisition(Acquisition):
     """Ax ``Acquisition`` over sharded candidates: the acquisition function is
-    a :class:`~ax_chaining.distributed.ShardedChainingUCB` built with
+    a :class:`~ax_chaining.ChainingUCB` built with
     ``candidates`` the :class:`ShardedCandidates`, and ``optimize``
     selects with :meth:`ShardedCandidates.optimize` (sequential greedy with
     pending points for a batch). ``options`` carry ``candidates``,
@@ -105,9 +104,6 @@ class ShardedCandidateSetAcquisition(Acquisition):
         self.excluded = [int(i) for i in options.pop("excluded", ())]
         self.record: Callable[..., Any] | None = options.pop("record", None)
         acqf_options["candidates"] = sharded
-        # The node names the algorithm, ChainingUCB (as its generator runs
-        # store it); over sharded candidates its step is ShardedChainingUCB.
-        kwargs["botorch_acqf_class"] = ShardedChainingUCB
         super().__init__(botorch_acqf_options=acqf_options, options=options, **kwargs)
 
     def optimize(
@@ -344,12 +340,12 @@ def sharded_candidate_set_strategy(
     check_sharded("candidates", sharded)
     if not (
         isinstance(botorch_acqf_class, type)
-        and issubclass(botorch_acqf_class, ChainingUCB | ShardedChainingUCB)
+        and issubclass(botorch_acqf_class, ChainingUCB)
     ):
         got = getattr(botorch_acqf_class, "__name__", botorch_acqf_class)
         raise ValueError(
-            "`botorch_acqf_class` must be ChainingUCB over sharded candidates (its "
-            f"step, ShardedChainingUCB, is the distributed one), got {got}."
+            "`botorch_acqf_class` must be ChainingUCB over sharded candidates (the "
+            f"one acquisition whose step is distributed), got {got}."
         )
     if sharded.library is None or sharded.normalized_inputs:
         raise ValueError(
@@ -363,7 +359,7 @@ def sharded_candidate_set_strategy(
         raise ValueError(
             f"`init_trials`={init_trials} exceeds the {sharded.n} candidates."
         )
-    options = checked_options(ShardedChainingUCB, dict(botorch_acqf_options or {}))
+    options = checked_options(ChainingUCB, dict(botorch_acqf_options or {}))
     spec = CandidateSetSpec(**{"seed": None, **spec_fields, "num_items": sharded.n})
     name = name or botorch_acqf_class.__name__
     kwargs = {

@@ -34,6 +34,7 @@ from torch import Tensor
 from ax_chaining.checks import check_choice, check_int, type_error
 from ax_chaining.distances import COLUMN_BLOCK
 from ax_chaining.distributed._shard import Left, Shard, StaleShardError, StepFactors
+from ax_chaining.distributed.store import ShardedStore
 from ax_chaining.kernels.fingerprints import PackedFingerprints
 
 __all__ = [
@@ -94,7 +95,7 @@ class ShardedCandidates:
 
     Build it once per candidate set; it holds the shards (one per worker by
     default) until :meth:`close`. Pass it as ``candidates`` to
-    :class:`~ax_chaining.distributed.ShardedChainingUCB` (Chaining-UCB whose
+    :class:`~ax_chaining.ChainingUCB` (Chaining-UCB whose
     step runs on the cluster), select with :meth:`optimize`, and give it to
     :func:`~ax_chaining.ax.chaining_generation_strategy` for Ax.
 
@@ -103,7 +104,7 @@ class ShardedCandidates:
         >>> cluster = LocalCluster(n_workers=2, threads_per_worker=1)
         >>> client = Client(cluster)
         >>> sharded = ShardedCandidates(client, candidates)  # N x d tensor
-        >>> acqf = ShardedChainingUCB(model, sharded)  # the step runs on the workers
+        >>> acqf = ChainingUCB(model, sharded)  # the step runs on the workers
         >>> x_next, value = sharded.optimize(acqf, q=1)
         >>> cert = acqf.certificate()
 
@@ -487,7 +488,7 @@ class ShardedCandidates:
         return_indices: bool = False,
     ) -> tuple[Tensor, ...]:
         r"""The ``q`` best candidates of a
-        :class:`~ax_chaining.distributed.ShardedChainingUCB`, without the
+        :class:`~ax_chaining.ChainingUCB`, without the
         ``N`` candidates on the client.
 
         The discrete optimizer of BoTorch (``optimize_acqf_discrete``) needs
@@ -511,11 +512,11 @@ class ShardedCandidates:
             ``(X, values)`` (``q x d`` and ``q``), and the ``q`` indices if
             ``return_indices``.
         """
-        if getattr(acqf, "sharded", None) is not self:
+        store = getattr(acqf, "store", None)
+        if getattr(store, "sharded", None) is not self:
             raise ValueError(
-                "`acqf` must be a ShardedChainingUCB built on these "
-                "ShardedCandidates (ShardedChainingUCB(model, sharded)), got "
-                f"{type(acqf).__name__}."
+                "`acqf` must be a ChainingUCB built on these ShardedCandidates "
+                f"(ChainingUCB(model, sharded)), got {type(acqf).__name__}."
             )
         q = check_int("q", q, 1)
         excluded = sorted({int(i) for i in (exclude or ())})
@@ -528,11 +529,11 @@ class ShardedCandidates:
         values, xs = [], []
         try:
             for _ in range(min(q, self.n - len(excluded))):
-                best = acqf.best_candidate(excluded + picks)
+                best = store.best_candidate(excluded + picks)
                 picks.append(best["index"])
                 values.append(best["value"])
                 xs.append(best["x"])
-                chosen = torch.stack(xs).to(acqf.candidate_dtype)
+                chosen = torch.stack(xs).to(store.candidate_dtype)
                 acqf.set_X_pending(
                     chosen if base is None else torch.cat([base, chosen])
                 )
@@ -543,6 +544,11 @@ class ShardedCandidates:
         if return_indices:
             return X, vals, torch.tensor(picks, dtype=torch.long)
         return X, vals
+
+    def chaining_store(self, acqf: Any) -> ShardedStore:
+        """The :class:`~ax_chaining.acquisition.CandidateStore` through which
+        ``ChainingUCB(model, sharded)`` runs its step on these shards."""
+        return ShardedStore(acqf, self)
 
     def close(self) -> None:
         """Release the shards (their workers free the memory)."""

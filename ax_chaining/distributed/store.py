@@ -1,23 +1,9 @@
-r"""Chaining-UCB whose step runs on sharded candidates:
-:class:`ShardedChainingUCB`, built as ``ShardedChainingUCB(model, sharded)``.
-
-One step (the low-rank route of one machine, with farthest-first covers):
-
-1. the client computes the model's small factors (:math:`L`, the whitened
-   residual, the pending points' :math:`W_P` and :math:`A`) and sends them
-   once (:class:`~ax_chaining.distributed._shard.StepFactors`);
-2. every shard computes its part of :math:`W`, the posterior mean and
-   variance, and returns its smallest variance and largest prior variance
-   (the start of the traversal, :math:`\sigma^{\min}` and the scale);
-3. the farthest-first traversal runs with the shards holding the distances
-   (:func:`~ax_chaining.distributed._traversal.sharded_farthest_first`);
-4. the covers, :math:`H_i` and the bonus are computed on the client from the
-   traversal's order and radii (``O(max_cover_size)``), exactly as on one
-   machine;
-5. selection and certificates ask each shard for its best value, or its part
-   of the union bound's tail sum.
-
-Nothing ``N``-long crosses the network after the shards are placed.
+r"""The step of a :class:`~ax_chaining.ChainingUCB` whose candidates are
+sharded (:class:`ShardedStore`): the client sends the model's small factors
+once, each shard computes its part of the posterior, the farthest-first
+traversal runs with the shards holding the distances, and the covers,
+:math:`H_i` and the bonus are computed on the client from its order and radii,
+exactly as on one machine. Nothing ``N``-long crosses the network.
 """
 
 from __future__ import annotations
@@ -30,31 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from botorch.acquisition.input_constructors import acqf_input_constructor
 from botorch.exceptions import UnsupportedError
 from torch import Tensor
 
-from ax_chaining.acquisition import (
-    DEFAULT_MAX_COVER_SIZE,
-    ChainingUCBBase,
-    candidate_rows,
-    construct_inputs_chaining_ucb,
-    default_t,
-)
-from ax_chaining.certificate.bounds import Method, Rule, recommend
-from ax_chaining.certificate.calibration import (
-    DEFAULT_SCALE_LEVEL,
-    LOO_MIN_OBSERVATIONS,
-    calibrate,
-)
+from ax_chaining.acquisition import DEFAULT_MAX_COVER_SIZE
+from ax_chaining.certificate.bounds import recommend
+from ax_chaining.certificate.calibration import calibrate
 from ax_chaining.certificate.certify import Certificate
-from ax_chaining.certificate.schedule import CheckSchedule, step_delta
-from ax_chaining.certificate.tails import (
-    CalibrationChoice,
-    TailChoice,
-    TailLaw,
-    resolve_tail,
-)
+from ax_chaining.certificate.schedule import step_delta
+from ax_chaining.certificate.tails import resolve_tail
 from ax_chaining.chaining import (
     ChainingResult,
     chaining_result,
@@ -77,7 +47,6 @@ from ax_chaining.distributed._traversal import (
     sharded_farthest_first,
     sharded_union_bound,
 )
-from ax_chaining.distributed.candidates import ShardedCandidates, check_sharded
 from ax_chaining.kernels.precomputed import item_indices
 from ax_chaining.posterior import (
     ModelFactors,
@@ -91,7 +60,7 @@ from ax_chaining.posterior import (
     supports_low_rank,
 )
 
-__all__ = ["ShardedChainingUCB", "ShardedStep"]
+__all__ = ["ShardedStep", "ShardedStore"]
 
 _STEPS = itertools.count(1)
 
@@ -120,40 +89,23 @@ class _PendingCache:
         self.factors = factors
 
 
-class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
-    r"""Chaining-UCB over :class:`~ax_chaining.distributed.ShardedCandidates`.
-
-    Built as ``ShardedChainingUCB(model, sharded, ...)``: the arguments of
-    :class:`~ax_chaining.ChainingUCB`,
-    the same step as one machine's low-rank route with farthest-first covers
-    (``path="low_rank"``, the default above 32,768 candidates), run on the
-    shards. ``forward`` evaluates at any ``X`` on the client, as
-    ``ChainingUCB`` does; :meth:`best_candidate` and
-    :meth:`ShardedCandidates.optimize` select without the candidates on the
-    client; :meth:`certificate` gives the union bound (``method="union"``,
-    or ``"pairwise"``) from the shards.
+class ShardedStore:
+    r"""The :class:`~ax_chaining.acquisition.CandidateStore` of
+    :class:`~ax_chaining.distributed.ShardedCandidates`: one machine's
+    low-rank step with farthest-first covers, run on the shards.
 
     Not distributed: the dense route's exact greedy covers (they read all
     ``N^2`` pairs; ``path="dense"`` or ``cover="greedy"`` raise), and the
-    chaining certificate (``method="chaining"`` and ``"combined"`` raise).
-
-    Example:
-        >>> sharded = ShardedCandidates(client, candidates)
-        >>> acqf = ShardedChainingUCB(model, sharded)
-        >>> X, value = sharded.optimize(acqf, q=1)
-        >>> acqf.certificate().bound
-
-    Args:
-        model: An exact single-output GP (the low-rank route's models).
-        candidates: The :class:`~ax_chaining.distributed.ShardedCandidates`.
-        others: As :class:`~ax_chaining.ChainingUCB`; ``memory_budget``
-            bounds each worker's share (and sets the farthest-first batch as
-            one machine's does, unless the candidates set ``batch_size``).
+    chaining certificate (``method="chaining"`` and ``"combined"`` raise; the
+    union bound is the default). ``memory_budget`` bounds each worker's
+    share (and sets the farthest-first batch as one machine's does, unless
+    the candidates set ``batch_size``).
     """
 
-    def _attach(self, candidates: ShardedCandidates) -> None:
-        self.sharded = check_sharded("candidates", candidates)
-        opts = self.options
+    def __init__(self, acqf: Any, sharded: Any) -> None:
+        self.acqf, self.model, self.sharded = acqf, acqf.model, sharded
+        self.options = opts = acqf.options
+        self.posterior_transform = acqf.posterior_transform
         if opts.path == "dense":
             raise ValueError(
                 "`path`='dense' is not distributed (its greedy covers read all "
@@ -179,7 +131,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         self._base_key = uuid.uuid4().hex
 
     # ------------------------------------------------------------- pending
-    def _pending_inputs(self, X_pending: Tensor) -> Tensor:
+    def pending_inputs(self, X_pending: Tensor) -> Tensor:
         X_pending = X_pending.detach().to(self.candidate_dtype)
         if X_pending.ndim != 2 or X_pending.shape[-1] != self.sharded.d:
             raise ValueError(
@@ -189,23 +141,9 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         return X_pending
 
     @property
-    def candidates(self) -> ShardedCandidates:
+    def candidates(self) -> Any:
         """The sharded candidates (not a tensor: they stay on the workers)."""
         return self.sharded
-
-    @property
-    def candidate_mean(self) -> Tensor:
-        raise RuntimeError(
-            "candidate_mean would bring N values to the client; use "
-            "values_at(index) for some candidates."
-        )
-
-    @property
-    def candidate_sigma(self) -> Tensor:
-        raise RuntimeError(
-            "candidate_sigma would bring N values to the client; use "
-            "values_at(index) for some candidates."
-        )
 
     # ---------------------------------------------------------------- build
     def _factors_of_model(self) -> ModelFactors:
@@ -239,18 +177,15 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
 
         return kernel, words(mf.train_X), words
 
-    @torch.no_grad()
-    def _build(self, X_pending: Tensor | None) -> ShardedStep:
+    def build(self, X_pending: Tensor | None, t: int) -> ShardedStep:
         """Algorithm 1 on the shards, given ``X_pending`` (one machine's
         low-rank step with farthest-first covers)."""
-        sharded = self.sharded
-        return sharded.retrying(self._build_once, X_pending)
+        return self.sharded.retrying(self._build_once, X_pending, t)
 
-    def _build_once(self, X_pending: Tensor | None) -> ShardedStep:
+    def _build_once(self, X_pending: Tensor | None, t: int) -> ShardedStep:
         opts = self.options
         sharded = self.sharded
         p = 0 if X_pending is None else X_pending.shape[0]
-        t = self._t if self._t is not None else default_t(self.model, p)
         mf = self._factors_of_model()
         dtype = self.candidate_dtype
         itemsize = torch.finfo(dtype).bits // 8
@@ -290,7 +225,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         max_prior = max(s["max_prior_variance"] for s in summary)
         info = {"path": "low_rank", "distributed": True, "shards": sharded.num_shards}
         if p and opts.pending_covers == "reuse":
-            base = self._base_step().chaining
+            base = self.acqf._base_step().chaining
             stub = _SigmaStub(n, math.sqrt(max(low, 0.0)))
             chaining = reuse_covers(base, stub, t)
         else:
@@ -369,6 +304,17 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
             )
 
     # ------------------------------------------------------------ selection
+    def _current(self) -> ShardedStep:
+        """The acquisition's current step, held by the shards."""
+        step = self.acqf._current()
+        self._prepare(step)
+        return step
+
+    def _prepare(self, step: ShardedStep) -> None:
+        """Make the shards hold ``step`` (they hold the last step built)."""
+        if self.sharded.prepared is not step.factors:
+            self.sharded.prepare(step.factors)
+
     def best_candidate(self, exclude: Sequence[int] = ()) -> dict[str, Any]:
         r"""The candidate of largest :math:`\pm\mu_t + b_t(\sigma_t)` given the
         current pending points (first index among ties): ``index``, ``value``,
@@ -384,7 +330,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
                 c.H,
                 c.sigma_min_used,
                 self.options.bonus,
-                self.maximize,
+                self.acqf.maximize,
                 excluded,
             )
             parts = [p for p in self.sharded.call("best", args) if p is not None]
@@ -393,12 +339,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
             top = combine_max([{**p, "max": p["value"]} for p in parts])
             return {k: top[k] for k in ("index", "value", "x", "mean", "sigma")}
 
-        return self._retry(run)
-
-    def _retry(self, fn):
-        """``fn()``; after a lost worker, the shards are rebuilt and prepared
-        again for the current step (the covers stay on the client)."""
-        return self.sharded.retrying(fn)
+        return self.sharded.retrying(run)
 
     def values_at(self, index: Sequence[int]) -> dict[str, Tensor]:
         """Posterior mean (objective) and standard deviation at candidates
@@ -419,21 +360,27 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
                     x[part["positions"]] = part["x"].to(x)
             return {"mean": mean, "sigma": var.sqrt(), "x": x}
 
-        return self._retry(run)
+        return self.sharded.retrying(run)
 
-    def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Posterior mean and standard deviation at ``X`` (on the client),
-        given the pending points; see :meth:`ChainingUCB.mean_and_sigma`."""
-        step = self._current()
+    def candidate_mean(self, step: ShardedStep) -> Tensor:
+        raise RuntimeError(
+            "candidate_mean would bring N values to the client; use "
+            "acqf.store.values_at(index) for some candidates."
+        )
+
+    candidate_sigma = candidate_mean
+
+    def mean_and_sigma(self, X: Tensor, step: ShardedStep) -> tuple[Tensor, Tensor]:
         cache = _PendingCache(self._factors_of_model())
-        if self.X_pending is not None:
+        X_pending = self.acqf.X_pending
+        if X_pending is not None:
             # The pending factors of the current step (pending() keeps them).
-            cache.factors.pending(self.X_pending, step.pending_noise)
+            cache.factors.pending(X_pending, step.pending_noise)
         return posterior_at(
             self.model,
             X.to(self.candidate_dtype),
             self.posterior_transform,
-            self.X_pending,
+            X_pending,
             step.pending_noise,
             cache,
         )
@@ -445,7 +392,7 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
         pos = {g: k for k, g in enumerate(found.index)}
         return found.take([pos[g] for g in index])
 
-    def _among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
+    def among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
         n = self.sharded.n
         if among is None:
             model = self.model
@@ -470,46 +417,56 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
             raise ValueError("`among` selects no candidate; expected at least one.")
         return index
 
-    @torch.no_grad()
-    def certificate(
+    def _union(
         self,
-        among: Tensor | Sequence[int] | str | None = None,
-        rule: Rule = "min_bound",
-        method: Method = "union",
-        links: str = "actual",
-        tail: TailChoice | TailLaw = "auto",
-        delta: float | None = None,
-        t: int | None = None,
-        split_delta: bool = False,
-        schedule: CheckSchedule | None = None,
-        calibration: CalibrationChoice = "loo",
-        alpha: float = 0.01,
-        min_observations: int = LOO_MIN_OBSERVATIONS,
-        scale_level: float | None = DEFAULT_SCALE_LEVEL,
-    ) -> Certificate:
-        r"""A regret certificate for a recommended candidate, from the shards.
+        base: ShardedStep,
+        idx: list[int],
+        mean_obj: Tensor,
+        scale: float,
+        delta_t: float,
+        law: Any,
+        method: str = "union",
+    ) -> Tensor:
+        """The union (or pairwise) bounds of candidates ``idx`` from the
+        shards, in objective units."""
+        bounds = sharded_union_bound(
+            self.sharded,
+            base.factors.step,
+            self._left_of(base, idx),
+            mean_obj / scale,
+            self.sharded.n,
+            delta_t,
+            tail=law,
+            scale=scale,
+            sign=1.0 if self.acqf.maximize else -1.0,
+            method=method,
+            memory_budget=self.options.memory_budget,
+        )
+        return bounds * scale
 
-        As :meth:`ChainingUCB.certificate` with ``method="union"`` (the
-        default here; ``"pairwise"`` also): the posterior without pending
-        points, the union bound over the candidates solved by the same root
-        search, each tail sum added up over the shards. It agrees with one
-        machine's to the search's relative tolerance (``1e-6``): the shards
-        add in another order, and the search's points follow the sums.
-        ``"chaining"`` and ``"combined"`` are not distributed. ``tail`` as
-        one machine's (default ``"auto"``: Student-t tails with
-        ``min(n - 1, 10)`` degrees of freedom under ``calibration="loo"``,
-        Gaussian under ``"none"``;
-        :func:`~ax_chaining.certificate.tails.resolve_tail`).
-        """
+    def certificate(
+        self, base: ShardedStep, index: Tensor, **options: Any
+    ) -> Certificate:
+        """The union bound (``method="union"``, the default here, or
+        ``"pairwise"``) from the shards, by the same root search as one
+        machine's: it agrees with one machine's to the search's relative
+        tolerance (``1e-6``), the shards adding in another order."""
+        method = options["method"] or "union"
         check_choice("method", method, ("union", "pairwise"))
-        law = resolve_tail(tail, calibration, num_training_points(self.model))
-        delta, t, share = self._certificate_terms(delta, t, schedule)
-        index = self._among(among)
-        sign = 1.0 if self.maximize else -1.0
-        check = calibrate(self.model, calibration, alpha, min_observations, scale_level)
+        calibration = options["calibration"]
+        n_obs = num_training_points(self.model)
+        law = resolve_tail(options["tail"], calibration, n_obs)
+        delta, t, share = options["delta"], options["t"], options["share"]
+        sign = 1.0 if self.acqf.maximize else -1.0
+        check = calibrate(
+            self.model,
+            calibration,
+            options["alpha"],
+            options["min_observations"],
+            options["scale_level"],
+        )
 
         def run() -> Certificate:
-            base = self._base_step()
             idx = index.tolist()
             vals = self._values_base(base, idx)
             mean_obj = (sign * vals["mean"]).to(torch.float64)
@@ -530,21 +487,8 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
                     checks=dict(check.stats),
                 )
             share_t = step_delta(delta, t) if share is None else share
-            bounds = sharded_union_bound(
-                self.sharded,
-                base.factors.step,
-                self._left_of(base, idx),
-                mean_obj / check.scale,
-                self.sharded.n,
-                share_t,
-                tail=law,
-                scale=check.scale,
-                sign=sign,
-                method=method,
-                memory_budget=self.options.memory_budget,
-            )
-            bounds = bounds * check.scale
-            pos = recommend(bounds, torch.arange(len(idx)), mean_obj, rule)
+            bounds = self._union(base, idx, mean_obj, check.scale, share_t, law, method)
+            pos = recommend(bounds, torch.arange(len(idx)), mean_obj, options["rule"])
             return Certificate(
                 index=idx[pos],
                 x=vals["x"][pos].clone(),
@@ -552,19 +496,19 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
                 delta=float(delta),
                 t=int(t),
                 method=method,
-                rule=rule,
-                links=links,
+                rule=options["rule"],
+                links=options["links"],
                 tail=law if isinstance(law, str) else law.name,
                 mean=float(mean_obj[pos]) * sign,
                 components={method: float(bounds[pos])},
                 certified=tuple(idx),
                 bounds=tuple(float(b) for b in bounds.tolist()),
-                split_delta=bool(split_delta),
+                split_delta=bool(options["split_delta"]),
                 share=float(share_t),
                 checks=dict(check.stats),
             )
 
-        return self._retry(run)
+        return self.sharded.retrying(run)
 
     def _values_base(self, base: ShardedStep, index: list[int]) -> dict[str, Tensor]:
         """Mean and raw rows at ``index`` under the step without pending
@@ -579,53 +523,23 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
                 x[part["positions"]] = part["x"].to(x)
         return {"mean": mean, "x": x}
 
-    def _prepare(self, step: ShardedStep) -> None:
-        """Make the shards hold ``step`` (they hold the last step built)."""
-        if self.sharded.prepared is not step.factors:
-            self.sharded.prepare(step.factors)
-
-    def _current(self) -> ShardedStep:
-        step = super()._current()
-        self._prepare(step)
-        return step
-
-    @torch.no_grad()
-    def regret_bound(self, X: Tensor) -> Tensor:
-        r"""The union-bound certificate :math:`B_t(x)` at candidate points
-        ``X`` (``method="union"`` of :meth:`certificate`, its default tails;
-        ``inf`` where the ``"loo"`` check refuses), one per row as
-        :meth:`ChainingUCB.regret_bound <ax_chaining.ChainingUCB.regret_bound>`
-        (:func:`~ax_chaining.acquisition.candidate_rows`)."""
-        flat, shape = candidate_rows(X)
-        index = self._match(flat)
+    def regret_bound(self, base: ShardedStep, index: Tensor, t: int) -> Tensor:
+        """The union-bound certificate at candidates ``index`` (its default
+        tails; the caller returns ``inf`` where the ``"loo"`` check refuses)."""
         check = calibrate(self.model, "loo")
         law = resolve_tail("auto", "loo", num_training_points(self.model))
-        if not check.valid:
-            return torch.full(shape, math.inf, dtype=X.dtype)
 
         def run() -> Tensor:
-            base = self._base_step()
             idx = index.tolist()
             vals = self._values_base(base, idx)
-            sign = 1.0 if self.maximize else -1.0
+            sign = 1.0 if self.acqf.maximize else -1.0
             mean_obj = (sign * vals["mean"]).to(torch.float64)
-            return sharded_union_bound(
-                self.sharded,
-                base.factors.step,
-                self._left_of(base, idx),
-                mean_obj / check.scale,
-                self.sharded.n,
-                step_delta(self.delta, base.chaining.t),
-                tail=law,
-                scale=check.scale,
-                sign=sign,
-                memory_budget=self.options.memory_budget,
-            )
+            delta_t = step_delta(self.options.delta, t)
+            return self._union(base, idx, mean_obj, check.scale, delta_t, law)
 
-        bounds = self._retry(run) * check.scale
-        return bounds.to(X).reshape(shape)
+        return self.sharded.retrying(run)
 
-    def _match(self, X: Tensor, rtol: float = 1e-9) -> Tensor:
+    def match(self, X: Tensor, rtol: float = 1e-9) -> Tensor:
         """Global indices of the candidates equal to the rows of ``X``
         (:func:`~ax_chaining.checks.match_rows` over all shards: each shard's
         nearest row, the nearest of those, the whole set's tolerance); raises
@@ -645,21 +559,12 @@ class ShardedChainingUCB(ChainingUCBBase[ShardedStep]):
             )
         return index
 
-    def shard_stats(self) -> list[dict[str, Any]]:
-        """The shards' seconds per method since the last call."""
-        return self.sharded.shard_stats()
-
     @property
     def step_info(self) -> dict[str, Any]:
-        """What the current step's build cost (:attr:`ShardedStep.info`, the
-        step built on first use): ``round_trips`` to the shards, the bytes
-        sent and received and the ``largest_reply``. Only small messages come
-        back: a chunk of rows at a farthest-first pool or a few points' data,
-        never ``N`` values."""
-        return dict(self._current().info)
-
-    def __repr__(self) -> str:
-        return f"ShardedChainingUCB({self.sharded!r})"
+        """What the current step's build cost (:attr:`ShardedStep.info`):
+        ``round_trips`` to the shards, the bytes sent and received and the
+        ``largest_reply``. Only small messages come back, never ``N`` values."""
+        return dict(self.acqf._current().info)
 
 
 class _SigmaStub:
@@ -669,8 +574,3 @@ class _SigmaStub:
     def __init__(self, n: int, sigma_min: float) -> None:
         self.n = n
         self.sigma = torch.tensor([sigma_min], dtype=torch.float64)
-
-
-# The same constructor as one machine's: the options are checked once, when
-# the acquisition function is built.
-acqf_input_constructor(ShardedChainingUCB)(construct_inputs_chaining_ucb)
