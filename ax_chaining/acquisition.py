@@ -19,29 +19,20 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from ax_chaining.certificate.bounds import (
-    ChainingTree,
-    Links,
-    Method,
-    Rule,
-    certificate_bounds,
-    chaining_tree,
-)
+from ax_chaining.certificate.bounds import ChainingTree, chaining_tree
 from ax_chaining.certificate.calibration import (
-    DEFAULT_SCALE_LEVEL,
-    LOO_MIN_OBSERVATIONS,
+    among_index,
     calibrate,
     issue_certificate,
 )
-from ax_chaining.certificate.certify import Certificate
-from ax_chaining.certificate.schedule import CheckSchedule
-from ax_chaining.certificate.tails import (
-    CalibrationChoice,
-    TailChoice,
-    TailLaw,
-    bind_tail,
-    resolve_tail,
+from ax_chaining.certificate.certify import (
+    Certificate,
+    CertificateOptions,
+    CertifiedSet,
+    PosteriorSet,
 )
+from ax_chaining.certificate.schedule import DEFAULT_DELTA, step_delta
+from ax_chaining.certificate.tails import resolve_tail
 from ax_chaining.chaining import (
     BonusShape,
     ChainingResult,
@@ -51,7 +42,6 @@ from ax_chaining.chaining import (
     reuse_covers,
 )
 from ax_chaining.checks import (
-    as_index,
     check_choice,
     check_delta,
     check_float,
@@ -104,7 +94,7 @@ class ChainingOptions:
         0.1
     """
 
-    delta: float = 0.05
+    delta: float = DEFAULT_DELTA
     scale: float | None = None
     sigma_floor: float = 1e-6
     h_radius: HRadius = "algorithm"
@@ -175,7 +165,7 @@ def default_t(model: Model, num_pending: int = 0) -> int:
     return n + num_pending + 1
 
 
-def gp_ucb_beta(num_candidates: int, t: int, delta: float = 0.05) -> float:
+def gp_ucb_beta(num_candidates: int, t: int, delta: float = DEFAULT_DELTA) -> float:
     r"""GP-UCB schedule of Srinivas et al. (2010, Theorem 1), finite :math:`X`.
 
     .. math::
@@ -221,11 +211,9 @@ class CandidateStore(Protocol):
         """The candidate index of each row of ``rows`` (raises if one is not a
         candidate)."""
 
-    def certificate(self, base: Any, index: Tensor, **options: Any) -> Certificate:
-        """The certificate among ``index`` on the step without pending points."""
-
-    def regret_bound(self, base: Any, index: Tensor, t: int) -> Tensor:
-        """The default certificate's bounds at candidates ``index``."""
+    def certified(self, base: Any) -> CertifiedSet:
+        """The candidates as the certificate reads them, on the step without
+        pending points."""
 
 
 class ChainingUCB(AcquisitionFunction):
@@ -324,7 +312,7 @@ class ChainingUCB(AcquisitionFunction):
         self,
         model: Model,
         candidates: Any,
-        delta: float = 0.05,
+        delta: float = DEFAULT_DELTA,
         t: int | None = None,
         posterior_transform: PosteriorTransform | None = None,
         maximize: bool = True,
@@ -495,40 +483,44 @@ class ChainingUCB(AcquisitionFunction):
         """
         rows, shape = candidate_rows(X)
         index = self.store.match(rows)
-        if not calibrate(self.model, "loo").valid:
+        check = calibrate(self.model, "loo")
+        if not check.valid:
             return torch.full(shape, math.inf, dtype=X.dtype, device=X.device)
         base = self._base_step()
-        bounds = self.store.regret_bound(base, index, base.chaining.t)
+        certified = self.store.certified(base)
+        n_obs = num_training_points(self.model)
+        bounds = certified.bounds(
+            index,
+            scale=check.scale,
+            tail=certified.bind(resolve_tail(None, "loo", n_obs)),
+            share=step_delta(self.delta, base.chaining.t),
+            method=certified.methods[0],
+            links="actual",
+            split_delta=False,
+        )["bound"]
         return bounds.to(X).reshape(shape)
 
     @torch.no_grad()
     def certificate(
         self,
         among: Tensor | Sequence[int] | str | None = None,
-        rule: Rule = "min_bound",
-        method: Method | None = None,
-        links: Links = "actual",
-        tail: TailChoice | TailLaw = "auto",
+        options: CertificateOptions | None = None,
         delta: float | None = None,
         t: int | None = None,
-        split_delta: bool = False,
-        schedule: CheckSchedule | None = None,
-        calibration: CalibrationChoice = "loo",
-        alpha: float = 0.01,
-        min_observations: int = LOO_MIN_OBSERVATIONS,
-        scale_level: float | None = DEFAULT_SCALE_LEVEL,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate.
 
-        With probability at least :math:`1 - \delta`, jointly over all steps,
-        :math:`\max_{x^\star \in X} f(x^\star) - f(\texttt{x}) \le
-        \texttt{bound}` (objective units), assuming the model's GP prior and
-        hyperparameters are the true ones. The bound uses the posterior given
-        the observations only, and the covers of the query without pending
-        points. With ``calibration="loo"`` (default) the model's leave-one-out
-        calibration is checked first: the certificate is refused
-        (``valid=False``) or its spread inflated where the data show the model
-        overconfident (:mod:`ax_chaining.certificate.calibration`).
+        With probability at least :math:`1 - \delta`, jointly over all steps
+        (or ``options.schedule``'s checks), :math:`\max_{x^\star \in X}
+        f(x^\star) - f(\texttt{x}) \le \texttt{bound}` (objective units),
+        assuming the model's GP prior and hyperparameters are the true ones.
+        The bound uses the posterior given the observations only, and the
+        covers of the query without pending points (on a tensor, the smaller
+        of the union and the chaining bound by default; on shards, the union
+        bound). Under the default calibration the model's leave-one-out check
+        runs first: the certificate is refused (``valid=False``) or its
+        spread widened where the data show the model overconfident
+        (:mod:`ax_chaining.certificate.calibration`).
 
         Example:
             >>> acqf = ChainingUCB(model, candidates)
@@ -539,58 +531,31 @@ class ChainingUCB(AcquisitionFunction):
             among: The candidates that may be recommended: None (default) for the
                 evaluated ones (training inputs of the model), ``"all"``, a
                 boolean mask of length ``N``, or indices.
-            rule: ``"min_bound"`` (default): the point with the smallest bound;
-                ``"max_mean"``: the point with the largest posterior mean.
-            method: ``"combined"`` (the smaller of the union and the chaining
-                bound; the default on a tensor), ``"union"`` (the default on
-                shards, which compute no other), ``"pairwise"`` or
-                ``"chaining"``.
-            links: ``"actual"`` (default, pseudo-distances along the chain) or
-                ``"radius"`` (the paper's radii).
-            tail: ``"auto"`` (default: under ``calibration="loo"``, Student-t
-                tails, :func:`~ax_chaining.certificate.tails.resolve_tail`),
-                ``"gaussian"``, ``"chernoff"``, ``"student"`` or a
-                :class:`~ax_chaining.certificate.tails.TailLaw`.
+            options: :class:`~ax_chaining.certificate.CertificateOptions`
+                (method, rule, tails, schedule, calibration, ...).
             delta: Confidence parameter; default the acquisition's ``delta``.
             t: Step whose share of ``delta`` is used (default: observations + 1,
                 or the ``t`` given at construction); each step must use its own.
-            split_delta: With ``"combined"``, ``delta / 2`` for each part.
-            schedule: The declared checks over which ``delta`` is spent
-                (:class:`~ax_chaining.certificate.schedule.CheckSchedule`;
-                default every step); a step that is not a check raises.
-            calibration: ``"loo"`` (default), ``"none"`` (true hyperparameters),
-                or a :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
-            alpha: The level of the ``"loo"`` check's tests.
-            min_observations: The fewest observations from which the
-                ``"loo"`` check certifies (fewer: refused).
-            scale_level: The ``"loo"`` check's scale: a level (its upper
-                confidence limit) or None (its point estimate).
 
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.
         """
+        opts = options or CertificateOptions()
         delta = self.delta if delta is None else check_delta(delta)
         base = self._base_step()
-        own_t = base.chaining.t
         share = None
-        if t is None and schedule is not None:
-            share = schedule.share(delta, own_t - 1)
-        t = own_t if t is None else check_int("t", t, 1)
-        return self.store.certificate(
-            base,
+        if t is None and opts.schedule is not None:
+            share = opts.schedule.share(delta, base.chaining.t - 1)
+        t = base.chaining.t if t is None else check_int("t", t, 1)
+        return issue_certificate(
+            self.model,
+            self.store.certified(base),
             self.store.among(among),
-            rule=rule,
-            method=method,
-            links=links,
-            tail=tail,
-            delta=delta,
             t=t,
+            delta=delta,
             share=share,
-            split_delta=split_delta,
-            calibration=calibration,
-            alpha=alpha,
-            min_observations=min_observations,
-            scale_level=scale_level,
+            options=opts,
+            sign=1.0 if self.maximize else -1.0,
         )
 
 
@@ -704,84 +669,31 @@ class TensorCandidates:
         return index
 
     def among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
-        n, device = self.candidates.shape[0], self.candidates.device
+        evaluated = None
         if among is None:
-            mask = evaluated_candidates(
+            evaluated = evaluated_candidates(
                 self.acqf.model, self.candidates, self.given_dtype
             )
-            if not bool(mask.any()):
-                raise ValueError(
-                    "certificate: no candidate is a training input of the model "
-                    f"(candidates given in {self.given_dtype}, compared in the "
-                    f"model's {self.candidates.dtype}), so none is 'evaluated'; "
-                    "pass among='all', a boolean mask or indices of the "
-                    "candidates that may be recommended."
-                )
-            return mask.nonzero().squeeze(-1)
-        if isinstance(among, str):
-            check_choice("among", among, ("all",))
-            return torch.arange(n, device=device)
-        index = as_index("among", among, n, device)
-        if index.numel() == 0:
-            raise ValueError("`among` selects no candidate; expected at least one.")
-        return index
+        return among_index(
+            among, self.candidates.shape[0], evaluated, self.candidates.device
+        )
 
-    def _certified(self, step: ChainingStep) -> Tensor:
-        """The objective's mean (larger is better), with the step's chaining
-        tree built."""
-        if step.tree is None:
-            c = step.chaining
+    def certified(self, base: ChainingStep) -> PosteriorSet:
+        if base.tree is None:
+            c = base.chaining
             # Farthest-first covers recorded the tree's parents as they were
             # built; greedy covers leave them to chaining_tree.
-            step.tree = chaining_tree(
-                step.posterior.distance, c.covers, c.eps, c.bounded, c.parents
+            base.tree = chaining_tree(
+                base.posterior.distance, c.covers, c.eps, c.bounded, c.parents
             )
-        mean = step.posterior.mean.to(torch.float64)
-        return mean if self.acqf.maximize else -mean
-
-    def regret_bound(self, base: ChainingStep, index: Tensor, t: int) -> Tensor:
-        mean = self._certified(base)
-        acqf = self.acqf
-        check = calibrate(acqf.model, "loo")
-        bounds = certificate_bounds(
-            mean / check.scale,
-            base.posterior.distance,
-            index,
-            t=t,
-            delta=acqf.delta,
-            tree=base.tree,
-            tail=bind_tail(
-                resolve_tail("auto", "loo", num_training_points(acqf.model)),
-                base.posterior.distance.variance,
-                self.prior_variance(base.posterior),
-            ),
-            memory_budget=acqf.options.memory_budget,
-        )["bound"]
-        return bounds * check.scale
-
-    def certificate(
-        self, base: ChainingStep, index: Tensor, **options: Any
-    ) -> Certificate:
-        acqf = self.acqf
-        mean = self._certified(base)
-        method = options.pop("method") or "combined"
-        calibration = options.pop("calibration")
-        check = {k: options.pop(k) for k in ("alpha", "min_observations")}
-        return issue_certificate(
-            acqf.model,
-            mean,
-            base.posterior.distance,
-            index,
-            self.candidates,
-            calibration=calibration,
-            scale_level=options.pop("scale_level"),
-            sign=1.0 if acqf.maximize else -1.0,
+        mean = base.posterior.mean.to(torch.float64)
+        return PosteriorSet(
+            mean=mean if self.acqf.maximize else -mean,
+            distance=base.posterior.distance,
+            candidates=self.candidates,
             prior_var=self.prior_variance(base.posterior),
-            method=method,
-            tree=None if method in ("union", "pairwise") else base.tree,
-            memory_budget=acqf.options.memory_budget,
-            **check,
-            **options,
+            tree=base.tree,
+            memory_budget=self.acqf.options.memory_budget,
         )
 
 
@@ -848,7 +760,7 @@ class GPUCB(_UpperConfidenceBound):
         self,
         model: Model,
         num_candidates: int,
-        delta: float = 0.05,
+        delta: float = DEFAULT_DELTA,
         t: int | None = None,
         posterior_transform: PosteriorTransform | None = None,
         maximize: bool = True,
@@ -917,7 +829,7 @@ def construct_inputs_gp_ucb(
     num_candidates: int | None = None,
     candidates: Tensor | None = None,
     posterior_transform: PosteriorTransform | None = None,
-    delta: float = 0.05,
+    delta: float = DEFAULT_DELTA,
     t: int | None = None,
     maximize: bool = True,
     X_pending: Tensor | None = None,

@@ -32,10 +32,11 @@ from ax_chaining.ax.candidates import (
 )
 from ax_chaining.ax.forecasts import residual_calibration
 from ax_chaining.ax.metadata import objective_scale, recorded
-from ax_chaining.certificate.calibration import (
+from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.certify import (
     DEFAULT_SCALE_LEVEL,
     LOO_MIN_OBSERVATIONS,
-    certify_model,
+    CertificateOptions,
 )
 from ax_chaining.certificate.residuals import ResidualCalibration
 from ax_chaining.certificate.schedule import CheckSchedule
@@ -382,10 +383,8 @@ def _certificate(
         fitted.X,
         among=fitted.evaluated if among is None else among,
         delta=delta,
-        schedule=schedule,
+        options=CertificateOptions(schedule=schedule, calibration=calibration, **check),
         posterior_transform=ScalarizedPosteriorTransform(weights=fitted.weights),
-        calibration=calibration,
-        **check,
     )
     parameters = dict(fitted.rows[cert.index])
     model_units = float(cert.bound)

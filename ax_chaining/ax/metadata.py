@@ -2,6 +2,7 @@
 ``gen_metadata[GEN_METADATA_KEY]``, and reading it back from an experiment."""
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -12,13 +13,9 @@ from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCB
-from ax_chaining.certificate.calibration import (
-    DEFAULT_SCALE_LEVEL,
-    LOO_MIN_OBSERVATIONS,
-    certify_model,
-)
-from ax_chaining.certificate.schedule import CheckSchedule
-from ax_chaining.certificate.tails import CalibrationChoice
+from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.certify import CertificateOptions
+from ax_chaining.certificate.schedule import EVERY_STEP
 from ax_chaining.posterior import num_training_points
 
 #: Key of this package's entry in ``GeneratorRun.gen_metadata``.
@@ -59,7 +56,10 @@ def objective_scale(
 
 
 def certificate_record(
-    acquisition: Any, evaluated: Tensor, scale: float | None, **options: Any
+    acquisition: Any,
+    evaluated: Tensor,
+    scale: float | None,
+    options: CertificateOptions,
 ) -> dict[str, Any]:
     """The step's certificate as JSON: the evaluated candidate with the smallest
     bound, from the acquisition's own model, whatever the acquisition.
@@ -67,13 +67,11 @@ def certificate_record(
     ``ChainingUCB`` certifies with its covers (:meth:`ChainingUCB.certificate`);
     any other acquisition with :func:`~ax_chaining.certificate.certify_model` on its
     model. ``bound`` is in the objective's units (None without a single
-    ``scale``), ``bound_model_units`` in Ax's; ``options`` go to the certificate
-    (``delta``, ``schedule``, ``calibration``, ``min_observations``,
-    ``scale_level``).
+    ``scale``), ``bound_model_units`` in Ax's.
     """
     acqf = acquisition.acqf
     if isinstance(acqf, ChainingUCB):
-        cert = acqf.certificate(among=evaluated, **options)
+        cert = acqf.certificate(among=evaluated, options=options)
     else:
         weights = acquisition.objective_weights.reshape(-1)
         transform = ScalarizedPosteriorTransform(
@@ -83,8 +81,8 @@ def certificate_record(
             acqf.model,
             acquisition.candidates,
             among=evaluated,
+            options=options,
             posterior_transform=transform,
-            **options,
         )
     record = cert.as_dict()
     # Lean JSON: every step's record would otherwise grow with the evaluated
@@ -103,26 +101,18 @@ def step_certificate(
     acquisition: Any,
     evaluated: Tensor,
     scale: float | None,
-    schedule: CheckSchedule | None,
-    calibration: CalibrationChoice = "loo",
-    min_observations: int = LOO_MIN_OBSERVATIONS,
-    scale_level: float | None = DEFAULT_SCALE_LEVEL,
+    options: CertificateOptions | None,
 ) -> dict[str, Any] | None:
-    """:func:`certificate_record` when this step is one of ``schedule``'s
+    """:func:`certificate_record` when this step is one of the schedule's
     checks (counted by the model's observations), else None: a step that is
     not a declared check records nothing, so ``delta`` is spent on the checks
-    alone (:mod:`ax_chaining.certificate`); ``schedule=None`` records none.
-    ``calibration``: the certificate's (resolved: residuals, not a name);
-    ``min_observations`` and ``scale_level``: its ``"loo"`` check's."""
+    alone; ``options=None`` records none."""
     n = num_training_points(acquisition.acqf.model) or 0
-    if schedule is None or schedule.index(n) is None:
+    if options is None:
+        return None
+    schedule = options.schedule or EVERY_STEP
+    if schedule.index(n) is None:
         return None
     return certificate_record(
-        acquisition,
-        evaluated,
-        scale,
-        schedule=schedule,
-        calibration=calibration,
-        min_observations=min_observations,
-        scale_level=scale_level,
+        acquisition, evaluated, scale, replace(options, schedule=schedule)
     )

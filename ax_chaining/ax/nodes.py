@@ -59,9 +59,10 @@ from ax_chaining.ax.selection import (
     selectable_candidates,
 )
 from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.certificate.calibration import (
+from ax_chaining.certificate.certify import (
     DEFAULT_SCALE_LEVEL,
     LOO_MIN_OBSERVATIONS,
+    CertificateOptions,
 )
 from ax_chaining.certificate.schedule import EVERY_STEP, CheckSchedule
 from ax_chaining.certificate.tails import Calibration, CalibrationChoice
@@ -638,15 +639,15 @@ class CandidateSetNode(_SpecNode, GenerationNode):
         calibration: CalibrationChoice = self.certificate_calibration
         if calibration in ("forecast", "audit"):
             calibration = residual_calibration(experiment, calibration)
-        return step_certificate(
-            acquisition,
-            among,
-            scale,
-            self.certificate_schedule,
-            calibration,
-            self.certificate_min_observations,
-            self.certificate_scale_level,
+        if self.certificate_schedule is None:
+            return None
+        options = CertificateOptions(
+            schedule=self.certificate_schedule,
+            calibration=calibration,
+            min_observations=self.certificate_min_observations,
+            scale_level=self.certificate_scale_level,
         )
+        return step_certificate(acquisition, among, scale, options)
 
     def _step_record(
         self,

@@ -37,7 +37,7 @@ from ax_chaining.ax.options import (
     checked_scale_level,
     stop_rule_of,
 )
-from ax_chaining.certificate.calibration import (
+from ax_chaining.certificate.certify import (
     DEFAULT_SCALE_LEVEL,
     LOO_MIN_OBSERVATIONS,
 )

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from ax_chaining.certificate.schedule import step_delta
-from ax_chaining.certificate.tails import Tail, TailLaw, tail_sum, upper_quantile
+from ax_chaining.certificate.tails import GAUSSIAN, TailLaw, tail_sum, upper_quantile
 from ax_chaining.checks import check_choice, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 from ax_chaining.level_graph import chunk_rows
@@ -138,7 +138,7 @@ def pairwise_bound(
     dist: Tensor,
     index: Tensor,
     delta_t: float,
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> Tensor:
@@ -157,8 +157,7 @@ def pairwise_bound(
             ``m`` certified points.
         index: ``m`` indices of the certified points.
         delta_t: Failure probability of this step.
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certificate.tails.StudentTail`).
+        tail: The tail law (:mod:`~ax_chaining.certificate.tails`).
         memory_budget: Bytes the temporaries may take (:func:`certified_block`).
 
     Returns:
@@ -184,7 +183,7 @@ def union_bound(
     dist: Tensor,
     index: Tensor,
     delta_t: float,
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     rtol: float = 1e-6,
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
@@ -218,16 +217,13 @@ def union_bound(
         dist: ``m x N`` pseudo-distances :math:`d(x, \cdot)` of the certified points.
         index: ``m`` indices of the certified points.
         delta_t: Failure probability of this step.
-        tail: ``"gaussian"`` (:math:`\bar\Phi`) or ``"chernoff"``
-            (:math:`\min(1, e^{-z_+^2/2})`).
+        tail: The tail law (:mod:`~ax_chaining.certificate.tails`).
         rtol: Relative tolerance of the root search.
         memory_budget: Bytes the temporaries may take (:func:`certified_block`).
 
     Returns:
         ``m`` bounds (float64, at least 0).
     """
-    if isinstance(tail, str):
-        check_choice("tail", tail, get_args(Tail))
     mean, index = _check_rows(mean, dist, index)
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
     largest = _largest(mean.device)
@@ -561,9 +557,7 @@ def _given_parents(
     return parent, torch.where(has_parent, link2, math.inf)
 
 
-def _level_thresholds(
-    num_pairs: Tensor, delta_t: float, tail: Tail | TailLaw
-) -> Tensor:
+def _level_thresholds(num_pairs: Tensor, delta_t: float, tail: TailLaw) -> Tensor:
     """``z_j`` with ``w_j ~ 1/j^2`` (sum 1 over the levels) and ``m_j`` pairs."""
     k = num_pairs.numel()
     j = torch.arange(1, k + 1, dtype=torch.float64, device=num_pairs.device)
@@ -580,7 +574,7 @@ def chaining_bound(
     tree: ChainingTree,
     delta_t: float,
     links: Links = "actual",
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> Tensor:
@@ -609,8 +603,7 @@ def chaining_bound(
         delta_t: Failure probability of this step.
         links: ``"actual"`` (pseudo-distances along the chain, default) or
             ``"radius"`` (radii :math:`\epsilon_{j-1}`, one row per point).
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certificate.tails.StudentTail`).
+        tail: The tail law (:mod:`~ax_chaining.certificate.tails`).
         memory_budget: Bytes the temporaries may take (:func:`certified_block`):
             ``"radius"`` takes blocks of points, ``"actual"`` one point at a
             time over blocks of candidates (its ``K`` levels per candidate).
@@ -725,7 +718,7 @@ def certificate_bounds(
     method: Method = "combined",
     tree: ChainingTree | None = None,
     links: Links = "actual",
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     dist: Tensor | None = None,
     split_delta: bool = False,
     share: float | None = None,
@@ -745,8 +738,7 @@ def certificate_bounds(
             ``"union"``, ``"pairwise"`` or ``"chaining"``.
         tree: The chaining tree (needed for ``"chaining"`` and ``"combined"``).
         links: ``"actual"`` or ``"radius"`` (chaining only).
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certificate.tails.StudentTail`).
+        tail: The tail law (:mod:`~ax_chaining.certificate.tails`).
         dist: The ``m x N`` rows :math:`d(x, \cdot)` (not squared) if already
             computed; default from ``distance``, in its batches of
             ``row_batch`` points.

@@ -69,12 +69,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ax_chaining.certificate.tails import GAUSSIAN, TailLaw
 from ax_chaining.checks import check_choice, check_float, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 
@@ -148,29 +149,24 @@ class RankStatement:
 
 
 def better_probabilities(
-    gap: Tensor, dist: Tensor, tail: Any, tolerance: float = 0.0
+    gap: Tensor, dist: Tensor, tail: TailLaw = GAUSSIAN, tolerance: float = 0.0
 ) -> Tensor:
     r""":math:`p_j = P[f(j) - f(x) > \tau]` from the mean differences ``gap``
     (:math:`m_j`) and their standard deviations ``dist`` (scaled), under
-    ``tail`` (``"gaussian"``, ``"chernoff"`` or a law with ``sf``, bound to
-    the candidates where it depends on them); :math:`1[m_j > \tau]` where the
+    ``tail`` (its :meth:`~ax_chaining.certificate.tails.TailLaw.probability`,
+    bound to the candidates where it depends on them); :math:`1[m_j > \tau]` where the
     deviation is 0.
 
     Example:
         >>> gap = torch.tensor([0.0, 1.0, -1.0], dtype=torch.float64)
         >>> dist = torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)
-        >>> better_probabilities(gap, dist, "gaussian").round(decimals=4)
+        >>> better_probabilities(gap, dist).round(decimals=4)
         tensor([0.0000, 0.8413, 0.1587], dtype=torch.float64)
     """
     gap, dist = gap.to(torch.float64), dist.to(torch.float64)
     pos = dist > 0
     z = (tolerance - gap) / torch.where(pos, dist, torch.ones_like(dist))
-    if isinstance(tail, str):
-        check_choice("tail", tail, ("gaussian", "chernoff"))
-        # Chernoff's bound is one on Gaussian tails: the law is Gaussian.
-        p = torch.special.ndtr(-z)
-    else:
-        p = tail.sf(z.unsqueeze(0)).reshape(-1).to(torch.float64)
+    p = tail.probability(z.unsqueeze(0)).reshape(-1).to(torch.float64)
     return torch.where(pos, p, (gap > tolerance).to(torch.float64))
 
 
@@ -194,13 +190,9 @@ def union_rank_bound(p: Tensor, share: float) -> int:
     return int((m + k).min())
 
 
-def _multivariate_dof(tail: Any) -> float:
+def _multivariate_dof(tail: TailLaw) -> float:
     """The degrees of freedom of the joint draws (``inf``: Gaussian)."""
-    if isinstance(tail, str):
-        return math.inf
-    law = getattr(tail, "law", tail)  # an exploration tail bound to candidates
-    heavy = getattr(law, "heavy", law)
-    dof = getattr(heavy, "dof", None)
+    dof = tail.dof
     if dof is None:
         raise ValueError(
             f"The Monte Carlo rank needs a Gaussian or Student-t tail, got "
@@ -233,7 +225,7 @@ def monte_carlo_rank_bound(
     distance: PseudoDistance,
     index: int,
     share: float,
-    tail: Any,
+    tail: TailLaw,
     *,
     scale: float = 1.0,
     samples: int = 4096,
@@ -288,7 +280,7 @@ def rank_statement(
     distance: PseudoDistance,
     index: int,
     share: float,
-    tail: Any = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     *,
     scale: float = 1.0,
     options: RankOptions | None = None,
@@ -310,8 +302,8 @@ def rank_statement(
         distance: The posterior pseudo-distance :math:`d_t` over the candidates.
         index: The certified candidate.
         share: The check's failure probability (the certificate's ``share``).
-        tail: The bound's tail law (``"gaussian"``, ``"chernoff"``, or a law,
-            bound to the candidates where it depends on them).
+        tail: The bound's tail law (bound to the candidates where it depends
+            on them).
         scale: The calibration's factor on the standard deviations.
         options: Tolerance, route, draws and seed (:class:`RankOptions`).
         memory_budget: Bytes the Monte Carlo route's covariance may take.

@@ -18,7 +18,10 @@ from typing import Literal, get_args
 
 from ax_chaining.checks import check_choice, check_delta, check_float, check_int
 
-__all__ = ["EVERY_STEP", "CheckSchedule", "ScheduleKind", "step_delta"]
+__all__ = ["DEFAULT_DELTA", "EVERY_STEP", "CheckSchedule", "ScheduleKind", "step_delta"]
+
+#: The confidence parameter every certificate and acquisition defaults to.
+DEFAULT_DELTA = 0.05
 
 #: The kinds of :class:`CheckSchedule`.
 ScheduleKind = Literal["every", "every_k", "geometric"]

@@ -1,60 +1,49 @@
 r"""Every tail law of the certificate, in one module.
 
 A certificate bounds, for pairs :math:`(x, x^\star)` fixed by the data, the
-standardized difference :math:`z = (g(x^\star) - g(x)) / d_t(x, x^\star)`. Its
-law (*tail*) gives two numbers: the survival function (``sf``, summed over the
-candidates by the union bound, :func:`tail_sum`) and its inverse (the
-threshold of one pair, :func:`upper_quantile`, used by the pairwise and
-chaining bounds). The laws: ``"gaussian"`` (exact under the model),
-``"chernoff"`` (the paper's :math:`\sqrt{2 \log(1/p)}`), :class:`StudentTail`
-and :class:`ExplorationTail` (Student-t tails, heavier for the candidates the
-data have not reached); :func:`resolve_tail` picks the default (``"auto"``),
-:func:`bind_tail` binds a law to the candidates. Changing how the certificate
-treats tails changes this module alone.
-
-Guarantee: every law here is exact or errs on the safe side (Chernoff's
-thresholds exceed the Gaussian's; ``StudentTail`` evaluates ``sf`` on a grid
-rounded to the larger tail), so a bound built from one is valid whenever the
-law it stands for holds. Which law holds is an assumption (Gaussian under the
-model; the Student-t defaults are heuristics for fitted hyperparameters); see
-the documentation page "The regret certificate" (``docs/certificate.md``).
+standardized difference :math:`z = (g(x^\star) - g(x)) / d_t(x, x^\star)`. A
+tail law (:class:`TailLaw`) gives its survival function ``sf`` (summed over
+the candidates by the union bound, :func:`tail_sum`) and its inverse ``isf``
+(one pair's threshold, :func:`upper_quantile`). Every law here is exact or errs
+on the safe side; which law holds is an assumption (Gaussian under the model,
+the Student-t defaults heuristics for fitted hyperparameters; see the
+documentation page "The regret certificate").
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from typing import Literal, Protocol, get_args
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from ax_chaining.certificate.residuals import ResidualCalibration
-from ax_chaining.checks import check_bool, check_choice, check_float
+from ax_chaining.checks import check_bool, check_choice, check_float, type_error
 from ax_chaining.distances import column_blocks
 
 __all__ = [
     "AUTO_DOF_CAP",
+    "CHERNOFF",
     "EXPLORED_RATIO",
+    "GAUSSIAN",
     "Calibration",
     "CalibrationChoice",
+    "ChernoffTail",
     "ExplorationTail",
+    "GaussianTail",
     "StudentTail",
-    "Tail",
-    "TailChoice",
     "TailLaw",
     "acting_calibration",
     "bind_tail",
+    "check_tail",
     "resolve_tail",
     "tail_sum",
     "upper_quantile",
 ]
 
-#: The named tail laws of the bounds.
-Tail = Literal["gaussian", "chernoff"]
-#: ``tail`` of the certificates: a named law, ``"auto"``, or a :class:`TailLaw`.
-TailChoice = Literal["auto", "gaussian", "chernoff", "student"]
 #: The model check a certificate runs first
 #: (:func:`~ax_chaining.certificate.calibration.calibrate`); it decides the
 #: default tails (:func:`resolve_tail`). ``"forecast"`` and ``"audit"``
@@ -66,57 +55,113 @@ Calibration = Literal["loo", "none", "forecast", "audit"]
 CalibrationChoice = Calibration | ResidualCalibration
 
 
-class TailLaw(Protocol):
-    """The standardized law of one pair's difference, for tails other than the
-    named ones (e.g. :class:`StudentTail`): its survival function and its
-    inverse."""
+class TailLaw:
+    """The standardized law of one pair's difference.
 
-    name: str
+    Attributes:
+        name: Its name in a certificate's record.
+        dof: Degrees of freedom of the joint law the rank statement draws from
+            (``inf``: Gaussian; None: no such law).
+    """
 
-    def sf(self, z: Tensor) -> Tensor: ...
+    name: str = "law"
+    dof: float | None = None
 
-    def isf(self, p: Tensor) -> Tensor: ...
+    def sf(self, z: Tensor) -> Tensor:
+        """:math:`P[Z > z]`, or an upper bound on it."""
+        raise NotImplementedError
+
+    def isf(self, p: Tensor) -> Tensor:
+        """The threshold :math:`z` with :math:`P[Z > z] \\le p`."""
+        raise NotImplementedError
+
+    def probability(self, z: Tensor) -> Tensor:
+        """:math:`P[Z > z]` itself (the rank statement's); ``sf`` by default."""
+        return self.sf(z)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
 
-def upper_quantile(p: Tensor | float, tail: Tail | TailLaw = "gaussian") -> Tensor:
-    r"""Threshold ``z`` with tail probability ``p`` for one standard Gaussian pair.
+class GaussianTail(TailLaw):
+    r"""Standard Gaussian tails, exact under the model:
+    :math:`\bar\Phi(z)` and :math:`\bar\Phi^{-1}(p)`.
 
-    ``"gaussian"``: :math:`z = \bar\Phi^{-1}(p)`, exact; ``"chernoff"``:
-    :math:`z = \sqrt{2 \log(1 / p)}`, from :math:`\bar\Phi(z) \le e^{-z^2/2}`.
+    Example:
+        >>> round(float(GAUSSIAN.isf(torch.tensor(0.025))), 4)
+        1.96
+    """
+
+    name, dof = "gaussian", math.inf
+
+    def sf(self, z: Tensor) -> Tensor:
+        return torch.special.ndtr(-z)
+
+    def isf(self, p: Tensor) -> Tensor:
+        # -ndtri(p) is accurate for tiny p, where 1 - p would round to 1.
+        return -torch.special.ndtri(p)
+
+
+class ChernoffTail(TailLaw):
+    r"""The paper's Chernoff bound on Gaussian tails:
+    :math:`\bar\Phi(z) \le e^{-z^2/2}`, :math:`z = \sqrt{2 \log(1/p)}`
+    (larger thresholds than the Gaussian's); probabilities are Gaussian.
+
+    Example:
+        >>> round(float(CHERNOFF.isf(torch.tensor(0.025))), 4)
+        2.716
+    """
+
+    name, dof = "chernoff", math.inf
+
+    def sf(self, z: Tensor) -> Tensor:
+        return torch.where(z > 0, torch.exp(-0.5 * z.square()), torch.ones_like(z))
+
+    def isf(self, p: Tensor) -> Tensor:
+        return torch.sqrt(-2.0 * torch.log(p))
+
+    def probability(self, z: Tensor) -> Tensor:
+        return torch.special.ndtr(-z)
+
+
+#: The Gaussian and Chernoff laws.
+GAUSSIAN, CHERNOFF = GaussianTail(), ChernoffTail()
+
+
+def check_tail(tail: object, name: str = "tail") -> TailLaw | None:
+    """``tail`` if it is a :class:`TailLaw` or None (the default), else the
+    ``TypeError`` naming ``name``."""
+    if tail is not None and not isinstance(tail, TailLaw):
+        expected = "a TailLaw (GAUSSIAN, CHERNOFF, StudentTail(dof), ...) or None"
+        raise type_error(name, expected, tail)
+    return tail
+
+
+def upper_quantile(p: Tensor | float, tail: TailLaw = GAUSSIAN) -> Tensor:
+    r"""Threshold ``z`` with tail probability ``p`` for one pair (float64).
 
     Args:
         p: Tail probabilities in (0, 1), any shape.
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`StudentTail`).
-
-    Returns:
-        Thresholds, float64.
+        tail: The law.
     """
     p = torch.as_tensor(p, dtype=torch.float64)
     if not bool(((p > 0) & (p < 1)).all()):
         raise ValueError(f"tail probabilities must be in (0, 1), got {p}.")
-    if not isinstance(tail, str):
-        return tail.isf(p)
-    check_choice("tail", tail, get_args(Tail))
-    if tail == "gaussian":
-        # -ndtri(p) is accurate for tiny p, where 1 - p would round to 1.
-        return -torch.special.ndtri(p)
-    return torch.sqrt(-2.0 * torch.log(p))
+    return tail.isf(p)
 
 
-def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: Tail | TailLaw) -> Tensor:
+def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
     r"""The union bound's tail sum :math:`\sum_{x^\star:\, d > 0} P[f(x^\star) -
-    f(x) > b]` (or its Chernoff bound), per row.
+    f(x) > b]` (or its bound), per row.
 
     Summed over the fixed blocks of candidates of
     :func:`~ax_chaining.distances.column_blocks`, then over the blocks in
-    order: a row's sum is then the same whatever rows it is computed with
-    (torch splits one long row's sum over threads, many rows' sums by rows).
+    order, so that a row's sum does not depend on the rows beside it.
 
     Example:
         >>> gap = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
         >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
-        >>> tail_sum(torch.tensor([1.0], dtype=torch.float64), gap, dist, "gaussian")
+        >>> tail_sum(torch.tensor([1.0], dtype=torch.float64), gap, dist, GAUSSIAN)
         tensor([0.5000], dtype=torch.float64)
 
     Args:
@@ -124,42 +169,27 @@ def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: Tail | TailLaw) -> Tens
         gap: ``... x N`` differences of the means :math:`\mu(x^\star) - \mu(x)`.
         dist: ``... x N`` pseudo-distances :math:`d(x, x^\star)` (pairs with
             :math:`d = 0` add nothing).
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (bound to
-            the ``N`` candidates where it depends on them, :func:`bind_tail`).
-
-    Returns:
-        The sums, one per row.
+        tail: The law (bound to the ``N`` candidates where it depends on them,
+            :func:`bind_tail`).
     """
     pos = dist > 0
     z = (b.unsqueeze(-1) - gap) / torch.where(pos, dist, torch.ones_like(dist))
-    if not isinstance(tail, str):
-        term = tail.sf(z)
-    elif tail == "gaussian":
-        term = torch.special.ndtr(-z)
-    else:
-        term = torch.where(z > 0, torch.exp(-0.5 * z.square()), torch.ones_like(z))
-    term = torch.where(pos, term, torch.zeros_like(term))
+    term = torch.where(pos, tail.sf(z), torch.zeros_like(z))
     total = torch.zeros(term.shape[:-1], dtype=term.dtype, device=term.device)
     for a, c in column_blocks(0, term.shape[-1]):
         total += term[..., a:c].sum(dim=-1)
     return total
 
 
-class StudentTail:
-    r"""Student-t tails with ``dof`` degrees of freedom for the certificate.
+class StudentTail(TailLaw):
+    r"""Student-t tails with ``dof`` degrees of freedom.
 
-    :math:`P[T > z]` and its inverse. ``isf`` is SciPy's ``stdtrit`` (exact,
-    float64). ``sf`` is evaluated on a fine grid, rounding ``z`` down to the
-    grid (``exact=False``, default): the grid is uniform in
-    :math:`\operatorname{asinh} z` with step ``h = 1e-3`` over
-    :math:`|z| \le 10^8`, so a term :math:`P[T > z]` is replaced by
-    :math:`P[T > z']` with :math:`z - 1.001\, h \sqrt{1 + z^2} \le z' \le z`: never
-    smaller, so every bound stays valid, and a union bound at most about
-    :math:`h \sqrt{1 + z^2}\, d` larger (0.1% of its ``z`` part at
-    :math:`z \approx 7`). One ``stdtr`` call per grid point and ``dof`` (cached)
-    instead of one per candidate pair and step of the root search: a
-    certificate over 4,200 candidates costs a gather instead of about 10 s.
-    ``exact=True`` calls ``stdtr`` for every term.
+    ``isf`` is SciPy's ``stdtrit`` (exact). ``sf`` rounds ``z`` down to a grid
+    uniform in :math:`\operatorname{asinh} z` with step ``1e-3`` over
+    :math:`|z| \le 10^8` (``exact=False``, default): never smaller than the
+    exact value, so every bound stays valid and a union bound is at most about
+    :math:`10^{-3} \sqrt{1 + z^2}\, d` larger; ``exact=True`` calls ``stdtr``
+    for every term.
 
     Example:
         >>> round(float(StudentTail(5).isf(torch.tensor(0.025))), 4)
@@ -204,27 +234,22 @@ def _student_sf_table(dof: float) -> Tensor:
     return torch.as_tensor(stdtr(dof, -np.sinh(u)), dtype=torch.float64)
 
 
-#: The most degrees of freedom of ``tail="auto"``'s tails for unexplored
-#: candidates (:func:`resolve_tail`): with 12 or more, the certificate was
-#: violated on FreeSolv; with 8 or fewer everywhere, it stayed above 10% of
-#: the range after 60 queries on GP samples.
+#: The most degrees of freedom of the default tails for unexplored candidates
+#: (:func:`resolve_tail`; chosen on the validity benchmark, docs/certificate.md).
 AUTO_DOF_CAP = 10
 #: A candidate whose posterior variance is at most this fraction of its prior
-#: variance counts as explored for ``tail="auto"`` (:func:`resolve_tail`).
+#: variance counts as explored for the default tails (:func:`resolve_tail`).
 EXPLORED_RATIO = 0.5
 
 
-class ExplorationTail:
+class ExplorationTail(TailLaw):
     r"""Student-t tails that depend on how far the data have reached.
 
-    For a candidate :math:`x'` with posterior variance :math:`s_t^2(x')` and
-    prior variance :math:`k(x', x')`, the pair :math:`(x, x')` of the union
-    bound gets Student-t tails with ``light_dof`` degrees of freedom if
-    :math:`s_t^2(x') \le` ``ratio`` :math:`k(x', x')` (explored), else with
-    ``heavy_dof`` (unexplored). ``isf`` is the heavy law's (the larger
-    quantile), so bounds built from quantiles (pairwise, chaining) stay valid
-    for either. Bind it to the candidates' variance ratios with :meth:`bind`
-    before summing tails over them.
+    The pair :math:`(x, x')` of the union bound gets ``light_dof`` degrees of
+    freedom if :math:`s_t^2(x') \le` ``ratio`` :math:`k(x', x')` (explored),
+    else ``heavy_dof``. ``isf`` is the heavy law's (the larger quantile), so
+    quantile bounds stay valid for either. Bind it to the candidates with
+    :func:`bind_tail` before summing tails over them.
 
     Example:
         >>> law = ExplorationTail(heavy_dof=10, light_dof=49)
@@ -250,6 +275,7 @@ class ExplorationTail:
                 f"tails for explored candidates), got {light_dof:g}."
             )
         self.ratio = check_float("ratio", ratio, (lambda v: 0 < v < 1, "in (0, 1)"))
+        self.dof = self.heavy.dof
         self.name = f"student-{self.heavy.dof:g}/{self.light.dof:g}@{self.ratio:g}"
 
     def bind(self, variance_ratio: Tensor) -> _BoundExplorationTail:
@@ -264,12 +290,13 @@ class ExplorationTail:
         return self.heavy.isf(p)
 
 
-class _BoundExplorationTail:
+class _BoundExplorationTail(TailLaw):
     """An :class:`ExplorationTail` over ``N`` candidates: ``sf`` of ``... x N``
     standardized differences takes each column's law."""
 
     def __init__(self, law: ExplorationTail, unexplored: Tensor) -> None:
-        self.law, self.unexplored, self.name = law, unexplored, law.name
+        self.law, self.unexplored = law, unexplored
+        self.name, self.dof = law.name, law.dof
 
     def sf(self, z: Tensor) -> Tensor:
         mask = self.unexplored.to(z.device)
@@ -297,53 +324,37 @@ def acting_calibration(
 
 
 def resolve_tail(
-    tail: TailChoice | TailLaw,
-    calibration: CalibrationChoice,
-    num_observations: int,
-) -> Tail | TailLaw:
-    """The tail law a certificate uses.
+    tail: TailLaw | None, calibration: CalibrationChoice, num_observations: int
+) -> TailLaw:
+    """The tail law a certificate uses: ``tail``, or the default (None).
 
-    ``"auto"`` (the default): when ``calibration="loo"`` (fitted
-    hyperparameters), an :class:`ExplorationTail` with ``n - 1`` degrees of
-    freedom for explored candidates and ``min(n - 1,`` :data:`AUTO_DOF_CAP`
-    ``)`` for the others (at least 1); Gaussian when
-    ``calibration="none"`` (the model taken as true, where Gaussian tails are
-    exact). ``"student"``: Student-t tails with ``n - 1`` degrees of freedom
-    everywhere (the previous default), whatever the calibration. Under a
-    usable :class:`~ax_chaining.certificate.residuals.ResidualCalibration`,
-    ``"auto"`` takes its fitted tails (Student-t with its degrees of freedom,
-    Gaussian for infinitely many).
+    The default under ``calibration="loo"`` (fitted hyperparameters) is an
+    :class:`ExplorationTail` with ``n - 1`` degrees of freedom for explored
+    candidates and ``min(n - 1,`` :data:`AUTO_DOF_CAP` ``)`` for the others
+    (at least 1); under ``"none"`` (the model taken as true) Gaussian; under a
+    usable :class:`~ax_chaining.certificate.residuals.ResidualCalibration`
+    its fitted tails (Student-t, Gaussian for infinitely many).
 
     Example:
-        >>> resolve_tail("auto", "loo", 50).name
+        >>> resolve_tail(None, "loo", 50).name
         'student-10/49@0.5'
-        >>> resolve_tail("student", "loo", 50).dof
-        49.0
     """
-    if not isinstance(tail, str):
+    if check_tail(tail) is not None:
         return tail
-    check_choice("tail", tail, get_args(TailChoice))
     calibration = acting_calibration(calibration)
-    if tail == "auto" and isinstance(calibration, ResidualCalibration):
+    if isinstance(calibration, ResidualCalibration):
         dof = calibration.fit().dof
-        return "gaussian" if math.isinf(dof) else StudentTail(dof)
-    if tail == "auto":
-        if calibration == "none":
-            return "gaussian"
-        light = max(1, num_observations - 1)
-        return ExplorationTail(min(light, AUTO_DOF_CAP), light)
-    if tail == "student":
-        return StudentTail(max(1, num_observations - 1))
-    return tail  # type: ignore[return-value]
+        return GAUSSIAN if math.isinf(dof) else StudentTail(dof)
+    if calibration == "none":
+        return GAUSSIAN
+    light = max(1, num_observations - 1)
+    return ExplorationTail(min(light, AUTO_DOF_CAP), light)
 
 
-def bind_tail(
-    law: Tail | TailLaw, variance: Tensor, prior_var: Tensor
-) -> Tail | TailLaw:
+def bind_tail(law: TailLaw, variance: Tensor, prior_var: Tensor) -> TailLaw:
     """``law``, bound to the candidates' posterior-to-prior variance ratios if
     it is an :class:`ExplorationTail` (``variance``: their posterior variances,
-    ``prior_var``: their prior variances in the same units,
-    :func:`~ax_chaining.posterior.known_prior_variance`)."""
+    ``prior_var``: their prior variances in the same units)."""
     if not isinstance(law, ExplorationTail):
         return law
     prior_var = prior_var.to(variance)

@@ -35,7 +35,7 @@ from ax_chaining.certificate.bounds import (
     certified_block,
     solve_tail_budget,
 )
-from ax_chaining.certificate.tails import Tail, TailLaw, upper_quantile
+from ax_chaining.certificate.tails import GAUSSIAN, TailLaw, upper_quantile
 from ax_chaining.covers import POOL_RATIO2, sample_without_replacement
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.distributed._shard import Left
@@ -252,7 +252,7 @@ def sharded_union_bound(
     mean_rows: Tensor,
     n: int,
     delta_t: float,
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     rtol: float = 1e-6,
     scale: float = 1.0,
     sign: float = 1.0,

@@ -61,7 +61,7 @@ from ax_chaining.ax.options import (
 )
 from ax_chaining.ax.selection import DROPPED, SelectableCandidates
 from ax_chaining.ax.stopping import RegretBoundCriterion
-from ax_chaining.certificate.calibration import (
+from ax_chaining.certificate.certify import (
     DEFAULT_SCALE_LEVEL,
     LOO_MIN_OBSERVATIONS,
 )

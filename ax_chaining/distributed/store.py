@@ -20,11 +20,6 @@ from botorch.exceptions import UnsupportedError
 from torch import Tensor
 
 from ax_chaining.acquisition import DEFAULT_MAX_COVER_SIZE
-from ax_chaining.certificate.bounds import recommend
-from ax_chaining.certificate.calibration import calibrate
-from ax_chaining.certificate.certify import Certificate
-from ax_chaining.certificate.schedule import step_delta
-from ax_chaining.certificate.tails import resolve_tail
 from ax_chaining.chaining import (
     ChainingResult,
     chaining_result,
@@ -52,7 +47,6 @@ from ax_chaining.posterior import (
     ModelFactors,
     library_kernel_parts,
     low_rank_row_batch,
-    num_training_points,
     pending_noise,
     posterior_at,
     row_budgets,
@@ -417,100 +411,10 @@ class ShardedStore:
             raise ValueError("`among` selects no candidate; expected at least one.")
         return index
 
-    def _union(
-        self,
-        base: ShardedStep,
-        idx: list[int],
-        mean_obj: Tensor,
-        scale: float,
-        delta_t: float,
-        law: Any,
-        method: str = "union",
-    ) -> Tensor:
-        """The union (or pairwise) bounds of candidates ``idx`` from the
-        shards, in objective units."""
-        bounds = sharded_union_bound(
-            self.sharded,
-            base.factors.step,
-            self._left_of(base, idx),
-            mean_obj / scale,
-            self.sharded.n,
-            delta_t,
-            tail=law,
-            scale=scale,
-            sign=1.0 if self.acqf.maximize else -1.0,
-            method=method,
-            memory_budget=self.options.memory_budget,
-        )
-        return bounds * scale
+    def certified(self, base: ShardedStep) -> ShardedSet:
+        return ShardedSet(self, base)
 
-    def certificate(
-        self, base: ShardedStep, index: Tensor, **options: Any
-    ) -> Certificate:
-        """The union bound (``method="union"``, the default here, or
-        ``"pairwise"``) from the shards, by the same root search as one
-        machine's: it agrees with one machine's to the search's relative
-        tolerance (``1e-6``), the shards adding in another order."""
-        method = options["method"] or "union"
-        check_choice("method", method, ("union", "pairwise"))
-        calibration = options["calibration"]
-        n_obs = num_training_points(self.model)
-        law = resolve_tail(options["tail"], calibration, n_obs)
-        delta, t, share = options["delta"], options["t"], options["share"]
-        sign = 1.0 if self.acqf.maximize else -1.0
-        check = calibrate(
-            self.model,
-            calibration,
-            options["alpha"],
-            options["min_observations"],
-            options["scale_level"],
-        )
-
-        def run() -> Certificate:
-            idx = index.tolist()
-            vals = self._values_base(base, idx)
-            mean_obj = (sign * vals["mean"]).to(torch.float64)
-            if not check.valid:
-                pos = int(torch.argmax(mean_obj))
-                return Certificate(
-                    index=idx[pos],
-                    x=vals["x"][pos].clone(),
-                    bound=math.inf,
-                    delta=float(delta),
-                    t=int(t),
-                    method="refused",
-                    rule="max_mean",
-                    mean=float(mean_obj[pos]) * sign,
-                    certified=tuple(idx),
-                    valid=False,
-                    reason=check.reason,
-                    checks=dict(check.stats),
-                )
-            share_t = step_delta(delta, t) if share is None else share
-            bounds = self._union(base, idx, mean_obj, check.scale, share_t, law, method)
-            pos = recommend(bounds, torch.arange(len(idx)), mean_obj, options["rule"])
-            return Certificate(
-                index=idx[pos],
-                x=vals["x"][pos].clone(),
-                bound=float(bounds[pos]),
-                delta=float(delta),
-                t=int(t),
-                method=method,
-                rule=options["rule"],
-                links=options["links"],
-                tail=law if isinstance(law, str) else law.name,
-                mean=float(mean_obj[pos]) * sign,
-                components={method: float(bounds[pos])},
-                certified=tuple(idx),
-                bounds=tuple(float(b) for b in bounds.tolist()),
-                split_delta=bool(options["split_delta"]),
-                share=float(share_t),
-                checks=dict(check.stats),
-            )
-
-        return self.sharded.retrying(run)
-
-    def _values_base(self, base: ShardedStep, index: list[int]) -> dict[str, Tensor]:
+    def values_base(self, base: ShardedStep, index: list[int]) -> dict[str, Tensor]:
         """Mean and raw rows at ``index`` under the step without pending
         points (prepared again if the shards hold another)."""
         self._prepare(base)
@@ -522,22 +426,6 @@ class ShardedStore:
                 mean[part["positions"]] = part["mean"]
                 x[part["positions"]] = part["x"].to(x)
         return {"mean": mean, "x": x}
-
-    def regret_bound(self, base: ShardedStep, index: Tensor, t: int) -> Tensor:
-        """The union-bound certificate at candidates ``index`` (its default
-        tails; the caller returns ``inf`` where the ``"loo"`` check refuses)."""
-        check = calibrate(self.model, "loo")
-        law = resolve_tail("auto", "loo", num_training_points(self.model))
-
-        def run() -> Tensor:
-            idx = index.tolist()
-            vals = self._values_base(base, idx)
-            sign = 1.0 if self.acqf.maximize else -1.0
-            mean_obj = (sign * vals["mean"]).to(torch.float64)
-            delta_t = step_delta(self.options.delta, t)
-            return self._union(base, idx, mean_obj, check.scale, delta_t, law)
-
-        return self.sharded.retrying(run)
 
     def match(self, X: Tensor, rtol: float = 1e-9) -> Tensor:
         """Global indices of the candidates equal to the rows of ``X``
@@ -574,3 +462,61 @@ class _SigmaStub:
     def __init__(self, n: int, sigma_min: float) -> None:
         self.n = n
         self.sigma = torch.tensor([sigma_min], dtype=torch.float64)
+
+
+class ShardedSet:
+    """The :class:`~ax_chaining.certificate.certify.CertifiedSet` of sharded
+    candidates: the union (or pairwise) bound from the shards, by the same root
+    search as one machine's; it agrees with one machine's to the search's
+    relative tolerance (``1e-6``), the shards adding in another order. No
+    chaining bound (its tree reads every candidate), and no rank statement.
+    """
+
+    methods = ("union", "pairwise")
+    ranks = False
+
+    def __init__(self, store: ShardedStore, base: ShardedStep) -> None:
+        self.store, self.base = store, base
+        self.n = store.sharded.n
+        self.sign = 1.0 if store.acqf.maximize else -1.0
+        self._values: tuple[list[int], Tensor] | None = None
+
+    def values(self, index: Tensor) -> tuple[Tensor, Tensor]:
+        idx = index.tolist()
+        found = self.store.sharded.retrying(self.store.values_base, self.base, idx)
+        mean = (self.sign * found["mean"]).to(torch.float64)
+        self._values = (idx, mean)
+        return mean, found["x"]
+
+    def bind(self, law: Any) -> Any:
+        return law  # each shard binds it to its own candidates
+
+    def bounds(self, index: Tensor, **options: Any) -> dict[str, Tensor]:
+        idx = index.tolist()
+        if self._values is None or self._values[0] != idx:
+            self.values(index)
+        mean = self._values[1]  # type: ignore[index]
+        scale, method = options["scale"], options["method"]
+        store = self.store
+
+        def run() -> Tensor:
+            store._prepare(self.base)
+            return sharded_union_bound(
+                store.sharded,
+                self.base.factors.step,
+                store._left_of(self.base, idx),
+                mean / scale,
+                self.n,
+                options["share"],
+                tail=options["tail"],
+                scale=scale,
+                sign=self.sign,
+                method=method,
+                memory_budget=store.options.memory_budget,
+            )
+
+        bounds = store.sharded.retrying(run) * scale
+        return {"bound": bounds, method: bounds}
+
+    def rank(self, index: int, **options: Any) -> Any:
+        raise NotImplementedError("sharded candidates give no rank statement")
