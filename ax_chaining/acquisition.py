@@ -674,9 +674,10 @@ class TensorCandidates:
             evaluated = evaluated_candidates(
                 self.acqf.model, self.candidates, self.given_dtype
             )
-        return among_index(
-            among, self.candidates.shape[0], evaluated, self.candidates.device
-        )
+        given, used = self.given_dtype, self.candidates.dtype
+        detail = f" (candidates given in {given}, compared in the model's {used})"
+        n, device = self.candidates.shape[0], self.candidates.device
+        return among_index(among, n, evaluated, device, detail)
 
     def certified(self, base: ChainingStep) -> PosteriorSet:
         if base.tree is None:

@@ -28,7 +28,12 @@ import torch
 
 CASES: dict[str, Callable[[], list[dict[str, Any]]]] = {}
 #: Certificates from 10 observations on, so that the short loops record some.
-FEW = {"certificate_min_observations": 10}
+try:  # the certificate's options as one object, and as keywords before
+    from ax_chaining.certificate import CertificateOptions
+
+    FEW: dict[str, Any] = {"certificate": CertificateOptions(min_observations=10)}
+except ImportError:
+    FEW = {"certificate_min_observations": 10}
 
 
 def case(fn: Callable[[], list[dict[str, Any]]]) -> Callable[[], list[dict]]:
@@ -166,7 +171,13 @@ def _records(client: Any) -> dict[str, Any]:
     from ax_chaining.ax import certificate_history, recommend
 
     history = certificate_history(client)
-    answer = recommend(client, min_observations=10)
+    try:  # the certificate's options as one object, and as keywords before
+        from ax_chaining.certificate import CertificateOptions
+
+        few = {"options": CertificateOptions(min_observations=10)}
+    except ImportError:
+        few = {"min_observations": 10}
+    answer = recommend(client, delta=0.05, **few)
     answer["certificate"] = cert(answer["certificate"])
     return {"history": history, "recommend": answer}
 

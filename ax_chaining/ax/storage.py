@@ -25,13 +25,22 @@ from ax_chaining.ax.nodes import (
     CandidateSetNode,
     SobolCandidateNode,
     UniformCandidateNode,
+    refuse_to_store,
 )
 from ax_chaining.ax.stopping import (
     RankBoundGlobalStoppingStrategy,
-    RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
-from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate import (
+    CertificateOptions,
+    CheckSchedule,
+    ChernoffTail,
+    ExplorationTail,
+    GaussianTail,
+    RankOptions,
+    ResidualCalibration,
+    StudentTail,
+)
 from ax_chaining.checks import type_error
 from ax_chaining.kernels import (
     FeatureTableKernel,
@@ -40,16 +49,27 @@ from ax_chaining.kernels import (
     TanimotoKernel,
 )
 
+#: Dataclasses Ax's JSON stores by their fields.
+_DATACLASSES = (
+    CandidateSetSpec,
+    CertificateOptions,
+    CheckSchedule,
+    RankOptions,
+    ResidualCalibration,
+    GaussianTail,
+    ChernoffTail,
+    StudentTail,
+    ExplorationTail,
+)
+
 
 def _node_to_dict(node: Any) -> dict[str, Any]:
+    if getattr(node, "sharded", None) is not None:
+        return refuse_to_store(node)
     extra = {"candidate_spec": node.candidate_spec}
-    if getattr(node, "stop_rule", None) is not None:
-        extra["stop_rule"] = node.stop_rule
     if isinstance(node, CandidateSetNode):
-        extra["certificate_schedule"] = node.certificate_schedule
-        extra["certificate_calibration"] = node.certificate_calibration
-        extra["certificate_min_observations"] = node.certificate_min_observations
-        extra["certificate_scale_level"] = node.certificate_scale_level
+        extra |= {"stop_tolerance": node.stop_tolerance}
+        extra |= {"certificate": node.certificate}
     return {**generation_node_to_dict(node), **extra}
 
 
@@ -57,9 +77,8 @@ def register_storage() -> None:
     """Register this package's classes with Ax's JSON storage (idempotent).
 
     Importing :mod:`ax_chaining.ax` calls it, as Ax registers its own classes
-    at import; call it again after registering classes of your own. Not a
-    ``RegistryBundle``: the BoTorch classes resolve through Ax's global
-    BoTorch-modular registries, which a bundle does not carry.
+    at import. Not a ``RegistryBundle``: the BoTorch classes resolve through
+    Ax's global BoTorch-modular registries, which a bundle does not carry.
     """
     register_acquisition(CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
@@ -76,12 +95,11 @@ def register_storage() -> None:
         CandidateSetNode: _node_to_dict,
         SobolCandidateNode: _node_to_dict,
         UniformCandidateNode: _node_to_dict,
-        RegretBoundCriterion: transition_criterion_to_dict,
         RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
         RankBoundGlobalStoppingStrategy: transition_criterion_to_dict,
     }
     CORE_ENCODER_REGISTRY.update(encoders)
-    for cls in (CandidateSetSpec, CheckSchedule, *encoders):
+    for cls in (*_DATACLASSES, *encoders):
         CORE_DECODER_REGISTRY[cls.__name__] = cls
 
 

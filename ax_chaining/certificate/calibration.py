@@ -338,15 +338,17 @@ def among_index(
     n: int,
     evaluated: Tensor | None,
     device: torch.device | None = None,
+    detail: str = "",
 ) -> Tensor:
     """Indices of the candidates that may be recommended: the ``evaluated``
-    mask's (None), every candidate (``"all"``), a boolean mask or indices."""
+    mask's (None), every candidate (``"all"``), a boolean mask or indices;
+    ``detail`` adds to the error when none is evaluated."""
     if among is None:
         if evaluated is None or not bool(evaluated.any()):
             raise ValueError(
-                "certificate: no candidate is a training input of the model, so "
-                "none is 'evaluated'; pass among='all', a boolean mask or indices "
-                "of the candidates that may be recommended."
+                f"certificate: no candidate is a training input of the model{detail}"
+                ", so none is 'evaluated'; pass among='all', a boolean mask or "
+                "indices of the candidates that may be recommended."
             )
         return evaluated.nonzero().squeeze(-1)
     if isinstance(among, str):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 import numpy as np
@@ -79,10 +80,8 @@ class TailLaw:
         """:math:`P[Z > z]` itself (the rank statement's); ``sf`` by default."""
         return self.sf(z)
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r})"
 
-
+@dataclass(frozen=True)
 class GaussianTail(TailLaw):
     r"""Standard Gaussian tails, exact under the model:
     :math:`\bar\Phi(z)` and :math:`\bar\Phi^{-1}(p)`.
@@ -102,6 +101,7 @@ class GaussianTail(TailLaw):
         return -torch.special.ndtri(p)
 
 
+@dataclass(frozen=True)
 class ChernoffTail(TailLaw):
     r"""The paper's Chernoff bound on Gaussian tails:
     :math:`\bar\Phi(z) \le e^{-z^2/2}`, :math:`z = \sqrt{2 \log(1/p)}`
@@ -181,6 +181,7 @@ def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
     return total
 
 
+@dataclass(frozen=True)
 class StudentTail(TailLaw):
     r"""Student-t tails with ``dof`` degrees of freedom.
 
@@ -196,14 +197,14 @@ class StudentTail(TailLaw):
         2.5706
     """
 
-    #: Grid step in asinh(z), and the grid's reach.
-    GRID_STEP: float = 1e-3
-    GRID_MAX: float = math.asinh(1e8)
+    dof: float
+    exact: bool = False
 
-    def __init__(self, dof: float, exact: bool = False) -> None:
-        self.dof = check_float("dof", dof, (lambda v: v > 0, "> 0"))
-        self.exact = check_bool("exact", exact)
-        self.name = f"student-{self.dof:g}"
+    def __post_init__(self) -> None:
+        dof = check_float("dof", self.dof, (lambda v: v > 0, "> 0"))
+        object.__setattr__(self, "dof", dof)
+        check_bool("exact", self.exact)
+        object.__setattr__(self, "name", f"student-{dof:g}")
 
     def sf(self, z: Tensor) -> Tensor:
         if self.exact:
@@ -213,7 +214,7 @@ class StudentTail(TailLaw):
             return torch.as_tensor(values, dtype=z.dtype, device=z.device)
         table = _student_sf_table(self.dof).to(device=z.device)
         u = torch.asinh(z.to(torch.float64))
-        k = torch.floor((u + self.GRID_MAX) / self.GRID_STEP)
+        k = torch.floor((u + GRID_MAX) / GRID_STEP)
         k = k.clamp(0, table.numel() - 1).long()
         return table[k].to(z.dtype)
 
@@ -224,12 +225,16 @@ class StudentTail(TailLaw):
         return torch.as_tensor(values, dtype=torch.float64, device=p.device)
 
 
+#: StudentTail's grid step in asinh(z), and the grid's reach.
+GRID_STEP, GRID_MAX = 1e-3, math.asinh(1e8)
+
+
 @functools.lru_cache(maxsize=8)
 def _student_sf_table(dof: float) -> Tensor:
     """:math:`P[T > z_k]` at ``z_k = sinh(-GRID_MAX + k h)`` (see StudentTail)."""
     from scipy.special import stdtr
 
-    h, top = StudentTail.GRID_STEP, StudentTail.GRID_MAX
+    h, top = GRID_STEP, GRID_MAX
     u = np.arange(int(math.ceil(2 * top / h)) + 1) * h - top
     return torch.as_tensor(stdtr(dof, -np.sinh(u)), dtype=torch.float64)
 
@@ -242,6 +247,7 @@ AUTO_DOF_CAP = 10
 EXPLORED_RATIO = 0.5
 
 
+@dataclass(frozen=True)
 class ExplorationTail(TailLaw):
     r"""Student-t tails that depend on how far the data have reached.
 
@@ -264,19 +270,22 @@ class ExplorationTail(TailLaw):
         ratio: The variance ratio up to which a candidate is explored.
     """
 
-    def __init__(
-        self, heavy_dof: float, light_dof: float, ratio: float = EXPLORED_RATIO
-    ) -> None:
-        self.heavy = StudentTail(heavy_dof)
-        self.light = StudentTail(light_dof)
-        if self.light.dof < self.heavy.dof:
+    heavy_dof: float
+    light_dof: float
+    ratio: float = EXPLORED_RATIO
+
+    def __post_init__(self) -> None:
+        heavy, light = StudentTail(self.heavy_dof), StudentTail(self.light_dof)
+        if light.dof < heavy.dof:
             raise ValueError(
-                f"`light_dof` must be at least `heavy_dof`={heavy_dof:g} (lighter "
-                f"tails for explored candidates), got {light_dof:g}."
+                f"`light_dof` must be at least `heavy_dof`={heavy.dof:g} (lighter "
+                f"tails for explored candidates), got {light.dof:g}."
             )
-        self.ratio = check_float("ratio", ratio, (lambda v: 0 < v < 1, "in (0, 1)"))
-        self.dof = self.heavy.dof
-        self.name = f"student-{self.heavy.dof:g}/{self.light.dof:g}@{self.ratio:g}"
+        ratio = check_float("ratio", self.ratio, (lambda v: 0 < v < 1, "in (0, 1)"))
+        name = f"student-{heavy.dof:g}/{light.dof:g}@{ratio:g}"
+        values = {"heavy": heavy, "light": light, "ratio": ratio, "dof": heavy.dof}
+        for key, value in {**values, "name": name}.items():
+            object.__setattr__(self, key, value)
 
     def bind(self, variance_ratio: Tensor) -> _BoundExplorationTail:
         """The law over candidates with these posterior-to-prior variance ratios."""
