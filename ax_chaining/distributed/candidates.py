@@ -1,19 +1,11 @@
 r"""Candidates sharded over a Dask cluster: :class:`ShardedCandidates`.
 
-The candidates are split into contiguous shards, one or more per worker, each
-starting at a multiple of :data:`~ax_chaining.distances.COLUMN_BLOCK` (so that
-every product over a shard's candidates is the one a single machine computes
-for them, bit for bit). A shard is a :class:`~ax_chaining.distributed._shard.Shard`
-held by a Dask *actor* on its worker (``backend="actors"``, the default), or
-the result of a task pinned to its worker, whose methods run as further pinned
-tasks (``backend="futures"``). Both were timed on a ``LocalCluster``; actors
-were faster (see ``docs/distributed.md``): a method call on an actor goes from
-the client to the worker directly, a task goes through the scheduler.
-
-Every call carries the step's number; a shard that does not hold that step
-(lost and rebuilt, or recomputed elsewhere by the scheduler) refuses, so a
-lost worker gives :class:`ShardLostError` (or a retried step), never a
-silently wrong answer.
+Contiguous shards, each starting at a multiple of
+:data:`~ax_chaining.distances.COLUMN_BLOCK` (so that every product over a
+shard's candidates is one machine's, bit for bit), each held by a Dask actor
+on its worker. Every call names its step, and a shard that does not hold it
+(lost and rebuilt) refuses: a lost worker gives :class:`ShardLostError` or a
+retried step, never a silently wrong answer.
 """
 
 from __future__ import annotations
@@ -25,29 +17,25 @@ import time
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ax_chaining.checks import check_choice, check_int, type_error
+from ax_chaining.checks import check_int, type_error
 from ax_chaining.distances import COLUMN_BLOCK
 from ax_chaining.distributed._shard import Left, Shard, StaleShardError, StepFactors
 from ax_chaining.distributed.store import ShardedStore
 from ax_chaining.kernels.fingerprints import PackedFingerprints
 
 __all__ = [
-    "Backend",
     "cluster_workers",
     "ShardLostError",
     "ShardedCandidates",
     "check_sharded",
     "shard_bounds",
 ]
-
-Backend = Literal["actors", "futures", "local"]
-
 
 class ShardLostError(RuntimeError):
     """A shard's worker left the cluster (or its state was lost) during a call."""
@@ -71,10 +59,6 @@ def shard_bounds(n: int, parts: int, block: int = COLUMN_BLOCK) -> list[int]:
     if out[-1] < n:
         out.append(n)
     return out
-
-
-def _invoke(shard: Shard, method: str, args: tuple) -> Any:
-    return getattr(shard, method)(*args)
 
 
 def cluster_workers(client: Any) -> list[str]:
@@ -109,8 +93,7 @@ class ShardedCandidates:
         >>> cert = acqf.certificate()
 
     Args:
-        client: A ``distributed.Client``; None keeps the shards in this
-            process (``backend="local"``: the same code without a cluster).
+        client: A ``distributed.Client``.
         candidates: An ``N x d`` tensor, a
             :class:`~ax_chaining.kernels.PackedFingerprints` library, or the
             path of a library saved with ``PackedFingerprints.save`` (each
@@ -121,7 +104,6 @@ class ShardedCandidates:
         normalized_inputs: Library only: candidates in Ax's unit-cube
             normalization of an item index, as ``TanimotoKernel(...,
             normalized_inputs=True)`` expects.
-        backend: ``"actors"`` (default), ``"futures"`` or ``"local"``.
         retries: Times a step interrupted by a lost worker is run again once
             the lost shards are rebuilt on the remaining workers (0: raise
             :class:`ShardLostError`).
@@ -142,17 +124,13 @@ class ShardedCandidates:
         *,
         workers: Sequence[str] | None = None,
         normalized_inputs: bool = False,
-        backend: Backend = "actors",
         retries: int = 1,
         batch_size: int | None = None,
         timeout: float = 60.0,
     ) -> None:
-        check_choice("backend", backend, ("actors", "futures", "local"))
-        if client is None:
-            backend = "local"
-        elif backend == "local":
-            raise ValueError("`backend`='local' needs `client`=None.")
-        self.client, self.backend = client, backend
+        if not callable(getattr(client, "submit", None)):
+            raise type_error("client", "a distributed.Client", client)
+        self.client = client
         self.retries = check_int("retries", retries, 0)
         self.batch_size = (
             None if batch_size is None else check_int("batch_size", batch_size, 1)
@@ -162,18 +140,15 @@ class ShardedCandidates:
         self._lock = threading.Lock()
         self._source = self._check_source(candidates)
         self.stats_reset()
-        if backend == "local":
-            addresses = ["local"] * (len(workers) if workers else 2)
-        else:
-            known = cluster_workers(client)
-            addresses = list(workers) if workers else known
-            if unknown := sorted(set(addresses) - set(known)):
-                raise ValueError(
-                    f"`workers` names {unknown}, not workers of the cluster "
-                    f"{sorted(known)}."
-                )
-            if not addresses:
-                raise ValueError("`client` has no worker; start some first.")
+        known = cluster_workers(client)
+        addresses = list(workers) if workers else known
+        if unknown := sorted(set(addresses) - set(known)):
+            raise ValueError(
+                f"`workers` names {unknown}, not workers of the cluster "
+                f"{sorted(known)}."
+            )
+        if not addresses:
+            raise ValueError("`client` has no worker; start some first.")
         self.bounds = shard_bounds(self.n, len(addresses))
         self.starts = self.bounds[:-1]
         self.sizes = [b - a for a, b in zip(self.bounds, self.bounds[1:], strict=False)]
@@ -228,18 +203,14 @@ class ShardedCandidates:
         """Create shard ``s`` on ``worker``; its handle."""
         a, b = self.bounds[s], self.bounds[s + 1]
         kw = self._shard_kwargs(s)
-        if self.backend == "local":
-            return Shard(a, b, self.n, **kw)
         data = {k: v for k, v in kw.items() if k in ("candidates", "library_words")}
         if data:  # large arrays travel once, straight to their worker
             for k, v in data.items():
                 kw[k] = self.client.scatter(v, workers=[worker], direct=True)
             self.bytes_placed += sum(_size(v) for v in data.values())
         opts = {"workers": [worker], "allow_other_workers": False, "pure": False}
-        if self.backend == "actors":
-            future = self.client.submit(Shard, a, b, self.n, actor=True, **kw, **opts)
-            return future.result(timeout=self.timeout)
-        return self.client.submit(Shard, a, b, self.n, **kw, **opts)
+        future = self.client.submit(Shard, a, b, self.n, actor=True, **kw, **opts)
+        return future.result(timeout=self.timeout)
 
     # ------------------------------------------------------------------ calls
     @property
@@ -250,10 +221,7 @@ class ShardedCandidates:
         return self.n
 
     def __repr__(self) -> str:
-        return (
-            f"ShardedCandidates(N={self.n}, d={self.d}, shards={self.num_shards}, "
-            f"backend={self.backend!r})"
-        )
+        return f"ShardedCandidates(N={self.n}, d={self.d}, shards={self.num_shards})"
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ShardedCandidates:
         # A handle on live shards: Ax deep-copies its options; share it.
@@ -312,33 +280,11 @@ class ShardedCandidates:
         return out
 
     def _dispatch(self, method: str, which: list[int], per: list[tuple]) -> list[Any]:
-        if self.backend == "local":
-            return [
-                getattr(self._handles[s], method)(*a)
-                for s, a in zip(which, per, strict=True)
-            ]
-        if self.backend == "actors":
-            futures = [
-                getattr(self._handles[s], method)(*a)
-                for s, a in zip(which, per, strict=True)
-            ]
-            out = []
-            for s, f in zip(which, futures, strict=True):
-                out.append(self._wait_actor(s, f))
-            return out
         futures = [
-            self.client.submit(
-                _invoke,
-                self._handles[s],
-                method,
-                a,
-                workers=[self.workers[s]],
-                allow_other_workers=False,
-                pure=False,
-            )
+            getattr(self._handles[s], method)(*a)
             for s, a in zip(which, per, strict=True)
         ]
-        return self.client.gather(futures)
+        return [self._wait_actor(s, f) for s, f in zip(which, futures, strict=True)]
 
     def _wait_actor(self, s: int, future: Any) -> Any:
         """An actor call's result, checking the worker while it waits."""
@@ -352,23 +298,12 @@ class ShardedCandidates:
                 raise
 
     def _alive(self) -> set[str]:
-        if self.backend == "local":
-            return {"local"}
         return set(cluster_workers(self.client))
 
     def _lost(self, which: list[int]) -> list[int]:
-        """The shards among ``which`` whose worker left, or whose state is gone."""
-        if self.backend == "local":
-            return []
+        """The shards among ``which`` whose worker left."""
         alive = self._alive()
-        lost = [s for s in which if self.workers[s] not in alive]
-        if self.backend == "futures":
-            lost += [
-                s
-                for s in which
-                if s not in lost and self._handles[s].status != "finished"
-            ]
-        return lost
+        return [s for s in which if self.workers[s] not in alive]
 
     def _lost_message(self, lost: list[int], method: str) -> str:
         parts = ", ".join(
