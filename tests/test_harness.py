@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from ax_chaining.test_functions.harness import expected_best_of_uniform
+from benchmarks.harness_bench import expected_best_of_uniform
 from benchmarks import harness_bench
 from benchmarks.__main__ import main
 
