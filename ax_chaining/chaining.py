@@ -31,6 +31,10 @@ Deviations from the paper, each a switch:
   to training points) would mean infinitely many levels. The engine uses
   :math:`\max(\sigma_t^{\min}, \texttt{sigma\_floor} \cdot s)`; levels below the
   floor change the bonus by less than their geometric tail.
+* At least one level: where :math:`\sigma_t^{\min} \ge 2s` (a ``scale`` below
+  half every standard deviation, outside the paper's :math:`\sigma \le s`) the
+  formula gives :math:`L = 0`; level 1 is built anyway, so the result keeps a
+  cover and a chaining tree, and the bonus is the paper's empty sum (0).
 * ``cover="farthest_first"``: nested covers from one farthest-first traversal,
   with ``max_cover_size``; a level whose cover would be larger uses the valid
   bound :math:`|T_i| \le N` (taking :math:`T_i = X`) in :math:`H_i`.
@@ -99,7 +103,8 @@ def num_levels(sigma_min: float, scale: float) -> int:
 
     Computed with exact comparisons of :math:`s\,2^{1-i}` against
     :math:`\sigma^{\min}`, so exact powers of two are not pushed one level off by
-    the round-off of a logarithm. ``L = 0`` when :math:`\sigma^{\min} \ge 2 s`.
+    the round-off of a logarithm. ``L = 0`` when :math:`\sigma^{\min} \ge 2 s`
+    (the engine then still builds level 1; see :func:`level_radii`).
     """
     if not sigma_min > 0:
         raise ValueError(
@@ -453,14 +458,14 @@ def level_radii(
 ) -> tuple[float, list[float]]:
     r""":math:`\sigma^{\min}_{\text{used}} = \max(\sigma^{\min},
     \texttt{sigma\_floor} \cdot s)` and the radii :math:`\epsilon_i = s\,2^{1-i}`
-    of its :func:`num_levels` levels."""
+    of its :func:`num_levels` levels, at least one."""
     sigma_min_used = max(sigma_min, sigma_floor * scale)
     if sigma_min_used <= 0:
         raise ValueError(
             "The smallest posterior standard deviation over the candidates is 0, "
             "which needs infinitely many levels; pass sigma_floor > 0."
         )
-    num = num_levels(sigma_min_used, scale)
+    num = max(1, num_levels(sigma_min_used, scale))
     return sigma_min_used, [scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
 
 
@@ -555,8 +560,12 @@ def reuse_covers(
             f"distance has N={distance.n} candidates, base covers N={base.n}."
         )
     sigma_min = float(distance.sigma.min())
-    sigma_min_used = max(sigma_min, _floor(base))
-    num = num_levels(sigma_min_used, base.scale)
+    if "sigma_floor" not in base.info:
+        raise ValueError(
+            "base has no info['sigma_floor']; pass covers built by chaining_covers."
+        )
+    sigma_min_used, eps = level_radii(sigma_min, base.scale, base.info["sigma_floor"])
+    num = len(eps)
     device = base.eps.device
     covers = list(base.covers[:num])
     sizes = base.cover_sizes[:num].tolist()
@@ -566,7 +575,6 @@ def reuse_covers(
         covers.append(everything)
         sizes.append(base.n)
         bounded.append(True)
-    eps = [base.scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
     eps_t, sizes_t, H = _terms(eps, sizes, t, base.delta, base.h_radius, device)
     return ChainingResult(
         eps=eps_t,
@@ -584,16 +592,6 @@ def reuse_covers(
         cover_method=base.cover_method,
         info={**base.info, "covers_from": "reused"},
     )
-
-
-def _floor(result: ChainingResult) -> float:
-    r"""The floor :math:`\texttt{sigma\_floor} \cdot s` that ``result`` used."""
-    floor = result.info.get("sigma_floor")
-    if floor is None:
-        raise ValueError(
-            "base has no info['sigma_floor']; pass covers built by chaining_covers."
-        )
-    return float(floor) * result.scale
 
 
 #: A coarse level is covered by the lazy greedy (its degrees kept, its edges
