@@ -589,12 +589,7 @@ class _FingerprintKernel(Kernel):
                         "without `library`."
                     )
         elif self.active_dims is None and x2 is not None:
-            if x1.shape[-1] != x2.shape[-1]:
-                raise ValueError(
-                    f"{name} inputs `x1` and `x2` must have the same fingerprint "
-                    f"width (last dimension), got {x1.shape[-1]} and "
-                    f"{x2.shape[-1]}."
-                )
+            _same_width(name, x1, x2)
         return super().__call__(x1, x2, diag, last_dim_is_batch, **params)
 
     def _features(self, x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
@@ -606,11 +601,7 @@ class _FingerprintKernel(Kernel):
                     f"{name} input `{arg}` must be `... x n x m` fingerprints with "
                     f"m >= 1 bits, got shape {tuple(x.shape)}."
                 )
-        if x1.shape[-1] != x2.shape[-1]:
-            raise ValueError(
-                f"{name} inputs `x1` and `x2` must have the same fingerprint width "
-                f"(last dimension), got {x1.shape[-1]} and {x2.shape[-1]}."
-            )
+        _same_width(name, x1, x2)
         dtype = x1.dtype if x1.is_floating_point() else torch.get_default_dtype()
         x1, x2 = x1.to(dtype), x2.to(dtype)
         if self.validate:
@@ -662,17 +653,10 @@ class TanimotoKernel(_FingerprintKernel):
         **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`.
 
     Example:
-        >>> import torch
-        >>> from botorch.models import SingleTaskGP
-        >>> from gpytorch.kernels import ScaleKernel
-        >>> bits = torch.tensor(
-        ...     [[1, 1, 0, 0], [1, 0, 1, 0], [0, 1, 1, 1]], dtype=torch.float64
-        ... )
+        >>> bits = torch.tensor([[1.0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 1, 1]])
         >>> TanimotoKernel()(bits[:1], bits).to_dense()
-        tensor([[1.0000, 0.3333, 0.2500]], dtype=torch.float64)
-        >>> train_Y = torch.tensor([[0.1], [0.3], [-0.2]], dtype=torch.float64)
-        >>> covar_module = ScaleKernel(TanimotoKernel())
-        >>> model = SingleTaskGP(bits, train_Y, covar_module=covar_module)
+        tensor([[1.0000, 0.3333, 0.2500]])
+        >>> model = SingleTaskGP(bits, Y, covar_module=ScaleKernel(TanimotoKernel()))
         >>> key = register_fingerprints(bits)  # library mode, over item indices
         >>> kernel = TanimotoKernel(library=key)
         >>> kernel(torch.tensor([[0.0]]), torch.tensor([[1.0], [2.0]])).to_dense()
@@ -840,6 +824,14 @@ def registered_fingerprints(key: str) -> PackedFingerprints:
     """The library registered under ``key`` (:func:`register_fingerprints`);
     ``ValueError`` if none with that content is registered in this process."""
     return _LIBRARIES.get(key)
+
+
+def _same_width(name: str, x1: Tensor, x2: Tensor) -> None:
+    if x1.shape[-1] != x2.shape[-1]:
+        raise ValueError(
+            f"{name} inputs `x1` and `x2` must have the same fingerprint width "
+            f"(last dimension), got {x1.shape[-1]} and {x2.shape[-1]}."
+        )
 
 
 def _npy_path(path: str | os.PathLike) -> Path:

@@ -67,23 +67,11 @@ class PrecomputedKernel(Kernel):
             ``batch_shape``: the Gram is shared by all batches).
 
     Example:
-        >>> import torch
-        >>> from gpytorch.kernels import ScaleKernel
-        >>> from botorch.models import SingleTaskGP
-        >>> gram = torch.tensor(
-        ...     [[1.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 1.0]],
-        ...     dtype=torch.float64,
-        ... )
+        >>> gram = torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
         >>> kernel = PrecomputedKernel(gram)
-        >>> x = torch.tensor([[0.0], [2.0]], dtype=torch.float64)
-        >>> kernel(x, x).to_dense()
-        tensor([[1., 0.],
-                [0., 1.]], dtype=torch.float64)
-        >>> train_X = torch.arange(3, dtype=torch.float64).unsqueeze(-1)
-        >>> train_Y = torch.tensor([[0.1], [0.3], [-0.2]], dtype=torch.float64)
-        >>> model = SingleTaskGP(
-        ...     train_X, train_Y, covar_module=ScaleKernel(kernel)
-        ... )
+        >>> kernel(torch.tensor([[0.0]]), torch.tensor([[0.0], [1.0]])).to_dense()
+        tensor([[1.0000, 0.5000]])
+        >>> model = SingleTaskGP(train_X, train_Y, covar_module=ScaleKernel(kernel))
     """
 
     has_lengthscale = False

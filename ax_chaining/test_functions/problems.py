@@ -199,16 +199,14 @@ def grid_problem(side: int = 30, seed: int = 0) -> tuple[Tensor, Tensor]:
         >>> X.shape, f.shape
         (torch.Size([25, 2]), torch.Size([25]))
     """
-    axis = torch.linspace(0.0, 6.0, side, dtype=torch.float64)
+    axis = torch.linspace(0.0, 6.0, side, dtype=_DTYPE)
     X = torch.cartesian_prod(axis, axis)
-    K = torch.exp(
-        -0.5 * torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist").square()
-    )
-    L = torch.linalg.cholesky(K + 1e-10 * torch.eye(X.shape[0], dtype=torch.float64))
+    K = _se_gram(X, lengthscale=1.0)
+    K.diagonal().add_(1e-10)
     z = torch.randn(
-        X.shape[0], generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+        X.shape[0], generator=torch.Generator().manual_seed(seed), dtype=_DTYPE
     )
-    return X, L @ z
+    return X, torch.linalg.cholesky(K) @ z
 
 
 def _cholesky_sample(K: Tensor, z: Tensor) -> tuple[Tensor, float]:
