@@ -213,7 +213,6 @@ def low_rank_rows(
 class DenseDistance(PseudoDistance):
     r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`.
 
-
     Example:
         >>> cov = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
         >>> DenseDistance(cov).rows(torch.tensor([0]))

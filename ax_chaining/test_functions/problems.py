@@ -242,10 +242,6 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "ax_chaining"
 
 
-def _se_cache_path(cache_dir: Path, n: int, seed: int) -> Path:
-    return cache_dir / f"se_problem_v{_SE_CACHE_VERSION}_n{n}_seed{seed}.pt"
-
-
 def _load_se_cache(path: Path, n: int, seed: int) -> tuple[Tensor, Tensor, dict]:
     """A cached SE sample, validated; raises on any inconsistency."""
     data = torch.load(path, map_location="cpu", weights_only=True)
@@ -268,10 +264,6 @@ def _load_se_cache(path: Path, n: int, seed: int) -> tuple[Tensor, Tensor, dict]
     if not ok:
         raise ValueError("cache content does not match (n, seed)")
     return X, f, info
-
-
-def _save_atomic(obj: dict, path: Path) -> None:
-    write_atomic(path, lambda fh: torch.save(obj, fh), binary=True)
 
 
 def _sample_se(n: int, seed: int) -> tuple[Tensor, Tensor, dict]:
@@ -323,12 +315,10 @@ def se_problem(
         (torch.Size([200, 2]), torch.Size([200]))
     """
     n, seed = check_int("n", n, 1), check_int("seed", seed, 0)
-    loaded = None
-    path = None
+    loaded = path = None
     if use_cache:
-        path = _se_cache_path(
-            Path(cache_dir) if cache_dir is not None else default_cache_dir(), n, seed
-        )
+        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        path = folder / f"se_problem_v{_SE_CACHE_VERSION}_n{n}_seed{seed}.pt"
         if path.exists():
             try:
                 loaded = _load_se_cache(path, n, seed)
@@ -342,16 +332,10 @@ def se_problem(
     if loaded is None:
         X, f, info = _sample_se(n, seed)
         if path is not None:
+            obj = {"version": _SE_CACHE_VERSION, "X": X, "f": f}
+            obj["info"] = json.dumps(info)
             try:
-                _save_atomic(
-                    {
-                        "version": _SE_CACHE_VERSION,
-                        "X": X,
-                        "f": f,
-                        "info": json.dumps(info),
-                    },
-                    path,
-                )
+                write_atomic(path, lambda fh: torch.save(obj, fh), binary=True)
             except OSError as e:
                 warnings.warn(
                     f"Could not write SE problem cache file {path} ({e!r}).",
@@ -361,13 +345,7 @@ def se_problem(
     else:
         X, f, info = loaded
     return DiscreteProblem(
-        name="se",
-        X=X,
-        f=f,
-        noise_std=DEFAULT_NOISE_STD,
-        covar_module=fixed_se_kernel(1.0, 1.0),
-        learn_hyperparameters=False,
-        info=info,
+        "se", X, f, covar_module=fixed_se_kernel(1.0, 1.0), info=info
     )
 
 
@@ -442,15 +420,7 @@ def himmelblau_problem(n: int = 10_000, seed: int = 0) -> DiscreteProblem:
         "kernel": "isotropic SE, bandwidth learned by marginal likelihood",
         "noise_std": DEFAULT_NOISE_STD,
     }
-    return DiscreteProblem(
-        name="himmelblau",
-        X=X,
-        f=f,
-        noise_std=DEFAULT_NOISE_STD,
-        covar_module=None,
-        learn_hyperparameters=True,
-        info=info,
-    )
+    return DiscreteProblem("himmelblau", X, f, learn_hyperparameters=True, info=info)
 
 
 def fit_isotropic_se_lengthscale(
@@ -669,9 +639,7 @@ def graph_problem(
         name="graph",
         X=torch.arange(n, dtype=_DTYPE).unsqueeze(-1),
         f=f,
-        noise_std=DEFAULT_NOISE_STD,
         covar_module=PrecomputedKernel(gram),
-        learn_hyperparameters=False,
         info=info,
         features=Phi,
         graph_num_nodes=num_nodes,
@@ -711,12 +679,5 @@ def toy_1d_problem(
         "jitter": jitter,
         "noise_std": DEFAULT_NOISE_STD,
     }
-    return DiscreteProblem(
-        name="toy_1d",
-        X=X,
-        f=f,
-        noise_std=DEFAULT_NOISE_STD,
-        covar_module=fixed_se_kernel(float(lengthscale), 1.0),
-        learn_hyperparameters=False,
-        info=info,
-    )
+    kernel = fixed_se_kernel(float(lengthscale), 1.0)
+    return DiscreteProblem("toy_1d", X, f, covar_module=kernel, info=info)
