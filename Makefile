@@ -24,7 +24,9 @@ demo: $(STAMP)
 ## Lint, then the test suite but for the tests marked slow. pytest's exit 5
 ## (no tests ran) fails too. The suite builds the documentation site with
 ## `mkdocs build --strict` into a temporary folder (tests/test_docs.py), so a
-## broken link fails `make test`.
+## broken link fails `make test`. Hypothesis draws the same examples on every
+## run (profile "fixed", here and in CI); `HYPOTHESIS_PROFILE=random make test`
+## draws new ones (tests/conftest.py).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -m "not slow" --durations=15; rc=$$?; \

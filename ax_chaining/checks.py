@@ -1,10 +1,6 @@
-"""The one place for argument checks: each error names the argument, what it got
-and what it expected. Also the index helpers every layer shares: a mask or
-indices as sorted indices (:func:`as_index`), and points matched to the rows of
-a table (:func:`match_rows`; a table split in parts, as sharded candidates are,
-matches with its two halves :func:`nearest_rows` and :func:`match_tolerance`).
-Imports torch and numpy only (pandas on demand).
-"""
+"""The one place for argument checks (each error names the argument, what it got
+and what it expected), and the index helpers every layer shares. Imports torch
+and numpy only (pandas on demand)."""
 
 from __future__ import annotations
 
@@ -35,11 +31,17 @@ __all__ = [
 
 
 def type_error(name: str, expected: str, value: Any) -> TypeError:
+    """The ``TypeError`` for argument ``name``: what it must be, what it got."""
     return TypeError(f"`{name}` must be {expected}, got {type(value).__name__}.")
 
 
 def check_int(name: str, value: Any, low: int | None = None) -> int:
-    """``value`` as an int (bools and floats are refused), at least ``low``."""
+    """``value`` as an int (bools and floats are refused), at least ``low``.
+
+    Example:
+        >>> check_int("t", 3, low=1)
+        3
+    """
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise type_error(name, "an int", value)
     if low is not None and value < low:
@@ -60,7 +62,12 @@ def check_float(
     rule: tuple[Callable[[float], bool], str],
     kind: str = "a float",
 ) -> float:
-    """``value`` as a finite float; ``rule`` is (test, what the test expects)."""
+    """``value`` as a finite float; ``rule`` is (test, what the test expects).
+
+    Example:
+        >>> check_float("scale", 2, (lambda v: v > 0, "finite and > 0"))
+        2.0
+    """
     if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
         raise type_error(name, kind, value)
     ok, expected = rule
@@ -104,8 +111,12 @@ def as_index(
     name: str, value: Any, n: int, device: torch.device | None = None
 ) -> Tensor:
     """A boolean mask of length ``n`` or integer indices into ``0..n-1`` (None:
-    all of them), as a sorted tensor of unique indices (so that ties go to the
-    lowest index)."""
+    all of them), as a sorted tensor of unique indices.
+
+    Example:
+        >>> as_index("points", torch.tensor([True, False, True]), 3)
+        tensor([0, 2])
+    """
     if value is None:
         return torch.arange(n, device=device)
     value = torch.as_tensor(value, device=device)
@@ -128,12 +139,9 @@ def as_index(
 
 def nearest_rows(X: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     """For each row of ``X``, the Euclidean distance to the nearest row of
-    ``rows`` (at least one) and that row's index (the first among ties).
-
-    Compared in ``rows``' dtype, exactly (no matrix-product shortcut), a block
-    of 4096 points at a time: the comparison of :func:`match_rows`, which
-    each part of a table split in parts makes on its own rows.
-    """
+    ``rows`` (at least one) and that row's index (the first among ties), in
+    ``rows``' dtype without a matrix-product shortcut: :func:`match_rows`'s
+    comparison, which each part of a split table makes on its rows."""
     X = X.detach().reshape(-1, rows.shape[-1]).to(rows)
     parts = [
         torch.cdist(
@@ -151,17 +159,15 @@ def nearest_rows(X: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
 
 def match_tolerance(scale: float, rtol: float = 1e-9) -> float:
     """The distance within which :func:`match_rows` takes a point for a row of
-    a table whose largest absolute entry is ``scale``: ``rtol * (1 + scale)``
-    (float round-off of the same point)."""
+    a table whose largest absolute entry is ``scale``: ``rtol * (1 + scale)``."""
     return rtol * (1.0 + float(scale))
 
 
 def match_rows(X: Tensor, rows: Tensor, rtol: float = 1e-9) -> Tensor:
     """For each row of ``X``, the index of an equal row of ``rows``, or -1.
 
-    Rows are equal within :func:`match_tolerance` (``rtol * (1 + max |rows|)``)
-    in Euclidean distance (float round-off of the same point); the nearest row
-    is taken (:func:`nearest_rows`).
+    Equal means within :func:`match_tolerance` in Euclidean distance (float
+    round-off of the same point); the nearest row is taken.
 
     Example:
         >>> match_rows(torch.tensor([[1.0], [5.0]]), torch.tensor([[0.0], [1.0]]))
@@ -179,8 +185,13 @@ def check_records(
     name: str, value: Any, *, id_column: str | None = None
 ) -> list[dict[str, bool | int | float | str]]:
     """A table (a pandas DataFrame, or a sequence of mappings from names to values)
-    as a non-empty list of dicts, every value a bool, int, str or finite float.
-    Errors name a row as :func:`row_name` does (a DataFrame's index label)."""
+    as a non-empty list of dicts, every value a bool, int, str or finite float;
+    errors name a row as :func:`row_name` does.
+
+    Example:
+        >>> check_records("table", [{"x": 1, "name": "a"}])
+        [{'x': 1, 'name': 'a'}]
+    """
     labels = None
     if type(value).__name__ == "DataFrame":
         labels = index_labels(value)

@@ -119,6 +119,7 @@ def test_tree_by_hand():
     ),
     max_size=st.integers(1, 25),
 )
+@example(points=[(3.0, 3.0), (3.0, 3.0)], max_size=1)  # sigma_min > 2 * scale
 def test_tree_from_traversal_equals_tree_from_rows(points, max_size):
     # Farthest-first covers record each point's nearest centre as they are
     # built: the tree from those parents equals the one from rows (up to a

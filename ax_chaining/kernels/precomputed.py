@@ -1,13 +1,5 @@
-r"""Kernels for non-Euclidean (finite) search spaces.
-
-The Chaining-UCB experiments of Contal, Malherbe & Vayatis (2015) include a search
-space made of directed graphs, on which the prior covariance is a shortest-path graph
-kernel. Such kernels are most conveniently evaluated once, as an :math:`n \times n`
-Gram matrix over the finite candidate set, and then looked up by item index.
-:class:`PrecomputedKernel` does exactly that, so that any finite set of objects
-(graphs, strings, molecules, ...) can be handled by BoTorch / Ax through a single
-integer "item index" parameter.
-"""
+r"""A kernel over a finite set of items (graphs, strings, molecules) that looks up
+a precomputed Gram matrix by item index, as the paper's graph problem needs."""
 
 from __future__ import annotations
 
@@ -47,57 +39,39 @@ class PrecomputedKernel(Kernel):
 
         k(i, j) = K_{\mathrm{round}(i), \mathrm{round}(j)}.
 
-    The input has a single column (``... x q x 1``) holding the item index as a
-    float. With ``normalized_inputs=True`` the input is instead expected in
-    :math:`[0, 1]`, as produced by Ax / BoTorch's ``Normalize`` transform for an
-    integer parameter with bounds :math:`[0, n - 1]`, and the index is
-    :math:`\mathrm{round}(x \, (n - 1))`. Inputs are rounded to the nearest integer
-    (ties to even), so values within half an index step of the valid range are
-    accepted; indices outside :math:`\{0, \dots, n - 1\}` after rounding raise a
-    ``ValueError``.
+    Inputs are ``... x q x 1`` item indices (rounded to the nearest integer;
+    outside :math:`0..n-1` a ``ValueError``), or with ``normalized_inputs=True``
+    Ax's unit-cube values :math:`x` of an integer parameter on :math:`[0, n - 1]`,
+    index :math:`\mathrm{round}(x (n - 1))`. Batch shapes broadcast and
+    ``diag=True`` works; the result has the input's device and floating dtype.
+    No hyperparameters (wrap it in a :class:`~gpytorch.kernels.ScaleKernel`).
+    The Gram is the buffer ``gram``, kept by reference (do not modify it) and
+    shared, not copied, by :func:`copy.deepcopy` (BoTorch's fantasies).
+    Piecewise constant in its input: optimize over the finite set
+    (``optimize_acqf_discrete``), not by gradients.
 
-    The kernel has no trainable hyperparameters; wrap it in a
-    :class:`~gpytorch.kernels.ScaleKernel` to learn an output scale. It works in
-    GPyTorch batch mode (the batch dimensions of ``x1`` and ``x2`` are broadcast
-    against each other; the Gram matrix itself is shared by all batches) and with
-    ``diag=True``.
-
-    The Gram matrix is registered as a buffer named ``gram``, so
-    ``kernel.to(device, dtype)`` moves / casts it. The kernel keeps a reference to
-    the tensor passed in (no copy is made when it already has a floating dtype), so
-    do not modify it in place afterwards. It is treated as an immutable constant:
-    :func:`copy.deepcopy` of the kernel (which BoTorch performs e.g. when
-    fantasizing) shares the Gram storage instead of duplicating it, which matters
-    for a :math:`10^4 \times 10^4` float64 Gram (800 MB). Pickling stores the full
-    matrix.
-
-    The kernel is piecewise constant in its input, hence not differentiable with
-    respect to it: optimize acquisition functions over the finite candidate set
-    (e.g. ``botorch.optim.optimize_acqf_discrete``), not by gradient ascent.
-
-    The output is returned on the input's device and with the input's floating
-    dtype. For efficiency, move the kernel to the input's device beforehand
-    (``kernel.to(X)``); otherwise the lookup happens on the Gram's device and only
-    the (small) result is transferred.
+    Args:
+        gram: ``n x n`` symmetric PSD Gram matrix (integer and boolean tensors
+            become the default dtype), or the key :func:`register_gram`
+            returned (what Ax stores).
+        normalized_inputs: Inputs in ``[0, 1]`` are indices ``round(x (n - 1))``.
+        validate: Check that ``gram`` is square, finite, symmetric (``rtol``,
+            ``atol``) with a non-negative diagonal, blockwise.
+        check_psd: Refuse a smallest eigenvalue below
+            ``-sqrt(n eps) max |diag|`` (``eps`` of its dtype): one float64
+            Cholesky, ``O(n^3)``.
+        rtol: Relative tolerance of the symmetry check.
+        atol: Absolute tolerance of the symmetry check.
+        active_dims: The one input column holding the index, e.g. ``(3,)``.
+        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel` (no
+            ``batch_shape``: the Gram is shared by all batches).
 
     Example:
-        >>> import torch
-        >>> from gpytorch.kernels import ScaleKernel
-        >>> from botorch.models import SingleTaskGP
-        >>> gram = torch.tensor(
-        ...     [[1.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 1.0]],
-        ...     dtype=torch.float64,
-        ... )
+        >>> gram = torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
         >>> kernel = PrecomputedKernel(gram)
-        >>> x = torch.tensor([[0.0], [2.0]], dtype=torch.float64)
-        >>> kernel(x, x).to_dense()
-        tensor([[1., 0.],
-                [0., 1.]], dtype=torch.float64)
-        >>> train_X = torch.arange(3, dtype=torch.float64).unsqueeze(-1)
-        >>> train_Y = torch.tensor([[0.1], [0.3], [-0.2]], dtype=torch.float64)
-        >>> model = SingleTaskGP(
-        ...     train_X, train_Y, covar_module=ScaleKernel(kernel)
-        ... )
+        >>> kernel(torch.tensor([[0.0]]), torch.tensor([[0.0], [1.0]])).to_dense()
+        tensor([[1.0000, 0.5000]])
+        >>> model = SingleTaskGP(train_X, train_Y, covar_module=ScaleKernel(kernel))
     """
 
     has_lengthscale = False
@@ -114,39 +88,6 @@ class PrecomputedKernel(Kernel):
         active_dims: tuple[int, ...] | None = None,
         **kwargs: Any,
     ) -> None:
-        r"""Build a kernel from a precomputed Gram matrix.
-
-        Args:
-            gram: An ``n x n`` symmetric positive semi-definite Gram matrix,
-                ``gram[i, j] = k(item_i, item_j)``. Integer / boolean tensors are
-                converted to ``torch.get_default_dtype()``; floating tensors are
-                stored without copying. Or the key returned by
-                :func:`register_gram` (a content hash): the kernel then uses the
-                registered matrix, already validated at registration. Ax stores
-                this short key with every generator run instead of the matrix.
-            normalized_inputs: If True, inputs are expected in ``[0, 1]`` and mapped
-                to indices ``round(x * (n - 1))`` (Ax's unit-cube normalization of
-                an integer parameter with bounds ``[0, n - 1]``). If False
-                (default), inputs are the indices ``0, ..., n - 1`` themselves.
-            validate: If True (default), check that ``gram`` is square, finite,
-                symmetric (within ``rtol`` / ``atol``) and has a non-negative
-                diagonal. The check is blockwise, so it costs no extra
-                ``n x n`` memory (about 0.5 s for ``n = 10^4``).
-            check_psd: If True (default), check positive semi-definiteness: a
-                smallest eigenvalue below ``-sqrt(n * eps) * max |diag|``
-                (``eps`` of the Gram's dtype: beyond the rounding of its
-                entries) is refused. One Cholesky factorization in float64
-                whatever the dtype, ``O(n^3)``: about 1 s at ``n = 4,000`` and
-                15 s at ``n = 10^4`` on two cores.
-            rtol: Relative tolerance of the symmetry / PSD checks.
-            atol: Absolute tolerance of the symmetry / PSD checks.
-            active_dims: Optional input column holding the index, e.g. ``(3,)``, for
-                use within a product / additive kernel over several parameters.
-                Must select exactly one column.
-            **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`
-                (``batch_shape`` is not supported: the Gram is shared by all
-                batches).
-        """
         check_index_kernel_args("PrecomputedKernel", active_dims, kwargs)
         super().__init__(active_dims=active_dims, **kwargs)
         if isinstance(gram, str):
@@ -159,20 +100,11 @@ class PrecomputedKernel(Kernel):
 
     @property
     def num_items(self) -> int:
-        r"""The number of items ``n`` (side of the Gram matrix)."""
+        """The number of items ``n``."""
         return self.gram.shape[-1]
 
     def indices(self, x: Tensor) -> Tensor:
-        r"""Map kernel inputs to integer item indices.
-
-        Args:
-            x: A ``... x q x 1`` tensor of item indices, or of values in ``[0, 1]``
-                if ``normalized_inputs=True``.
-
-        Returns:
-            A ``torch.long`` tensor of indices in ``0, ..., n - 1`` with the shape of
-            ``x`` without its last (size-one) dimension, on ``x``'s device.
-        """
+        """Item indices of ``... x q x 1`` inputs (:func:`item_indices`)."""
         return item_indices(
             x, self.num_items, self.normalized_inputs, "PrecomputedKernel"
         )
@@ -185,22 +117,7 @@ class PrecomputedKernel(Kernel):
         last_dim_is_batch: bool = False,
         **params: Any,
     ) -> Tensor:
-        r"""Look up the Gram entries of the given index pairs.
-
-        Args:
-            x1: A ``batch_shape x n1 x 1`` tensor of item indices.
-            x2: A ``batch_shape x n2 x 1`` tensor of item indices (batch shapes are
-                broadcast against those of ``x1``).
-            diag: If True, return only the diagonal ``K[x1[..., i], x2[..., i]]``
-                (requires ``n1 == n2``).
-            last_dim_is_batch: Not supported (deprecated in GPyTorch); must be
-                False.
-            **params: Ignored.
-
-        Returns:
-            A ``batch_shape x n1 x n2`` tensor (``batch_shape x n1`` if ``diag``) on
-            the input's device, with the input's floating dtype.
-        """
+        """``K[x1, x2]``, ``batch_shape x n1 x n2`` (``x n1`` if ``diag``)."""
         if last_dim_is_batch:
             raise ValueError(
                 "PrecomputedKernel does not support `last_dim_is_batch=True`."
@@ -222,21 +139,14 @@ class PrecomputedKernel(Kernel):
         return res.to(device=out_device, dtype=out_dtype)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> PrecomputedKernel:
-        r"""Deep-copy the kernel, sharing (not duplicating) the constant Gram."""
         return deepcopy_sharing(self, memo, self.gram)
 
 
 def check_index_kernel_args(
     owner: str, active_dims: Any, kwargs: dict[str, Any]
 ) -> None:
-    """Check what an item-index kernel takes from GPyTorch's ``Kernel`` arguments:
-    one input column (the index) and no batch shape (the table behind the index
-    is shared by every batch); drops an empty ``batch_shape`` from ``kwargs``.
-
-    Raises:
-        ValueError: A non-empty ``batch_shape``, or ``active_dims`` naming other
-            than one column.
-    """
+    """Check an item-index kernel's ``Kernel`` arguments: one input column and
+    no batch shape (``ValueError`` otherwise); drops an empty ``batch_shape``."""
     if kwargs.get("batch_shape") not in (None, torch.Size([])):
         raise ValueError(
             f"{owner} does not support a non-empty `batch_shape` (the table behind "
@@ -253,21 +163,23 @@ def check_index_kernel_args(
 def item_indices(
     x: Tensor, num_items: int, normalized_inputs: bool, owner: str
 ) -> Tensor:
-    r"""Map index-mode kernel inputs to integer item indices.
-
-    Shared by the kernels over a finite set of items (:class:`PrecomputedKernel`,
-    the fingerprint kernels in library mode).
+    r"""Item indices of the inputs of a kernel over ``num_items`` items.
 
     Args:
-        x: A ``... x q x 1`` tensor of item indices, or of values in ``[0, 1]``
-            if ``normalized_inputs`` (index ``round(x * (num_items - 1))``).
+        x: ``... x q x 1`` item indices, or with ``normalized_inputs`` values in
+            ``[0, 1]`` (index ``round(x * (num_items - 1))``, which must be an
+            integer up to the inputs' round-off).
         num_items: The number of items ``n``.
         normalized_inputs: Whether ``x`` is Ax's unit-cube normalization.
         owner: The kernel's name, for error messages.
 
     Returns:
-        A ``torch.long`` tensor of indices in ``0, ..., n - 1`` with the shape of
-        ``x`` without its last (size-one) dimension, on ``x``'s device.
+        ``torch.long`` indices in ``0..n-1``, ``x``'s shape without its last
+        dimension, on its device; ``ValueError`` for any other input.
+
+    Example:
+        >>> item_indices(torch.tensor([[0.0], [0.5], [1.0]]), 5, True, "kernel")
+        tensor([0, 2, 4])
     """
     if x.shape[-1] != 1:
         raise ValueError(
@@ -291,9 +203,7 @@ def item_indices(
     eps = torch.finfo(x.dtype).eps if x.is_floating_point() else 0.0
     tol = 1e-6 + 8 * eps * n
     if normalized_inputs and idx.numel() and float(off.max()) > tol:
-        # x = i / (m - 1) for an index parameter 0..m-1: x (n - 1) is an
-        # integer only if m == n. Anything else would map items to the wrong
-        # rows of the kernel's matrix or library.
+        # x = i / (m - 1) of an index parameter 0..m-1 is an item only if m = n.
         k = int(off.argmax())
         got = float(x.reshape(-1)[k])
         raise ValueError(
@@ -341,24 +251,16 @@ def gram_key(gram: Tensor) -> str:
 
 
 def register_gram(gram: Tensor, validate: bool = True, check_psd: bool = True) -> str:
-    """Register a Gram matrix under its content hash; returns the key.
+    """Register a Gram matrix under its content hash :func:`gram_key`; returns it.
 
-    The key replaces the matrix in :class:`PrecomputedKernel`'s arguments, so Ax
-    stores a short string with each generator run instead of an ``n x n``
-    matrix. A reloaded experiment finds the matrix again only if the same
-    content was registered in this process (call this function, or
-    :func:`ax_chaining.ax.precomputed_kernel_surrogate_spec`, again before
-    generating): a different matrix has a different key, so a reference can
-    never silently resolve to another kernel. The registry keeps a reference,
-    not a copy (do not modify the matrix in place afterwards).
+    Ax stores the key with each generator run instead of the ``n x n`` matrix; a
+    reloaded experiment needs the same matrix registered again in its process
+    (another matrix has another key). The registry keeps a reference. ``validate``
+    and ``check_psd`` check it once, here, as :class:`PrecomputedKernel` does.
 
-    Args:
-        gram: ``n x n`` symmetric Gram matrix.
-        validate: Check it as :class:`PrecomputedKernel` does (once, here).
-        check_psd: Include the positive semi-definiteness check.
-
-    Returns:
-        The key, ``gram_key(gram)``.
+    Example:
+        >>> PrecomputedKernel(register_gram(torch.eye(3))).num_items
+        3
     """
     gram = _as_float_gram(gram)
     if validate:
@@ -367,16 +269,13 @@ def register_gram(gram: Tensor, validate: bool = True, check_psd: bool = True) -
 
 
 def registered_gram(key: str) -> Tensor:
-    """The Gram matrix registered under ``key`` (:func:`register_gram`).
-
-    Raises:
-        ValueError: No matrix with that content is registered in this process.
-    """
+    """The Gram matrix registered under ``key`` (:func:`register_gram`);
+    ``ValueError`` if none with that content is registered in this process."""
     return _GRAMS.get(key)
 
 
 def _as_float_gram(gram: Tensor) -> Tensor:
-    r"""Return ``gram`` as a floating tensor (no copy if it already is one)."""
+    """``gram`` as a floating tensor (no copy if it already is one)."""
     if not isinstance(gram, Tensor):
         try:
             gram = torch.as_tensor(gram)
@@ -395,7 +294,7 @@ def _as_float_gram(gram: Tensor) -> Tensor:
 
 
 def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> None:
-    r"""Check that ``gram`` is a square, finite, symmetric matrix (blockwise)."""
+    """Check that ``gram`` is square, finite and symmetric (blockwise)."""
     if gram.dim() != 2 or gram.shape[0] != gram.shape[1]:
         raise ValueError(
             "PrecomputedKernel argument `gram` must be a square n x n matrix, got "
@@ -449,19 +348,15 @@ def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> N
 def _check_psd(gram: Tensor, n: int, diagonal: Tensor) -> None:
     r"""Refuse a smallest eigenvalue below ``-sqrt(n * eps) * max |diag|``.
 
-    ``eps`` is the machine epsilon of the Gram's dtype. Rounding the entries of a
-    PSD matrix to that dtype moves its eigenvalues by at most ``n * eps / 2 *
-    max |diag|`` (every entry by ``eps / 2 * max |diag|``), and errors of random
-    sign in a computed Gram by about ``2 sqrt(n)`` times the entries' error: the
-    tolerance covers the first for ``n <= 4 / eps`` and the second up to
-    ``sqrt(eps) / 2`` per entry, yet stays small (0.024 for a float32 Gram with
-    ``n = 5000`` and a unit diagonal). The check runs in float64 whatever the
-    dtype: a float32 factorization has round-off of the tolerance's own size.
+    Rounding a PSD matrix's entries to a dtype of epsilon ``eps`` moves its
+    eigenvalues by at most ``n * eps / 2 * max |diag|``, and random errors by
+    about ``2 sqrt(n)`` times an entry's: the tolerance covers the first for
+    ``n <= 4 / eps`` and the second up to ``sqrt(eps) / 2`` per entry. Checked
+    in float64, whose round-off is far below the tolerance.
     """
     scale = max(float(diagonal.abs().max()), 1e-300)
     tol = math.sqrt(n * torch.finfo(gram.dtype).eps) * scale
-    # A Cholesky factorization of K + tol I succeeds iff every eigenvalue of K
-    # exceeds -tol (up to float64 round-off, far below tol).
+    # The Cholesky factor of K + tol I exists iff every eigenvalue exceeds -tol.
     shifted = gram.to(torch.float64, copy=True)
     shifted.diagonal().add_(tol)
     failed = int(torch.linalg.cholesky_ex(shifted).info) != 0

@@ -1,22 +1,8 @@
-r"""Test problems of Contal, Malherbe & Vayatis (2015), Section 4, plus a 1-D toy.
+r"""The test problems of Contal, Malherbe & Vayatis (2015), Section 4, and a 1-D toy.
 
-Every problem is a finite search space of ``n`` candidates (``n = 10^4`` in the
-paper) with a known, noise-free objective to **maximize**; observations are
-corrupted by Gaussian noise of standard deviation ``0.05``.
-
-* :func:`se_problem`: an exact sample of a GP with an isotropic 2-D squared
-  exponential kernel (bandwidth 1, variance 1) on a uniform design in
-  :math:`[0, 20]^2`. Cached on disk.
-* :func:`himmelblau_problem`: negated, rescaled Himmelblau function plus a linear
-  trend on a uniform design in :math:`[-5, 5]^2`; the SE bandwidth has to be learned
-  (:func:`fit_isotropic_se_lengthscale`).
-* :func:`graph_problem`: random directed graphs with fewer than 20 nodes, with the
-  normalized shortest-path kernel; the objective is an exact GP sample under it.
-* :func:`toy_1d_problem`: a 1-D GP sample on a grid, for illustrations (Figure 1).
-
-All tensors are float64 and every factory is deterministic given its ``seed`` (it
-uses its own ``torch.Generator`` / ``numpy.random.Generator``, never global RNG
-state).
+Each is a finite set of candidates with a noise-free objective to maximize,
+observed with Gaussian noise of standard deviation 0.05; every factory is
+deterministic given its ``seed`` (its own generator, never the global state).
 """
 
 from __future__ import annotations
@@ -59,26 +45,14 @@ __all__ = [
     "toy_1d_problem",
 ]
 
+#: Observation noise standard deviation of every experiment of the paper.
 DEFAULT_NOISE_STD = 0.05
-r"""Observation noise standard deviation used in every experiment of the paper."""
 
 _DTYPE = torch.float64
 
-JITTERS: tuple[float, ...] = (
-    0.0,
-    1e-12,
-    1e-11,
-    1e-10,
-    1e-9,
-    1e-8,
-    1e-7,
-    1e-6,
-    1e-5,
-    1e-4,
-)
-r"""Absolute jitters added to the prior Gram matrix (variance 1), tried in turn
-until its Cholesky factorization succeeds; the one used is ``info["jitter"]``
-of the GP-sample problems."""
+#: Absolute jitters added to the prior Gram matrix (variance 1), tried in turn
+#: until its Cholesky factorization succeeds (``info["jitter"]`` of a GP sample).
+JITTERS: tuple[float, ...] = (0.0, *(float(f"1e-{k}") for k in range(12, 3, -1)))
 _SE_CACHE_VERSION = 1
 _SE_SIDE = 20.0
 _HIMMELBLAU_SCALE = 100.0
@@ -91,28 +65,23 @@ class DiscreteProblem:
     r"""A finite-candidate-set maximization problem.
 
     Attributes:
-        name: Short name of the problem (``"se"``, ``"himmelblau"``, ``"graph"``,
-            ``"toy_1d"``).
-        X: An ``N x d`` float64 tensor of candidate inputs fed to the GP. For graphs
-            ``d = 1`` and ``X[i] = i`` (item index, as float).
-        f: An ``N`` float64 tensor of true (noise-free) objective values, to be
-            maximized.
+        name: ``"se"``, ``"himmelblau"``, ``"graph"`` or ``"toy_1d"``.
+        X: ``N x d`` float64 candidate inputs of the GP (graphs: ``X[i] = i``).
+        f: ``N`` float64 noise-free objective values, to be maximized.
         noise_std: Standard deviation of the Gaussian observation noise.
-        covar_module: The true prior kernel with fixed hyperparameters (no
-            parameter requires grad), or ``None`` if it must be learned (then use
-            :meth:`get_covar_module`).
-        learn_hyperparameters: Whether the kernel hyperparameters must be learned
-            (True for Himmelblau).
-        info: JSON-serializable description (seed, domain, trend, generator
-            parameters, jitter, ...).
-        features: Optional ``N x p`` float64 explicit feature map with
-            ``covar_module(X, X) = features @ features.T`` (graphs: normalized
-            shortest-path histograms).
-        graph_num_nodes: For graph problems, an ``N`` int64 numpy array of node
-            counts.
-        graph_edges: For graph problems, a list of ``N`` int64 numpy arrays of
-            shape ``m_i x 2`` holding the directed edges ``(u, v)`` of graph ``i``
-            (nodes are ``0..graph_num_nodes[i] - 1``). See :meth:`graph`.
+        covar_module: The true prior kernel, hyperparameters fixed, or ``None``
+            if it must be learned (:meth:`get_covar_module`).
+        learn_hyperparameters: Whether the kernel must be learned (Himmelblau).
+        info: JSON-serializable description (seed, domain, generator, jitter).
+        features: Optional ``N x p`` float64 features with
+            ``covar_module(X, X) = features @ features.T`` (graphs).
+        graph_num_nodes: Graphs: ``N`` int64 node counts.
+        graph_edges: Graphs: ``N`` int64 arrays ``m_i x 2`` of directed edges
+            (:meth:`graph`).
+
+    Example:
+        >>> problem = toy_1d_problem(n=50)
+        >>> regret = problem.simple_regret([0, 1])
     """
 
     name: str
@@ -128,37 +97,29 @@ class DiscreteProblem:
 
     @property
     def n(self) -> int:
-        r"""Number of candidates ``N``."""
+        """Number of candidates ``N``."""
         return self.X.shape[0]
 
     @property
     def dim(self) -> int:
-        r"""Number of input columns ``d``."""
+        """Number of input columns ``d``."""
         return self.X.shape[-1]
 
     @property
     def optimum(self) -> float:
-        r"""The maximum of ``f`` over the candidate set."""
+        """The maximum of ``f`` over the candidates."""
         return self.f.max().item()
 
     @property
     def argmax(self) -> int:
-        r"""The index of the (first) maximizer of ``f``."""
+        """The index of the (first) maximizer of ``f``."""
         return int(torch.argmax(self.f))
 
     def observe(
         self, indices: Tensor | int, generator: torch.Generator | None = None
     ) -> Tensor:
-        r"""Noisy observations ``f[indices] + noise_std * eps``, ``eps ~ N(0, 1)``.
-
-        Args:
-            indices: Candidate index (or tensor of indices).
-            generator: A CPU ``torch.Generator`` for the noise (pass one for
-                reproducibility).
-
-        Returns:
-            A float64 tensor with the shape of ``indices``.
-        """
+        """``f[indices] + noise_std * eps``, ``eps ~ N(0, 1)`` drawn from the
+        CPU ``generator``, with the shape of ``indices``."""
         idx = torch.as_tensor(indices, dtype=torch.long)
         values = self.f[idx]
         eps = torch.randn(
@@ -167,37 +128,20 @@ class DiscreteProblem:
         return values + self.noise_std * eps.to(values.device)
 
     def simple_regret(self, indices: Tensor | list[int]) -> float:
-        r"""Simple regret ``max_x f(x) - max_{i in indices} f(x_i)``.
-
-        Args:
-            indices: Indices of the points queried so far (non-empty).
-
-        Returns:
-            The simple regret, a non-negative float.
-        """
+        """Simple regret ``max_x f(x) - max_{i in indices} f(x_i)`` of the
+        (non-empty) queried ``indices``."""
         idx = torch.as_tensor(indices, dtype=torch.long).reshape(-1)
         return self.optimum - self.f[idx].max().item()
 
     def get_covar_module(
         self, n_subset: int = 500, seed: int = 0, noise_std: float | None = None
     ) -> Kernel:
-        r"""The kernel every method should use on this problem.
+        r"""The kernel, hyperparameters fixed, every method uses on this problem.
 
-        If :attr:`covar_module` is set, a deep copy of it is returned (for a
-        :class:`~ax_chaining.kernels.PrecomputedKernel` the Gram storage is
-        shared, not copied). Otherwise (``learn_hyperparameters=True``), an
-        isotropic SE kernel is fitted by maximum marginal likelihood on noisy
-        observations of ``f`` at ``n_subset`` random candidates, see
-        :func:`fit_isotropic_se_lengthscale`. Deterministic given ``seed``.
-
-        Args:
-            n_subset: Size of the random subset used for the fit.
-            seed: Seed of the subset choice and of the observation noise.
-            noise_std: Noise level of the fit (defaults to :attr:`noise_std`,
-                treated as known).
-
-        Returns:
-            A kernel with fixed (non-trainable) hyperparameters.
+        A deep copy of :attr:`covar_module` (a Gram matrix is shared), or an
+        isotropic SE kernel fitted by :func:`fit_isotropic_se_lengthscale` to
+        noisy observations (``noise_std``, default :attr:`noise_std`) at
+        ``n_subset`` random candidates, deterministic given ``seed``.
         """
         if self.covar_module is not None:
             return copy.deepcopy(self.covar_module)
@@ -209,14 +153,7 @@ class DiscreteProblem:
         )
 
     def graph(self, i: int) -> nx.DiGraph:
-        r"""The ``i``-th candidate as a ``networkx.DiGraph`` (graph problems only).
-
-        Args:
-            i: Candidate index.
-
-        Returns:
-            A directed graph with nodes ``0..graph_num_nodes[i] - 1``.
-        """
+        """Candidate ``i`` of a graph problem as a ``networkx.DiGraph``."""
         import networkx as nx
 
         if self.graph_edges is None or self.graph_num_nodes is None:
@@ -225,11 +162,6 @@ class DiscreteProblem:
         g.add_nodes_from(range(int(self.graph_num_nodes[i])))
         g.add_edges_from(map(tuple, self.graph_edges[i].tolist()))
         return g
-
-
-# ---------------------------------------------------------------------------
-# Kernels and exact GP sampling
-# ---------------------------------------------------------------------------
 
 
 def fixed_se_kernel(
@@ -241,15 +173,8 @@ def fixed_se_kernel(
 
         k(x, x') = s \exp\left(-\frac{\lVert x - x' \rVert^2}{2 \ell^2}\right)
 
-    Args:
-        lengthscale: The bandwidth :math:`\ell`.
-        outputscale: The prior variance :math:`s`.
-        dtype: The dtype of the hyperparameters.
-
-    Returns:
-        ``ScaleKernel(RBFKernel())`` with the given values and
-        ``requires_grad=False`` on all its parameters (so ``fit_gpytorch_mll``
-        leaves them alone).
+    as ``ScaleKernel(RBFKernel())`` of ``dtype`` with ``requires_grad=False``
+    on every parameter (so ``fit_gpytorch_mll`` leaves them alone).
 
     Example:
         >>> k = fixed_se_kernel(lengthscale=1.0)
@@ -265,36 +190,33 @@ def fixed_se_kernel(
 
 
 def grid_problem(side: int = 30, seed: int = 0) -> tuple[Tensor, Tensor]:
-    r"""``side x side`` grid on :math:`[0, 6]^2` and an exact GP sample on it.
+    r"""``side x side`` grid on :math:`[0, 6]^2` and an exact GP sample on it:
+    :math:`L z`, :math:`L L^\top = K + 10^{-10} I` for the SE kernel of
+    lengthscale 1, ``z`` from ``torch.Generator().manual_seed(seed)``.
 
-    Isotropic SE kernel with lengthscale 1 and variance 1; the sample is
-    :math:`L z`, :math:`L L^\top = K + 10^{-10} I`, ``z`` from
-    ``torch.Generator().manual_seed(seed)``.
+    Example:
+        >>> X, f = grid_problem(side=5)
+        >>> X.shape, f.shape
+        (torch.Size([25, 2]), torch.Size([25]))
     """
-    axis = torch.linspace(0.0, 6.0, side, dtype=torch.float64)
+    axis = torch.linspace(0.0, 6.0, side, dtype=_DTYPE)
     X = torch.cartesian_prod(axis, axis)
-    K = torch.exp(
-        -0.5 * torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist").square()
-    )
-    L = torch.linalg.cholesky(K + 1e-10 * torch.eye(X.shape[0], dtype=torch.float64))
+    K = _se_gram(X, lengthscale=1.0)
+    K.diagonal().add_(1e-10)
     z = torch.randn(
-        X.shape[0], generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+        X.shape[0], generator=torch.Generator().manual_seed(seed), dtype=_DTYPE
     )
-    return X, L @ z
+    return X, torch.linalg.cholesky(K) @ z
 
 
 def _cholesky_sample(K: Tensor, z: Tensor) -> tuple[Tensor, float]:
-    r"""Return ``L z`` with ``L L^T = K + jitter I`` for the smallest working jitter.
-
-    ``K``'s diagonal is modified in place (the caller discards ``K``). Peak memory
-    is ``K`` plus one Cholesky factor.
-    """
+    """``L z`` with ``L L^T = K + jitter I`` for the smallest working jitter
+    (``K``'s diagonal is overwritten), and that jitter."""
     diag = K.diagonal().clone()
     for jitter in JITTERS:
         K.diagonal().copy_(diag + jitter)
         L, info = torch.linalg.cholesky_ex(K)
         if int(info) == 0:
-            # (torch.isfinite(L) would allocate n x n temporaries; check f instead)
             f = L @ z
             if bool(torch.isfinite(f).all()):
                 return f, jitter
@@ -311,27 +233,17 @@ def _se_gram(X: Tensor, lengthscale: float) -> Tensor:
     return K
 
 
-# ---------------------------------------------------------------------------
-# SE problem (with on-disk cache)
-# ---------------------------------------------------------------------------
-
-
 def default_cache_dir() -> Path:
-    """Where the test problems and the benchmarks cache what they compute once
-    (SE samples, molecule descriptor tables): ``$AX_CHAINING_CACHE`` if set,
-    else ``~/.cache/ax_chaining``."""
+    """Where the problems and benchmarks cache what they compute once:
+    ``$AX_CHAINING_CACHE`` if set, else ``~/.cache/ax_chaining``."""
     env = os.environ.get("AX_CHAINING_CACHE")
     if env:
         return Path(env)
     return Path.home() / ".cache" / "ax_chaining"
 
 
-def _se_cache_path(cache_dir: Path, n: int, seed: int) -> Path:
-    return cache_dir / f"se_problem_v{_SE_CACHE_VERSION}_n{n}_seed{seed}.pt"
-
-
 def _load_se_cache(path: Path, n: int, seed: int) -> tuple[Tensor, Tensor, dict]:
-    r"""Load and validate a cached SE sample; raise on any inconsistency."""
+    """A cached SE sample, validated; raises on any inconsistency."""
     data = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(data, dict) or data.get("version") != _SE_CACHE_VERSION:
         raise ValueError("unexpected cache format")
@@ -352,10 +264,6 @@ def _load_se_cache(path: Path, n: int, seed: int) -> tuple[Tensor, Tensor, dict]
     if not ok:
         raise ValueError("cache content does not match (n, seed)")
     return X, f, info
-
-
-def _save_atomic(obj: dict, path: Path) -> None:
-    write_atomic(path, lambda fh: torch.save(obj, fh), binary=True)
 
 
 def _sample_se(n: int, seed: int) -> tuple[Tensor, Tensor, dict]:
@@ -389,36 +297,17 @@ def se_problem(
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
 ) -> DiscreteProblem:
-    r"""An exact sample of a 2-D isotropic SE Gaussian process (paper's "SE").
+    r"""An exact sample of a 2-D isotropic SE Gaussian process (the paper's "SE").
 
-    The design is ``n`` i.i.d. uniform points in :math:`[0, 20]^2` and the
-    objective is an exact draw :math:`f \sim \mathcal{N}(0, K)` with
-
-    .. math::
-
-        k(x, x') = \exp\left(-\frac{\lVert x - x' \rVert^2}{2}\right),
-
-    obtained as :math:`f = L z` where :math:`L L^\top = K + \delta I` is the
-    float64 Cholesky factor with the smallest jitter :math:`\delta` in
-    :data:`JITTERS` (``0, 1e-12, 1e-11, ..., 1e-4``) that succeeds (recorded in
-    ``info["jitter"]``; ``1e-12`` for ``n = 10^4``, seed 0). Building it costs
-    ``O(n^3)`` time and about ``2 n^2`` float64 entries of memory (1.6 GB for
-    ``n = 10^4``), so the result is cached on disk as
-    ``se_problem_v1_n{n}_seed{seed}.pt`` and later calls load it. A cache file that
-    cannot be read or does not match is regenerated (with a warning). The cache
-    is written atomically.
-
-    Args:
-        n: Number of candidates.
-        seed: Seed of the design and of the sample.
-        cache_dir: Cache directory; defaults to ``$AX_CHAINING_CACHE`` or else
-            ``~/.cache/ax_chaining``.
-        use_cache: If False, neither read nor write the cache.
-
-    Returns:
-        A :class:`DiscreteProblem` with ``X`` (``n x 2``), ``f`` (``n``), the true
-        kernel ``fixed_se_kernel(1.0, 1.0)`` as ``covar_module`` and
-        ``learn_hyperparameters=False``.
+    ``n`` i.i.d. uniform points in :math:`[0, 20]^2` and :math:`f = L z`,
+    :math:`L L^\top = K + \delta I` with
+    :math:`k(x, x') = \exp(-\lVert x - x' \rVert^2 / 2)` and the smallest
+    working jitter :math:`\delta` of :data:`JITTERS` (``info["jitter"]``). It
+    costs ``O(n^3)`` time and ``2 n^2`` float64 entries, so it is cached
+    (atomically) as ``se_problem_v1_n{n}_seed{seed}.pt`` in ``cache_dir``
+    (default :func:`default_cache_dir`; ``use_cache=False``: neither read nor
+    written); an unreadable or mismatched file is regenerated with a warning.
+    The kernel is ``fixed_se_kernel(1.0, 1.0)``.
 
     Example:
         >>> problem = se_problem(n=200, seed=0, use_cache=False)
@@ -426,12 +315,10 @@ def se_problem(
         (torch.Size([200, 2]), torch.Size([200]))
     """
     n, seed = check_int("n", n, 1), check_int("seed", seed, 0)
-    loaded = None
-    path = None
+    loaded = path = None
     if use_cache:
-        path = _se_cache_path(
-            Path(cache_dir) if cache_dir is not None else default_cache_dir(), n, seed
-        )
+        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        path = folder / f"se_problem_v{_SE_CACHE_VERSION}_n{n}_seed{seed}.pt"
         if path.exists():
             try:
                 loaded = _load_se_cache(path, n, seed)
@@ -445,16 +332,10 @@ def se_problem(
     if loaded is None:
         X, f, info = _sample_se(n, seed)
         if path is not None:
+            obj = {"version": _SE_CACHE_VERSION, "X": X, "f": f}
+            obj["info"] = json.dumps(info)
             try:
-                _save_atomic(
-                    {
-                        "version": _SE_CACHE_VERSION,
-                        "X": X,
-                        "f": f,
-                        "info": json.dumps(info),
-                    },
-                    path,
-                )
+                write_atomic(path, lambda fh: torch.save(obj, fh), binary=True)
             except OSError as e:
                 warnings.warn(
                     f"Could not write SE problem cache file {path} ({e!r}).",
@@ -464,32 +345,19 @@ def se_problem(
     else:
         X, f, info = loaded
     return DiscreteProblem(
-        name="se",
-        X=X,
-        f=f,
-        noise_std=DEFAULT_NOISE_STD,
-        covar_module=fixed_se_kernel(1.0, 1.0),
-        learn_hyperparameters=False,
-        info=info,
+        "se", X, f, covar_module=fixed_se_kernel(1.0, 1.0), info=info
     )
-
-
-# ---------------------------------------------------------------------------
-# Himmelblau problem
-# ---------------------------------------------------------------------------
 
 
 def himmelblau(X: Tensor) -> Tensor:
     r"""Himmelblau's function :math:`h(x, y) = (x^2 + y - 11)^2 + (x + y^2 - 7)^2`.
 
-    It has four global minima with value 0, at :math:`(3, 2)`, :math:`(-2.805,
-    3.131)`, :math:`(-3.779, -3.283)` and :math:`(3.584, -1.848)`.
+    on ``... x 2`` inputs; its four global minima (value 0) are at :math:`(3, 2)`,
+    :math:`(-2.805, 3.131)`, :math:`(-3.779, -3.283)` and :math:`(3.584, -1.848)`.
 
-    Args:
-        X: A ``... x 2`` tensor.
-
-    Returns:
-        A ``...`` tensor of values.
+    Example:
+        >>> himmelblau(torch.tensor([3.0, 2.0]))
+        tensor(0.)
     """
     x, y = X[..., 0], X[..., 1]
     return (x**2 + y - 11) ** 2 + (x + y**2 - 7) ** 2
@@ -502,43 +370,27 @@ def himmelblau_objective(X: Tensor) -> Tensor:
 
         f(x, y) = -\frac{h(x, y)}{100} + 0.1 x + 0.05 y
 
-    with :math:`h` from :func:`himmelblau`. Dividing by 100 brings the values on
-    :math:`[-5, 5]^2` to the range :math:`[-8.05, 0.41]` (standard deviation about
-    1.17 under the uniform design), so that the noise level 0.05 is meaningful. The
-    linear trend breaks the symmetry of the four maxima: the local maxima are at
-    about :math:`(3.108, 2.078)` (global, value 0.4074), :math:`(3.665, -1.678)`
-    (0.2742), :math:`(-2.639, 3.188)` (-0.1144) and :math:`(-3.665, -3.187)`
-    (-0.5341).
+    on ``... x 2`` inputs, :math:`h` from :func:`himmelblau`: on
+    :math:`[-5, 5]^2` the values lie in :math:`[-8.05, 0.41]`, and the trend
+    breaks the symmetry of the maxima, at about :math:`(3.108, 2.078)` (global,
+    0.4074), :math:`(3.665, -1.678)` (0.2742), :math:`(-2.639, 3.188)` (-0.1144)
+    and :math:`(-3.665, -3.187)` (-0.5341).
 
-    Args:
-        X: A ``... x 2`` tensor.
-
-    Returns:
-        A ``...`` tensor of values.
+    Example:
+        >>> himmelblau_objective(torch.tensor([3.0, 2.0]))
+        tensor(0.4000)
     """
     a, b = _HIMMELBLAU_TREND
     return -himmelblau(X) / _HIMMELBLAU_SCALE + a * X[..., 0] + b * X[..., 1]
 
 
 def himmelblau_problem(n: int = 10_000, seed: int = 0) -> DiscreteProblem:
-    r"""Himmelblau's function with a linear trend (paper's "Himmelblau").
+    r"""Himmelblau's function with a linear trend (the paper's "Himmelblau").
 
-    Domain :math:`[-5, 5]^2` with ``n`` i.i.d. uniform design points; objective
-    :func:`himmelblau_objective`, i.e. :math:`-h(x, y) / 100 + 0.1 x + 0.05 y`,
-    whose global maximum on the domain is near :math:`(3.108, 2.078)` (value 0.407)
-    and whose second-best local maximum is near :math:`(3.665, -1.678)` (value
-    0.274). The prior kernel is not given (``covar_module=None``,
-    ``learn_hyperparameters=True``): as in the paper, an isotropic SE bandwidth is
-    learned by maximizing the marginal likelihood on a subset, see
-    :meth:`DiscreteProblem.get_covar_module` and
-    :func:`fit_isotropic_se_lengthscale`.
-
-    Args:
-        n: Number of candidates.
-        seed: Seed of the design (``torch.Generator``).
-
-    Returns:
-        A :class:`DiscreteProblem` with ``X`` (``n x 2``) and ``f`` (``n``).
+    ``n`` i.i.d. uniform points of :math:`[-5, 5]^2` (``torch.Generator`` of
+    ``seed``) and :func:`himmelblau_objective`. The kernel is learned
+    (``covar_module=None``): as in the paper, an isotropic SE bandwidth by
+    marginal likelihood (:meth:`DiscreteProblem.get_covar_module`).
 
     Example:
         >>> problem = himmelblau_problem(n=1000, seed=0)
@@ -568,15 +420,7 @@ def himmelblau_problem(n: int = 10_000, seed: int = 0) -> DiscreteProblem:
         "kernel": "isotropic SE, bandwidth learned by marginal likelihood",
         "noise_std": DEFAULT_NOISE_STD,
     }
-    return DiscreteProblem(
-        name="himmelblau",
-        X=X,
-        f=f,
-        noise_std=DEFAULT_NOISE_STD,
-        covar_module=None,
-        learn_hyperparameters=True,
-        info=info,
-    )
+    return DiscreteProblem("himmelblau", X, f, learn_hyperparameters=True, info=info)
 
 
 def fit_isotropic_se_lengthscale(
@@ -590,38 +434,28 @@ def fit_isotropic_se_lengthscale(
 ) -> ScaleKernel:
     r"""Fit an isotropic SE bandwidth by maximum marginal likelihood on a subset.
 
-    Picks ``n_subset`` points of ``(X, y)`` at random (without replacement) and
-    fits a BoTorch ``SingleTaskGP`` with a constant mean and the kernel
-    :math:`s \exp(-\lVert x - x' \rVert^2 / (2 \ell^2))` (no priors, no input or
-    outcome transform, so the values are in the units of ``X`` and ``y``) with
-    ``fit_gpytorch_mll``, from each of ``lengthscale_inits``; the fit with the
-    largest marginal likelihood wins. The fitted constant mean is discarded.
-
-    By default only the bandwidth :math:`\ell` is learned, as in the paper, and
-    the prior variance is fixed to the empirical one,
-    :math:`s = \max(\widehat{\mathrm{Var}}(y) - \sigma^2, 10^{-6})` on the subset.
-    Learning :math:`s` as well (``learn_outputscale=True``) is possible but, on a
-    smooth polynomial such as Himmelblau's function, the likelihood then prefers
-    a huge variance with a bandwidth wider than the domain (e.g.
-    :math:`\ell \approx 14` and :math:`s` of order :math:`10^5` on 200 points of
-    :func:`himmelblau_problem`), a numerically ill-conditioned prior. With the
-    default, :func:`himmelblau_problem` gives :math:`\ell \approx 1.7`,
-    :math:`s \approx 1.3`.
+    A ``SingleTaskGP`` with a constant mean (discarded) and the kernel
+    :math:`s \exp(-\lVert x - x' \rVert^2 / (2 \ell^2))`, no priors and no
+    transforms, is fitted by ``fit_gpytorch_mll`` to ``n_subset`` random points of
+    ``(X, y)`` (``seed``) from each of ``lengthscale_inits``; the largest
+    marginal likelihood wins. As in the paper only :math:`\ell` is learned by
+    default, with :math:`s = \max(\widehat{\mathrm{Var}}(y) - \sigma^2,
+    10^{-6})` on the subset; ``learn_outputscale=True`` learns :math:`s` too
+    (on a smooth polynomial it tends to an ill-conditioned prior, a huge
+    variance with a bandwidth wider than the domain).
 
     Args:
-        X: An ``N x d`` tensor of inputs.
-        y: An ``N`` (or ``N x 1``) tensor of (noisy) observations.
-        n_subset: Number of points used for the fit (all if ``>= N``).
-        seed: Seed of the subset choice.
-        noise_std: Known noise standard deviation :math:`\sigma` (fixed noise
-            variance); if ``None``, the noise level is learned (and :math:`\sigma =
-            0` in the variance estimate above).
-        learn_outputscale: Whether to learn the prior variance :math:`s` too.
+        X: ``N x d`` inputs.
+        y: ``N`` (or ``N x 1``) noisy observations.
+        n_subset: Points used for the fit (all if ``>= N``).
+        seed: Seed of the subset.
+        noise_std: Known noise standard deviation :math:`\sigma`; ``None``
+            learns the noise (and :math:`\sigma = 0` above).
+        learn_outputscale: Whether to learn :math:`s` too.
         lengthscale_inits: Initial bandwidths of the restarts.
 
     Returns:
-        ``ScaleKernel(RBFKernel())`` (float64) with the learned lengthscale and the
-        outputscale, all parameters with ``requires_grad=False``.
+        ``ScaleKernel(RBFKernel())`` (float64) with every parameter fixed.
 
     Example:
         >>> problem = himmelblau_problem(n=1000)
@@ -681,32 +515,16 @@ def fit_isotropic_se_lengthscale(
     return fixed_se_kernel(lengthscale=best[1], outputscale=best[2])
 
 
-# ---------------------------------------------------------------------------
-# Graph problem
-# ---------------------------------------------------------------------------
-
-
 def shortest_path_features(
     num_nodes: int, edges: np.ndarray | list[tuple[int, int]], max_length: int
 ) -> np.ndarray:
     r"""Shortest-path length histogram of a directed graph (Borgwardt & Kriegel).
 
-    All-pairs shortest path lengths (number of edges) are computed with
-    Floyd-Warshall (``scipy.sparse.csgraph.floyd_warshall``); the feature vector
-    counts, for each length :math:`\ell = 1, \dots, L`, the ordered pairs
-    :math:`(u, v)`, :math:`u \neq v`, whose shortest path from :math:`u` to
-    :math:`v` has length :math:`\ell` (unreachable pairs are ignored). The
-    shortest-path kernel with a delta kernel on path lengths is the dot product of
-    these histograms.
-
-    Args:
-        num_nodes: Number of nodes (nodes are ``0..num_nodes - 1``).
-        edges: Directed edges ``(u, v)``.
-        max_length: Histogram length :math:`L` (at least ``num_nodes - 1``).
-
-    Returns:
-        A float64 array of length ``max_length``; entry ``l - 1`` counts the pairs
-        at distance ``l``.
+    Entry :math:`\ell - 1` of the float64 array counts the ordered pairs
+    :math:`u \ne v` of nodes ``0..num_nodes - 1`` whose shortest path (in edges,
+    Floyd-Warshall) has length :math:`\ell = 1..` ``max_length`` (at least
+    ``num_nodes - 1``); unreachable pairs are left out. The shortest-path kernel
+    with a delta kernel on lengths is the dot product of these histograms.
 
     Example:
         >>> shortest_path_features(3, [(0, 1), (1, 2)], max_length=2)
@@ -737,48 +555,18 @@ def graph_problem(
 ) -> DiscreteProblem:
     r"""Random directed graphs with the normalized shortest-path kernel.
 
-    Graph ``i`` has :math:`k_i \sim \mathcal{U}\{2, \dots, 19\}` nodes and is drawn
-    from ``networkx.gnp_random_graph(k_i, p_i, directed=True)`` (each ordered pair
-    of distinct nodes is an edge independently with probability :math:`p_i \sim
-    \mathcal{U}[0.1, 0.5]`, no self-loops), redrawn with the same :math:`(k_i,
-    p_i)` until it has at least one edge, so that no feature vector is zero.
-    Duplicate (or isomorphic) graphs are allowed.
-
-    With :math:`h(g) \in \mathbb{N}^{18}` the shortest-path length histogram of
-    :func:`shortest_path_features` (lengths 1..18, computed by Floyd-Warshall) and
-    :math:`\phi(g) = h(g) / \lVert h(g) \rVert`, the kernel is the normalized
-    shortest-path kernel (Borgwardt & Kriegel, 2005) with a delta kernel on path
-    lengths,
-
-    .. math::
-
-        k(g, g') = \frac{\langle h(g), h(g') \rangle}
-        {\lVert h(g) \rVert \lVert h(g') \rVert} = \langle \phi(g), \phi(g')
-        \rangle, \qquad k(g, g) = 1.
-
-    The Gram :math:`K = \Phi \Phi^\top` is computed exactly from the integer
-    histograms (exactly symmetric, diagonal set to exactly 1) and wrapped in a
-    :class:`~ax_chaining.kernels.PrecomputedKernel` (no ``ScaleKernel``: prior
-    variance 1). Since :math:`K = \Phi \Phi^\top`, the objective
-    :math:`f = \Phi w` with :math:`w \sim \mathcal{N}(0, I_{18})` is an exact
-    sample of :math:`\mathcal{N}(0, K)`, at ``O(n)`` cost (no Cholesky). Note that
-    the kernel has rank at most 18.
-
-    Memory: the Gram is ``n^2`` float64 entries (800 MB for ``n = 10^4``); no other
-    ``n x n`` copy is kept.
-
-    Args:
-        n: Number of graphs.
-        seed: Seed (``numpy.random.default_rng``) of the graphs and of ``w``.
-        max_nodes: Maximum number of nodes (19: "fewer than 20 nodes").
-        min_nodes: Minimum number of nodes (at least 2, so an edge can exist).
-        edge_prob_range: Range of the per-graph edge probability.
-
-    Returns:
-        A :class:`DiscreteProblem` with ``X = arange(n)`` as an ``n x 1`` float64
-        tensor of indices, ``f``, ``covar_module = PrecomputedKernel(K)``,
-        ``features`` :math:`= \Phi` (``n x max_nodes - 1``), ``graph_num_nodes``
-        and ``graph_edges`` (see :meth:`DiscreteProblem.graph`).
+    Graph ``i`` is ``networkx.gnp_random_graph(k_i, p_i, directed=True)`` with
+    :math:`k_i \sim \mathcal{U}\{` ``min_nodes..max_nodes`` :math:`\}` and
+    :math:`p_i \sim \mathcal{U}` ``[edge_prob_range]``, redrawn until it has an
+    edge (all from ``numpy.random.default_rng(seed)``). With :math:`h(g)` its
+    :func:`shortest_path_features` and :math:`\phi = h / \lVert h \rVert`,
+    :math:`k(g, g') = \langle \phi(g), \phi(g') \rangle` (Borgwardt & Kriegel,
+    2005): the Gram is computed exactly from the integer histograms (diagonal
+    exactly 1) into a :class:`~ax_chaining.kernels.PrecomputedKernel`, and
+    :math:`f = \Phi w`, :math:`w \sim \mathcal{N}(0, I)`, is an exact sample at
+    ``O(n)`` cost. ``X`` is the ``n x 1`` item index, ``features`` :math:`\Phi`,
+    and ``graph_num_nodes``, ``graph_edges`` the graphs
+    (:meth:`DiscreteProblem.graph`).
 
     Example:
         >>> problem = graph_problem(n=100, seed=0)
@@ -851,9 +639,7 @@ def graph_problem(
         name="graph",
         X=torch.arange(n, dtype=_DTYPE).unsqueeze(-1),
         f=f,
-        noise_std=DEFAULT_NOISE_STD,
         covar_module=PrecomputedKernel(gram),
-        learn_hyperparameters=False,
         info=info,
         features=Phi,
         graph_num_nodes=num_nodes,
@@ -861,29 +647,12 @@ def graph_problem(
     )
 
 
-# ---------------------------------------------------------------------------
-# 1-D toy problem
-# ---------------------------------------------------------------------------
-
-
 def toy_1d_problem(
     n: int = 500, seed: int = 0, lengthscale: float = 0.08
 ) -> DiscreteProblem:
-    r"""A 1-D GP sample on a regular grid of :math:`[0, 1]` (Figure 1 style).
-
-    The objective is an exact draw of a GP with kernel
-    :math:`\exp(-(x - x')^2 / (2 \ell^2))` (:math:`\ell = 0.08` by default, which
-    gives a handful of local maxima) on ``n`` equispaced points, sampled by Cholesky
+    r"""An exact GP sample on ``n`` equispaced points of :math:`[0, 1]` (Figure 1),
+    kernel :math:`\exp(-(x - x')^2 / (2 \ell^2))` (``lengthscale``), by Cholesky
     with the smallest working jitter (``info["jitter"]``).
-
-    Args:
-        n: Number of grid points.
-        seed: Seed of the sample (``torch.Generator``).
-        lengthscale: SE bandwidth :math:`\ell`.
-
-    Returns:
-        A :class:`DiscreteProblem` with ``X`` (``n x 1``), ``f`` (``n``) and the
-        true kernel as ``covar_module``.
 
     Example:
         >>> problem = toy_1d_problem(n=200, seed=1)
@@ -910,12 +679,5 @@ def toy_1d_problem(
         "jitter": jitter,
         "noise_std": DEFAULT_NOISE_STD,
     }
-    return DiscreteProblem(
-        name="toy_1d",
-        X=X,
-        f=f,
-        noise_std=DEFAULT_NOISE_STD,
-        covar_module=fixed_se_kernel(float(lengthscale), 1.0),
-        learn_hyperparameters=False,
-        info=info,
-    )
+    kernel = fixed_se_kernel(float(lengthscale), 1.0)
+    return DiscreteProblem("toy_1d", X, f, covar_module=kernel, info=info)
