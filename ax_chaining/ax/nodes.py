@@ -61,14 +61,8 @@ from ax_chaining.checks import type_error
 
 def takes_candidates(acqf_class: type) -> bool:
     """Whether the input constructor of ``acqf_class`` takes the candidate set
-    (a class attribute ``takes_candidates = True``, as this package's classes
-    have; BoTorch's own take none).
-
-    Raises:
-        TypeError: ``acqf_class`` is not an ``AcquisitionFunction`` subclass.
-        ValueError: It is a one-shot or multi-objective class, or has no
-            registered input constructor, which Ax needs.
-    """
+    (its class attribute ``takes_candidates``); raises for a class that cannot
+    select over a table (one-shot, multi-objective, no input constructor)."""
     if not isinstance(acqf_class, type) or not issubclass(
         acqf_class, AcquisitionFunction
     ):
@@ -111,15 +105,12 @@ def takes_candidates(acqf_class: type) -> bool:
 
 class CandidateSetAcquisition(Acquisition):
     """Ax ``Acquisition`` over a finite candidate set, for any BoTorch
-    acquisition function: Ax's input constructor builds the function (with the
-    candidates where it takes them); ``optimize`` selects with Ax's
-    ``select_from_candidate_set`` (sequential greedy with pending points for a
-    batch), or on the shards for sharded candidates. ``options`` carry
-    ``candidates`` (``N x d`` in Ax's model space, or the
-    :class:`~ax_chaining.distributed.ShardedCandidates`), ``selectable`` (a
-    boolean mask of the proposable candidates) and ``record`` (called with
-    this object once it has selected), as the node gives them.
-    """
+    acquisition function: ``optimize`` selects with Ax's
+    ``select_from_candidate_set`` (sequential greedy with pending points), or
+    on the shards. ``options`` carry ``candidates`` (``N x d`` in Ax's model
+    space, or :class:`~ax_chaining.distributed.ShardedCandidates`),
+    ``selectable`` (a boolean mask) and ``record`` (called with this object
+    once it has selected), as the node gives them."""
 
     def __init__(
         self,
