@@ -1,4 +1,4 @@
-"""Atomic file writes: the caches of :mod:`ax_chaining.chem` and
+"""Atomic file writes: the caches of :mod:`ax_chaining.molecules` and
 :mod:`ax_chaining.test_functions`, and the benchmarks' run records.
 
 A floor of its own (the standard library only), so that the modules that write

@@ -254,7 +254,7 @@ class PackedFingerprints:
         r"""Create a zeroed library file of ``num_rows`` rows to fill in place.
 
         For writers that produce a library in chunks (e.g.
-        :func:`ax_chaining.chem.featurize_library`); :meth:`open` reads it back.
+        :func:`ax_chaining.molecules.featurize_library`); :meth:`open` reads it back.
 
         Returns:
             The writable ``num_rows x ceil(n_bits / 64)`` memory map of words.

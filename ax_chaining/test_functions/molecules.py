@@ -166,7 +166,7 @@ def library(
     name: str, radius: int = 2, n_bits: int = 2048
 ) -> tuple[MoleculeDataset, Tensor]:
     """``(dataset, gram)``: the molecules and their Tanimoto Gram matrix."""
-    from ax_chaining.chem import morgan_fingerprints, tanimoto_gram
+    from ax_chaining.molecules import morgan_fingerprints, tanimoto_gram
 
     data = load_dataset(name)
     gram = tanimoto_gram(morgan_fingerprints(data.smiles, radius, n_bits))

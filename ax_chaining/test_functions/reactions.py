@@ -13,7 +13,7 @@ name                   reactions  components (distinct)
 ``buchwald-hartwig`` is the Pd-catalysed C-N coupling screen of Ahneman et al.
 (Science, 2018): every combination of the four components, coupled with
 p-toluidine, and its measured yield (%, maximized). Each component column holds
-SMILES strings, the input of :func:`ax_chaining.reactions.component_features`.
+SMILES strings, the input of :func:`ax_chaining.molecules.component_features`.
 
 Example:
     >>> from ax_chaining.test_functions.reactions import load_reactions
