@@ -243,6 +243,7 @@ def test_worker_processes_give_the_same_features(tmp_path: Path) -> None:
             molecule_features(library, "rdkit2d", n_jobs=bad)
 
 
+@pytest.mark.slow
 def test_a_script_without_a_main_guard_encodes_in_workers(tmp_path: Path) -> None:
     """joblib's workers do not import the calling script again: a script
     that encodes with ``n_jobs=2`` at its top level runs and gets the serial
