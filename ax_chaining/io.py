@@ -1,4 +1,4 @@
-"""Atomic file writes (the caches of :mod:`ax_chaining.chem` and
+"""Atomic file writes (the caches of :mod:`ax_chaining.molecules` and
 :mod:`ax_chaining.test_functions`, the benchmarks' run records), standard
 library only."""
 

@@ -361,9 +361,13 @@ def _table_of(spec: Any) -> np.ndarray:
 def freesolv() -> list[dict[str, Any]]:
     from ax_chaining.ax import (
         chaining_generation_strategy,
-        molecule_surrogate_spec,
         qlognei_generation_strategy,
     )
+
+    try:
+        from ax_chaining.molecules import molecule_surrogate_spec
+    except ImportError:  # before the molecules package
+        from ax_chaining.ax import molecule_surrogate_spec
     from ax_chaining.test_functions.molecules import load_dataset
 
     data = load_dataset("freesolv")
@@ -389,7 +393,11 @@ def reaction() -> list[dict[str, Any]]:
         chaining_generation_strategy,
         feature_table_surrogate_spec,
     )
-    from ax_chaining.reactions import component_features
+
+    try:
+        from ax_chaining.molecules import component_features
+    except ImportError:  # before the molecules package
+        from ax_chaining.reactions import component_features
     from ax_chaining.test_functions.reactions import load_reactions
     from benchmarks.reactions_bench import descriptor_encoder
 

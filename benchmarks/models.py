@@ -142,14 +142,14 @@ def build_model(name: str, raw: np.ndarray, y: Tensor) -> tuple[Any, int]:
     from botorch.models import SingleTaskGP
     from botorch.models.transforms import Standardize
 
-    from ax_chaining.chem import tanimoto_gram
-    from ax_chaining.descriptors import (
+    from ax_chaining.kernels import FeatureTableKernel, PrecomputedKernel
+    from ax_chaining.kernels.priors import feature_table_likelihood
+    from ax_chaining.molecules import (
         COUNT_ENCODINGS,
         clean_features,
         default_cleaning,
+        tanimoto_gram,
     )
-    from ax_chaining.kernels import FeatureTableKernel, PrecomputedKernel
-    from ax_chaining.kernels.features import feature_table_likelihood
 
     encoding, prior, kernel, scale, max_correlation = _parse_model(name)
     n = raw.shape[0]
@@ -207,8 +207,7 @@ def _raw_encodings(
     dataset: str, rows: np.ndarray, encodings: set[str], cache: Path
 ) -> dict[str, np.ndarray]:
     """Raw encodings of a dataset's rows ``rows`` (sorted), cached under ``cache``."""
-    from ax_chaining.chem import morgan_fingerprints
-    from ax_chaining.descriptors import encode_molecules
+    from ax_chaining.molecules import encode_molecules, morgan_fingerprints
     from ax_chaining.test_functions.molecules import load_dataset
 
     smiles = load_dataset(dataset).smiles

@@ -609,7 +609,7 @@ def model_variant(dataset: str, variant: str) -> tuple[Any, dict[str, Any]]:
     (``features/<dataset>-<variant>``), so that a run in a fresh process does
     not compute them again (Mordred on Lipophilicity's 4,200 molecules takes
     minutes); the cache refuses a changed library or other options."""
-    from ax_chaining.ax.surrogates import molecule_surrogate_spec
+    from ax_chaining.molecules import molecule_surrogate_spec
     from ax_chaining.test_functions.problems import default_cache_dir
 
     options = MODEL_VARIANTS[variant]

@@ -155,7 +155,7 @@ def descriptor_encoder(smiles: list[str]) -> tuple[np.ndarray, tuple[str, ...]]:
     default molecule model cleans a library's
     (:func:`~ax_chaining.descriptors.default_cleaning` of ``"rdkit2d"``): an
     encoder for :func:`~ax_chaining.reactions.component_features`."""
-    from ax_chaining.descriptors import (
+    from ax_chaining.molecules import (
         clean_features,
         default_cleaning,
         encode_molecules,
@@ -173,7 +173,7 @@ def _surrogate(dataset: str, encoding: str) -> tuple[Any, dict[str, Any]]:
     import torch
 
     from ax_chaining.ax import feature_table_surrogate_spec
-    from ax_chaining.reactions import component_features
+    from ax_chaining.molecules import component_features
 
     data = load_reactions(dataset)
     encoder = descriptor_encoder if encoding == "descriptors" else "onehot"

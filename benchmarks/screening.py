@@ -203,7 +203,7 @@ def default_model_spec(
 ) -> Any:
     """The default molecule model of the size-``size`` library (its features
     computed once, ``n_jobs`` processes, and cached)."""
-    from ax_chaining.ax import molecule_surrogate_spec
+    from ax_chaining.molecules import molecule_surrogate_spec
 
     rows = library_rows(len(smiles), size)
     return molecule_surrogate_spec(
@@ -249,7 +249,7 @@ def prepare(
         rows = library_rows(len(smiles), max_size)
         mpo_scores([smiles[i] for i in rows], scores_path, progress=progress)
         return cache, scores_path
-    from ax_chaining.chem import featurize_library
+    from ax_chaining.molecules import featurize_library
 
     lib = featurize_library(
         smiles,

@@ -88,8 +88,7 @@ def test_a_model_variant_runs_the_method_on_that_model(method, model):
     Tanimoto Gram, on the descriptor model the record names; the variant's
     spec is molecule_surrogate_spec's with those options, its features
     cached (the same table as computed without a cache)."""
-    from ax_chaining.ax import molecule_surrogate_spec
-    from ax_chaining.descriptors import molecule_features
+    from ax_chaining.molecules import molecule_features, molecule_surrogate_spec
     from ax_chaining.test_functions.molecules import load_dataset
     from ax_chaining.test_functions.problems import default_cache_dir
 

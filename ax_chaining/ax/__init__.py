@@ -43,7 +43,6 @@ from ax_chaining.ax.surrogates import (
     candidate_index_parameter,
     feature_table_surrogate_spec,
     fingerprint_kernel_surrogate_spec,
-    molecule_surrogate_spec,
     precomputed_kernel_surrogate_spec,
 )
 
@@ -70,7 +69,6 @@ __all__ = [
     "gp_ucb_generation_strategy",
     "load_client",
     "load_client_from_database",
-    "molecule_surrogate_spec",
     "parameters_from_table",
     "precomputed_kernel_surrogate_spec",
     "qlognei_generation_strategy",

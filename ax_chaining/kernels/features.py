@@ -22,64 +22,30 @@ maps the file (:func:`open_features`) and keeps the path: a pickled kernel
 carries the path and the table's content key, not the table, and Ax's JSON
 stores the path, so a saved experiment reopens in a new process.
 
-Priors (``prior``), for features in the unit cube (see
-:func:`~ax_chaining.descriptors.clean_features`):
-
-* ``"botorch"``: BoTorch 0.18's default for ``SingleTaskGP``: no output scale,
-  a log-normal lengthscale prior whose location grows with :math:`\log d / 2`
-  (Hvarfner et al., 2024; ``get_covar_module_with_dim_scaled_prior``), a
-  log-normal noise prior (:func:`feature_table_likelihood`).
-* ``"baybe"``: BayBE's ``EDBO_SMOOTHED`` preset (``SmoothedEDBOKernelFactory``
-  and its likelihood: EDBO's priors interpolated in the dimension between 8 and
-  75): an output scale, Gamma priors on the lengthscale, output scale and
-  noise, and their initial values. It is *not* what BayBE 0.15 fits by
-  default to a molecule parameter: that is ``"chen"``.
-* ``"chen"``: BayBE 0.15's default GP for a search space with a
-  ``SubstanceParameter`` (its ``BAYBE`` preset dispatches such spaces to the
-  ``CHEN`` preset, the adaptive hyperpriors its documentation attributes to
-  Chen et al., 2026): with :math:`\ell = 0.4 \sqrt{d} + 4`, a lengthscale prior
-  :math:`\Gamma(2\ell, 2)` (mean :math:`\ell`, standard deviation
-  :math:`\sqrt{\ell / 2}`: it holds every lengthscale near :math:`\ell`), an
-  output scale with prior :math:`\Gamma(\ell, 1)`, both initialized at
-  :math:`\ell`, and GPyTorch's plain ``GaussianLikelihood`` (no noise prior).
-
-On fingerprint kernels (``base="minmax"``) there is no lengthscale: the prior
-sets the output scale (none for ``"botorch"``, the preset's otherwise, with
-:math:`d` the number of count columns under ``"chen"``) and the noise.
+The base kernel's hyperpriors are chosen by name (``prior``, what Ax's JSON
+stores): :mod:`ax_chaining.kernels.priors`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from botorch.models.utils.gpytorch_modules import (
-    get_covar_module_with_dim_scaled_prior,
-    get_gaussian_likelihood_with_lognormal_prior,
-)
-from gpytorch.kernels import Kernel, MaternKernel, ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood
-from gpytorch.priors import GammaPrior
+from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from ax_chaining.checks import check_choice, type_error
-from ax_chaining.kernels.fingerprints import MinMaxKernel
 from ax_chaining.kernels.precomputed import check_index_kernel_args, item_indices
+from ax_chaining.kernels.priors import PRIORS, base_kernel
 from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
 
 __all__ = [
     "BASES",
-    "PRIORS",
     "FeatureTableKernel",
-    "baybe_priors",
-    "chen_priors",
-    "feature_table_likelihood",
-    "likelihood_options",
     "open_features",
     "register_features",
     "registered_features",
@@ -88,9 +54,6 @@ __all__ = [
 BASES = ("matern52", "rbf", "minmax")
 """The kernels :class:`FeatureTableKernel` applies to the feature rows."""
 
-PRIORS = ("botorch", "baybe", "chen")
-"""The hyperparameter priors of :class:`FeatureTableKernel`."""
-
 # Feature tables by content hash (see `register_features`): references.
 _FEATURES: ContentRegistry[Tensor] = ContentRegistry(
     "FeatureTableKernel argument `features`",
@@ -98,93 +61,6 @@ _FEATURES: ContentRegistry[Tensor] = ContentRegistry(
     "`ax_chaining.kernels.register_features(features)` (or "
     "`feature_table_surrogate_spec(features)`)",
 )
-# BayBE's SmoothedEDBOKernelFactory: moments interpolated between these
-# dimensions.
-_BAYBE_DIMS = (8.0, 75.0)
-
-
-def baybe_priors(num_dims: int) -> dict[str, tuple[float, float, float]]:
-    r"""BayBE's ``EDBO_SMOOTHED`` GP priors for ``num_dims`` features
-    (``prior="baybe"``).
-
-    ``(concentration, rate, initial value)`` of the Gamma priors on the
-    lengthscale, output scale and noise, linear in ``num_dims`` between the
-    low-dimensional (8) and high-dimensional (75) values of BayBE's
-    ``SmoothedEDBOKernelFactory`` (the averages of EDBO's one-hot and Mordred
-    priors), constant outside.
-
-    Example:
-        >>> baybe_priors(200)["lengthscale"]
-        (2.5, 0.55, 6.0)
-    """
-    d = float(num_dims)
-
-    def at(low: float, high: float) -> float:
-        return float(np.interp(d, _BAYBE_DIMS, (low, high)))
-
-    return {
-        "lengthscale": (at(1.2, 2.5), at(1.1, 0.55), at(0.2, 6.0)),
-        "outputscale": (at(5.0, 3.5), at(0.5, 0.15), at(8.0, 15.0)),
-        "noise": (at(1.05, 1.5), at(0.5, 0.1), at(0.1, 5.0)),
-    }
-
-
-def chen_priors(num_dims: int) -> dict[str, tuple[float, float, float]]:
-    r"""BayBE 0.15's default GP priors for a molecule parameter of
-    ``num_dims`` features (``prior="chen"``).
-
-    ``(concentration, rate, initial value)`` of the Gamma priors on the
-    lengthscale and the output scale of BayBE's ``CHEN`` preset, with
-    :math:`\ell = 0.4 \sqrt{d} + 4`: :math:`\Gamma(2\ell, 2)` and
-    :math:`\Gamma(\ell, 1)`, both initialized at :math:`\ell`. It puts no
-    prior on the noise.
-
-    Example:
-        >>> chen_priors(100)["lengthscale"]
-        (16.0, 2.0, 8.0)
-    """
-    ell = 0.4 * math.sqrt(float(num_dims)) + 4.0
-    return {"lengthscale": (2.0 * ell, 2.0, ell), "outputscale": (ell, 1.0, ell)}
-
-
-# The Gamma priors of each BayBE preset (the priors other than BoTorch's).
-_PRESETS = {"baybe": baybe_priors, "chen": chen_priors}
-
-
-def feature_table_likelihood(prior: str, num_dims: int) -> GaussianLikelihood:
-    """The Gaussian likelihood (noise prior) that goes with ``prior``.
-
-    ``"botorch"``: BoTorch's ``get_gaussian_likelihood_with_lognormal_prior``
-    (what ``SingleTaskGP`` builds by default); otherwise
-    ``GaussianLikelihood(**likelihood_options(prior, num_dims))``.
-    """
-    options = likelihood_options(prior, num_dims)
-    if options is None:
-        return get_gaussian_likelihood_with_lognormal_prior()
-    return GaussianLikelihood(**options)
-
-
-def likelihood_options(prior: str, num_dims: int) -> dict[str, Any] | None:
-    """``GaussianLikelihood`` keyword arguments for ``prior``, or None where
-    ``SingleTaskGP``'s default likelihood is the one (``"botorch"``).
-
-    ``"baybe"``: BayBE's Gamma noise prior for ``num_dims`` features
-    (:func:`baybe_priors`), with ``GaussianLikelihood``'s default constraint
-    (noise above ``1e-4``) and initial value: not BayBE's initial noise, which
-    Ax's JSON storage of likelihood options cannot keep. ``"chen"``: none
-    (``{}``: a plain ``GaussianLikelihood``, as BayBE's ``CHEN`` preset).
-
-    Example:
-        >>> likelihood_options("baybe", 200)["noise_prior"].rate
-        tensor(0.1000)
-    """
-    check_choice("prior", prior, PRIORS)
-    if prior == "botorch":
-        return None
-    if prior == "chen":
-        return {}
-    concentration, rate, _ = baybe_priors(num_dims)["noise"]
-    return {"noise_prior": GammaPrior(concentration, rate)}
 
 
 class FeatureTableKernel(Kernel):
@@ -231,7 +107,7 @@ class FeatureTableKernel(Kernel):
                 or an ``os.PathLike``), mapped by :func:`open_features`.
             base: One of :data:`BASES`: ``"matern52"`` or ``"rbf"`` (ARD,
                 one lengthscale a column) or ``"minmax"`` (non-negative counts).
-            prior: One of :data:`PRIORS` (see the module docstring).
+            prior: One of :data:`~ax_chaining.kernels.priors.PRIORS`.
             normalized_inputs: Inputs in ``[0, 1]`` (Ax's normalization of an
                 index parameter ``0 .. N - 1``) instead of indices.
             active_dims: The one input column holding the index, or None.
@@ -260,7 +136,7 @@ class FeatureTableKernel(Kernel):
         self.base, self.prior = base, prior
         self.normalized_inputs = bool(normalized_inputs)
         self.register_buffer("features", features, persistent=False)
-        self.base_kernel = _base_kernel(base, prior, features.shape[-1])
+        self.base_kernel = base_kernel(base, prior, features.shape[-1])
 
     @property
     def num_items(self) -> int:
@@ -321,35 +197,6 @@ class FeatureTableKernel(Kernel):
         self.features = table
 
 
-def _base_kernel(base: str, prior: str, num_dims: int) -> Kernel:
-    r"""The base kernel and its priors (see the module docstring)."""
-    if base == "minmax":
-        kernel: Kernel = MinMaxKernel()
-    elif prior == "botorch":
-        return get_covar_module_with_dim_scaled_prior(
-            ard_num_dims=num_dims, use_rbf_kernel=base == "rbf"
-        )
-    else:
-        concentration, rate, initial = _PRESETS[prior](num_dims)["lengthscale"]
-        lengthscale = {
-            "ard_num_dims": num_dims,
-            "lengthscale_prior": GammaPrior(concentration, rate),
-        }
-        if base == "rbf":
-            from gpytorch.kernels import RBFKernel
-
-            kernel = RBFKernel(**lengthscale)
-        else:
-            kernel = MaternKernel(nu=2.5, **lengthscale)
-        kernel.lengthscale = initial
-    if prior == "botorch":
-        return kernel
-    concentration, rate, initial = _PRESETS[prior](num_dims)["outputscale"]
-    scaled = ScaleKernel(kernel, outputscale_prior=GammaPrior(concentration, rate))
-    scaled.outputscale = initial
-    return scaled
-
-
 def _check_features(features: Any) -> Tensor:
     if not isinstance(features, Tensor):
         raise type_error("features", "a torch.Tensor (or a registered key)", features)
@@ -363,7 +210,7 @@ def _check_features(features: Any) -> Tensor:
     if not all(bool(torch.isfinite(b).all()) for b in _row_blocks(features)):
         raise ValueError(
             "`features` must be finite; clean the table first "
-            "(ax_chaining.descriptors.clean_features)."
+            "(ax_chaining.molecules.clean_features)."
         )
     return features
 

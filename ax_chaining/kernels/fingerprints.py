@@ -166,7 +166,7 @@ class PackedFingerprints:
     def allocate(path: str | os.PathLike, num_rows: int, n_bits: int) -> np.memmap:
         r"""Create a zeroed library file and return its writable
         ``num_rows x ceil(n_bits / 64)`` memory map of words, for writers that
-        fill it in chunks (:func:`ax_chaining.chem.featurize_library`)."""
+        fill it in chunks (:func:`ax_chaining.molecules.featurize_library`)."""
         path = _npy_path(path)
         n_bits = check_int("n_bits", n_bits, 1)
         shape = (check_int("num_rows", num_rows, 1), -(-n_bits // 64))

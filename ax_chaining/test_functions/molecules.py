@@ -144,7 +144,7 @@ def library(
     Example:
         >>> data, gram = library("freesolv")
     """
-    from ax_chaining.chem import morgan_fingerprints, tanimoto_gram
+    from ax_chaining.molecules import morgan_fingerprints, tanimoto_gram
 
     data = load_dataset(name)
     gram = tanimoto_gram(morgan_fingerprints(data.smiles, radius, n_bits))

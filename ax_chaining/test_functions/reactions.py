@@ -1,6 +1,6 @@
 """Reaction tables with one measured yield per reaction, vendored with the package:
 the Buchwald-Hartwig screen of Ahneman et al. (Science, 2018), whose component
-columns hold SMILES for :func:`ax_chaining.reactions.component_features`
+columns hold SMILES for :func:`ax_chaining.molecules.component_features`
 (provenance, licence and checksum in ``data/PROVENANCE.md``)."""
 
 from __future__ import annotations
