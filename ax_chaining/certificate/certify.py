@@ -47,12 +47,12 @@ __all__ = [
 
 #: The fewest observations from which ``calibration="loo"`` certifies: with
 #: fewer, a sample rarely holds the outliers that show a tail heavier than the
-#: model's (a heuristic chosen on the validity benchmark, docs/certificate.md).
+#: model's (a heuristic; documentation page "The regret certificate").
 LOO_MIN_OBSERVATIONS = 20
 
 #: The ``"loo"`` check's default ``scale_level``: the residuals' scale at its
-#: one-sided upper 95% confidence limit, not its point estimate (chosen on the
-#: validity benchmark, docs/certificate.md).
+#: one-sided upper 95% confidence limit, not its point estimate (a heuristic;
+#: documentation page "The regret certificate").
 DEFAULT_SCALE_LEVEL = 0.05
 
 
