@@ -380,10 +380,7 @@ def chaining_tree(
             f"covers and eps must have one entry per level, got {len(covers)} and "
             f"{len(eps_list)}."
         )
-    if bounded is None:
-        bounded_list = [False] * len(covers)
-    else:
-        bounded_list = [bool(b) for b in bounded]
+    flags = [False] * len(covers) if bounded is None else [bool(b) for b in bounded]
     k = len(covers) + 1
     level = torch.full((n,), k, dtype=torch.long, device=device)
     for i, cover in enumerate(covers, start=1):
@@ -411,9 +408,7 @@ def chaining_tree(
 
     last = eps_list[-1] / 2.0 if eps_list else 1.0
     eps_t = torch.tensor([*eps_list, last], dtype=torch.float64, device=device)
-    radius_levels = next(
-        (i for i, b in enumerate(bounded_list) if b), len(bounded_list)
-    )
+    radius_levels = next((i for i, b in enumerate(flags) if b), len(flags))
     return ChainingTree(
         level=level,
         parent=parent,
