@@ -3,28 +3,10 @@ r"""Regret certificates valid at any candidate chosen from the data.
 With probability at least :math:`1 - \delta`, jointly over all steps (or the
 declared checks), :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)`
 for the certified point :math:`x`, when the objective is a sample of the
-model's GP prior and :math:`x` is a function of the data. One job per module:
-
-* :mod:`~ax_chaining.certificate.tails`: every tail law (Gaussian, Chernoff,
-  Student-t, by exploration) and the sums and quantiles the bounds take from
-  them;
-* :mod:`~ax_chaining.certificate.schedule`: how :math:`\delta` is spent over
-  steps and declared checks;
-* :mod:`~ax_chaining.certificate.bounds`: the bounds (union, pairwise,
-  chaining, their minimum) and the recommendation;
-* :mod:`~ax_chaining.certificate.certify`: the :class:`Certificate` a user
-  receives, from the bounds;
-* :mod:`~ax_chaining.certificate.rank`: the rank statement every
-  certificate carries (among how many of the best candidates its point is);
-* :mod:`~ax_chaining.certificate.residuals`: calibration from the loop's own
-  forecast and audit residuals (:class:`ResidualCalibration`);
-* :mod:`~ax_chaining.certificate.calibration`: from a BoTorch model, its
-  calibration check first (:func:`certify_model`, :func:`issue_certificate`).
-
-The first four import torch alone and are loaded with the package; the
-BoTorch names of :mod:`~ax_chaining.certificate.calibration` on first use.
-Every public name is importable from here. The derivations are on the
-documentation page "The regret certificate" (``docs/certificate.md``).
+model's GP prior and :math:`x` is a function of the data. The package imports
+torch alone; the BoTorch layer (:mod:`~ax_chaining.certificate.calibration`)
+loads on first use of one of its names. Derivations are on the documentation
+page "The regret certificate".
 """
 
 from __future__ import annotations
@@ -96,8 +78,7 @@ from ax_chaining.certificate.tails import (
     upper_quantile,
 )
 
-# Public name -> module that defines it (the BoTorch layer, loaded on first
-# use so that the bounds import torch alone).
+# The BoTorch layer's names, loaded on first use.
 _LAZY = {
     name: "ax_chaining.certificate.calibration"
     for name in (

@@ -1,27 +1,10 @@
-r"""Regret bounds valid at any point fixed by the data (pure torch).
-
-Given the posterior mean :math:`\mu` and pseudo-distance :math:`d_t` over the
-``N`` candidates, a bound :math:`B_t(x)` such that, with probability at least
-:math:`1 - \delta` jointly over all steps,
-:math:`\max_{x^\star} f(x^\star) - f(x) \le B_t(x)`, for every point :math:`x`
-chosen from the data: the union bound (:func:`union_bound`), its pairwise
-baseline (:func:`pairwise_bound`), the chaining bound over the tree of covers
-(:func:`chaining_tree`, :func:`chaining_bound`), their minimum
-(:func:`certificate_bounds`), and GP-UCB's UCB - LCB for comparison
-(:func:`ucb_lcb_bound`). The tails come from
-:mod:`ax_chaining.certificate.tails`, the step's share of :math:`\delta` from
-:mod:`ax_chaining.certificate.schedule`.
-
-**Assumptions.** (i) :math:`f` is a sample of the model's GP prior and the
-observations carry its Gaussian noise, (ii) the certified point and everything
-a bound is built from (covers, tree, budget split) are functions of the data.
-The derivations, the two corrections to the paper's chaining bound and why the
-minimum of two bounds needs no split of :math:`\delta` are on the
-documentation page "The regret certificate" (``docs/certificate.md``).
-
-**Memory.** Every bound is computed a block of certified points at a time,
-within ``memory_budget`` (:func:`certificate_share`, :func:`certified_block`);
-the blocks change no number.
+r"""Regret bounds :math:`B_t(x)` valid at any point :math:`x` fixed by the data:
+with probability at least :math:`1 - \delta` jointly over all steps,
+:math:`\max_{x^\star} f(x^\star) - f(x) \le B_t(x)` when :math:`f` is a sample of
+the model's GP prior. The union, pairwise and chaining bounds, their minimum,
+and GP-UCB's UCB - LCB for comparison; derivations on the documentation page
+"The regret certificate". Every bound is computed a block of certified points
+at a time within ``memory_budget``; the blocks change no number.
 """
 
 from __future__ import annotations
@@ -70,17 +53,14 @@ Rule = Literal["min_bound", "max_mean"]
 
 
 #: Bytes of temporaries per (certified point, candidate) pair of
-#: :func:`union_bound`: it holds the rows of gaps and distances and makes up to
-#: six float64 arrays of their size in a tail sum (for :func:`certified_block`).
+#: :func:`union_bound` (the rows of gaps and distances, and up to six float64
+#: arrays of their size in a tail sum), for :func:`certified_block`.
 UNION_PAIR_BYTES = 8 * 8
 #: The same for :func:`pairwise_bound`: a row of gaps, its product and sum.
 PAIRWISE_PAIR_BYTES = 8 * 4
-#: The most bytes a block's temporaries take on the CPU whatever the budget:
-#: there the tail sums run fastest (measured on one thread, union bound: 600
-#: points of 3,000 took 0.25 to 0.34 s with blocks of 4 to 16 MiB, 0.55 s with
-#: 256 MiB; 200 points of 20,000 took 0.54 s against 2.5 s). A GPU runs larger
-#: blocks faster (on an H200, 50 points of 100,000: 0.04 s in one block, 0.49
-#: s in blocks of 16 MiB), so there only the budget bounds them.
+#: The most bytes a block's temporaries take on the CPU whatever the budget
+#: (smaller blocks run faster there; a GPU prefers large ones, so there only
+#: the budget bounds them).
 BLOCK_BYTES = 16 * 2**20
 
 
@@ -116,10 +96,8 @@ def certified_block(
 def certificate_share(memory_budget: int, *, largest: int | None = BLOCK_BYTES) -> int:
     """Bytes a certificate's temporaries may take: a sixteenth of
     ``memory_budget`` (the posterior the bound reads is held meanwhile, within
-    the same budget: the dense path's ``N x N`` matrix, the low-rank route's
-    pools), and at most ``largest`` (default :data:`BLOCK_BYTES`, the bounds'
-    cap on the CPU; None for none: on a GPU, and for the sharded certificate,
-    whose every block costs round trips)."""
+    the same budget), and at most ``largest`` (None: no cap, on a GPU and for
+    the sharded certificate, whose every block costs round trips)."""
     share = check_int("memory_budget", memory_budget, 1) // 16
     return share if largest is None else min(share, largest)
 
@@ -200,11 +178,8 @@ def union_bound(
     (and :math:`B \ge \mu(x^\star) - \mu(x)` where :math:`d = 0`), i.e. the union
     bound :math:`P[\max_{x^\star} f(x^\star) - f(x) > B \mid D_t] \le \sum_{x^\star}
     P[f(x^\star) - f(x) > B \mid D_t]` solved for :math:`B`. It never exceeds
-    :func:`pairwise_bound` (which spends :math:`\delta_t / (N - 1)` on every pair,
-    also on pairs far below the maximum). Solved to a relative tolerance
-    ``rtol``, each point on its own, by :func:`solve_tail_budget` (a bracketing
-    root search); the upper end of the bracket is returned, so the result is
-    valid.
+    :func:`pairwise_bound`. Solved to a relative tolerance ``rtol``, each point
+    on its own, by :func:`solve_tail_budget`; the result is valid.
 
     Example:
         >>> mean = torch.tensor([0.0, 1.0], dtype=torch.float64)
@@ -258,31 +233,18 @@ def solve_tail_budget(
     rtol: float,
 ) -> Tensor:
     """The smallest ``b`` in ``[lo, hi]`` (to ``rtol``) with ``tail_sum(b) <=
-    delta_t``, per entry: ``hi`` is first grown until it is within budget (the
-    pairwise bound it usually starts from already is, up to round-off), then
-    the bracket is closed. ``tail_sum`` is non-increasing in ``b``; the union
-    bound calls it on one machine's rows, the sharded certificate on the
-    shards' sums.
+    delta_t``, per entry, for a non-increasing ``tail_sum`` (one machine's
+    rows, or the shards' sums).
 
-    The bracket ``[lo, hi]`` always has ``tail_sum(hi) <= delta_t`` and, unless
-    ``lo`` itself is within budget (then ``lo`` is returned), ``tail_sum(lo) >
-    delta_t``; the upper end is returned once ``hi - lo <= rtol |hi|``, so the
-    result is valid and within ``rtol`` of the smallest valid ``b``, as a
-    bisection's. It is closed by regula falsi on ``log tail_sum(b) - log
-    delta_t`` (nearly linear in ``b`` near the root for Gaussian-like tails)
-    with the Illinois rule (an end kept twice in a row has its value halved),
-    each new point kept at least ``rtol |hi| / 4`` inside the bracket, so that
-    the far end closes in too: about 6 to 10 calls of ``tail_sum`` where a
-    bisection from the pairwise bound takes about 22 (measured on the speed
-    benchmark's problems). Every decision compares ``tail_sum`` with
-    ``delta_t`` itself, as a bisection does; the logs only place the next
-    point. Entries whose ``tail_sum`` is not finite, or whose logs do not
-    bracket the root as their sums do (within an ulp of ``delta_t``), are
-    bisected.
-
-    Each entry stops when its own bracket is within ``rtol`` and its points
-    depend on its own values alone, so its result does not depend on the
-    entries solved beside it (blocks of any size give the same bounds)."""
+    ``hi`` is first grown until within budget; then the bracket, with
+    ``tail_sum(hi) <= delta_t < tail_sum(lo)`` (or ``lo`` returned if within
+    budget), is closed by regula falsi on ``log tail_sum(b) - log delta_t``
+    with the Illinois rule, each point at least ``rtol |hi| / 4`` inside it,
+    and bisection where the logs are not finite or do not bracket the root.
+    Every decision compares ``tail_sum`` with ``delta_t`` itself. The upper
+    end is returned once ``hi - lo <= rtol |hi|``: valid, and within ``rtol``
+    of the smallest valid ``b``. Each entry's points depend on its own values
+    alone, so blocks of any size give the same results."""
     log_delta = math.log(delta_t)
     tiny = torch.finfo(torch.float64).tiny
 
@@ -320,7 +282,7 @@ def solve_tail_budget(
         x = torch.minimum(torch.maximum(x, lo + margin), hi - margin)
         s_x, h_x = evaluate(x)
         ok = open_ & (s_x <= delta_t)
-        over = open_ & ~(s_x <= delta_t)  # NaN counts as over budget, as before
+        over = open_ & ~(s_x <= delta_t)  # NaN counts as over budget
         # Illinois: the end kept twice in a row has its value halved, so
         # that the next point moves towards it.
         h_lo = torch.where(ok & (side > 0), 0.5 * h_lo, h_lo)
@@ -390,16 +352,13 @@ def chaining_tree(
 ) -> ChainingTree:
     r"""Build the chaining tree of nested sets ``covers`` (plus :math:`X`).
 
-    :math:`T_i` is the union of ``covers[:i]`` (so the sets are nested even if
-    the input is not); each point of :math:`T_i \setminus T_{i-1}` gets its
-    nearest point of :math:`T_{i-1}` as parent. Cost: rows of :math:`d` for the
-    :math:`|T_L|` points of the deepest cover, a block at a time
-    (:math:`O(N |T_L|)` work, one block of memory), unless ``parents`` gives
-    them: farthest-first covers record them along their traversal
-    (:attr:`~ax_chaining.chaining.ChainingResult.parents`), which saves those
-    rows, about as many as the covers took (the same tree, but where two
-    centres are exactly equally near a point; see
-    :class:`~ax_chaining.covers.NearestCentres`).
+    :math:`T_i` is the union of ``covers[:i]`` (nested even if the input is
+    not); each point of :math:`T_i \setminus T_{i-1}` gets its nearest point of
+    :math:`T_{i-1}` as parent, from rows of :math:`d` for the points of
+    :math:`T_L` (:math:`O(N |T_L|)` work, a block at a time), from each pair
+    once where the distance has upper blocks and :math:`T_L` holds more than
+    half the points, or as ``parents`` gives them (farthest-first covers
+    record them along their traversal).
 
     Args:
         distance: The posterior pseudo-distance over the ``N`` points.
@@ -421,10 +380,7 @@ def chaining_tree(
             f"covers and eps must have one entry per level, got {len(covers)} and "
             f"{len(eps_list)}."
         )
-    if bounded is None:
-        bounded_list = [False] * len(covers)
-    else:
-        bounded_list = [bool(b) for b in bounded]
+    flags = [False] * len(covers) if bounded is None else [bool(b) for b in bounded]
     k = len(covers) + 1
     level = torch.full((n,), k, dtype=torch.long, device=device)
     for i, cover in enumerate(covers, start=1):
@@ -452,9 +408,7 @@ def chaining_tree(
 
     last = eps_list[-1] / 2.0 if eps_list else 1.0
     eps_t = torch.tensor([*eps_list, last], dtype=torch.float64, device=device)
-    radius_levels = next(
-        (i for i, b in enumerate(bounded_list) if b), len(bounded_list)
-    )
+    radius_levels = next((i for i, b in enumerate(flags) if b), len(flags))
     return ChainingTree(
         level=level,
         parent=parent,
@@ -471,10 +425,7 @@ def _nearest_parents(
     distance: PseudoDistance, level: Tensor, k: int
 ) -> tuple[Tensor, Tensor]:
     """Index of, and squared distance to, each point's nearest point of the
-    level above it (``-1`` and ``inf`` at the first level), from rows of the
-    points of :math:`T_L`; where those are more than half the points and the
-    distance computes upper blocks, from each pair once instead
-    (:func:`_nearest_parents_pairs`)."""
+    level above it (``-1`` and ``inf`` at the first level)."""
     n, device = distance.n, distance.device
     sources = (level < k).nonzero().squeeze(-1)
     if distance.upper_blocks and 2 * sources.numel() > n:
@@ -498,11 +449,9 @@ def _nearest_parents(
 def _nearest_parents_pairs(
     distance: PseudoDistance, level: Tensor
 ) -> tuple[Tensor, Tensor]:
-    """:func:`_nearest_parents` from the upper blocks of :math:`d^2`: each pair
-    ``(a, c)`` computed once and offered both ways (``a`` as a parent of ``c``
-    if its level is above, and ``c`` of ``a``), ``N^2 / 2`` pairs instead of
-    ``N |T_L|``. The same parents, the lowest index among equally near ones
-    (up to round-off between :math:`d^2(a, c)` and :math:`d^2(c, a)`)."""
+    """:func:`_nearest_parents` from the upper blocks of :math:`d^2`, each pair
+    offered both ways: the same parents, the lowest index among equally near
+    ones (up to round-off between :math:`d^2(a, c)` and :math:`d^2(c, a)`)."""
     n, device = distance.n, distance.device
     best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
     parent = torch.full((n,), -1, dtype=torch.long, device=device)
@@ -591,9 +540,7 @@ def chaining_bound(
     of ``tree`` and :math:`z_j = \bar\Phi^{-1}(\delta_t w_j / m_j)`:
     :math:`w_j \propto j^{-2}` over the levels, :math:`m_j = |T_j| + |T_j
     \setminus T_{j-1}|` pairs at level :math:`j`. ``links="radius"`` bounds
-    every link by its radius, as the paper does. The derivation, and the two
-    corrections to the paper it needs, are on the documentation page "The
-    regret certificate".
+    every link by its radius, as the paper does.
 
     Args:
         mean: ``N`` posterior means.
@@ -772,12 +719,9 @@ def certificate_bounds(
     out = {
         part: torch.empty(m, dtype=torch.float64, device=mean.device) for part in parts
     }
-    # A block's rows of d (as computed, then float64) beside the parts'
-    # temporaries; each part blocks its rows again within the same budget.
-    # Rows come in the distance's own batches of certified points
-    # (``row_batch``, whatever the budget): a row computed beside others in
-    # one matrix product can round differently, and the budget must change
-    # no bit. A block is a whole number of batches.
+    # Rows come in the distance's own batches (``row_batch``, whatever the
+    # budget): a row computed beside others in one matrix product can round
+    # differently, and the budget must change no bit.
     batch = max(1, int(distance.row_batch))
     largest = _largest(mean.device)
     step = certified_block(n, 2 * 8 + UNION_PAIR_BYTES, memory_budget, largest=largest)
@@ -792,18 +736,13 @@ def certificate_bounds(
         else:
             d = dist[rows]
         for part in parts:
-            if part == "union":
-                got = union_bound(
-                    mean, d, idx, share, tail, memory_budget=memory_budget
-                )
-            elif part == "pairwise":
-                got = pairwise_bound(
-                    mean, d, idx, share, tail, memory_budget=memory_budget
-                )
-            else:
+            if part == "chaining":
                 got = chaining_bound(
                     mean, d, idx, tree, share, links, tail, memory_budget=memory_budget
                 )
+            else:
+                bound_of = union_bound if part == "union" else pairwise_bound
+                got = bound_of(mean, d, idx, share, tail, memory_budget=memory_budget)
             out[part][rows] = got
         del d
     bound = out[parts[0]]

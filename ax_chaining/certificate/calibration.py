@@ -1,9 +1,7 @@
 r"""From a BoTorch model to its certificate: the model's calibration check
-first (:func:`calibrate`: the leave-one-out check :func:`loo_check`, none, or
-the loop's residuals), then the bound (:func:`issue_certificate`, the one place
-where a certificate is issued; :func:`certify_model` for any model). The check
-is a heuristic safeguard, not a guarantee: it can only widen a bound or refuse
-it, and it cannot see a misfit the data do not show (docs/certificate.md).
+first (:func:`calibrate`), then the bound (:func:`issue_certificate`). The
+check is a heuristic safeguard, not a guarantee: it can only widen a bound or
+refuse it, and cannot see a misfit the data do not show.
 """
 
 from __future__ import annotations
@@ -67,7 +65,8 @@ class LooCheck:
     """The outcome of :func:`loo_check`.
 
     Attributes:
-        scale: The factor on the posterior standard deviations (>= 1).
+        scale: The factor on the posterior standard deviations (at least 1
+            from the leave-one-out check).
         valid: False when the check refuses to certify.
         reason: Why (empty when valid).
         stats: ``n``, ``mean_z2`` (mean squared LOO residual), ``p_overdispersed``
@@ -82,14 +81,10 @@ class LooCheck:
 
 
 def loo_residuals(model: Model) -> Tensor | None:
-    r"""Leave-one-out standardized residuals of an exact single-output GP.
-
-    :math:`z_i = [K^{-1} r]_i / \sqrt{[K^{-1}]_{ii}}` with :math:`K` the
-    training covariance plus noise and :math:`r` the centred training targets
-    (Rasmussen and Williams, 2006, eq. 5.12): the residual of :math:`y_i`
-    predicted from the other observations, over its predictive standard
-    deviation, with the model's hyperparameters. None for models without that
-    form (model lists, batched or non-Gaussian likelihoods).
+    r"""Leave-one-out standardized residuals of an exact single-output GP,
+    :math:`z_i = [K^{-1} r]_i / \sqrt{[K^{-1}]_{ii}}` (:math:`K` the training
+    covariance plus noise, :math:`r` the centred targets; Rasmussen and
+    Williams, 2006, eq. 5.12), or None for models without that form.
     """
     if not supports_low_rank(model, None):
         return None
@@ -113,26 +108,17 @@ def loo_check(
 ) -> LooCheck:
     r"""The leave-one-out calibration check (``calibration="loo"``).
 
-    Under the model each leave-one-out standardized residual :math:`z_i`
-    (:func:`loo_residuals`) is :math:`N(0, 1)`. The check refuses
-    (``valid=False``) when the model holds fewer than ``min_observations``
-    observations (too few residuals to see a heavy tail, whatever the
-    model; :data:`LOO_MIN_OBSERVATIONS`), when they are overdispersed (a
-    chi-square test of :math:`\sum_i z_i^2` with :math:`n` degrees of freedom
-    at level ``alpha``)
-    or when one lies beyond the Bonferroni threshold
-    :math:`\bar\Phi^{-1}(\alpha / (2n))`; otherwise its ``scale`` is the
-    factor on every posterior standard deviation. A false refusal has
-    probability about ``alpha`` per check. With ``scale_level``
-    :math:`\gamma` (default :data:`DEFAULT_SCALE_LEVEL`), the scale is the
-    one-sided upper confidence limit of the residuals' variance,
-    :math:`c = \max(1, \sqrt{\sum_i z_i^2 / \chi^2_{n, \gamma}})`
-    (:math:`\chi^2_{n, \gamma}` the :math:`\gamma` quantile of the
-    chi-square law with :math:`n` degrees of freedom): wider when the
-    residuals are few and large, close to the point estimate
-    :math:`\max(1, \sqrt{\overline{z^2}})` (``scale_level=None``, the default
-    before) when they are many. A heuristic like the check itself
-    (leave-one-out residuals are not independent).
+    Under the model each residual :math:`z_i` (:func:`loo_residuals`) is
+    :math:`N(0, 1)`. The check refuses (``valid=False``) with fewer than
+    ``min_observations`` observations, when the residuals are overdispersed
+    (:math:`\sum_i z_i^2` against :math:`\chi^2_n` at level ``alpha``) or when
+    one lies beyond :math:`\bar\Phi^{-1}(\alpha / (2n))` (Bonferroni);
+    otherwise its ``scale`` :math:`c = \max(1, \sqrt{\sum_i z_i^2 /
+    \chi^2_{n, \gamma}})` widens every posterior standard deviation, with
+    :math:`\chi^2_{n, \gamma}` the ``scale_level`` quantile :math:`\gamma`
+    (the variance's upper confidence limit), or :math:`\max(1,
+    \sqrt{\overline{z^2}})` for ``scale_level=None``. A heuristic: the
+    residuals are not independent.
 
     Example:
         >>> check = loo_check(model)
@@ -143,9 +129,8 @@ def loo_check(
         alpha: The level of the overdispersion and tail tests.
         min_observations: The fewest observations it certifies from (1
             switches the minimum off).
-        scale_level: A level in (0, 1), the scale's upper confidence limit at
-            that level (default :data:`DEFAULT_SCALE_LEVEL`), or None (its
-            point estimate, the default before).
+        scale_level: A level in (0, 1) for the scale's upper confidence
+            limit, or None for its point estimate.
 
     Returns:
         A :class:`LooCheck`; for a model without closed-form LOO residuals
@@ -211,13 +196,11 @@ def calibrate(
     min_observations: int = LOO_MIN_OBSERVATIONS,
     scale_level: float | None = DEFAULT_SCALE_LEVEL,
 ) -> LooCheck:
-    """The calibration ``calibration`` of ``model``: :func:`loo_check` (with
-    ``alpha``, ``min_observations`` and ``scale_level``), none,
-    or the fit of a
-    :class:`~ax_chaining.certificate.residuals.ResidualCalibration` (valid,
-    its scale; ``stats`` prefixed ``forecast_`` or ``audit_``). Where the
-    residuals are missing or too few, :func:`loo_check` with ``fallback_loo =
-    1`` (and ``<source>_residuals``, their number) in its stats."""
+    """The calibration ``calibration`` of ``model``: :func:`loo_check`, none, or
+    the fit of a :class:`~ax_chaining.certificate.residuals.ResidualCalibration`
+    (``stats`` prefixed ``forecast_`` or ``audit_``); where the residuals are
+    missing or too few, :func:`loo_check` with ``fallback_loo = 1`` and
+    ``<source>_residuals`` (their number) in its stats."""
     acting = acting_calibration(calibration)
     if isinstance(acting, ResidualCalibration):
         fit = acting.fit()
@@ -246,9 +229,9 @@ def issue_certificate(
     sign: float = 1.0,
 ) -> Certificate:
     """The certificate among candidates ``index`` of ``candidates``, whose
-    posterior is ``model``'s: its calibration first (:func:`calibrate`;
-    refused, or the spread widened), then the bound, the recommended point
-    and its rank statement. The one place where a certificate is issued.
+    posterior is ``model``'s: its calibration (:func:`calibrate`: refused, or
+    the spread widened), the bound, the recommended point and its rank
+    statement. The one place where a certificate is issued.
 
     Args:
         model: The model (its calibration, its number of observations).
@@ -341,8 +324,8 @@ def among_index(
     detail: str = "",
 ) -> Tensor:
     """Indices of the candidates that may be recommended: the ``evaluated``
-    mask's (None), every candidate (``"all"``), a boolean mask or indices;
-    ``detail`` adds to the error when none is evaluated."""
+    mask's (``among=None``), every candidate (``"all"``), a boolean mask or
+    indices; ``detail`` adds to the error when none is evaluated."""
     if among is None:
         if evaluated is None or not bool(evaluated.any()):
             raise ValueError(
@@ -378,8 +361,8 @@ def certify_model(
     ``options.schedule``, :math:`\max_{x^\star} f(x^\star) - f(x) \le`
     ``bound`` for the recommended candidate ``x``, under the assumptions of
     :mod:`ax_chaining.certificate` (the model's calibration checked first).
-    The bound is the union (default) or pairwise bound: the chaining bound
-    needs the covers of :class:`~ax_chaining.ChainingUCB`.
+    The union (default) or pairwise bound: the chaining bound needs the
+    covers of :class:`~ax_chaining.ChainingUCB`.
 
     Example:
         >>> cert = certify_model(model, candidates)  # the evaluated candidates

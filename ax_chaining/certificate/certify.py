@@ -47,12 +47,12 @@ __all__ = [
 
 #: The fewest observations from which ``calibration="loo"`` certifies: with
 #: fewer, a sample rarely holds the outliers that show a tail heavier than the
-#: model's (a heuristic chosen on the validity benchmark, docs/certificate.md).
+#: model's (a heuristic; documentation page "The regret certificate").
 LOO_MIN_OBSERVATIONS = 20
 
 #: The ``"loo"`` check's default ``scale_level``: the residuals' scale at its
-#: one-sided upper 95% confidence limit, not its point estimate (chosen on the
-#: validity benchmark, docs/certificate.md).
+#: one-sided upper 95% confidence limit, not its point estimate (a heuristic;
+#: documentation page "The regret certificate").
 DEFAULT_SCALE_LEVEL = 0.05
 
 
@@ -297,16 +297,11 @@ class PosteriorSet:
         return bind_tail(law, self.distance.variance, self.prior_var)
 
     def bounds(
-        self,
-        index: Tensor,
-        *,
-        scale: float,
-        tail: TailLaw,
-        share: float,
-        method: Method,
-        links: Links,
-        split_delta: bool,
+        self, index: Tensor, *, scale: float, method: Method, **options: Any
     ) -> dict[str, Tensor]:
+        """:func:`~ax_chaining.certificate.bounds.certificate_bounds` at
+        ``index`` (``options``: ``tail``, ``share``, ``links``,
+        ``split_delta``) for standard deviations widened by ``scale``."""
         parts = certificate_bounds(
             self.mean / scale,
             self.distance,
@@ -314,30 +309,14 @@ class PosteriorSet:
             t=1,
             method=method,
             tree=None if method in ("union", "pairwise") else self.tree,
-            links=links,
-            tail=tail,
-            split_delta=split_delta,
-            share=share,
             memory_budget=self.memory_budget,
+            **options,
         )
         return {k: v * scale for k, v in parts.items()}
 
-    def rank(
-        self,
-        index: int,
-        *,
-        share: float,
-        tail: TailLaw,
-        scale: float,
-        options: RankOptions | None,
-    ) -> RankStatement:
+    def rank(self, index: int, **options: Any) -> RankStatement:
+        """:func:`~ax_chaining.certificate.rank.rank_statement` of ``index``
+        (``options``: ``share``, ``tail``, ``scale``, ``options``)."""
         return rank_statement(
-            self.mean,
-            self.distance,
-            index,
-            share,
-            tail,
-            scale=scale,
-            options=options,
-            memory_budget=self.memory_budget,
+            self.mean, self.distance, index, memory_budget=self.memory_budget, **options
         )

@@ -1,85 +1,8 @@
-r"""Calibration of the certificate from the loop's own residuals.
-
-A residual is an observed value against the prediction the model made for it
-*before* observing it, standardized by the predictive standard deviation:
-:math:`z_i = (y_i - \mu_{i-1}(x_i)) / s_{i-1}(x_i)`, with :math:`\mu_{i-1}`,
-:math:`s_{i-1}^2` the predictive mean and variance (noise included) of the
-model fitted to the data before :math:`y_i`. Two sources, one estimator
-(:class:`ResidualCalibration`):
-
-* **Forecast residuals** (``source="forecast"``): every query a model chose.
-  This is the prequential check of Dawid (1984): *under the model* (the
-  objective a sample of the GP prior with the model's hyperparameters, the
-  model's Gaussian noise), the standardized one-step-ahead residuals
-  :math:`z_1, z_2, \dots` are independent standard normals **whatever rule chose
-  the points**, since each :math:`x_i` is a function of the past and the joint
-  Gaussian density factorizes into these innovations. So they test the model
-  out of sample, where leave-one-out residuals (the ``"loo"`` check) only see
-  each point from data that include its neighbours: an outlier that
-  exploration finds far from every observation is a large forecast residual,
-  and a small leave-one-out one once its neighbours are measured. They are
-  *not* a sample of the library: an acquisition queries where the model is
-  optimistic, so their law can differ from that of a random candidate's.
-* **Audit residuals** (``source="audit"``): the queries spent uniformly at
-  random over the unexplored candidates (``audit_every`` of the candidate-set
-  strategies, :mod:`ax_chaining.ax.audit`). Conditionally on the past, an
-  audited candidate is a uniform draw from the candidates not yet explored,
-  so its residual is a draw of the current model's residual over the rest of
-  the library; if that law does not change over the audits (the
-  exchangeability split conformal prediction needs, Vovk et al., 2005; Lei et
-  al., 2018), the conformal quantile below covers the next audit's
-  :math:`|z|` with probability at least ``level``, whatever the model. Conformal
-  prediction in Bayesian optimization: Stanton et al. (2023), who note that
-  actively chosen points break exchangeability; audits restore it for their
-  share of the queries, at the cost of that share of the queries.
-
-**The estimator** (:meth:`ResidualCalibration.fit`). From ``n`` residuals,
-:math:`q = |z|_{(k)}`, the :math:`k`-th smallest :math:`|z|`, with one of two
-finite-sample corrections (``quantile``):
-
-* ``"conformal"`` (the default for audits): :math:`k = \lceil (n + 1)\,
-  \texttt{level} \rceil` (:func:`conformal_quantile`): for exchangeable
-  residuals, :math:`P(|z_{n+1}| \le q) \ge \texttt{level}`;
-* ``"upper"`` (the default for forecasts): the smallest :math:`k` with
-  :math:`P[\mathrm{Bin}(n, \texttt{level}) \le k - 1] \ge \texttt{confidence}`
-  (:func:`upper_quantile_rank`): for i.i.d. residuals, :math:`q` is at least the
-  ``level`` quantile of their law with probability at least ``confidence``
-  (the order-statistic confidence bound of a quantile), so that a correct
-  model's scale comes out at least 1 with that probability.
-
-Then, for degrees of freedom
-:math:`\nu` from Gaussian (:math:`\infty`) down to 1 (:data:`DOF_GRID`): the
-scale :math:`c_\nu = \max(\texttt{min\_scale}, q / t_\nu(\texttt{level}))`
-matches :math:`q` to the ``level`` quantile of :math:`|T_\nu|`, and the first
-(lightest) :math:`\nu` under which the largest residual is not surprising,
-
-.. math::
-
-    P\big[\max_{i \le n} |T_{\nu, i}| \ge \max_i |z_i| / c_\nu\big]
-        = 1 - \big(1 - 2 \bar F_\nu(\max_i |z_i| / c_\nu)\big)^n \ge \alpha,
-
-is taken. The certificate then multiplies every posterior standard deviation
-by :math:`c_\nu` (which may be below 1: a model that forecasts better than it
-says gets a narrower bound, down to ``min_scale``) and takes Student-t tails
-with :math:`\nu` degrees of freedom (Gaussian for :math:`\infty`).
-
-**What is guaranteed, and what is not.** Under the model the forecast
-residuals are i.i.d. standard normal, so the test of the maximum keeps
-Gaussian tails with probability at least :math:`1 - \alpha` and :math:`c` is a
-consistent estimate of 1: the calibration costs little where the model is
-right. The conformal coverage of ``q`` is exact for exchangeable residuals
-(audits, under the stationarity above). Everything else is a heuristic: the
-certificate's far tails (quantiles at :math:`\delta_t / N`) are extrapolated
-from ``n`` residuals by the Student-t family, and forecast residuals at chosen
-points stand in for the whole library. The benchmark (``benchmarks/validity.py``)
-measures where this holds.
-
-References: A. P. Dawid, *Statistical theory: the prequential approach*, JRSS
-A 147 (1984); V. Vovk, A. Gammerman, G. Shafer, *Algorithmic Learning in a
-Random World* (2005); J. Lei, M. G'Sell, A. Rinaldo, R. Tibshirani, L.
-Wasserman, *Distribution-free predictive inference for regression*, JASA 113
-(2018); S. Stanton, W. Maddox, A. G. Wilson, *Bayesian optimization with
-conformal prediction sets*, AISTATS 2023 (arXiv:2210.12496).
+r"""Calibration of the certificate from the loop's own residuals
+:math:`z_i = (y_i - \mu_{i-1}(x_i)) / s_{i-1}(x_i)`, forecasts made before each
+observation: the loop's queries (``"forecast"``) or random audits (``"audit"``).
+The estimator, what it guarantees and its references are on the documentation
+page "The regret certificate".
 """
 
 from __future__ import annotations
@@ -195,13 +118,14 @@ class FittedCalibration:
 
 @dataclass(frozen=True)
 class ResidualCalibration:
-    r"""Calibrate a certificate from standardized residuals (module docstring).
+    r"""Calibrate a certificate from standardized residuals: the scale of the
+    ``level`` quantile of :math:`|z|` and the lightest Student-t law under
+    which the largest :math:`|z|` is not surprising at level ``alpha``.
 
     Pass it as ``calibration=`` of
-    :func:`~ax_chaining.certificate.calibration.certify_model` (or a certificate of
-    :class:`~ax_chaining.ChainingUCB`); in an Ax loop,
-    :func:`~ax_chaining.ax.certify` builds it from the recorded forecasts
-    (``calibration="forecast"`` or ``"audit"``).
+    :func:`~ax_chaining.certificate.calibration.certify_model` or of a
+    :class:`~ax_chaining.ChainingUCB` certificate; in an Ax loop
+    :func:`~ax_chaining.ax.certify` builds it from the recorded forecasts.
 
     Example:
         >>> z = [0.3, -1.1, 0.8, 0.1, -0.4, 1.9, -0.7, 0.2, 0.5, -0.9, 1.2, 0.05]
@@ -211,11 +135,11 @@ class ResidualCalibration:
 
     Args:
         residuals: The standardized residuals :math:`z_i`.
-        source: ``"forecast"`` or ``"audit"`` (what they are; the statement
-            differs, module docstring).
+        source: ``"forecast"`` or ``"audit"`` (what they are).
         level: The level of the scale's quantile.
-        quantile: ``"conformal"``, ``"upper"`` or ``"auto"`` (``"upper"`` for
-            forecasts, ``"conformal"`` for audits; module docstring).
+        quantile: ``"conformal"`` (:func:`conformal_quantile`), ``"upper"``
+            (:func:`upper_quantile_rank`) or ``"auto"`` (``"upper"`` for
+            forecasts, ``"conformal"`` for audits).
         confidence: The confidence of ``"upper"``.
         alpha: The level of the test of the largest residual.
         min_residuals: Fewer residuals than this: no calibration from them
@@ -269,7 +193,7 @@ class ResidualCalibration:
         return n >= self.min_residuals and self.rank() <= n
 
     def fit(self) -> FittedCalibration:
-        """The scale and degrees of freedom (module docstring).
+        """The scale and degrees of freedom (see the class docstring).
 
         Raises:
             ValueError: Not :meth:`usable`.

@@ -1,13 +1,8 @@
-r"""How :math:`\delta` is spent over steps and over checks.
-
-A certificate is a statement about one step; a user who stops on the first
-certificate below a tolerance looks at many, so :math:`\delta` is split over
-them: the :math:`j`-th step (:func:`step_delta`) or the :math:`j`-th declared
-check (:class:`CheckSchedule`) gets :math:`6 \delta / (\pi^2 j^2)`. These
-shares sum to :math:`\delta`, so every bound built with them holds at every
-step (or check) at once with probability at least :math:`1 - \delta`, and so
-does the bound at whichever check a stopping rule stops. The argument is on
-the documentation page "The regret certificate" (``docs/certificate.md``).
+r"""How :math:`\delta` is spent over steps and declared checks: the
+:math:`j`-th gets :math:`6 \delta / (\pi^2 j^2)`; these sum to :math:`\delta`,
+so bounds built with them hold at every step (or check) at once, and at
+whichever check a stopping rule stops, with probability at least
+:math:`1 - \delta`.
 """
 
 from __future__ import annotations
@@ -30,8 +25,9 @@ ScheduleKind = Literal["every", "every_k", "geometric"]
 def step_delta(delta: float, t: int) -> float:
     r"""Share of ``delta`` given to step ``t``: :math:`6 \delta / (\pi^2 t^2)`.
 
-    Summed over :math:`t \ge 1` it is :math:`\delta`, so bounds built with these
-    shares hold at every step at once.
+    Example:
+        >>> round(step_delta(0.05, 10), 6)  # 0.3 / (100 pi^2)
+        0.000304
     """
     delta = check_delta(delta)
     t = check_int("t", t, 1)
@@ -41,7 +37,7 @@ def step_delta(delta: float, t: int) -> float:
 @dataclass(frozen=True)
 class CheckSchedule:
     r"""The steps at which certificates are checked; :math:`\delta` is spent on
-    them only (the module docstring).
+    them only.
 
     * ``"every"`` (default): every step; the check of a model with ``n``
       observations has index :math:`j = t = n + 1`, so

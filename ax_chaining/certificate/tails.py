@@ -1,13 +1,8 @@
-r"""Every tail law of the certificate, in one module.
-
-A certificate bounds, for pairs :math:`(x, x^\star)` fixed by the data, the
-standardized difference :math:`z = (g(x^\star) - g(x)) / d_t(x, x^\star)`. A
-tail law (:class:`TailLaw`) gives its survival function ``sf`` (summed over
-the candidates by the union bound, :func:`tail_sum`) and its inverse ``isf``
-(one pair's threshold, :func:`upper_quantile`). Every law here is exact or errs
-on the safe side; which law holds is an assumption (Gaussian under the model,
-the Student-t defaults heuristics for fitted hyperparameters; see the
-documentation page "The regret certificate").
+r"""The tail laws of the certificate: for a pair :math:`(x, x^\star)` fixed by
+the data, the law of :math:`(g(x^\star) - g(x)) / d_t(x, x^\star)`. Each law is
+exact or errs on the safe side; which one holds is an assumption (Gaussian
+under the model; the Student-t defaults are heuristics for fitted
+hyperparameters, documentation page "The regret certificate").
 """
 
 from __future__ import annotations
@@ -45,12 +40,9 @@ __all__ = [
     "upper_quantile",
 ]
 
-#: The model check a certificate runs first
-#: (:func:`~ax_chaining.certificate.calibration.calibrate`); it decides the
-#: default tails (:func:`resolve_tail`). ``"forecast"`` and ``"audit"``
-#: calibrate on the loop's residuals
-#: (:class:`~ax_chaining.certificate.residuals.ResidualCalibration`), which a
-#: plain model does not keep: alone, they act as ``"loo"``.
+#: The model check a certificate runs first; it decides the default tails
+#: (:func:`resolve_tail`). ``"forecast"`` and ``"audit"`` need the loop's
+#: residuals, which a plain model does not keep: alone, they act as ``"loo"``.
 Calibration = Literal["loo", "none", "forecast", "audit"]
 #: ``calibration`` of the certificates: a named one or residuals to calibrate on.
 CalibrationChoice = Calibration | ResidualCalibration
@@ -129,8 +121,11 @@ GAUSSIAN, CHERNOFF = GaussianTail(), ChernoffTail()
 
 
 def check_tail(tail: object, name: str = "tail") -> TailLaw | None:
-    """``tail`` if it is a :class:`TailLaw` or None (the default), else the
-    ``TypeError`` naming ``name``."""
+    """``tail`` if it is a :class:`TailLaw` or None (the default).
+
+    Raises:
+        TypeError: Anything else (the message names ``name``).
+    """
     if tail is not None and not isinstance(tail, TailLaw):
         expected = "a TailLaw (GAUSSIAN, CHERNOFF, StudentTail(dof), ...) or None"
         raise type_error(name, expected, tail)
@@ -152,11 +147,8 @@ def upper_quantile(p: Tensor | float, tail: TailLaw = GAUSSIAN) -> Tensor:
 
 def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
     r"""The union bound's tail sum :math:`\sum_{x^\star:\, d > 0} P[f(x^\star) -
-    f(x) > b]` (or its bound), per row.
-
-    Summed over the fixed blocks of candidates of
-    :func:`~ax_chaining.distances.column_blocks`, then over the blocks in
-    order, so that a row's sum does not depend on the rows beside it.
+    f(x) > b]` (or its bound), per row; summed over fixed blocks of candidates,
+    so that a row's sum does not depend on the rows beside it.
 
     Example:
         >>> gap = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
@@ -186,11 +178,10 @@ class StudentTail(TailLaw):
     r"""Student-t tails with ``dof`` degrees of freedom.
 
     ``isf`` is SciPy's ``stdtrit`` (exact). ``sf`` rounds ``z`` down to a grid
-    uniform in :math:`\operatorname{asinh} z` with step ``1e-3`` over
-    :math:`|z| \le 10^8` (``exact=False``, default): never smaller than the
-    exact value, so every bound stays valid and a union bound is at most about
-    :math:`10^{-3} \sqrt{1 + z^2}\, d` larger; ``exact=True`` calls ``stdtr``
-    for every term.
+    uniform in :math:`\operatorname{asinh} z` (step :data:`GRID_STEP`, over
+    :math:`|z| \le 10^8`): never below the exact value, so bounds stay valid
+    and a union bound grows by at most about :math:`10^{-3} \sqrt{1 + z^2}\,
+    d`; ``exact=True`` calls ``stdtr`` for every term.
 
     Example:
         >>> round(float(StudentTail(5).isf(torch.tensor(0.025))), 4)
@@ -240,7 +231,8 @@ def _student_sf_table(dof: float) -> Tensor:
 
 
 #: The most degrees of freedom of the default tails for unexplored candidates
-#: (:func:`resolve_tail`; chosen on the validity benchmark, docs/certificate.md).
+#: (:func:`resolve_tail`; a heuristic, documentation page "The regret
+#: certificate").
 AUTO_DOF_CAP = 10
 #: A candidate whose posterior variance is at most this fraction of its prior
 #: variance counts as explored for the default tails (:func:`resolve_tail`).
@@ -249,13 +241,11 @@ EXPLORED_RATIO = 0.5
 
 @dataclass(frozen=True)
 class ExplorationTail(TailLaw):
-    r"""Student-t tails that depend on how far the data have reached.
-
-    The pair :math:`(x, x')` of the union bound gets ``light_dof`` degrees of
+    r"""Student-t tails that depend on how far the data have reached: the
+    pair :math:`(x, x')` of the union bound gets ``light_dof`` degrees of
     freedom if :math:`s_t^2(x') \le` ``ratio`` :math:`k(x', x')` (explored),
-    else ``heavy_dof``. ``isf`` is the heavy law's (the larger quantile), so
-    quantile bounds stay valid for either. Bind it to the candidates with
-    :func:`bind_tail` before summing tails over them.
+    else ``heavy_dof``; ``isf`` is the heavy law's. Bind it to the candidates
+    (:func:`bind_tail`) before summing tails over them.
 
     Example:
         >>> law = ExplorationTail(heavy_dof=10, light_dof=49)
