@@ -251,7 +251,7 @@ def issue_certificate(
     check = calibrate(
         model, opts.calibration, opts.alpha, opts.min_observations, opts.scale_level
     )
-    n_obs = num_training_points(model)
+    n_obs = num_training_points(model) or 0
     law = candidates.bind(resolve_tail(opts.tail, opts.calibration, n_obs))
     mean, x = candidates.values(index)
     mean = mean.to(torch.float64)
@@ -386,7 +386,7 @@ def certify_model(
     delta = check_delta(delta)
     given_dtype = getattr(candidates, "dtype", None)
     candidates = model_inputs(model, candidates)
-    n_obs = num_training_points(model)
+    n_obs = num_training_points(model) or 0
     if not n_obs:
         raise ValueError("The model holds no observation; nothing to certify yet.")
     share = (opts.schedule or CheckSchedule()).share(delta, n_obs)
