@@ -43,7 +43,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,14 @@ from botorch.optim import optimize_acqf_discrete
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCB, gp_ucb_beta
-from ax_chaining.certificate import recommend, running_minimum, ucb_lcb_bound
+from ax_chaining.certificate import (
+    CHERNOFF,
+    GAUSSIAN,
+    CertificateOptions,
+    recommend,
+    running_minimum,
+    ucb_lcb_bound,
+)
 from ax_chaining.test_functions.problems import (
     fixed_se_kernel,
     grid_problem,
@@ -82,8 +89,10 @@ __all__ = [
 FORMAT_VERSION = 2
 DTYPE = torch.float64
 
-#: Certificate variants: name -> keyword arguments of ``ChainingUCB.certificate``
-#: (``calibration="none"``, the model taken as true, unless given). ``robust``
+#: Certificate variants: name -> keyword arguments of
+#: :class:`~ax_chaining.certificate.CertificateOptions` for
+#: ``ChainingUCB.certificate`` (``calibration="none"``, the model taken as
+#: true, unless given). ``robust``
 #: is the calibration for fitted hyperparameters as the records were made: the
 #: leave-one-out check with the scale's point estimate (``scale_level=None``;
 #: the default is now its upper limit, measured in the validity benchmark) and
@@ -93,19 +102,19 @@ DTYPE = torch.float64
 #: the hyperparameters are fitted, in the validity benchmark.
 VARIANTS: dict[str, dict[str, Any]] = {
     "robust": {"calibration": "loo", "min_observations": 1, "scale_level": None},
-    "combined": {"method": "combined", "links": "actual", "tail": "gaussian"},
+    "combined": {"method": "combined", "links": "actual", "tail": GAUSSIAN},
     "combined-split": {"method": "combined", "split_delta": True},
-    "union": {"method": "union", "tail": "gaussian"},
-    "union-chernoff": {"method": "union", "tail": "chernoff"},
-    "pairwise": {"method": "pairwise", "tail": "gaussian"},
-    "pairwise-chernoff": {"method": "pairwise", "tail": "chernoff"},
-    "chaining": {"method": "chaining", "links": "actual", "tail": "gaussian"},
-    "chaining-chernoff": {"method": "chaining", "links": "actual", "tail": "chernoff"},
-    "chaining-radius": {"method": "chaining", "links": "radius", "tail": "gaussian"},
+    "union": {"method": "union", "tail": GAUSSIAN},
+    "union-chernoff": {"method": "union", "tail": CHERNOFF},
+    "pairwise": {"method": "pairwise", "tail": GAUSSIAN},
+    "pairwise-chernoff": {"method": "pairwise", "tail": CHERNOFF},
+    "chaining": {"method": "chaining", "links": "actual", "tail": GAUSSIAN},
+    "chaining-chernoff": {"method": "chaining", "links": "actual", "tail": CHERNOFF},
+    "chaining-radius": {"method": "chaining", "links": "radius", "tail": GAUSSIAN},
     "chaining-radius-chernoff": {
         "method": "chaining",
         "links": "radius",
-        "tail": "chernoff",
+        "tail": CHERNOFF,
     },
 }
 #: Comparators: UCB - LCB (valid at any evaluated point), Eq. (ucb) at the query.
@@ -141,11 +150,28 @@ def _model(X: Tensor, y: Tensor, noise_std: float) -> SingleTaskGP:
     return fixed_model(X, y.unsqueeze(-1), fixed_se_kernel(1.0, 1.0), noise_std, 0.0)
 
 
+#: A variant: keyword arguments of ``CertificateOptions``, or a function of the
+#: step's number of observations that gives them (e.g. Student-t tails with
+#: ``n - 1`` degrees of freedom).
+Variant = dict[str, Any] | Callable[[int], dict[str, Any]]
+
+#: The true prior's plain certificate (no calibration check) that builds the
+#: chaining tree every variant shares.
+_PAIRWISE = CertificateOptions(method="pairwise", calibration="none")
+
+
+def _options(variant: Variant, num_obs: int) -> CertificateOptions:
+    """The options of ``variant`` at a step with ``num_obs`` observations
+    (``calibration="none"`` unless given)."""
+    kwargs = variant(num_obs) if callable(variant) else variant
+    return CertificateOptions(**{"calibration": "none", **kwargs})
+
+
 def run_one(
     problem: str,
     seed: int,
     config: CertificateConfig,
-    variants: dict[str, dict[str, Any]] | None = None,
+    variants: dict[str, Variant] | None = None,
 ) -> dict[str, Any]:
     """One run: ``config.iters`` Chaining-UCB queries, every certificate per step
     (``variants``, default :data:`VARIANTS`, then :data:`OTHERS`).
@@ -185,13 +211,12 @@ def run_one(
         evaluated[idx] = True
         start = time.perf_counter()
         # The true prior: the plain certificate (no calibration check).
-        acqf.certificate(among=evaluated, method="pairwise", calibration="none")
+        acqf.certificate(among=evaluated, options=_PAIRWISE)
         tree_seconds += time.perf_counter() - start
-        for name, kwargs in variants.items():
+        for name, variant in variants.items():
+            options = _options(variant, len(idx))
             start = time.perf_counter()
-            cert = acqf.certificate(
-                among=evaluated, **{"calibration": "none", **kwargs}
-            )
+            cert = acqf.certificate(among=evaluated, options=options)
             seconds[name] += time.perf_counter() - start
             rec[name]["bound"].append(cert.bound)
             rec[name]["index"].append(cert.index)
@@ -432,7 +457,7 @@ def scaling(
         acqf = ChainingUCB(model, X)
         build = time.perf_counter() - start
         start = time.perf_counter()
-        acqf.certificate(method="pairwise", calibration="none")  # the shared tree
+        acqf.certificate(options=_PAIRWISE)  # the shared tree
         tree = time.perf_counter() - start
         row: dict[str, Any] = {
             "n": n,
@@ -445,9 +470,9 @@ def scaling(
             "tree_seconds": tree,
         }
         for name in ("union", "pairwise", "chaining", "chaining-radius"):
-            kwargs = dict(VARIANTS[name])
+            options = _options(VARIANTS[name], num_obs)
             start = time.perf_counter()
-            row[name] = acqf.certificate(calibration="none", **kwargs).bound
+            row[name] = acqf.certificate(options=options).bound
             row[f"{name}_seconds"] = time.perf_counter() - start
         rows.append(row)
         print(json.dumps(row), flush=True)

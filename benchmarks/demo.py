@@ -43,6 +43,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, ChainingUCB
+from ax_chaining.certificate import CertificateOptions
 from benchmarks._tables import fill_preset, mean_se, paired
 
 DTYPE = torch.float64
@@ -242,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     C, f, idx, y = last
     model = fixed_model(C[idx], torch.tensor(y, dtype=DTYPE).unsqueeze(-1))
     # The true prior (fixed_model): the plain certificate, no calibration check.
-    cert = ChainingUCB(model, C, delta=0.05).certificate(calibration="none")
+    plain = CertificateOptions(calibration="none")
+    cert = ChainingUCB(model, C, delta=0.05).certificate(options=plain)
     true_regret = float(f.max() - f[cert.index])
     print(
         f"\nCertificate for the recommended point of the last Chaining-UCB run "

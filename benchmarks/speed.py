@@ -31,9 +31,10 @@ Subcommands print one JSON line per result:
     ``ax_chaining`` is first on ``PYTHONPATH``, e.g. an earlier commit's.
 ``python -m benchmarks speed --certificate --kernel features --sizes 100000``
     in one process, the wall seconds of a stock UCB step, a ChainingUCB step,
-    the certificate that follows it (``acqf.certificate(calibration="none")``:
-    the evaluated candidates, the combined union and chaining bound, the rank
-    statement) and the union-bound certificate any model gets
+    the certificate that follows it (``acqf.certificate`` with
+    ``CertificateOptions(calibration="none")``: the evaluated candidates, the
+    combined union and chaining bound, the rank statement) and the
+    union-bound certificate any model gets
     (:func:`~ax_chaining.certificate.certify_model`), each a median over
     ``--repeats`` (synchronized on a GPU). The plain bound, because these
     problems' observations are random draws that the default leave-one-out
@@ -71,6 +72,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -337,6 +339,17 @@ def _chaining_step(model, C: torch.Tensor, args: argparse.Namespace):
     return acqf
 
 
+def _plain_certificate_options() -> dict[str, Any]:
+    """The keywords of the plain certificate (``calibration="none"``), in the
+    spelling of whichever ``ax_chaining`` is measured (its options became one
+    object)."""
+    try:
+        from ax_chaining.certificate import CertificateOptions
+    except ImportError:
+        return {"calibration": "none"}
+    return {"options": CertificateOptions(calibration="none")}
+
+
 def _certificate_row(n: int, args: argparse.Namespace) -> dict:
     """Wall seconds of a step and of its certificate at one ``N``."""
     from botorch.acquisition import UpperConfidenceBound
@@ -348,6 +361,7 @@ def _certificate_row(n: int, args: argparse.Namespace) -> dict:
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
+    plain = _plain_certificate_options()
 
     def wall(fn: Callable[[], object]) -> tuple[float, object]:
         if cuda:
@@ -374,12 +388,12 @@ def _certificate_row(n: int, args: argparse.Namespace) -> dict:
             # acquisition function, then every candidate is scored.
             seconds, acqf = wall(lambda: _chaining_step(model, C, args))
             times["step"].append(seconds)
-            seconds, cert = wall(lambda a=acqf: a.certificate(calibration="none"))
+            seconds, cert = wall(lambda a=acqf: a.certificate(**plain))
             times["cert"].append(seconds)
             ucb = UpperConfidenceBound(model, beta=0.2)
             seconds, _ = wall(lambda u=ucb: optimize_acqf_discrete(u, q=1, choices=C))
             times["ucb"].append(seconds)
-            seconds, union = wall(lambda: certify_model(model, C, calibration="none"))
+            seconds, union = wall(lambda: certify_model(model, C, **plain))
             times["union"].append(seconds)
     res = acqf.chaining
     row = {

@@ -1,7 +1,8 @@
 r"""Which Student-t tails should the default certificate use? Refits of the
 validity benchmark's loops, one tail law at a time.
 
-The cap of ``tail="auto"`` (:data:`ax_chaining.certificate.AUTO_DOF_CAP`) is
+The cap of the default tails (``tail=None``,
+:data:`ax_chaining.certificate.AUTO_DOF_CAP`) is
 chosen by this measurement: the heaviest tails with which the certificate
 still reaches 10% of the range within 60 queries on GP samples, checked for
 validity on the molecule library whose best values lie furthest out
@@ -15,7 +16,7 @@ square), and the evaluated candidate with the smallest bound is certified
 (``certify_model``: the leave-one-out check from the first step, without its
 minimum number of observations, the union bound at the step's share of
 ``delta``) with Student-t tails of each ``--dofs`` degrees of freedom
-(``n-1``: ``tail="student"``, ``n - 1`` everywhere; ``auto``: the default,
+(``n-1``: ``tail=StudentTail(n - 1)``, ``n - 1`` everywhere; ``auto``: the default,
 ``n - 1`` for explored candidates and ``min(n - 1, 10)`` for the others;
 ``gaussian``).
 The refits are not Ax's own fits (which the validity benchmark records), so
@@ -61,13 +62,17 @@ RECORDS = Path("benchmarks/results/validity.jsonl.gz")
 DOFS = ("6", "8", "10", "12", "15", "20", "n-1", "auto")
 
 
-def _law(name: str) -> Any:
-    from ax_chaining.certificate import StudentTail
+def _law(name: str, n: int) -> Any:
+    """The tail law ``name`` at a step with ``n`` observations (None: the
+    default)."""
+    from ax_chaining.certificate import GAUSSIAN, StudentTail
 
     if name == "n-1":
-        return "student"
-    if name in ("auto", "gaussian"):
-        return name
+        return StudentTail(max(1, n - 1))
+    if name == "auto":
+        return None
+    if name == "gaussian":
+        return GAUSSIAN
     return StudentTail(float(name))
 
 
@@ -121,7 +126,7 @@ def run_one(
 ) -> dict[str, Any]:
     """Refit the steps of one validity run; per tail law, its violations and
     usefulness (see the module docstring)."""
-    from ax_chaining.certificate import certify_model
+    from ax_chaining.certificate import CertificateOptions, certify_model
 
     torch.manual_seed(0)  # BoTorch's fit draws random restarts only on failure
     C, f, y, gram = _values(record)
@@ -137,15 +142,15 @@ def run_one(
         for d in dofs:
             # Every step, the first ones included: the tails are compared
             # here, the minimum number of observations in `validity`.
-            cert = certify_model(
-                model,
-                C,
-                delta=record["config"]["delta"],
-                tail=_law(d),
+            options = CertificateOptions(
+                tail=_law(d, n),
                 min_observations=1,
                 # The LOO scale's point estimate, as when the records were
                 # made (the tails are compared here, not the scale).
                 scale_level=None,
+            )
+            cert = certify_model(
+                model, C, delta=record["config"]["delta"], options=options
             )
             regret = f_max - float(f[cert.index])
             bound = cert.bound if cert.valid else None
@@ -186,9 +191,15 @@ def run_true_prior(seed: int, dofs: tuple[str, ...], queries: int) -> dict[str, 
     from benchmarks.certificate_bench import CertificateConfig
     from benchmarks.certificate_bench import run_one as certificate_run
 
-    variants = {
-        d: {"calibration": "loo", "tail": _law(d), "min_observations": 1} for d in dofs
-    }
+    def variant(d: str) -> Any:
+        # The law may depend on the step's number of observations (n - 1).
+        return lambda n: {
+            "tail": _law(d, n),
+            "calibration": "loo",
+            "min_observations": 1,
+        }
+
+    variants = {d: variant(d) for d in dofs}
     config = CertificateConfig(iters=queries)
     rec = certificate_run("grid", seed, config, variants=variants)
     f_range = rec["f_range"]

@@ -296,19 +296,25 @@ RECORDED = (
 )
 
 
-def _variants(n: int, experiment: Any, audits: bool) -> dict[str, dict[str, Any]]:
-    """``certify_model`` keywords of each variant at a step with ``n``
-    observations (the geometric schedule's only at its checks; the audits'
-    only in a loop with audits)."""
+def _variants(n: int, experiment: Any, audits: bool) -> dict[str, Any]:
+    """``certify_model`` options (``CertificateOptions``) of each variant at a
+    step with ``n`` observations (the geometric schedule's only at its checks;
+    the audits' only in a loop with audits)."""
     from ax_chaining.ax.forecasts import residual_calibration
-    from ax_chaining.certificate import AUTO_DOF_CAP, ExplorationTail, StudentTail
+    from ax_chaining.certificate import (
+        AUTO_DOF_CAP,
+        GAUSSIAN,
+        CertificateOptions,
+        ExplorationTail,
+        StudentTail,
+    )
 
     light = max(1, n - 1)
     heavy = min(light, AUTO_DOF_CAP)
     out: dict[str, dict[str, Any]] = {
         "plain": {"calibration": "none"},
-        "loo_gaussian": {"tail": "gaussian"},
-        "loo_student": {"tail": "student"},
+        "loo_gaussian": {"tail": GAUSSIAN},
+        "loo_student": {"tail": StudentTail(max(1, n - 1))},
         "loo_capped": {"tail": StudentTail(max(1, min(n - 1, AUTO_DOF_CAP)))},
         "loo_upper": {"scale_level": 0.05},
         "loo_light20": {"tail": ExplorationTail(heavy, min(light, 20))},
@@ -320,7 +326,7 @@ def _variants(n: int, experiment: Any, audits: bool) -> dict[str, dict[str, Any]
         out["geometric"] = {"schedule": _geometric()}
     # Every variant but `loo_upper` on the LOO scale's point estimate, as the
     # records made before the upper limit became the default.
-    return {k: {"scale_level": None, **v} for k, v in out.items()}
+    return {k: CertificateOptions(**{"scale_level": None, **v}) for k, v in out.items()}
 
 
 def _realized_rank(f: np.ndarray, index: int) -> int:
@@ -412,9 +418,9 @@ def run_one(
                     among=evaluated,
                     delta=config.delta,
                     posterior_transform=transform,
-                    **kwargs,
+                    options=options,
                 )
-                for name, kwargs in _variants(
+                for name, options in _variants(
                     len(items), experiment, method == "chaining_audit"
                 ).items()
             }
@@ -596,7 +602,7 @@ def calibration_limits(
     valid on the same steps of every problem (``c*`` without the statistic),
     over each problem's oracle, with the same spared runs.
     """
-    from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
+    from ax_chaining.certificate.certify import LOO_MIN_OBSERVATIONS
 
     if statistic not in CALIBRATION_STATISTICS:
         raise ValueError(
@@ -758,7 +764,7 @@ def as_current(record: dict[str, Any]) -> dict[str, Any]:
     """A record as the current code would have made it.
 
     Records of format 5 and before were made before the LOO check refused
-    below :data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`
+    below :data:`~ax_chaining.certificate.certify.LOO_MIN_OBSERVATIONS`
     observations. The refusal depends on the number of observations alone and
     the loop's queries do not depend on the certificate, so such a record's
     LOO-checked certificates (:data:`LOO_RULES`, and ``forecast`` where it
@@ -768,7 +774,7 @@ def as_current(record: dict[str, Any]) -> dict[str, Any]:
     are. Every record's problem is named as the current code names it
     (:func:`benchmarks.molecules_bench.current_name`: ``esol@default`` is
     ``esol@rdkit2d-botorch``)."""
-    from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
+    from ax_chaining.certificate.certify import LOO_MIN_OBSERVATIONS
 
     record = {**record, "problem": current_name(record["problem"])}
     if record["config"].get("format", 0) >= 6:

@@ -20,6 +20,7 @@ from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
 from ax_chaining import ChainingUCB
+from ax_chaining.certificate import CHERNOFF, GAUSSIAN, CertificateOptions
 from ax_chaining.covers import farthest_first_order
 from ax_chaining.distances import MemoryBudgetError
 from ax_chaining.kernels import PackedFingerprints, TanimotoKernel
@@ -304,20 +305,21 @@ def test_certificates_equal_one_machine():
     model, C = se_problem(9000, seed=2, obs=30)
     single = ChainingUCB(model, C, path="low_rank", max_cover_size=64)
     acqf = ChainingUCB(model, ShardedCandidates(None, C, workers=["a", "b", "c"]))
-    for kw in (
-        {},
-        {"calibration": "none", "rule": "max_mean"},
-        {"method": "pairwise", "calibration": "none"},
-        {"among": [1, 2, 3, 100], "calibration": "none"},
-        {"tail": "chernoff", "calibration": "none"},
-        {"tail": "gaussian"},
-        {"scale_level": 0.05},
-        {"min_observations": 31},  # 30 observations: both refuse
+    for among, kw in (
+        (None, {}),
+        (None, {"calibration": "none", "rule": "max_mean"}),
+        (None, {"method": "pairwise", "calibration": "none"}),
+        ([1, 2, 3, 100], {"calibration": "none"}),
+        (None, {"tail": CHERNOFF, "calibration": "none"}),
+        (None, {"tail": GAUSSIAN}),
+        (None, {"scale_level": 0.05}),
+        (None, {"min_observations": 31}),  # 30 observations: both refuse
     ):
-        one = single.certificate(**{"method": "union", **kw})
-        got = acqf.certificate(**kw)
+        union = CertificateOptions(**{"method": "union", **kw})
+        one = single.certificate(among, options=union)
+        got = acqf.certificate(among, options=CertificateOptions(**kw))
         assert (got.index, got.valid, got.method) == (one.index, one.valid, one.method)
-        # Main's default tails ("auto": Student-t under the LOO check).
+        # Main's default tails (None: Student-t under the LOO check).
         assert got.tail == one.tail
         # The tail sums add over shards in another order: equal to the
         # bisection's tolerance (here, and usually, exactly).
@@ -328,7 +330,7 @@ def test_certificates_equal_one_machine():
     X = C[[5, 17]].unsqueeze(1)
     assert torch.allclose(acqf.regret_bound(X), single.regret_bound(X), rtol=2e-6)
     with pytest.raises(ValueError, match="method"):
-        acqf.certificate(method="chaining")
+        acqf.certificate(options=CertificateOptions(method="chaining"))
 
 
 def test_errors_name_the_argument():
@@ -463,8 +465,10 @@ def test_cluster_step_equals_one_machine(client, backend):
     single.set_X_pending(C[[first]])
     assert idx.tolist() == [first, factor_argmax(single, exclude=[first])]
     single.set_X_pending(None)
-    one = single.certificate(method="union", calibration="none")
-    got = acqf.certificate(calibration="none")
+    one = single.certificate(
+        options=CertificateOptions(method="union", calibration="none")
+    )
+    got = acqf.certificate(options=CertificateOptions(calibration="none"))
     assert got.index == one.index and got.bound == pytest.approx(one.bound, rel=2e-6)
     # Only small messages came back: the largest reply is a chunk of rows at a
     # pool (16 x 64 floats) or a few points' left data, not O(N).
