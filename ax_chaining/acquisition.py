@@ -30,6 +30,7 @@ from ax_chaining.certificate.certify import (
     CertificateOptions,
     CertifiedSet,
     PosteriorSet,
+    check_options,
 )
 from ax_chaining.certificate.schedule import DEFAULT_DELTA, step_delta
 from ax_chaining.certificate.tails import resolve_tail
@@ -540,7 +541,7 @@ class ChainingUCB(AcquisitionFunction):
         Returns:
             A frozen :class:`~ax_chaining.certificate.Certificate`.
         """
-        opts = options or CertificateOptions()
+        opts = check_options(options)
         delta = self.delta if delta is None else check_delta(delta)
         base = self._base_step()
         share = None

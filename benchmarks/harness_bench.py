@@ -299,7 +299,6 @@ def get_method(name: str, config: HarnessConfig) -> Any:
     return BenchmarkMethod(name=LABELS[name], generation_strategy=gs)
 
 
-
 # ---------------------------------------------------------------------------
 # Running and resuming.
 # ---------------------------------------------------------------------------

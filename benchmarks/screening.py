@@ -285,14 +285,15 @@ def _strategy(method: str, spec: Any, config: ScreeningConfig, size: int) -> Any
     from botorch.acquisition.analytic import PosteriorMean
 
     from ax_chaining import ax as axc
-    from ax_chaining.certificate import CheckSchedule
+    from ax_chaining.certificate import CertificateOptions, CheckSchedule
 
     common = {"init_trials": config.n_init, "surrogate_spec": spec}
     common["exclude_evaluated"] = True
     # The strategies' guard on N (100,000 by default) is raised to the library.
     common["max_candidates"] = max(size, 100_000)
     if config.checks == "geometric":
-        common["certificate_schedule"] = CheckSchedule("geometric", start=10)
+        schedule = CheckSchedule("geometric", start=10)
+        common["certificate"] = CertificateOptions(schedule=schedule)
     if method == "chaining":
         return axc.chaining_generation_strategy(delta=config.delta, **common)
     if method == "gp-ucb":

@@ -7,7 +7,7 @@ then ``queries`` sequential queries, hyperparameters refitted by Ax at every
 step) and records at every step:
 
 * the certificate the strategy itself records (``robust``: made with
-  ``certificate_scale_level=None``, the default for fitted models until
+  ``CertificateOptions(scale_level=None)``, the default for fitted models until
   2026-11-27, :mod:`ax_chaining.certificate`'s LOO check with its refusals
   and the scale's point estimate, and Student-t tails with ``n - 1`` degrees
   of freedom for the candidates the data have reached and ``min(n - 1, 10)``
@@ -258,7 +258,9 @@ def _strategy(method: str, kwargs: dict[str, Any], config: ValidityConfig):
 
     # `robust` is the LOO scale's point estimate, as in every record made
     # before the upper limit (`loo_upper`) became the package's default.
-    kwargs = {**kwargs, "certificate_scale_level": None}
+    from ax_chaining.certificate import CertificateOptions
+
+    kwargs = {**kwargs, "certificate": CertificateOptions(scale_level=None)}
     if method in ("chaining", "chaining_audit"):
         audit = {"audit_every": AUDIT_EVERY} if method == "chaining_audit" else {}
         return axc.chaining_generation_strategy(
@@ -272,7 +274,7 @@ def _model_view(gs: Any, rows: list[dict[str, Any]], experiment: Any):
     import torch
     from ax.core import ObservationFeatures
 
-    from ax_chaining.ax.metadata import objective_scale
+    from ax_chaining.ax.certificates import objective_scale
 
     adapter = gs.adapter
     model = adapter.generator.surrogate.model
@@ -300,7 +302,7 @@ def _variants(n: int, experiment: Any, audits: bool) -> dict[str, Any]:
     """``certify_model`` options (``CertificateOptions``) of each variant at a
     step with ``n`` observations (the geometric schedule's only at its checks;
     the audits' only in a loop with audits)."""
-    from ax_chaining.ax.forecasts import residual_calibration
+    from ax_chaining.ax.certificates import residual_calibration
     from ax_chaining.certificate import (
         AUTO_DOF_CAP,
         GAUSSIAN,

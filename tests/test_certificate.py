@@ -35,6 +35,7 @@ from ax_chaining.certificate import (
     running_minimum,
     solve_tail_budget,
     step_delta,
+    tail_sum,
     ucb_lcb_bound,
     union_bound,
     upper_quantile,
@@ -83,15 +84,12 @@ def test_step_delta_and_quantiles():
         upper_quantile(0.0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="cert-wip: upper_quantile does not check its tail (check_tail); a "
-    "string fails on `.isf` with an AttributeError, not the TypeError naming `tail`",
-)
-def test_upper_quantile_refuses_a_tail_that_is_not_a_law():
+def test_a_tail_that_is_not_a_law_is_refused_naming_it():
     with pytest.raises(TypeError, match="`tail` must be a TailLaw"):
         upper_quantile(0.1, "normal")
+    gap = torch.zeros(1, 2, dtype=torch.float64)
+    with pytest.raises(TypeError, match="`tail` must be a TailLaw"):
+        tail_sum(torch.zeros(1, dtype=torch.float64), gap, gap, None)
 
 
 def test_pairwise_by_hand():

@@ -29,6 +29,7 @@ from ax_chaining.certificate import (
     step_delta,
     union_bound,
 )
+from ax_chaining.certificate.tails import GRID_STEP
 from ax_chaining.test_functions.problems import grid_problem
 
 DTYPE = torch.float64
@@ -113,7 +114,7 @@ def test_student_grid_tail_is_conservative_and_close(dof: float, seed: int) -> N
     g = torch.Generator().manual_seed(seed)
     z = 40 * torch.randn(2000, generator=g, dtype=DTYPE)
     fast, exact = StudentTail(dof), StudentTail(dof, exact=True)
-    h = StudentTail.GRID_STEP
+    h = GRID_STEP
     assert bool((fast.sf(z) >= exact.sf(z)).all())
     below = exact.sf(z - 1.001 * h * torch.sqrt(1 + z.square()))
     assert bool((fast.sf(z) <= below * (1 + 1e-12)).all())
@@ -439,21 +440,6 @@ def test_every_earlier_name_imports_from_the_package() -> None:
     for name in package.__all__:  # each resolves, the BoTorch ones on first use
         assert getattr(package, name) is not None, name
     assert package.certify_model.__module__ == "ax_chaining.certificate.calibration"
-
-
-def test_the_certification_module_warns_and_forwards_to_the_package() -> None:
-    import ax_chaining.certificate as package
-    import ax_chaining.certification as old
-
-    with pytest.warns(DeprecationWarning, match="import StudentTail from ax_chaining"):
-        from ax_chaining.certification import StudentTail
-    assert StudentTail is package.StudentTail
-    with pytest.warns(DeprecationWarning, match="ax_chaining.certification is dep"):
-        assert old.certify_model is package.certify_model
-    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        old.no_such_name  # noqa: B018
-    with pytest.raises(AttributeError, match="_tail_sum"):
-        old._tail_sum  # noqa: B018
 
 
 def test_tail_sum_by_hand() -> None:

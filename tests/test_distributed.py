@@ -1,6 +1,6 @@
-"""Sharded candidates give one machine's answers: in-process shards (the same
-code without a cluster, many cases) and a 2-worker Dask ``LocalCluster``
-(actors and futures, lost workers, batches)."""
+"""Sharded candidates give one machine's answers: on an in-process Dask
+cluster (threads, many cases) and a 2-worker ``LocalCluster`` of processes
+(lost workers, batches, Ax loops)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,28 @@ def library_problem(n: int, seed: int = 0, normalized: bool = False):
     return model.eval(), C, library
 
 
+@pytest.fixture(scope="module")
+def threads():
+    """An in-process cluster of four single-thread workers (the same code as a
+    cluster of processes, without starting any)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=4, threads_per_worker=1, processes=False, dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def shards(client, candidates, k: int = 2, **kwargs) -> ShardedCandidates:
+    """``candidates`` sharded over ``k`` of the client's workers."""
+    workers = cluster_workers(client)[:k]
+    return ShardedCandidates(client, candidates, workers=workers, **kwargs)
+
+
 def assert_same_step(single: ChainingUCB, sharded: ChainingUCB) -> None:
     """Covers, H_i, radii and levels equal; the bonus at some points equal."""
     a, b = single.chaining, sharded.chaining
@@ -111,11 +133,11 @@ def test_shard_bounds_start_at_block_multiples():
     assert sizes.max() - sizes.min() <= 4096
 
 
-@pytest.mark.parametrize("shards", [2, 3])
-def test_in_process_step_equals_one_machine(shards):
+@pytest.mark.parametrize("k", [2, 3])
+def test_in_process_step_equals_one_machine(threads, k):
     model, C = se_problem(10_000)
     single = ChainingUCB(model, C, path="low_rank")
-    sharded = ShardedCandidates(None, C, workers=["w"] * shards)
+    sharded = shards(threads, C, k)
     acqf = ChainingUCB(model, sharded)
     assert isinstance(acqf.store, ShardedStore)
     assert acqf.chaining.info["path"] == "low_rank"
@@ -132,7 +154,7 @@ def test_in_process_step_equals_one_machine(shards):
     )
 
 
-def test_an_explicit_batch_is_counted_against_each_workers_budget():
+def test_an_explicit_batch_is_counted_against_each_workers_budget(threads):
     # 2 shards of 12,000 candidates; at 1 GiB one machine's pool share is
     # 128 MiB, which the default batch fits. A batch of 4,096 means pools of
     # 8,192 rows of a shard (over 390 MB, counted 4 times as one machine
@@ -141,26 +163,26 @@ def test_an_explicit_batch_is_counted_against_each_workers_budget():
     budget = 2**30
     ChainingUCB(
         model,
-        ShardedCandidates(None, C, workers=["w"] * 2),
+        shards(threads, C, 2),
         memory_budget=budget,
         max_cover_size=64,
     )
-    big = ShardedCandidates(None, C, workers=["w"] * 2, batch_size=4096)
+    big = shards(threads, C, 2, batch_size=4096)
     with pytest.raises(MemoryBudgetError, match=r"A shard of \d+ .*batch_size"):
         ChainingUCB(model, big, memory_budget=budget, max_cover_size=64)
 
 
 @pytest.mark.parametrize(
-    ("batch", "max_size", "shards"),
+    ("batch", "max_size", "k"),
     [(1, 150, 2), (2, 300, 3), (3, 400, 2), (5, 700, 4), (8, 2048, 3), (32, 900, 2)],
 )
-def test_traversal_equals_farthest_first_order(batch, max_size, shards):
+def test_traversal_equals_farthest_first_order(threads, batch, max_size, k):
     # The pool's seeded sample, the picks and breaks: the covers of the
     # sharded step are the prefixes of farthest_first_order on one machine's
     # rows (same start, batch, size cap and last radius), for any batch and
     # shards. sigma_floor sets the last radius (0.02 to 0.64 here).
     model, C = se_problem(12_000, seed=batch)
-    sharded = ShardedCandidates(None, C, workers=["w"] * shards, batch_size=batch)
+    sharded = shards(threads, C, k, batch_size=batch)
     floor = 0.02 * batch
     acqf = ChainingUCB(model, sharded, max_cover_size=max_size, sigma_floor=floor)
     res = acqf.chaining
@@ -187,7 +209,7 @@ def test_traversal_equals_farthest_first_order(batch, max_size, shards):
     assert acqf.store.step_info["round_trips"] > 0
 
 
-def test_transforms_matern_minimize_and_flip():
+def test_transforms_matern_minimize_and_flip(threads):
     g = torch.Generator().manual_seed(3)
     C = 20.0 * torch.rand(9000, 3, generator=g, dtype=DTYPE)
     idx = torch.randperm(9000, generator=g)[:40]
@@ -199,7 +221,7 @@ def test_transforms_matern_minimize_and_flip():
         input_transform=Normalize(3),
         outcome_transform=Standardize(1),
     ).eval()
-    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    sharded = shards(threads, C)
     flip = ScalarizedPosteriorTransform(weights=torch.tensor([-1.0], dtype=DTYPE))
     for kw in (
         {"maximize": False, "max_cover_size": 300},
@@ -212,12 +234,10 @@ def test_transforms_matern_minimize_and_flip():
 
 
 @pytest.mark.parametrize("normalized", [False, True])
-def test_library_shards_equal_one_machine(normalized):
+def test_library_shards_equal_one_machine(threads, normalized):
     model, C, library = library_problem(12_000, normalized=normalized)
     single = ChainingUCB(model, C, path="low_rank")
-    sharded = ShardedCandidates(
-        None, library, workers=["a", "b", "c"], normalized_inputs=normalized
-    )
+    sharded = shards(threads, library, 3, normalized_inputs=normalized)
     acqf = ChainingUCB(model, sharded)
     assert_same_step(single, acqf)
     X, _, idx = sharded.optimize(acqf, q=2, return_indices=True)
@@ -227,15 +247,15 @@ def test_library_shards_equal_one_machine(normalized):
     assert torch.equal(X, C[idx])
 
 
-def test_library_from_a_saved_file(tmp_path):
+def test_library_from_a_saved_file(threads, tmp_path):
     model, C, library = library_problem(9000)
     path = library.save(tmp_path / "lib.npy")
     single = ChainingUCB(model, C, path="low_rank")
-    acqf = ChainingUCB(model, ShardedCandidates(None, path, workers=["a", "b"]))
+    acqf = ChainingUCB(model, shards(threads, path))
     assert_same_step(single, acqf)
 
 
-def test_feature_table_from_a_file_travels_as_its_path(tmp_path):
+def test_feature_table_from_a_file_travels_as_its_path(threads, tmp_path):
     """A descriptor GP over an item index (FeatureTableKernel): the sharded step
     equals one machine's; built from a file, the step sends the shards the
     table's path, built from a tensor, the table itself to each shard."""
@@ -256,7 +276,7 @@ def test_feature_table_from_a_file_travels_as_its_path(tmp_path):
         model = SingleTaskGP(C[idx], Y, covar_module=kernel, outcome_transform=None)
         model.likelihood.noise = 1e-3
         model.eval()
-        sharded = ShardedCandidates(None, C, workers=["a", "b"])
+        sharded = shards(threads, C)
         acqf = ChainingUCB(model, sharded)
         assert_same_step(ChainingUCB(model, C, path="low_rank"), acqf)
         sent[name] = sharded.comm_stats()["bytes_sent"]
@@ -266,9 +286,9 @@ def test_feature_table_from_a_file_travels_as_its_path(tmp_path):
     assert sent["tensor"] - sent["file"] > 2 * table * 0.99
 
 
-def test_continuous_bonus_on_shards_picks_as_one_machine():
+def test_continuous_bonus_on_shards_picks_as_one_machine(threads):
     model, C = se_problem(9000, seed=5)
-    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    sharded = shards(threads, C)
     single = ChainingUCB(model, C, path="low_rank", bonus="continuous")
     acqf = ChainingUCB(model, sharded, bonus="continuous")
     assert acqf.store.best_candidate()["index"] == factor_argmax(single)
@@ -276,9 +296,9 @@ def test_continuous_bonus_on_shards_picks_as_one_machine():
     torch.testing.assert_close(acqf(x), single(x), rtol=1e-12, atol=0)
 
 
-def test_pending_points_and_batches():
+def test_pending_points_and_batches(threads):
     model, C = se_problem(9000, seed=5)
-    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    sharded = shards(threads, C)
     for covers in ("rebuild", "reuse"):
         single = ChainingUCB(model, C, path="low_rank", pending_covers=covers)
         acqf = ChainingUCB(model, sharded, pending_covers=covers)
@@ -301,10 +321,10 @@ def test_pending_points_and_batches():
     assert values.shape == (3,) and torch.equal(X, C[picks])
 
 
-def test_certificates_equal_one_machine():
+def test_certificates_equal_one_machine(threads):
     model, C = se_problem(9000, seed=2, obs=30)
     single = ChainingUCB(model, C, path="low_rank", max_cover_size=64)
-    acqf = ChainingUCB(model, ShardedCandidates(None, C, workers=["a", "b", "c"]))
+    acqf = ChainingUCB(model, shards(threads, C, 3))
     for among, kw in (
         (None, {}),
         (None, {"calibration": "none", "rule": "max_mean"}),
@@ -333,9 +353,9 @@ def test_certificates_equal_one_machine():
         acqf.certificate(options=CertificateOptions(method="chaining"))
 
 
-def test_errors_name_the_argument():
+def test_errors_name_the_argument(threads):
     model, C = se_problem(5000)
-    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    sharded = shards(threads, C)
     with pytest.raises(TypeError, match="`candidates` must be an N x d torch"):
         ChainingUCB(model, [[1.0, 2.0]])
     with pytest.raises(ValueError, match="`path`='dense'"):
@@ -345,9 +365,11 @@ def test_errors_name_the_argument():
     with pytest.raises(UnsupportedError, match="low-rank"):
         ChainingUCB(ModelListGP(model, model), sharded)
     with pytest.raises(ValueError, match="`candidates` must be an N x d"):
-        ShardedCandidates(None, torch.zeros(3))
+        ShardedCandidates(threads, torch.zeros(3))
     with pytest.raises(TypeError, match="`candidates` must be"):
-        ShardedCandidates(None, [[1.0]])
+        ShardedCandidates(threads, [[1.0]])
+    with pytest.raises(TypeError, match="`client` must be a distributed.Client"):
+        ShardedCandidates(None, C)
     with pytest.raises(ValueError, match="`X_pending` must have shape p x 2"):
         ChainingUCB(model, sharded, X_pending=torch.zeros(2, 3, dtype=DTYPE))
     acqf = ChainingUCB(model, sharded, max_cover_size=16)
@@ -452,11 +474,10 @@ def _two_workers(client) -> list[str]:
     return workers[:2]
 
 
-@pytest.mark.parametrize("backend", ["actors", "futures"])
-def test_cluster_step_equals_one_machine(client, backend):
+def test_cluster_step_equals_one_machine(client):
     model, C = se_problem(12_000, seed=1)
     single = ChainingUCB(model, C, path="low_rank")
-    sharded = ShardedCandidates(client, C, backend=backend)
+    sharded = ShardedCandidates(client, C)
     assert sharded.num_shards == 2 and sharded.starts == [0, 8192]
     acqf = ChainingUCB(model, sharded)
     assert_same_step(single, acqf)
@@ -553,7 +574,7 @@ def _ax_loop(gs, library_size: int, values, trials: int):
 
 @pytest.mark.slow  # an Ax loop on a cluster and on one machine
 @pytest.mark.filterwarnings("ignore::Warning:ax")
-def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
+def test_ax_strategy_over_sharded_library_equals_one_machine(threads, tmp_path):
     import logging
 
     from ax.storage.json_store.save import save_experiment
@@ -573,7 +594,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     # One machine on the same (low-rank) route, and the same strategy given
     # the sharded library: the same trials, the same certificates (issued from
     # 4 observations in this short loop).
-    least = {"certificate_min_observations": 4}
+    least = {"certificate": CertificateOptions(min_observations=4)}
     one = chaining_generation_strategy(
         init_trials=4,
         seed=0,
@@ -582,7 +603,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         **least,
     )
     _, expected = _ax_loop(one, n, values, trials=8)
-    sharded = ShardedCandidates(None, library, workers=["a", "b"])
+    sharded = shards(threads, library)
     gs = chaining_generation_strategy(
         init_trials=4, seed=0, surrogate_spec=spec, candidates=sharded, **least
     )
@@ -607,8 +628,9 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         seed=0,
         surrogate_spec=spec,
         candidates=sharded,
-        certificate_schedule=CheckSchedule("every_k", k=1, start=6),
-        **least,
+        certificate=CertificateOptions(
+            schedule=CheckSchedule("every_k", k=1, start=6), min_observations=4
+        ),
     )
     _, again = _ax_loop(scheduled, n, values, trials=8)
     assert again == items
@@ -619,7 +641,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         client.save_to_json_file(str(tmp_path / "client.json"))
     with pytest.raises(ValueError, match="normalized_inputs=False"):
         chaining_generation_strategy(
-            candidates=ShardedCandidates(None, library, normalized_inputs=True)
+            candidates=shards(threads, library, normalized_inputs=True)
         )
     with pytest.raises(ValueError, match="must be ChainingUCB"):
         from ax_chaining import GPUCB
@@ -704,7 +726,7 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
     assert overlap  # trials ran at the same time on the two workers
     summary = ax_client.summarize().sort_values("trial_index")
     nodes = summary["generation_node"].tolist()
-    assert nodes == ["UniformCandidates"] * 4 + ["Chaining-UCB"] * 2
+    assert nodes == ["UniformCandidates"] * 4 + ["ChainingUCB"] * 2
     data = gs.experiment.lookup_data().df
     for i, t in trials.items():
         got = data[data.trial_index == i]["mean"].item()

@@ -32,7 +32,7 @@ from ax_chaining.ax.candidates import (
     row_key,
 )
 from ax_chaining.certificate.calibration import certify_model
-from ax_chaining.certificate.certify import CertificateOptions
+from ax_chaining.certificate.certify import CertificateOptions, check_options
 from ax_chaining.certificate.residuals import ResidualCalibration, ResidualSource
 from ax_chaining.certificate.schedule import DEFAULT_DELTA, EVERY_STEP
 from ax_chaining.checks import check_choice, check_delta, type_error
@@ -486,7 +486,7 @@ def _certificate(
 ) -> dict[str, Any]:
     delta = _recorded_delta(fitted.experiment) if delta is None else delta
     delta = check_delta(delta)
-    options = calibrated(options or CertificateOptions(), fitted.experiment)
+    options = calibrated(check_options(options), fitted.experiment)
     cert = certify_model(
         fitted.model,
         fitted.X,

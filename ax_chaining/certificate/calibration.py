@@ -23,6 +23,7 @@ from ax_chaining.certificate.certify import (
     CertificateOptions,
     CertifiedSet,
     PosteriorSet,
+    check_options,
 )
 from ax_chaining.certificate.residuals import ResidualCalibration
 from ax_chaining.certificate.schedule import DEFAULT_DELTA, CheckSchedule, step_delta
@@ -245,7 +246,7 @@ def issue_certificate(
         sign: ``-1`` where the set's means are the negated model's
             (minimization), so that the reported ``mean`` is the model's.
     """
-    opts = options or CertificateOptions()
+    opts = check_options(options)
     method = opts.method or candidates.methods[0]
     check_choice("method", method, candidates.methods)
     check = calibrate(
@@ -381,7 +382,7 @@ def certify_model(
         maximize: If False, the objective is minimized.
         memory_budget: Bytes the posterior and the bound's temporaries may take.
     """
-    opts = options or CertificateOptions()
+    opts = check_options(options)
     check_posterior_transform(model, posterior_transform)
     delta = check_delta(delta)
     given_dtype = getattr(candidates, "dtype", None)

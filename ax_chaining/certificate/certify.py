@@ -43,6 +43,7 @@ __all__ = [
     "CertificateOptions",
     "CertifiedSet",
     "PosteriorSet",
+    "check_options",
 ]
 
 #: The fewest observations from which ``calibration="loo"`` certifies: with
@@ -134,6 +135,16 @@ class CertificateOptions:
         if self.scale_level is not None:
             level = check_float("scale_level", self.scale_level, in_01)
             object.__setattr__(self, "scale_level", level)
+
+
+def check_options(options: object) -> CertificateOptions:
+    """``options``, or the defaults for None; a ``TypeError`` naming
+    ``options`` for anything else."""
+    if options is None:
+        return CertificateOptions()
+    if not isinstance(options, CertificateOptions):
+        raise type_error("options", "a CertificateOptions or None", options)
+    return options
 
 
 @dataclass(frozen=True)

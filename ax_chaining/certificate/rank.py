@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate.tails import GAUSSIAN, TailLaw
+from ax_chaining.certificate.tails import GAUSSIAN, TailLaw, check_tail
 from ax_chaining.checks import check_choice, check_float, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 
@@ -103,7 +103,8 @@ def better_probabilities(
     gap, dist = gap.to(torch.float64), dist.to(torch.float64)
     pos = dist > 0
     z = (tolerance - gap) / torch.where(pos, dist, torch.ones_like(dist))
-    p = tail.probability(z.unsqueeze(0)).reshape(-1).to(torch.float64)
+    p = check_tail(tail, default=False).probability(z.unsqueeze(0))
+    p = p.reshape(-1).to(torch.float64)
     return torch.where(pos, p, (gap > tolerance).to(torch.float64))
 
 

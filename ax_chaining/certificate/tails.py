@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
@@ -120,15 +120,16 @@ class ChernoffTail(TailLaw):
 GAUSSIAN, CHERNOFF = GaussianTail(), ChernoffTail()
 
 
-def check_tail(tail: object, name: str = "tail") -> TailLaw | None:
-    """``tail`` if it is a :class:`TailLaw` or None (the default).
+def check_tail(tail: object, name: str = "tail", default: bool = True) -> Any:
+    """``tail`` if it is a :class:`TailLaw`, or None (the default) where
+    ``default``.
 
     Raises:
         TypeError: Anything else (the message names ``name``).
     """
-    if tail is not None and not isinstance(tail, TailLaw):
-        expected = "a TailLaw (GAUSSIAN, CHERNOFF, StudentTail(dof), ...) or None"
-        raise type_error(name, expected, tail)
+    if (tail is None and not default) or not isinstance(tail, TailLaw | None):
+        expected = "a TailLaw (GAUSSIAN, CHERNOFF, StudentTail(dof), ...)"
+        raise type_error(name, expected + (" or None" if default else ""), tail)
     return tail
 
 
@@ -139,6 +140,7 @@ def upper_quantile(p: Tensor | float, tail: TailLaw = GAUSSIAN) -> Tensor:
         p: Tail probabilities in (0, 1), any shape.
         tail: The law.
     """
+    check_tail(tail, default=False)
     p = torch.as_tensor(p, dtype=torch.float64)
     if not bool(((p > 0) & (p < 1)).all()):
         raise ValueError(f"tail probabilities must be in (0, 1), got {p}.")
@@ -164,6 +166,7 @@ def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
         tail: The law (bound to the ``N`` candidates where it depends on them,
             :func:`bind_tail`).
     """
+    check_tail(tail, default=False)
     pos = dist > 0
     z = (b.unsqueeze(-1) - gap) / torch.where(pos, dist, torch.ones_like(dist))
     term = torch.where(pos, tail.sf(z), torch.zeros_like(z))

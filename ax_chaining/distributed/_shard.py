@@ -484,6 +484,7 @@ class Shard:
             "x": self.Z[idx],
         }
 
+    @torch.no_grad()
     def _rows(self, left: Left) -> Tensor:
         r"""Rows of :math:`d_t^2` of the points ``left`` over the shard: the
         same operations as ``LowRankDistance.rows`` on one machine."""

@@ -37,6 +37,7 @@ __all__ = [
     "shard_bounds",
 ]
 
+
 class ShardLostError(RuntimeError):
     """A shard's worker left the cluster (or its state was lost) during a call."""
 
