@@ -247,15 +247,14 @@ def certificate_history(
 
     Args:
         source: An Ax ``Client``, its ``Experiment``, or the generation strategy.
-        units: ``"objective"`` (the objective's units) or ``"model"`` (the GP's).
+        units: ``"objective"`` or ``"model"`` (the GP's).
 
     Returns:
         Per check: ``recorded_at`` (the trial whose generation recorded it),
         ``trial_index`` (the last trial that evaluated the certified point),
         ``bound`` (``inf`` if refused), ``running_min``, ``parameters``,
-        ``delta``, ``share``, ``valid``, ``reason``, ``units``, ``rank_bound``
-        and ``expected_better`` (:mod:`ax_chaining.certificate.rank`),
-        ``num_candidates``.
+        ``delta``, ``share``, ``valid``, ``reason``, ``units``, ``rank_bound``,
+        ``expected_better``, ``num_candidates``.
     """
     objective = check_choice("units", units, get_args(Units)) == "objective"
     key = "bound" if objective else "bound_model_units"
@@ -316,17 +315,13 @@ def certify(
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
-    Fits Ax's GP surrogate to the experiment's data (the candidate-set
-    strategy's own surrogate spec if ``source`` has one, else Ax's default) and
-    certifies, among the evaluated points, the one with the smallest bound:
-    with probability at least :math:`1 - \delta` over the checks of the
-    schedule, no point of the set below is more than ``bound`` better than
-    ``parameters``, under the assumptions of :mod:`ax_chaining.certificate`.
-
-    The set is the candidates (``candidates``; else the strategy's candidate
-    set; else every combination of a fully discrete space; else a Sobol design
-    of 1,024 points, seed 0) together with every evaluated point, under one
-    posterior.
+    Fits Ax's GP (the strategy's surrogate spec if it has one) to the data and
+    certifies the evaluated point with the smallest bound: with probability at
+    least :math:`1 - \delta` over the schedule's checks, no point of the set
+    is more than ``bound`` better than ``parameters``, under the assumptions
+    of :mod:`ax_chaining.certificate`. The set: ``candidates`` (else the
+    strategy's candidate set, a fully discrete space or a Sobol design of
+    1,024 points) with every evaluated point.
 
     Example:
         >>> certify(client)["bound"]
@@ -343,9 +338,9 @@ def certify(
         units: ``"objective"`` or ``"model"`` for ``bound``.
 
     Returns:
-        ``parameters``, ``bound`` (None in objective units without a single
-        scale), ``bound_model_units``, ``trial_index``, ``delta``, ``share``,
-        ``valid``, ``reason``, ``checks``, ``rank_bound``, ``expected_better``,
+        ``parameters``, ``bound`` (None without a single objective scale),
+        ``bound_model_units``, ``trial_index``, ``delta``, ``share``, ``valid``,
+        ``reason``, ``checks``, ``rank_bound``, ``expected_better``,
         ``num_candidates``.
     """
     check_choice("units", units, get_args(Units))
@@ -361,14 +356,10 @@ def recommend(
     options: CertificateOptions | None = None,
     units: Units = "objective",
 ) -> dict[str, Any]:
-    r"""The answer at the end of a loop: the best evaluated row, and how far the
-    best candidate can be above it.
-
-    The row is the evaluated point with the best observed objective (the mean
-    of its observations); its certificate comes from Ax's GP fitted to all the
-    data, over the same set as :func:`certify`: with probability at least
-    :math:`1 - \delta`, no candidate is more than ``certificate["bound"]``
-    better than this row.
+    r"""The answer at the end of a loop: the evaluated row with the best observed
+    objective, and its certificate over the set of :func:`certify` (with
+    probability at least :math:`1 - \delta`, no candidate is more than
+    ``certificate["bound"]`` better).
 
     Example:
         >>> answer = recommend(client)

@@ -1,23 +1,8 @@
-r"""Surrogate specs for a finite set of items behind one item-index parameter.
-
-An Ax experiment over a finite library (molecules, graphs, strings) has one
-integer parameter, the item index ``0 .. N - 1``
-(:func:`candidate_index_parameter`); the surrogate spec says what the GP sees
-of item ``i``:
-
-* :func:`precomputed_kernel_surrogate_spec`: a precomputed ``N x N`` Gram matrix;
-* :func:`fingerprint_kernel_surrogate_spec`: Tanimoto on a packed fingerprint
-  library (no ``N x N`` matrix);
-* :func:`feature_table_surrogate_spec`: an ARD RBF / Matern (or MinMax) kernel
-  on row ``i`` of an ``N x d`` feature table;
-* :func:`~ax_chaining.molecules.molecule_surrogate_spec`: the measured default
-  for molecule
-  libraries, from their SMILES (BayBE's model of a molecule).
-
-The large objects are registered by content key
-(:mod:`ax_chaining.kernels.registry`), so Ax's JSON stores the key only; call
-the same function again after loading an experiment in a new process.
-"""
+r"""Surrogate specs for a finite library behind one item-index parameter
+(:func:`candidate_index_parameter`): what the GP sees of item ``i`` (a Gram
+matrix's row, packed fingerprints, a feature table's row). Large objects are
+registered by content key, so Ax's JSON stores the key only; call the same
+function again after loading an experiment in a new process."""
 
 from __future__ import annotations
 
@@ -54,13 +39,9 @@ __all__ = [
 def candidate_index_parameter(
     num_items: int, name: str = "item"
 ) -> RangeParameterConfig:
-    """An Ax parameter config for an item index ``0 .. num_items - 1``: with
-    :func:`precomputed_kernel_surrogate_spec`, any finite set of objects (graphs,
-    strings, molecules) given their Gram matrix.
-
-    Args:
-        num_items: Number of items ``n >= 2``.
-        name: Parameter name.
+    """An Ax parameter config for an item index ``0 .. num_items - 1``
+    (``num_items >= 2``): any finite set of objects (graphs, strings,
+    molecules) behind one of this module's surrogate specs.
 
     Example:
         >>> client.configure_experiment(parameters=[candidate_index_parameter(100)])
@@ -70,14 +51,9 @@ def candidate_index_parameter(
 
 
 def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
-    """An Ax ``SurrogateSpec`` whose GP covariance is a precomputed Gram matrix.
-
-    For an item index (:func:`candidate_index_parameter`), which Ax normalizes
-    to ``[0, 1]`` and ``PrecomputedKernel`` maps back to a row of ``gram``: the
-    prior covariance of the standardized objective. Stored as in ``register_gram``.
-
-    Args:
-        gram: ``n x n`` symmetric PSD Gram matrix (the paper has ``k(g, g) = 1``).
+    """An Ax ``SurrogateSpec`` whose GP covariance is ``gram`` (``n x n``,
+    symmetric PSD; the paper has ``k(g, g) = 1``) over an item index, as the
+    prior covariance of the standardized objective.
 
     Example:
         >>> gs = chaining_generation_strategy(
@@ -97,28 +73,15 @@ def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
 def fingerprint_kernel_surrogate_spec(
     library: PackedFingerprints, metric: str = "tanimoto"
 ) -> SurrogateSpec:
-    """An Ax ``SurrogateSpec`` whose GP covariance is a fingerprint kernel over a
-    molecule library, evaluated from the packed bits (no Gram matrix).
-
-    For an item index (:func:`candidate_index_parameter` with ``len(library)``
-    items): ``TanimotoKernel`` in library mode with ``normalized_inputs=True``.
-    The library is registered (:func:`~ax_chaining.kernels.register_fingerprints`)
-    and the JSON stores its content key only; call this function or
-    ``register_fingerprints`` again after loading an experiment in a new process.
-
-    Args:
-        library: The candidates' fingerprints, row ``i`` for item ``i``.
-        metric: ``"tanimoto"`` (binary fingerprints; the only library mode).
+    """An Ax ``SurrogateSpec`` whose GP covariance is the Tanimoto kernel of
+    ``library`` (row ``i`` for item ``i``), evaluated from the packed bits (no
+    Gram matrix); ``metric``: ``"tanimoto"``, the only library mode.
 
     Example:
         >>> library = featurize_library("train.csv.gz", "cache/moses").fingerprints
-        >>> client = Client()
         >>> client.configure_experiment([candidate_index_parameter(len(library))])
-        >>> client.configure_optimization(objective="score")
         >>> client.set_generation_strategy(chaining_generation_strategy(
         ...     surrogate_spec=fingerprint_kernel_surrogate_spec(library)))
-        >>> for index, p in client.get_next_trials(max_trials=4).items():
-        ...     client.complete_trial(index, raw_data={"score": score(p["item"])})
     """
     if not isinstance(library, PackedFingerprints):
         raise type_error("library", "a PackedFingerprints", library)
@@ -139,19 +102,11 @@ def feature_table_surrogate_spec(
     kernel: str = "matern52",
     prior: str = "botorch",
 ) -> SurrogateSpec:
-    r"""An Ax ``SurrogateSpec`` whose GP sees each item's row of a feature table.
-
-    For an item index (:func:`candidate_index_parameter` with ``N`` items): a
-    ``SingleTaskGP`` whose covariance is
-    :class:`~ax_chaining.kernels.FeatureTableKernel` (the index mapped to row
-    ``i`` of ``features``, then an ARD kernel whose lengthscales Ax fits), with
-    the noise prior of ``prior``. A tensor is registered
-    (:func:`~ax_chaining.kernels.register_features`) and the JSON stores its
-    key only (a saved experiment reopens in a process that registered the same
-    table); a file's path is stored as it is (the experiment reopens wherever
-    the file is), and a pickled model carries the path, not the table (what a
-    sharded step sends its workers). Rows are gathered per call, so a
-    memory-mapped table is read in the blocks the chaining engine asks for.
+    r"""An Ax ``SurrogateSpec`` whose GP sees each item's row of a feature
+    table: :class:`~ax_chaining.kernels.FeatureTableKernel` (an ARD kernel
+    whose lengthscales Ax fits) with the noise prior of ``prior``. A tensor is
+    stored by content key, a ``.npy`` file by its path (memory-mapped, read
+    in the blocks the engine asks for, and pickled as its path).
 
     Args:
         features: ``N x d`` floating table, row ``i`` for item ``i``, cleaned
