@@ -255,7 +255,11 @@ def test_committed_summary_is_remade_from_the_committed_records(
 @pytest.mark.parametrize(
     ("module", "lines", "page"),
     [
-        ("limit", "docs/results/certificate/limit.jsonl", "docs/certificate.md"),
+        (
+            "limit",
+            "docs/results/certificate/limit.jsonl",
+            "docs/results/certificate.md",
+        ),
         ("bonus", "docs/results/molecules/bonus.jsonl", "docs/results/molecules.md"),
         (
             "bonus",
@@ -284,7 +288,11 @@ def test_committed_summary_is_remade_from_the_committed_records(
             "docs/results/speed/step_low_rank_pool.jsonl",
             "docs/results/speed.md",
         ),
-        ("tails_bench", "docs/results/certificate/tails.jsonl", "docs/certificate.md"),
+        (
+            "tails_bench",
+            "docs/results/certificate/tails.jsonl",
+            "docs/results/certificate.md",
+        ),
         ("ax_storage", "docs/results/ax_storage.jsonl", "docs/results/speed.md"),
         ("speed", "docs/results/speed/gpu_h200_se.jsonl", "docs/results/speed.md"),
         (
@@ -329,14 +337,14 @@ def test_tables_in_the_docs_are_remade_from_their_committed_lines(
 
 
 def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
-    """The certificate page's union-against-chaining table (two files of
+    """The certificate results page's union-against-chaining table (two files of
     ``--scaling`` lines, sparse and dense domains) is what ``table`` prints."""
     from benchmarks.certificate_bench import table
 
     lines = ROOT / "docs" / "results" / "certificate"
     made = table([str(lines / "scaling.jsonl"), str(lines / "scaling_dense.jsonl")])
     assert made.count("\n") == 7  # header, rule, 3 sizes x 2 domains
-    assert made in (ROOT / "docs" / "certificate.md").read_text()
+    assert made in (ROOT / "docs" / "results" / "certificate.md").read_text()
 
 
 @pytest.mark.parametrize(
