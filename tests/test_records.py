@@ -269,7 +269,7 @@ def test_committed_summary_is_remade_from_the_committed_records(
         (
             "distributed_bench",
             "docs/results/distributed/steps.jsonl",
-            "docs/distributed.md",
+            "docs/results/distributed.md",
         ),
         (
             "speed",
