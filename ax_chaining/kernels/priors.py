@@ -1,12 +1,9 @@
-r"""The GP hyperpriors of a feature table in the unit cube, by name
-(:class:`~ax_chaining.kernels.FeatureTableKernel`'s ``prior``, which Ax's
+r"""The GP hyperpriors of a feature table in the unit cube, by name (what Ax's
 JSON stores): ``"botorch"`` (``SingleTaskGP``'s default: dimension-scaled
 log-normal lengthscale priors, no output scale, Hvarfner et al., 2024),
 ``"baybe"`` (BayBE's ``EDBO_SMOOTHED``, :func:`baybe_priors`) and ``"chen"``
 (BayBE 0.15's default for a molecule, :func:`chen_priors`). On MinMax (counts)
-a prior sets the output scale only. Which prior a molecule gets:
-:mod:`ax_chaining.molecules.default_model`.
-"""
+a prior sets the output scale only."""
 
 from __future__ import annotations
 
@@ -29,8 +26,8 @@ __all__ = [
     "likelihood_options",
 ]
 
+#: The priors of a feature table's GP.
 PRIORS = ("botorch", "baybe", "chen")
-"""The priors of a feature table's GP."""
 
 Gammas = dict[str, tuple[float, float, float]]
 
