@@ -67,12 +67,7 @@ class MemoryBudgetError(ValueError):
 
 
 def format_bytes(n: float) -> str:
-    """Human-readable size.
-
-    Example:
-        >>> format_bytes(1.5 * 2**30)
-        '1.5 GiB'
-    """
+    """A human-readable size, e.g. ``'1.5 GiB'``."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
@@ -82,22 +77,14 @@ def format_bytes(n: float) -> str:
 
 def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
     r"""Peak bytes of the dense path for ``n`` candidates: ``copies`` ``n x n``
-    matrices of ``dtype`` (a covariance and its temporaries) plus the uint8
-    level matrix and a boolean adjacency of the greedy covers.
-
-    Example:
-        >>> dense_memory_bytes(1000, torch.float64)
-        26000000
-    """
+    matrices of ``dtype`` plus the greedy covers' level matrix and adjacency."""
     itemsize = torch.finfo(dtype).bits // 8
     return int(math.ceil(copies * n * n * itemsize + 2 * n * n))
 
 
 class PseudoDistance(ABC):
-    r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row.
-
-    Subclasses provide :meth:`rows`; the rest derives from it and
-    :attr:`variance`.
+    r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row:
+    subclasses provide :meth:`rows`.
 
     Args:
         variance: ``N`` posterior variances :math:`\sigma_t^2(x)` (negatives
@@ -121,8 +108,7 @@ class PseudoDistance(ABC):
             raise ValueError("variance contains NaN or inf.")
         self.variance = variance.clamp_min(0)
         self.block_bytes = int(block_bytes)
-        #: Threads making blocks of rows in :meth:`level_graph` on CPU (numpy's
-        #: passes run on one thread).
+        #: Threads making blocks of rows in :meth:`level_graph` on CPU.
         self.row_workers = max(1, min(8, torch.get_num_threads()))
 
     @property
@@ -155,7 +141,7 @@ class PseudoDistance(ABC):
         return d2
 
     def row_range(self, start: int, stop: int) -> Tensor:
-        """Rows ``start..stop-1``; subclasses may return a view."""
+        """Rows ``start..stop-1`` (a view where the subclass can)."""
         return self.rows(torch.arange(start, stop, device=self.device))
 
     def level_matrix(self, eps: Sequence[float]) -> Tensor:
@@ -200,10 +186,9 @@ def column_square_sums(factor: Tensor, offset: int = 0) -> Tensor:
 def low_rank_rows(
     prior: Tensor, left: Tensor, right: Tensor, scale: float, offset: int = 0
 ) -> Tensor:
-    r"""Rows of :math:`d^2` from ``b x m`` prior rows (local column ``j`` is
-    candidate ``offset + j``), in place: ``-2 c prior + left @ right`` with
-    ``left`` ``b x (r + 2)`` and ``right`` ``(r + 2) x m``
-    (:class:`LowRankDistance`), per block of :func:`column_blocks`."""
+    r"""Rows of :math:`d^2`, in place, from ``b x m`` prior rows (local column
+    ``j`` is candidate ``offset + j``): ``-2 c prior + left @ right`` per block
+    of :func:`column_blocks` (:class:`LowRankDistance`)."""
     beta = -2.0 * scale
     for a, b in column_blocks(0, prior.shape[-1], offset):
         prior[:, a:b].addmm_(left, right[:, a:b], beta=beta)

@@ -3,8 +3,7 @@ r"""A kernel over an item index that sees each item's row of a feature table
 :math:`k_0` an ARD Matern-5/2 or RBF kernel (hyperpriors by name,
 :mod:`ax_chaining.kernels.priors`) or the MinMax kernel on counts. Ax's search
 space is one integer parameter while the GP sees the features; nothing ``N x N``
-is formed, and :math:`F` may be a memory map or the path of a saved table.
-"""
+is formed, and :math:`F` may be a memory map or the path of a saved table."""
 
 from __future__ import annotations
 

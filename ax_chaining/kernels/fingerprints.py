@@ -319,16 +319,12 @@ class PackedFingerprints:
                 col_idx, span = None, (int(col_idx[0]), int(col_idx[-1]) + 1)
         num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
         if route == "auto":
-            if device.type != "cpu":
-                route = "matmul"
-            elif (
-                col_idx is None and num_cols >= _INVERTED_MIN_COLS + min(n, _TILE) // 32
-            ):
-                # It reads postings over every tile the columns span: not worth
-                # it for scattered columns.
-                route = "inverted"
-            else:
-                route = "popcount"
+            # The inverted route reads the postings of every tile the columns
+            # span: not worth it for scattered columns.
+            run = _INVERTED_MIN_COLS + min(n, _TILE) // 32
+            inverted = col_idx is None and num_cols >= run
+            route = "inverted" if inverted else "popcount"
+            route = "matmul" if device.type != "cpu" else route
         if route == "matmul":
             return self._matmul(row_words, row_pop, col_idx, span, dtype, device)
         num_rows = row_words.shape[0]
@@ -580,19 +576,9 @@ class _FingerprintKernel(Kernel):
         last_dim_is_batch: bool = False,
         **params: Any,
     ) -> Any:
-        # GPyTorch's own width check names neither argument nor mode.
-        name = type(self).__name__
-        if self.active_dims is None and getattr(self, "library", None) is not None:
-            for arg, x in (("x1", x1), ("x2", x1 if x2 is None else x2)):
-                if x.shape[-1] != 1:
-                    raise ValueError(
-                        f"{name} in library mode expects `{arg}` with a single "
-                        "column holding the item index (`... x n x 1`), got shape "
-                        f"{tuple(x.shape)}. For fingerprint inputs, construct it "
-                        "without `library`."
-                    )
-        elif self.active_dims is None and x2 is not None:
-            _same_width(name, x1, x2)
+        # GPyTorch's own width check is a RuntimeError naming no argument.
+        if self.active_dims is None and x2 is not None:
+            _same_width(type(self).__name__, x1, x2)
         return super().__call__(x1, x2, diag, last_dim_is_batch, **params)
 
     def forward(
@@ -605,11 +591,9 @@ class _FingerprintKernel(Kernel):
     ) -> Tensor:
         r"""``batch_shape x n1 x n2`` similarities (``x n1`` if ``diag``) of
         ``... x n x m`` fingerprints (``... x n x 1`` items in library mode)."""
-        if last_dim_is_batch:
-            raise ValueError(
-                f"{type(self).__name__} does not support `last_dim_is_batch`."
-            )
         name = type(self).__name__
+        if last_dim_is_batch:
+            raise ValueError(f"{name} does not support `last_dim_is_batch`.")
         for arg, x in (("x1", x1), ("x2", x2)):
             if x.dim() < 2 or x.shape[-1] == 0:
                 raise ValueError(
