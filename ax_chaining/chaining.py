@@ -140,13 +140,12 @@ class ChainingResult:
 
     Attributes:
         eps: ``L`` radii :math:`\epsilon_i = s\,2^{1-i}`, ``i = 1..L``.
-        cover_sizes: ``L`` values :math:`|T_i|` used in :math:`H_i` (``N`` for
-            a level marked in ``bounded``).
+        cover_sizes: ``L`` values :math:`|T_i|` used in :math:`H_i`.
         H: ``L`` chaining terms :math:`H_i`.
         covers: ``L`` index tensors; ``covers[i-1]`` is :math:`T_i` in selection
-            order, with ``covers[i-2]`` as a prefix. A ``bounded`` level holds
-            the partial cover that was built.
-        bounded: ``L`` booleans; true where :math:`|T_i|` was replaced by ``N``.
+            order, with ``covers[i-2]`` as a prefix.
+        bounded: ``L`` booleans; true where :math:`|T_i|` was replaced by ``N``
+            (the cover holds the partial cover that was built).
         sigma_min: :math:`\min_x \sigma_t(x)` over the candidates (unfloored).
         sigma_min_used: :math:`\max(\sigma^{\min}, \texttt{sigma\_floor}\cdot s)`.
         scale, t, delta, n, h_radius, cover_method: As passed to
@@ -264,7 +263,6 @@ def chaining_covers(
     Args:
         distance: The posterior pseudo-distance over the ``N`` candidates.
         t: Iteration index :math:`t \ge 1` (observations plus one).
-        delta: Confidence parameter in (0, 1).
         scale: Radius :math:`s` of the first level (1 for a kernel with
             :math:`k(x, x) \le 1`).
         sigma_floor: Floor on :math:`\sigma^{\min}` relative to ``scale`` (0:

@@ -151,9 +151,6 @@ def greedy_dominating_set_lazy(
             points within the radius (e.g. the row counts over all points).
         batch: Rows evaluated per call of ``balls``.
 
-    Returns:
-        int64 indices into ``0..N-1`` in selection order.
-
     Example:
         >>> ball = np.array([[1, 1, 0], [1, 1, 1], [0, 1, 1]]) > 0
         >>> everyone, bound = np.ones(3, dtype=bool), np.full(3, 3)
@@ -204,12 +201,12 @@ def greedy_cover(dist2: Tensor, eps: float, candidates: Tensor | None = None) ->
     ties in degree to the lowest index.
 
     Args:
-        dist2: ``N x N`` tensor of squared pseudo-distances :math:`d(x, x')^2`.
-            Round-off negatives are treated as 0 and the diagonal as 0.
+        dist2: ``N x N`` tensor of squared pseudo-distances :math:`d(x, x')^2`
+            (the diagonal taken as 0).
         eps: The cover radius :math:`\epsilon > 0` (a distance, not squared).
         candidates: Optional 1-D index tensor (or length-``N`` boolean mask)
-            restricting both the points to cover and the centres to that subset
-            (the paper's :math:`\bar X` in Algorithm 1).
+            restricting the points to cover and the centres (the paper's
+            :math:`\bar X` in Algorithm 1).
 
     Returns:
         The chosen indices (into ``0..N-1``) in selection order.
@@ -282,13 +279,10 @@ def farthest_first_order(
     Args:
         dist2_rows: Maps a 1-D index tensor of length ``b`` to the ``b x n``
             squared distances (non-negative) from those points to all points.
-        n: Number of points.
-        start: Index of the first centre.
         max_size: Stop after this many centres.
         stop_radius: Stop once the cover radius is at most this distance.
         batch_size: Centres taken per block of rows (1: exact traversal).
         device: Device of the index tensors (default: that of the first row).
-        dtype: Floating dtype of the returned radii.
         on_centre: Called after each centre is taken with the centre's index,
             its row of squared distances (clamped at 0, in ``dtype``; read it,
             do not keep it) and the squared cover radius of the prefix that ends
@@ -375,13 +369,9 @@ class NearestCentres:
     ``O(N)`` work per centre and ``O(N)`` memory.
 
     Example:
-        >>> tracker = NearestCentres(n, eps)
+        >>> tracker = NearestCentres(n, eps)  # eps: decreasing radii
         >>> order, radii = farthest_first_order(rows, n, 0, n, on_centre=tracker)
         >>> parent, link2 = tracker.parents()
-
-    Args:
-        n: Number of points.
-        radii: The radii :math:`\epsilon_i`, decreasing (distances, not squared).
     """
 
     def __init__(self, n: int, radii: list[float]) -> None:

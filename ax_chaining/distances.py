@@ -133,13 +133,6 @@ class PseudoDistance(ABC):
     def rows(self, idx: Tensor) -> Tensor:
         r"""``len(idx) x N`` squared :math:`d_t^2(x_i, \cdot)` (new tensor)."""
 
-    def _dist2_from_cov(self, cov: Tensor, idx: Tensor) -> Tensor:
-        """Turn covariance rows of ``idx`` into squared distances, in place."""
-        d2 = cov.mul_(-2.0).add_(self.variance).add_(self.variance[idx, None])
-        d2.clamp_(min=0.0)
-        d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
-        return d2
-
     def row_range(self, start: int, stop: int) -> Tensor:
         """Rows ``start..stop-1`` (a view where the subclass can)."""
         return self.rows(torch.arange(start, stop, device=self.device))
@@ -196,18 +189,14 @@ def low_rank_rows(
 
 
 class DenseDistance(PseudoDistance):
-    r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`.
+    r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`, from
+    the ``N x N`` symmetric posterior covariance :math:`k_t` (overwritten if
+    ``inplace``).
 
     Example:
         >>> cov = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
         >>> DenseDistance(cov).rows(torch.tensor([0]))
         tensor([[0., 1.]])
-
-    Args:
-        covariance: ``N x N`` symmetric posterior covariance :math:`k_t`.
-        inplace: Overwrite ``covariance`` with the squared distances instead of
-            copying it.
-        block_bytes: See :class:`PseudoDistance`.
     """
 
     def __init__(
@@ -223,8 +212,8 @@ class DenseDistance(PseudoDistance):
             )
         super().__init__(torch.diagonal(covariance).clone(), block_bytes)
         dist2 = covariance if inplace else covariance.clone()
-        idx = torch.arange(self.n, device=self.device)
-        self.dist2 = self._dist2_from_cov(dist2, idx)
+        dist2.mul_(-2.0).add_(self.variance).add_(self.variance[:, None])
+        self.dist2 = dist2.clamp_(min=0.0).fill_diagonal_(0.0)
 
     def rows(self, idx: Tensor) -> Tensor:
         return self.dist2[idx.to(device=self.device, dtype=torch.long)]

@@ -170,18 +170,6 @@ class _UpperBlock:
     mirror_levels: np.ndarray
 
 
-@dataclass
-class _RowBlock:
-    """A block of full rows ``[start, stop)``: each row's edge count, then the
-    edges' targets and levels, row after row."""
-
-    start: int
-    stop: int
-    counts: np.ndarray
-    cols: np.ndarray
-    levels: np.ndarray
-
-
 def _symmetric_level_graph(
     source: RowSource, eps2: list[float], counted: int, step: int
 ) -> LevelGraph:
@@ -269,7 +257,8 @@ def _numpy_level_graph(
     degrees = np.empty((counted, n), dtype=np.int64)
     filled = 0
 
-    def block(start: int) -> _RowBlock:
+    def block(start: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows ``[start, stop)``: their edge counts, targets and levels."""
         stop = min(n, start + step)
         with torch.no_grad():
             d2 = source.row_range(start, stop).detach().cpu().numpy()
@@ -279,19 +268,20 @@ def _numpy_level_graph(
         vals = d2.ravel()[flat]
         bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
         q = levels_np(vals, eps2[counted:], counted)
-        return _RowBlock(start, stop, np.diff(bounds), (flat % n).astype(np.int32), q)
+        return start, stop, np.diff(bounds), (flat % n).astype(np.int32), q
 
-    for b in map_ordered(block, range(0, n, step), source.row_workers):
-        stop = b.stop
-        counts[b.start : stop] = torch.from_numpy(b.counts)
-        end = filled + b.cols.size
+    for start, stop, b_counts, b_cols, b_levels in map_ordered(
+        block, range(0, n, step), source.row_workers
+    ):
+        counts[start:stop] = torch.from_numpy(b_counts)
+        end = filled + b_cols.size
         if end > capacity:
             # The sample was low: grow by the rows still to come, pro rata.
             capacity = max(end, int(end * n / stop * 1.05))
             cols = np.resize(cols, capacity)
             levels = np.resize(levels, capacity)
-        cols[filled:end] = b.cols
-        levels[filled:end] = b.levels
+        cols[filled:end] = b_cols
+        levels[filled:end] = b_levels
         filled = end
     indptr = torch.zeros(n + 1, dtype=torch.int64)
     torch.cumsum(counts, dim=0, out=indptr[1:])

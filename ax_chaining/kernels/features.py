@@ -44,14 +44,11 @@ _FEATURES: ContentRegistry[Tensor] = ContentRegistry(
 class FeatureTableKernel(Kernel):
     r"""A kernel on item indices through each item's row of a feature table.
 
-    :math:`k(i, j) = k_0(F_i, F_j)` (the module docstring), with the base kernel
-    :math:`k_0` a submodule (``base_kernel``) whose hyperparameters the GP
-    fits: equal to a GP on the features themselves with the same base kernel.
-    The table is a non-persistent buffer (moved by ``.to``, not in the
-    ``state_dict``), shared, not copied, by :func:`copy.deepcopy`. A kernel
-    built from a file pickles as the file's path and content key (unpickling
-    maps the file again and refuses one whose content changed), and Ax's JSON
-    stores the path.
+    :math:`k(i, j) = k_0(F_i, F_j)`, with the base kernel :math:`k_0` a
+    submodule (``base_kernel``) whose hyperparameters the GP fits. The table is
+    a non-persistent buffer, shared, not copied, by :func:`copy.deepcopy`. A
+    kernel built from a file pickles as the file's path and content key
+    (unpickling refuses a file whose content changed).
 
     Args:
         features: An ``N x d`` floating tensor (``N >= 2``; row ``i`` for item

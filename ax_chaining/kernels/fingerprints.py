@@ -22,7 +22,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from ax_chaining.checks import check_bool, check_choice, check_int, type_error
-from ax_chaining.kernels.precomputed import item_indices
+from ax_chaining.kernels.precomputed import check_index_kernel_args, item_indices
 from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
 
 __all__ = [
@@ -76,8 +76,7 @@ def pack_bits(bits: np.ndarray) -> np.ndarray:
 class PackedFingerprints:
     r"""An immutable library of ``N`` binary fingerprints of ``m`` bits, packed
     in ``N x ceil(m / 64)`` ``uint64`` words (:func:`pack_bits`; a memory map
-    is kept, not read). :meth:`save` writes a ``.npy`` file and a ``.json``
-    beside it, :meth:`open` maps them.
+    is kept, not read).
 
     Example:
         >>> bits = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]])
@@ -277,12 +276,9 @@ class PackedFingerprints:
             route: ``"auto"`` (``matmul`` on a GPU; on CPU ``inverted`` for a run
                 of at least ``1024 + min(N, 65536) / 32`` columns, else
                 ``popcount``), ``"inverted"``, ``"popcount"`` or ``"matmul"``.
-            dtype: Floating dtype of the result.
+            dtype: Floating dtype of the ``r x c`` result.
             device: Device of the result and of ``matmul``; default that of
                 ``rows`` if a tensor, else CPU.
-
-        Returns:
-            An ``r x c`` tensor.
 
         Example:
             >>> library = PackedFingerprints.from_bits(torch.eye(3))
@@ -629,23 +625,14 @@ class TanimotoKernel(_FingerprintKernel):
         k(a, b) = \frac{\langle a, b \rangle}{|a| + |b| - \langle a, b \rangle},
         \qquad k(0, 0) = 1.
 
-    Positive semi-definite (Ralaivola et al., 2005), no hyperparameters (wrap it
-    in a :class:`~gpytorch.kernels.ScaleKernel`). In *feature mode*
-    (``library=None``) inputs are ``... x n x m`` 0/1 fingerprints of any dtype
-    and the result has ``x1``'s floating dtype and device. In *library mode*
+    Positive semi-definite (Ralaivola et al., 2005), no hyperparameters. In
+    *feature mode* (``library=None``) inputs are ``... x n x m`` 0/1
+    fingerprints of any dtype (checked if ``validate``). In *library mode*
     inputs are item indices ``... x n x 1`` of a :class:`PackedFingerprints`
-    library, as for :class:`~ax_chaining.kernels.PrecomputedKernel`; rows come
-    from :meth:`PackedFingerprints.tanimoto`.
-
-    Args:
-        library: None for feature mode; a :class:`PackedFingerprints` or the key
-            :func:`register_fingerprints` returned (what Ax stores).
-        normalized_inputs: Library mode: inputs ``x`` in ``[0, 1]`` are the
-            indices ``round(x * (N - 1))``.
-        route: Library mode: the route of :meth:`PackedFingerprints.tanimoto`.
-        validate: Feature mode: check on each call that inputs are 0 or 1.
-        active_dims: Input columns (library mode: one, the index).
-        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`.
+    (or the key :func:`register_fingerprints` returned, what Ax stores), as for
+    :class:`~ax_chaining.kernels.PrecomputedKernel` (``normalized_inputs``,
+    ``active_dims``); rows come from :meth:`PackedFingerprints.tanimoto` by
+    ``route``.
 
     Example:
         >>> bits = torch.tensor([[1.0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 1, 1]])
@@ -669,12 +656,8 @@ class TanimotoKernel(_FingerprintKernel):
         active_dims: tuple[int, ...] | None = None,
         **kwargs: Any,
     ) -> None:
-        if library is not None and active_dims is not None:
-            if len(tuple(active_dims)) != 1:
-                raise ValueError(
-                    "`active_dims` must select exactly one input column (the item "
-                    f"index) in library mode, got {tuple(active_dims)}."
-                )
+        if library is not None:  # one index column; batch_shape left as given
+            check_index_kernel_args("TanimotoKernel", active_dims, {})
         super().__init__(validate=validate, active_dims=active_dims, **kwargs)
         if isinstance(library, str):
             library = registered_fingerprints(library)
@@ -752,15 +735,9 @@ class MinMaxKernel(_FingerprintKernel):
         = \frac{s - d}{s + d}, \qquad k(0, 0) = 1,
 
     with :math:`s = |a|_1 + |b|_1` and :math:`d = |a - b|_1` (one
-    ``torch.cdist(p=1)``, exact for integer counts). Equal to
-    :class:`TanimotoKernel` on binary fingerprints; positive semi-definite; no
-    hyperparameters. Inputs are ``... x n x m`` counts; the result has ``x1``'s
-    dtype and device.
-
-    Args:
-        validate: Check on each call that the inputs are finite and >= 0.
-        active_dims: Input columns holding the counts.
-        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`.
+    ``torch.cdist(p=1)``, exact for integer counts): :class:`TanimotoKernel` on
+    binary fingerprints; positive semi-definite; no hyperparameters. Inputs are
+    ``... x n x m`` counts (checked finite and >= 0 if ``validate``).
 
     Example:
         >>> counts = torch.tensor([[2.0, 1.0, 0.0], [1.0, 1.0, 3.0]])

@@ -32,13 +32,10 @@ class PrecomputedKernel(Kernel):
         k(i, j) = K_{\mathrm{round}(i), \mathrm{round}(j)}
 
     for a symmetric PSD :math:`K \in \mathbb{R}^{n \times n}` over items
-    :math:`g_0, \dots, g_{n-1}`. Inputs are ``... x q x 1`` item indices (see
-    :func:`item_indices`); batch shapes broadcast and ``diag=True`` works; the
-    result has the input's device and floating dtype. No hyperparameters (wrap
-    it in a :class:`~gpytorch.kernels.ScaleKernel`). The Gram is the buffer
-    ``gram``, kept by reference (do not modify it) and shared, not copied, by
-    :func:`copy.deepcopy` (BoTorch's fantasies). Piecewise constant in its
-    input: optimize over the finite set, not by gradients.
+    :math:`g_0, \dots, g_{n-1}` and ``... x q x 1`` inputs (see
+    :func:`item_indices`). No hyperparameters. The Gram is the buffer ``gram``,
+    kept by reference and shared, not copied, by :func:`copy.deepcopy`
+    (BoTorch's fantasies). Piecewise constant: optimize over the finite set.
 
     Args:
         gram: ``n x n`` symmetric PSD Gram matrix (integer and boolean tensors
@@ -188,26 +185,20 @@ def item_indices(
             f"integer): the index parameter must have bounds (0, {n - 1}), as "
             f"`candidate_index_parameter({n})` gives."
         )
-    if idx.numel() > 0:
-        lo, hi = idx.min().item(), idx.max().item()
-        if lo < 0 or hi > n - 1:
-            if normalized_inputs:
-                expected = (
-                    f"normalized values in [0, 1] (mapped to indices "
-                    f"round(x * {n - 1}) in 0..{n - 1})"
-                )
-                hint = ""
-            else:
-                expected = f"integer item indices in 0..{n - 1}"
-                hint = (
-                    " If the inputs are normalized to the unit cube, construct "
-                    "the kernel with `normalized_inputs=True`."
-                )
-            raise ValueError(
-                f"{owner} input `x` out of range: got values in "
-                f"[{x.min().item()}, {x.max().item()}], which round to indices in "
-                f"[{int(lo)}, {int(hi)}]; expected {expected}.{hint}"
-            )
+    if idx.numel() and (idx.min().item() < 0 or idx.max().item() > n - 1):
+        expected = (
+            f"normalized values in [0, 1] (mapped to indices round(x * {n - 1}) "
+            f"in 0..{n - 1})"
+            if normalized_inputs
+            else f"integer item indices in 0..{n - 1}. If the inputs are "
+            "normalized to the unit cube, construct the kernel with "
+            "`normalized_inputs=True`"
+        )
+        raise ValueError(
+            f"{owner} input `x` out of range: got values in [{x.min().item()}, "
+            f"{x.max().item()}], which round to indices in [{int(idx.min())}, "
+            f"{int(idx.max())}]; expected {expected}."
+        )
     return idx.to(torch.long)
 
 

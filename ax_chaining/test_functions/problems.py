@@ -37,20 +37,12 @@ _DTYPE = torch.float64
 
 @dataclass
 class DiscreteProblem:
-    r"""A finite-candidate-set maximization problem.
-
-    Attributes:
-        name: The problem's name, e.g. ``"graph"``.
-        X: ``N x d`` float64 candidate inputs of the GP (graphs: ``X[i] = i``).
-        f: ``N`` float64 noise-free objective values, to be maximized.
-        noise_std: Standard deviation of the Gaussian observation noise.
-        covar_module: The true prior kernel, hyperparameters fixed, or None.
-        info: JSON-serializable description (seed, domain, generator).
-        features: Optional ``N x p`` float64 features with
-            ``covar_module(X, X) = features @ features.T`` (graphs).
-        graph_num_nodes: Graphs: ``N`` int64 node counts.
-        graph_edges: Graphs: ``N`` int64 arrays ``m_i x 2`` of directed edges
-            (:meth:`graph`).
+    r"""A finite-candidate-set maximization problem: ``N x d`` float64 inputs
+    ``X`` of the GP (graphs: ``X[i] = i``), ``N`` float64 noise-free values ``f``
+    to maximize, observed with Gaussian noise of ``noise_std``, the true prior
+    kernel ``covar_module`` (hyperparameters fixed) and a JSON description
+    ``info``; for graphs, features :math:`\Phi` with ``covar_module(X, X) =
+    features @ features.T``, node counts and ``m_i x 2`` edge arrays.
 
     Example:
         >>> problem = graph_problem(n=100)
@@ -143,11 +135,10 @@ def shortest_path_features(
 ) -> np.ndarray:
     r"""Shortest-path length histogram of a directed graph (Borgwardt & Kriegel).
 
-    Entry :math:`\ell - 1` of the float64 array counts the ordered pairs
-    :math:`u \ne v` of nodes ``0..num_nodes - 1`` whose shortest path (in edges,
-    Floyd-Warshall) has length :math:`\ell = 1..` ``max_length`` (at least
-    ``num_nodes - 1``); unreachable pairs are left out. The shortest-path kernel
-    with a delta kernel on lengths is the dot product of these histograms.
+    Entry :math:`\ell - 1` counts the ordered pairs :math:`u \ne v` of nodes
+    ``0..num_nodes - 1`` whose shortest path has :math:`\ell = 1..` ``max_length``
+    (at least ``num_nodes - 1``) edges; the shortest-path kernel with a delta
+    kernel on lengths is the dot product of these histograms.
 
     Example:
         >>> shortest_path_features(3, [(0, 1), (1, 2)], max_length=2)
@@ -181,15 +172,11 @@ def graph_problem(
     Graph ``i`` is ``networkx.gnp_random_graph(k_i, p_i, directed=True)`` with
     :math:`k_i \sim \mathcal{U}\{` ``min_nodes..max_nodes`` :math:`\}` and
     :math:`p_i \sim \mathcal{U}` ``[edge_prob_range]``, redrawn until it has an
-    edge (all from ``numpy.random.default_rng(seed)``). With :math:`h(g)` its
-    :func:`shortest_path_features` and :math:`\phi = h / \lVert h \rVert`,
+    edge (all from ``numpy.random.default_rng(seed)``). With :math:`\phi = h /
+    \lVert h \rVert` for its :func:`shortest_path_features` :math:`h`,
     :math:`k(g, g') = \langle \phi(g), \phi(g') \rangle` (Borgwardt & Kriegel,
-    2005): the Gram is computed exactly from the integer histograms (diagonal
-    exactly 1) into a :class:`~ax_chaining.kernels.PrecomputedKernel`, and
-    :math:`f = \Phi w`, :math:`w \sim \mathcal{N}(0, I)`, is an exact sample at
-    ``O(n)`` cost. ``X`` is the ``n x 1`` item index, ``features`` :math:`\Phi`,
-    and ``graph_num_nodes``, ``graph_edges`` the graphs
-    (:meth:`DiscreteProblem.graph`).
+    2005), a :class:`~ax_chaining.kernels.PrecomputedKernel` over the item
+    index, and :math:`f = \Phi w`, :math:`w \sim \mathcal{N}(0, I)`.
 
     Example:
         >>> problem = graph_problem(n=100, seed=0)
