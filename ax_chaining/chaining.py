@@ -252,16 +252,11 @@ def chaining_covers(
     lazy: bool = True,
     graph: GraphMethod = "auto",
 ) -> ChainingResult:
-    r"""Run the cover loop of Algorithm 1 on a pseudo-distance.
-
-    For :math:`i = 1, \dots, L`: :math:`\epsilon_i = s\,2^{1-i}`,
-    :math:`\bar X = \{x : d_t(x, T_{i-1}) > \epsilon_i\}`,
-    :math:`T_i = T_{i-1} \cup \mathrm{Cover}(\bar X, d_t, \epsilon_i)` and
-    :math:`H_i = \epsilon_i \sqrt{2 \log((|T_i|+1) i^2 t^2 \pi^4 / (36\delta))}`,
-    with :math:`L` from :func:`level_radii` (at least 1).
+    r"""Run the cover loop of Algorithm 1 (the module docstring) on the posterior
+    pseudo-distance over the ``N`` candidates, with :math:`L` from
+    :func:`level_radii` (at least 1).
 
     Args:
-        distance: The posterior pseudo-distance over the ``N`` candidates.
         t: Iteration index :math:`t \ge 1` (observations plus one).
         scale: Radius :math:`s` of the first level (1 for a kernel with
             :math:`k(x, x) \le 1`).

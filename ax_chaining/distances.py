@@ -233,7 +233,6 @@ class LowRankDistance(PseudoDistance):
         prior_rows: Maps indices to the ``len(idx) x N`` prior covariance rows.
         prior_variance: ``N`` prior variances :math:`k(x, x)`.
         factor: ``r x N`` matrix whose columns are :math:`w(x)`.
-        block_bytes: See :class:`PseudoDistance`.
         prior_scale: Constant :math:`c` multiplying ``prior_rows`` (e.g. an
             outcome transform's variance), already in the other two.
         prior_block: Optional map ``(idx, first)`` to the prior covariance of

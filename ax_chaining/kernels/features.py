@@ -60,9 +60,8 @@ class FeatureTableKernel(Kernel):
         prior: One of :data:`~ax_chaining.kernels.priors.PRIORS`.
         normalized_inputs: Inputs in ``[0, 1]`` (Ax's normalization of an
             index parameter ``0 .. N - 1``) instead of indices.
-        active_dims: The one input column holding the index, or None.
-        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel` (no
-            ``batch_shape``).
+        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel` (one
+            ``active_dims`` column, no ``batch_shape``).
 
     Example:
         >>> features = torch.rand(100, 5, dtype=torch.float64)

@@ -48,9 +48,8 @@ class PrecomputedKernel(Kernel):
         check_psd: Refuse a smallest eigenvalue below
             ``-sqrt(n eps) max |diag|`` (``eps`` of its dtype): one float64
             Cholesky, ``O(n^3)``.
-        active_dims: The one input column holding the index, e.g. ``(3,)``.
-        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel` (no
-            ``batch_shape``: the Gram is shared by all batches).
+        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel` (one
+            ``active_dims`` column, no ``batch_shape``).
 
     Example:
         >>> gram = torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
