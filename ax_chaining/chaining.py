@@ -2,10 +2,8 @@ r"""Algorithm 1 of Contal, Malherbe and Vayatis (2015): levels, nested covers, `
 
 Level :math:`i = 1..L` has radius :math:`\epsilon_i = s\,2^{1-i}`, cover
 :math:`T_i = T_{i-1} \cup \mathrm{Cover}(\{x : d_t(x, T_{i-1}) > \epsilon_i\},
-d_t, \epsilon_i)` and term :math:`H_i = \epsilon_i \sqrt{2 u_i}` with
-:math:`u_i = \log((|T_i| + 1) i^2 t^2 \pi^4 / (36 \delta))`. The deviations,
-each a switch, are listed on the page "The algorithm" (``docs/algorithm.md``).
-"""
+d_t, \epsilon_i)` and term :math:`H_i = \epsilon_i \sqrt{2 u_i}`, :math:`u_i =
+\log((|T_i| + 1) i^2 t^2 \pi^4 / (36 \delta))`. Deviations are switches."""
 
 from __future__ import annotations
 
@@ -48,13 +46,7 @@ _PI4_OVER_36 = math.pi**4 / 36.0
 
 
 def union_bound_log(cover_size: Tensor, level: Tensor, t: int, delta: float) -> Tensor:
-    r""":math:`u_i = \log\big((|T_i| + 1)\, i^2 t^2 \pi^4 / (36 \delta)\big)`.
-
-    Example:
-        >>> u = union_bound_log(torch.tensor([1]), torch.tensor([1]), 1, 0.05)
-        >>> round(float(u), 4)  # log(2 * pi^4 / (36 * 0.05))
-        4.6843
-    """
+    r""":math:`u_i = \log\big((|T_i| + 1)\, i^2 t^2 \pi^4 / (36 \delta)\big)`."""
     return (
         torch.log1p(cover_size.to(torch.float64))
         + 2.0 * torch.log(level.to(torch.float64))
@@ -64,12 +56,9 @@ def union_bound_log(cover_size: Tensor, level: Tensor, t: int, delta: float) -> 
 
 
 def num_levels(sigma_min: float, scale: float) -> int:
-    r"""Number of levels :math:`L = \lceil 1 - \log_2(\sigma^{\min} / s) \rceil`.
-
-    Computed by exact comparisons of :math:`s\,2^{1-i}` with :math:`\sigma^{\min}`
-    (no logarithm's round-off at powers of two). ``L = 0`` when
-    :math:`\sigma^{\min} \ge 2 s`; the engine then still builds level 1
-    (:func:`level_radii`).
+    r"""Number of levels :math:`L = \lceil 1 - \log_2(\sigma^{\min} / s) \rceil`,
+    by exact comparisons of :math:`s\,2^{1-i}` with :math:`\sigma^{\min}`
+    (``L = 0`` when :math:`\sigma^{\min} \ge 2 s`).
 
     Example:
         >>> num_levels(0.25, 1.0), num_levels(2.0, 1.0)
@@ -109,16 +98,9 @@ def chaining_bonus(
       non-decreasing and :math:`b(\sigma) \le c(\sigma) \le b(2\sigma)`
       (``docs/algorithm.md``).
 
-    Args:
-        sigma: Posterior standard deviations, any shape.
-        eps: ``L`` radii :math:`\epsilon_i`, decreasing.
-        H: ``L`` chaining terms :math:`H_i`.
-        sigma_min_used: The floored :math:`\sigma^{\min}`; levels with a smaller
-            radius are inactive.
-        shape: ``"paper"`` or ``"continuous"``.
-
-    Returns:
-        The bonus, with the shape, dtype and device of ``sigma``.
+    ``eps`` are the ``L`` decreasing radii, ``H`` the ``L`` terms and
+    ``sigma_min_used`` the floored :math:`\sigma^{\min}`; the bonus has the
+    shape, dtype and device of ``sigma``.
 
     Example:
         >>> eps, H = torch.tensor([1.0, 0.5]), torch.tensor([2.0, 1.0])
@@ -158,26 +140,20 @@ class ChainingResult:
 
     Attributes:
         eps: ``L`` radii :math:`\epsilon_i = s\,2^{1-i}`, ``i = 1..L``.
-        cover_sizes: ``L`` values :math:`|T_i|` used in :math:`H_i` (``N`` for
-            a level marked in ``bounded``).
+        cover_sizes: ``L`` values :math:`|T_i|` used in :math:`H_i`.
         H: ``L`` chaining terms :math:`H_i`.
         covers: ``L`` index tensors; ``covers[i-1]`` is :math:`T_i` in selection
-            order, with ``covers[i-2]`` as a prefix. A ``bounded`` level holds
-            the partial cover that was built.
-        bounded: ``L`` booleans; true where :math:`|T_i|` was replaced by ``N``.
+            order, with ``covers[i-2]`` as a prefix.
+        bounded: ``L`` booleans; true where :math:`|T_i|` was replaced by ``N``
+            (the cover holds the partial cover that was built).
         sigma_min: :math:`\min_x \sigma_t(x)` over the candidates (unfloored).
         sigma_min_used: :math:`\max(\sigma^{\min}, \texttt{sigma\_floor}\cdot s)`.
-        scale: :math:`s`.
-        t: Iteration index used in :math:`u_i`.
-        delta: Confidence parameter.
-        n: Number of candidates ``N``.
-        h_radius: ``"algorithm"`` or ``"proof"``.
-        cover_method: ``"greedy"`` or ``"farthest_first"``.
+        scale, t, delta, n, h_radius, cover_method: As passed to
+            :func:`chaining_covers` (``n`` the number of candidates ``N``).
         info: How the covers were built (``sigma_floor``; ``path`` and
             ``reason`` from :class:`~ax_chaining.acquisition.ChainingUCB`).
         parents: ``(parent, link2)`` of every candidate in the chaining tree
-            (:func:`~ax_chaining.certificate.chaining_tree`) where the
-            farthest-first traversal recorded them
+            where the farthest-first traversal recorded them
             (:class:`~ax_chaining.covers.NearestCentres`); else None.
     """
 
@@ -219,16 +195,10 @@ class ChainingResult:
             \qquad \epsilon_{i-1} = 2 \epsilon_i,
 
         with :math:`|T_i| \le N` beyond the ``L`` levels, summed until the tail
-        is below :math:`2^{-64}` of the sum. For comparison with the paper only:
-        it holds at most at the query, with ``h_radius="proof"``, and has two
-        gaps (``docs/certificate.md``); :mod:`ax_chaining.certificate` gives a
-        certificate valid at any point chosen from the data.
-
-        Args:
-            sigma: Posterior standard deviations, any shape.
-
-        Returns:
-            The bounds, with the shape of ``sigma``.
+        is below :math:`2^{-64}` of the sum, with the shape of ``sigma``. For
+        comparison with the paper only (``docs/certificate.md``):
+        :mod:`ax_chaining.certificate` gives a certificate valid at any point
+        chosen from the data.
         """
         dtype = torch.float64
         sig = sigma.to(dtype)
@@ -251,8 +221,7 @@ class ChainingResult:
 
     def summary(self) -> str:
         """A table of levels, radii, cover sizes and ``H_i`` (``*``: a level
-        whose size is the bound ``N``), under a line saying how the covers
-        were built."""
+        whose size is the bound ``N``) under how the covers were built."""
         how = f"covers: {self.cover_method}"
         if "path" in self.info:
             how += f", path: {self.info['path']}"
@@ -283,18 +252,12 @@ def chaining_covers(
     lazy: bool = True,
     graph: GraphMethod = "auto",
 ) -> ChainingResult:
-    r"""Run the cover loop of Algorithm 1 on a pseudo-distance.
-
-    For :math:`i = 1, \dots, L`: :math:`\epsilon_i = s\,2^{1-i}`,
-    :math:`\bar X = \{x : d_t(x, T_{i-1}) > \epsilon_i\}`,
-    :math:`T_i = T_{i-1} \cup \mathrm{Cover}(\bar X, d_t, \epsilon_i)` and
-    :math:`H_i = \epsilon_i \sqrt{2 \log((|T_i|+1) i^2 t^2 \pi^4 / (36\delta))}`,
-    with :math:`L` from :func:`level_radii` (at least 1).
+    r"""Run the cover loop of Algorithm 1 (the module docstring) on the posterior
+    pseudo-distance over the ``N`` candidates, with :math:`L` from
+    :func:`level_radii` (at least 1).
 
     Args:
-        distance: The posterior pseudo-distance over the ``N`` candidates.
         t: Iteration index :math:`t \ge 1` (observations plus one).
-        delta: Confidence parameter in (0, 1).
         scale: Radius :math:`s` of the first level (1 for a kernel with
             :math:`k(x, x) \le 1`).
         sigma_floor: Floor on :math:`\sigma^{\min}` relative to ``scale`` (0:
@@ -309,17 +272,13 @@ def chaining_covers(
         memory_budget: Bytes the greedy covers' graph may take (default: no
             limit); :class:`~ax_chaining.distances.MemoryBudgetError` above it.
         lazy: Cover the dense coarse levels by
-            :func:`~ax_chaining.covers.greedy_dominating_set_lazy` (degrees
-            kept, edges not); the same picks wherever :math:`d_t^2` is
-            symmetric as computed.
-        graph: How greedy covers hold the :math:`\epsilon_i`-graphs:
-            ``"lists"`` (neighbour lists, numpy on the CPU), ``"matrix"`` (an
-            ``N x N`` uint8 level matrix, any device) or ``"auto"`` (lists,
-            or the matrix where only it fits ``memory_budget``). The same
-            covers.
-
-    Returns:
-        A :class:`ChainingResult`.
+            :func:`~ax_chaining.covers.greedy_dominating_set_lazy` (the same
+            picks wherever :math:`d_t^2` is symmetric as computed).
+        graph: How greedy covers hold the :math:`\epsilon_i`-graphs (the same
+            covers): ``"lists"`` (neighbour lists, numpy on the CPU),
+            ``"matrix"`` (an ``N x N`` uint8 level matrix, any device) or
+            ``"auto"`` (lists, or the matrix where only it fits
+            ``memory_budget``).
 
     Example:
         >>> from ax_chaining.distances import DenseDistance
@@ -351,9 +310,24 @@ def chaining_covers(
             distance, eps, graph=graph, memory_budget=memory_budget, lazy=lazy
         )
     else:
-        covers, sizes, bounded, parents = _farthest_first_levels(
-            distance, eps, max_cover_size
+        tracker = NearestCentres(n, eps)
+        order, radii = farthest_first_order(
+            distance.rows,
+            n,
+            # The least uncertain candidate: d_t(x, x') <= sigma(x) + sigma(x'),
+            # so it is the best single centre one can name without rows.
+            start=int(torch.argmin(distance.variance)),
+            max_size=max_cover_size,
+            stop_radius=eps[-1],
+            batch_size=distance.row_batch,
+            device=distance.device,
+            dtype=distance.dtype,
+            on_centre=tracker,
         )
+        covers, sizes, bounded = prefix_covers(order, radii, eps, n)
+        parents = tracker.parents()
+        if tracker.sizes != [int(c.numel()) for c in covers]:
+            parents = None  # float32 radii cut a level at another prefix
     return chaining_result(
         eps,
         covers,
@@ -377,16 +351,8 @@ def level_radii(
 ) -> tuple[float, list[float]]:
     r""":math:`\sigma^{\min}_{\text{used}} = \max(\sigma^{\min},
     \texttt{sigma\_floor} \cdot s)` and the radii :math:`\epsilon_i = s\,2^{1-i}`
-    of its :func:`num_levels` levels, at least one.
-
-    At least one level is a deviation that only acts outside the paper's
-    :math:`\sigma \le s` (``scale`` below half every standard deviation): level
-    1 keeps a cover and a tree, and the bonus stays the paper's empty sum.
-
-    Example:
-        >>> level_radii(0.3, 1.0, 1e-6)
-        (0.3, [1.0, 0.5, 0.25])
-    """
+    of its :func:`num_levels` levels, at least one (a deviation outside the
+    paper's :math:`\sigma \le s`: the bonus stays the empty sum)."""
     sigma_min_used = max(sigma_min, sigma_floor * scale)
     if sigma_min_used <= 0:
         raise ValueError(
@@ -448,20 +414,12 @@ def reuse_covers(
 
     A deviation for batches (``pending_covers="reuse"`` of
     :class:`~ax_chaining.ChainingUCB`): a pending point only shrinks :math:`d_t`,
-    so the covers of ``base`` stay nested :math:`\epsilon_i`-covers, and the
-    union bound behind :math:`H_i` holds for any such covers. The levels are
-    recounted from the new :math:`\sigma^{\min}` (a level deeper than
-    ``base``'s uses :math:`|T_i| \le N`) and :math:`H_i` recomputed with
-    ``t``; usually a little larger than a rebuild's.
-
-    Args:
-        base: Covers built by :func:`chaining_covers` on a pseudo-distance
-            that ``distance`` nowhere exceeds.
-        distance: The new pseudo-distance over the same ``N`` candidates.
-        t: Iteration index for :math:`u_i`.
-
-    Returns:
-        A :class:`ChainingResult`; ``info["covers_from"] == "reused"``.
+    so the covers of ``base`` (built by :func:`chaining_covers` on a
+    pseudo-distance that ``distance`` nowhere exceeds) stay nested
+    :math:`\epsilon_i`-covers. The levels are recounted from the new
+    :math:`\sigma^{\min}` (a level deeper than ``base``'s uses
+    :math:`|T_i| \le N`) and :math:`H_i` recomputed with ``t``;
+    ``info["covers_from"] == "reused"``.
 
     Example:
         >>> base = chaining_covers(distance, t=3)
@@ -693,34 +651,6 @@ def _greedy_levels_matrix(
                 torch.maximum(reached, block.amax(dim=0), out=reached)
         covers.append(cover)
     return covers, [c.numel() for c in covers], [False] * len(eps)
-
-
-def _farthest_first_levels(
-    distance: PseudoDistance, eps: list[float], max_cover_size: int
-) -> tuple[list[Tensor], list[int], list[bool], tuple[Tensor, Tensor] | None]:
-    """Prefix covers of one farthest-first traversal, and the chaining tree's
-    parents recorded along it (None where float32 radii cut a level at another
-    prefix than :func:`prefix_covers`)."""
-    n = distance.n
-    # The least uncertain candidate: d_t(x, x') <= sigma(x) + sigma(x'), so it
-    # is the best single centre one can name without rows.
-    start = int(torch.argmin(distance.variance))
-    tracker = NearestCentres(n, eps)
-    order, radii = farthest_first_order(
-        distance.rows,
-        n,
-        start=start,
-        max_size=max_cover_size,
-        stop_radius=eps[-1],
-        batch_size=distance.row_batch,
-        device=distance.device,
-        dtype=distance.dtype,
-        on_centre=tracker,
-    )
-    covers, sizes, bounded = prefix_covers(order, radii, eps, n)
-    parents = tracker.parents()
-    same_cut = tracker.sizes == [int(c.numel()) for c in covers]
-    return covers, sizes, bounded, parents if same_cut else None
 
 
 def prefix_covers(

@@ -1,6 +1,5 @@
-"""The one place for argument checks (each error names the argument, what it got
-and what it expected), and the index helpers every layer shares. Imports torch
-and numpy only (pandas on demand)."""
+"""Argument checks (each error names the argument, what it got and what it
+expected) and the index helpers every layer shares; torch and numpy only."""
 
 from __future__ import annotations
 
@@ -36,12 +35,7 @@ def type_error(name: str, expected: str, value: Any) -> TypeError:
 
 
 def check_int(name: str, value: Any, low: int | None = None) -> int:
-    """``value`` as an int (bools and floats are refused), at least ``low``.
-
-    Example:
-        >>> check_int("t", 3, low=1)
-        3
-    """
+    """``value`` as an int (bools and floats are refused), at least ``low``."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise type_error(name, "an int", value)
     if low is not None and value < low:
@@ -62,12 +56,7 @@ def check_float(
     rule: tuple[Callable[[float], bool], str],
     kind: str = "a float",
 ) -> float:
-    """``value`` as a finite float; ``rule`` is (test, what the test expects).
-
-    Example:
-        >>> check_float("scale", 2, (lambda v: v > 0, "finite and > 0"))
-        2.0
-    """
+    """``value`` as a finite float; ``rule`` is (test, what the test expects)."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
         raise type_error(name, kind, value)
     ok, expected = rule
@@ -140,8 +129,7 @@ def as_index(
 def nearest_rows(X: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     """For each row of ``X``, the Euclidean distance to the nearest row of
     ``rows`` (at least one) and that row's index (the first among ties), in
-    ``rows``' dtype without a matrix-product shortcut: :func:`match_rows`'s
-    comparison, which each part of a split table makes on its rows."""
+    ``rows``' dtype without a matrix-product shortcut (:func:`match_rows`)."""
     X = X.detach().reshape(-1, rows.shape[-1]).to(rows)
     parts = [
         torch.cdist(
@@ -164,10 +152,8 @@ def match_tolerance(scale: float, rtol: float = 1e-9) -> float:
 
 
 def match_rows(X: Tensor, rows: Tensor, rtol: float = 1e-9) -> Tensor:
-    """For each row of ``X``, the index of an equal row of ``rows``, or -1.
-
-    Equal means within :func:`match_tolerance` in Euclidean distance (float
-    round-off of the same point); the nearest row is taken.
+    """For each row of ``X``, the index of the nearest row of ``rows`` if within
+    :func:`match_tolerance` (float round-off of the same point), else -1.
 
     Example:
         >>> match_rows(torch.tensor([[1.0], [5.0]]), torch.tensor([[0.0], [1.0]]))
@@ -184,14 +170,8 @@ def match_rows(X: Tensor, rows: Tensor, rtol: float = 1e-9) -> Tensor:
 def check_records(
     name: str, value: Any, *, id_column: str | None = None
 ) -> list[dict[str, bool | int | float | str]]:
-    """A table (a pandas DataFrame, or a sequence of mappings from names to values)
-    as a non-empty list of dicts, every value a bool, int, str or finite float;
-    errors name a row as :func:`row_name` does.
-
-    Example:
-        >>> check_records("table", [{"x": 1, "name": "a"}])
-        [{'x': 1, 'name': 'a'}]
-    """
+    """A table (a pandas DataFrame or a sequence of mappings from names to values)
+    as a non-empty list of dicts of bool, int, str or finite float values."""
     labels = None
     if type(value).__name__ == "DataFrame":
         labels = index_labels(value)
@@ -234,10 +214,9 @@ def row_name(
     row: Mapping[str, Any] | None = None,
     id_column: str | None = None,
 ) -> str:
-    """How an error names row ``i`` of the table ``name``: by the user's own
-    index label if it came as a DataFrame (else its position), and by its
-    ``id_column`` value if there is one: ``"`t` row with index label 180
-    (sku='P-180')"``, or ``"`t[3]`"``."""
+    """How an error names row ``i`` of the table ``name``: by its DataFrame index
+    label (else its position) and ``id_column`` value, e.g. ``"`t[3]`"`` or
+    ``"`t` row with index label 180 (sku='P-180')"``."""
     where = f"`{name}[{i}]`"
     if labels is not None:
         where = f"`{name}` row with index label {labels[i]!r}"

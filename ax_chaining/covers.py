@@ -1,9 +1,7 @@
-r"""Epsilon-covers of a finite set under a pseudo-distance, on squared distances.
-
-:func:`greedy_cover` is Algorithm 2 of Contal, Malherbe and Vayatis (2015), the
-greedy dominating set of the graph :math:`d(x, x') \le \epsilon`;
-:func:`farthest_first_order` gives nested covers for every radius from one
-traversal, and :class:`NearestCentres` each point's parent along it.
+r"""Epsilon-covers of a finite set under a pseudo-distance, on squared distances:
+Algorithm 2 of Contal, Malherbe and Vayatis (2015), the greedy dominating set of
+the graph :math:`d(x, x') \le \epsilon` (on a matrix, neighbour lists or lazily
+evaluated rows), and the nested covers of a farthest-first traversal.
 """
 
 from __future__ import annotations
@@ -41,36 +39,23 @@ def _check_dist2(dist2: Tensor) -> None:
 
 
 def greedy_dominating_set(adjacency: Tensor) -> Tensor:
-    r"""Greedy dominating set of a graph given by a boolean adjacency matrix.
-
-    The loop of Algorithm 2: while points are uncovered, pick the uncovered
-    point whose ball holds the most uncovered points (ties to the lowest index)
-    and mark its ball covered. Once every uncovered point holds only itself
-    they are appended at once, in index order: the sequence plain greedy gives.
-
-    ``adjacency`` is ``m x m``, symmetric, ``d(x, x') <= eps`` with a true
-    diagonal; returns the picks' row indices in selection order.
-
-    Example:
-        >>> greedy_dominating_set(torch.tensor([[1, 1, 0], [1, 1, 1], [0, 1, 1]]) > 0)
-        tensor([1])
-    """
+    r"""Algorithm 2 on an ``m x m`` (``m >= 1``) symmetric boolean adjacency
+    :math:`d(x, x') \le \epsilon` with a true diagonal: while points are
+    uncovered, pick the uncovered point whose ball holds the most uncovered
+    points (ties to the lowest index) and cover its ball; once every ball holds
+    only its centre, the rest in index order. Returns the picks in order."""
     m = adjacency.shape[0]
     device = adjacency.device
     uncovered = torch.ones(m, dtype=torch.bool, device=device)
     # degree[x]: uncovered points in the ball of x. The graph is symmetric, so
     # the degrees that drop when R is covered are read off the rows of R. Rows
     # in blocks: sum(dtype=int32) converts its whole input first.
-    step = max(1, 2**20 // max(m, 1))
-    degree = (
-        torch.cat(
-            [
-                adjacency[start : start + step].sum(dim=1, dtype=torch.int32)
-                for start in range(0, m, step)
-            ]
-        )
-        if m
-        else torch.zeros(0, dtype=torch.int32, device=device)
+    step = max(1, 2**20 // m)
+    degree = torch.cat(
+        [
+            adjacency[start : start + step].sum(dim=1, dtype=torch.int32)
+            for start in range(0, m, step)
+        ]
     )
     chosen: list[Tensor] = []
     minus_one = torch.tensor(-1, dtype=torch.int32, device=device)
@@ -90,13 +75,11 @@ def greedy_dominating_set(adjacency: Tensor) -> Tensor:
         for start in range(0, newly.numel(), step):
             block = adjacency.index_select(0, newly[start : start + step])
             degree -= block.sum(dim=0, dtype=torch.int32)
-    if not chosen:
-        return torch.empty(0, dtype=torch.long, device=device)
     return torch.cat(chosen)
 
 
 def gather_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray):
-    """Concatenated neighbour lists of ``rows`` (CSR), without a Python loop."""
+    """Concatenated neighbour lists of ``rows`` (CSR)."""
     starts = indptr[rows]
     stops = indptr[rows + 1]
     lengths = stops - starts
@@ -111,38 +94,23 @@ def gather_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray):
 
 def run_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Positions ``starts[j] + 0 .. lengths[j] - 1`` for every ``j``, concatenated."""
-    # Position k reads starts[j] + (k - offset of run j).
     offsets = np.cumsum(lengths) - lengths
     total = int(lengths.sum())
     return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
 def greedy_dominating_set_csr(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    r"""Algorithm 2 on neighbour lists: the same picks as :func:`greedy_dominating_set`.
-
-    ``indices[indptr[a]:indptr[a + 1]]`` are the out-neighbours of ``a`` (``a``
-    included). Every quantity of the dense loop is read off rows, so the picks
-    (int64, in order), ties and final shortcut are the dense loop's, at a cost
-    of the edges plus ``O(m)`` per pick.
-
-    Example:
-        >>> indptr, indices = np.array([0, 2, 5, 7]), np.array([0, 1, 0, 1, 2, 1, 2])
-        >>> greedy_dominating_set_csr(indptr, indices)  # the path 0 - 1 - 2
-        array([1])
-    """
+    r"""Algorithm 2 on neighbour lists (``indices[indptr[a]:indptr[a + 1]]``
+    the out-neighbours of ``a``, ``a`` included, ``m >= 1`` points): the picks
+    (int64, in order) of :func:`greedy_dominating_set`, in time the edges plus
+    ``O(m)`` per pick."""
     m = indptr.size - 1
     # Covered points are pushed below -1 and stay there, so the argmax (first
     # maximum) only sees uncovered points while any has degree >= 2.
     masked = np.diff(indptr).astype(np.int64)
     uncovered = np.ones(m, dtype=bool)
-    chosen: list[np.ndarray] = []
     picks: list[int] = []
-    while True:
-        best = int(masked.argmax()) if m else 0
-        if m == 0 or masked[best] <= 1:
-            chosen.append(np.asarray(picks, dtype=np.int64))
-            chosen.append(np.flatnonzero(uncovered))
-            break
+    while masked[best := int(masked.argmax())] > 1:
         picks.append(best)
         ball = indices[indptr[best] : indptr[best + 1]]
         newly = ball[uncovered[ball]]
@@ -150,14 +118,16 @@ def greedy_dominating_set_csr(indptr: np.ndarray, indices: np.ndarray) -> np.nda
         masked[newly] = -(m + 2)
         # Rows of the newly covered points in pieces of about 2^22 entries.
         sizes = indptr[newly + 1] - indptr[newly]
-        step = max(1, int(2**22 // max(1, int(sizes.max()) if sizes.size else 1)))
+        step = max(1, int(2**22 // max(1, int(sizes.max()))))
         for start in range(0, newly.size, step):
             hit = gather_rows(indptr, indices, newly[start : start + step])
             if hit.size * 8 < m:
                 np.subtract.at(masked, hit, 1)
             else:
                 masked -= np.bincount(hit, minlength=m)
-    return np.concatenate(chosen)
+    return np.concatenate(
+        [np.asarray(picks, dtype=np.int64), np.flatnonzero(uncovered)]
+    )
 
 
 def greedy_dominating_set_lazy(
@@ -169,11 +139,9 @@ def greedy_dominating_set_lazy(
     r"""Algorithm 2 with lazily evaluated degrees: the same picks, from few rows.
 
     Degrees only fall as points are covered, so upper bounds suffice: if the
-    first maximum of the bounds equals its current degree, no point has a
-    larger degree nor an equal one at a lower index, so it is Algorithm 2's
+    first maximum of the bounds equals its current degree, it is Algorithm 2's
     pick; otherwise its bound is lowered and the search repeats. Rows are read
-    ``batch`` at a time, for the largest bounds. Ties and the final shortcut are
-    those of the other two loops.
+    ``batch`` at a time, for the largest bounds.
 
     Args:
         balls: Maps ``k`` point indices to a ``k x N`` boolean array: row ``j``
@@ -182,9 +150,6 @@ def greedy_dominating_set_lazy(
         degree_bound: ``N`` integers, each at least the number of ``outside``
             points within the radius (e.g. the row counts over all points).
         batch: Rows evaluated per call of ``balls``.
-
-    Returns:
-        int64 indices into ``0..N-1`` in selection order.
 
     Example:
         >>> ball = np.array([[1, 1, 0], [1, 1, 1], [0, 1, 1]]) > 0
@@ -196,10 +161,7 @@ def greedy_dominating_set_lazy(
     bound = np.where(outside, degree_bound, -1).astype(np.int64)
     cached: dict[int, np.ndarray] = {}
     picks: list[int] = []
-    while True:
-        best = int(bound.argmax()) if bound.size else 0
-        if bound.size == 0 or bound[best] <= 1:
-            break
+    while bound.size and bound[best := int(bound.argmax())] > 1:
         ball = cached.get(best)
         if ball is None:
             if len(cached) > 4 * batch:
@@ -234,22 +196,20 @@ def greedy_cover(dist2: Tensor, eps: float, candidates: Tensor | None = None) ->
 
         x \gets \arg\max_{x \in \bar X} \sum_{x' \in \bar X} G[x, x'], \qquad
         T \gets T \cup \{x\}, \qquad
-        \bar X \gets \bar X \setminus \{x' : G[x, x'] = 1\}.
+        \bar X \gets \bar X \setminus \{x' : G[x, x'] = 1\},
 
-    Centres are chosen among the uncovered points, as in the paper; ties in
-    degree go to the lowest index.
+    ties in degree to the lowest index.
 
     Args:
-        dist2: ``N x N`` tensor of squared pseudo-distances :math:`d(x, x')^2`.
-            Round-off negatives are treated as 0 and the diagonal as 0.
+        dist2: ``N x N`` tensor of squared pseudo-distances :math:`d(x, x')^2`
+            (the diagonal taken as 0).
         eps: The cover radius :math:`\epsilon > 0` (a distance, not squared).
         candidates: Optional 1-D index tensor (or length-``N`` boolean mask)
-            restricting both the points to cover and the centres to that subset
-            (the paper's :math:`\bar X` in Algorithm 1).
+            restricting the points to cover and the centres (the paper's
+            :math:`\bar X` in Algorithm 1).
 
     Returns:
-        A 1-D long tensor with the chosen indices (into ``0..N-1``) in selection
-        order. Every point of ``candidates`` is within ``eps`` of one of them.
+        The chosen indices (into ``0..N-1``) in selection order.
 
     Example:
         >>> dist2 = torch.tensor([[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]])
@@ -271,17 +231,10 @@ def greedy_cover(dist2: Tensor, eps: float, candidates: Tensor | None = None) ->
 
 
 def sample_without_replacement(m: int, k: int, generator: torch.Generator) -> Tensor:
-    """``min(k, m)`` distinct positions in ``0..m-1``, a uniformly random
-    ordered sample (the law of ``torch.randperm(m)[:k]``, not its positions), in
-    ``O(k)`` time and memory when ``k`` is small against ``m``.
-
-    Every draw comes from the CPU ``generator``; the positions are an int64
-    CPU tensor, in the order drawn.
-
-    Example:
-        >>> sample_without_replacement(10**9, 3, torch.Generator().manual_seed(0)).shape
-        torch.Size([3])
-    """
+    """``min(k, m)`` distinct positions in ``0..m-1`` (int64, CPU, in the order
+    drawn from the CPU ``generator``), a uniformly random ordered sample (the
+    law of ``torch.randperm(m)[:k]``), in ``O(k)`` when ``k`` is small against
+    ``m``."""
     m = check_int("m", m, low=0)
     k = min(check_int("k", k, low=0), m)
     if not isinstance(generator, torch.Generator):
@@ -315,36 +268,29 @@ def farthest_first_order(
     r"""Farthest-first traversal (Gonzalez, 1985) on rows computed on demand.
 
     Starting from ``start``, repeatedly add the point farthest from the points
-    chosen so far. The prefix ``order[:k]`` is a cover of all ``n`` points with
-    radius ``radii[k - 1]``, within a factor 2 of the optimal ``k``-centre
-    radius; the prefixes are nested covers for every radius.
-
+    chosen so far: the prefix ``order[:k]`` covers all ``n`` points with radius
+    ``radii[k - 1]``, within a factor 2 of the optimal ``k``-centre radius.
     With ``batch_size = b > 1`` (rows cost a fixed amount per call), a pool of
     the farthest point and a seeded random sample of the points at least 3/4 of
     the current radius away gives up to ``b`` centres, each the pool point
-    farthest from the centres so far while still 3/4 of the radius away; rows
-    are computed ``b / 2`` at a time. The radii stay exact and every prefix a
-    valid cover; only the order may differ from ``b = 1``. Memory ``O(n)``.
+    farthest from the centres so far while still 3/4 of the radius away; the
+    radii stay exact, only the order may differ. Memory ``O(n)``.
 
     Args:
         dist2_rows: Maps a 1-D index tensor of length ``b`` to the ``b x n``
             squared distances (non-negative) from those points to all points.
-        n: Number of points.
-        start: Index of the first centre.
         max_size: Stop after this many centres.
         stop_radius: Stop once the cover radius is at most this distance.
         batch_size: Centres taken per block of rows (1: exact traversal).
         device: Device of the index tensors (default: that of the first row).
-        dtype: Floating dtype of the returned radii.
-        on_centre: Called after each centre is taken, in order, with the
-            centre's index, its row of squared distances (clamped at 0, in
-            ``dtype``; read it, do not keep or change it) and the squared cover
-            radius of the prefix that ends with it (e.g. a
-            :class:`NearestCentres`).
+        on_centre: Called after each centre is taken with the centre's index,
+            its row of squared distances (clamped at 0, in ``dtype``; read it,
+            do not keep it) and the squared cover radius of the prefix that ends
+            with it (e.g. a :class:`NearestCentres`).
 
     Returns:
-        ``(order, radii)``: the centres in traversal order and, for each prefix
-        length ``k``, the cover radius of ``order[:k]`` (a distance, not squared).
+        ``(order, radii)``: the centres in traversal order and the cover radius
+        of each prefix ``order[:k]`` (a distance, not squared).
 
     Example:
         >>> dist2 = torch.tensor([[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]])
@@ -411,27 +357,21 @@ def farthest_first_order(
 
 
 class NearestCentres:
-    r"""Each point's nearest centre in the nested covers of a farthest-first
-    traversal, recorded along it (the ``on_centre`` of :func:`farthest_first_order`).
+    r"""Each point's parent in the nested covers of a farthest-first traversal,
+    recorded along it (its ``on_centre``).
 
     Level :math:`i`'s cover :math:`T_i` is the shortest prefix whose cover radius
-    is at most :math:`\epsilon_i` (the whole traversal where none is, as
-    :func:`~ax_chaining.chaining.prefix_covers` cuts it). A point entering at
-    level :math:`j \ge 2` (:math:`j = L + 1` for none) gets its nearest point of
-    :math:`T_{j-1}` as parent, as in :func:`~ax_chaining.certificate.chaining_tree`
-    but from the traversal's own rows; among equally near centres the earliest
-    taken is kept (``chaining_tree`` keeps the lowest index). :attr:`sizes`
-    records each level's cover size, for a caller to check its covers were cut
-    at the same prefixes. ``O(N)`` work per centre and ``O(N)`` memory.
+    is at most :math:`\epsilon_i` (the whole traversal where none is). A point
+    entering at level :math:`j \ge 2` (:math:`j = L + 1` for none) gets its
+    nearest point of :math:`T_{j-1}` as parent, as in
+    :func:`~ax_chaining.certificate.chaining_tree`, but among equally near
+    centres the earliest taken. :attr:`sizes` records each level's cover size.
+    ``O(N)`` work per centre and ``O(N)`` memory.
 
     Example:
-        >>> tracker = NearestCentres(n, eps)
+        >>> tracker = NearestCentres(n, eps)  # eps: decreasing radii
         >>> order, radii = farthest_first_order(rows, n, 0, n, on_centre=tracker)
         >>> parent, link2 = tracker.parents()
-
-    Args:
-        n: Number of points.
-        radii: The radii :math:`\epsilon_i`, decreasing (distances, not squared).
     """
 
     def __init__(self, n: int, radii: list[float]) -> None:
@@ -477,8 +417,7 @@ class NearestCentres:
             self._close()
 
     def _close(self) -> None:
-        # The prefix is a level's cover: the points outside it take their parent.
-        free = ~self._taken
+        free = ~self._taken  # outside the level's cover: they take their parent
         self._parent = torch.where(free, self._arg, self._parent)
         self._link2 = torch.where(free, self._best, self._link2)
 
@@ -499,16 +438,8 @@ class NearestCentres:
 def is_cover(
     dist2: Tensor, cover: Tensor, eps: float, points: Tensor | None = None
 ) -> bool:
-    """Whether every point (of ``points``, default all) is within ``eps`` of ``cover``.
-
-    Args:
-        dist2: ``N x N`` squared distances.
-        cover: 1-D index tensor of centres.
-        eps: Radius (a distance, not squared).
-        points: Optional 1-D index tensor of the points that must be covered.
-
-    Returns:
-        True if ``d(x, cover) <= eps`` for every point ``x``.
+    """Whether every point (of ``points``, default all) is within ``eps`` (a
+    distance) of the centres ``cover`` under the squared distances ``dist2``.
 
     Example:
         >>> dist2 = torch.tensor([[0.0, 1.0], [1.0, 0.0]])

@@ -67,12 +67,7 @@ class MemoryBudgetError(ValueError):
 
 
 def format_bytes(n: float) -> str:
-    """Human-readable size.
-
-    Example:
-        >>> format_bytes(1.5 * 2**30)
-        '1.5 GiB'
-    """
+    """A human-readable size, e.g. ``'1.5 GiB'``."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
@@ -82,22 +77,14 @@ def format_bytes(n: float) -> str:
 
 def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
     r"""Peak bytes of the dense path for ``n`` candidates: ``copies`` ``n x n``
-    matrices of ``dtype`` (a covariance and its temporaries) plus the uint8
-    level matrix and a boolean adjacency of the greedy covers.
-
-    Example:
-        >>> dense_memory_bytes(1000, torch.float64)
-        26000000
-    """
+    matrices of ``dtype`` plus the greedy covers' level matrix and adjacency."""
     itemsize = torch.finfo(dtype).bits // 8
     return int(math.ceil(copies * n * n * itemsize + 2 * n * n))
 
 
 class PseudoDistance(ABC):
-    r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row.
-
-    Subclasses provide :meth:`rows`; the rest derives from it and
-    :attr:`variance`.
+    r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row:
+    subclasses provide :meth:`rows`.
 
     Args:
         variance: ``N`` posterior variances :math:`\sigma_t^2(x)` (negatives
@@ -121,8 +108,7 @@ class PseudoDistance(ABC):
             raise ValueError("variance contains NaN or inf.")
         self.variance = variance.clamp_min(0)
         self.block_bytes = int(block_bytes)
-        #: Threads making blocks of rows in :meth:`level_graph` on CPU (numpy's
-        #: passes run on one thread).
+        #: Threads making blocks of rows in :meth:`level_graph` on CPU.
         self.row_workers = max(1, min(8, torch.get_num_threads()))
 
     @property
@@ -147,15 +133,8 @@ class PseudoDistance(ABC):
     def rows(self, idx: Tensor) -> Tensor:
         r"""``len(idx) x N`` squared :math:`d_t^2(x_i, \cdot)` (new tensor)."""
 
-    def _dist2_from_cov(self, cov: Tensor, idx: Tensor) -> Tensor:
-        """Turn covariance rows of ``idx`` into squared distances, in place."""
-        d2 = cov.mul_(-2.0).add_(self.variance).add_(self.variance[idx, None])
-        d2.clamp_(min=0.0)
-        d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
-        return d2
-
     def row_range(self, start: int, stop: int) -> Tensor:
-        """Rows ``start..stop-1``; subclasses may return a view."""
+        """Rows ``start..stop-1`` (a view where the subclass can)."""
         return self.rows(torch.arange(start, stop, device=self.device))
 
     def level_matrix(self, eps: Sequence[float]) -> Tensor:
@@ -200,10 +179,9 @@ def column_square_sums(factor: Tensor, offset: int = 0) -> Tensor:
 def low_rank_rows(
     prior: Tensor, left: Tensor, right: Tensor, scale: float, offset: int = 0
 ) -> Tensor:
-    r"""Rows of :math:`d^2` from ``b x m`` prior rows (local column ``j`` is
-    candidate ``offset + j``), in place: ``-2 c prior + left @ right`` with
-    ``left`` ``b x (r + 2)`` and ``right`` ``(r + 2) x m``
-    (:class:`LowRankDistance`), per block of :func:`column_blocks`."""
+    r"""Rows of :math:`d^2`, in place, from ``b x m`` prior rows (local column
+    ``j`` is candidate ``offset + j``): ``-2 c prior + left @ right`` per block
+    of :func:`column_blocks` (:class:`LowRankDistance`)."""
     beta = -2.0 * scale
     for a, b in column_blocks(0, prior.shape[-1], offset):
         prior[:, a:b].addmm_(left, right[:, a:b], beta=beta)
@@ -211,18 +189,14 @@ def low_rank_rows(
 
 
 class DenseDistance(PseudoDistance):
-    r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`.
+    r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`, from
+    the ``N x N`` symmetric posterior covariance :math:`k_t` (overwritten if
+    ``inplace``).
 
     Example:
         >>> cov = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
         >>> DenseDistance(cov).rows(torch.tensor([0]))
         tensor([[0., 1.]])
-
-    Args:
-        covariance: ``N x N`` symmetric posterior covariance :math:`k_t`.
-        inplace: Overwrite ``covariance`` with the squared distances instead of
-            copying it.
-        block_bytes: See :class:`PseudoDistance`.
     """
 
     def __init__(
@@ -238,8 +212,8 @@ class DenseDistance(PseudoDistance):
             )
         super().__init__(torch.diagonal(covariance).clone(), block_bytes)
         dist2 = covariance if inplace else covariance.clone()
-        idx = torch.arange(self.n, device=self.device)
-        self.dist2 = self._dist2_from_cov(dist2, idx)
+        dist2.mul_(-2.0).add_(self.variance).add_(self.variance[:, None])
+        self.dist2 = dist2.clamp_(min=0.0).fill_diagonal_(0.0)
 
     def rows(self, idx: Tensor) -> Tensor:
         return self.dist2[idx.to(device=self.device, dtype=torch.long)]
@@ -259,7 +233,6 @@ class LowRankDistance(PseudoDistance):
         prior_rows: Maps indices to the ``len(idx) x N`` prior covariance rows.
         prior_variance: ``N`` prior variances :math:`k(x, x)`.
         factor: ``r x N`` matrix whose columns are :math:`w(x)`.
-        block_bytes: See :class:`PseudoDistance`.
         prior_scale: Constant :math:`c` multiplying ``prior_rows`` (e.g. an
             outcome transform's variance), already in the other two.
         prior_block: Optional map ``(idx, first)`` to the prior covariance of

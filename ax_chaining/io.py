@@ -1,6 +1,4 @@
-"""Atomic file writes (the caches of :mod:`ax_chaining.molecules` and
-:mod:`ax_chaining.test_functions`, the benchmarks' run records), standard
-library only."""
+"""Atomic file writes (the molecule caches, the benchmarks' run records)."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ __all__ = ["write_atomic"]
 def write_atomic(path: Path, write: Callable[[IO[Any]], None], binary: bool) -> None:
     """Write ``path`` (its folder created if needed) through ``write(file)`` into
     a temporary file, then rename it: an interrupted write never leaves a
-    truncated file. The file gets ``open(path, "w")``'s permissions (``0o666``
-    less the umask), so caches shared on a cluster stay readable.
+    truncated file. The file gets ``open(path, "w")``'s permissions.
 
     Example:
         >>> write_atomic(Path("out.txt"), lambda fh: fh.write("done"), binary=False)

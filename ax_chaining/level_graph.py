@@ -18,7 +18,6 @@ from torch import Tensor
 from ax_chaining.covers import run_positions
 
 __all__ = [
-    "GRAPH_EDGE_BYTES",
     "GRAPH_PEAK_EDGE_BYTES",
     "LevelGraph",
     "RowSource",
@@ -56,12 +55,7 @@ class RowSource(Protocol):
 
 
 def chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
-    """Rows of ``n`` values of ``itemsize`` bytes in a block of ``block_bytes``.
-
-    Example:
-        >>> chunk_rows(1000, 8, 2**20)
-        131
-    """
+    """Rows of ``n`` values of ``itemsize`` bytes in a block of ``block_bytes``."""
     return max(1, min(n, block_bytes // max(1, n * itemsize)))
 
 
@@ -69,12 +63,7 @@ def map_ordered(
     fn: Callable[[int], _T], items: Iterable[int], workers: int
 ) -> Iterator[_T]:
     """``map(fn, items)`` on ``workers`` threads, in order, at most ``workers``
-    results ahead of the consumer.
-
-    Example:
-        >>> list(map_ordered(lambda i: i * i, range(4), workers=2))
-        [0, 1, 4, 9]
-    """
+    results ahead of the consumer."""
     if workers <= 1:
         yield from map(fn, items)
         return
@@ -88,20 +77,14 @@ def map_ordered(
             yield pending.popleft().result()
 
 
-#: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
-#: and the peak per edge budgeted for the greedy covers (arrays sized from a
-#: sample of rows, and their split into per-level graphs).
-GRAPH_EDGE_BYTES = 5
+#: Peak bytes per edge budgeted for the greedy covers: 5 stored (int32 target,
+#: uint8 level), the rest for arrays sized from a sample of rows and their split
+#: into per-level graphs.
 GRAPH_PEAK_EDGE_BYTES = 16
 
 
 def check_radii(eps: Sequence[float]) -> list[float]:
-    """Squared radii of ``eps``, checked: at most 255, strictly decreasing.
-
-    Example:
-        >>> check_radii([1.0, 0.5])
-        [1.0, 0.25]
-    """
+    """Squared radii of ``eps``, checked: at most 255, strictly decreasing."""
     eps2 = [float(e) ** 2 for e in eps]
     if len(eps2) > 255 or any(a <= b for a, b in zip(eps2, eps2[1:], strict=False)):
         raise ValueError("eps must be at most 255 strictly decreasing radii.")
@@ -109,13 +92,8 @@ def check_radii(eps: Sequence[float]) -> list[float]:
 
 
 def levels_np(d2: np.ndarray, eps2: Sequence[float], start: int = 0) -> np.ndarray:
-    """uint8 ``start + sum_i [d2 <= eps_i^2]`` (numpy; :func:`level_counts`'s
-    comparisons), ``start`` counting the radii known to hold.
-
-    Example:
-        >>> levels_np(np.array([0.1, 0.5, 2.0]), [1.0, 0.25])
-        array([2, 1, 0], dtype=uint8)
-    """
+    """uint8 ``start + sum_i [d2 <= eps_i^2]`` in numpy, ``start`` counting the
+    radii known to hold."""
     q = np.full(d2.shape, start, dtype=np.uint8)
     for e2 in eps2:
         q += d2 <= e2
@@ -123,12 +101,7 @@ def levels_np(d2: np.ndarray, eps2: Sequence[float], start: int = 0) -> np.ndarr
 
 
 def level_counts(d2: Tensor, eps2: list[float], out: Tensor | None = None) -> Tensor:
-    """uint8 ``sum_i [d2 <= eps_i^2]``: the same comparisons for every caller.
-
-    Example:
-        >>> level_counts(torch.tensor([0.1, 0.5, 2.0]), [1.0, 0.25])
-        tensor([2, 1, 0], dtype=torch.uint8)
-    """
+    """uint8 ``sum_i [d2 <= eps_i^2]`` (the comparisons of :func:`levels_np`)."""
     if out is None:
         out = torch.zeros(d2.shape, dtype=torch.uint8, device=d2.device)
     else:
@@ -165,7 +138,7 @@ class LevelGraph:
 
     @property
     def counted_levels(self) -> int:
-        """Number ``k`` of coarse levels kept as degrees only."""
+        """The number ``k`` of coarse levels kept as degrees only."""
         return 0 if self.degrees is None else self.degrees.shape[0]
 
     @property
@@ -197,29 +170,14 @@ class _UpperBlock:
     mirror_levels: np.ndarray
 
 
-@dataclass
-class _RowBlock:
-    """A block of full rows ``[start, stop)``: each row's edge count, then the
-    edges' targets and levels, row after row."""
-
-    start: int
-    stop: int
-    counts: np.ndarray
-    cols: np.ndarray
-    levels: np.ndarray
-
-
 def _symmetric_level_graph(
     source: RowSource, eps2: list[float], counted: int, step: int
 ) -> LevelGraph:
-    """:func:`build_level_graph` computing each pair once, for a symmetric ``d^2``.
-
-    Block ``[start, stop)`` is computed for the columns ``start..N-1`` only; its
-    pairs with ``b >= stop`` are also written, mirrored, into row ``b``, which so
+    """:func:`build_level_graph` computing each pair once, for a symmetric ``d^2``:
+    block ``[start, stop)`` is computed for the columns ``start..N-1`` only, its
+    pairs with ``b >= stop`` also written, mirrored, into row ``b``, which so
     receives its lower neighbours from earlier blocks, in order, ahead of its
-    own. A pair across blocks gets its upper block's value both ways. Blocks
-    are made on ``row_workers`` threads and kept until the counts are known.
-    """
+    own. Blocks are made on ``row_workers`` threads."""
     n = source.n
     kept = eps2[counted]
     degrees = np.zeros((counted, n), dtype=np.int64)
@@ -289,10 +247,8 @@ def _symmetric_level_graph(
 def _numpy_level_graph(
     source: RowSource, eps2: list[float], counted: int, counts: Tensor, step: int
 ) -> LevelGraph:
-    """:func:`build_level_graph` on CPU, in numpy (faster than torch there, the
-    same comparisons): blocks made on ``row_workers`` threads, written in row
-    order into arrays sized from a sample of rows (grown if it was low), so the
-    peak is the graph plus a few blocks."""
+    """:func:`build_level_graph` on CPU, in numpy: blocks made on ``row_workers``
+    threads, written in row order into arrays sized from a sample of rows."""
     n = source.n
     kept = eps2[counted]  # the radius of the first level whose edges are kept
     capacity = max(n, int(1.25 * source.estimate_edges(math.sqrt(kept))))
@@ -301,7 +257,8 @@ def _numpy_level_graph(
     degrees = np.empty((counted, n), dtype=np.int64)
     filled = 0
 
-    def block(start: int) -> _RowBlock:
+    def block(start: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows ``[start, stop)``: their edge counts, targets and levels."""
         stop = min(n, start + step)
         with torch.no_grad():
             d2 = source.row_range(start, stop).detach().cpu().numpy()
@@ -311,19 +268,20 @@ def _numpy_level_graph(
         vals = d2.ravel()[flat]
         bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
         q = levels_np(vals, eps2[counted:], counted)
-        return _RowBlock(start, stop, np.diff(bounds), (flat % n).astype(np.int32), q)
+        return start, stop, np.diff(bounds), (flat % n).astype(np.int32), q
 
-    for b in map_ordered(block, range(0, n, step), source.row_workers):
-        stop = b.stop
-        counts[b.start : stop] = torch.from_numpy(b.counts)
-        end = filled + b.cols.size
+    for start, stop, b_counts, b_cols, b_levels in map_ordered(
+        block, range(0, n, step), source.row_workers
+    ):
+        counts[start:stop] = torch.from_numpy(b_counts)
+        end = filled + b_cols.size
         if end > capacity:
             # The sample was low: grow by the rows still to come, pro rata.
             capacity = max(end, int(end * n / stop * 1.05))
             cols = np.resize(cols, capacity)
             levels = np.resize(levels, capacity)
-        cols[filled:end] = b.cols
-        levels[filled:end] = b.levels
+        cols[filled:end] = b_cols
+        levels[filled:end] = b_levels
         filled = end
     indptr = torch.zeros(n + 1, dtype=torch.int64)
     torch.cumsum(counts, dim=0, out=indptr[1:])
@@ -338,22 +296,11 @@ def _numpy_level_graph(
 def build_level_graph(
     source: RowSource, eps: Sequence[float], counted: int = 0
 ) -> LevelGraph:
-    r"""The :class:`LevelGraph` of ``source``'s :math:`d^2` for radii ``eps``
-    (decreasing), from row blocks.
-
-    One pass over the rows serves every level, with the comparisons of
-    :meth:`~ax_chaining.distances.PseudoDistance.level_matrix` (the two agree
-    pair by pair), and no ``N x N`` matrix; the ``k = counted`` coarse levels
-    keep degrees only.
-
-    Args:
-        source: The rows of :math:`d^2` (a
-            :class:`~ax_chaining.distances.PseudoDistance`).
-        eps: Radii :math:`\epsilon_1 > \epsilon_2 > \dots`, at most 255.
-        counted: Number ``k < len(eps)`` of coarse levels kept as degrees.
-
-    Returns:
-        The level graph.
+    r"""The :class:`LevelGraph` of ``source``'s :math:`d^2` (a
+    :class:`~ax_chaining.distances.PseudoDistance`) for at most 255 decreasing
+    radii ``eps``, its ``counted < len(eps)`` coarse levels kept as degrees
+    only: one pass over blocks of rows, with the comparisons of
+    :meth:`~ax_chaining.distances.PseudoDistance.level_matrix`.
 
     Example:
         >>> from ax_chaining.distances import DenseDistance

@@ -62,12 +62,9 @@ from ax_chaining.certificate import (
     running_minimum,
     ucb_lcb_bound,
 )
-from ax_chaining.test_functions.problems import (
-    fixed_se_kernel,
-    grid_problem,
-    se_problem,
-)
+from ax_chaining.test_functions.problems import fixed_se_kernel, grid_problem
 from benchmarks._tables import parse_names
+from benchmarks.moved_kernels import se_problem
 from benchmarks.records import (
     LAYOUTS,
     command_line,

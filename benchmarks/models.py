@@ -143,13 +143,13 @@ def build_model(name: str, raw: np.ndarray, y: Tensor) -> tuple[Any, int]:
     from botorch.models.transforms import Standardize
 
     from ax_chaining.kernels import FeatureTableKernel, PrecomputedKernel
-    from ax_chaining.kernels.priors import feature_table_likelihood
     from ax_chaining.molecules import (
         COUNT_ENCODINGS,
         clean_features,
         default_cleaning,
         tanimoto_gram,
     )
+    from benchmarks.moved_kernels import feature_table_likelihood
 
     encoding, prior, kernel, scale, max_correlation = _parse_model(name)
     n = raw.shape[0]

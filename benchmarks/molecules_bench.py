@@ -610,7 +610,7 @@ def model_variant(dataset: str, variant: str) -> tuple[Any, dict[str, Any]]:
     not compute them again (Mordred on Lipophilicity's 4,200 molecules takes
     minutes); the cache refuses a changed library or other options."""
     from ax_chaining.molecules import molecule_surrogate_spec
-    from ax_chaining.test_functions.problems import default_cache_dir
+    from benchmarks.moved_kernels import default_cache_dir
 
     options = MODEL_VARIANTS[variant]
     smiles = load_dataset(dataset).smiles

@@ -93,14 +93,10 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, ChainingUCB
-from ax_chaining.test_functions.problems import (
-    DEFAULT_NOISE_STD,
-    DiscreteProblem,
-    graph_problem,
-    himmelblau_problem,
-    se_problem,
-)
+from ax_chaining.test_functions.problems import DEFAULT_NOISE_STD
 from benchmarks._tables import check_names, mean_se, paired, pm
+from benchmarks.moved_kernels import BenchmarkProblem as DiscreteProblem
+from benchmarks.moved_kernels import graph_problem, himmelblau_problem, se_problem
 from benchmarks.records import LAYOUTS, load_json, load_records, write_json
 
 __all__ = [

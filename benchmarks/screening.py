@@ -181,7 +181,7 @@ def source_smiles(cache: str | Path, config: ScreeningConfig) -> list[str]:
     """Every SMILES of ``config.library`` (the MOSES set, fetched once into
     ``cache``, or the vendored ESOL molecules)."""
     if config.library == "moses":
-        from ax_chaining.test_functions.moses import moses_smiles
+        from benchmarks.moved_kernels import moses_smiles
 
         return moses_smiles(cache)
     from ax_chaining.test_functions.molecules import load_dataset
@@ -232,7 +232,7 @@ def prepare(
     from the SMILES themselves (MOSES and ESOL have no invalid one, so they
     are the Tanimoto model's libraries).
     """
-    from ax_chaining.test_functions.moses import mpo_scores
+    from benchmarks.moved_kernels import mpo_scores
 
     cache = Path(cache)
     sizes = [sizes] if isinstance(sizes, int) else list(sizes)

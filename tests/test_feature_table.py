@@ -17,12 +17,8 @@ from botorch.models.transforms import Standardize
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
 from ax_chaining.kernels import FeatureTableKernel
-from ax_chaining.kernels.priors import (
-    baybe_priors,
-    chen_priors,
-    feature_table_likelihood,
-    likelihood_options,
-)
+from ax_chaining.kernels.priors import baybe_priors, chen_priors, likelihood_options
+from benchmarks.moved_kernels import feature_table_likelihood
 
 DTYPE = torch.float64
 

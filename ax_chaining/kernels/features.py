@@ -1,30 +1,9 @@
-r"""A kernel over an item index that sees each item's feature vector.
-
-For a finite set of items with a feature table :math:`F \in \mathbb{R}^{N
-\times d}` (row :math:`i` the features of item :math:`i`: descriptors of a
-molecule, its count fingerprint), :class:`FeatureTableKernel` is
-
-.. math::
-
-    k(i, j) = k_0(F_i, F_j),
-
-with :math:`k_0` an ARD Matern-5/2 or RBF kernel whose lengthscales the model
-fits (one per column), or the MinMax kernel on counts. Its input is the item
-index (``... x q x 1``), as for
-:class:`~ax_chaining.kernels.PrecomputedKernel`, so Ax's search space is one
-integer parameter while the GP sees the features: rows of :math:`F` are
-gathered for the indices of each call, nothing ``N x N`` is formed, and
-:math:`F` may be a memory map (``torch.from_numpy(np.load(..., mmap_mode="c"))``).
-
-Given the path of a saved table (``.npy``) instead of a tensor, the kernel
-maps the file (:func:`open_features`) and keeps the path: a pickled kernel
-(what a sharded step sends to its workers, what another process receives)
-carries the path and the table's content key, not the table, and Ax's JSON
-stores the path, so a saved experiment reopens in a new process.
-
-The base kernel's hyperpriors are chosen by name (``prior``, what Ax's JSON
-stores): :mod:`ax_chaining.kernels.priors`.
-"""
+r"""A kernel over an item index that sees each item's row of a feature table
+:math:`F \in \mathbb{R}^{N \times d}`: :math:`k(i, j) = k_0(F_i, F_j)`, with
+:math:`k_0` an ARD Matern-5/2 or RBF kernel (hyperpriors by name,
+:mod:`ax_chaining.kernels.priors`) or the MinMax kernel on counts. Ax's search
+space is one integer parameter while the GP sees the features; nothing ``N x N``
+is formed, and :math:`F` may be a memory map or the path of a saved table."""
 
 from __future__ import annotations
 
@@ -51,10 +30,9 @@ __all__ = [
     "registered_features",
 ]
 
+#: The kernels :class:`FeatureTableKernel` applies to the feature rows.
 BASES = ("matern52", "rbf", "minmax")
-"""The kernels :class:`FeatureTableKernel` applies to the feature rows."""
 
-# Feature tables by content hash (see `register_features`): references.
 _FEATURES: ContentRegistry[Tensor] = ContentRegistry(
     "FeatureTableKernel argument `features`",
     "feature table",
@@ -66,17 +44,24 @@ _FEATURES: ContentRegistry[Tensor] = ContentRegistry(
 class FeatureTableKernel(Kernel):
     r"""A kernel on item indices through each item's row of a feature table.
 
-    :math:`k(i, j) = k_0(F_i, F_j)` (see the module docstring), with the base
-    kernel :math:`k_0` a submodule (``base_kernel``) whose hyperparameters and
-    priors the GP's marginal likelihood fits. Equal to a GP on the features
-    themselves with the same base kernel (tested against BoTorch's
-    ``SingleTaskGP``).
+    :math:`k(i, j) = k_0(F_i, F_j)`, with the base kernel :math:`k_0` a
+    submodule (``base_kernel``) whose hyperparameters the GP fits. The table is
+    a non-persistent buffer, shared, not copied, by :func:`copy.deepcopy`. A
+    kernel built from a file pickles as the file's path and content key
+    (unpickling refuses a file whose content changed).
 
-    The table is a non-persistent buffer (not in the ``state_dict``; moved by
-    ``.to``), shared, not copied, by :func:`copy.deepcopy`. Pickling stores it,
-    unless the kernel was built from a file: then pickling stores the file's
-    path and content key, and unpickling maps the file again (refusing one
-    whose content changed).
+    Args:
+        features: An ``N x d`` floating tensor (``N >= 2``; row ``i`` for item
+            ``i``), the key :func:`register_features` returned (``"sha256:..."``)
+            or the path of a table saved with ``numpy.save`` (any other string,
+            or an ``os.PathLike``), mapped by :func:`open_features`.
+        base: One of :data:`BASES`: ``"matern52"`` or ``"rbf"`` (ARD, one
+            lengthscale a column) or ``"minmax"`` (non-negative counts).
+        prior: One of :data:`~ax_chaining.kernels.priors.PRIORS`.
+        normalized_inputs: Inputs in ``[0, 1]`` (Ax's normalization of an
+            index parameter ``0 .. N - 1``) instead of indices.
+        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel` (one
+            ``active_dims`` column, no ``batch_shape``).
 
     Example:
         >>> features = torch.rand(100, 5, dtype=torch.float64)
@@ -97,23 +82,6 @@ class FeatureTableKernel(Kernel):
         active_dims: tuple[int, ...] | None = None,
         **kwargs: Any,
     ) -> None:
-        r"""Build the kernel over a feature table.
-
-        Args:
-            features: An ``N x d`` floating tensor (``N >= 2``; row ``i`` for item
-                ``i``; may share a memory map's storage), the key returned
-                by :func:`register_features` (a string ``"sha256:..."``), or
-                the path of a table saved with ``numpy.save`` (any other string,
-                or an ``os.PathLike``), mapped by :func:`open_features`.
-            base: One of :data:`BASES`: ``"matern52"`` or ``"rbf"`` (ARD,
-                one lengthscale a column) or ``"minmax"`` (non-negative counts).
-            prior: One of :data:`~ax_chaining.kernels.priors.PRIORS`.
-            normalized_inputs: Inputs in ``[0, 1]`` (Ax's normalization of an
-                index parameter ``0 .. N - 1``) instead of indices.
-            active_dims: The one input column holding the index, or None.
-            **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`
-                (``batch_shape`` is not supported).
-        """
         check_index_kernel_args("FeatureTableKernel", active_dims, kwargs)
         super().__init__(active_dims=active_dims, **kwargs)
         #: The absolute path of the table's file, or None (a tensor or a key).
@@ -151,7 +119,6 @@ class FeatureTableKernel(Kernel):
         last_dim_is_batch: bool = False,
         **params: Any,
     ) -> Tensor:
-        r"""The base kernel between the feature rows of the items ``x1`` and ``x2``."""
         if last_dim_is_batch:
             raise ValueError(
                 "FeatureTableKernel does not support `last_dim_is_batch=True`."
@@ -169,7 +136,6 @@ class FeatureTableKernel(Kernel):
         return rows.to(device=x.device, dtype=dtype)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FeatureTableKernel:
-        r"""Deep-copy the kernel, sharing (not duplicating) the feature table."""
         return deepcopy_sharing(self, memo, self.features)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -216,8 +182,7 @@ def _check_features(features: Any) -> Tensor:
 
 
 def _row_blocks(features: Tensor) -> list[Tensor]:
-    r"""Views of :math:`2^{16}` rows: a memory-mapped table is read block by
-    block, never copied or tested whole."""
+    # A memory-mapped table is read block by block, never copied whole.
     return list(features.split(1 << 16))
 
 
@@ -234,15 +199,10 @@ def _file_id(path: str) -> tuple[str, int, int]:
 
 
 def open_features(path: str | os.PathLike) -> Tensor:
-    """The feature table saved at ``path`` (``numpy.save``, ``.npy``), memory-mapped.
-
-    Copy-on-write (``mmap_mode="c"``): the file is never written. A file is
-    mapped once per process while its size and modification time stay the
-    same.
-
-    Raises:
-        ValueError: No such file, not a ``.npy`` file of an ``N x d`` floating
-            table, or a table with non-finite values.
+    """The ``N x d`` floating table saved at ``path`` (``numpy.save``, ``.npy``),
+    memory-mapped copy-on-write (the file is never written), once per process
+    while its size and modification time stay the same; ``ValueError`` for
+    anything else or non-finite values.
 
     Example:
         >>> np.save("features.npy", np.random.rand(100, 5))
@@ -276,7 +236,6 @@ def open_features(path: str | os.PathLike) -> Tensor:
 
 
 def _file_key(path: str) -> str:
-    """The content key of the table in ``path`` (computed once per version)."""
     fid = _file_id(path)
     if fid not in _FILE_KEYS:
         _FILE_KEYS[fid] = _content_key(open_features(path))
@@ -291,12 +250,9 @@ def _content_key(features: Tensor) -> str:
 
 
 def register_features(features: Tensor) -> str:
-    """Register a feature table under its content hash; returns the key.
-
-    The key replaces the table in :class:`FeatureTableKernel`'s arguments, so
-    Ax stores a short string with each generator run (as
-    :func:`~ax_chaining.kernels.register_gram` does for a Gram matrix). The
-    registry keeps a reference, not a copy.
+    """Register a feature table (a reference) under its content hash, which Ax
+    stores in :class:`FeatureTableKernel`'s arguments instead of the table;
+    returns the key.
 
     Example:
         >>> register_features(torch.eye(3, dtype=torch.float64))[:7]
@@ -307,9 +263,6 @@ def register_features(features: Tensor) -> str:
 
 
 def registered_features(key: str) -> Tensor:
-    """The feature table registered under ``key`` (:func:`register_features`).
-
-    Raises:
-        ValueError: No table with that content is registered in this process.
-    """
+    """The feature table registered under ``key`` (:func:`register_features`);
+    ``ValueError`` if none with that content is registered in this process."""
     return _FEATURES.get(key)

@@ -1,10 +1,8 @@
 r"""Fingerprint kernels for molecule libraries: Tanimoto and MinMax similarity.
 
-:class:`TanimotoKernel` (binary fingerprints) and :class:`MinMaxKernel` (counts)
-take fingerprint tensors like any GPyTorch kernel; :class:`TanimotoKernel` also
-works over item indices of a :class:`PackedFingerprints` library, whose rows it
-computes exactly from the packed bits, never storing an ``N x N`` matrix (the
-routes and their memory: "Large candidate sets", ``docs/large-sets.md``).
+Both take fingerprint tensors like any GPyTorch kernel; :class:`TanimotoKernel`
+also works over item indices of a :class:`PackedFingerprints` library, whose
+rows it computes exactly from the packed bits, never storing an ``N x N`` matrix.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,7 +22,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from ax_chaining.checks import check_bool, check_choice, check_int, type_error
-from ax_chaining.kernels.precomputed import item_indices
+from ax_chaining.kernels.precomputed import check_index_kernel_args, item_indices
 from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
 
 __all__ = [
@@ -36,7 +33,6 @@ __all__ = [
     "registered_fingerprints",
 ]
 
-# Fingerprint libraries by content key (see `register_fingerprints`): references.
 _LIBRARIES: ContentRegistry[PackedFingerprints] = ContentRegistry(
     "TanimotoKernel argument `library`",
     "fingerprint library",
@@ -62,11 +58,9 @@ _popcount = np.bitwise_count
 
 
 def pack_bits(bits: np.ndarray) -> np.ndarray:
-    r"""Pack an ``N x m`` array of 0/1 into ``N x ceil(m / 64)`` ``uint64`` words.
-
-    Bit ``j`` of a row is bit ``j % 64`` of word ``j // 64`` (little-endian, so
-    the words do not depend on the machine); padding bits are 0. The values are
-    not checked (:meth:`PackedFingerprints.from_bits` does).
+    r"""Pack an ``N x m`` array of 0/1 (not checked) into ``N x ceil(m / 64)``
+    little-endian ``uint64`` words: bit ``j`` is bit ``j % 64`` of word
+    ``j // 64``, padding bits 0.
 
     Example:
         >>> pack_bits(np.array([[1, 0, 1]]))
@@ -80,13 +74,9 @@ def pack_bits(bits: np.ndarray) -> np.ndarray:
 
 
 class PackedFingerprints:
-    r"""A library of binary fingerprints packed 64 bits to a ``uint64`` word.
-
-    Holds the ``N x ceil(m / 64)`` words (:func:`pack_bits`), the width ``m``
-    and, computed on first use, each row's bit count and the content key under
-    which :func:`register_fingerprints` files it. Immutable: copies share the
-    words. :meth:`save` writes a ``.npy`` file (and a ``.json`` beside it);
-    :meth:`open` memory-maps it.
+    r"""An immutable library of ``N`` binary fingerprints of ``m`` bits, packed
+    in ``N x ceil(m / 64)`` ``uint64`` words (:func:`pack_bits`; a memory map
+    is kept, not read).
 
     Example:
         >>> bits = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]])
@@ -98,8 +88,7 @@ class PackedFingerprints:
     """
 
     def __init__(self, words: np.ndarray, n_bits: int, validate: bool = True) -> None:
-        r"""Wrap ``N x ceil(n_bits / 64)`` ``uint64`` words (a memory map is kept,
-        not read); ``validate`` checks that the padding bits are 0."""
+        """``validate``: check that the padding bits are 0."""
         n_bits = check_int("n_bits", n_bits, 1)
         if not isinstance(words, np.ndarray):
             raise type_error("words", "a numpy array of uint64", words)
@@ -111,9 +100,7 @@ class PackedFingerprints:
                 f"`words` must be N x {n_words} (N >= 1) for n_bits={n_bits}, got "
                 f"shape {words.shape}."
             )
-        if words.dtype.byteorder not in ("<", "|") and not (
-            words.dtype.byteorder == "=" and sys.byteorder == "little"
-        ):
+        if words.dtype != "<u8":  # big-endian words
             words = words.astype("<u8")
         if validate and n_bits % 64:
             high = ~np.uint64((1 << (n_bits % 64)) - 1)
@@ -131,21 +118,30 @@ class PackedFingerprints:
 
     @classmethod
     def from_bits(cls, bits: Tensor | np.ndarray) -> PackedFingerprints:
-        r"""Pack an ``N x m`` tensor or array of 0/1 fingerprints (any dtype);
-        ``ValueError`` for another shape or other values."""
-        array = _numpy(bits, "bits")
+        r"""Pack an ``N x m`` tensor or array of 0/1 fingerprints (any dtype)."""
+        if isinstance(bits, Tensor):
+            array = bits.detach().cpu().numpy()
+        elif isinstance(bits, np.ndarray):
+            array = bits
+        else:
+            raise type_error("bits", "a torch.Tensor or numpy array", bits)
         if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
             raise ValueError(
                 "`bits` must be an N x m array of fingerprints with N >= 1 and "
                 f"m >= 1, got shape {array.shape}."
             )
-        _check_binary("bits", array)
+        bad = (array != 0) & (array != 1) if array.dtype != bool else None
+        if bad is not None and bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                "`bits` must hold only 0 and 1 (fingerprint bits), got "
+                f"{array[where].item()} at index {where}."
+            )
         return cls(pack_bits(array), array.shape[1], validate=False)
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> PackedFingerprints:
-        r"""Memory-map (read-only) the ``.npy`` file :meth:`save` wrote, its
-        ``.json`` beside it."""
+        r"""Memory-map (read-only) the library :meth:`save` wrote."""
         path = _npy_path(path)
         meta_path = path.with_suffix(".json")
         if not path.exists() or not meta_path.exists():
@@ -159,14 +155,12 @@ class PackedFingerprints:
                 f"`path` {str(meta_path)!r} is not a PackedFingerprints description "
                 f"(format {meta.get('format')!r}, expected {_FORMAT!r})."
             )
-        words = np.load(path, mmap_mode="r")
-        return cls(words, int(meta["n_bits"]))
+        return cls(np.load(path, mmap_mode="r"), int(meta["n_bits"]))
 
     @staticmethod
     def allocate(path: str | os.PathLike, num_rows: int, n_bits: int) -> np.memmap:
-        r"""Create a zeroed library file and return its writable
-        ``num_rows x ceil(n_bits / 64)`` memory map of words, for writers that
-        fill it in chunks (:func:`ax_chaining.molecules.featurize_library`)."""
+        r"""Create a zeroed library file; returns its writable memory map of
+        words, for writers that fill it in chunks."""
         path = _npy_path(path)
         n_bits = check_int("n_bits", n_bits, 1)
         shape = (check_int("num_rows", num_rows, 1), -(-n_bits // 64))
@@ -176,8 +170,8 @@ class PackedFingerprints:
         return words
 
     def save(self, path: str | os.PathLike) -> Path:
-        r"""Write the words to ``path`` (``.npy``) and the width beside it
-        (``.json``); returns the ``.npy`` path."""
+        r"""Write the library to ``path`` (``.npy``, and its width in a
+        ``.json`` beside it); returns the ``.npy`` path."""
         path = _npy_path(path)
         out = self.allocate(path, len(self), self.n_bits)
         for start in range(0, len(self), _TILE):
@@ -232,8 +226,7 @@ class PackedFingerprints:
         return self._key
 
     def unpack(self, rows: Sequence[int] | np.ndarray | slice | None = None) -> Tensor:
-        r"""The 0/1 bits of some rows (indices or a slice; all rows if None) as
-        a ``len(rows) x m`` ``torch.uint8`` tensor."""
+        r"""The 0/1 bits of some rows (all if None), ``len(rows) x m`` uint8."""
         words = self._words[slice(None) if rows is None else rows]
         words = np.ascontiguousarray(np.atleast_2d(words))
         bits = np.unpackbits(
@@ -273,8 +266,8 @@ class PackedFingerprints:
     ) -> Tensor:
         r"""Rows of the Tanimoto kernel: :math:`k(\text{lib}[rows], \text{lib}[cols])`.
 
-        Exact: integer counts and one rounding of the quotient, so every route
-        gives the same values, RDKit's ``BulkTanimotoSimilarity``'s.
+        Exact (integer counts, one rounding of the quotient): every route gives
+        the same values, RDKit's ``BulkTanimotoSimilarity``'s.
 
         Args:
             rows: ``r`` library row indices, or a :class:`PackedFingerprints` of
@@ -283,12 +276,9 @@ class PackedFingerprints:
             route: ``"auto"`` (``matmul`` on a GPU; on CPU ``inverted`` for a run
                 of at least ``1024 + min(N, 65536) / 32`` columns, else
                 ``popcount``), ``"inverted"``, ``"popcount"`` or ``"matmul"``.
-            dtype: Floating dtype of the result.
+            dtype: Floating dtype of the ``r x c`` result.
             device: Device of the result and of ``matmul``; default that of
                 ``rows`` if a tensor, else CPU.
-
-        Returns:
-            An ``r x c`` tensor.
 
         Example:
             >>> library = PackedFingerprints.from_bits(torch.eye(3))
@@ -310,6 +300,7 @@ class PackedFingerprints:
         else:
             row_idx = _index_array(rows, "rows", n)
             row_words, row_pop = self._words[row_idx], self.popcounts[row_idx]
+        # Columns: a run ``span`` (col_idx None) or an index array.
         if cols is None:
             cols = slice(0, n)
         if isinstance(cols, slice):
@@ -324,52 +315,34 @@ class PackedFingerprints:
                 col_idx, span = None, (int(col_idx[0]), int(col_idx[-1]) + 1)
         num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
         if route == "auto":
-            if device.type != "cpu":
-                route = "matmul"
-            elif (
-                col_idx is None and num_cols >= _INVERTED_MIN_COLS + min(n, _TILE) // 32
-            ):
-                # It reads postings over every tile the columns span: not worth
-                # it for scattered columns.
-                route = "inverted"
-            else:
-                route = "popcount"
+            # The inverted route reads the postings of every tile the columns
+            # span: not worth it for scattered columns.
+            run = _INVERTED_MIN_COLS + min(n, _TILE) // 32
+            inverted = col_idx is None and num_cols >= run
+            route = "inverted" if inverted else "popcount"
+            route = "matmul" if device.type != "cpu" else route
         if route == "matmul":
             return self._matmul(row_words, row_pop, col_idx, span, dtype, device)
         num_rows = row_words.shape[0]
         out = np.empty((num_rows, num_cols), dtype=np.float64)
-        if out.size == 0:
-            pass
-        elif route == "inverted":
+        if out.size and route == "inverted":
             self.build_index()  # once, before any thread reads it
             threads = torch.get_num_threads()
             pop = row_pop.astype(np.float64)
+
+            def rows_of(p: np.ndarray | slice) -> None:
+                p_out = out[p] if isinstance(p, slice) else out[p[0] : p[-1] + 1]
+                self._inverted(row_words[p], pop[p], col_idx, span, p_out)
+
             if threads > 1 and num_rows >= 4 * threads:
                 # numpy's loops release the GIL: rows split over torch's threads.
                 parts = np.array_split(np.arange(num_rows), threads)
                 with ThreadPoolExecutor(threads) as pool:
-                    list(
-                        pool.map(
-                            lambda p: self._inverted(
-                                row_words[p],
-                                pop[p],
-                                col_idx,
-                                span,
-                                out[p[0] : p[-1] + 1],
-                            ),
-                            parts,
-                        )
-                    )
+                    list(pool.map(rows_of, parts))
             else:
-                self._inverted(row_words, pop, col_idx, span, out)
-        else:
-            cols_words = self._words[span[0] : span[1]] if col_idx is None else None
-            for r0 in range(0, num_rows, 256):
-                part = (row_words[r0 : r0 + 256], row_pop[r0 : r0 + 256])
-                if col_idx is None:
-                    _popcount_block(self, *part, cols_words, span[0], out[r0:])
-                else:
-                    _popcount_block(self, *part, col_idx, None, out[r0:])
+                rows_of(slice(None))
+        elif out.size:
+            self._popcount_rows(row_words, row_pop, col_idx, span, out)
         return torch.from_numpy(out).to(device=device, dtype=dtype)
 
     def tanimoto_pairs(
@@ -391,6 +364,32 @@ class PackedFingerprints:
         out = np.empty(r.shape, dtype=np.float64)
         _quotient(inter, self.popcounts[r], self.popcounts[c], out)
         return torch.from_numpy(out).to(device=device, dtype=dtype)
+
+    def _popcount_rows(
+        self,
+        row_words: np.ndarray,
+        row_pop: np.ndarray,
+        col_idx: np.ndarray | None,
+        span: tuple[int, int] | None,
+        out: np.ndarray,
+    ) -> None:
+        # Popcounts of ANDed words, in blocks of rows and columns.
+        words, pop = self._words, self.popcounts
+        num_cols = out.shape[1]
+        for r0 in range(0, row_words.shape[0], 256):
+            a_words, a_pop = row_words[r0 : r0 + 256], row_pop[r0 : r0 + 256]
+            num_rows = a_words.shape[0]
+            step = max(1, _POPCOUNT_WORDS // (num_rows * words.shape[1]))
+            for c0 in range(0, num_cols, step):
+                c1 = min(c0 + step, num_cols)
+                if col_idx is None:
+                    c = slice(span[0] + c0, span[0] + c1)
+                else:
+                    c = col_idx[c0:c1]
+                both = np.bitwise_and(a_words[:, None, :], words[c][None, :, :])
+                inter = _popcount(both).sum(-1, dtype=np.int64)
+                part = out[r0 : r0 + num_rows, c0:c1]
+                _quotient(inter, a_pop[:, None], pop[c][None, :], part)
 
     def _inverted(
         self,
@@ -466,8 +465,6 @@ class PackedFingerprints:
     def _on_device(self, device: torch.device) -> tuple[Tensor, Tensor, Tensor | None]:
         r"""Words (int64), bit counts and, where they fit, the unpacked bits on
         ``device``, copied once."""
-        if device.type == "cpu":
-            raise ValueError("CPU routes read the words in place.")  # pragma: no cover
         if device not in self._devices:
             words = torch.empty(self._words.shape, dtype=torch.int64, device=device)
             for start in range(0, len(self), _TILE):
@@ -475,7 +472,8 @@ class PackedFingerprints:
                 words[start : start + _TILE] = torch.from_numpy(block).to(device)
             pop = torch.from_numpy(self.popcounts.astype(np.int32)).to(device)
             bits, m = None, self.n_bits
-            dtype = _bits_dtype(m)
+            # The narrowest float whose sums of m 0/1 products are exact.
+            dtype = torch.float16 if m <= 2048 else torch.float32
             if device.type == "cuda":
                 free, _ = torch.cuda.mem_get_info(device)
                 if len(self) * m * dtype.itemsize <= _DEVICE_BITS_FRACTION * free:
@@ -497,17 +495,13 @@ class PackedFingerprints:
     ) -> Tensor:
         num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
         out = torch.empty(row_words.shape[0], num_cols, dtype=dtype, device=device)
-        pop_np = self.popcounts
-
         cached = None if device.type == "cpu" else self._on_device(device)[2]
 
         def bits_of(index: np.ndarray | slice) -> tuple[Tensor, Tensor]:
             if device.type == "cpu":
-                block = np.array(self._words[index]).view(np.int64)
-                words = torch.from_numpy(block)
-                return _unpack_torch(words, self.n_bits), torch.from_numpy(
-                    pop_np[index]
-                )
+                words = torch.from_numpy(np.array(self._words[index]).view(np.int64))
+                pop = torch.from_numpy(self.popcounts[index])
+                return _unpack_torch(words, self.n_bits), pop
             words, pop, bits = self._on_device(device)
             if not isinstance(index, slice):
                 index = torch.from_numpy(index).to(device)
@@ -539,14 +533,9 @@ class PackedFingerprints:
 
 
 def register_fingerprints(library: PackedFingerprints | Tensor | np.ndarray) -> str:
-    r"""Register a fingerprint library under its content key; returns the key.
-
-    Ax stores the key with each generator run instead of the fingerprints; a
-    reloaded experiment needs the same library registered again in its process
-    (another library has another key). The registry keeps a reference.
-
-    Args:
-        library: A :class:`PackedFingerprints`, or ``N x m`` 0/1 bits to pack.
+    r"""Register a library (or ``N x m`` 0/1 bits to pack) under its content
+    key, which Ax stores instead of the fingerprints; returns the key. A
+    reloaded experiment needs the same library registered again in its process.
 
     Example:
         >>> key = register_fingerprints(torch.eye(3))
@@ -556,6 +545,12 @@ def register_fingerprints(library: PackedFingerprints | Tensor | np.ndarray) -> 
     if not isinstance(library, PackedFingerprints):
         library = PackedFingerprints.from_bits(library)
     return _LIBRARIES.add(library.key, library)
+
+
+def registered_fingerprints(key: str) -> PackedFingerprints:
+    """The library registered under ``key`` (:func:`register_fingerprints`);
+    ``ValueError`` if none with that content is registered in this process."""
+    return _LIBRARIES.get(key)
 
 
 class _FingerprintKernel(Kernel):
@@ -577,24 +572,24 @@ class _FingerprintKernel(Kernel):
         last_dim_is_batch: bool = False,
         **params: Any,
     ) -> Any:
-        # GPyTorch's own width check names neither argument nor mode.
-        name = type(self).__name__
-        if self.active_dims is None and getattr(self, "library", None) is not None:
-            for arg, x in (("x1", x1), ("x2", x1 if x2 is None else x2)):
-                if x.shape[-1] != 1:
-                    raise ValueError(
-                        f"{name} in library mode expects `{arg}` with a single "
-                        "column holding the item index (`... x n x 1`), got shape "
-                        f"{tuple(x.shape)}. For fingerprint inputs, construct it "
-                        "without `library`."
-                    )
-        elif self.active_dims is None and x2 is not None:
-            _same_width(name, x1, x2)
+        # GPyTorch's own width check is a RuntimeError naming no argument.
+        if self.active_dims is None and x2 is not None:
+            _same_width(type(self).__name__, x1, x2)
         return super().__call__(x1, x2, diag, last_dim_is_batch, **params)
 
-    def _features(self, x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Inputs as a floating dtype after the checks; raises on bad input."""
+    def forward(
+        self,
+        x1: Tensor,
+        x2: Tensor,
+        diag: bool = False,
+        last_dim_is_batch: bool = False,
+        **params: Any,
+    ) -> Tensor:
+        r"""``batch_shape x n1 x n2`` similarities (``x n1`` if ``diag``) of
+        ``... x n x m`` fingerprints (``... x n x 1`` items in library mode)."""
         name = type(self).__name__
+        if last_dim_is_batch:
+            raise ValueError(f"{name} does not support `last_dim_is_batch`.")
         for arg, x in (("x1", x1), ("x2", x2)):
             if x.dim() < 2 or x.shape[-1] == 0:
                 raise ValueError(
@@ -613,44 +608,31 @@ class _FingerprintKernel(Kernel):
                         f"{name} input `{arg}` must hold {self._values}, got "
                         f"{x[where].item()} at index {where}."
                     )
-        return x1, x2
+        return self._similarity(x1, x2, diag)
 
     def _invalid(self, x: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _similarity(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
+        raise NotImplementedError  # pragma: no cover - abstract
+
 
 class TanimotoKernel(_FingerprintKernel):
-    r"""Tanimoto (Jaccard) kernel of binary fingerprints.
+    r"""Tanimoto (Jaccard) kernel of binary fingerprints :math:`a, b \in \{0, 1\}^m`:
 
     .. math::
 
         k(a, b) = \frac{\langle a, b \rangle}{|a| + |b| - \langle a, b \rangle},
-        \qquad k(0, 0) = 1,
+        \qquad k(0, 0) = 1.
 
-    for :math:`a, b \in \{0, 1\}^m`. Positive semi-definite (Ralaivola et al.,
-    2005), :math:`k(a, a) = 1`, no hyperparameters (wrap it in a
-    :class:`~gpytorch.kernels.ScaleKernel` for an output scale).
-
-    *Feature mode* (``library=None``): inputs are ``... x n x m`` 0/1
-    fingerprints of any dtype (batch shapes broadcast, ``diag=True``); the
-    result has ``x1``'s floating dtype and device.
-
-    *Library mode*: inputs are item indices ``... x n x 1`` of a
-    :class:`PackedFingerprints` library (or Ax's unit-cube normalization with
-    ``normalized_inputs=True``), as for
-    :class:`~ax_chaining.kernels.PrecomputedKernel`; rows come from
-    :meth:`PackedFingerprints.tanimoto`. Piecewise constant in the index:
-    optimize over the finite set, not by gradients.
-
-    Args:
-        library: None for feature mode; a :class:`PackedFingerprints` or the key
-            :func:`register_fingerprints` returned (what Ax stores).
-        normalized_inputs: Library mode: inputs ``x`` in ``[0, 1]`` are the
-            indices ``round(x * (N - 1))``.
-        route: Library mode: the route of :meth:`PackedFingerprints.tanimoto`.
-        validate: Feature mode: check on each call that inputs are 0 or 1.
-        active_dims: Input columns (library mode: one, the index).
-        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`.
+    Positive semi-definite (Ralaivola et al., 2005), no hyperparameters. In
+    *feature mode* (``library=None``) inputs are ``... x n x m`` 0/1
+    fingerprints of any dtype (checked if ``validate``). In *library mode*
+    inputs are item indices ``... x n x 1`` of a :class:`PackedFingerprints`
+    (or the key :func:`register_fingerprints` returned, what Ax stores), as for
+    :class:`~ax_chaining.kernels.PrecomputedKernel` (``normalized_inputs``,
+    ``active_dims``); rows come from :meth:`PackedFingerprints.tanimoto` by
+    ``route``.
 
     Example:
         >>> bits = torch.tensor([[1.0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 1, 1]])
@@ -674,12 +656,8 @@ class TanimotoKernel(_FingerprintKernel):
         active_dims: tuple[int, ...] | None = None,
         **kwargs: Any,
     ) -> None:
-        if library is not None and active_dims is not None:
-            if len(tuple(active_dims)) != 1:
-                raise ValueError(
-                    "`active_dims` must select exactly one input column (the item "
-                    f"index) in library mode, got {tuple(active_dims)}."
-                )
+        if library is not None:  # one index column; batch_shape left as given
+            check_index_kernel_args("TanimotoKernel", active_dims, {})
         super().__init__(validate=validate, active_dims=active_dims, **kwargs)
         if isinstance(library, str):
             library = registered_fingerprints(library)
@@ -707,23 +685,8 @@ class TanimotoKernel(_FingerprintKernel):
         last_dim_is_batch: bool = False,
         **params: Any,
     ) -> Tensor:
-        r"""``batch_shape x n1 x n2`` similarities (``x n1`` if ``diag``) of
-        ``... x n x m`` fingerprints, or ``... x n x 1`` items in library mode."""
-        if last_dim_is_batch:
-            raise ValueError("TanimotoKernel does not support `last_dim_is_batch`.")
-        if self.library is not None:
-            return self._library_forward(x1, x2, diag)
-        x1, x2 = self._features(x1, x2)
-        if diag:
-            inter = (x1 * x2).sum(-1)
-            union = x1.sum(-1) + x2.sum(-1) - inter
-        else:
-            inter = x1 @ x2.mT
-            union = x1.sum(-1).unsqueeze(-1) + x2.sum(-1).unsqueeze(-2) - inter
-        # Integer counts: union is 0 only for two empty fingerprints (k = 1).
-        return torch.where(union > 0, inter / union.clamp_min(1), 1.0)
-
-    def _library_forward(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
+        if self.library is None or last_dim_is_batch:
+            return super().forward(x1, x2, diag, last_dim_is_batch)
         library = self.library
         dtype = x1.dtype if x1.is_floating_point() else torch.get_default_dtype()
         device = x1.device
@@ -749,31 +712,34 @@ class TanimotoKernel(_FingerprintKernel):
         values = library.tanimoto(u1, _as_range(u2), **kw)
         return values[inv1.unsqueeze(-1), inv2.unsqueeze(-2)]
 
+    def _similarity(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
+        if diag:
+            inter = (x1 * x2).sum(-1)
+            union = x1.sum(-1) + x2.sum(-1) - inter
+        else:
+            inter = x1 @ x2.mT
+            union = x1.sum(-1).unsqueeze(-1) + x2.sum(-1).unsqueeze(-2) - inter
+        # Integer counts: union is 0 only for two empty fingerprints (k = 1).
+        return torch.where(union > 0, inter / union.clamp_min(1), 1.0)
+
     def __deepcopy__(self, memo: dict[int, Any]) -> TanimotoKernel:
         return deepcopy_sharing(self, memo, self.library)
 
 
 class MinMaxKernel(_FingerprintKernel):
-    r"""MinMax (weighted Jaccard) kernel of count fingerprints.
+    r"""MinMax (weighted Jaccard) kernel of non-negative count fingerprints:
 
     .. math::
 
         k(a, b) = \frac{\sum_i \min(a_i, b_i)}{\sum_i \max(a_i, b_i)}
         = \frac{s - d}{s + d}, \qquad k(0, 0) = 1,
 
-    for non-negative :math:`a, b \in \mathbb{R}^m`, :math:`s = |a|_1 + |b|_1`
-    and :math:`d = |a - b|_1`: one ``torch.cdist(p=1)``, exact for integer
-    counts. Equal to :class:`TanimotoKernel` on binary fingerprints; positive
-    semi-definite; no hyperparameters. Inputs are ``... x n x m`` counts (batch
-    shapes broadcast, ``diag=True``); the result has ``x1``'s dtype and device.
-
-    Args:
-        validate: Check on each call that the inputs are finite and >= 0.
-        active_dims: Input columns holding the counts.
-        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`.
+    with :math:`s = |a|_1 + |b|_1` and :math:`d = |a - b|_1` (one
+    ``torch.cdist(p=1)``, exact for integer counts): :class:`TanimotoKernel` on
+    binary fingerprints; positive semi-definite; no hyperparameters. Inputs are
+    ``... x n x m`` counts (checked finite and >= 0 if ``validate``).
 
     Example:
-        >>> import torch
         >>> counts = torch.tensor([[2.0, 1.0, 0.0], [1.0, 1.0, 3.0]])
         >>> MinMaxKernel()(counts).to_dense()  # min sums 2, max sums 6
         tensor([[1.0000, 0.3333],
@@ -793,18 +759,7 @@ class MinMaxKernel(_FingerprintKernel):
     def _invalid(self, x: Tensor) -> Tensor:
         return ~(torch.isfinite(x) & (x >= 0))
 
-    def forward(
-        self,
-        x1: Tensor,
-        x2: Tensor,
-        diag: bool = False,
-        last_dim_is_batch: bool = False,
-        **params: Any,
-    ) -> Tensor:
-        r"""``batch_shape x n1 x n2`` similarities (``x n1`` if ``diag``)."""
-        if last_dim_is_batch:
-            raise ValueError("MinMaxKernel does not support `last_dim_is_batch`.")
-        x1, x2 = self._features(x1, x2)
+    def _similarity(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
         tiny = torch.finfo(x1.dtype).tiny
         if diag:
             low = torch.minimum(x1, x2).sum(-1)
@@ -820,12 +775,6 @@ class MinMaxKernel(_FingerprintKernel):
         return torch.where(high > 0, (total - dist) / high.clamp_min(tiny), 1.0)
 
 
-def registered_fingerprints(key: str) -> PackedFingerprints:
-    """The library registered under ``key`` (:func:`register_fingerprints`);
-    ``ValueError`` if none with that content is registered in this process."""
-    return _LIBRARIES.get(key)
-
-
 def _same_width(name: str, x1: Tensor, x2: Tensor) -> None:
     if x1.shape[-1] != x2.shape[-1]:
         raise ValueError(
@@ -839,26 +788,6 @@ def _npy_path(path: str | os.PathLike) -> Path:
         raise type_error("path", "a str or os.PathLike", path)
     path = Path(path)
     return path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
-
-
-def _numpy(x: Any, arg: str) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return x.detach().cpu().numpy()
-    if isinstance(x, np.ndarray):
-        return x
-    raise type_error(arg, "a torch.Tensor or numpy array", x)
-
-
-def _check_binary(arg: str, array: np.ndarray) -> None:
-    if array.dtype == bool:
-        return
-    bad = (array != 0) & (array != 1)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(
-            f"`{arg}` must hold only 0 and 1 (fingerprint bits), got "
-            f"{array[where].item()} at index {where}."
-        )
 
 
 def _index_array(x: Any, arg: str, n: int, flat: bool = True) -> np.ndarray:
@@ -883,9 +812,8 @@ def _index_array(x: Any, arg: str, n: int, flat: bool = True) -> np.ndarray:
 
 
 def _drop_expanded(x: Tensor) -> Tensor:
-    """``x`` without its leading batch dimensions that only repeat one slice
-    (the training inputs copied for each of b test points, as GPyTorch's
-    prediction does), which the kernel's output broadcasts back."""
+    """``x`` without leading batch dimensions that only repeat one slice (the
+    training inputs GPyTorch copies for each test point)."""
     while x.dim() > 2 and (
         x.shape[0] == 1 or x.stride(0) == 0 or torch.equal(x, x[:1].expand_as(x))
     ):
@@ -914,47 +842,8 @@ def _quotient(
     union -= inter
     with np.errstate(invalid="ignore", divide="ignore"):
         np.divide(inter, union, out=out)
-    # Only two empty fingerprints have an empty union (0 / 0 above).
-    if np.any(np.asarray(pop_a) == 0):
+    if np.any(np.asarray(pop_a) == 0):  # only two empty fingerprints give 0 / 0
         np.copyto(out, 1.0, where=union == 0)
-
-
-def _popcount_block(
-    library: PackedFingerprints,
-    a_words: np.ndarray,
-    a_pop: np.ndarray,
-    cols: np.ndarray,
-    first: int | None,
-    out: np.ndarray,
-) -> None:
-    r"""Tanimoto rows (words ``a_words``, bit counts ``a_pop``) by popcounts of
-    ANDed words, in column blocks; ``cols`` is an index array (``first`` None)
-    or a block of words from library row ``first``."""
-    words, pop = library.words, library.popcounts
-    num_rows = a_words.shape[0]
-    num_cols = cols.shape[0]
-    step = max(1, _POPCOUNT_WORDS // (num_rows * words.shape[1]))
-    for c0 in range(0, num_cols, step):
-        c1 = min(c0 + step, num_cols)
-        if first is None:
-            c_words, c_pop = words[cols[c0:c1]], pop[cols[c0:c1]]
-        else:
-            c_words, c_pop = cols[c0:c1], pop[first + c0 : first + c1]
-        both = np.bitwise_and(a_words[:, None, :], c_words[None, :, :])
-        inter = _popcount(both).sum(-1, dtype=np.int64)
-        _quotient(inter, a_pop[:, None], c_pop[None, :], out[:num_rows, c0:c1])
-
-
-def _set_bits(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r"""(bit, row) of every set bit of a block of packed rows, row-major (only
-    the non-zero bytes unpacked)."""
-    block = np.ascontiguousarray(words).view(np.uint8)
-    rows, byte = np.nonzero(block)
-    bits = np.unpackbits(block[rows, byte][:, None], axis=1, bitorder="little")
-    which, offset = np.nonzero(bits)
-    bit = byte[which] * 8 + offset
-    # uint16 keys make the stable argsort a radix sort (widths up to 2^16).
-    return bit.astype(np.uint16 if words.shape[1] <= 1024 else np.int64), rows[which]
 
 
 def _tile_postings(
@@ -964,10 +853,15 @@ def _tile_postings(
     a bit set in more than half the rows is stored by the rows that lack it."""
     # Sub-blocks with uint16 rows: a whole tile's int64 temporaries are large.
     bit_parts, row_parts = [], []
+    # uint16 keys make the stable argsort a radix sort (widths up to 2^16).
+    key = np.uint16 if words.shape[1] <= 1024 else np.int64
     for first in range(0, words.shape[0], 8192):
-        bits, rows = _set_bits(words[first : first + 8192])
-        bit_parts.append(bits)
-        row_parts.append((rows + first).astype(np.uint16))
+        block = np.ascontiguousarray(words[first : first + 8192]).view(np.uint8)
+        rows, byte = np.nonzero(block)  # only the non-zero bytes are unpacked
+        bits = np.unpackbits(block[rows, byte][:, None], axis=1, bitorder="little")
+        which, offset = np.nonzero(bits)
+        bit_parts.append((byte[which] * 8 + offset).astype(key))
+        row_parts.append((rows[which] + first).astype(np.uint16))
     bits, rows = np.concatenate(bit_parts), np.concatenate(row_parts)
     counts = np.bincount(bits, minlength=n_bits)
     flip = 2 * counts > words.shape[0]
@@ -985,14 +879,9 @@ def _tile_postings(
 def _unpack_torch(
     words: Tensor, n_bits: int, dtype: torch.dtype = torch.float32
 ) -> Tensor:
-    r"""Unpack ``k x W`` int64 words into ``k x n_bits`` 0/1 of ``dtype`` (any
-    device; little-endian bytes, as CUDA and x86/ARM hosts store them)."""
+    r"""Unpack ``k x W`` int64 words (little-endian bytes, on any device) into
+    ``k x n_bits`` 0/1 of ``dtype``."""
     shifts = torch.arange(8, dtype=torch.uint8, device=words.device)
     bytes_ = words.contiguous().view(torch.uint8)
     bits = (bytes_.unsqueeze(-1) >> shifts) & 1
     return bits.reshape(words.shape[0], -1)[:, :n_bits].to(dtype)
-
-
-def _bits_dtype(n_bits: int) -> torch.dtype:
-    """The narrowest float whose sums of ``n_bits`` 0/1 products are exact."""
-    return torch.float16 if n_bits <= 2048 else torch.float32

@@ -15,56 +15,41 @@ from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
 
 __all__ = ["PrecomputedKernel", "gram_key", "register_gram", "registered_gram"]
 
-# Gram matrices by content hash (see `register_gram`): references, not copies.
 _GRAMS: ContentRegistry[Tensor] = ContentRegistry(
     "PrecomputedKernel argument `gram`",
     "Gram matrix",
     "`ax_chaining.kernels.register_gram(gram)` (or "
     "`precomputed_kernel_surrogate_spec(gram)`)",
 )
-
-# Block side when validating a large Gram matrix (keeps temporaries small).
-_CHECK_BLOCK = 512
+_CHECK_BLOCK = 512  # block side when validating a Gram matrix
 
 
 class PrecomputedKernel(Kernel):
-    r"""A kernel that looks up a precomputed Gram matrix by item index.
-
-    Given a symmetric positive semi-definite Gram matrix :math:`K \in
-    \mathbb{R}^{n \times n}` over a finite set of items :math:`\{g_0, \dots,
-    g_{n-1}\}` (e.g. graphs), the kernel between two inputs holding item indices
-    :math:`i` and :math:`j` is
+    r"""A kernel that looks up a precomputed Gram matrix by item index:
 
     .. math::
 
-        k(i, j) = K_{\mathrm{round}(i), \mathrm{round}(j)}.
+        k(i, j) = K_{\mathrm{round}(i), \mathrm{round}(j)}
 
-    Inputs are ``... x q x 1`` item indices (rounded to the nearest integer;
-    outside :math:`0..n-1` a ``ValueError``), or with ``normalized_inputs=True``
-    Ax's unit-cube values :math:`x` of an integer parameter on :math:`[0, n - 1]`,
-    index :math:`\mathrm{round}(x (n - 1))`. Batch shapes broadcast and
-    ``diag=True`` works; the result has the input's device and floating dtype.
-    No hyperparameters (wrap it in a :class:`~gpytorch.kernels.ScaleKernel`).
-    The Gram is the buffer ``gram``, kept by reference (do not modify it) and
-    shared, not copied, by :func:`copy.deepcopy` (BoTorch's fantasies).
-    Piecewise constant in its input: optimize over the finite set
-    (``optimize_acqf_discrete``), not by gradients.
+    for a symmetric PSD :math:`K \in \mathbb{R}^{n \times n}` over items
+    :math:`g_0, \dots, g_{n-1}` and ``... x q x 1`` inputs (see
+    :func:`item_indices`). No hyperparameters. The Gram is the buffer ``gram``,
+    kept by reference and shared, not copied, by :func:`copy.deepcopy`
+    (BoTorch's fantasies). Piecewise constant: optimize over the finite set.
 
     Args:
         gram: ``n x n`` symmetric PSD Gram matrix (integer and boolean tensors
             become the default dtype), or the key :func:`register_gram`
             returned (what Ax stores).
-        normalized_inputs: Inputs in ``[0, 1]`` are indices ``round(x (n - 1))``.
+        normalized_inputs: Inputs in ``[0, 1]`` are indices ``round(x (n - 1))``
+            (Ax's normalization of an integer parameter on ``[0, n - 1]``).
         validate: Check that ``gram`` is square, finite, symmetric (``rtol``,
-            ``atol``) with a non-negative diagonal, blockwise.
+            ``atol``) with a non-negative diagonal.
         check_psd: Refuse a smallest eigenvalue below
             ``-sqrt(n eps) max |diag|`` (``eps`` of its dtype): one float64
             Cholesky, ``O(n^3)``.
-        rtol: Relative tolerance of the symmetry check.
-        atol: Absolute tolerance of the symmetry check.
-        active_dims: The one input column holding the index, e.g. ``(3,)``.
-        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel` (no
-            ``batch_shape``: the Gram is shared by all batches).
+        **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel` (one
+            ``active_dims`` column, no ``batch_shape``).
 
     Example:
         >>> gram = torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
@@ -103,12 +88,6 @@ class PrecomputedKernel(Kernel):
         """The number of items ``n``."""
         return self.gram.shape[-1]
 
-    def indices(self, x: Tensor) -> Tensor:
-        """Item indices of ``... x q x 1`` inputs (:func:`item_indices`)."""
-        return item_indices(
-            x, self.num_items, self.normalized_inputs, "PrecomputedKernel"
-        )
-
     def forward(
         self,
         x1: Tensor,
@@ -122,11 +101,12 @@ class PrecomputedKernel(Kernel):
             raise ValueError(
                 "PrecomputedKernel does not support `last_dim_is_batch=True`."
             )
-        out_device = x1.device
-        out_dtype = x1.dtype if x1.is_floating_point() else self.gram.dtype
         gram = self.gram
-        i1 = self.indices(x1).to(gram.device)
-        i2 = self.indices(x2).to(gram.device)
+        i1, i2 = (
+            item_indices(x, self.num_items, self.normalized_inputs, "PrecomputedKernel")
+            for x in (x1, x2)
+        )
+        i1, i2 = i1.to(gram.device), i2.to(gram.device)
         if diag:
             if i1.shape[-1] != i2.shape[-1]:
                 raise ValueError(
@@ -136,7 +116,8 @@ class PrecomputedKernel(Kernel):
             res = gram[i1, i2]
         else:
             res = gram[i1.unsqueeze(-1), i2.unsqueeze(-2)]
-        return res.to(device=out_device, dtype=out_dtype)
+        dtype = x1.dtype if x1.is_floating_point() else gram.dtype
+        return res.to(device=x1.device, dtype=dtype)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> PrecomputedKernel:
         return deepcopy_sharing(self, memo, self.gram)
@@ -145,8 +126,8 @@ class PrecomputedKernel(Kernel):
 def check_index_kernel_args(
     owner: str, active_dims: Any, kwargs: dict[str, Any]
 ) -> None:
-    """Check an item-index kernel's ``Kernel`` arguments: one input column and
-    no batch shape (``ValueError`` otherwise); drops an empty ``batch_shape``."""
+    """Refuse an item-index kernel's ``batch_shape`` and an ``active_dims`` of
+    more than one column; drops an empty ``batch_shape`` from ``kwargs``."""
     if kwargs.get("batch_shape") not in (None, torch.Size([])):
         raise ValueError(
             f"{owner} does not support a non-empty `batch_shape` (the table behind "
@@ -163,19 +144,11 @@ def check_index_kernel_args(
 def item_indices(
     x: Tensor, num_items: int, normalized_inputs: bool, owner: str
 ) -> Tensor:
-    r"""Item indices of the inputs of a kernel over ``num_items`` items.
-
-    Args:
-        x: ``... x q x 1`` item indices, or with ``normalized_inputs`` values in
-            ``[0, 1]`` (index ``round(x * (num_items - 1))``, which must be an
-            integer up to the inputs' round-off).
-        num_items: The number of items ``n``.
-        normalized_inputs: Whether ``x`` is Ax's unit-cube normalization.
-        owner: The kernel's name, for error messages.
-
-    Returns:
-        ``torch.long`` indices in ``0..n-1``, ``x``'s shape without its last
-        dimension, on its device; ``ValueError`` for any other input.
+    r"""``torch.long`` indices in ``0..n-1`` (``x``'s shape without its last
+    dimension, on its device) of a kernel's ``... x q x 1`` inputs over
+    ``n = num_items`` items: ``x`` rounded, or with ``normalized_inputs``
+    ``round(x * (n - 1))``, which must be an integer up to the inputs'
+    round-off. ``ValueError`` (naming ``owner``) for any other input.
 
     Example:
         >>> item_indices(torch.tensor([[0.0], [0.5], [1.0]]), 5, True, "kernel")
@@ -201,8 +174,7 @@ def item_indices(
     off = (values - idx).abs()
     # The inputs' own round-off: x = i / (n - 1) in float32 is off by ~eps.
     eps = torch.finfo(x.dtype).eps if x.is_floating_point() else 0.0
-    tol = 1e-6 + 8 * eps * n
-    if normalized_inputs and idx.numel() and float(off.max()) > tol:
+    if normalized_inputs and idx.numel() and float(off.max()) > 1e-6 + 8 * eps * n:
         # x = i / (m - 1) of an index parameter 0..m-1 is an item only if m = n.
         k = int(off.argmax())
         got = float(x.reshape(-1)[k])
@@ -212,28 +184,20 @@ def item_indices(
             f"integer): the index parameter must have bounds (0, {n - 1}), as "
             f"`candidate_index_parameter({n})` gives."
         )
-    if idx.numel() > 0:
-        lo, hi = idx.min().item(), idx.max().item()
-        if lo < 0 or hi > n - 1:
-            if normalized_inputs:
-                expected = (
-                    f"normalized values in [0, 1] (mapped to indices "
-                    f"round(x * {n - 1}) in 0..{n - 1})"
-                )
-            else:
-                expected = f"integer item indices in 0..{n - 1}"
-            got = f"values in [{x.min().item()}, {x.max().item()}]"
-            hint = (
-                ""
-                if normalized_inputs
-                else " If the inputs are normalized to the unit cube, construct "
-                "the kernel with `normalized_inputs=True`."
-            )
-            raise ValueError(
-                f"{owner} input `x` out of range: got {got}, which "
-                f"round to indices in [{int(lo)}, {int(hi)}]; expected "
-                f"{expected}.{hint}"
-            )
+    if idx.numel() and (idx.min().item() < 0 or idx.max().item() > n - 1):
+        expected = (
+            f"normalized values in [0, 1] (mapped to indices round(x * {n - 1}) "
+            f"in 0..{n - 1})"
+            if normalized_inputs
+            else f"integer item indices in 0..{n - 1}. If the inputs are "
+            "normalized to the unit cube, construct the kernel with "
+            "`normalized_inputs=True`"
+        )
+        raise ValueError(
+            f"{owner} input `x` out of range: got values in [{x.min().item()}, "
+            f"{x.max().item()}], which round to indices in [{int(idx.min())}, "
+            f"{int(idx.max())}]; expected {expected}."
+        )
     return idx.to(torch.long)
 
 
@@ -251,12 +215,10 @@ def gram_key(gram: Tensor) -> str:
 
 
 def register_gram(gram: Tensor, validate: bool = True, check_psd: bool = True) -> str:
-    """Register a Gram matrix under its content hash :func:`gram_key`; returns it.
-
-    Ax stores the key with each generator run instead of the ``n x n`` matrix; a
-    reloaded experiment needs the same matrix registered again in its process
-    (another matrix has another key). The registry keeps a reference. ``validate``
-    and ``check_psd`` check it once, here, as :class:`PrecomputedKernel` does.
+    """Register a Gram matrix (a reference) under :func:`gram_key`, which Ax
+    stores instead of the matrix; returns the key. A reloaded experiment needs
+    the same matrix registered again in its process. ``validate`` and
+    ``check_psd`` as for :class:`PrecomputedKernel`, checked once, here.
 
     Example:
         >>> PrecomputedKernel(register_gram(torch.eye(3))).num_items
@@ -275,7 +237,6 @@ def registered_gram(key: str) -> Tensor:
 
 
 def _as_float_gram(gram: Tensor) -> Tensor:
-    """``gram`` as a floating tensor (no copy if it already is one)."""
     if not isinstance(gram, Tensor):
         try:
             gram = torch.as_tensor(gram)
@@ -288,25 +249,20 @@ def _as_float_gram(gram: Tensor) -> Tensor:
         raise ValueError(
             f"PrecomputedKernel argument `gram` must be real, got dtype {gram.dtype}."
         )
-    if not gram.is_floating_point():
-        gram = gram.to(torch.get_default_dtype())
-    return gram
+    return gram if gram.is_floating_point() else gram.to(torch.get_default_dtype())
 
 
 def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> None:
-    """Check that ``gram`` is square, finite and symmetric (blockwise)."""
+    what = "PrecomputedKernel argument `gram` must be"
     if gram.dim() != 2 or gram.shape[0] != gram.shape[1]:
-        raise ValueError(
-            "PrecomputedKernel argument `gram` must be a square n x n matrix, got "
-            f"shape {tuple(gram.shape)}."
-        )
+        shape = tuple(gram.shape)
+        raise ValueError(f"{what} a square n x n matrix, got shape {shape}.")
     n = gram.shape[0]
     if n == 0:
         raise ValueError(
             "PrecomputedKernel argument `gram` must have at least one item, got an "
             "empty 0 x 0 matrix."
         )
-    diagonal = gram.diagonal()
     # Row sums are finite iff all entries are (barring overflow): one cheap pass.
     if not bool(torch.isfinite(gram.sum(dim=-1)).all()):
         for start in range(0, n, _CHECK_BLOCK):
@@ -314,9 +270,8 @@ def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> N
             if not bool(torch.isfinite(rows).all()):
                 bad = (~torch.isfinite(rows)).nonzero()[0]
                 raise ValueError(
-                    "PrecomputedKernel argument `gram` must be finite, got "
-                    f"gram[{start + int(bad[0])}, {int(bad[1])}] = "
-                    f"{rows[bad[0], bad[1]].item()}."
+                    f"{what} finite, got gram[{start + int(bad[0])}, "
+                    f"{int(bad[1])}] = {rows[bad[0], bad[1]].item()}."
                 )
     # Symmetry, comparing block (i, j) with block (j, i)^T for j >= i.
     for i0 in range(0, n, _CHECK_BLOCK):
@@ -331,29 +286,23 @@ def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> N
             tol = atol + rtol * torch.maximum(upper.abs(), lower.abs())
             if bool((diff > tol).any()):
                 raise ValueError(
-                    "PrecomputedKernel argument `gram` must be symmetric, got "
-                    f"max |gram - gram.T| = {diff.max().item():.3g} (rtol={rtol}, "
-                    f"atol={atol}) in the block gram[{i0}:{i1}, {j0}:{j1}]."
+                    f"{what} symmetric, got max |gram - gram.T| = "
+                    f"{diff.max().item():.3g} (rtol={rtol}, atol={atol}) in the "
+                    f"block gram[{i0}:{i1}, {j0}:{j1}]."
                 )
+    diagonal = gram.diagonal()
     if (diagonal < -atol).any():
         i = int(torch.argmin(diagonal))
         raise ValueError(
-            "PrecomputedKernel argument `gram` must be positive semi-definite, got a "
-            f"negative diagonal entry gram[{i}, {i}] = {diagonal[i].item()}."
+            f"{what} positive semi-definite, got a negative diagonal entry "
+            f"gram[{i}, {i}] = {diagonal[i].item()}."
         )
-    if check_psd:
-        _check_psd(gram, n, diagonal)
-
-
-def _check_psd(gram: Tensor, n: int, diagonal: Tensor) -> None:
-    r"""Refuse a smallest eigenvalue below ``-sqrt(n * eps) * max |diag|``.
-
-    Rounding a PSD matrix's entries to a dtype of epsilon ``eps`` moves its
-    eigenvalues by at most ``n * eps / 2 * max |diag|``, and random errors by
-    about ``2 sqrt(n)`` times an entry's: the tolerance covers the first for
-    ``n <= 4 / eps`` and the second up to ``sqrt(eps) / 2`` per entry. Checked
-    in float64, whose round-off is far below the tolerance.
-    """
+    if not check_psd:
+        return
+    # Rounding a PSD matrix's entries to a dtype of epsilon eps moves its
+    # eigenvalues by at most n eps / 2 max |diag|, and random errors by about
+    # 2 sqrt(n) times an entry's: the tolerance covers the first for n <= 4 / eps
+    # and the second up to sqrt(eps) / 2 per entry.
     scale = max(float(diagonal.abs().max()), 1e-300)
     tol = math.sqrt(n * torch.finfo(gram.dtype).eps) * scale
     # The Cholesky factor of K + tol I exists iff every eigenvalue exceeds -tol.
@@ -364,9 +313,8 @@ def _check_psd(gram: Tensor, n: int, diagonal: Tensor) -> None:
     if failed:
         min_eig = torch.linalg.eigvalsh(gram.to(torch.float64)).min().item()
         raise ValueError(
-            "PrecomputedKernel argument `gram` must be positive semi-definite, "
-            f"got smallest eigenvalue {min_eig:.3g}, below the tolerance "
-            f"-{tol:.3g} (sqrt(n * eps) * max |diagonal|, eps of {gram.dtype}). "
-            "Expected a valid kernel matrix; pass check_psd=False only for a "
-            "matrix known to be PSD."
+            f"{what} positive semi-definite, got smallest eigenvalue {min_eig:.3g}, "
+            f"below the tolerance -{tol:.3g} (sqrt(n * eps) * max |diagonal|, eps "
+            f"of {gram.dtype}). Expected a valid kernel matrix; pass "
+            "check_psd=False only for a matrix known to be PSD."
         )

@@ -1,12 +1,9 @@
-r"""The GP hyperpriors of a feature table in the unit cube, by name
-(:class:`~ax_chaining.kernels.FeatureTableKernel`'s ``prior``, which Ax's
+r"""The GP hyperpriors of a feature table in the unit cube, by name (what Ax's
 JSON stores): ``"botorch"`` (``SingleTaskGP``'s default: dimension-scaled
 log-normal lengthscale priors, no output scale, Hvarfner et al., 2024),
 ``"baybe"`` (BayBE's ``EDBO_SMOOTHED``, :func:`baybe_priors`) and ``"chen"``
 (BayBE 0.15's default for a molecule, :func:`chen_priors`). On MinMax (counts)
-a prior sets the output scale only. Which prior a molecule gets:
-:mod:`ax_chaining.molecules.default_model`.
-"""
+a prior sets the output scale only."""
 
 from __future__ import annotations
 
@@ -14,12 +11,8 @@ import math
 from typing import Any
 
 import numpy as np
-from botorch.models.utils.gpytorch_modules import (
-    get_covar_module_with_dim_scaled_prior,
-    get_gaussian_likelihood_with_lognormal_prior,
-)
+from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
 from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.priors import GammaPrior
 
 from ax_chaining.checks import check_choice
@@ -30,12 +23,11 @@ __all__ = [
     "base_kernel",
     "baybe_priors",
     "chen_priors",
-    "feature_table_likelihood",
     "likelihood_options",
 ]
 
+#: The priors of a feature table's GP.
 PRIORS = ("botorch", "baybe", "chen")
-"""The priors of a feature table's GP."""
 
 Gammas = dict[str, tuple[float, float, float]]
 
@@ -130,17 +122,3 @@ def likelihood_options(prior: str, num_dims: int) -> dict[str, Any] | None:
         return {}
     concentration, rate, _ = baybe_priors(num_dims)["noise"]
     return {"noise_prior": GammaPrior(concentration, rate)}
-
-
-def feature_table_likelihood(prior: str, num_dims: int) -> GaussianLikelihood:
-    """The likelihood that goes with ``prior``: BoTorch's log-normal noise
-    prior for ``"botorch"``, else ``GaussianLikelihood(**likelihood_options(...))``.
-
-    Example:
-        >>> likelihood = feature_table_likelihood("chen", F.shape[1])
-        >>> model = SingleTaskGP(X, Y, covar_module=kernel, likelihood=likelihood)
-    """
-    options = likelihood_options(prior, num_dims)
-    if options is None:
-        return get_gaussian_likelihood_with_lognormal_prior()
-    return GaussianLikelihood(**options)

@@ -1,6 +1,6 @@
-"""Content-addressed registries of the large objects an item-index kernel holds,
-so that Ax stores a short key instead of the object, and a key never resolves to
-other content."""
+"""Content-addressed registries of the large objects an item-index kernel holds:
+Ax stores a short key instead of the object, and a key never resolves to other
+content."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ _T = TypeVar("_T")
 
 
 class ContentRegistry(Generic[_T]):
-    """Objects by content key, for one kernel argument: ``owner`` (the kernel and
-    its argument), ``what`` is registered and ``how`` to register it again,
-    in words, for the messages.
+    """Objects by content key (references, not copies) for one kernel argument;
+    ``owner``, ``what`` and ``how`` (to register it again) name them in errors.
 
     Example:
         >>> grams = ContentRegistry("kernel argument `gram`", "Gram matrix", "f()")

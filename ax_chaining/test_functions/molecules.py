@@ -59,15 +59,9 @@ DATASETS: dict[str, _DatasetInfo] = {
 
 @dataclass(frozen=True)
 class MoleculeDataset:
-    """A molecule library with one measured property per molecule.
-
-    Attributes:
-        name: Dataset key (see :data:`DATASETS`).
-        smiles: SMILES strings, in file order.
-        y: ``n`` float64 objective values to maximize (negated where the
-            dataset's goal is to minimize the property).
-        objective: What ``y`` is, in words.
-    """
+    """A molecule library (``smiles``, in file order) with one measured property
+    per molecule: ``y``, ``n`` float64 values to maximize (negated where the
+    property is to be minimized), described in words by ``objective``."""
 
     name: str
     smiles: tuple[str, ...]
@@ -100,16 +94,9 @@ def vendored_rows(
     name: str, registry: Mapping[str, Any]
 ) -> tuple[str, Any, list[dict[str, str]]]:
     """``(key, entry, rows)`` of the vendored CSV named ``name`` (any case) in
-    ``registry``: the lower-case key, its entry (``file`` in
-    ``ax_chaining/test_functions/data``, decompressed if ``.gz``, and the
-    ``sha256`` of the decompressed file) and the rows as dicts column -> text.
-    ``ValueError`` for an unknown name or a checksum that does not match.
-
-    Example:
-        >>> key, info, rows = vendored_rows("ESOL", DATASETS)
-        >>> key, len(rows)
-        ('esol', 1128)
-    """
+    ``registry``: the lower-case key, its entry (``file`` in ``data/``,
+    decompressed if ``.gz``, and its ``sha256``) and the rows as dicts column ->
+    text; ``ValueError`` for an unknown name or a checksum that does not match."""
     key = str(name).lower()
     if key not in registry:
         raise ValueError(

@@ -38,16 +38,9 @@ REACTIONS: dict[str, _ReactionInfo] = {
 
 @dataclass(frozen=True)
 class ReactionDataset:
-    """A table of reactions with one measured yield per reaction.
-
-    Attributes:
-        name: Dataset key (see :data:`REACTIONS`).
-        table: One row per reaction, one SMILES column per component, in file
-            order.
-        components: The component columns of ``table``.
-        y: ``n`` float64 yields, to be maximized.
-        objective: What ``y`` is, in words.
-    """
+    """A table of reactions (one row per reaction, one SMILES column per
+    component, in file order) with ``y``, one measured yield per reaction to
+    maximize, described in words by ``objective``."""
 
     name: str
     table: pd.DataFrame
