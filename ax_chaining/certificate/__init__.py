@@ -21,15 +21,8 @@ from ax_chaining.certificate.tails import *  # noqa: F403
 
 # The BoTorch layer's names, loaded on first use.
 _LAZY = dict.fromkeys(
-    (
-        "LooCheck",
-        "among_index",
-        "calibrate",
-        "certify_model",
-        "issue_certificate",
-        "loo_check",
-        "loo_residuals",
-    ),
+    "LooCheck among_index calibrate certify_model issue_certificate loo_check "
+    "loo_residuals".split(),
     "ax_chaining.certificate.calibration",
 )
 

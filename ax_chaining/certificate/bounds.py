@@ -1,10 +1,8 @@
 r"""Regret bounds :math:`B_t(x)`: with probability at least :math:`1 - \delta`
 jointly over all steps, :math:`\max_{x^\star} f(x^\star) - f(x) \le B_t(x)` at
 any :math:`x` fixed by the data, when :math:`f` is a sample of the model's GP
-prior. The union, pairwise and chaining bounds and their minimum, computed a
-block of certified points at a time within ``memory_budget`` (the blocks change
-no number); GP-UCB's UCB - LCB for comparison.
-"""
+prior. Each is computed a block of certified points at a time within
+``memory_budget``; the blocks change no number."""
 
 from __future__ import annotations
 
@@ -76,8 +74,8 @@ def _check_rows(mean: Tensor, dist: Tensor, index: Tensor) -> tuple[Tensor, Tens
 def certified_block(
     n: int, pair_bytes: int, memory_budget: int, *, largest: int | None = BLOCK_BYTES
 ) -> int:
-    """Certified points per block (at least one): ``pair_bytes`` for each of
-    their ``n`` candidates within :func:`certificate_share` of ``memory_budget``.
+    """Certified points per block (at least one) of ``pair_bytes`` for each of
+    ``n`` candidates within :func:`certificate_share` of ``memory_budget``.
 
     Example:
         >>> certified_block(1000, 64, 2**22)  # 256 kB: 4 points of 64 kB
@@ -95,8 +93,10 @@ def certificate_share(memory_budget: int, *, largest: int | None = BLOCK_BYTES) 
     return share if largest is None else min(share, largest)
 
 
-def _largest(device: torch.device) -> int | None:
-    return BLOCK_BYTES if device.type == "cpu" else None
+def _step(n: int, pair_bytes: int, memory_budget: int, device: torch.device) -> int:
+    """:func:`certified_block`, capped by :data:`BLOCK_BYTES` on the CPU only."""
+    largest = BLOCK_BYTES if device.type == "cpu" else None
+    return certified_block(n, pair_bytes, memory_budget, largest=largest)
 
 
 def _blocks(m: int, step: int) -> list[slice]:
@@ -132,8 +132,7 @@ def pairwise_bound(
     if n == 1:
         return out
     z = upper_quantile(delta_t / (n - 1), tail).to(mean.device)
-    largest = _largest(mean.device)
-    step = certified_block(n, PAIRWISE_PAIR_BYTES, memory_budget, largest=largest)
+    step = _step(n, PAIRWISE_PAIR_BYTES, memory_budget, mean.device)
     for rows in _blocks(index.numel(), step):
         gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
         gap += z * dist[rows].to(mean)
@@ -171,10 +170,7 @@ def union_bound(
     """
     mean, index = _check_rows(mean, dist, index)
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
-    largest = _largest(mean.device)
-    step = certified_block(
-        mean.numel(), UNION_PAIR_BYTES, memory_budget, largest=largest
-    )
+    step = _step(mean.numel(), UNION_PAIR_BYTES, memory_budget, mean.device)
     for rows in _blocks(index.numel(), step):
         gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
         d = dist[rows].to(mean)
@@ -311,8 +307,8 @@ def chaining_tree(
     the one ``parents`` gives.
 
     Args:
-        covers: ``L`` index tensors; ``eps``: their radii, decreasing.
-        bounded: ``L`` booleans, true where a level is not a proper cover.
+        covers: ``L`` index tensors; ``eps``: their radii, decreasing;
+            ``bounded``: true where a level is not a proper cover.
         parents: ``(parent, link2)``: each point's parent (-1 in :math:`T_1`)
             in a level above its own, and the squared pseudo-distance to it.
     """
@@ -336,8 +332,24 @@ def chaining_tree(
 
     if parents is None:
         parent, best = _nearest_parents(distance, level, k)
-    else:
-        parent, best = _given_parents(parents, level, n)
+    else:  # as given, checked against the levels
+        parent = torch.as_tensor(parents[0], device=device).to(torch.long).reshape(-1)
+        best = torch.as_tensor(parents[1], device=device).to(torch.float64).reshape(-1)
+        if parent.numel() != n or best.numel() != n:
+            raise ValueError(
+                f"parents must hold {n} parents and {n} squared links, got "
+                f"{parent.numel()} and {best.numel()}."
+            )
+        has_parent = parent >= 0
+        if bool(((level > 1) != has_parent).any()) or bool(
+            (level[parent[has_parent]] >= level[has_parent]).any()
+        ):
+            raise ValueError(
+                "parents do not fit the covers: each point below the first level "
+                "needs a parent in a level above its own, and those of the first "
+                "level none (-1)."
+            )
+        best = torch.where(has_parent, best, math.inf)
     has_parent = level > 1
     if bool((parent[has_parent] < 0).any()):  # pragma: no cover - nested sets
         raise RuntimeError("chaining_tree: a point above level 1 found no parent.")
@@ -400,30 +412,6 @@ def _offer(
     parent[lo:hi] = torch.where(better, idx, parent[lo:hi])
 
 
-def _given_parents(
-    parents: tuple[Tensor, Tensor], level: Tensor, n: int
-) -> tuple[Tensor, Tensor]:
-    parent, link2 = parents
-    device = level.device
-    parent = torch.as_tensor(parent, device=device).to(torch.long).reshape(-1)
-    link2 = torch.as_tensor(link2, device=device).to(torch.float64).reshape(-1)
-    if parent.numel() != n or link2.numel() != n:
-        raise ValueError(
-            f"parents must hold {n} parents and {n} squared links, got "
-            f"{parent.numel()} and {link2.numel()}."
-        )
-    has_parent = parent >= 0
-    if bool(((level > 1) != has_parent).any()) or bool(
-        (level[parent[has_parent]] >= level[has_parent]).any()
-    ):
-        raise ValueError(
-            "parents do not fit the covers: each point below the first level "
-            "needs a parent in a level above its own, and those of the first "
-            "level none (-1)."
-        )
-    return parent, torch.where(has_parent, link2, math.inf)
-
-
 def _level_thresholds(num_pairs: Tensor, delta_t: float, tail: TailLaw) -> Tensor:
     """``z_j`` with ``w_j ~ 1/j^2`` (sum 1 over the levels) and ``m_j`` pairs."""
     k = num_pairs.numel()
@@ -479,8 +467,7 @@ def chaining_bound(
         tail_r = radius.flip(0).cumsum(0).flip(0) - radius
         tail_c = (z * radius).flip(0).cumsum(0).flip(0) - z * radius
         # Per pair: the k levels' sums (three arrays of them), gap and row.
-        largest = _largest(mean.device)
-        step = certified_block(n, 8 * (3 * k + 3), memory_budget, largest=largest)
+        step = _step(n, 8 * (3 * k + 3), memory_budget, mean.device)
         for rows in _blocks(index.numel(), step):
             gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
             d = dist[rows].to(mean)
@@ -499,8 +486,7 @@ def chaining_bound(
         cost[i] = cost[i + 1] + torch.where(moved, step_cost, 0.0)
     # One certified point at a time, over blocks of candidates of K x width
     # (a gather, a product and a sum of K levels each; max and min are exact).
-    share = certificate_share(memory_budget, largest=_largest(mean.device))
-    width = min(n, max(1, share // (3 * 8 * k)))
+    width = min(n, _step(1, 3 * 8 * k, memory_budget, mean.device))
     for r in range(index.numel()):
         row = dist[r].to(mean)
         gap = mean - mean[index[r]]
@@ -570,7 +556,6 @@ def certificate_bounds(
 
     Args:
         mean: ``N`` posterior means (objective units, larger is better).
-        distance: The posterior pseudo-distance :math:`d_t` over the ``N`` points.
         t, delta: The step's failure probability is :func:`step_delta`
             ``(delta, t)``, unless ``share`` gives it (a declared
             :class:`~ax_chaining.certificate.schedule.CheckSchedule`).
@@ -606,8 +591,7 @@ def certificate_bounds(
     # Rows come in the distance's own batches, whatever the budget: a row
     # computed beside others in one matrix product can round differently.
     batch = max(1, int(distance.row_batch))
-    largest = _largest(mean.device)
-    step = certified_block(n, 2 * 8 + UNION_PAIR_BYTES, memory_budget, largest=largest)
+    step = _step(n, 2 * 8 + UNION_PAIR_BYTES, memory_budget, mean.device)
     step = max(batch, step - step % batch)
     for rows in _blocks(m, step):
         idx = index[rows]

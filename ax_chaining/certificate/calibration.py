@@ -341,7 +341,6 @@ def certify_model(
         among: The candidates that may be recommended: None (the evaluated
             ones: training inputs of the model), ``"all"``, a boolean mask or
             indices.
-        memory_budget: Bytes the posterior and the bound's temporaries may take.
     """
     opts = check_options(options)
     check_posterior_transform(model, posterior_transform)

@@ -115,17 +115,6 @@ def union_rank_bound(p: Tensor, share: float) -> int:
     return int((m + k).min())
 
 
-def _square_root(cov: Tensor) -> Tensor:
-    """``L L^T = cov``: jittered Cholesky, else eigenvalues clamped at 0."""
-    jitter = 1e-10 * float(cov.diagonal().max().clamp_min(1e-300))
-    eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
-    root, info = torch.linalg.cholesky_ex(cov + jitter * eye)
-    if int(info) == 0:
-        return root
-    evals, evecs = torch.linalg.eigh(cov)
-    return evecs * evals.clamp_min(0.0).sqrt().unsqueeze(0)
-
-
 def monte_carlo_rank_bound(
     mean: Tensor,
     distance: PseudoDistance,
@@ -164,8 +153,15 @@ def monte_carlo_rank_bound(
     )
     cov = 0.5 * (var.unsqueeze(0) + var.unsqueeze(1) - d2)
     del d2
-    root = _square_root(0.5 * (cov + cov.T))  # cov = root root^T
-    del cov
+    cov = 0.5 * (cov + cov.T)
+    # root root^T = cov: jittered Cholesky, else eigenvalues clamped at 0.
+    jitter = 1e-10 * float(cov.diagonal().max().clamp_min(1e-300))
+    eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
+    root, info = torch.linalg.cholesky_ex(cov + jitter * eye)
+    if int(info) != 0:
+        evals, evecs = torch.linalg.eigh(cov)
+        root = evecs * evals.clamp_min(0.0).sqrt().unsqueeze(0)
+    del cov, eye
     rng = np.random.default_rng(int(seed))
     mean = mean.to(torch.float64)
     counts = torch.empty(samples, dtype=torch.float64)
@@ -207,7 +203,6 @@ def rank_statement(
         (2, 0.843)
 
     Args:
-        mean: ``N`` posterior means (larger is better, the bound's units).
         share: The check's failure probability (the certificate's ``share``).
         tail: The bound's tail law, bound to the candidates.
         scale: The calibration's factor on the standard deviations.

@@ -162,11 +162,10 @@ def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
 class StudentTail(TailLaw):
     r"""Student-t tails with ``dof`` degrees of freedom.
 
-    ``isf`` is SciPy's ``stdtrit`` (exact). ``sf`` rounds ``z`` down to a grid
-    uniform in :math:`\operatorname{asinh} z` (step :data:`GRID_STEP` over
-    :math:`|z| \le 10^8`): never below the exact value, so bounds stay valid
-    and grow by at most about :math:`10^{-3} \sqrt{1 + z^2}\, d`;
-    ``exact=True`` calls ``stdtr`` for every term.
+    ``isf`` is SciPy's ``stdtrit``. ``sf`` rounds ``z`` down to a grid uniform
+    in :math:`\operatorname{asinh} z` (step :data:`GRID_STEP`, over :math:`|z|
+    \le 10^8`): never below the exact value, so bounds stay valid and grow by
+    at most about :math:`10^{-3} \sqrt{1 + z^2}\, d` (``exact=True``: none).
 
     Example:
         >>> round(float(StudentTail(5).isf(torch.tensor(0.025))), 4)

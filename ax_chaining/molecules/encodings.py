@@ -9,7 +9,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,8 +158,7 @@ def _parse(Chem: Any, s: Any) -> tuple[Any, str]:
 
 def parse_smiles(items: Sequence[Any]) -> list[tuple[Any, str]]:
     """For each item, ``(molecule, "")`` if rdkit parses and sanitizes it, else
-    ``(None, reason)`` (rdkit's log silenced: the reason says it); an
-    ``ImportError`` saying how to install rdkit if it is missing.
+    ``(None, reason)`` (rdkit's log silenced: the reason says it).
 
     Example:
         >>> parse_smiles(["CCO", "C1CC"])[1]
@@ -185,12 +184,7 @@ def _molecules(smiles: Sequence[Any]) -> list[Any]:
 
 def smiles_sha256(items: Sequence[Any]) -> str:
     """SHA-256 (hex) of a SMILES list (its length and entries, in order): what
-    a cache records of its library.
-
-    Example:
-        >>> smiles_sha256(["CCO", "CCN"]) == smiles_sha256(["CCN", "CCO"])
-        False
-    """
+    a cache records of its library."""
     digest = hashlib.sha256(f"{len(items)}\n".encode())
     text = "\n".join(s if isinstance(s, str) else repr(s) for s in items)
     digest.update(text.encode("utf-8", "surrogatepass"))
@@ -328,26 +322,19 @@ def _encode_chunk(
     return values, tuple(s for p in parts for s in p[1])
 
 
-def _encoded_chunks(
-    smiles: list[str], encoding: str, radius: int, n_bits: int, n_jobs: int | None
-) -> Iterator[tuple[np.ndarray, tuple[str, ...]]]:
-    """The encodings of contiguous chunks, in order, over joblib."""
+def _encode(
+    smiles: list[str], args: tuple[str, int, int], n_jobs: int | None, spill: Any
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The raw table from contiguous chunks over joblib, in order, into memory
+    or into the file ``spill`` (a Path, or None) if above :data:`CLEAN_BLOCK_BYTES`."""
     from joblib import Parallel, delayed, effective_n_jobs
 
     jobs = max(1, effective_n_jobs(n_jobs))
     size = max(1, min(_CHUNK, -(-len(smiles) // (4 * jobs))))
-    chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
-    return Parallel(n_jobs=n_jobs, return_as="generator")(
-        delayed(_encode_chunk)(c, encoding, radius, n_bits) for c in chunks
+    parts = [smiles[i : i + size] for i in range(0, len(smiles), size)]
+    chunks = Parallel(n_jobs=n_jobs, return_as="generator")(
+        delayed(_encode_chunk)(c, *args) for c in parts
     )
-
-
-def _encode(
-    smiles: list[str], args: tuple[str, int, int], n_jobs: int | None, spill: Any
-) -> tuple[np.ndarray, tuple[str, ...]]:
-    """The raw table, chunk by chunk into memory, or into the file ``spill``
-    (a Path, or None) if larger than :data:`CLEAN_BLOCK_BYTES`."""
-    chunks = _encoded_chunks(smiles, *args, n_jobs)
     values, names = next(chunks)
     shape = (len(smiles), values.shape[1])
     if spill is not None and 8 * shape[0] * shape[1] > CLEAN_BLOCK_BYTES:
@@ -370,18 +357,14 @@ def encode_molecules(
     n_bits: int = 2048,
     n_jobs: int | None = None,
 ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """The raw (uncleaned) encoding of each molecule, one row per SMILES.
+    """The raw encoding ``(values, names)`` of the SMILES (all parsed before
+    any is encoded): ``N x d`` float64 (NaN where a descriptor fails).
 
     Args:
-        smiles: SMILES strings, all parsed before any is encoded.
         encoding: One of :data:`ENCODINGS`.
         radius, n_bits: Morgan radius and width (``morgan_counts``, ``fragprints``).
         n_jobs: joblib workers over contiguous chunks (None: 1, or the enclosing
             ``joblib.parallel_config``'s; -1: every core); the result is the same.
-
-    Returns:
-        ``(values, names)``: ``N x d`` float64 (NaN where a descriptor fails)
-        and the column names.
 
     Example:
         >>> values, names = encode_molecules(["CCO", "CCN"], "fragments")
@@ -442,8 +425,7 @@ class CleanedFeatures:
 
 def default_cleaning(encoding: str) -> dict[str, Any]:
     """The :func:`clean_features` options for ``encoding``: every step for
-    descriptors (decorrelation above 0.95); for counts, which MinMax needs raw,
-    only constant (all-zero) columns go.
+    descriptors; for counts, which MinMax needs raw, only constant columns go.
 
     Example:
         >>> default_cleaning("morgan_counts")

@@ -109,8 +109,6 @@ def featurize_library(
             ``column`` holds them (default: the one named ``smiles``, any
             case, or the only one).
         path: The cache directory (new, empty, or a cache).
-        n_jobs: joblib workers (-1: every core); they write to ``path``.
-        progress: joblib's progress messages.
         callback: ``callback(chunks_done, chunks_total)`` after each chunk; an
             exception it raises stops the run (resumable).
 

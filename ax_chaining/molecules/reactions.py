@@ -70,11 +70,6 @@ def component_features(
             ``partial(encode_molecules, encoding="rdkit2d")``.
         radius, n_bits: Morgan radius and width.
 
-    Raises:
-        ValueError: A column missing or repeated, a missing or non-string
-            cell (named), an unknown encoding, or an encoder's output not one
-            finite row per component and one name per column.
-
     Example:
         >>> table = {"ligand": ["CP(C)C", "CCP(CC)CC", "CP(C)C"],
         ...          "base": ["CCN(CC)CC", "CCN(CC)CC", "C1CCNCC1"]}
