@@ -16,12 +16,21 @@ from ax_chaining.certificate import CertificateOptions, certify_model, resolve_t
 from ax_chaining.certificate.residuals import (
     ResidualCalibration,
     conformal_quantile,
-    standardized_residuals,
     upper_quantile_rank,
 )
 
 DTYPE = torch.float64
 NOISE_SD = 0.05
+
+
+def standardized_residuals(observed, mean, sd) -> np.ndarray:
+    """(y_i - mu_i) / s_i of predictions made before observing."""
+    y, m, s = (
+        np.asarray(a, dtype=np.float64).reshape(-1) for a in (observed, mean, sd)
+    )
+    if not (np.isfinite(s).all() and (s > 0).all()):
+        raise ValueError(f"`sd` must be finite and positive, got {s}.")
+    return (y - m) / s
 
 
 def test_quantile_ranks_by_hand() -> None:

@@ -1,8 +1,7 @@
 r"""From a BoTorch model to its certificate: the model's calibration check
 first (:func:`calibrate`), then the bound (:func:`issue_certificate`). The
 check is a heuristic safeguard, not a guarantee: it can only widen a bound or
-refuse it, and cannot see a misfit the data do not show.
-"""
+refuse it, and cannot see a misfit the data do not show."""
 
 from __future__ import annotations
 
@@ -63,17 +62,11 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LooCheck:
-    """The outcome of :func:`loo_check`.
-
-    Attributes:
-        scale: The factor on the posterior standard deviations (at least 1
-            from the leave-one-out check).
-        valid: False when the check refuses to certify.
-        reason: Why (empty when valid).
-        stats: ``n``, ``mean_z2`` (mean squared LOO residual), ``p_overdispersed``
-            (chi-square p-value), ``max_z`` and ``max_z_threshold``; ``n`` and
-            ``min_observations`` alone when it refused for too few observations.
-    """
+    """The outcome of :func:`loo_check`: the ``scale`` on the posterior
+    standard deviations, whether it is ``valid`` (else the ``reason`` it
+    refuses) and its ``stats``: ``n``, ``mean_z2`` (mean squared LOO
+    residual), ``p_overdispersed`` (chi-square p-value), ``max_z`` and
+    ``max_z_threshold`` (``n`` and ``min_observations`` alone for too few)."""
 
     scale: float
     valid: bool
@@ -119,24 +112,12 @@ def loo_check(
     :math:`\chi^2_{n, \gamma}` the ``scale_level`` quantile :math:`\gamma`
     (the variance's upper confidence limit), or :math:`\max(1,
     \sqrt{\overline{z^2}})` for ``scale_level=None``. A heuristic: the
-    residuals are not independent.
+    residuals are not independent. A model without closed-form LOO residuals
+    (and enough observations) passes with scale 1 and no ``stats``.
 
     Example:
         >>> check = loo_check(model)
         >>> check.valid, check.scale, check.stats["mean_z2"]
-
-    Args:
-        model: A fitted model.
-        alpha: The level of the overdispersion and tail tests.
-        min_observations: The fewest observations it certifies from (1
-            switches the minimum off).
-        scale_level: A level in (0, 1) for the scale's upper confidence
-            limit, or None for its point estimate.
-
-    Returns:
-        A :class:`LooCheck`; for a model without closed-form LOO residuals
-        and at least ``min_observations`` observations, valid with scale 1
-        and ``stats`` empty.
     """
     from scipy.stats import chi2, norm
 
@@ -235,14 +216,9 @@ def issue_certificate(
     statement. The one place where a certificate is issued.
 
     Args:
-        model: The model (its calibration, its number of observations).
-        candidates: The :class:`~ax_chaining.certificate.certify.CertifiedSet`.
-        index: Indices of the candidates that may be recommended.
         t: Step (observations + 1).
-        delta: Confidence parameter.
         share: The check's share of ``delta``; default
             :func:`~ax_chaining.certificate.schedule.step_delta` ``(delta, t)``.
-        options: :class:`~ax_chaining.certificate.certify.CertificateOptions`.
         sign: ``-1`` where the set's means are the negated model's
             (minimization), so that the reported ``mean`` is the model's.
     """
@@ -257,63 +233,52 @@ def issue_certificate(
     mean, x = candidates.values(index)
     mean = mean.to(torch.float64)
     common = {"delta": float(delta), "t": int(t), "certified": tuple(index.tolist())}
-    if not check.valid:
+    common["checks"] = dict(check.stats)
+    if not check.valid:  # no rank statement: the point is among all N
         pos = int(torch.argmax(mean))
+        rank = {"rank_bound": candidates.n, "rank_method": "refused"}
         return Certificate(
-            index=int(index[pos]),
-            x=x[pos].detach().clone(),
-            bound=math.inf,
+            int(index[pos]),
+            x[pos].detach().clone(),
+            math.inf,
             method="refused",
             rule="max_mean",
             mean=float(mean[pos]) * sign,
             valid=False,
             reason=check.reason,
-            checks=dict(check.stats),
-            # No statement: the point is among all N.
-            rank_bound=candidates.n if candidates.ranks else None,
-            rank_method="refused" if candidates.ranks else "",
+            **(rank if candidates.ranks else {}),
             **common,
         )
     share = step_delta(delta, t) if share is None else share
-    parts = candidates.bounds(
-        index,
-        scale=check.scale,
-        tail=law,
-        share=share,
-        method=method,
-        links=opts.links,
-        split_delta=opts.split_delta,
-    )
+    chosen = {"method": method, "links": opts.links, "split_delta": opts.split_delta}
+    parts = candidates.bounds(index, scale=check.scale, tail=law, share=share, **chosen)
     bounds = parts.pop("bound")
     pos = recommend(bounds, torch.arange(len(index)), mean, opts.rule)
     best = int(index[pos])
-    cert = Certificate(
-        index=best,
-        x=x[pos].detach().clone(),
-        bound=float(bounds[pos]),
-        method=method,
+    rank = {}
+    if candidates.ranks:
+        stmt = candidates.rank(
+            best, share=share, tail=law, scale=check.scale, options=opts.rank
+        )
+        rank = {
+            "rank_bound": stmt.rank_bound,
+            "expected_better": stmt.expected_better,
+            "rank_tolerance": stmt.tolerance,
+            "rank_method": stmt.method,
+        }
+    return Certificate(
+        best,
+        x[pos].detach().clone(),
+        float(bounds[pos]),
         rule=opts.rule,
-        links=opts.links,
         tail=law.name,
         mean=float(mean[pos]) * sign,
         components={k: float(v[pos]) for k, v in parts.items()},
         bounds=tuple(float(b) for b in bounds.tolist()),
-        split_delta=opts.split_delta,
         share=float(share),
-        checks=dict(check.stats),
+        **chosen,
+        **rank,
         **common,
-    )
-    if not candidates.ranks:
-        return cert
-    stmt = candidates.rank(
-        best, share=share, tail=law, scale=check.scale, options=opts.rank
-    )
-    return replace(
-        cert,
-        rank_bound=stmt.rank_bound,
-        expected_better=stmt.expected_better,
-        rank_tolerance=stmt.tolerance,
-        rank_method=stmt.method,
     )
 
 
@@ -325,8 +290,8 @@ def among_index(
     detail: str = "",
 ) -> Tensor:
     """Indices of the candidates that may be recommended: the ``evaluated``
-    mask's (``among=None``), every candidate (``"all"``), a boolean mask or
-    indices; ``detail`` adds to the error when none is evaluated."""
+    mask's (``among=None``; ``detail`` adds to the error when none is), every
+    candidate (``"all"``), a boolean mask or indices."""
     if among is None:
         if evaluated is None or not bool(evaluated.any()):
             raise ValueError(
@@ -376,11 +341,6 @@ def certify_model(
         among: The candidates that may be recommended: None (the evaluated
             ones: training inputs of the model), ``"all"``, a boolean mask or
             indices.
-        delta: Confidence parameter.
-        options: :class:`~ax_chaining.certificate.certify.CertificateOptions`.
-        posterior_transform: Maps a multi-output posterior to one output.
-        maximize: If False, the objective is minimized.
-        memory_budget: Bytes the posterior and the bound's temporaries may take.
     """
     opts = check_options(options)
     check_posterior_transform(model, posterior_transform)

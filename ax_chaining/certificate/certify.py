@@ -1,6 +1,6 @@
 r"""The certificate a user receives, its options, and the candidates it is
-computed over (pure torch). From a BoTorch model, see
-:mod:`ax_chaining.certificate.calibration`."""
+computed over (pure torch; from a BoTorch model:
+:mod:`ax_chaining.certificate.calibration`)."""
 
 from __future__ import annotations
 
@@ -46,14 +46,11 @@ __all__ = [
     "check_options",
 ]
 
-#: The fewest observations from which ``calibration="loo"`` certifies: with
-#: fewer, a sample rarely holds the outliers that show a tail heavier than the
-#: model's (a heuristic; documentation page "The regret certificate").
+#: The fewest observations from which ``calibration="loo"`` certifies (a
+#: heuristic: fewer rarely show a tail heavier than the model's).
 LOO_MIN_OBSERVATIONS = 20
-
 #: The ``"loo"`` check's default ``scale_level``: the residuals' scale at its
-#: one-sided upper 95% confidence limit, not its point estimate (a heuristic;
-#: documentation page "The regret certificate").
+#: one-sided upper 95% confidence limit (a heuristic).
 DEFAULT_SCALE_LEVEL = 0.05
 
 
@@ -72,35 +69,23 @@ class CertificateOptions:
 
     Args:
         method: ``"combined"`` (the smaller of the union and the chaining
-            bound), ``"union"`` (union bound over the candidates, budget
-            spread by the data), ``"pairwise"`` (:math:`\delta_t / (N - 1)`
-            per pair) or ``"chaining"``; None: ``"combined"`` where the
-            chaining tree is at hand (a :class:`~ax_chaining.ChainingUCB` on a
-            tensor), else ``"union"``.
-        rule: ``"min_bound"``: the point with the smallest bound;
-            ``"max_mean"``: the one with the largest posterior mean.
-        links: ``"actual"`` (pseudo-distances along the chain) or ``"radius"``
-            (the paper's radii); chaining only.
+            bound), ``"union"``, ``"pairwise"`` or ``"chaining"``
+            (:func:`~ax_chaining.certificate.bounds.certificate_bounds`);
+            None: ``"combined"`` where the chaining tree is at hand (a
+            :class:`~ax_chaining.ChainingUCB` on a tensor), else ``"union"``.
+        rule, links: As in :mod:`~ax_chaining.certificate.bounds`.
         tail: A :class:`~ax_chaining.certificate.tails.TailLaw`, or None: the
             calibration's default (:func:`~ax_chaining.certificate.tails.resolve_tail`).
-        split_delta: With ``"combined"``, ``delta / 2`` for each part (not
-            needed for validity).
-        schedule: The declared checks over which ``delta`` is spent
-            (:class:`~ax_chaining.certificate.schedule.CheckSchedule`); None:
+        schedule: The declared checks over which ``delta`` is spent; None:
             every step.
         calibration: ``"loo"`` (the model's leave-one-out check; for fitted
             hyperparameters), ``"none"`` (the model taken as true),
             ``"forecast"`` or ``"audit"`` (the loop's residuals, in an Ax loop;
             without them ``"loo"``), or a
             :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
-        alpha: The level of the ``"loo"`` check's tests.
-        min_observations: The fewest observations from which the ``"loo"``
-            check certifies (fewer: refused).
-        scale_level: The ``"loo"`` check's scale: a level (its upper
-            confidence limit) or None (its point estimate).
-        rank: How the rank statement is computed
-            (:class:`~ax_chaining.certificate.rank.RankOptions`; None: its
-            defaults).
+        alpha, min_observations, scale_level: The ``"loo"`` check's
+            (:func:`~ax_chaining.certificate.calibration.loo_check`).
+        rank: The rank statement's options (None: the defaults).
     """
 
     method: Method | None = None
@@ -138,8 +123,7 @@ class CertificateOptions:
 
 
 def check_options(options: object) -> CertificateOptions:
-    """``options``, or the defaults for None; a ``TypeError`` naming
-    ``options`` for anything else."""
+    """``options``, or the defaults for None; a ``TypeError`` for anything else."""
     if options is None:
         return CertificateOptions()
     if not isinstance(options, CertificateOptions):
@@ -157,34 +141,21 @@ class Certificate:
     \le` ``bound``.
 
     Attributes:
-        index: Index of the recommended point in the candidate set.
-        x: The recommended candidate (``d``-dim tensor).
-        bound: The certificate, in objective units.
-        delta: Confidence parameter.
+        index: Index of the recommended point ``x`` in the candidate set.
         t: Step (observations + 1) whose budget the bound uses.
         method: ``"combined"``, ``"union"``, ``"pairwise"``, ``"chaining"``, or
-            ``"refused"``.
-        rule: How the point was chosen (``"min_bound"`` or ``"max_mean"``).
-        links: ``"actual"`` or ``"radius"``.
-        tail: The tail law's name.
-        mean: Posterior mean at the point (objective units).
-        components: The bound of each part at the point.
-        certified: Indices of the candidates that were certified.
-        bounds: Their bounds (same order).
-        split_delta: Whether the parts of ``"combined"`` got ``delta / 2`` each.
+            ``"refused"``; ``rule``, ``links``, ``split_delta``: as in
+            :class:`CertificateOptions`; ``tail``: the law's name.
+        mean: Posterior mean at the point; ``components``: each part's bound.
+        certified: Indices of the candidates certified; ``bounds``: theirs.
         share: The failure probability spent on this check.
-        valid: False when a model check refused to certify; ``bound`` is then
-            ``inf`` and ``reason`` says why.
-        reason: Why the certificate was refused (empty when valid).
-        checks: The model checks' statistics (name to value).
+        valid: False when a model check refused to certify (``bound`` is then
+            ``inf``, ``reason`` says why); ``checks``: the checks' statistics.
         rank_bound: With probability at least ``1 - share``, the point is
-            among the ``rank_bound`` best candidates
-            (:mod:`~ax_chaining.certificate.rank`; the number of candidates
-            when refused, None where not computed).
-        expected_better: Expected number of candidates better than the point
-            by more than ``rank_tolerance``.
-        rank_tolerance: That tolerance (the bound's units).
-        rank_method: ``"union"``, ``"monte_carlo"`` or ``"refused"``.
+            among the ``rank_bound`` best (the number of candidates when
+            refused, None where not computed); ``expected_better``,
+            ``rank_tolerance``, ``rank_method``: as in
+            :class:`~ax_chaining.certificate.rank.RankStatement`.
     """
 
     index: int
@@ -239,16 +210,15 @@ class Certificate:
 
 
 class CertifiedSet(Protocol):
-    """The candidates a certificate is computed over, as
+    """The ``n`` candidates a certificate is computed over, as
     :func:`~ax_chaining.certificate.calibration.issue_certificate` reads
     them: a posterior over a tensor (:class:`PosteriorSet`), or sharded
-    candidates (:class:`~ax_chaining.distributed.store.ShardedStore`)."""
+    candidates (:class:`~ax_chaining.distributed.store.ShardedStore`).
+    ``methods`` are the bounds it computes (the first is the default);
+    ``ranks``, whether it gives a rank statement."""
 
-    #: The number of candidates.
     n: int
-    #: The methods it computes; the first is ``CertificateOptions(method=None)``'s.
     methods: tuple[Method, ...]
-    #: Whether the set gives a rank statement (:meth:`rank`).
     ranks: bool
 
     def values(self, index: Tensor) -> tuple[Tensor, Tensor]:
@@ -259,29 +229,23 @@ class CertifiedSet(Protocol):
         """``law`` bound to the candidates where it depends on them."""
 
     def bounds(self, index: Tensor, **options: Any) -> dict[str, Tensor]:
-        """The bounds at ``index`` in objective units (``scale``, ``tail``,
-        ``share``, ``method``, ``links``, ``split_delta``), as
-        :func:`~ax_chaining.certificate.bounds.certificate_bounds` returns them."""
+        """:func:`~ax_chaining.certificate.bounds.certificate_bounds` at
+        ``index`` in objective units (options ``scale``, ``tail``, ``share``,
+        ``method``, ``links``, ``split_delta``)."""
 
     def rank(self, index: int, **options: Any) -> RankStatement:
-        """The rank statement of candidate ``index`` (``share``, ``tail``,
-        ``scale``, ``options``)."""
+        """The rank statement of candidate ``index`` (options ``share``,
+        ``tail``, ``scale``, ``options``)."""
 
 
 @dataclass
 class PosteriorSet:
     """A posterior over ``N`` candidates held in memory: the
     :class:`CertifiedSet` of :func:`~ax_chaining.certificate.calibration.certify_model`
-    and of a :class:`~ax_chaining.ChainingUCB` on a tensor.
-
-    Attributes:
-        mean: ``N`` means of the objective (float64, larger is better).
-        distance: The pseudo-distance :math:`d_t` over the candidates.
-        candidates: The ``N x d`` candidates.
-        prior_var: Their prior variances, in the posterior's units.
-        tree: The chaining tree of the covers, or None (no chaining bound).
-        memory_budget: Bytes the rows of :math:`d` may take.
-    """
+    and of a :class:`~ax_chaining.ChainingUCB` on a tensor: the objective's
+    ``mean`` (float64, larger is better), the pseudo-distance :math:`d_t`, the
+    ``N x d`` candidates, their prior variances in the posterior's units, and
+    the chaining tree (None: no chaining bound)."""
 
     mean: Tensor
     distance: PseudoDistance
@@ -310,9 +274,6 @@ class PosteriorSet:
     def bounds(
         self, index: Tensor, *, scale: float, method: Method, **options: Any
     ) -> dict[str, Tensor]:
-        """:func:`~ax_chaining.certificate.bounds.certificate_bounds` at
-        ``index`` (``options``: ``tail``, ``share``, ``links``,
-        ``split_delta``) for standard deviations widened by ``scale``."""
         parts = certificate_bounds(
             self.mean / scale,
             self.distance,
@@ -326,8 +287,6 @@ class PosteriorSet:
         return {k: v * scale for k, v in parts.items()}
 
     def rank(self, index: int, **options: Any) -> RankStatement:
-        """:func:`~ax_chaining.certificate.rank.rank_statement` of ``index``
-        (``options``: ``share``, ``tail``, ``scale``, ``options``)."""
         return rank_statement(
             self.mean, self.distance, index, memory_budget=self.memory_budget, **options
         )

@@ -1,7 +1,7 @@
 r"""The rank statement of a certificate: with probability at least
 :math:`1 - \delta`, the certified candidate is among the ``rank_bound`` best,
 by Markov's inequality beyond the likeliest candidates (``"union"``) or from
-seeded joint posterior draws (``"monte_carlo"``). The derivation is on the
+seeded joint posterior draws (``"monte_carlo"``); derivation on the
 documentation page "The regret certificate".
 """
 
@@ -34,7 +34,7 @@ __all__ = [
 RankMethod = Literal["auto", "union", "monte_carlo"]
 
 #: ``"auto"`` takes the Monte Carlo route only where ``samples * share`` is at
-#: least this (so that the count's quantile is not the draws' maximum) ...
+#: least this (the count's quantile is not the draws' maximum) ...
 MC_MIN_TAIL = 10.0
 #: ... and ``samples * N^2`` (the draws' multiply-adds) at most this.
 MC_MAX_WORK = 2e10
@@ -42,14 +42,10 @@ MC_MAX_WORK = 2e10
 
 @dataclass(frozen=True)
 class RankOptions:
-    """How a certificate's rank statement is computed.
-
-    Args:
-        tolerance: :math:`\\tau` of ``expected_better`` (the bound's units).
-        method: ``"auto"``, ``"union"`` or ``"monte_carlo"``.
-        samples: Draws of the Monte Carlo route.
-        seed: Seed of the draws.
-    """
+    """How a certificate's rank statement is computed: the ``tolerance``
+    :math:`\\tau` of ``expected_better`` (the bound's units), the route
+    (``"auto"``, ``"union"`` or ``"monte_carlo"``), and the Monte Carlo
+    route's ``samples`` and ``seed``."""
 
     tolerance: float = 0.0
     method: RankMethod = "auto"
@@ -65,18 +61,10 @@ class RankOptions:
 
 @dataclass(frozen=True)
 class RankStatement:
-    """A rank statement.
-
-    Attributes:
-        rank_bound: With probability at least ``1 - share``, the certified
-            candidate is among the ``rank_bound`` best (1 is the best).
-        expected_better: Expected number of candidates better than it by more
-            than ``tolerance``.
-        tolerance: The tolerance of ``expected_better``.
-        method: ``"union"`` or ``"monte_carlo"``.
-        share: The failure probability spent (the check's share of ``delta``).
-        samples: Draws of the Monte Carlo route (0 for the union route).
-    """
+    """With probability at least ``1 - share``, the certified candidate is
+    among the ``rank_bound`` best (1 is the best); ``expected_better``
+    candidates are expected to beat it by more than ``tolerance``. ``method``
+    is ``"union"`` or ``"monte_carlo"`` (with its ``samples``; 0 for union)."""
 
     rank_bound: int
     expected_better: float
@@ -127,20 +115,6 @@ def union_rank_bound(p: Tensor, share: float) -> int:
     return int((m + k).min())
 
 
-def _square_root(cov: Tensor) -> Tensor:
-    """A factor ``L`` with ``L L^T = cov``: Cholesky with a jitter of
-    ``1e-10`` of the largest variance (a posterior covariance is singular
-    at noise-free observations), else an eigendecomposition with negative
-    eigenvalues from round-off set to 0."""
-    jitter = 1e-10 * float(cov.diagonal().max().clamp_min(1e-300))
-    eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
-    root, info = torch.linalg.cholesky_ex(cov + jitter * eye)
-    if int(info) == 0:
-        return root
-    evals, evecs = torch.linalg.eigh(cov)
-    return evecs * evals.clamp_min(0.0).sqrt().unsqueeze(0)
-
-
 def monte_carlo_rank_bound(
     mean: Tensor,
     distance: PseudoDistance,
@@ -152,16 +126,12 @@ def monte_carlo_rank_bound(
     samples: int = 4096,
     seed: int = 0,
 ) -> int:
-    r"""``rank_bound`` of the Monte Carlo route: the
+    r"""``rank_bound`` of the Monte Carlo route: one plus the
     :math:`\lceil (M + 1)(1 - \delta_t) \rceil`-th smallest count of better
-    candidates in ``M`` joint posterior draws (Student-t over a common
-    :math:`\sqrt{\chi^2_\nu / \nu}` for a tail of ``dof`` :math:`\nu`), plus
-    one. The covariance is :math:`\Sigma_{ab} = (\sigma_a^2 + \sigma_b^2 -
-    d_t^2(a, b)) / 2`.
-
-    Raises:
-        ValueError: ``samples + 1 < 1 / share`` (too few draws for the share),
-            or the tail has no joint law (``dof`` None).
+    candidates in ``M`` joint posterior draws of covariance
+    :math:`(\sigma_a^2 + \sigma_b^2 - d_t^2(a, b)) / 2` (Student-t over a
+    common :math:`\sqrt{\chi^2_\nu / \nu}` for a tail of ``dof`` :math:`\nu`).
+    A ``ValueError`` if ``samples + 1 < 1 / share`` or the tail has no ``dof``.
     """
     n = distance.n
     k = math.ceil((samples + 1) * (1.0 - share))
@@ -183,8 +153,15 @@ def monte_carlo_rank_bound(
     )
     cov = 0.5 * (var.unsqueeze(0) + var.unsqueeze(1) - d2)
     del d2
-    root = _square_root(0.5 * (cov + cov.T))  # cov = root root^T
-    del cov
+    cov = 0.5 * (cov + cov.T)
+    # root root^T = cov: jittered Cholesky, else eigenvalues clamped at 0.
+    jitter = 1e-10 * float(cov.diagonal().max().clamp_min(1e-300))
+    eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
+    root, info = torch.linalg.cholesky_ex(cov + jitter * eye)
+    if int(info) != 0:
+        evals, evecs = torch.linalg.eigh(cov)
+        root = evecs * evals.clamp_min(0.0).sqrt().unsqueeze(0)
+    del cov, eye
     rng = np.random.default_rng(int(seed))
     mean = mean.to(torch.float64)
     counts = torch.empty(samples, dtype=torch.float64)
@@ -212,11 +189,10 @@ def rank_statement(
     options: RankOptions | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> RankStatement:
-    """The rank statement of the certified candidate ``index``.
-
-    ``method="auto"`` takes the Monte Carlo route where the covariance fits
-    ``memory_budget`` and ``samples`` suit the share (:data:`MC_MIN_TAIL`,
-    :data:`MC_MAX_WORK`), else the union route: sizes decide, never values.
+    """The rank statement of the certified candidate ``index``. ``"auto"``
+    takes the Monte Carlo route where the covariance fits ``memory_budget``
+    and ``samples`` suit the share (:data:`MC_MIN_TAIL`, :data:`MC_MAX_WORK`),
+    else the union route: sizes decide, never values.
 
     Example:
         >>> from ax_chaining.distances import DenseDistance
@@ -227,15 +203,9 @@ def rank_statement(
         (2, 0.843)
 
     Args:
-        mean: ``N`` posterior means (larger is better, the bound's units).
-        distance: The posterior pseudo-distance :math:`d_t` over the candidates.
-        index: The certified candidate.
         share: The check's failure probability (the certificate's ``share``).
-        tail: The bound's tail law (bound to the candidates where it depends
-            on them).
+        tail: The bound's tail law, bound to the candidates.
         scale: The calibration's factor on the standard deviations.
-        options: Tolerance, route, draws and seed (:class:`RankOptions`).
-        memory_budget: Bytes the Monte Carlo route's covariance may take.
     """
     options = options or RankOptions()
     share = check_float("share", share, (lambda v: 0 < v < 1, "in (0, 1)"))
@@ -249,7 +219,6 @@ def rank_statement(
     others = torch.ones(n, dtype=torch.bool, device=gap.device)
     others[index] = False
     p_tol = better_probabilities(gap, dist, tail, options.tolerance)[others]
-    p_zero = better_probabilities(gap, dist, tail, 0.0)[others]
     expected = float(p_tol.sum())
     # The covariance, its square root and a block of draws: about 3 N^2 floats.
     fits = 3 * 8 * n * n <= memory_budget
@@ -258,30 +227,17 @@ def rank_statement(
         enough = options.samples * share >= MC_MIN_TAIL
         cheap = options.samples * n * n <= MC_MAX_WORK
         method = "monte_carlo" if fits and enough and cheap else "union"
-    if method == "monte_carlo":
-        if not fits:
-            raise ValueError(
-                f"The Monte Carlo rank needs the {n} x {n} covariance within the "
-                f"memory budget ({memory_budget} bytes); use method='union'."
-            )
-        bound = monte_carlo_rank_bound(
-            mean,
-            distance,
-            index,
-            share,
-            tail,
-            scale=scale,
-            samples=options.samples,
-            seed=options.seed,
+    samples = options.samples if method == "monte_carlo" else 0
+    if not samples:
+        p_zero = better_probabilities(gap, dist, tail, 0.0)[others]
+        bound = union_rank_bound(p_zero, share)
+    elif not fits:
+        raise ValueError(
+            f"The Monte Carlo rank needs the {n} x {n} covariance within the "
+            f"memory budget ({memory_budget} bytes); use method='union'."
         )
-        samples = options.samples
     else:
-        bound, samples = union_rank_bound(p_zero, share), 0
-    return RankStatement(
-        rank_bound=min(n, bound),
-        expected_better=expected,
-        tolerance=float(options.tolerance),
-        method=method,
-        share=share,
-        samples=samples,
-    )
+        kw = {"scale": scale, "samples": samples, "seed": options.seed}
+        bound = monte_carlo_rank_bound(mean, distance, index, share, tail, **kw)
+    tolerance = float(options.tolerance)
+    return RankStatement(min(n, bound), expected, tolerance, method, share, samples)

@@ -39,15 +39,12 @@ class CheckSchedule:
     r"""The steps at which certificates are checked; :math:`\delta` is spent on
     them only.
 
-    * ``"every"`` (default): every step; the check of a model with ``n``
-      observations has index :math:`j = t = n + 1`, so
-      :math:`\delta_j` is :func:`step_delta`.
-    * ``"every_k"``: after ``start``, ``start + k``, ``start + 2k``, ...
-      observations; the check after ``start + (j - 1) k`` has index :math:`j`.
-    * ``"geometric"``: after :math:`n_1 = \texttt{start}` observations and
+    * ``"every"`` (default): every step; a model with ``n`` observations is
+      check :math:`j = n + 1` (:func:`step_delta`).
+    * ``"every_k"``: after ``start + (j - 1) k`` observations, check :math:`j`.
+    * ``"geometric"``: after :math:`n_1 = \texttt{start}` and
       :math:`n_j = \max(n_{j-1} + 1, \lceil \texttt{start} \cdot
-      \texttt{ratio}^{j-1} \rceil)`: about :math:`\log_{\texttt{ratio}}
-      (n / \texttt{start})` checks up to ``n``.
+      \texttt{ratio}^{j-1} \rceil)` observations (``ratio`` > 1).
 
     Example:
         >>> s = CheckSchedule("geometric", start=10)
@@ -55,13 +52,6 @@ class CheckSchedule:
         [10, 20, 40, 80]
         >>> round(s.share(0.05, 40) / CheckSchedule().share(0.05, 40), 1)
         186.8
-
-    Args:
-        kind: ``"every"``, ``"every_k"`` or ``"geometric"``.
-        k: The spacing of ``"every_k"``.
-        start: The number of observations of the first check (``"every_k"``
-            and ``"geometric"``).
-        ratio: The growth of ``"geometric"`` (> 1).
     """
 
     kind: ScheduleKind = "every"
@@ -100,18 +90,15 @@ class CheckSchedule:
         return n
 
     def share(self, delta: float, num_observations: int) -> float:
-        r""":math:`\delta_j = 6 \delta / (\pi^2 j^2)` of this step's check.
-
-        Raises:
-            ValueError: The step is not a check.
-        """
+        """:func:`step_delta` ``(delta, j)`` of this step's check ``j``; a
+        ``ValueError`` if the step is not a check."""
         j = self.index(num_observations)
         if j is None:
             raise ValueError(
                 f"{num_observations} observations is not a check of {self}; the "
                 f"next check is after {self.next_check(num_observations)}."
             )
-        return 6.0 * check_delta(delta) / (math.pi**2 * j**2)
+        return step_delta(delta, j)
 
 
 #: The default schedule: a check at every step.

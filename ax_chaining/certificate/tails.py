@@ -49,13 +49,9 @@ CalibrationChoice = Calibration | ResidualCalibration
 
 
 class TailLaw:
-    """The standardized law of one pair's difference.
-
-    Attributes:
-        name: Its name in a certificate's record.
-        dof: Degrees of freedom of the joint law the rank statement draws from
-            (``inf``: Gaussian; None: no such law).
-    """
+    """The standardized law of one pair's difference: its ``name`` in a
+    certificate's record, and ``dof``, the degrees of freedom of the joint law
+    the rank statement draws from (``inf``: Gaussian; None: none)."""
 
     name: str = "law"
     dof: float | None = None
@@ -75,8 +71,7 @@ class TailLaw:
 
 @dataclass(frozen=True)
 class GaussianTail(TailLaw):
-    r"""Standard Gaussian tails, exact under the model:
-    :math:`\bar\Phi(z)` and :math:`\bar\Phi^{-1}(p)`.
+    r"""Standard Gaussian tails, exact under the model.
 
     Example:
         >>> round(float(GAUSSIAN.isf(torch.tensor(0.025))), 4)
@@ -89,15 +84,13 @@ class GaussianTail(TailLaw):
         return torch.special.ndtr(-z)
 
     def isf(self, p: Tensor) -> Tensor:
-        # -ndtri(p) is accurate for tiny p, where 1 - p would round to 1.
-        return -torch.special.ndtri(p)
+        return -torch.special.ndtri(p)  # accurate for tiny p
 
 
 @dataclass(frozen=True)
 class ChernoffTail(TailLaw):
-    r"""The paper's Chernoff bound on Gaussian tails:
-    :math:`\bar\Phi(z) \le e^{-z^2/2}`, :math:`z = \sqrt{2 \log(1/p)}`
-    (larger thresholds than the Gaussian's); probabilities are Gaussian.
+    r"""The paper's Chernoff bound :math:`\bar\Phi(z) \le e^{-z^2/2}`,
+    :math:`z = \sqrt{2 \log(1/p)}`; probabilities are Gaussian.
 
     Example:
         >>> round(float(CHERNOFF.isf(torch.tensor(0.025))), 4)
@@ -121,12 +114,8 @@ GAUSSIAN, CHERNOFF = GaussianTail(), ChernoffTail()
 
 
 def check_tail(tail: object, name: str = "tail", default: bool = True) -> Any:
-    """``tail`` if it is a :class:`TailLaw`, or None (the default) where
-    ``default``.
-
-    Raises:
-        TypeError: Anything else (the message names ``name``).
-    """
+    """``tail`` if a :class:`TailLaw`, or None where ``default``; else a
+    ``TypeError`` naming ``name``."""
     if (tail is None and not default) or not isinstance(tail, TailLaw | None):
         expected = "a TailLaw (GAUSSIAN, CHERNOFF, StudentTail(dof), ...)"
         raise type_error(name, expected + (" or None" if default else ""), tail)
@@ -134,12 +123,7 @@ def check_tail(tail: object, name: str = "tail", default: bool = True) -> Any:
 
 
 def upper_quantile(p: Tensor | float, tail: TailLaw = GAUSSIAN) -> Tensor:
-    r"""Threshold ``z`` with tail probability ``p`` for one pair (float64).
-
-    Args:
-        p: Tail probabilities in (0, 1), any shape.
-        tail: The law.
-    """
+    """Threshold ``z`` (float64) with tail probability ``p`` in (0, 1) for one pair."""
     check_tail(tail, default=False)
     p = torch.as_tensor(p, dtype=torch.float64)
     if not bool(((p > 0) & (p < 1)).all()):
@@ -149,22 +133,20 @@ def upper_quantile(p: Tensor | float, tail: TailLaw = GAUSSIAN) -> Tensor:
 
 def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
     r"""The union bound's tail sum :math:`\sum_{x^\star:\, d > 0} P[f(x^\star) -
-    f(x) > b]` (or its bound), per row; summed over fixed blocks of candidates,
-    so that a row's sum does not depend on the rows beside it.
+    f(x) > b]` (or its bound) per row, over fixed blocks of candidates (a row's
+    sum does not depend on the rows beside it).
+
+    Args:
+        b: The levels, one per row (``...``).
+        gap: ``... x N`` differences of the means :math:`\mu(x^\star) - \mu(x)`.
+        dist: ``... x N`` pseudo-distances :math:`d(x, x^\star)`.
+        tail: The law, bound to the ``N`` candidates (:func:`bind_tail`).
 
     Example:
         >>> gap = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
         >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
         >>> tail_sum(torch.tensor([1.0], dtype=torch.float64), gap, dist, GAUSSIAN)
         tensor([0.5000], dtype=torch.float64)
-
-    Args:
-        b: The levels, one per row (``...``).
-        gap: ``... x N`` differences of the means :math:`\mu(x^\star) - \mu(x)`.
-        dist: ``... x N`` pseudo-distances :math:`d(x, x^\star)` (pairs with
-            :math:`d = 0` add nothing).
-        tail: The law (bound to the ``N`` candidates where it depends on them,
-            :func:`bind_tail`).
     """
     check_tail(tail, default=False)
     pos = dist > 0
@@ -180,11 +162,10 @@ def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
 class StudentTail(TailLaw):
     r"""Student-t tails with ``dof`` degrees of freedom.
 
-    ``isf`` is SciPy's ``stdtrit`` (exact). ``sf`` rounds ``z`` down to a grid
-    uniform in :math:`\operatorname{asinh} z` (step :data:`GRID_STEP`, over
-    :math:`|z| \le 10^8`): never below the exact value, so bounds stay valid
-    and a union bound grows by at most about :math:`10^{-3} \sqrt{1 + z^2}\,
-    d`; ``exact=True`` calls ``stdtr`` for every term.
+    ``isf`` is SciPy's ``stdtrit``. ``sf`` rounds ``z`` down to a grid uniform
+    in :math:`\operatorname{asinh} z` (step :data:`GRID_STEP`, over :math:`|z|
+    \le 10^8`): never below the exact value, so bounds stay valid and grow by
+    at most about :math:`10^{-3} \sqrt{1 + z^2}\, d` (``exact=True``: none).
 
     Example:
         >>> round(float(StudentTail(5).isf(torch.tensor(0.025))), 4)
@@ -225,7 +206,6 @@ GRID_STEP, GRID_MAX = 1e-3, math.asinh(1e8)
 
 @functools.lru_cache(maxsize=8)
 def _student_sf_table(dof: float) -> Tensor:
-    """:math:`P[T > z_k]` at ``z_k = sinh(-GRID_MAX + k h)`` (see StudentTail)."""
     from scipy.special import stdtr
 
     h, top = GRID_STEP, GRID_MAX
@@ -234,8 +214,7 @@ def _student_sf_table(dof: float) -> Tensor:
 
 
 #: The most degrees of freedom of the default tails for unexplored candidates
-#: (:func:`resolve_tail`; a heuristic, documentation page "The regret
-#: certificate").
+#: (:func:`resolve_tail`; a heuristic).
 AUTO_DOF_CAP = 10
 #: A candidate whose posterior variance is at most this fraction of its prior
 #: variance counts as explored for the default tails (:func:`resolve_tail`).
@@ -245,10 +224,10 @@ EXPLORED_RATIO = 0.5
 @dataclass(frozen=True)
 class ExplorationTail(TailLaw):
     r"""Student-t tails that depend on how far the data have reached: the
-    pair :math:`(x, x')` of the union bound gets ``light_dof`` degrees of
-    freedom if :math:`s_t^2(x') \le` ``ratio`` :math:`k(x', x')` (explored),
-    else ``heavy_dof``; ``isf`` is the heavy law's. Bind it to the candidates
-    (:func:`bind_tail`) before summing tails over them.
+    pair :math:`(x, x')` gets ``light_dof`` degrees of freedom if
+    :math:`s_t^2(x') \le` ``ratio`` :math:`k(x', x')` (explored), else
+    ``heavy_dof`` (``>=`` ``light_dof``); ``isf`` is the heavy law's. Bind
+    it to the candidates (:func:`bind_tail`) before summing tails over them.
 
     Example:
         >>> law = ExplorationTail(heavy_dof=10, light_dof=49)
@@ -256,11 +235,6 @@ class ExplorationTail(TailLaw):
         >>> z = torch.tensor([[6.0, 6.0]])
         >>> bool(bound.sf(z)[0, 1] > bound.sf(z)[0, 0])
         True
-
-    Args:
-        heavy_dof: Degrees of freedom for unexplored candidates.
-        light_dof: Degrees of freedom for explored candidates (>= heavy_dof).
-        ratio: The variance ratio up to which a candidate is explored.
     """
 
     heavy_dof: float
@@ -293,8 +267,7 @@ class ExplorationTail(TailLaw):
 
 
 class _BoundExplorationTail(TailLaw):
-    """An :class:`ExplorationTail` over ``N`` candidates: ``sf`` of ``... x N``
-    standardized differences takes each column's law."""
+    """An :class:`ExplorationTail` whose ``sf`` takes each of ``N`` columns' law."""
 
     def __init__(self, law: ExplorationTail, unexplored: Tensor) -> None:
         self.law, self.unexplored = law, unexplored
@@ -316,9 +289,8 @@ class _BoundExplorationTail(TailLaw):
 def acting_calibration(
     calibration: CalibrationChoice,
 ) -> Calibration | ResidualCalibration:
-    """``calibration`` as it acts: residuals too few to use
-    (:meth:`~ax_chaining.certificate.residuals.ResidualCalibration.usable`),
-    and ``"forecast"`` or ``"audit"`` without residuals, act as ``"loo"``."""
+    """``calibration`` as it acts: residuals too few to use, and
+    ``"forecast"`` or ``"audit"`` without residuals, act as ``"loo"``."""
     if isinstance(calibration, ResidualCalibration):
         return calibration if calibration.usable() else "loo"
     check_choice("calibration", calibration, get_args(Calibration))
@@ -328,14 +300,11 @@ def acting_calibration(
 def resolve_tail(
     tail: TailLaw | None, calibration: CalibrationChoice, num_observations: int
 ) -> TailLaw:
-    """The tail law a certificate uses: ``tail``, or the default (None).
-
-    The default under ``calibration="loo"`` (fitted hyperparameters) is an
+    """The tail law a certificate uses: ``tail``, or for None the default of
+    the acting calibration: under ``"loo"`` (fitted hyperparameters) an
     :class:`ExplorationTail` with ``n - 1`` degrees of freedom for explored
     candidates and ``min(n - 1,`` :data:`AUTO_DOF_CAP` ``)`` for the others
-    (at least 1); under ``"none"`` (the model taken as true) Gaussian; under a
-    usable :class:`~ax_chaining.certificate.residuals.ResidualCalibration`
-    its fitted tails (Student-t, Gaussian for infinitely many).
+    (at least 1); under ``"none"`` Gaussian; under residuals their fitted law.
 
     Example:
         >>> resolve_tail(None, "loo", 50).name
@@ -354,9 +323,8 @@ def resolve_tail(
 
 
 def bind_tail(law: TailLaw, variance: Tensor, prior_var: Tensor) -> TailLaw:
-    """``law``, bound to the candidates' posterior-to-prior variance ratios if
-    it is an :class:`ExplorationTail` (``variance``: their posterior variances,
-    ``prior_var``: their prior variances in the same units)."""
+    """``law`` bound to the candidates' ratios of posterior ``variance`` to
+    ``prior_var`` if it is an :class:`ExplorationTail`."""
     if not isinstance(law, ExplorationTail):
         return law
     prior_var = prior_var.to(variance)

@@ -1,6 +1,5 @@
 r"""The default model of a molecule library (encoding, cleaning, prior,
-kernel): the one place to change it. Why these defaults, measured on ESOL,
-FreeSolv and Lipophilicity: ``docs/results/models.md``."""
+kernel): the one place to change it."""
 
 from __future__ import annotations
 
@@ -69,7 +68,6 @@ def molecule_surrogate_spec(
     (:func:`~ax_chaining.ax.fingerprint_kernel_surrogate_spec`).
 
     Args:
-        smiles: The library, in item order.
         encoding: One of :data:`MOLECULE_ENCODINGS`.
         prior: One of :data:`~ax_chaining.kernels.priors.PRIORS`, or None:
             :data:`DEFAULT_MOLECULE_PRIOR` (``"botorch"``, the only one, with
@@ -82,11 +80,6 @@ def molecule_surrogate_spec(
         cleaning: :func:`~ax_chaining.molecules.clean_features` options
             replacing the encoding's (None: :data:`MOLECULE_CLEANING`'s, if
             any). None with ``morgan_bits``.
-
-    Raises:
-        ValueError: An unknown encoding, prior or kernel, an option the
-            encoding cannot honour, an invalid or duplicate SMILES, or a cache
-            of another library.
 
     Example:
         >>> client.configure_experiment([candidate_index_parameter(len(smiles))])
@@ -111,8 +104,11 @@ def molecule_surrogate_spec(
     if kernel is not None:
         check_choice("kernel", kernel, ("rbf", "matern52"))
     if encoding == "morgan_bits":
-        unused = {"cleaning": cleaning, "path": path, "n_jobs": n_jobs}
-        for name, value in unused.items():
+        for name, value in {
+            "cleaning": cleaning,
+            "path": path,
+            "n_jobs": n_jobs,
+        }.items():
             if value is not None:
                 raise ValueError(
                     f"`{name}` must be None with encoding='morgan_bits' (raw bits, "

@@ -1,22 +1,15 @@
-r"""Molecule encodings: SMILES to rows of numbers, cleaned for a GP, cached.
-
-RDKit and mordredcommunity are called directly: scikit-fingerprints, measured on
-FreeSolv, is no faster, returns float32 and descriptastorus' older RDKit list,
-and caps rdkit below our floor (``docs/results/models.md``). joblib runs the
-chunks (``n_jobs``; a Dask cluster under ``joblib.parallel_config(backend="dask")``).
-
-Example:
-    >>> table = molecule_features(["CCO", "c1ccccc1O", "CC(=O)N"], "rdkit2d")
-    >>> table.values.shape[0], len(table.names) == table.values.shape[1]
-    (3, True)
+r"""Molecule encodings: SMILES to rows of numbers (RDKit, mordredcommunity),
+cleaned for a GP and cached by content. joblib runs the chunks (``n_jobs``; a
+Dask cluster under ``joblib.parallel_config(backend="dask")``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,12 +27,6 @@ from ax_chaining.checks import (
 )
 from ax_chaining.io import write_atomic
 from ax_chaining.kernels.fingerprints import PackedFingerprints
-from ax_chaining.molecules._cache import (
-    check_manifest,
-    check_n_jobs,
-    read_manifest,
-    write_json,
-)
 
 __all__ = [
     "CLEANING_STEPS",
@@ -66,11 +53,89 @@ CLEAN_BLOCK_BYTES = 2**30
 """Bytes of rows :func:`clean_features` reads at a time, and the raw size
 above which :func:`molecule_features` cleans from its cache directory."""
 
-_CHUNK = 1000  # molecules per parallel task at most (~30 s of Mordred)
-_FORMAT = "ax_chaining.molecule_features"
-_FEATURES, _FIRST_ROW = "features.npy", "first_row.npy"
-_RAW = "features.npy.raw"  # the raw table while it is cleaned
-_WHAT, _OWN = "molecule-features", (_FEATURES, _FIRST_ROW, "manifest.json")
+_CHUNK = 1000  # molecules per parallel task at most
+_FORMAT, _WHAT = "ax_chaining.molecule_features", "molecule-features"
+_FEATURES, _FIRST_ROW, _RAW = "features.npy", "first_row.npy", "features.npy.raw"
+MANIFEST = "manifest.json"
+_OWN = (_FEATURES, _FIRST_ROW, MANIFEST)
+
+
+def read_manifest(
+    path: Path, fmt: str, what: str, own: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
+    """The manifest of the ``fmt`` cache at ``path``; None for a new directory
+    or one holding only files named ``own*`` (an unfinished write, to redo).
+    Anything else is refused, naming ``what`` the cache is."""
+    file = path / MANIFEST
+    if file.is_file():
+        manifest = json.loads(file.read_text())
+        if manifest.get("format") != fmt:
+            raise ValueError(
+                f"`path` {str(path)!r} holds a {MANIFEST} that is not a {what} "
+                f"cache's (format {manifest.get('format')!r})."
+            )
+        return manifest
+    if path.exists() and (
+        not path.is_dir() or any(not p.name.startswith(own) for p in path.iterdir())
+    ):
+        raise ValueError(
+            f"`path` {str(path)!r} exists and is not a {what} cache (no "
+            f"{MANIFEST}); expected a new or empty directory."
+        )
+    return None
+
+
+def check_manifest(
+    path: Path, manifest: dict[str, Any], wanted: dict[str, Any], what: str
+) -> None:
+    """Refuse a cache of another library or other options, or an unfinished
+    one of another rdkit (its parts would mix versions); warn of a finished
+    one made with another rdkit."""
+    from rdkit import __version__ as rdkit
+
+    differ = [k for k in wanted if manifest.get(k) != wanted[k]]
+    if differ:
+        got = ", ".join(
+            "another library (its SMILES differ)"
+            if k == "input_sha256"
+            else f"{k}={wanted[k]!r} (cache: {manifest.get(k)!r})"
+            for k in differ
+        )
+        raise ValueError(
+            f"`path` {str(path)!r} is a {what} cache made from another library or "
+            f"with other options: {got}. Expected the same; use another path, or "
+            "delete this cache to recompute it."
+        )
+    if manifest.get("rdkit") == rdkit:
+        return
+    if not manifest.get("complete"):
+        raise ValueError(
+            f"`path` {str(path)!r} is an unfinished cache started with rdkit "
+            f"{manifest.get('rdkit')}, but this is rdkit {rdkit}: results of both "
+            "would be mixed. Delete it, or finish it with that rdkit."
+        )
+    warnings.warn(
+        f"The {what} cache {str(path)!r} was made with rdkit "
+        f"{manifest.get('rdkit')} (this is {rdkit}).",
+        stacklevel=3,
+    )
+
+
+def check_n_jobs(n_jobs: Any) -> int | None:
+    """``n_jobs`` as joblib takes it: None or a non-zero int."""
+    if n_jobs is not None and (
+        isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0
+    ):
+        raise ValueError(
+            "`n_jobs` must be None or a non-zero int (joblib's: -1 every core), "
+            f"got {n_jobs!r}."
+        )
+    return n_jobs
+
+
+def write_json(file: Path, data: Any) -> None:
+    """Write ``data`` as JSON, atomically."""
+    write_atomic(file, lambda fh: json.dump(data, fh), binary=False)
 
 
 def _parse(Chem: Any, s: Any) -> tuple[Any, str]:
@@ -93,11 +158,7 @@ def _parse(Chem: Any, s: Any) -> tuple[Any, str]:
 
 def parse_smiles(items: Sequence[Any]) -> list[tuple[Any, str]]:
     """For each item, ``(molecule, "")`` if rdkit parses and sanitizes it, else
-    ``(None, reason)``: syntax, sanitization, empty, not a string (rdkit's log
-    is silenced meanwhile: the reason says it).
-
-    Raises:
-        ImportError: rdkit is missing (with how to install it).
+    ``(None, reason)`` (rdkit's log silenced: the reason says it).
 
     Example:
         >>> parse_smiles(["CCO", "C1CC"])[1]
@@ -123,12 +184,7 @@ def _molecules(smiles: Sequence[Any]) -> list[Any]:
 
 def smiles_sha256(items: Sequence[Any]) -> str:
     """SHA-256 (hex) of a SMILES list (its length and entries, in order): what
-    a cache records of its library.
-
-    Example:
-        >>> smiles_sha256(["CCO", "CCN"]) == smiles_sha256(["CCN", "CCO"])
-        False
-    """
+    a cache records of its library."""
     digest = hashlib.sha256(f"{len(items)}\n".encode())
     text = "\n".join(s if isinstance(s, str) else repr(s) for s in items)
     digest.update(text.encode("utf-8", "surrogatepass"))
@@ -145,15 +201,24 @@ def _smiles_list(smiles: Any, least: int) -> list[Any]:
     return list(smiles)
 
 
+def morgan_bits(mols: Sequence[Any], radius: int, n_bits: int) -> np.ndarray:
+    """``len(mols) x n_bits`` uint8 Morgan bits (a row of 0 for a None)."""
+    from rdkit.Chem import rdFingerprintGenerator
+
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
+    bits = np.zeros((len(mols), n_bits), dtype=np.uint8)
+    for i, mol in enumerate(mols):
+        if mol is not None:
+            bits[i] = generator.GetFingerprintAsNumPy(mol)
+    return bits
+
+
 def morgan_fingerprints(
     smiles: Sequence[str], radius: int = 2, n_bits: int = 2048
 ) -> Tensor:
     """Binary Morgan (ECFP-like; radius 2 is ECFP4) fingerprints, folded to
     ``n_bits``: a ``len(smiles) x n_bits`` ``torch.uint8`` tensor of 0/1.
-
-    Raises:
-        ValueError: No SMILES, an invalid one (its index named), a negative
-            ``radius`` or a non-positive ``n_bits``.
+    A ``ValueError`` for no SMILES or an invalid one (its index named).
 
     Example:
         >>> morgan_fingerprints(["C", "CCO"], n_bits=64).sum(1).tolist()
@@ -162,14 +227,7 @@ def morgan_fingerprints(
     smiles = _smiles_list(smiles, 1)
     radius = check_int("radius", radius, 0)
     n_bits = check_int("n_bits", n_bits, 1)
-    mols = _molecules(smiles)
-    from rdkit.Chem import rdFingerprintGenerator
-
-    generator = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
-    out = torch.zeros(len(smiles), n_bits, dtype=torch.uint8)
-    for i, mol in enumerate(mols):
-        out[i] = torch.from_numpy(generator.GetFingerprintAsNumPy(mol).copy())
-    return out
+    return torch.from_numpy(morgan_bits(_molecules(smiles), radius, n_bits))
 
 
 def tanimoto_gram(fingerprints: Tensor, other: Tensor | None = None) -> Tensor:
@@ -239,21 +297,17 @@ def _mordred(mols: list[Any], radius: int, n_bits: int) -> Any:
 
 Encoder = Callable[[list[Any], int, int], tuple[np.ndarray, list[str]]]
 _ENCODERS: dict[str, tuple[Encoder, ...]] = {
-    # RDKit's 2D descriptors (all of CalcMolDescriptors; 217 in RDKit 2026.09).
     "rdkit2d": (lambda mols, r, b: _descriptors(mols, ""),),
-    # Mordred's 1,613 2D descriptors (mordredcommunity).
     "mordred": (_mordred,),
-    # RDKit's 85 fr_* functional-group counts.
     "fragments": (lambda mols, r, b: _descriptors(mols, "fr_"),),
-    # The count Morgan fingerprint (radius, n_bits).
     "morgan_counts": (_morgan_counts,),
-    # Fragments beside Morgan counts (GAUCHE's "fragprints", with counts).
     "fragprints": (lambda mols, r, b: _descriptors(mols, "fr_"), _morgan_counts),
 }
 
 ENCODINGS = tuple(_ENCODERS)
-"""``rdkit2d`` (RDKit's 2D descriptors), ``mordred``, ``fragments`` (RDKit's
-``fr_*`` counts), ``morgan_counts``, ``fragprints`` (fragments, Morgan counts)."""
+"""``rdkit2d`` (all of RDKit's 2D descriptors), ``mordred`` (Mordred's 2D
+descriptors), ``fragments`` (RDKit's ``fr_*`` counts), ``morgan_counts`` (the
+count Morgan fingerprint), ``fragprints`` (fragments, then Morgan counts)."""
 
 COUNT_ENCODINGS = ("fragments", "morgan_counts", "fragprints")
 """The encodings of non-negative counts (for the MinMax kernel, uncleaned)."""
@@ -268,18 +322,32 @@ def _encode_chunk(
     return values, tuple(s for p in parts for s in p[1])
 
 
-def _encoded_chunks(
-    smiles: list[str], encoding: str, radius: int, n_bits: int, n_jobs: int | None
-) -> Iterator[tuple[np.ndarray, tuple[str, ...]]]:
-    """:func:`encode_molecules` of contiguous chunks, in order, over joblib."""
+def _encode(
+    smiles: list[str], args: tuple[str, int, int], n_jobs: int | None, spill: Any
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The raw table from contiguous chunks over joblib, in order, into memory
+    or into the file ``spill`` (a Path, or None) if above :data:`CLEAN_BLOCK_BYTES`."""
     from joblib import Parallel, delayed, effective_n_jobs
 
     jobs = max(1, effective_n_jobs(n_jobs))
     size = max(1, min(_CHUNK, -(-len(smiles) // (4 * jobs))))
-    chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
-    return Parallel(n_jobs=n_jobs, return_as="generator")(
-        delayed(_encode_chunk)(c, encoding, radius, n_bits) for c in chunks
+    parts = [smiles[i : i + size] for i in range(0, len(smiles), size)]
+    chunks = Parallel(n_jobs=n_jobs, return_as="generator")(
+        delayed(_encode_chunk)(c, *args) for c in parts
     )
+    values, names = next(chunks)
+    shape = (len(smiles), values.shape[1])
+    if spill is not None and 8 * shape[0] * shape[1] > CLEAN_BLOCK_BYTES:
+        spill.parent.mkdir(parents=True, exist_ok=True)
+        raw = np.lib.format.open_memmap(spill, "w+", np.float64, shape)
+    else:
+        raw = np.empty(shape)
+    raw[: len(values)] = values
+    start = len(values)
+    for values, _ in chunks:
+        raw[start : start + len(values)] = values
+        start += len(values)
+    return raw, names
 
 
 def encode_molecules(
@@ -289,22 +357,14 @@ def encode_molecules(
     n_bits: int = 2048,
     n_jobs: int | None = None,
 ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """The raw (uncleaned) encoding of each molecule, one row per SMILES.
+    """The raw encoding ``(values, names)`` of the SMILES (all parsed before
+    any is encoded): ``N x d`` float64 (NaN where a descriptor fails).
 
     Args:
-        smiles: SMILES strings, all parsed before any is encoded.
         encoding: One of :data:`ENCODINGS`.
         radius, n_bits: Morgan radius and width (``morgan_counts``, ``fragprints``).
         n_jobs: joblib workers over contiguous chunks (None: 1, or the enclosing
             ``joblib.parallel_config``'s; -1: every core); the result is the same.
-
-    Returns:
-        ``(values, names)``: ``N x d`` float64 (NaN where a descriptor fails)
-        and the column names.
-
-    Raises:
-        ValueError: No SMILES, an invalid one (its index named), an unknown
-            encoding, or a bad ``n_jobs``.
 
     Example:
         >>> values, names = encode_molecules(["CCO", "CCN"], "fragments")
@@ -317,17 +377,13 @@ def encode_molecules(
     n_bits = check_int("n_bits", n_bits, 1)
     n_jobs = check_n_jobs(n_jobs)
     _molecules(smiles)  # every SMILES checked before a worker starts
-    parts = list(_encoded_chunks(smiles, encoding, radius, n_bits, n_jobs))
-    return np.concatenate([p[0] for p in parts]), parts[0][1]
+    return _encode(smiles, (encoding, radius, n_bits), n_jobs, None)
 
 
 def checked_first_rows(smiles: Sequence[str], duplicates: str) -> np.ndarray:
     """For each item the first item with its molecule (canonical SMILES);
-    ``duplicates="refuse"`` refuses a repeated molecule, ``"map"`` keeps it.
-
-    Raises:
-        ValueError: An invalid SMILES, or with ``"refuse"`` two items with the
-            same molecule (both named).
+    ``duplicates="refuse"`` refuses a repeated molecule (both items named),
+    ``"map"`` keeps it.
 
     Example:
         >>> checked_first_rows(["CCO", "OCC", "CCN"], "map").tolist()
@@ -369,8 +425,7 @@ class CleanedFeatures:
 
 def default_cleaning(encoding: str) -> dict[str, Any]:
     """The :func:`clean_features` options for ``encoding``: every step for
-    descriptors (decorrelation above 0.95); for counts, which MinMax needs raw,
-    only constant (all-zero) columns go.
+    descriptors; for counts, which MinMax needs raw, only constant columns go.
 
     Example:
         >>> default_cleaning("morgan_counts")
@@ -396,24 +451,19 @@ def clean_features(
 ) -> CleanedFeatures:
     r"""Clean a feature table for a GP, in the order of :data:`CLEANING_STEPS`.
 
-    1. ``nonfinite``: drop the columns holding a NaN or an infinity;
+    1. ``nonfinite``: drop the columns holding a NaN or an infinity (False: such
+       a value is an error naming its row and column);
     2. ``constant``: drop the columns with a single value;
     3. ``scale``: ``"unit"`` (min-max to :math:`[0, 1]`, the cube Ax's and
-       BayBE's priors assume), ``"standardize"`` (mean 0, standard deviation 1);
+       BayBE's priors assume), ``"standardize"`` (mean 0, standard deviation 1)
+       or None;
     4. ``decorrelate``: visiting columns in order, drop each one whose absolute
        Pearson correlation with a column kept before it exceeds
-       ``max_correlation`` (deterministic; no kept pair exceeds it).
+       ``max_correlation`` (None: no step; it needs ``constant``).
 
-    Each step is switched by its argument (``scale`` and ``max_correlation``:
-    None; ``max_correlation`` needs ``constant``); with ``nonfinite=False`` a
-    non-finite value is an error naming its row and column. ``values``
-    (``N x d``, ``N >= 2``; default ``names`` ``x0, x1, ...``) is read
-    :data:`CLEAN_BLOCK_BYTES` at a time, so a memory map larger than memory is
-    never copied whole (blocks change only round-off).
-
-    Raises:
-        ValueError: Not an ``N x d`` table, ``names`` of the wrong length, a
-            bad option, a non-finite value kept, or no column left.
+    ``values`` (``N x d``, ``N >= 2``; default ``names`` ``x0, x1, ...``) is
+    read :data:`CLEAN_BLOCK_BYTES` at a time, so a memory map larger than
+    memory is never copied whole (blocks change only round-off).
 
     Example:
         >>> X = np.array([[1.0, 5.0, 2.0, np.nan], [3.0, 5.0, 6.0, 1.0]])
@@ -421,7 +471,18 @@ def clean_features(
         >>> out.names, out.dropped["decorrelate"], out.values.ravel().tolist()
         (('a',), ('c',), [0.0, 1.0])
     """
-    X = _table(values)
+    if isinstance(values, Tensor):
+        values = values.detach().cpu().numpy()
+    if not isinstance(values, np.ndarray):
+        raise type_error("values", "a numpy array or torch.Tensor", values)
+    if values.ndim != 2 or values.shape[0] < 2 or values.shape[1] < 1:
+        raise ValueError(
+            "`values` must be an N x d table with N >= 2 and d >= 1, got shape "
+            f"{values.shape}."
+        )
+    if values.dtype.kind not in "biuf":
+        raise ValueError(f"`values` must be numeric, got dtype {values.dtype}.")
+    X = values.astype(np.float64, copy=False)
     n, d = X.shape
     if names is None:
         names = [f"x{j}" for j in range(d)]
@@ -465,14 +526,11 @@ def clean_features(
         keep = keep[finite]
     elif not finite.all():
         j = int(np.flatnonzero(~finite)[0])
-        for b in blocks:
-            bad = np.flatnonzero(~np.isfinite(np.asarray(X[b, j])))
-            if bad.size:
-                i = b.start + int(bad[0])
-                raise ValueError(
-                    f"`values` must be finite with nonfinite=False, got {X[i, j]} in "
-                    f"row {i}, column {names[j]!r}."
-                )
+        i = int(np.flatnonzero(~np.isfinite(np.asarray(X[:, j])))[0])
+        raise ValueError(
+            f"`values` must be finite with nonfinite=False, got {X[i, j]} in "
+            f"row {i}, column {names[j]!r}."
+        )
     if constant:
         dropped["constant"] = tuple(names[j] for j in keep[~varies[keep]])
         keep = keep[varies[keep]]
@@ -521,21 +579,6 @@ def clean_features(
     for b in blocks:
         out[b] = scaled(b)
     return CleanedFeatures(out, tuple(names[j] for j in keep), dropped, offset, divisor)
-
-
-def _table(values: Any) -> np.ndarray:
-    if isinstance(values, Tensor):
-        values = values.detach().cpu().numpy()
-    if not isinstance(values, np.ndarray):
-        raise type_error("values", "a numpy array or torch.Tensor", values)
-    if values.ndim != 2 or values.shape[0] < 2 or values.shape[1] < 1:
-        raise ValueError(
-            "`values` must be an N x d table with N >= 2 and d >= 1, got shape "
-            f"{values.shape}."
-        )
-    if values.dtype.kind not in "biuf":
-        raise ValueError(f"`values` must be numeric, got dtype {values.dtype}.")
-    return values.astype(np.float64, copy=False)
 
 
 @dataclass(frozen=True)
@@ -590,14 +633,9 @@ def molecule_features(
         smiles: The library (at least 2); item ``i`` is ``smiles[i]``.
         encoding, radius, n_bits, n_jobs: As in :func:`encode_molecules`
             (``n_jobs`` is no option of the cache).
-        path: The cache directory, or None.
         duplicates: ``"refuse"`` (an error names two items with one canonical
             SMILES) or ``"map"`` (they share one row, computed once).
         cleaning: :func:`clean_features` options replacing :func:`default_cleaning`'s.
-
-    Raises:
-        ValueError: Bad arguments, an invalid or (with ``"refuse"``) duplicate
-            SMILES, or a cache of another library or other options.
 
     Example:
         >>> table = molecule_features(data.smiles, "rdkit2d", path="cache/esol")
@@ -625,11 +663,8 @@ def molecule_features(
         "duplicates": duplicates,
         "cleaning": clean,
     }
-    wanted = {
-        "num_items": len(smiles),
-        "input_sha256": smiles_sha256(smiles),
-        **options,
-    }
+    wanted = {"num_items": len(smiles), "input_sha256": smiles_sha256(smiles)}
+    wanted |= options
     if path is not None:
         if not isinstance(path, str | os.PathLike):
             raise type_error("path", "a str, os.PathLike or None", path)
@@ -647,48 +682,29 @@ def molecule_features(
             )
     first_row = checked_first_rows(smiles, duplicates)
     unique = np.flatnonzero(first_row == np.arange(len(smiles)))
-    library = [smiles[i] for i in unique]
     args = (encoding, options["radius"], options["n_bits"])
-    raw_file, width = None, 0
-    if path is not None:  # a raw table too large for memory goes to disk
-        width = _encode_chunk(library[:1], *args)[0].shape[1]
-        raw_file = path / _RAW if 8 * len(library) * width > CLEAN_BLOCK_BYTES else None
+    spill = None if path is None else path / _RAW  # too large for memory: on disk
     try:
-        if raw_file is None:
-            raw, names = encode_molecules(library, *args, n_jobs=n_jobs)
-        else:
-            path.mkdir(parents=True, exist_ok=True)
-            shape = (len(library), width)
-            raw = np.lib.format.open_memmap(raw_file, "w+", np.float64, shape)
-            start = 0
-            for part in _encoded_chunks(library, *args, n_jobs):
-                values, names = part
-                raw[start : start + len(values)] = values
-                start += len(values)
-            raw.flush()
+        raw, names = _encode([smiles[i] for i in unique], args, n_jobs, spill)
         cleaned = clean_features(raw, names, **clean)
     finally:
         raw = None  # the raw file's map is closed before the file goes
-        if raw_file is not None:
-            raw_file.unlink(missing_ok=True)
+        if spill is not None:
+            spill.unlink(missing_ok=True)
     position = np.empty(len(smiles), dtype=np.int64)
     position[unique] = np.arange(unique.size)
+    values = cleaned.values[position[first_row]]
     result = MoleculeFeatures(
-        values=cleaned.values[position[first_row]],
-        names=cleaned.names,
-        dropped=cleaned.dropped,
-        first_row=first_row,
-        options=options,
-        path=path,
+        values, cleaned.names, cleaned.dropped, first_row, options, path
     )
     if path is not None:
         from rdkit import __version__ as rdkit_version
 
         read_manifest(path, _FORMAT, _WHAT, _OWN)  # no cache of another kind
-        for name, array in ((_FEATURES, result.values), (_FIRST_ROW, first_row)):
+        for name, array in ((_FEATURES, values), (_FIRST_ROW, first_row)):
             write_atomic(path / name, lambda fh, a=array: np.save(fh, a), binary=True)
         dropped = {k: list(v) for k, v in result.dropped.items()}
         manifest = {"format": _FORMAT, "version": 1, **wanted, "rdkit": rdkit_version}
         manifest.update(names=list(result.names), dropped=dropped, complete=True)
-        write_json(path / "manifest.json", manifest)  # last: no manifest, no cache
+        write_json(path / MANIFEST, manifest)  # last: no manifest, no cache
     return result

@@ -1,10 +1,6 @@
 r"""A SMILES library of any size as packed Morgan fingerprints, computed once
 into a memory-mapped :class:`~ax_chaining.kernels.PackedFingerprints`, which
 :class:`~ax_chaining.kernels.TanimotoKernel` reads without a Gram matrix.
-
-Example:
-    >>> library = featurize_library("train.csv.gz", "cache/moses")
-    >>> spec = fingerprint_kernel_surrogate_spec(library.fingerprints)
 """
 
 from __future__ import annotations
@@ -24,14 +20,16 @@ import pandas as pd
 from ax_chaining.checks import check_bool, check_int, type_error
 from ax_chaining.io import write_atomic
 from ax_chaining.kernels.fingerprints import PackedFingerprints, pack_bits
-from ax_chaining.molecules._cache import (
+from ax_chaining.molecules.encodings import (
     MANIFEST,
     check_manifest,
     check_n_jobs,
+    morgan_bits,
+    parse_smiles,
     read_manifest,
+    smiles_sha256,
     write_json,
 )
-from ax_chaining.molecules.encodings import parse_smiles, smiles_sha256
 
 __all__ = ["FeaturizedLibrary", "featurize_library"]
 
@@ -59,11 +57,8 @@ class FeaturizedLibrary:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> FeaturizedLibrary:
-        """Open a finished cache without its input (nothing is recomputed).
-
-        Raises:
-            ValueError: ``path`` is not a finished featurization cache.
-        """
+        """Open a finished cache without its input (nothing is recomputed); a
+        ``ValueError`` if ``path`` is not one."""
         path = Path(path)
         manifest = read_manifest(path, _FORMAT, _WHAT)
         if manifest is None or not manifest.get("complete"):
@@ -114,17 +109,12 @@ def featurize_library(
             ``column`` holds them (default: the one named ``smiles``, any
             case, or the only one).
         path: The cache directory (new, empty, or a cache).
-        radius, n_bits: Morgan radius and width.
-        n_jobs: joblib workers (-1: every core); they write to ``path``.
-        progress: joblib's progress messages (chunks done, time elapsed).
-        chunk_size: SMILES per chunk (the unit of resumption).
-        column: See ``smiles``.
         callback: ``callback(chunks_done, chunks_total)`` after each chunk; an
             exception it raises stops the run (resumable).
 
-    Raises:
-        ValueError: Bad arguments, a cache of another input or parameters, a
-            directory that is no cache, or no valid SMILES.
+    Example:
+        >>> library = featurize_library("train.csv.gz", "cache/moses")
+        >>> spec = fingerprint_kernel_surrogate_spec(library.fingerprints)
     """
     radius = check_int("radius", radius, 0)
     n_bits = check_int("n_bits", n_bits, 1)
@@ -216,16 +206,17 @@ def _run_chunks(
 
     work, size = path / "work.npy", manifest["chunk_size"]
     starts = range(0, len(items), size)
+    records = [path / "chunks" / f"{k:07d}.json" for k in range(len(starts))]
     if not work.exists():
         shutil.rmtree(path / "chunks", ignore_errors=True)  # records without bits
         PackedFingerprints.allocate(work, len(items), manifest["n_bits"])
     (path / "chunks").mkdir(exist_ok=True)
-    todo = [k for k in range(len(starts)) if not _record(path, k).exists()]
+    todo = [k for k in range(len(starts)) if not records[k].exists()]
     done = len(starts) - len(todo)
     tasks = (
         delayed(_featurize_chunk)(
             work,
-            _record(path, k),
+            records[k],
             starts[k],
             items[starts[k] : starts[k] + size],
             manifest["radius"],
@@ -240,25 +231,17 @@ def _run_chunks(
             callback(done, len(starts))
 
 
-def _record(path: Path, chunk: int) -> Path:
-    return path / "chunks" / f"{chunk:07d}.json"
-
-
 def _featurize_chunk(
     work: Path, record: Path, start: int, smiles: list[Any], radius: int, n_bits: int
 ) -> int:
     """Featurize a chunk into the work file, then record it (in a worker)."""
-    from rdkit.Chem import rdFingerprintGenerator
-
-    generator = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
-    bits = np.zeros((len(smiles), n_bits), dtype=np.uint8)
-    skipped = []
-    for j, (mol, reason) in enumerate(parse_smiles(smiles)):
-        if mol is None:
-            s = smiles[j]
-            skipped.append([start + j, s if isinstance(s, str) else repr(s), reason])
-        else:
-            bits[j] = generator.GetFingerprintAsNumPy(mol)
+    parsed = parse_smiles(smiles)
+    bits = morgan_bits([mol for mol, _ in parsed], radius, n_bits)
+    skipped = [
+        [start + j, s if isinstance(s, str) else repr(s), reason]
+        for j, (s, (mol, reason)) in enumerate(zip(smiles, parsed, strict=True))
+        if mol is None
+    ]
     words = np.load(work, mmap_mode="r+")
     words[start : start + len(smiles)] = pack_bits(bits)
     words.flush()

@@ -1,17 +1,8 @@
-r"""Tables of several components (reactions): one item feature table from
-each component column's own encoding.
-
-Row :math:`i` (one reaction) is the concatenation of its components'
-encodings, :math:`x_i = [e_1(c_{i,1}), \dots, e_m(c_{i,m})]`, each computed
-once per distinct component. Binary blocks (one-hot, Morgan bits) suit a
-Tanimoto Gram (:func:`~ax_chaining.molecules.tanimoto_gram`); descriptor
-blocks need cleaning (:func:`~ax_chaining.molecules.clean_features`) before a
-GP with fitted lengthscales sees them.
-
-Example:
-    >>> features = component_features(table, ["ligand", "base"], "morgan")
-    >>> spec = precomputed_kernel_surrogate_spec(tanimoto_gram(
-    ...     torch.as_tensor(features.values)))
+r"""Tables of several components (reactions): row :math:`i` (one reaction)
+is the concatenation of its components' encodings, :math:`x_i = [e_1(c_{i,1}),
+\dots, e_m(c_{i,m})]`, each computed once per distinct component. Binary
+blocks (one-hot, Morgan bits) suit a Tanimoto Gram; descriptor blocks need
+cleaning (:func:`~ax_chaining.molecules.clean_features`) before a GP sees them.
 """
 
 from __future__ import annotations
@@ -46,22 +37,15 @@ class ComponentFeatures:
     components: dict[str, tuple[str, ...]]
 
 
-def _onehot(components: list[str]) -> tuple[np.ndarray, list[str]]:
-    return np.eye(len(components)), list(components)
-
-
-def _encoder(encoding: Any, radius: int, n_bits: int) -> Encoder:
+def _encode(encoding: Any, cells: list[str], radius: int, n_bits: int) -> Any:
+    """``encoding`` of the distinct ``cells``: ``(values, names)``."""
     if callable(encoding):
-        return encoding
+        return encoding(cells)
     if encoding == "onehot":
-        return _onehot
+        return np.eye(len(cells)), list(cells)
     if encoding == "morgan":
-
-        def morgan(smiles: list[str]) -> tuple[np.ndarray, list[str]]:
-            bits = morgan_fingerprints(smiles, radius, n_bits).numpy()
-            return bits, [f"morgan{j}" for j in range(n_bits)]
-
-        return morgan
+        bits = morgan_fingerprints(cells, radius, n_bits).numpy()
+        return bits, [f"morgan{j}" for j in range(n_bits)]
     raise ValueError(
         f"an encoding must be one of {', '.join(COMPONENT_ENCODINGS)} or a "
         f"callable smiles -> (values, names); got {encoding!r}."
@@ -85,12 +69,6 @@ def component_features(
             callable ``smiles -> (values, names)``, e.g.
             ``partial(encode_molecules, encoding="rdkit2d")``.
         radius, n_bits: Morgan radius and width.
-
-    Raises:
-        ValueError: No column, a column missing or repeated, a missing or
-            non-string cell (row and column named), an unknown encoding, or an
-            encoder's output not one finite row per component and one name
-            per column.
 
     Example:
         >>> table = {"ligand": ["CP(C)C", "CCP(CC)CC", "CP(C)C"],
@@ -136,8 +114,7 @@ def component_features(
                     "non-empty SMILES string."
                 )
         distinct = list(dict.fromkeys(cells))
-        encode = _encoder(per_column[column], radius, n_bits)
-        values, value_names = encode(distinct)
+        values, value_names = _encode(per_column[column], distinct, radius, n_bits)
         values = np.asarray(values, dtype=np.float64)
         value_names = list(value_names)
         if values.ndim != 2 or values.shape[0] != len(distinct):
