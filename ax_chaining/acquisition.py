@@ -183,6 +183,15 @@ def gp_ucb_beta(num_candidates: int, t: int, delta: float = DEFAULT_DELTA) -> fl
     return 2.0 * math.log(num_candidates * t**2 * math.pi**2 / (6.0 * delta))
 
 
+def positive_scale(scale: float) -> float:
+    """The default ``scale`` (the largest prior standard deviation), if > 0."""
+    if not scale > 0:
+        raise ValueError(
+            "The prior variance is 0 on every candidate; pass scale= explicitly."
+        )
+    return scale
+
+
 class CandidateStore(Protocol):
     r"""Where a :class:`ChainingUCB`'s candidates are held and how a step of
     Algorithm 1 is built on them: an ``N x d`` tensor on this machine, or
@@ -389,12 +398,12 @@ class ChainingUCB(AcquisitionFunction):
     @property
     def candidate_mean(self) -> Tensor:
         """Posterior mean over the candidates (given pending points)."""
-        return self.store.candidate_mean(self._current())
+        return self._current().posterior.mean
 
     @property
     def candidate_sigma(self) -> Tensor:
         """Posterior standard deviation over the candidates (given pending points)."""
-        return self.store.candidate_sigma(self._current())
+        return self._current().posterior.distance.sigma
 
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
         r"""Condition on pending points; the covers follow on the next use.
@@ -591,21 +600,15 @@ class TensorCandidates:
             )
         return X_pending
 
-    def candidate_mean(self, step: ChainingStep) -> Tensor:
-        return step.posterior.mean
-
-    def candidate_sigma(self, step: ChainingStep) -> Tensor:
-        return step.posterior.distance.sigma
-
     def mean_and_sigma(self, X: Tensor, step: ChainingStep) -> tuple[Tensor, Tensor]:
-        acqf = self.acqf
+        acqf, factors = self.acqf, self.cache.factors
         return posterior_at(
             acqf.model,
             X.to(self.candidates),
             acqf.posterior_transform,
             acqf.X_pending,
             step.posterior.pending_noise,
-            self.cache,
+            None if factors is None else factors.model_factors,
         )
 
     def build(self, X_pending: Tensor | None, t: int) -> ChainingStep:
@@ -623,14 +626,9 @@ class TensorCandidates:
         if X_pending is not None and opts.pending_covers == "reuse":
             base = acqf._base_step().chaining
             return ChainingStep(post, reuse_covers(base, post.distance, t))
-        scale = opts.scale
-        if scale is None:
-            scale = float(self.prior_variance(post).max().clamp_min(0).sqrt())
-            if not scale > 0:
-                raise ValueError(
-                    "The prior variance is 0 on every candidate; pass scale= "
-                    "explicitly."
-                )
+        scale = opts.scale or positive_scale(
+            float(self.prior_variance(post).max().clamp_min(0).sqrt())
+        )
         low_rank = post.path == "low_rank"
         max_cover_size = opts.max_cover_size
         if max_cover_size is None and low_rank:

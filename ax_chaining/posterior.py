@@ -59,6 +59,7 @@ __all__ = [
     "factor_blocks",
     "known_prior_variance",
     "library_kernel_parts",
+    "low_rank_bytes",
     "low_rank_row_batch",
     "model_inputs",
     "num_training_points",
@@ -67,10 +68,12 @@ __all__ = [
     "pending_rows",
     "posterior_at",
     "prior_variance",
+    "require_low_rank",
     "row_budgets",
     "sign_flip",
     "supports_low_rank",
     "to_model",
+    "training_mask",
 ]
 
 Path = Literal["auto", "dense", "low_rank"]
@@ -135,6 +138,19 @@ def sign_flip(
         return None
     w = float(weights[0])
     return (w, float(posterior_transform.offset)) if abs(w) == 1.0 else None
+
+
+def require_low_rank(
+    model: Model, posterior_transform: PosteriorTransform | None, what: str
+) -> None:
+    """Raise, naming ``what``, unless :func:`supports_low_rank`."""
+    if not supports_low_rank(model, posterior_transform):
+        raise UnsupportedError(
+            f"{what} needs an exact single-output GP (ExactGP with a Gaussian "
+            "likelihood, no or a Standardize outcome transform, no "
+            "posterior_transform other than a single weight of +1 or -1); got "
+            f"{type(model).__name__}."
+        )
 
 
 def supports_low_rank(
@@ -298,23 +314,27 @@ def evaluated_candidates(
         candidates: ``N x d`` candidates on the model's device and dtype.
         given_dtype: The dtype the candidates had before conversion, if any.
     """
-    models = list(getattr(model, "models", None) or [model])
     mask = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
-    for sub in models:
+    for sub in getattr(model, "models", None) or [model]:
         sub.eval()  # BoTorch stores transformed training inputs in eval mode
         inputs = getattr(sub, "train_inputs", None)
-        if not inputs or inputs[0] is None:
-            continue
-        with torch.no_grad():
-            transform = getattr(sub, "input_transform", None)
-            C = candidates
-            if transform is not None:
-                C = transform.preprocess_transform(candidates)
+        if inputs and inputs[0] is not None:
             train = inputs[0].reshape(-1, inputs[0].shape[-1])
-            dtypes = {C.dtype, train.dtype, given_dtype or C.dtype}
-            rtol = 1e-6 if torch.float32 in dtypes else 1e-9
-            mask |= match_rows(C, train.to(C), rtol=rtol) >= 0
+            transform = getattr(sub, "input_transform", None)
+            given = given_dtype or candidates.dtype
+            mask |= training_mask(candidates, train, transform, given)
     return mask
+
+
+def training_mask(C: Tensor, train: Tensor, transform, *dtypes) -> Tensor:
+    """Which rows of ``C`` are rows of ``train`` once ``transform`` (an input
+    transform or None) preprocesses them: within a relative tolerance of
+    ``1e-9``, or ``1e-6`` where ``C``, ``train`` or ``dtypes`` hold float32."""
+    with torch.no_grad():
+        if transform is not None:
+            C = transform.preprocess_transform(C)
+        rtol = 1e-6 if torch.float32 in {C.dtype, train.dtype, *dtypes} else 1e-9
+        return match_rows(C, train.to(C), rtol=rtol) >= 0
 
 
 def posterior_at(
@@ -323,7 +343,7 @@ def posterior_at(
     posterior_transform: PosteriorTransform | None = None,
     X_pending: Tensor | None = None,
     noise: Tensor | None = None,
-    cache: PosteriorCache | None = None,
+    factors: ModelFactors | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Posterior mean and standard deviation of the objective at ``X``, given
     pending points hallucinated at their mean (:func:`pending_rows`).
@@ -334,18 +354,18 @@ def posterior_at(
         posterior_transform: Optional transform to a single output.
         X_pending: ``p x d`` pending points, or None.
         noise: Their observation-noise variances (:func:`pending_noise`).
-        cache: The :class:`PosteriorCache` of the candidates' factor, if any: an
-            exact GP then computes the pending points' effect from it.
+        factors: The model's :class:`ModelFactors` holding ``X_pending``'s
+            (an exact GP), or None: the pending points' effect from them.
 
     Returns:
         ``(mean, std)``, each of shape ``b``.
     """
-    if X_pending is None or (cache is not None and cache.factors is not None):
+    if X_pending is None or factors is not None:
         posterior = model.posterior(X, posterior_transform=posterior_transform)
         mean, var = posterior.mean[..., 0, 0], posterior.variance[..., 0, 0]
         if X_pending is not None:
             flat = X.reshape(-1, X.shape[-1])
-            drop = cache.factors.pending_variance_drop(X_pending, flat)  # type: ignore[union-attr]
+            drop = factors.pending_variance_drop(X_pending, flat)
             if drop is None:
                 raise RuntimeError("pending points differ from the cached factor's")
             var = var - drop.reshape(var.shape).to(var)
@@ -967,10 +987,6 @@ class _LowRankFactors:
         )
         return out
 
-    def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
-        """See :meth:`ModelFactors.pending_variance_drop`."""
-        return self.model_factors.pending_variance_drop(X_pending, X)
-
 
 class PosteriorCache:
     """What the posterior over one candidate set lets a batch reuse: the
@@ -1003,6 +1019,12 @@ def row_budgets(memory_budget: int) -> tuple[int, int]:
     return block_bytes, pool_bytes
 
 
+def low_rank_bytes(r: int, p: int, n: int, itemsize: int, pool_bytes: int) -> int:
+    """Peak bytes of the low-rank route over ``n`` candidates: factor rows for
+    ``r`` observations and ``p`` pending points, and four pools of rows."""
+    return (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
+
+
 def low_rank_row_batch(n: int, itemsize: int, memory_budget: int) -> int:
     """Rows per farthest-first batch on the low-rank route over ``n``
     candidates: a pool of ``2 * batch`` rows fits in the pool's budget."""
@@ -1026,7 +1048,7 @@ def _budget_error(what: str, n: int, need: int, budget: int) -> MemoryBudgetErro
 def _choose_path(
     path: Path,
     distance: PseudoDistance,
-    low_rank_bytes: int,
+    low_rank_need: int,
     memory_budget: int,
     low_rank_form: bool,
     first_radius: float | None,
@@ -1047,7 +1069,7 @@ def _choose_path(
         return "dense", None
     if n > AUTO_EXACT_MAX_N:
         return "low_rank", None
-    if GRAPH_PEAK_EDGE_BYTES * n * n + low_rank_bytes <= memory_budget:
+    if GRAPH_PEAK_EDGE_BYTES * n * n + low_rank_need <= memory_budget:
         return "dense", None  # even a complete graph fits: no need to sample
     # Dense coarse levels are covered lazily and keep no edges
     # (chaining.lazy_levels): the lists hold the first sparse one.
@@ -1056,9 +1078,9 @@ def _choose_path(
     radii = [first_radius * 2.0**-i for i in range(8)]
     counted, edges = lazy_levels(distance, radii)
     graph = GRAPH_PEAK_EDGE_BYTES * edges
-    if graph + low_rank_bytes > memory_budget:
+    if graph + low_rank_need > memory_budget:
         graph = 2 * n * n  # a level matrix, where lists are larger
-    if graph + low_rank_bytes <= memory_budget:
+    if graph + low_rank_need <= memory_budget:
         return "dense", None
     return "low_rank", (
         f"greedy covers of N={n} need about {format_bytes(graph)} "
@@ -1160,26 +1182,21 @@ def candidate_posterior(
     low_rank_form = supports_low_rank(model, posterior_transform)
     if path not in ("auto", "dense", "low_rank"):
         raise ValueError(f"path must be 'auto', 'dense' or 'low_rank', got {path!r}.")
-    if path == "low_rank" and not low_rank_form:
-        raise UnsupportedError(
-            "path='low_rank' needs an exact single-output GP (ExactGP with a Gaussian "
-            "likelihood, no or a Standardize outcome transform, no "
-            "posterior_transform other than a single weight of +1 or -1); got "
-            f"{type(model).__name__}."
-        )
+    if path == "low_rank":
+        require_low_rank(model, posterior_transform, "path='low_rank'")
     p = 0 if X_pending is None else X_pending.shape[0]
     n, itemsize = candidates.shape[0], candidates.element_size()
     r = num_training_points(model) or 0
     block_bytes, pool_bytes = row_budgets(memory_budget)
-    low_rank_bytes = (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
+    low_rank_need = low_rank_bytes(r, p, n, itemsize, pool_bytes)
     # Without the low-rank form: model.posterior's covariance (about three
     # N x N copies at its peak) and the greedy covers' graph (at most 2 N^2
     # bytes, as a level matrix).
     dense_bytes = dense_memory_bytes(n, candidates.dtype, 3.0) + 4 * block_bytes
     if not low_rank_form and dense_bytes > memory_budget:
         raise _budget_error("The dense path", n, dense_bytes, memory_budget)
-    if low_rank_form and path != "dense" and low_rank_bytes > memory_budget:
-        raise _budget_error("The low-rank path", n, low_rank_bytes, memory_budget)
+    if low_rank_form and path != "dense" and low_rank_need > memory_budget:
+        raise _budget_error("The low-rank path", n, low_rank_need, memory_budget)
     model.eval()
     noise = pending_noise(model, X_pending, posterior_transform) if p else None
     prior_var = None
@@ -1216,7 +1233,7 @@ def candidate_posterior(
                 model, candidates, posterior_transform, X_pending, noise, block_bytes
             )
         route, reason = _choose_path(
-            path, distance, low_rank_bytes, memory_budget, low_rank_form, first_radius
+            path, distance, low_rank_need, memory_budget, low_rank_form, first_radius
         )
     return CandidatePosterior(
         mean=mean,
