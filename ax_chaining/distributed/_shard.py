@@ -17,7 +17,7 @@ from torch import Tensor
 from ax_chaining.certificate.tails import bind_tail, tail_sum
 from ax_chaining.chaining import BonusShape, chaining_bonus
 from ax_chaining.checks import nearest_rows
-from ax_chaining.distances import column_blocks, column_square_sums, low_rank_rows
+from ax_chaining.distances import column_square_sums, low_rank_rows
 from ax_chaining.kernels.fingerprints import PackedFingerprints
 from ax_chaining.kernels.precomputed import item_indices
 from ax_chaining.posterior import (
@@ -126,14 +126,10 @@ class Left:
         return Left([self.index[p] for p in positions], feats, self.columns[pos])
 
 
-class _ShardLibraryKernel:
-    """A library-mode Tanimoto kernel over a shard's rows, with
-    :class:`~ax_chaining.posterior.KernelRows`' interface; points come as
-    fingerprint words. Exact, so equal to one machine's whatever the columns;
-    in float64 ``as_rows`` (as ``LibraryRows``), else in the model's dtype."""
-
-    exact = True
-    chunk = 2**16
+class _ShardLibraryKernel(KernelRows):
+    """A library-mode Tanimoto kernel over a shard's rows, points given by
+    their fingerprint words; exact, so equal to one machine's whatever the
+    columns; in float64 ``as_rows`` (as ``LibraryRows``), else the model's."""
 
     def __init__(
         self,
@@ -143,18 +139,12 @@ class _ShardLibraryKernel:
         offset: int,
         as_rows: bool,
     ) -> None:
-        self.library, self.Zt, self.offset = library, Zt, offset
-        self.scale, self.route, self.as_rows = f.kernel.scale, f.kernel.route, as_rows
-
-    @property
-    def n(self) -> int:
-        return len(self.library)
+        super().__init__(None, Zt, offset, exact=True)
+        self.library, self.as_rows = library, as_rows
+        self.scale, self.route = f.kernel.scale, f.kernel.route
 
     def features(self, idx: Tensor) -> np.ndarray:
         return np.asarray(self.library.words[idx.numpy()])
-
-    def ranges(self, first: int, stop: int) -> list[tuple[int, int]]:
-        return list(column_blocks(first, stop, self.offset, self.chunk))
 
     def __call__(self, feats: Any, cols: int | None = None, first: int = 0) -> Tensor:
         stop = self.n if cols is None else cols

@@ -58,42 +58,33 @@ def cluster_workers(client: Any) -> list[str]:
 
 
 class ShardedCandidates:
-    r"""A finite candidate set split over the workers of a Dask cluster.
-
-    Build it once per candidate set; it holds the shards (one per worker by
-    default) until :meth:`close`. Pass it as ``candidates`` to
-    :class:`~ax_chaining.ChainingUCB` (whose step then runs on the workers),
-    select with :meth:`optimize`, or give it to
-    :func:`~ax_chaining.ax.chaining_generation_strategy`.
-
-    Every call names its step, and a shard that does not hold it refuses: a
-    lost worker gives :class:`ShardLostError` or, with ``retries``, the step
-    run again on rebuilt shards, never a silently wrong answer.
+    """A finite candidate set split over the workers of a Dask cluster, held
+    (one shard per worker by default) until :meth:`close`: pass it as
+    ``candidates`` to :class:`~ax_chaining.ChainingUCB` (whose step then runs on
+    the workers) and select with :meth:`optimize`, or give it to
+    :func:`~ax_chaining.ax.chaining_generation_strategy`. Every call names its
+    step and a shard that does not hold it refuses: a lost worker gives
+    :class:`ShardLostError` or, with ``retries``, the step run again on rebuilt
+    shards, never a silently wrong answer.
 
     Example:
-        >>> client = Client(LocalCluster(n_workers=2, threads_per_worker=1))
         >>> sharded = ShardedCandidates(client, candidates)  # N x d tensor
-        >>> acqf = ChainingUCB(model, sharded)  # the step runs on the workers
+        >>> acqf = ChainingUCB(model, sharded)
         >>> x_next, value = sharded.optimize(acqf, q=1)
-        >>> cert = acqf.certificate()
 
     Args:
         client: A ``distributed.Client``.
         candidates: An ``N x d`` tensor, a
-            :class:`~ax_chaining.kernels.PackedFingerprints` library, or the
-            path of one saved with ``PackedFingerprints.save`` (each worker
-            memory-maps its rows; nothing is sent). Library candidate ``i`` is
-            item ``i`` (``i / (N - 1)`` with ``normalized_inputs``).
+            :class:`~ax_chaining.kernels.PackedFingerprints` library, or the path
+            of one saved by ``PackedFingerprints.save`` (each worker memory-maps
+            its rows). Library candidate ``i`` is item ``i``, or ``i / (N - 1)``
+            with ``normalized_inputs`` (Ax's unit-cube normalization).
         workers: Worker addresses to use (default: all), one shard each.
-        normalized_inputs: Library only: candidates in Ax's unit-cube
-            normalization of an item index (``TanimotoKernel(...,
-            normalized_inputs=True)``).
         retries: Times a step interrupted by a lost worker is run again once
             :meth:`restore` has rebuilt the lost shards (0: raise).
-        batch_size: Rows per farthest-first batch; default the single
-            machine's (from ``N`` and the memory budget), which the same
-            traversal needs. Larger: fewer round trips, other covers, and pools
-            of ``2 * batch_size`` rows per shard within ``memory_budget``.
+        batch_size: Rows per farthest-first batch; default the single machine's,
+            which the same traversal needs. Larger: fewer round trips, other
+            covers, pools of ``2 * batch_size`` rows per shard.
         timeout: Seconds a call waits for a shard before its worker is checked.
     """
 
@@ -201,12 +192,9 @@ class ShardedCandidates:
     def call(
         self, method: str, args: Any, shards: list[int] | None = None
     ) -> list[Any]:
-        """``method`` of the shards (all, or ``shards``), in shard order;
-        ``args`` is one tuple for all, or a list of tuples, one per shard.
-
-        Raises:
-            ShardLostError: A shard's worker left (or its state is gone).
-        """
+        """``method`` of the shards (all, or ``shards``), results in shard order;
+        ``args``: one tuple for all, or a list of tuples, one per shard. Raises
+        :class:`ShardLostError` if a shard's worker left (or its state is gone)."""
         which = list(range(self.num_shards)) if shards is None else list(shards)
         per = args if isinstance(args, list) else [args] * len(which)
         with self._lock:
@@ -281,24 +269,16 @@ class ShardedCandidates:
         exclude: Sequence[int] | None = None,
         return_indices: bool = False,
     ) -> tuple[Tensor, ...]:
-        r"""The ``q`` best candidates of a :class:`~ax_chaining.ChainingUCB`
-        built on these shards, without the ``N`` candidates on the client.
-
-        Each shard returns its best :math:`\pm\mu_t(x) + b_t(\sigma_t(x))`
-        (the factor's mean and deviation, ``acqf.candidate_mean`` and
-        ``acqf.candidate_sigma`` on one machine), the client the first
-        maximum. For ``q > 1``, BoTorch's sequential greedy: each pick is set
-        as a pending point and not picked again; the acquisition's pending
-        points are restored at the end.
-
-        Args:
-            acqf: The acquisition function.
-            q: Number of candidates.
-            exclude: Global indices that may not be picked.
-            return_indices: Also return the picks' global indices.
+        r"""The ``q`` best candidates of a :class:`~ax_chaining.ChainingUCB` on these
+        shards: each shard's first maximum of :math:`\pm\mu_t(x) +
+        b_t(\sigma_t(x))` (``acqf.candidate_mean`` and ``acqf.candidate_sigma`` on
+        one machine), then the first of those. For ``q > 1``, BoTorch's sequential
+        greedy: each pick is set as a pending point and not picked again; the
+        pending points are restored at the end. ``exclude``: indices never picked.
 
         Returns:
-            ``(X, values)`` (``q x d`` and ``q``), and the indices if asked.
+            ``(X, values)`` (``q x d`` and ``q``), and the indices if
+            ``return_indices``.
         """
         store = getattr(acqf, "store", None)
         if getattr(store, "sharded", None) is not self:
