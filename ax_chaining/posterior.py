@@ -1,10 +1,7 @@
-r"""From a BoTorch model to the engine: the posterior mean and :math:`d_t`.
-
-The only module that reads BoTorch models for the engine. Pending points are
-conditioned on with their posterior mean as observations (GP-BUCB). The two
-routes, ``"dense"`` and ``"low_rank"``, and how ``path="auto"`` picks one are
-described on the documentation page "Large candidate sets".
-"""
+"""From a BoTorch model to the engine: the posterior mean and :math:`d_t` over
+the candidates (the only module that reads BoTorch models for the engine).
+Pending points are conditioned on at their posterior mean (GP-BUCB). The
+routes ``"dense"`` and ``"low_rank"`` are described on "Large candidate sets"."""
 
 from __future__ import annotations
 
@@ -59,6 +56,7 @@ __all__ = [
     "factor_blocks",
     "known_prior_variance",
     "library_kernel_parts",
+    "low_rank_bytes",
     "low_rank_row_batch",
     "model_inputs",
     "num_training_points",
@@ -67,10 +65,12 @@ __all__ = [
     "pending_rows",
     "posterior_at",
     "prior_variance",
+    "require_low_rank",
     "row_budgets",
     "sign_flip",
     "supports_low_rank",
     "to_model",
+    "training_mask",
 ]
 
 Path = Literal["auto", "dense", "low_rank"]
@@ -95,11 +95,10 @@ class CandidatePosterior:
     Attributes:
         mean: ``N`` posterior means of the (transformed) objective.
         distance: The pseudo-distance :math:`d_t` over the candidates.
-        path: Which route built ``distance``: ``"dense"`` or ``"low_rank"``.
-        prior_variance: ``N`` prior variances in outcome units where the route
-            computed them on the way (low-rank form), else None.
-        pending_noise: Observation-noise variances given to the pending points,
-            or None without pending points.
+        path: The route of the covers: ``"dense"`` or ``"low_rank"``.
+        prior_variance: ``N`` prior variances (outcome units) where the route
+            computed them, else None.
+        pending_noise: Noise variances given to the pending points, or None.
         reason: Why ``path="auto"`` left the exact greedy covers, or None.
     """
 
@@ -137,11 +136,24 @@ def sign_flip(
     return (w, float(posterior_transform.offset)) if abs(w) == 1.0 else None
 
 
+def require_low_rank(
+    model: Model, posterior_transform: PosteriorTransform | None, what: str
+) -> None:
+    """Raise, naming ``what``, unless :func:`supports_low_rank`."""
+    if not supports_low_rank(model, posterior_transform):
+        raise UnsupportedError(
+            f"{what} needs an exact single-output GP (ExactGP with a Gaussian "
+            "likelihood, no or a Standardize outcome transform, no "
+            "posterior_transform other than a single weight of +1 or -1); got "
+            f"{type(model).__name__}."
+        )
+
+
 def supports_low_rank(
     model: Model, posterior_transform: PosteriorTransform | None
 ) -> bool:
-    """Whether the low-rank route reproduces ``model.posterior`` exactly: an
-    ``ExactGP`` with one output, a Gaussian likelihood, no or a ``Standardize``
+    """Whether the low-rank route reproduces ``model.posterior`` exactly: a
+    one-output ``ExactGP`` with a Gaussian likelihood, no or a ``Standardize``
     outcome transform, and no posterior transform but a :func:`sign_flip`."""
     return bool(
         (posterior_transform is None or sign_flip(model, posterior_transform))
@@ -160,7 +172,6 @@ def supports_low_rank(
 
 
 def _outcome_variance_scale(model: Model, like: Tensor) -> Tensor:
-    """Factor that maps model-space variances to outcome units, per output."""
     transform = getattr(model, "outcome_transform", None)
     if transform is None:
         return torch.ones(1, dtype=like.dtype, device=like.device)
@@ -176,26 +187,13 @@ def _outcome_variance_scale(model: Model, like: Tensor) -> Tensor:
 def prior_variance(
     model: Model, X: Tensor, posterior_transform: PosteriorTransform | None = None
 ) -> Tensor:
-    r"""Prior variance :math:`k(x, x)` of the objective at ``X``, in outcome units.
-
-    For GPyTorch models with a ``covar_module`` (one output, or batched outputs
-    independent a priori under a ``ScalarizedPosteriorTransform``),
-    ``ModelListGP`` and ``Standardize`` outcome transforms.
+    """Prior variance :math:`k(x, x)` of the objective at ``X`` (``N x d``, raw
+    inputs), in outcome units: models with a ``covar_module`` (one output, or
+    batched outputs under a ``ScalarizedPosteriorTransform``), ``ModelListGP``,
+    ``Standardize`` outcome transforms; else ``UnsupportedError``.
 
     Example:
-        >>> model = SingleTaskGP(train_X, train_Y)
         >>> prior_variance(model, candidates).sqrt().max()  # the default scale
-
-    Args:
-        model: A BoTorch model.
-        X: ``N x d`` inputs in the model's raw input space.
-        posterior_transform: None or a ``ScalarizedPosteriorTransform``.
-
-    Returns:
-        ``N`` prior variances.
-
-    Raises:
-        UnsupportedError: The model or transform has no readable prior.
     """
     if isinstance(model, ModelListGP):
         per_output = torch.stack(
@@ -238,8 +236,8 @@ def known_prior_variance(
     X: Tensor,
     posterior_transform: PosteriorTransform | None = None,
 ) -> Tensor:
-    """The prior variances of ``post``'s candidates ``X``: those its route
-    computed, else :func:`prior_variance` (the same units either way)."""
+    """The prior variances of ``post``'s candidates ``X``: its route's, else
+    :func:`prior_variance`'s."""
     if post.prior_variance is not None:
         return post.prior_variance
     return prior_variance(model, X, posterior_transform)
@@ -262,21 +260,13 @@ def pending_noise(
 def pending_rows(
     cov_pp: Tensor, noise: Tensor, cov_pz: Tensor
 ) -> tuple[Tensor, Tensor]:
-    r"""Conditioning on pending points :math:`P`, the formula every route uses.
-
-    Observed at their posterior mean, they leave :math:`\mu_t` unchanged and
-    lower the covariance by a term independent of the values: with
-    :math:`S = k_t(P, P) + \mathrm{diag}(\text{noise}) = A A^\top` and
-    :math:`E = A^{-1} k_t(P, Z)`,
-    :math:`k_t(z, z' \mid P) = k_t(z, z') - e(z)^\top e(z')`.
-
-    Args:
-        cov_pp: ``... x p x p`` posterior covariance of the pending points.
-        noise: ``p`` observation-noise variances given to them.
-        cov_pz: ``... x p x m`` posterior covariance of them and the points ``Z``.
+    r"""Conditioning on pending points :math:`P` observed at their posterior mean:
+    with :math:`S = k_t(P, P) + \mathrm{diag}(\text{noise}) = A A^\top` and
+    :math:`E = A^{-1} k_t(P, Z)`, :math:`k_t(z, z' \mid P) = k_t(z, z') -
+    e(z)^\top e(z')` (``cov_pp``: ``... x p x p``, ``cov_pz``: ``... x p x m``).
 
     Returns:
-        ``(E, A)``: ``E`` is ``... x p x m``; ``A`` the Cholesky factor of ``S``.
+        ``(E, A)``.
     """
     A = psd_safe_cholesky(cov_pp + torch.diag_embed(noise.to(cov_pp)))
     return torch.linalg.solve_triangular(A, cov_pz, upper=False), A
@@ -285,36 +275,30 @@ def pending_rows(
 def evaluated_candidates(
     model: Model, candidates: Tensor, given_dtype: torch.dtype | None = None
 ) -> Tensor:
-    """Boolean mask of the candidates that are training inputs of ``model``.
-
-    Compared in the model's input space (``input_transform.preprocess_transform``
-    applied to the candidates, as BoTorch does to the training inputs), within a
-    relative tolerance of ``1e-9``, or ``1e-6`` where candidates or training
-    inputs are or were (``given_dtype``) float32. Model lists: a training input
-    of any model.
-
-    Args:
-        model: The model.
-        candidates: ``N x d`` candidates on the model's device and dtype.
-        given_dtype: The dtype the candidates had before conversion, if any.
-    """
-    models = list(getattr(model, "models", None) or [model])
+    """Boolean mask of the candidates (``N x d`` in the model's dtype; given in
+    ``given_dtype``) that are training inputs of ``model`` or of a model of its
+    list, compared by :func:`training_mask`."""
     mask = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
-    for sub in models:
+    for sub in getattr(model, "models", None) or [model]:
         sub.eval()  # BoTorch stores transformed training inputs in eval mode
         inputs = getattr(sub, "train_inputs", None)
-        if not inputs or inputs[0] is None:
-            continue
-        with torch.no_grad():
-            transform = getattr(sub, "input_transform", None)
-            C = candidates
-            if transform is not None:
-                C = transform.preprocess_transform(candidates)
+        if inputs and inputs[0] is not None:
             train = inputs[0].reshape(-1, inputs[0].shape[-1])
-            dtypes = {C.dtype, train.dtype, given_dtype or C.dtype}
-            rtol = 1e-6 if torch.float32 in dtypes else 1e-9
-            mask |= match_rows(C, train.to(C), rtol=rtol) >= 0
+            transform = getattr(sub, "input_transform", None)
+            given = given_dtype or candidates.dtype
+            mask |= training_mask(candidates, train, transform, given)
     return mask
+
+
+def training_mask(C: Tensor, train: Tensor, transform, *dtypes) -> Tensor:
+    """Which rows of ``C`` are rows of ``train`` once ``transform`` (an input
+    transform or None) preprocesses them: within a relative tolerance of
+    ``1e-9``, or ``1e-6`` where ``C``, ``train`` or ``dtypes`` hold float32."""
+    with torch.no_grad():
+        if transform is not None:
+            C = transform.preprocess_transform(C)
+        rtol = 1e-6 if torch.float32 in {C.dtype, train.dtype, *dtypes} else 1e-9
+        return match_rows(C, train.to(C), rtol=rtol) >= 0
 
 
 def posterior_at(
@@ -323,29 +307,22 @@ def posterior_at(
     posterior_transform: PosteriorTransform | None = None,
     X_pending: Tensor | None = None,
     noise: Tensor | None = None,
-    cache: PosteriorCache | None = None,
+    factors: ModelFactors | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Posterior mean and standard deviation of the objective at ``X``, given
-    pending points hallucinated at their mean (:func:`pending_rows`).
-
-    Args:
-        model: The model.
-        X: ``b x 1 x d`` points.
-        posterior_transform: Optional transform to a single output.
-        X_pending: ``p x d`` pending points, or None.
-        noise: Their observation-noise variances (:func:`pending_noise`).
-        cache: The :class:`PosteriorCache` of the candidates' factor, if any: an
-            exact GP then computes the pending points' effect from it.
+    """Posterior mean and standard deviation of the objective at ``X`` (``b x 1 x
+    d``), given pending points hallucinated at their mean (:func:`pending_rows`;
+    ``noise``: :func:`pending_noise`). With an exact GP's ``factors`` holding
+    ``X_pending`` (:meth:`ModelFactors.pending`), their effect comes from them.
 
     Returns:
         ``(mean, std)``, each of shape ``b``.
     """
-    if X_pending is None or (cache is not None and cache.factors is not None):
+    if X_pending is None or factors is not None:
         posterior = model.posterior(X, posterior_transform=posterior_transform)
         mean, var = posterior.mean[..., 0, 0], posterior.variance[..., 0, 0]
         if X_pending is not None:
             flat = X.reshape(-1, X.shape[-1])
-            drop = cache.factors.pending_variance_drop(X_pending, flat)  # type: ignore[union-attr]
+            drop = factors.pending_variance_drop(X_pending, flat)
             if drop is None:
                 raise RuntimeError("pending points differ from the cached factor's")
             var = var - drop.reshape(var.shape).to(var)
@@ -379,15 +356,8 @@ def to_model(model: Model, X: Tensor) -> Tensor:
 
 
 def model_inputs(model: Model, X: Tensor, name: str = "candidates") -> Tensor:
-    """``X`` (``N x d``, checked) on the model's device and in its dtype.
-
-    Inputs are converted (float64 points of a float32 model are rounded) rather
-    than failing deep inside GPyTorch; the width is checked through the model's
-    ``transform_inputs``.
-
-    Raises:
-        ValueError: ``X`` is not a matrix of the model's input width.
-    """
+    """``X`` (``N x d``, checked) on the model's device and in its dtype; its
+    width checked through the model's ``transform_inputs`` (ValueError)."""
     X = to_model(model, check_matrix(name, X))
     models = getattr(model, "models", None) or [model]
     inputs = getattr(models[0], "train_inputs", None)
@@ -412,11 +382,8 @@ def model_inputs(model: Model, X: Tensor, name: str = "candidates") -> Tensor:
 def check_posterior_transform(
     model: Model, posterior_transform: PosteriorTransform | None
 ) -> None:
-    """A single-output model, or a ``PosteriorTransform`` to one output.
-
-    Raises:
-        UnsupportedError: Neither.
-    """
+    """Raise ``UnsupportedError`` unless the model has one output or
+    ``posterior_transform`` is a ``PosteriorTransform``."""
     if posterior_transform is None and model.num_outputs != 1:
         raise UnsupportedError(
             "Must specify a posterior_transform when using a multi-output model "
@@ -432,15 +399,11 @@ def check_posterior_transform(
 
 
 class KernelRows:
-    r"""Prior covariance rows :math:`k(a, Z[\text{first}:\text{stop}])` through
-    any GPyTorch ``covar_module``.
-
-    The points ``a`` come as :meth:`features`, so a shard can ask for rows of
-    points held elsewhere. Columns are evaluated per block of
+    r"""Prior covariance rows :math:`k(a, Z[\text{first}:\text{stop}])` through any
+    ``covar_module``, the points ``a`` given as :meth:`features` (a shard asks
+    for rows of points held elsewhere); columns per block of
     :func:`~ax_chaining.distances.column_blocks` (global index ``offset +
-    column``), or, for an ``exact`` kernel whose values do not depend on the
-    grouping of columns, in ranges of up to ``chunk`` columns.
-    """
+    column``), or, for an ``exact`` kernel, in ranges of up to ``chunk``."""
 
     def __init__(
         self, covar_module, Zt: Tensor, offset: int = 0, exact: bool = False
@@ -456,11 +419,9 @@ class KernelRows:
         return self.Zt.shape[-2]
 
     def features(self, idx: Tensor) -> Tensor:
-        """What :meth:`__call__` needs of the points ``idx`` (local indices)."""
         return self.Zt[idx]
 
     def ranges(self, first: int, stop: int) -> list[tuple[int, int]]:
-        """The column ranges a row computation is split into."""
         return list(column_blocks(first, stop, self.offset, self.chunk))
 
     def __call__(
@@ -471,9 +432,7 @@ class KernelRows:
             self.covar_module(feats, self.Zt[a:b]).to_dense()
             for a, b in self.ranges(first, stop)
         ]
-        if len(parts) == 1:
-            return parts[0]
-        return torch.cat(parts, dim=-1)
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def diag(self, first: int, stop: int) -> Tensor:
         """Prior variances (model space) of the candidates ``first..stop-1``."""
@@ -486,17 +445,13 @@ class KernelRows:
 
 
 class SERows:
-    r"""Rows of a plain SE kernel, :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`,
-    in three passes over a block (GPyTorch's ``RBFKernel`` makes about eight).
-
-    The exponent is one matrix product of :math:`[z_a, 1, \log c -
-    \tfrac12\|z_a\|^2]` and :math:`[z_b, -\tfrac12\|z_b\|^2, 1]`, then an
-    in-place exponential. Inputs are scaled by the lengthscales and centred on
-    the scaled training inputs' mean (GPyTorch centres each call; a fixed
-    centre gives the same bits for any part of the candidates). Values equal
-    ``covar_module``'s to round-off; :meth:`of` returns None for any other
-    kernel, batch shape or ``active_dims``.
-    """
+    r"""Rows of a plain SE kernel, :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`, in
+    three passes (GPyTorch's ``RBFKernel`` makes about eight): the exponent is one
+    product of :math:`[z_a, 1, \log c - \tfrac12\|z_a\|^2]` and :math:`[z_b,
+    -\tfrac12\|z_b\|^2, 1]`, inputs scaled by the lengthscales and centred on the
+    scaled training inputs' mean (the same bits for any part of the candidates).
+    Equal to ``covar_module``'s to round-off; :meth:`of` returns None for other
+    kernels, batch shapes or ``active_dims``."""
 
     exact = False
 
@@ -538,7 +493,6 @@ class SERows:
         return self.Zs.shape[0]
 
     def features(self, idx: Tensor) -> Tensor:
-        """``[z_a, -|z_a|^2/2, 1]`` of the points ``idx`` (local indices)."""
         return self._right[idx].clone()
 
     def __call__(
@@ -572,22 +526,15 @@ class SERows:
 
 
 class FeatureRows:
-    r"""Rows of a :class:`~ax_chaining.kernels.FeatureTableKernel` with an RBF
-    or a Matern-3/2 or 5/2 base kernel (ARD or not, optionally inside
-    ``ScaleKernel``\ s), in a few passes instead of GPyTorch's dozen.
-
-    With :math:`z = F / \ell - c` (the table's rows scaled by the lengthscales
-    and centred on the scaled training rows' mean), a block of rows is
-    :math:`s\,\kappa(\|z_a - z_b\|)`, the squared distance from one ``addmm``
-    clamped at 0 as GPyTorch does, :math:`\kappa` the base kernel's profile
-    (:func:`_profile`). Scaled rows are made per block of
-    :func:`~ax_chaining.distances.column_blocks` from the table (which may be
-    a memory map), so values do not depend on the rows asked for or the shard.
-    Values equal ``covar_module``'s to round-off. :meth:`of` returns None for
-    other bases (Matern-1/2: :math:`e^{-r}` turns the round-off of
-    :math:`r^2 \approx 0` into an error of its square root), batch shapes and
-    ``active_dims``.
-    """
+    r"""Rows of a :class:`~ax_chaining.kernels.FeatureTableKernel` with an RBF or a
+    Matern-3/2 or 5/2 base (ARD or not, optionally in ``ScaleKernel``\ s), in a
+    few passes instead of GPyTorch's dozen: with :math:`z = F / \ell - c` (table
+    rows scaled, centred on the scaled training rows' mean), a block is
+    :math:`s\,\kappa(\|z_a - z_b\|)` from one ``addmm`` clamped at 0, made per
+    block of :func:`~ax_chaining.distances.column_blocks` from the table. Equal
+    to ``covar_module``'s to round-off; :meth:`of` returns None for other bases
+    (Matern-1/2 would turn the round-off of :math:`r^2 \approx 0` into its
+    square root's), batch shapes and ``active_dims``."""
 
     exact = False
 
@@ -656,7 +603,6 @@ class FeatureRows:
         return rows.to(device=device, dtype=dtype)
 
     def _scaled(self, items: Tensor) -> tuple[Tensor, Tensor]:
-        """``z`` and ``|z|^2`` of the items ``items``."""
         dtype, device = self.centre.dtype, self.centre.device
         z = self._gather(self.table, items, dtype, device).mul_(self.inv_lengthscale)
         z.sub_(self.centre)
@@ -667,7 +613,6 @@ class FeatureRows:
         return self.items.shape[0]
 
     def features(self, idx: Tensor) -> Tensor:
-        """``[z_a, |z_a|^2]`` of the points ``idx`` (local indices)."""
         z, sq = self._scaled(self.items[idx.to(self.items.device)])
         return torch.cat([z, sq.unsqueeze(-1)], dim=-1)
 
@@ -689,9 +634,9 @@ class FeatureRows:
 
 
 def _profile(sq: Tensor, profile: str) -> None:
-    r"""Replace squared scaled distances :math:`r^2` in place by the profile
-    :math:`e^{-r^2/2}` (RBF), :math:`(1 + \sqrt3 r) e^{-\sqrt3 r}` (Matern
-    3/2) or :math:`(1 + \sqrt5 r + \tfrac53 r^2) e^{-\sqrt5 r}` (Matern 5/2)."""
+    r""":math:`r^2 \mapsto` the profile :math:`e^{-r^2/2}`, :math:`(1 + \sqrt3 r)
+    e^{-\sqrt3 r}` or :math:`(1 + \sqrt5 r + \tfrac53 r^2) e^{-\sqrt5 r}`, in
+    place."""
     if profile == "rbf":
         sq.mul_(-0.5).exp_()
         return
@@ -708,13 +653,9 @@ def _profile(sq: Tensor, profile: str) -> None:
 
 
 class LibraryRows:
-    r"""Rows of a library-mode fingerprint kernel (``TanimotoKernel`` over a
-    :class:`~ax_chaining.kernels.PackedFingerprints`, optionally in a
-    ``ScaleKernel``), straight from the library's exact route: one
-    :meth:`~ax_chaining.kernels.PackedFingerprints.tanimoto` call per block, no
-    GPyTorch call. Values equal ``covar_module``'s and do not depend on the
-    grouping of columns.
-    """
+    """Rows of a library-mode ``TanimotoKernel`` (optionally in a ``ScaleKernel``)
+    straight from :meth:`~ax_chaining.kernels.PackedFingerprints.tanimoto`, one
+    call per block, no GPyTorch call; exact, so equal to ``covar_module``'s."""
 
     exact = True
 
@@ -745,7 +686,6 @@ class LibraryRows:
         return cls(base.library, items, scale, base.route, Zt.device)
 
     def features(self, idx: Tensor) -> Tensor:
-        """The item indices of the points ``idx``."""
         return self.items[idx.cpu()]
 
     def __call__(
@@ -791,14 +731,10 @@ def factor_blocks(
     out_var: Tensor,
     out: Tensor,
 ) -> Tensor:
-    r"""The factor :math:`W = c^{1/2} L^{-1} k(X_n, Z)` into ``out[:r]`` (rows
-    past ``r`` are left alone) and the posterior mean over ``kernel``'s
-    candidates, per block of :func:`~ax_chaining.distances.column_blocks`: the
-    one place one machine and a shard compute them.
-
-    Returns:
-        The ``m`` posterior means (outcome units).
-    """
+    """The factor :math:`W = c^{1/2} L^{-1} k(X_n, Z)` into ``out[:r]`` and the
+    posterior means (outcome units, returned) over ``kernel``'s candidates, per
+    block of :func:`~ax_chaining.distances.column_blocks`: the one place one
+    machine and a shard compute them."""
     n, r = kernel.n, L.shape[-1]
     mean = torch.empty(n, dtype=out.dtype, device=out.device)
     root = out_var.sqrt()
@@ -826,10 +762,9 @@ def pending_factor_blocks(
     out: Tensor,
 ) -> None:
     r"""The rows :math:`A^{-1} k_t(P, Z)` that pending points add to the factor,
-    into ``out`` (``p x m``), per block as :func:`factor_blocks`:
-    :math:`k_t(P, z) = c\, k(P, z) - W_P^\top w(z)`, with ``W`` the candidates'
-    ``r x m`` factor and ``W_p``, ``A`` from :meth:`ModelFactors.pending`.
-    """
+    into ``out`` (``p x m``), per block: :math:`k_t(P, z) = c\, k(P, z) -
+    W_P^\top w(z)` (``W``: the candidates' factor; ``W_p``, ``A``:
+    :meth:`ModelFactors.pending`)."""
     n = kernel.n
     for a0, b0 in kernel.ranges(0, n):
         cov = kernel(pending_features, b0, a0)
@@ -840,12 +775,11 @@ def pending_factor_blocks(
 
 
 class ModelFactors:
-    r"""What the posterior over any candidates needs of an exact single-output
-    GP, small enough (``r x r``) to send to other machines: the Cholesky factor
-    :math:`L` of :math:`K_n + \eta^2 I`, the whitened residual
-    :math:`L^{-1}(y - m(X_n))`, the outcome scale :math:`c`, and, given pending
-    points, their rows :math:`W_P` and the factor :math:`A` of their covariance.
-    """
+    r"""What the posterior over any candidates needs of an exact single-output GP,
+    small enough (``r x r``) to send to other machines: the Cholesky factor
+    :math:`L` of :math:`K_n + \eta^2 I`, the whitened residual :math:`L^{-1}(y -
+    m(X_n))`, the outcome scale :math:`c`, and, given pending points, their
+    :math:`W_P` and :math:`A`."""
 
     def __init__(self, model: ExactGP, like: Tensor) -> None:
         self.model = model
@@ -863,7 +797,6 @@ class ModelFactors:
         self._pending: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
 
     def _whiten(self, Xt: Tensor) -> Tensor:
-        """:math:`c^{1/2} L^{-1} k(X_n, X)` of transformed inputs ``Xt``."""
         cross = self.covar_module(self.train_X, Xt).to_dense()
         W = torch.linalg.solve_triangular(self.L, cross, upper=False)
         return W.mul_(self.out_var.sqrt())
@@ -871,10 +804,9 @@ class ModelFactors:
     def pending(
         self, X_pending: Tensor, noise: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
-        r"""``(Pt, W_P, A)`` for pending points ``X_pending`` (raw inputs):
-        :math:`W_P = c^{1/2} L^{-1} k(X_n, P)` and :math:`A A^\top = k_t(P, P)
-        + \mathrm{diag}(\text{noise})`; kept for :meth:`pending_variance_drop`.
-        """
+        r"""``(Pt, W_P, A)`` for pending points (raw inputs): :math:`W_P = c^{1/2}
+        L^{-1} k(X_n, P)`, :math:`A A^\top = k_t(P, P) + \mathrm{diag}(\text{noise})`;
+        kept for :meth:`pending_variance_drop`."""
         Pt = self.model.transform_inputs(X_pending)
         W_p = self._whiten(Pt)
         cov_pp = self.covar_module(Pt, Pt).to_dense()
@@ -884,9 +816,8 @@ class ModelFactors:
         return Pt, W_p, A
 
     def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
-        r""":math:`\|A^{-1} k_t(P, x)\|^2`, how much the pending points of the
-        last :meth:`pending` call lower the variance at ``X`` (``b x d``); None
-        if that call was for other pending points."""
+        r""":math:`\|A^{-1} k_t(P, x)\|^2` at ``X`` (``b x d``) for the pending
+        points of the last :meth:`pending` call; None if that was for others."""
         if self._pending is None or not torch.equal(self._pending[0], X_pending):
             return None
         _, Pt, W_p, A = self._pending
@@ -899,9 +830,8 @@ class ModelFactors:
 
 
 class _LowRankFactors:
-    r"""The candidates' factor :math:`W`, posterior mean and prior rows of an
-    exact single-output GP, built once per model and candidate set; pending
-    points only append rows to :math:`W` (:meth:`condition`)."""
+    """The candidates' factor :math:`W`, posterior mean and prior rows of an exact
+    single-output GP; pending points append rows to :math:`W` (:meth:`condition`)."""
 
     def __init__(self, model: ExactGP, Z: Tensor) -> None:
         self.model_factors = mf = ModelFactors(model, Z)
@@ -931,9 +861,8 @@ class _LowRankFactors:
     def prior_rows(
         self, idx: Tensor, cols: int | None = None, first: int = 0
     ) -> Tensor:
-        """Model-space prior covariance of ``Z[idx]`` and ``Z[first:cols]``, by
-        :class:`SERows`, :class:`FeatureRows` or :class:`LibraryRows` where
-        they apply, else the model's ``covar_module``."""
+        """Model-space prior covariance of ``Z[idx]`` and ``Z[first:cols]``, by the
+        fastest rows that apply."""
         if self._fast_rows is None:
             mf = self.model_factors
             self._fast_rows = (
@@ -953,9 +882,7 @@ class _LowRankFactors:
         return self._prior_variance
 
     def condition(self, X_pending: Tensor, noise: Tensor) -> Tensor:
-        r"""The ``(r + p) x N`` factor given ``p`` pending points: ``p`` rows
-        :math:`A^{-1} k_t(P, Z)` appended (:func:`pending_rows`); only kernel
-        entries that involve :math:`P` are computed."""
+        """The ``(r + p) x N`` factor given pending points (:func:`pending_rows`)."""
         Pt, W_p, A = self.model_factors.pending(X_pending, noise)
         r, n = self.factor.shape
         out = torch.empty(
@@ -967,26 +894,17 @@ class _LowRankFactors:
         )
         return out
 
-    def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
-        """See :meth:`ModelFactors.pending_variance_drop`."""
-        return self.model_factors.pending_variance_drop(X_pending, X)
-
 
 class PosteriorCache:
-    """What the posterior over one candidate set lets a batch reuse: the
-    candidates' factor, posterior mean and prior variance, which pending points
-    leave unchanged. :func:`candidate_posterior` fills it on the first call and
-    reads it on later ones with the same model and candidates. Keep one per
-    model and candidate set; a model refit needs a new one.
-    """
+    """The candidates' factor, posterior mean and prior variance (which pending
+    points leave unchanged), kept by :func:`candidate_posterior` for later calls
+    with the same model and candidates; a refit model needs a new one."""
 
     def __init__(self) -> None:
         self.factors: _LowRankFactors | None = None
         self._key: tuple | None = None
 
     def factors_for(self, model: Model, candidates: Tensor) -> _LowRankFactors:
-        """The held factors if they are for ``model`` and ``candidates``, else
-        new ones (then held)."""
         key = (id(model), candidates.data_ptr(), tuple(candidates.shape))
         if self.factors is None or self._key != key:
             self.factors, self._key = _LowRankFactors(model, candidates), key
@@ -994,18 +912,23 @@ class PosteriorCache:
 
 
 def row_budgets(memory_budget: int) -> tuple[int, int]:
-    """Bytes of a block of rows of :math:`d_t`, and of a farthest-first pool of
-    rows (which must hold many rows per call at large ``N``: each call reads
-    the whole factor). Block sizes are discussed on "Large candidate sets"."""
+    """Bytes of a block of rows of :math:`d_t`, and of a farthest-first pool
+    (which must hold many rows per call at large ``N``)."""
     # A few MiB keep a block's passes (kernel, correction, thresholds) in cache.
     block_bytes = max(2**20, min(4 * 2**20, memory_budget // 32))
     pool_bytes = max(block_bytes, min(512 * 2**20, memory_budget // 8))
     return block_bytes, pool_bytes
 
 
+def low_rank_bytes(r: int, p: int, n: int, itemsize: int, pool_bytes: int) -> int:
+    """Peak bytes of the low-rank route over ``n`` candidates, ``r`` observations
+    and ``p`` pending points."""
+    return (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
+
+
 def low_rank_row_batch(n: int, itemsize: int, memory_budget: int) -> int:
-    """Rows per farthest-first batch on the low-rank route over ``n``
-    candidates: a pool of ``2 * batch`` rows fits in the pool's budget."""
+    """Rows per farthest-first batch over ``n`` candidates: a pool of ``2 * batch``
+    rows fits in the pool's budget."""
     pool_bytes = row_budgets(memory_budget)[1]
     return max(1, min(32, pool_bytes // (2 * n * itemsize)))
 
@@ -1023,93 +946,6 @@ def _budget_error(what: str, n: int, need: int, budget: int) -> MemoryBudgetErro
     )
 
 
-def _choose_path(
-    path: Path,
-    distance: PseudoDistance,
-    low_rank_bytes: int,
-    memory_budget: int,
-    low_rank_form: bool,
-    first_radius: float | None,
-) -> tuple[Path, str | None]:
-    r"""The route of the covers, and why ``path="auto"`` left the exact greedy
-    covers (else None).
-
-    ``"auto"`` takes the dense route for models without the low-rank form, and
-    for the others while ``N <=`` :data:`AUTO_EXACT_MAX_N` and the greedy
-    covers' graph (the pairs within :math:`\epsilon_1` = ``first_radius``,
-    estimated from a sample of rows, or a level matrix where those would not
-    fit) fits the budget beside the low-rank form; else the low-rank route.
-    """
-    n = distance.n
-    if path != "auto":
-        return path, None
-    if not low_rank_form:
-        return "dense", None
-    if n > AUTO_EXACT_MAX_N:
-        return "low_rank", None
-    if GRAPH_PEAK_EDGE_BYTES * n * n + low_rank_bytes <= memory_budget:
-        return "dense", None  # even a complete graph fits: no need to sample
-    # Dense coarse levels are covered lazily and keep no edges
-    # (chaining.lazy_levels): the lists hold the first sparse one.
-    if first_radius is None:
-        raise ValueError("`first_radius` is needed to estimate the greedy covers.")
-    radii = [first_radius * 2.0**-i for i in range(8)]
-    counted, edges = lazy_levels(distance, radii)
-    graph = GRAPH_PEAK_EDGE_BYTES * edges
-    if graph + low_rank_bytes > memory_budget:
-        graph = 2 * n * n  # a level matrix, where lists are larger
-    if graph + low_rank_bytes <= memory_budget:
-        return "dense", None
-    return "low_rank", (
-        f"greedy covers of N={n} need about {format_bytes(graph)} "
-        f"({edges:,} pairs within eps_{counted + 1}), above "
-        f"memory_budget={format_bytes(memory_budget)}"
-    )
-
-
-def _dense_posterior(
-    model: Model,
-    candidates: Tensor,
-    posterior_transform: PosteriorTransform | None,
-    X_pending: Tensor | None,
-    noise: Tensor | None,
-    block_bytes: int,
-) -> tuple[Tensor, DenseDistance]:
-    """Mean and :math:`d_t` from ``model.posterior``'s covariance over the
-    candidates and ``X_pending`` (conditioned on), for any Gaussian posterior.
-
-    Raises:
-        UnsupportedError: The posterior has no Gaussian covariance.
-    """
-    n = candidates.shape[0]
-    p = 0 if X_pending is None else X_pending.shape[0]
-    Z = candidates if not p else torch.cat([candidates, X_pending.to(candidates)])
-    # Only the mean: GPyTorch would otherwise build a chunk x chunk covariance.
-    with torch.no_grad(), gpytorch.settings.skip_posterior_variances():
-        mean = torch.cat(
-            [
-                model.posterior(
-                    candidates[i : i + _MEAN_CHUNK],
-                    posterior_transform=posterior_transform,
-                ).mean.reshape(-1)
-                for i in range(0, n, _MEAN_CHUNK)
-            ]
-        )
-    post = model.posterior(Z, posterior_transform=posterior_transform)
-    try:
-        cov = post.distribution.covariance_matrix
-    except AttributeError as e:
-        raise UnsupportedError(
-            f"{type(post).__name__} has no Gaussian covariance; Chaining-UCB "
-            "needs a Gaussian posterior."
-        ) from e
-    cov = cov.reshape(Z.shape[0], Z.shape[0])
-    if p:
-        extra, _ = pending_rows(cov[n:, n:], noise, cov[n:, :n])
-        cov = cov[:n, :n].addmm_(extra.T, extra, alpha=-1.0)
-    return mean, DenseDistance(cov, inplace=True, block_bytes=block_bytes)
-
-
 def candidate_posterior(
     model: Model,
     candidates: Tensor,
@@ -1122,67 +958,49 @@ def candidate_posterior(
 ) -> CandidatePosterior:
     r"""Posterior mean and pseudo-distance :math:`d_t` over ``candidates``.
 
-    ``"low_rank"`` (exact single-output GPs, :func:`supports_low_rank`)
-    computes rows of :math:`d_t` on demand from the prior kernel and the
-    factor :math:`W` (``O(N r)`` memory); ``"dense"`` builds the exact greedy
-    covers, from those rows where the model has the low-rank form, else from
-    ``model.posterior``'s ``N x N`` covariance; ``"auto"`` chooses by size and
-    memory (documentation page "Large candidate sets").
+    ``"low_rank"`` (exact single-output GPs, :func:`supports_low_rank`) computes
+    rows of :math:`d_t` on demand from the prior kernel and the factor :math:`W`
+    (``O(N r)`` memory); ``"dense"`` builds the exact greedy covers, from those
+    rows where the model has the low-rank form, else from ``model.posterior``'s
+    ``N x N`` covariance; ``"auto"`` takes the dense route without the
+    low-rank form, or while ``N <=`` :data:`AUTO_EXACT_MAX_N` and the greedy
+    covers' graph fits the budget beside the low-rank form.
 
     Example:
         >>> post = candidate_posterior(model, candidates, path="low_rank")
         >>> post.mean.shape, post.distance.n
 
     Args:
-        model: A fitted BoTorch model.
-        candidates: ``N x d`` candidates in the model's raw input space.
-        posterior_transform: Optional transform to a single-output posterior.
-        X_pending: Optional ``p x d`` points conditioned on with their posterior
-            mean as observations.
+        X_pending: ``p x d`` points conditioned on at their posterior mean.
         path: ``"auto"``, ``"dense"`` or ``"low_rank"``.
-        memory_budget: Bytes the largest allocations may take.
-        cache: Optional :class:`PosteriorCache`, filled on the first call and
-            reused by later calls with the same model and candidates (a batch:
-            only the pending points' rows of the factor are computed).
-        first_radius: :math:`\epsilon_1` of the covers, for ``path="auto"``'s
-            estimate of the greedy covers' memory (default: the largest prior
-            standard deviation over the candidates).
-
-    Returns:
-        A :class:`CandidatePosterior`.
-
-    Raises:
-        ValueError: ``path`` is not one of the routes.
-        UnsupportedError: ``path="low_rank"`` for a model without the form.
-        MemoryBudgetError: The route cannot fit ``memory_budget`` (raised
-            before any allocation).
+        memory_budget: Bytes the largest allocations may take (else
+            ``MemoryBudgetError``, before any allocation).
+        cache: A :class:`PosteriorCache` to fill and reuse (a batch then
+            computes only the pending points' rows of the factor).
+        first_radius: :math:`\epsilon_1`, for ``"auto"``'s estimate (default the
+            largest prior standard deviation).
     """
     low_rank_form = supports_low_rank(model, posterior_transform)
     if path not in ("auto", "dense", "low_rank"):
         raise ValueError(f"path must be 'auto', 'dense' or 'low_rank', got {path!r}.")
-    if path == "low_rank" and not low_rank_form:
-        raise UnsupportedError(
-            "path='low_rank' needs an exact single-output GP (ExactGP with a Gaussian "
-            "likelihood, no or a Standardize outcome transform, no "
-            "posterior_transform other than a single weight of +1 or -1); got "
-            f"{type(model).__name__}."
-        )
+    if path == "low_rank":
+        require_low_rank(model, posterior_transform, "path='low_rank'")
     p = 0 if X_pending is None else X_pending.shape[0]
     n, itemsize = candidates.shape[0], candidates.element_size()
     r = num_training_points(model) or 0
     block_bytes, pool_bytes = row_budgets(memory_budget)
-    low_rank_bytes = (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
+    low_rank_need = low_rank_bytes(r, p, n, itemsize, pool_bytes)
     # Without the low-rank form: model.posterior's covariance (about three
     # N x N copies at its peak) and the greedy covers' graph (at most 2 N^2
     # bytes, as a level matrix).
     dense_bytes = dense_memory_bytes(n, candidates.dtype, 3.0) + 4 * block_bytes
     if not low_rank_form and dense_bytes > memory_budget:
         raise _budget_error("The dense path", n, dense_bytes, memory_budget)
-    if low_rank_form and path != "dense" and low_rank_bytes > memory_budget:
-        raise _budget_error("The low-rank path", n, low_rank_bytes, memory_budget)
+    if low_rank_form and path != "dense" and low_rank_need > memory_budget:
+        raise _budget_error("The low-rank path", n, low_rank_need, memory_budget)
     model.eval()
     noise = pending_noise(model, X_pending, posterior_transform) if p else None
-    prior_var = None
+    prior_var = reason = None
     with torch.no_grad():
         if low_rank_form:
             if cache is None:
@@ -1211,13 +1029,59 @@ def candidate_posterior(
             if not first_radius:
                 # eps_1 = the largest prior standard deviation (the default scale).
                 first_radius = float(prior_var.max().clamp_min(0).sqrt())
-        else:
-            mean, distance = _dense_posterior(
-                model, candidates, posterior_transform, X_pending, noise, block_bytes
+        else:  # any Gaussian posterior: its covariance, pending points included
+            Z = (
+                candidates
+                if not p
+                else torch.cat([candidates, X_pending.to(candidates)])
             )
-        route, reason = _choose_path(
-            path, distance, low_rank_bytes, memory_budget, low_rank_form, first_radius
-        )
+            # Only the mean: GPyTorch would otherwise build a chunk x chunk
+            # covariance.
+            with gpytorch.settings.skip_posterior_variances():
+                mean = torch.cat(
+                    [
+                        model.posterior(
+                            candidates[i : i + _MEAN_CHUNK],
+                            posterior_transform=posterior_transform,
+                        ).mean.reshape(-1)
+                        for i in range(0, n, _MEAN_CHUNK)
+                    ]
+                )
+            post = model.posterior(Z, posterior_transform=posterior_transform)
+            try:
+                cov = post.distribution.covariance_matrix
+            except AttributeError as e:
+                raise UnsupportedError(
+                    f"{type(post).__name__} has no Gaussian covariance; Chaining-UCB "
+                    "needs a Gaussian posterior."
+                ) from e
+            cov = cov.reshape(Z.shape[0], Z.shape[0])
+            if p:
+                extra, _ = pending_rows(cov[n:, n:], noise, cov[n:, :n])
+                cov = cov[:n, :n].addmm_(extra.T, extra, alpha=-1.0)
+            distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
+        route = path
+        if path == "auto":
+            route = "dense"
+            need = low_rank_need
+            if low_rank_form and n > AUTO_EXACT_MAX_N:
+                route = "low_rank"
+            elif low_rank_form and GRAPH_PEAK_EDGE_BYTES * n * n + need > memory_budget:
+                # The pairs within eps_1, from sampled rows (dense coarse levels
+                # are covered lazily and keep no edges), or a level matrix
+                # where the lists are larger.
+                radii = [first_radius * 2.0**-i for i in range(8)]
+                counted, edges = lazy_levels(distance, radii)
+                graph = GRAPH_PEAK_EDGE_BYTES * edges
+                if graph + need > memory_budget:
+                    graph = 2 * n * n
+                if graph + need > memory_budget:
+                    route = "low_rank"
+                    reason = (
+                        f"greedy covers of N={n} need about {format_bytes(graph)} "
+                        f"({edges:,} pairs within eps_{counted + 1}), above "
+                        f"memory_budget={format_bytes(memory_budget)}"
+                    )
     return CandidatePosterior(
         mean=mean,
         distance=distance,

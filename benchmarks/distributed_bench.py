@@ -196,7 +196,7 @@ def _sharded_steps(
     problem: dict[str, Any], client: Any, backend: str, args: argparse.Namespace
 ) -> dict[str, Any]:
     from ax_chaining import ChainingUCB
-    from ax_chaining.distributed import ShardedCandidates
+    from benchmarks.moved_core import ShardedCandidates
 
     t0 = time.perf_counter()
     sharded = ShardedCandidates(

@@ -1,7 +1,6 @@
 """Trials evaluated on the cluster that holds the shards: an Ax runner and
-metric (Ax's ``IRunner`` and ``IMetric``), so that ``Client.run_trials`` (Ax's
-``Orchestrator``) keeps several trials running there while the strategy's
-steps run on the shards."""
+metric (``IRunner``, ``IMetric``), so that ``Client.run_trials`` keeps several
+trials running there while the strategy's steps run on the shards."""
 
 from __future__ import annotations
 
@@ -17,15 +16,12 @@ __all__ = ["DaskMetric", "DaskRunner"]
 
 
 class DaskRunner(IRunner):
-    r"""An Ax runner (``IRunner``) that evaluates each trial on a Dask cluster.
+    """An Ax runner that evaluates each trial as a task on a Dask cluster.
 
-    ``run_trial`` submits ``evaluate(parameters)`` (a task that may run on any
-    worker, beside the shards) and returns its key as the trial's metadata;
-    ``poll_trial`` reports the task's state (running, completed, or failed if
-    it raised); :class:`DaskMetric` reads the result. With
-    ``Client.configure_runner`` and ``Client.run_trials(max_trials,
-    parallelism=k)``, Ax's ``Orchestrator`` keeps ``k`` trials running on the
-    cluster while the strategy's steps run on the shards.
+    ``run_trial`` submits ``evaluate(parameters)`` and records the task's key in
+    the trial's metadata; ``poll_trial`` reports the task's state (failed if it
+    raised); :class:`DaskMetric` reads the result. With ``Client.run_trials(...,
+    parallelism=k)`` Ax keeps ``k`` trials running on the cluster.
 
     Example:
         >>> client.configure_runner(DaskRunner(dask_client, evaluate))
@@ -41,23 +37,20 @@ class DaskRunner(IRunner):
     def __init__(self, client: Any, evaluate: Callable[[dict], Mapping]) -> None:
         super().__init__()
         self.client, self.evaluate = client, evaluate
-        # The futures keep the results on the cluster until fetched.
         self._futures: dict[int, Any] = {}
 
     def run_trial(
         self, trial_index: int, parameterization: TParameterization
     ) -> dict[str, Any]:
         future = self.client.submit(self.evaluate, dict(parameterization), pure=False)
-        self._futures[trial_index] = future
+        self._futures[trial_index] = future  # keeps the result until fetched
         return {"dask_key": str(future.key)}
 
     def poll_trial(
         self, trial_index: int, trial_metadata: Mapping[str, Any]
     ) -> TrialStatus:
         future = self._futures.get(trial_index)
-        if future is None:
-            return TrialStatus.FAILED
-        if future.status in ("error", "cancelled", "lost"):
+        if future is None or future.status in ("error", "cancelled", "lost"):
             return TrialStatus.FAILED
         return TrialStatus.COMPLETED if future.done() else TrialStatus.RUNNING
 
@@ -71,13 +64,11 @@ class DaskRunner(IRunner):
 
 
 class DaskMetric(IMetric):
-    """An Ax metric (``IMetric``) read from :class:`DaskRunner`'s task of the
-    trial: ``evaluate(parameters)[name]``, found by the key in the trial's
-    metadata.
+    """An Ax metric read from :class:`DaskRunner`'s task of the trial:
+    ``evaluate(parameters)[name]``, found by the key in the trial's metadata.
 
-    Args:
-        name: The metric's name (a key of ``evaluate``'s result).
-        client: The ``distributed.Client`` the runner submits to.
+    Example:
+        >>> DaskMetric("score", dask_client)
     """
 
     def __init__(self, name: str, client: Any) -> None:
