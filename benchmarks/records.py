@@ -202,7 +202,7 @@ def stored_records(records: str | None, out: str | Path, kind: str) -> list[Any]
 
 
 def add_record_options(
-    parser: argparse.ArgumentParser, out: str, small: str, plot: bool = True
+    parser: argparse.ArgumentParser, out: str | None, small: str, plot: bool = True
 ) -> None:
     """The options of every resumable benchmark that writes one record per run."""
     parser.add_argument("--small", action="store_true", help=small)
@@ -253,10 +253,11 @@ def run_resumable(
     fresh_process: bool = False,
     threads: int | None = None,
     refuse_other: bool = False,
+    complete: Callable[[Any], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Reuse every stored record of ``tasks`` made with ``key``
-    (``record["config"]``), run the rest with ``run(*task)``, each record
-    written as soon as it is made.
+    (``record["config"]``; and ``complete(record)`` if given), run the rest
+    with ``run(*task)``, each record written as soon as it is made.
 
     ``jobs > 1`` runs the tasks in spawned worker processes (``run`` must be
     picklable), ``threads`` torch threads each (default: the cores shared
@@ -270,10 +271,11 @@ def run_resumable(
     for task in tasks:
         path = lay.path(out, *task)
         rec = None if force else load_json(path)
-        if isinstance(rec, dict) and rec.get("config") == key:
+        stored = isinstance(rec, dict) and "config" in rec
+        if stored and rec["config"] == key and (complete is None or complete(rec)):
             records.append(rec)
             continue
-        if refuse_other and isinstance(rec, dict) and "config" in rec:
+        if refuse_other and stored and rec["config"] != key:
             raise ValueError(
                 f"{path} holds a run of another configuration ({rec['config']}); "
                 "use another --out directory or --force."

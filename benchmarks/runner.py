@@ -12,7 +12,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
@@ -92,17 +92,16 @@ PAPER_CONFIG = BenchmarkConfig()
 SMALL_CONFIG = BenchmarkConfig(n=1000, iters=40, runs=8)
 
 
-def make_problem(
-    name: str, n: int, seed: int, cache_dir: str | os.PathLike | None = None
-) -> DiscreteProblem:
+def make_problem(name: str, n: int, seed: int) -> DiscreteProblem:
     """One of the paper's problems (``se``, ``himmelblau``, ``graph``)."""
-    if name == "se":
-        return se_problem(n=n, seed=seed, cache_dir=cache_dir)
-    if name == "himmelblau":
-        return himmelblau_problem(n=n, seed=seed)
-    if name == "graph":
-        return graph_problem(n=n, seed=seed)
-    raise ValueError(f"Unknown problem {name!r}; expected one of {PROBLEMS}.")
+    problems = {
+        "se": se_problem,
+        "himmelblau": himmelblau_problem,
+        "graph": graph_problem,
+    }
+    if name not in problems:
+        raise ValueError(f"Unknown problem {name!r}; expected one of {PROBLEMS}.")
+    return problems[name](n=n, seed=seed)
 
 
 def _engine_fingerprint() -> dict[str, str]:
@@ -219,12 +218,10 @@ def run_method(
     seed: int,
     config: BenchmarkConfig,
     setup: _RunSetup | None = None,
-    callback: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """One method on one problem instance (built with ``seed``) for
-    ``config.iters`` queries; ``setup`` shares the kernel and initial design
-    between methods; ``callback`` gets each query's number. Returns the
-    JSON-ready record."""
+    ``config.iters`` queries (``setup``: the kernel and initial design its
+    methods share); the JSON-ready record."""
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; expected one of {METHODS}.")
     setup = setup or _setup_run(problem, seed, config)
@@ -239,7 +236,7 @@ def run_method(
     best, best_queries, cum = best_init, -math.inf, 0.0
     queries, y_queries, simple, simple_q, cumulative, seconds = [], [], [], [], [], []
     diagnostics: dict[str, list[float]] = {}
-    for step in range(1, config.iters + 1):
+    for _ in range(config.iters):
         start = time.perf_counter()
         if method == "random":  # uniform among the candidates not evaluated yet
             free = (~evaluated).nonzero().squeeze(-1)
@@ -277,8 +274,6 @@ def run_method(
         simple.append(f_max - best)
         simple_q.append(f_max - best_queries)
         cumulative.append(cum)
-        if callback is not None:
-            callback(step)
     return {
         "format_version": FORMAT_VERSION,
         "complete": True,
@@ -319,22 +314,18 @@ def result_path(out: str | os.PathLike, problem: str, method: str, seed: int) ->
 
 @functools.lru_cache(maxsize=1)
 def _instance(
-    name: str, seed: int, config: BenchmarkConfig, cache_dir: str | None
+    name: str, seed: int, config: BenchmarkConfig
 ) -> tuple[DiscreteProblem, _RunSetup]:
     """A run's problem and setup, kept for the next method of the same run."""
-    problem = make_problem(name, config.n, seed, cache_dir)
+    problem = make_problem(name, config.n, seed)
     return problem, _setup_run(problem, seed, config)
 
 
 def _run_task(
-    problem: str,
-    method: str,
-    seed: int,
-    config: BenchmarkConfig,
-    cache_dir: str | None = None,
+    problem: str, method: str, seed: int, config: BenchmarkConfig
 ) -> dict[str, Any]:
     warnings.filterwarnings("ignore", category=InputDataWarning)
-    instance, setup = _instance(problem, seed, config, cache_dir)
+    instance, setup = _instance(problem, seed, config)
     return run_method(instance, method, seed, config, setup=setup)
 
 
@@ -349,7 +340,6 @@ def run_benchmark(
     threads: int | None = None,
     force: bool = False,
     progress: bool = True,
-    cache_dir: str | os.PathLike | None = None,
     config: BenchmarkConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) the paper's experiment: one record per problem, method
@@ -374,17 +364,14 @@ def run_benchmark(
         out,
         "paper",
         config.run_key(),
-        functools.partial(
-            _run_task,
-            config=config,
-            cache_dir=None if cache_dir is None else str(cache_dir),
-        ),
+        functools.partial(_run_task, config=config),
         force=force,
         progress=progress,
         desc="runs",
         jobs=jobs,
         threads=threads or (1 if jobs > 1 else None),
         refuse_other=True,
+        complete=functools.partial(_is_complete, config=config),
     )
     return select_results(records, problems, methods, config)
 
