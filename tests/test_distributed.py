@@ -755,6 +755,20 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
 
 
 # ----------------------------------------------------------------- benchmark
+def test_benchmark_refuses_the_removed_backends(capsys):
+    """ShardedCandidates has one backend (Dask actors): the benchmark says so
+    for the removed ones, before it starts a cluster."""
+    from benchmarks.__main__ import main
+
+    for backends in ("futures", "actors,futures", "local"):
+        with pytest.raises(SystemExit) as info:
+            main(["distributed", "--small", "--backends", backends])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "Dask actors (--backends actors)" in err
+        assert "'futures' and 'local' backends were removed" in err
+
+
 @pytest.mark.slow  # the CLI end to end, two clusters of its own
 def test_benchmark_small_preset_end_to_end(capsys, tmp_path):
     import json
@@ -785,10 +799,10 @@ def test_benchmark_small_preset_end_to_end(capsys, tmp_path):
     path.write_text(out)
     table = bench.table([str(path)])
     assert "| 6,000 | tanimoto | actors | 2 |" in table and "Fitted at" in table
-    # One round trip with each way of holding shards, dask.array included.
+    # One round trip with actors, and with the dask.array baseline.
     assert main(["distributed", "--round-trips", "2"]) == 0
     trips = [json.loads(line) for line in capsys.readouterr().out.splitlines()][1:]
-    assert [r["backend"] for r in trips] == ["actors", "futures", "dask.array"]
+    assert [r["backend"] for r in trips] == ["actors", "dask.array"]
     assert all(r["round_trip_s"] > 0 and r["workers"] == 2 for r in trips)
     path.write_text(out + "\n".join(json.dumps(r) for r in trips))
     assert "| dask.array | 2 | 10,000 |" in bench.table([str(path)])
