@@ -301,6 +301,8 @@ class ChainingUCB(AcquisitionFunction):
         pending_covers: PendingCovers = "rebuild",
         bonus: BonusShape = "paper",
     ) -> None:
+        """Check the arguments and build the first step (see the class's Args):
+        bad input and memory errors surface here, not at the first query."""
         given = locals()
         super().__init__(model=model)
         names = (f.name for f in fields(ChainingOptions))
