@@ -282,6 +282,7 @@ def test_committed_summary_is_remade_from_the_committed_records(
             "docs/results/speed.md",
         ),
         ("speed", "docs/results/speed/step_se_1e4.jsonl", "docs/results/speed.md"),
+        ("speed", "docs/results/speed/rewrite.jsonl", "docs/results/speed.md"),
         ("speed", "docs/results/speed/floor_se_1e4.jsonl", "docs/results/speed.md"),
         (
             "speed",
