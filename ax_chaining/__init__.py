@@ -1,14 +1,7 @@
-"""Chaining-UCB for BoTorch and Ax: exploration calibrated by covering numbers.
-
-Public names. The engine (:mod:`ax_chaining.covers`, :mod:`ax_chaining.distances`,
-:mod:`ax_chaining.chaining`) imports torch alone and is imported eagerly. The
-BoTorch and Ax layers are imported on first use of one of their names, so that
-``from ax_chaining import greedy_cover`` does not load BoTorch or Ax. Importing the
-Ax layer (``ax_chaining.ax``, or a name of it from here) registers its classes
-with Ax's JSON storage; ``import ax_chaining`` alone does not (it would load Ax),
-so a snapshot saved with this package loads with ``ax_chaining.load_client(path)``
-or after ``import ax_chaining.ax``.
-"""
+"""Chaining-UCB for BoTorch and Ax. The torch-only engine is imported eagerly; the
+BoTorch and Ax layers on first use of one of their names. Importing the Ax layer
+registers its classes with Ax's JSON storage, so a saved snapshot loads with
+``ax_chaining.load_client(path)`` or after ``import ax_chaining.ax``."""
 
 from __future__ import annotations
 

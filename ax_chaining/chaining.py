@@ -528,10 +528,11 @@ def _greedy_levels(
                 f"{format_bytes(memory_budget)}. Pass a larger memory_budget, use "
                 "cover='farthest_first', or fewer candidates."
             )
-        return _greedy_levels_matrix(distance, eps)
-    return _greedy_levels_lists(
-        distance.level_graph(eps, counted=counted), eps, distance
-    )
+        covers = _greedy_levels_matrix(distance, eps)
+    else:
+        lists = distance.level_graph(eps, counted=counted)
+        covers = _greedy_levels_lists(lists, eps, distance)
+    return covers, [c.numel() for c in covers], [False] * len(eps)
 
 
 def _csr_select(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -560,7 +561,7 @@ def _csr_select(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
 
 def _greedy_levels_lists(
     graph: LevelGraph, eps: list[float], distance: PseudoDistance
-) -> tuple[list[Tensor], list[int], list[bool]]:
+) -> list[Tensor]:
     """Algorithm 1's cover loop on the level graph (numpy): its counted coarse
     levels by the lazy greedy on rows of ``distance``, the rest on its lists."""
     n, num, device = graph.n, len(eps), distance.device
@@ -615,12 +616,10 @@ def _greedy_levels_lists(
             hit = gather_rows(indptr, indices, new)
             np.maximum.at(reached, hit, gather_rows(indptr, levels, new))
         covers.append(torch.from_numpy(cover.copy()).to(device))
-    return covers, [c.numel() for c in covers], [False] * num
+    return covers
 
 
-def _greedy_levels_matrix(
-    distance: PseudoDistance, eps: list[float]
-) -> tuple[list[Tensor], list[int], list[bool]]:
+def _greedy_levels_matrix(distance: PseudoDistance, eps: list[float]) -> list[Tensor]:
     """Algorithm 1's cover loop on the ``N x N`` uint8 level matrix (any device)."""
     n, device = distance.n, distance.device
     levels = distance.level_matrix(eps)  # d(a, b) <= eps_i  iff  levels[a, b] >= i
@@ -650,7 +649,7 @@ def _greedy_levels_matrix(
                 block = levels.index_select(0, new[start : start + step])
                 torch.maximum(reached, block.amax(dim=0), out=reached)
         covers.append(cover)
-    return covers, [c.numel() for c in covers], [False] * len(eps)
+    return covers
 
 
 def prefix_covers(

@@ -1,8 +1,7 @@
 r"""Epsilon-covers of a finite set under a pseudo-distance, on squared distances:
 Algorithm 2 of Contal, Malherbe and Vayatis (2015), the greedy dominating set of
 the graph :math:`d(x, x') \le \epsilon` (on a matrix, neighbour lists or lazily
-evaluated rows), and the nested covers of a farthest-first traversal.
-"""
+evaluated rows), and the nested covers of a farthest-first traversal."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@ r"""The posterior pseudo-distance :math:`d_t(x, x')^2 = \sigma_t^2(x) - 2 k_t(x,
 + \sigma_t^2(x')` (Section 2 of the paper), as rows on demand: a dense matrix
 (:class:`DenseDistance`) or a prior kernel with a low-rank posterior correction
 (:class:`LowRankDistance`). Round-off negatives are clamped to 0, and
-:math:`d_t(x, x) = 0` exactly.
-"""
+:math:`d_t(x, x) = 0` exactly."""
 
 from __future__ import annotations
 

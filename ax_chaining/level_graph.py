@@ -340,10 +340,8 @@ def build_level_graph(
         levels.append(level_counts(d2[mask], eps2[counted:]).add_(counted))
     indptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
     torch.cumsum(counts, dim=0, out=indptr[1:])
+    if not cols:  # no radii
+        cols = [torch.empty(0, dtype=torch.int32, device=device)]
+        levels = [torch.empty(0, dtype=torch.uint8, device=device)]
     kept_degrees = degrees if counted else None
-    if not cols:
-        empty = torch.empty(0, device=device)
-        return LevelGraph(
-            indptr, empty.to(torch.int32), empty.to(torch.uint8), kept_degrees
-        )
     return LevelGraph(indptr, torch.cat(cols), torch.cat(levels), kept_degrees)

@@ -1,9 +1,7 @@
-r"""A kernel over an item index that sees each item's row of a feature table
-:math:`F \in \mathbb{R}^{N \times d}`: :math:`k(i, j) = k_0(F_i, F_j)`, with
-:math:`k_0` an ARD Matern-5/2 or RBF kernel (hyperpriors by name,
-:mod:`ax_chaining.kernels.priors`) or the MinMax kernel on counts. Ax's search
-space is one integer parameter while the GP sees the features; nothing ``N x N``
-is formed, and :math:`F` may be a memory map or the path of a saved table."""
+r"""An item-index kernel on the rows of a feature table :math:`F \in \mathbb{R}^{N
+\times d}`: :math:`k(i, j) = k_0(F_i, F_j)`, :math:`k_0` an ARD Matern-5/2 or RBF
+kernel or MinMax on counts. Ax sees one integer parameter, the GP the features;
+nothing ``N x N`` is formed, and :math:`F` may be a memory map or a saved path."""
 
 from __future__ import annotations
 

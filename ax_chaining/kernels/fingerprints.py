@@ -1,9 +1,6 @@
-r"""Fingerprint kernels for molecule libraries: Tanimoto and MinMax similarity.
-
-Both take fingerprint tensors like any GPyTorch kernel; :class:`TanimotoKernel`
-also works over item indices of a :class:`PackedFingerprints` library, whose
-rows it computes exactly from the packed bits, never storing an ``N x N`` matrix.
-"""
+r"""Tanimoto and MinMax kernels of molecules' fingerprint tensors; the
+:class:`TanimotoKernel` also works over item indices of a :class:`PackedFingerprints`
+library, computing its rows exactly from the packed bits, never ``N x N``."""
 
 from __future__ import annotations
 

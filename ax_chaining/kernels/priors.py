@@ -1,9 +1,7 @@
-r"""The GP hyperpriors of a feature table in the unit cube, by name (what Ax's
-JSON stores): ``"botorch"`` (``SingleTaskGP``'s default: dimension-scaled
-log-normal lengthscale priors, no output scale, Hvarfner et al., 2024),
-``"baybe"`` (BayBE's ``EDBO_SMOOTHED``, :func:`baybe_priors`) and ``"chen"``
-(BayBE 0.15's default for a molecule, :func:`chen_priors`). On MinMax (counts)
-a prior sets the output scale only."""
+r"""GP hyperpriors of a unit-cube feature table by name (what Ax's JSON stores):
+``"botorch"`` (``SingleTaskGP``'s dimension-scaled log-normal default), ``"baybe"``
+(:func:`baybe_priors`) and ``"chen"`` (:func:`chen_priors`); on MinMax (counts) a
+prior sets the output scale only."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 r"""Test problems of Contal, Malherbe & Vayatis (2015), Section 4: random directed
 graphs under the shortest-path kernel, and a GP sample on a grid. Each is a finite
 set of candidates with a noise-free objective to maximize, deterministic given
-its ``seed`` (its own generator, never the global state).
-"""
+its ``seed`` (its own generator, never the global state)."""
 
 from __future__ import annotations
 
