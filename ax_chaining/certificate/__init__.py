@@ -3,7 +3,7 @@ probability at least :math:`1 - \delta`, jointly over all steps (or the
 declared checks), :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for
 the certified point :math:`x`, when the objective is a sample of the model's GP
 prior. Imports torch alone; the BoTorch layer (:mod:`.calibration`) loads on
-first use of one of its names. Derivations: the page "The regret certificate".
+first use of one of its names. Derivations: docs/certificate-derivations.md.
 """
 
 from __future__ import annotations

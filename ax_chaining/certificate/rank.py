@@ -1,8 +1,8 @@
 r"""The rank statement of a certificate: with probability at least
 :math:`1 - \delta`, the certified candidate is among the ``rank_bound`` best,
 by Markov's inequality beyond the likeliest candidates (``"union"``) or from
-seeded joint posterior draws (``"monte_carlo"``); derivation on the
-documentation page "The regret certificate".
+seeded joint posterior draws (``"monte_carlo"``); derivation in
+docs/certificate-derivations.md.
 """
 
 from __future__ import annotations

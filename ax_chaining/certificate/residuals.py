@@ -1,7 +1,7 @@
 r"""Calibration of the certificate from the loop's own residuals
 :math:`z_i = (y_i - \mu_{i-1}(x_i)) / s_{i-1}(x_i)`, forecasts made before each
 observation: the loop's queries (``"forecast"``) or random audits (``"audit"``).
-The estimator and what it guarantees: documentation page "The regret certificate".
+The estimator and what it guarantees: docs/certificate-derivations.md.
 """
 
 from __future__ import annotations

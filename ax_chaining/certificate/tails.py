@@ -2,7 +2,7 @@ r"""The tail laws of the certificate: for a pair :math:`(x, x^\star)` fixed by
 the data, the law of :math:`(g(x^\star) - g(x)) / d_t(x, x^\star)`. Each law is
 exact or errs on the safe side; which one holds is an assumption (Gaussian
 under the model; the Student-t defaults are heuristics for fitted
-hyperparameters, documentation page "The regret certificate").
+hyperparameters, docs/certificate-derivations.md).
 """
 
 from __future__ import annotations
