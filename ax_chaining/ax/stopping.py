@@ -1,13 +1,7 @@
-"""Stop an Ax optimization when the recorded certificate is small enough: its
-regret bound (:class:`RegretBoundGlobalStoppingStrategy`, also a node's
-``stop_tolerance``) or its rank statement
-(:class:`RankBoundGlobalStoppingStrategy`).
-
-The rules act on the *current* certificate, the last check's: with
-hyperparameters refitted at every step, a running minimum would keep an early,
-overconfident bound forever; a stop at any check is covered by the union over
-checks (``use="running_min"`` is valid when every step's model is right).
-"""
+"""Stop an Ax optimization when the current (last recorded) certificate is small
+enough: its regret bound (:class:`RegretBoundGlobalStoppingStrategy`, also a
+node's ``stop_tolerance``) or its rank statement
+(:class:`RankBoundGlobalStoppingStrategy`)."""
 
 from typing import Any, Literal, get_args
 
@@ -44,7 +38,10 @@ class RegretBoundGlobalStoppingStrategy(_CertificateStop):
         tolerance: Stop once the bound (see ``use``) is at most this.
         min_trials, inactive_when_pending_trials: Ax's arguments.
         units: ``"objective"`` or ``"model"``.
-        use: ``"current"`` (default) or ``"running_min"`` (module docstring).
+        use: ``"current"`` (default; the union over checks covers a stop at
+            any one) or ``"running_min"`` (valid only when every step's model
+            is right: refitted hyperparameters would keep an early,
+            overconfident bound forever).
     """
 
     def __init__(
