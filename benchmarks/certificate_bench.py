@@ -40,7 +40,6 @@ from ax_chaining.certificate import (
 )
 from ax_chaining.test_functions.problems import fixed_se_kernel, grid_problem
 from benchmarks._tables import fill_preset, json_lines, parse_names
-from benchmarks.moved_kernels import se_problem
 from benchmarks.records import (
     add_record_options,
     command_line,
@@ -49,6 +48,7 @@ from benchmarks.records import (
     write_summary,
 )
 from benchmarks.runner import fixed_model
+from benchmarks.testbeds import se_problem
 
 FORMAT_VERSION = 2
 DTYPE = torch.float64

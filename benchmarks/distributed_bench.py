@@ -119,7 +119,7 @@ def _sharded_steps(
     problem: dict[str, Any], client: Any, args: argparse.Namespace
 ) -> dict[str, Any]:
     from ax_chaining import ChainingUCB
-    from benchmarks.moved_core import ShardedCandidates
+    from benchmarks.shard_timing import ShardedCandidates
 
     t0 = time.perf_counter()
     sharded = ShardedCandidates(

@@ -99,7 +99,7 @@ def build_model(name: str, raw: np.ndarray, y: Tensor) -> tuple[Any, int]:
         default_cleaning,
         tanimoto_gram,
     )
-    from benchmarks.moved_kernels import feature_table_likelihood
+    from benchmarks.testbeds import feature_table_likelihood
 
     encoding, prior, kernel, scale, max_correlation = _parse_model(name)
     n = raw.shape[0]

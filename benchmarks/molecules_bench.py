@@ -393,7 +393,7 @@ def model_variant(dataset: str, variant: str) -> tuple[Any, dict[str, Any]]:
     features cached under the package's cache directory, ``features/<dataset>-
     <variant>``), and what it is."""
     from ax_chaining.molecules import molecule_surrogate_spec
-    from benchmarks.moved_kernels import default_cache_dir
+    from benchmarks.testbeds import default_cache_dir
 
     options = MODEL_VARIANTS[variant]
     smiles = load_dataset(dataset).smiles

@@ -121,7 +121,7 @@ def figure1_data(
     from botorch.models import SingleTaskGP
 
     from ax_chaining.acquisition import GPUCB, ChainingUCB
-    from benchmarks.moved_kernels import toy_1d_problem
+    from benchmarks.testbeds import toy_1d_problem
 
     problem = toy_1d_problem(n=n, seed=seed)
     gen = torch.Generator().manual_seed(obs_seed)

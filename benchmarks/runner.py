@@ -34,9 +34,9 @@ from torch import Tensor
 from ax_chaining.acquisition import GPUCB, ChainingUCB
 from ax_chaining.test_functions.problems import DEFAULT_NOISE_STD
 from benchmarks._tables import check_names, md_row, mean_se, paired, pm
-from benchmarks.moved_kernels import BenchmarkProblem as DiscreteProblem
-from benchmarks.moved_kernels import graph_problem, himmelblau_problem, se_problem
 from benchmarks.records import LAYOUTS, load_records, run_resumable
+from benchmarks.testbeds import BenchmarkProblem as DiscreteProblem
+from benchmarks.testbeds import graph_problem, himmelblau_problem, se_problem
 
 #: Methods, in the order of tables and legends, with their labels.
 METHOD_LABELS: dict[str, str] = {

@@ -125,7 +125,7 @@ def source_smiles(cache: str | Path, config: ScreeningConfig) -> list[str]:
     """Every SMILES of ``config.library`` (the MOSES set, fetched once into
     ``cache``, or the vendored ESOL molecules)."""
     if config.library == "moses":
-        from benchmarks.moved_kernels import moses_smiles
+        from benchmarks.testbeds import moses_smiles
 
         return moses_smiles(cache)
     from ax_chaining.test_functions.molecules import load_dataset
@@ -169,7 +169,7 @@ def prepare(
     ``library`` (the fingerprint file, or with the default model ``cache``,
     every size's features computed there with ``jobs`` processes) and the
     scores of the first ``max(sizes)`` molecules of the permutation."""
-    from benchmarks.moved_kernels import mpo_scores
+    from benchmarks.testbeds import mpo_scores
 
     cache = Path(cache)
     sizes = [sizes] if isinstance(sizes, int) else list(sizes)

@@ -18,7 +18,7 @@ from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
 from ax_chaining.kernels import FeatureTableKernel
 from ax_chaining.kernels.priors import baybe_priors, chen_priors, likelihood_options
-from benchmarks.moved_kernels import feature_table_likelihood
+from benchmarks.testbeds import feature_table_likelihood
 
 DTYPE = torch.float64
 

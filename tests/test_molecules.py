@@ -90,7 +90,7 @@ def test_a_model_variant_runs_the_method_on_that_model(method, model):
     cached (the same table as computed without a cache)."""
     from ax_chaining.molecules import molecule_features, molecule_surrogate_spec
     from ax_chaining.test_functions.molecules import load_dataset
-    from benchmarks.moved_kernels import default_cache_dir
+    from benchmarks.testbeds import default_cache_dir
 
     rec = molecules_bench.run_one("freesolv", method, seed=3, config=CONFIG)
     assert rec["model"] == model

@@ -20,7 +20,7 @@ from ax_chaining.test_functions.problems import (
     graph_problem,
     shortest_path_features,
 )
-from benchmarks.moved_kernels import (
+from benchmarks.testbeds import (
     JITTERS,
     BenchmarkProblem,
     fit_isotropic_se_lengthscale,

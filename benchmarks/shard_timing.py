@@ -1,7 +1,6 @@
-"""Instrumentation of sharded candidates that only the distributed benchmark
-reads, moved out of the library: round trips, message bytes and the shards'
-own seconds per method, measured around ``ShardedCandidates.call`` and the
-shard's methods."""
+"""Instrumentation of sharded candidates for the distributed benchmark: round
+trips, message bytes and the shards' own seconds per method, measured around
+``ShardedCandidates.call`` and the shard's methods."""
 
 from __future__ import annotations
 
