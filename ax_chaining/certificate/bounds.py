@@ -330,8 +330,33 @@ def chaining_tree(
     sizes = torch.stack([(level <= i).sum() for i in range(1, k + 1)])
     new = torch.stack([(level == i).sum() for i in range(1, k + 1)])
 
-    if parents is None:
-        parent, best = _nearest_parents(distance, level, k)
+    if parents is None:  # each point's nearest in a level above (ties: lowest)
+        best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
+        parent = torch.full((n,), -1, dtype=torch.long, device=device)
+        sources = (level < k).nonzero().squeeze(-1)
+        if distance.upper_blocks and 2 * sources.numel() > n:
+            # Each pair of the upper blocks offered both ways (the same parents up
+            # to round-off between d^2(a, c) and d^2(c, a)).
+            step = chunk_rows(n, 8, distance.block_bytes)
+            for start in range(0, n, step):
+                stop = min(n, start + step)
+                d2 = distance.upper_block(start, stop).to(torch.float64).clamp_min_(0.0)
+                row_level = level[start:stop].unsqueeze(-1)
+                col_level = level[start:].unsqueeze(0)
+                inf = torch.full_like(d2, math.inf)
+                val, arg = torch.where(row_level < col_level, d2, inf).min(dim=0)
+                _offer(best, parent, start, n, val, start + arg)
+                val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
+                _offer(best, parent, start, stop, val, start + arg)
+        else:  # rows of the points of T_L (the only possible parents), in blocks
+            step = max(1, distance.block_bytes // max(1, 8 * n))
+            for start in range(0, sources.numel(), step):
+                src = sources[start : start + step]
+                d2 = distance.rows(src).to(torch.float64)
+                allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
+                d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
+                val, arg = d2.min(dim=0)
+                _offer(best, parent, 0, n, val, src[arg])
     else:  # as given, checked against the levels
         parent = torch.as_tensor(parents[0], device=device).to(torch.long).reshape(-1)
         best = torch.as_tensor(parents[1], device=device).to(torch.float64).reshape(-1)
@@ -365,42 +390,6 @@ def chaining_tree(
     eps_t = torch.tensor([*eps_list, last], dtype=torch.float64, device=device)
     radius_levels = next((i for i, b in enumerate(flags) if b), len(flags))
     return ChainingTree(level, parent, link, anc, sizes, new, eps_t, radius_levels)
-
-
-def _nearest_parents(
-    distance: PseudoDistance, level: Tensor, k: int
-) -> tuple[Tensor, Tensor]:
-    """Each point's nearest point of a level above its own and the squared
-    distance to it (-1 and inf at the first level); ties to the lowest index."""
-    n, device = distance.n, distance.device
-    best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
-    parent = torch.full((n,), -1, dtype=torch.long, device=device)
-    sources = (level < k).nonzero().squeeze(-1)
-    if distance.upper_blocks and 2 * sources.numel() > n:
-        # Each pair of the upper blocks offered both ways (the same parents up
-        # to round-off between d^2(a, c) and d^2(c, a)).
-        step = chunk_rows(n, 8, distance.block_bytes)
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            d2 = distance.upper_block(start, stop).to(torch.float64).clamp_min_(0.0)
-            row_level = level[start:stop].unsqueeze(-1)
-            col_level = level[start:].unsqueeze(0)
-            inf = torch.full_like(d2, math.inf)
-            val, arg = torch.where(row_level < col_level, d2, inf).min(dim=0)
-            _offer(best, parent, start, n, val, start + arg)
-            val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
-            _offer(best, parent, start, stop, val, start + arg)
-        return parent, best
-    # Rows of the points of T_L (the only possible parents), a block at a time.
-    step = max(1, distance.block_bytes // max(1, 8 * n))
-    for start in range(0, sources.numel(), step):
-        src = sources[start : start + step]
-        d2 = distance.rows(src).to(torch.float64)
-        allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
-        d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
-        val, arg = d2.min(dim=0)
-        _offer(best, parent, 0, n, val, src[arg])
-    return parent, best
 
 
 def _offer(
