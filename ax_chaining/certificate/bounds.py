@@ -401,16 +401,6 @@ def _offer(
     parent[lo:hi] = torch.where(better, idx, parent[lo:hi])
 
 
-def _level_thresholds(num_pairs: Tensor, delta_t: float, tail: TailLaw) -> Tensor:
-    """``z_j`` with ``w_j ~ 1/j^2`` (sum 1 over the levels) and ``m_j`` pairs."""
-    k = num_pairs.numel()
-    j = torch.arange(1, k + 1, dtype=torch.float64, device=num_pairs.device)
-    w = 1.0 / j.square()
-    w = w / w.sum()
-    pairs = num_pairs.to(torch.float64).clamp_min(1.0)
-    return upper_quantile(delta_t * w / pairs, tail).to(num_pairs.device)
-
-
 def chaining_bound(
     mean: Tensor,
     dist: Tensor,
@@ -444,9 +434,15 @@ def chaining_bound(
     if tree.level.numel() != n:
         raise ValueError(f"tree has {tree.level.numel()} points, mean has {n}.")
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
+    k = tree.radius_levels + 1 if links == "radius" else tree.num_levels
+    # z_j with w_j ~ 1/j^2 (sum 1 over the levels) and m_j pairs.
+    num_pairs = tree.num_pairs(k)
+    j = torch.arange(1, k + 1, dtype=torch.float64, device=num_pairs.device)
+    w = 1.0 / j.square()
+    w = w / w.sum()
+    pairs = num_pairs.to(torch.float64).clamp_min(1.0)
+    z = upper_quantile(delta_t * w / pairs, tail).to(num_pairs.device)
     if links == "radius":
-        k = tree.radius_levels + 1
-        z = _level_thresholds(tree.num_pairs(k), delta_t, tail)
         eps = tree.eps[:k]
         # Chain link into level j (j >= 2) is at most eps_{j-1}.
         radius = torch.zeros_like(eps)
@@ -464,8 +460,6 @@ def chaining_bound(
             out[rows] = (gap + total.amin(dim=-1)).amax(dim=-1)
         return out.clamp_min(0.0)
 
-    k = tree.num_levels
-    z = _level_thresholds(tree.num_pairs(), delta_t, tail)
     anc = tree.ancestors
     # cost[i]: sum over the chain from x* up to p_{i+1}(x*) of z_j * link.
     cost = torch.zeros(k, n, dtype=torch.float64, device=mean.device)
