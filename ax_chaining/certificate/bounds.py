@@ -562,8 +562,7 @@ def certificate_bounds(
     parts = ("union", "chaining") if method == "combined" else (method,)
     if "chaining" in parts and tree is None:
         raise ValueError(f"method={method!r} needs the chaining tree (tree=).")
-    if share is None:
-        share = step_delta(delta, t)
+    share = step_delta(delta, t) if share is None else share
     share = share / len(parts) if split_delta else share
     if dist is not None:
         _check_rows(mean, dist, index)
