@@ -330,8 +330,33 @@ def chaining_tree(
     sizes = torch.stack([(level <= i).sum() for i in range(1, k + 1)])
     new = torch.stack([(level == i).sum() for i in range(1, k + 1)])
 
-    if parents is None:
-        parent, best = _nearest_parents(distance, level, k)
+    if parents is None:  # each point's nearest in a level above (ties: lowest)
+        best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
+        parent = torch.full((n,), -1, dtype=torch.long, device=device)
+        sources = (level < k).nonzero().squeeze(-1)
+        if distance.upper_blocks and 2 * sources.numel() > n:
+            # Each pair of the upper blocks offered both ways (the same parents up
+            # to round-off between d^2(a, c) and d^2(c, a)).
+            step = chunk_rows(n, 8, distance.block_bytes)
+            for start in range(0, n, step):
+                stop = min(n, start + step)
+                d2 = distance.upper_block(start, stop).to(torch.float64).clamp_min_(0.0)
+                row_level = level[start:stop].unsqueeze(-1)
+                col_level = level[start:].unsqueeze(0)
+                inf = torch.full_like(d2, math.inf)
+                val, arg = torch.where(row_level < col_level, d2, inf).min(dim=0)
+                _offer(best, parent, start, n, val, start + arg)
+                val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
+                _offer(best, parent, start, stop, val, start + arg)
+        else:  # rows of the points of T_L (the only possible parents), in blocks
+            step = max(1, distance.block_bytes // max(1, 8 * n))
+            for start in range(0, sources.numel(), step):
+                src = sources[start : start + step]
+                d2 = distance.rows(src).to(torch.float64)
+                allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
+                d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
+                val, arg = d2.min(dim=0)
+                _offer(best, parent, 0, n, val, src[arg])
     else:  # as given, checked against the levels
         parent = torch.as_tensor(parents[0], device=device).to(torch.long).reshape(-1)
         best = torch.as_tensor(parents[1], device=device).to(torch.float64).reshape(-1)
@@ -367,42 +392,6 @@ def chaining_tree(
     return ChainingTree(level, parent, link, anc, sizes, new, eps_t, radius_levels)
 
 
-def _nearest_parents(
-    distance: PseudoDistance, level: Tensor, k: int
-) -> tuple[Tensor, Tensor]:
-    """Each point's nearest point of a level above its own and the squared
-    distance to it (-1 and inf at the first level); ties to the lowest index."""
-    n, device = distance.n, distance.device
-    best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
-    parent = torch.full((n,), -1, dtype=torch.long, device=device)
-    sources = (level < k).nonzero().squeeze(-1)
-    if distance.upper_blocks and 2 * sources.numel() > n:
-        # Each pair of the upper blocks offered both ways (the same parents up
-        # to round-off between d^2(a, c) and d^2(c, a)).
-        step = chunk_rows(n, 8, distance.block_bytes)
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            d2 = distance.upper_block(start, stop).to(torch.float64).clamp_min_(0.0)
-            row_level = level[start:stop].unsqueeze(-1)
-            col_level = level[start:].unsqueeze(0)
-            inf = torch.full_like(d2, math.inf)
-            val, arg = torch.where(row_level < col_level, d2, inf).min(dim=0)
-            _offer(best, parent, start, n, val, start + arg)
-            val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
-            _offer(best, parent, start, stop, val, start + arg)
-        return parent, best
-    # Rows of the points of T_L (the only possible parents), a block at a time.
-    step = max(1, distance.block_bytes // max(1, 8 * n))
-    for start in range(0, sources.numel(), step):
-        src = sources[start : start + step]
-        d2 = distance.rows(src).to(torch.float64)
-        allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
-        d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
-        val, arg = d2.min(dim=0)
-        _offer(best, parent, 0, n, val, src[arg])
-    return parent, best
-
-
 def _offer(
     best: Tensor, parent: Tensor, lo: int, hi: int, val: Tensor, idx: Tensor
 ) -> None:
@@ -410,16 +399,6 @@ def _offer(
     better = val < best[lo:hi]
     best[lo:hi] = torch.where(better, val, best[lo:hi])
     parent[lo:hi] = torch.where(better, idx, parent[lo:hi])
-
-
-def _level_thresholds(num_pairs: Tensor, delta_t: float, tail: TailLaw) -> Tensor:
-    """``z_j`` with ``w_j ~ 1/j^2`` (sum 1 over the levels) and ``m_j`` pairs."""
-    k = num_pairs.numel()
-    j = torch.arange(1, k + 1, dtype=torch.float64, device=num_pairs.device)
-    w = 1.0 / j.square()
-    w = w / w.sum()
-    pairs = num_pairs.to(torch.float64).clamp_min(1.0)
-    return upper_quantile(delta_t * w / pairs, tail).to(num_pairs.device)
 
 
 def chaining_bound(
@@ -455,9 +434,15 @@ def chaining_bound(
     if tree.level.numel() != n:
         raise ValueError(f"tree has {tree.level.numel()} points, mean has {n}.")
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
+    k = tree.radius_levels + 1 if links == "radius" else tree.num_levels
+    # z_j with w_j ~ 1/j^2 (sum 1 over the levels) and m_j pairs.
+    num_pairs = tree.num_pairs(k)
+    j = torch.arange(1, k + 1, dtype=torch.float64, device=num_pairs.device)
+    w = 1.0 / j.square()
+    w = w / w.sum()
+    pairs = num_pairs.to(torch.float64).clamp_min(1.0)
+    z = upper_quantile(delta_t * w / pairs, tail).to(num_pairs.device)
     if links == "radius":
-        k = tree.radius_levels + 1
-        z = _level_thresholds(tree.num_pairs(k), delta_t, tail)
         eps = tree.eps[:k]
         # Chain link into level j (j >= 2) is at most eps_{j-1}.
         radius = torch.zeros_like(eps)
@@ -475,8 +460,6 @@ def chaining_bound(
             out[rows] = (gap + total.amin(dim=-1)).amax(dim=-1)
         return out.clamp_min(0.0)
 
-    k = tree.num_levels
-    z = _level_thresholds(tree.num_pairs(), delta_t, tail)
     anc = tree.ancestors
     # cost[i]: sum over the chain from x* up to p_{i+1}(x*) of z_j * link.
     cost = torch.zeros(k, n, dtype=torch.float64, device=mean.device)
@@ -579,8 +562,7 @@ def certificate_bounds(
     parts = ("union", "chaining") if method == "combined" else (method,)
     if "chaining" in parts and tree is None:
         raise ValueError(f"method={method!r} needs the chaining tree (tree=).")
-    if share is None:
-        share = step_delta(delta, t)
+    share = step_delta(delta, t) if share is None else share
     share = share / len(parts) if split_delta else share
     if dist is not None:
         _check_rows(mean, dist, index)

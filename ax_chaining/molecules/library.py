@@ -126,40 +126,6 @@ def featurize_library(
     if not isinstance(path, str | os.PathLike):
         raise type_error("path", "a str or os.PathLike", path)
     path = Path(path)
-    items = _read_smiles(smiles, column)
-    parse_smiles(["C"])  # a clear ImportError before any work
-    from rdkit import __version__ as rdkit_version
-
-    wanted = {
-        "fingerprint": "morgan",
-        "radius": radius,
-        "n_bits": n_bits,
-        "num_inputs": len(items),
-        "input_sha256": smiles_sha256(items),
-    }
-    manifest = read_manifest(path, _FORMAT, _WHAT)
-    if manifest is None:
-        manifest = {"format": _FORMAT, "version": 1, **wanted}
-        manifest.update(chunk_size=chunk_size, rdkit=rdkit_version, complete=False)
-        write_json(path / MANIFEST, manifest)
-    else:
-        check_manifest(path, manifest, wanted, _WHAT)
-    if not manifest["complete"]:
-        _run_chunks(path, items, manifest, n_jobs, progress, callback)
-        _assemble(path, manifest)
-    result = FeaturizedLibrary.open(path)
-    if len(result.skipped):
-        first = result.skipped.iloc[0]
-        warnings.warn(
-            f"featurize_library skipped {len(result.skipped)} of {len(items)} SMILES "
-            f"as invalid (listed in `.skipped`); the first is input row "
-            f"{first.input_row}, {first.smiles!r}: {first.reason}.",
-            stacklevel=2,
-        )
-    return result
-
-
-def _read_smiles(smiles: Any, column: str | None) -> list[Any]:
     if isinstance(smiles, str | os.PathLike):
         file = Path(smiles)
         if not file.is_file():
@@ -190,45 +156,95 @@ def _read_smiles(smiles: Any, column: str | None) -> list[Any]:
         items = list(smiles)
     if not items:
         raise ValueError("`smiles` is empty; expected at least one SMILES.")
-    return items
+    parse_smiles(["C"])  # a clear ImportError before any work
+    from rdkit import __version__ as rdkit_version
 
+    wanted = {
+        "fingerprint": "morgan",
+        "radius": radius,
+        "n_bits": n_bits,
+        "num_inputs": len(items),
+        "input_sha256": smiles_sha256(items),
+    }
+    manifest = read_manifest(path, _FORMAT, _WHAT)
+    if manifest is None:
+        manifest = {"format": _FORMAT, "version": 1, **wanted}
+        manifest.update(chunk_size=chunk_size, rdkit=rdkit_version, complete=False)
+        write_json(path / MANIFEST, manifest)
+    else:
+        check_manifest(path, manifest, wanted, _WHAT)
+    if not manifest["complete"]:
+        from joblib import Parallel, delayed
 
-def _run_chunks(
-    path: Path,
-    items: list[Any],
-    manifest: dict[str, Any],
-    n_jobs: int | None,
-    progress: bool,
-    callback: Callable[[int, int], None] | None,
-) -> None:
-    """Featurize the chunks not yet recorded into ``path/work.npy``."""
-    from joblib import Parallel, delayed
-
-    work, size = path / "work.npy", manifest["chunk_size"]
-    starts = range(0, len(items), size)
-    records = [path / "chunks" / f"{k:07d}.json" for k in range(len(starts))]
-    if not work.exists():
-        shutil.rmtree(path / "chunks", ignore_errors=True)  # records without bits
-        PackedFingerprints.allocate(work, len(items), manifest["n_bits"])
-    (path / "chunks").mkdir(exist_ok=True)
-    todo = [k for k in range(len(starts)) if not records[k].exists()]
-    done = len(starts) - len(todo)
-    tasks = (
-        delayed(_featurize_chunk)(
-            work,
-            records[k],
-            starts[k],
-            items[starts[k] : starts[k] + size],
-            manifest["radius"],
-            manifest["n_bits"],
+        work, size = path / "work.npy", manifest["chunk_size"]
+        starts = range(0, len(items), size)
+        records = [path / "chunks" / f"{k:07d}.json" for k in range(len(starts))]
+        if not work.exists():
+            shutil.rmtree(path / "chunks", ignore_errors=True)  # records without bits
+            PackedFingerprints.allocate(work, len(items), n_bits)
+        (path / "chunks").mkdir(exist_ok=True)
+        todo = [k for k in range(len(starts)) if not records[k].exists()]
+        done = len(starts) - len(todo)
+        tasks = (
+            delayed(_featurize_chunk)(
+                work,
+                records[k],
+                starts[k],
+                items[starts[k] : starts[k] + size],
+                radius,
+                n_bits,
+            )
+            for k in todo
         )
-        for k in todo
-    )
-    verbose = 10 if progress else 0
-    for _ in Parallel(n_jobs, return_as="generator_unordered", verbose=verbose)(tasks):
-        done += 1
-        if callback is not None:
-            callback(done, len(starts))
+        verbose = 10 if progress else 0
+        run = Parallel(n_jobs, return_as="generator_unordered", verbose=verbose)
+        for _ in run(tasks):
+            done += 1
+            if callback is not None:
+                callback(done, len(starts))
+        skipped = [row for f in records for row in json.loads(f.read_text())["skipped"]]
+        valid = np.ones(len(items), dtype=bool)
+        valid[np.array([row[0] for row in skipped], dtype=np.int64)] = False
+        rows = np.flatnonzero(valid)
+        if rows.size == 0:
+            raise ValueError(
+                f"`smiles` has no valid SMILES: all {len(items)} were skipped; the "
+                f"first is {skipped[0][1]!r}: {skipped[0][2]}."
+            )
+        final = path / "fingerprints.npy"
+        if rows.size == len(items):
+            os.replace(work.with_suffix(".json"), final.with_suffix(".json"))
+            os.replace(work, final)
+        else:
+            source = np.load(work, mmap_mode="r")
+            out = PackedFingerprints.allocate(final, rows.size, n_bits)
+            at, step = 0, 1 << 16
+            for b0 in range(0, len(items), step):
+                block = source[b0 : b0 + step][valid[b0 : b0 + step]]
+                out[at : at + block.shape[0]] = block
+                at += block.shape[0]
+            out.flush()
+            del out, source
+        write_atomic(path / "rows.npy", lambda fh: np.save(fh, rows), binary=True)
+        table = pd.DataFrame(skipped, columns=["input_row", "smiles", "reason"])
+        write_atomic(
+            path / "skipped.csv", lambda fh: table.to_csv(fh, index=False), False
+        )
+        manifest.update(complete=True, rows=int(rows.size))
+        write_json(path / MANIFEST, manifest)
+        for file in (work, work.with_suffix(".json")):
+            file.unlink(missing_ok=True)
+        shutil.rmtree(path / "chunks", ignore_errors=True)
+    result = FeaturizedLibrary.open(path)
+    if len(result.skipped):
+        first = result.skipped.iloc[0]
+        warnings.warn(
+            f"featurize_library skipped {len(result.skipped)} of {len(items)} SMILES "
+            f"as invalid (listed in `.skipped`); the first is input row "
+            f"{first.input_row}, {first.smiles!r}: {first.reason}.",
+            stacklevel=2,
+        )
+    return result
 
 
 def _featurize_chunk(
@@ -249,39 +265,3 @@ def _featurize_chunk(
     # Recorded once its bits are written: a chunk without a record is redone.
     write_json(record, {"start": start, "rows": len(smiles), "skipped": skipped})
     return len(smiles)
-
-
-def _assemble(path: Path, manifest: dict[str, Any]) -> None:
-    """Keep the valid rows of the work file as the library; mark it complete."""
-    records = sorted((path / "chunks").glob("*.json"))
-    skipped = [row for f in records for row in json.loads(f.read_text())["skipped"]]
-    num_inputs = manifest["num_inputs"]
-    valid = np.ones(num_inputs, dtype=bool)
-    valid[np.array([row[0] for row in skipped], dtype=np.int64)] = False
-    rows = np.flatnonzero(valid)
-    if rows.size == 0:
-        raise ValueError(
-            f"`smiles` has no valid SMILES: all {num_inputs} were skipped; the first "
-            f"is {skipped[0][1]!r}: {skipped[0][2]}."
-        )
-    work, final = path / "work.npy", path / "fingerprints.npy"
-    if rows.size == num_inputs:
-        os.replace(work.with_suffix(".json"), final.with_suffix(".json"))
-        os.replace(work, final)
-    else:
-        source = np.load(work, mmap_mode="r")
-        out = PackedFingerprints.allocate(final, rows.size, manifest["n_bits"])
-        at, step = 0, 1 << 16
-        for b0 in range(0, num_inputs, step):
-            block = source[b0 : b0 + step][valid[b0 : b0 + step]]
-            out[at : at + block.shape[0]] = block
-            at += block.shape[0]
-        out.flush()
-        del out, source
-    write_atomic(path / "rows.npy", lambda fh: np.save(fh, rows), binary=True)
-    table = pd.DataFrame(skipped, columns=["input_row", "smiles", "reason"])
-    write_atomic(path / "skipped.csv", lambda fh: table.to_csv(fh, index=False), False)
-    write_json(path / MANIFEST, {**manifest, "complete": True, "rows": int(rows.size)})
-    for file in (work, work.with_suffix(".json")):
-        file.unlink(missing_ok=True)
-    shutil.rmtree(path / "chunks", ignore_errors=True)

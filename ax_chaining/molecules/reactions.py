@@ -37,21 +37,6 @@ class ComponentFeatures:
     components: dict[str, tuple[str, ...]]
 
 
-def _encode(encoding: Any, cells: list[str], radius: int, n_bits: int) -> Any:
-    """``encoding`` of the distinct ``cells``: ``(values, names)``."""
-    if callable(encoding):
-        return encoding(cells)
-    if encoding == "onehot":
-        return np.eye(len(cells)), list(cells)
-    if encoding == "morgan":
-        bits = morgan_fingerprints(cells, radius, n_bits).numpy()
-        return bits, [f"morgan{j}" for j in range(n_bits)]
-    raise ValueError(
-        f"an encoding must be one of {', '.join(COMPONENT_ENCODINGS)} or a "
-        f"callable smiles -> (values, names); got {encoding!r}."
-    )
-
-
 def component_features(
     table: pd.DataFrame | Mapping[str, Sequence[str]],
     columns: Sequence[str],
@@ -114,7 +99,19 @@ def component_features(
                     "non-empty SMILES string."
                 )
         distinct = list(dict.fromkeys(cells))
-        values, value_names = _encode(per_column[column], distinct, radius, n_bits)
+        encode = per_column[column]
+        if callable(encode):
+            values, value_names = encode(distinct)
+        elif encode == "onehot":
+            values, value_names = np.eye(len(distinct)), list(distinct)
+        elif encode == "morgan":
+            values = morgan_fingerprints(distinct, radius, n_bits).numpy()
+            value_names = [f"morgan{j}" for j in range(n_bits)]
+        else:
+            raise ValueError(
+                f"an encoding must be one of {', '.join(COMPONENT_ENCODINGS)} or a "
+                f"callable smiles -> (values, names); got {encode!r}."
+            )
         values = np.asarray(values, dtype=np.float64)
         value_names = list(value_names)
         if values.ndim != 2 or values.shape[0] != len(distinct):
