@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-min lint format docs notebooks bench-speed clean
+.PHONY: install install-min demo test test-slow test-min lint format docs notebooks bench-speed clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,17 +40,25 @@ test-slow: $(STAMP)
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	exit $$rc
 
-## The fast tests again in .venv-min, every dependency at its lower bound in
-## pyproject.toml (what CI runs last); notebooks and docs excluded.
+## The library's fast tests again in .venv-min, every dependency at its lower
+## bound in pyproject.toml (what CI runs last); the benchmarks' tests
+## (tests/benchmarks), notebooks and docs excluded.
 MIN := .venv-min
-test-min:
+MIN_STAMP := $(MIN)/.installed
+
+$(MIN_STAMP): pyproject.toml .ci/min_constraints.py
 	test -x $(MIN)/bin/python || $(PYTHON) -m venv $(MIN)
 	$(MIN)/bin/python -m pip install --quiet --upgrade pip
 	$(MIN)/bin/python -m pip install --quiet torch==2.13.0
 	$(MIN)/bin/python .ci/min_constraints.py > $(MIN)/constraints.txt
 	$(MIN)/bin/python -m pip install --quiet -c $(MIN)/constraints.txt -e ".[dev]"
+	touch $(MIN_STAMP)
+
+install-min: $(MIN_STAMP)
+
+test-min: $(MIN_STAMP)
 	$(MIN)/bin/python -m pip list --format=freeze | grep -iE '^(numpy|pandas|botorch|gpytorch|ax-platform|torch)=='
-	$(MIN)/bin/python -m pytest -n 2 -q -m "not slow" --ignore=tests/test_tutorials.py --ignore=tests/test_docs.py; rc=$$?; \
+	$(MIN)/bin/python -m pytest -n 2 -q -m "not slow" --ignore=tests/benchmarks --ignore=tests/test_tutorials.py --ignore=tests/test_docs.py; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	exit $$rc
 

@@ -27,7 +27,7 @@ from benchmarks.records import (
     write_packed,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _records() -> list[dict]:

@@ -15,7 +15,7 @@ pytest.importorskip("rdkit")
 from benchmarks import molecules_bench  # noqa: E402
 from benchmarks.__main__ import main  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
 
