@@ -228,14 +228,6 @@ class _CandidateNode:
                 f"with {[str(c) for c in opt.outcome_constraints]}. Scalarize, e.g. "
                 "`configure_optimization(objective='a + 0.5 * b')`."
             )
-        key = (repr(experiment.search_space), self._resolve_seed(experiment))
-        if getattr(self, "_set_key", None) != key:
-            self._set = CandidateSet(experiment.search_space, self.candidate_spec)
-            self._set_key = key
-        return self._set
-
-    def _resolve_seed(self, experiment: Experiment) -> int:
-        """The spec's seed; if None, a sibling node's, a recorded one, or a draw."""
         spec = self.candidate_spec
         if spec.seed is None:
             # A reloaded strategy's nodes hold copies of the spec: a sibling's
@@ -246,7 +238,11 @@ class _CandidateNode:
                 nodes = []
             seeds = [getattr(n, "candidate_spec", spec).seed for n in nodes]
             spec.resolve_seed(seeds + [m.get("seed") for _, m in recorded(experiment)])
-        return int(spec.seed)  # type: ignore[arg-type]
+        key = (repr(experiment.search_space), int(spec.seed))  # type: ignore[arg-type]
+        if getattr(self, "_set_key", None) != key:
+            self._set = CandidateSet(experiment.search_space, spec)
+            self._set_key = key
+        return self._set
 
     def _name_arms(self, experiment: Experiment, gr: GeneratorRun | None) -> None:
         """Name a table's arms after their rows (``id_column`` or ``row_<i>``);
@@ -452,8 +448,13 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
         chosen: list = []
         X = self.sharded or self.model_space_candidates(adapter, cset.rows)
         given = {"candidates": X, "selectable": torch.tensor(selection.selectable)}
-        # Ax deep-copies options; `deepcopy` keeps a function (here list.append).
-        options = self._model_gen_options(kwargs, {**given, "record": chosen.append})
+        # The step's model_gen_options (else the generator's own), with these for
+        # the acquisition. Ax deep-copies options; `deepcopy` keeps a function
+        # (here list.append).
+        own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
+        options = dict(kwargs.pop("model_gen_options", None) or own or {})
+        acq = Keys.AX_ACQUISITION_KWARGS.value
+        options[acq] = {**options.get(acq, {}), **given, "record": chosen.append}
         gr = GenerationNode.gen(
             self,
             experiment=experiment,
@@ -469,17 +470,6 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
             # same way); pinned in tests/test_ax_contract.py.
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
         return gr
-
-    def _model_gen_options(
-        self, kwargs: dict[str, Any], acquisition_options: dict[str, Any]
-    ) -> dict[str, Any]:
-        """The step's ``model_gen_options`` (popped from ``kwargs``, else the
-        generator's own), with ``acquisition_options`` for the acquisition."""
-        own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
-        options = dict(kwargs.pop("model_gen_options", None) or own or {})
-        acq = Keys.AX_ACQUISITION_KWARGS.value
-        options[acq] = {**options.get(acq, {}), **acquisition_options}
-        return options
 
     def model_space_candidates(
         self, adapter: Adapter, rows: list[TParameterization]
