@@ -171,20 +171,8 @@ class CandidateSetAcquisition(Acquisition):
             selected, values = self.candidates.optimize(self.acqf, int(n), exclude)
             selected = selected.to(device=self.device, dtype=self.dtype)
             weights = torch.ones_like(values)
-        else:
-            selected, values, weights = self._select(n, fixed_features, candidate_set)
-        if self.record is not None:
-            self.record(self)
-        return selected, values, weights
-
-    def _select(
-        self,
-        n: int,
-        fixed_features: dict[int, float] | None,
-        candidate_set: Tensor | None,
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        X = self.candidates.to(device=self.device, dtype=self.dtype)
-        if candidate_set is None:
+        elif candidate_set is None:  # the selectable rows that take fixed_features
+            X = self.candidates.to(device=self.device, dtype=self.dtype)
             mask = self.selectable.to(X.device).clone()
             for i, v in (fixed_features or {}).items():
                 mask &= torch.isclose(X[:, i], X.new_tensor(v), rtol=0.0, atol=1e-9)
@@ -192,14 +180,21 @@ class CandidateSetAcquisition(Acquisition):
                 msg = "after excluding evaluated or pending ones and fixed features"
                 raise SearchSpaceExhausted(f"No selectable candidate is left ({msg}).")
             candidate_set = X[mask]
-        n = min(int(n), len(candidate_set))
-        if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
-            # Analytic functions cannot condition on the batch's own picks (Ax's
-            # greedy path needs X_pending): the batch is the n best values.
-            with torch.no_grad():
-                values, best = torch.topk(self.acqf(candidate_set.unsqueeze(-2)), n)
-            return candidate_set[best], values, torch.ones_like(values)
-        return self.select_from_candidate_set(n=n, candidate_set=candidate_set)
+        if not self.sharded:
+            n = min(int(n), len(candidate_set))
+            if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
+                # Analytic functions cannot condition on the batch's own picks
+                # (Ax's greedy path needs X_pending): the batch is the n best.
+                with torch.no_grad():
+                    values, best = torch.topk(self.acqf(candidate_set[:, None]), n)
+                selected, weights = candidate_set[best], torch.ones_like(values)
+            else:
+                selected, values, weights = self.select_from_candidate_set(
+                    n=n, candidate_set=candidate_set
+                )
+        if self.record is not None:
+            self.record(self)
+        return selected, values, weights
 
 
 #: Rows transformed again at each step to check that the cached model-space
