@@ -234,7 +234,23 @@ def candidate_parameterizations(
     ):
         rows = _enumerate_discrete(search_space, free, spec.max_candidates)
     else:  # a seed of None is drawn here, and stored in the spec
-        rows = _sobol_design(search_space, spec.num_candidates, spec.resolve_seed())
+        # Ax's Sobol generator (log/logit scales, choices, constraints by
+        # rejection); its rounding under constraints draws from the global RNGs,
+        # seeded here.
+        seed = spec.resolve_seed()
+        try:
+            with with_rng_seed(seed):
+                adapter = Generators.SOBOL(
+                    experiment=Experiment(search_space=search_space),
+                    search_space=search_space,
+                    seed=seed,
+                    deduplicate=False,
+                )
+                arms = adapter.gen(n=spec.num_candidates).arms
+        except Exception as e:  # Ax raises when rejection sampling finds no point
+            what = f"Ax's Sobol generator failed ({e})"
+            raise _no_candidate(search_space, what) from e
+        rows = [dict(a.parameters) for a in arms]
     unique: dict[tuple, dict] = {}
     for r in rows:
         unique.setdefault(row_key(r, list(search_space.parameters)), r)
@@ -286,22 +302,6 @@ def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> lis
     if not mask.any():
         raise _no_candidate(search_space, f"none of the {total:,} combinations fits")
     return [row for row, ok in zip(rows, mask, strict=True) if ok]
-
-
-def _sobol_design(search_space: SearchSpace, num: int, seed: int) -> list[dict]:
-    # Ax's Sobol generator (log/logit scales, choices, constraints by rejection);
-    # its rounding under constraints draws from the global RNGs, seeded here.
-    try:
-        with with_rng_seed(seed):
-            adapter = Generators.SOBOL(
-                experiment=Experiment(search_space=search_space),
-                search_space=search_space,
-                seed=seed,
-                deduplicate=False,
-            )
-            return [dict(a.parameters) for a in adapter.gen(n=num).arms]
-    except Exception as e:  # Ax raises when rejection sampling finds no point
-        raise _no_candidate(search_space, f"Ax's Sobol generator failed ({e})") from e
 
 
 def _check_item_index(search_space: SearchSpace, num_items: int) -> str:

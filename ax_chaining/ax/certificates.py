@@ -418,7 +418,19 @@ def _fit(source: Source, candidates: CandidateTable | None) -> _Fitted:
     data = experiment.lookup_data()
     if data.df.empty:
         raise ValueError("The experiment has no data yet; nothing to certify.")
-    spec, surrogate_spec = _spec_of(gs, candidates)
+    spec, surrogate_spec = None, None
+    for node in gs.nodes_by_name.values() if gs is not None else []:
+        spec = getattr(node, "candidate_spec", None) or spec
+        for gen_spec in getattr(node, "generator_specs", []):
+            surrogate_spec = (
+                gen_spec.generator_kwargs.get("surrogate_spec") or surrogate_spec
+            )
+    if candidates is not None:
+        spec = CandidateSetSpec(candidates=candidates)
+    if spec is None:
+        spec = CandidateSetSpec(seed=0)
+    if spec.seed is None:
+        spec = CandidateSetSpec(**{**spec.__dict__, "seed": 0})
     ss = experiment.search_space
     names = list(ss.parameters)
     arms = [
@@ -458,16 +470,6 @@ def _fit(source: Source, candidates: CandidateTable | None) -> _Fitted:
     )
 
 
-def _recorded_delta(experiment: Experiment) -> float:
-    """The ``delta`` the strategy's last recorded certificate used, else 0.05."""
-    deltas = [
-        m["certificate"]["delta"]
-        for _, m in recorded(experiment)
-        if (m.get("certificate") or {}).get("delta") is not None
-    ]
-    return float(deltas[-1]) if deltas else DEFAULT_DELTA
-
-
 def _certificate(
     fitted: _Fitted,
     among: list[int] | None,
@@ -475,7 +477,13 @@ def _certificate(
     options: CertificateOptions | None,
     units: Units,
 ) -> dict[str, Any]:
-    delta = _recorded_delta(fitted.experiment) if delta is None else delta
+    if delta is None:  # the last recorded certificate's, else 0.05
+        deltas = [
+            m["certificate"]["delta"]
+            for _, m in recorded(fitted.experiment)
+            if (m.get("certificate") or {}).get("delta") is not None
+        ]
+        delta = float(deltas[-1]) if deltas else DEFAULT_DELTA
     delta = check_delta(delta)
     options = calibrated(check_options(options), fitted.experiment)
     cert = certify_model(
@@ -530,21 +538,3 @@ def _best_observed(experiment: Experiment) -> tuple[Any, float]:
     best = per_arm["utility"].idxmax()
     value = per_arm.loc[best, "utility" if len(weights) > 1 else "value"]
     return experiment.arms_by_name[best], float(value)
-
-
-def _spec_of(
-    gs: GenerationStrategy | None, candidates: CandidateTable | None
-) -> tuple[CandidateSetSpec, Any]:
-    """The candidate spec and surrogate spec of ``gs``'s candidate-set nodes."""
-    spec, surrogate = None, None
-    for node in gs.nodes_by_name.values() if gs is not None else []:
-        spec = getattr(node, "candidate_spec", None) or spec
-        for gen_spec in getattr(node, "generator_specs", []):
-            surrogate = gen_spec.generator_kwargs.get("surrogate_spec") or surrogate
-    if candidates is not None:
-        spec = CandidateSetSpec(candidates=candidates)
-    if spec is None:
-        spec = CandidateSetSpec(seed=0)
-    if spec.seed is None:
-        spec = CandidateSetSpec(**{**spec.__dict__, "seed": 0})
-    return spec, surrogate

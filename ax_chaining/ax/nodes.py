@@ -171,20 +171,8 @@ class CandidateSetAcquisition(Acquisition):
             selected, values = self.candidates.optimize(self.acqf, int(n), exclude)
             selected = selected.to(device=self.device, dtype=self.dtype)
             weights = torch.ones_like(values)
-        else:
-            selected, values, weights = self._select(n, fixed_features, candidate_set)
-        if self.record is not None:
-            self.record(self)
-        return selected, values, weights
-
-    def _select(
-        self,
-        n: int,
-        fixed_features: dict[int, float] | None,
-        candidate_set: Tensor | None,
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        X = self.candidates.to(device=self.device, dtype=self.dtype)
-        if candidate_set is None:
+        elif candidate_set is None:  # the selectable rows that take fixed_features
+            X = self.candidates.to(device=self.device, dtype=self.dtype)
             mask = self.selectable.to(X.device).clone()
             for i, v in (fixed_features or {}).items():
                 mask &= torch.isclose(X[:, i], X.new_tensor(v), rtol=0.0, atol=1e-9)
@@ -192,14 +180,21 @@ class CandidateSetAcquisition(Acquisition):
                 msg = "after excluding evaluated or pending ones and fixed features"
                 raise SearchSpaceExhausted(f"No selectable candidate is left ({msg}).")
             candidate_set = X[mask]
-        n = min(int(n), len(candidate_set))
-        if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
-            # Analytic functions cannot condition on the batch's own picks (Ax's
-            # greedy path needs X_pending): the batch is the n best values.
-            with torch.no_grad():
-                values, best = torch.topk(self.acqf(candidate_set.unsqueeze(-2)), n)
-            return candidate_set[best], values, torch.ones_like(values)
-        return self.select_from_candidate_set(n=n, candidate_set=candidate_set)
+        if not self.sharded:
+            n = min(int(n), len(candidate_set))
+            if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
+                # Analytic functions cannot condition on the batch's own picks
+                # (Ax's greedy path needs X_pending): the batch is the n best.
+                with torch.no_grad():
+                    values, best = torch.topk(self.acqf(candidate_set[:, None]), n)
+                selected, weights = candidate_set[best], torch.ones_like(values)
+            else:
+                selected, values, weights = self.select_from_candidate_set(
+                    n=n, candidate_set=candidate_set
+                )
+        if self.record is not None:
+            self.record(self)
+        return selected, values, weights
 
 
 #: Rows transformed again at each step to check that the cached model-space
@@ -228,14 +223,6 @@ class _CandidateNode:
                 f"with {[str(c) for c in opt.outcome_constraints]}. Scalarize, e.g. "
                 "`configure_optimization(objective='a + 0.5 * b')`."
             )
-        key = (repr(experiment.search_space), self._resolve_seed(experiment))
-        if getattr(self, "_set_key", None) != key:
-            self._set = CandidateSet(experiment.search_space, self.candidate_spec)
-            self._set_key = key
-        return self._set
-
-    def _resolve_seed(self, experiment: Experiment) -> int:
-        """The spec's seed; if None, a sibling node's, a recorded one, or a draw."""
         spec = self.candidate_spec
         if spec.seed is None:
             # A reloaded strategy's nodes hold copies of the spec: a sibling's
@@ -246,7 +233,11 @@ class _CandidateNode:
                 nodes = []
             seeds = [getattr(n, "candidate_spec", spec).seed for n in nodes]
             spec.resolve_seed(seeds + [m.get("seed") for _, m in recorded(experiment)])
-        return int(spec.seed)  # type: ignore[arg-type]
+        key = (repr(experiment.search_space), int(spec.seed))  # type: ignore[arg-type]
+        if getattr(self, "_set_key", None) != key:
+            self._set = CandidateSet(experiment.search_space, spec)
+            self._set_key = key
+        return self._set
 
     def _name_arms(self, experiment: Experiment, gr: GeneratorRun | None) -> None:
         """Name a table's arms after their rows (``id_column`` or ``row_<i>``);
@@ -452,8 +443,13 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
         chosen: list = []
         X = self.sharded or self.model_space_candidates(adapter, cset.rows)
         given = {"candidates": X, "selectable": torch.tensor(selection.selectable)}
-        # Ax deep-copies options; `deepcopy` keeps a function (here list.append).
-        options = self._model_gen_options(kwargs, {**given, "record": chosen.append})
+        # The step's model_gen_options (else the generator's own), with these for
+        # the acquisition. Ax deep-copies options; `deepcopy` keeps a function
+        # (here list.append).
+        own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
+        options = dict(kwargs.pop("model_gen_options", None) or own or {})
+        acq = Keys.AX_ACQUISITION_KWARGS.value
+        options[acq] = {**options.get(acq, {}), **given, "record": chosen.append}
         gr = GenerationNode.gen(
             self,
             experiment=experiment,
@@ -469,17 +465,6 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
             # same way); pinned in tests/test_ax_contract.py.
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
         return gr
-
-    def _model_gen_options(
-        self, kwargs: dict[str, Any], acquisition_options: dict[str, Any]
-    ) -> dict[str, Any]:
-        """The step's ``model_gen_options`` (popped from ``kwargs``, else the
-        generator's own), with ``acquisition_options`` for the acquisition."""
-        own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
-        options = dict(kwargs.pop("model_gen_options", None) or own or {})
-        acq = Keys.AX_ACQUISITION_KWARGS.value
-        options[acq] = {**options.get(acq, {}), **acquisition_options}
-        return options
 
     def model_space_candidates(
         self, adapter: Adapter, rows: list[TParameterization]

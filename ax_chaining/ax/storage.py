@@ -83,13 +83,8 @@ def register_storage() -> None:
     register_acquisition(CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
         register_acquisition_function(acqf_class)
-    for kernel_class in (
-        PrecomputedKernel,
-        TanimotoKernel,
-        MinMaxKernel,
-        FeatureTableKernel,
-    ):
-        register_kernel(kernel_class)
+    for kernel in (PrecomputedKernel, TanimotoKernel, MinMaxKernel, FeatureTableKernel):
+        register_kernel(kernel)
     # Ax's generic encoder of init arguments fits both stopping classes.
     encoders = {
         CandidateSetNode: _node_to_dict,

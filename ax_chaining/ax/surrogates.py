@@ -62,12 +62,7 @@ def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
     """
     if not isinstance(gram, Tensor):
         raise type_error("gram", "a torch.Tensor", gram)
-    config = ModelConfig(
-        botorch_model_class=SingleTaskGP,
-        covar_module_class=PrecomputedKernel,
-        covar_module_options={"gram": register_gram(gram), "normalized_inputs": True},
-    )
-    return SurrogateSpec(model_configs=[config])
+    return _spec(PrecomputedKernel, {"gram": register_gram(gram)})
 
 
 def fingerprint_kernel_surrogate_spec(
@@ -86,15 +81,7 @@ def fingerprint_kernel_surrogate_spec(
     if not isinstance(library, PackedFingerprints):
         raise type_error("library", "a PackedFingerprints", library)
     check_choice("metric", metric, ("tanimoto",))
-    config = ModelConfig(
-        botorch_model_class=SingleTaskGP,
-        covar_module_class=TanimotoKernel,
-        covar_module_options={
-            "library": register_fingerprints(library),
-            "normalized_inputs": True,
-        },
-    )
-    return SurrogateSpec(model_configs=[config])
+    return _spec(TanimotoKernel, {"library": register_fingerprints(library)})
 
 
 def feature_table_surrogate_spec(
@@ -137,16 +124,20 @@ def feature_table_surrogate_spec(
     check_choice("kernel", kernel, BASES)
     check_choice("prior", prior, PRIORS)
     options = likelihood_options(prior, num_dims)
-    config = ModelConfig(
-        botorch_model_class=SingleTaskGP,
-        covar_module_class=FeatureTableKernel,
-        covar_module_options={
-            "features": stored,
-            "base": kernel,
-            "prior": prior,
-            "normalized_inputs": True,
-        },
+    return _spec(
+        FeatureTableKernel,
+        {"features": stored, "base": kernel, "prior": prior},
         likelihood_class=None if options is None else GaussianLikelihood,
         likelihood_options=options or {},
+    )
+
+
+def _spec(kernel: type, options: dict, **kwargs: object) -> SurrogateSpec:
+    """A single-task GP's spec with ``kernel`` over the normalized item index."""
+    config = ModelConfig(
+        botorch_model_class=SingleTaskGP,
+        covar_module_class=kernel,
+        covar_module_options={**options, "normalized_inputs": True},
+        **kwargs,  # type: ignore[arg-type]
     )
     return SurrogateSpec(model_configs=[config])
