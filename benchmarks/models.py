@@ -332,9 +332,13 @@ def main(argv: list[str] | None = None) -> int:
     if mordred and importlib.util.find_spec("mordred") is None:
         print("models: mordredcommunity is not installed: no mordred", file=sys.stderr)
         models = [m for m in models if m not in mordred]
-    torch.set_default_dtype(DTYPE)
     out = None if args.out is None else Path(args.out)
-    run(datasets, sizes, seeds, models, out, Path(args.cache))
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(DTYPE)
+    try:
+        run(datasets, sizes, seeds, models, out, Path(args.cache))
+    finally:  # main() also runs inside other processes (the tests)
+        torch.set_default_dtype(default)
     return 0
 
 
