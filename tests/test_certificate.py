@@ -601,6 +601,7 @@ def _needs_peak_reset() -> None:
         pytest.skip("needs Linux's /proc/self/clear_refs to reset the peak")
 
 
+@pytest.mark.slow
 def test_chaining_ucb_certificate_honours_the_acquisitions_memory_budget():
     """ChainingUCB(memory_budget=8 MiB).certificate(among="all") over 3000
     candidates: every candidate's row of d at once (what the certificate
@@ -615,6 +616,7 @@ def test_chaining_ucb_certificate_honours_the_acquisitions_memory_budget():
     assert got["peak"] < budget / 2**20
 
 
+@pytest.mark.slow
 def test_certificate_stays_within_its_memory_budget():
     """1000 certified points of 3000 candidates: their rows of d alone take
     48 MB (24 MB, and as many for their square roots), which the bounds

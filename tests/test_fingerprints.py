@@ -441,6 +441,7 @@ def test_ax_client_loop_and_lean_json_round_trip(tmp_path: Any) -> None:
         fingerprint_kernel_surrogate_spec(BITS)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_speed_benchmark_runs_and_all_routes_agree_with_rdkit(capsys: Any) -> None:
     pytest.importorskip("rdkit")
     import json

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import speed
 
 
+@pytest.mark.slow
 def test_speed_small_preset_end_to_end(capsys, tmp_path):
     assert speed.main(["--small"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
