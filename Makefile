@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-min lint format docs notebooks bench-speed clean
+.PHONY: install install-min demo test test-slow test-min lint format docs notebooks bench-speed clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,31 +24,42 @@ demo: $(STAMP)
 ## Lint, then the test suite but for the tests marked slow. pytest's exit 5
 ## (no tests ran) fails too. The suite builds the documentation site with
 ## `mkdocs build --strict` into a temporary folder (tests/test_docs.py), so a
-## broken link fails `make test`.
+## broken link fails `make test`. Hypothesis draws the same examples on every
+## run (profile "fixed", here and in CI); `HYPOTHESIS_PROFILE=random make test`
+## draws new ones (tests/conftest.py).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -m "not slow" --durations=15; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	exit $$rc
 
-## The tests marked slow: end-to-end CLI runs, clusters that lose workers, Ax
+## The tests marked slow: end-to-end CLI runs, peak-memory probes, clusters that lose workers, Ax
 ## loops, the README and the notebooks (what CI runs after `make test`).
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m slow --durations=15; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	exit $$rc
 
-## The fast tests again in .venv-min, every dependency at its lower bound in
-## pyproject.toml (what CI runs last); notebooks and docs excluded.
+## The library's fast tests again in .venv-min, every dependency at its lower
+## bound in pyproject.toml (what CI runs last); the benchmarks' tests
+## (tests/benchmarks), notebooks and docs excluded, and the Dask tests (dask is
+## at its lower bound in .venv too), to keep CI within 15 minutes.
 MIN := .venv-min
-test-min:
+MIN_STAMP := $(MIN)/.installed
+
+$(MIN_STAMP): pyproject.toml .ci/min_constraints.py
 	test -x $(MIN)/bin/python || $(PYTHON) -m venv $(MIN)
 	$(MIN)/bin/python -m pip install --quiet --upgrade pip
 	$(MIN)/bin/python -m pip install --quiet torch==2.13.0
 	$(MIN)/bin/python .ci/min_constraints.py > $(MIN)/constraints.txt
 	$(MIN)/bin/python -m pip install --quiet -c $(MIN)/constraints.txt -e ".[dev]"
+	touch $(MIN_STAMP)
+
+install-min: $(MIN_STAMP)
+
+test-min: $(MIN_STAMP)
 	$(MIN)/bin/python -m pip list --format=freeze | grep -iE '^(numpy|pandas|botorch|gpytorch|ax-platform|torch)=='
-	$(MIN)/bin/python -m pytest -n 2 -q -m "not slow" --ignore=tests/test_tutorials.py --ignore=tests/test_docs.py; rc=$$?; \
+	$(MIN)/bin/python -m pytest -n 2 -q -m "not slow" --ignore=tests/benchmarks --ignore=tests/test_distributed.py --ignore=tests/test_tutorials.py --ignore=tests/test_docs.py; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	exit $$rc
 

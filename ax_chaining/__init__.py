@@ -1,14 +1,7 @@
-"""Chaining-UCB for BoTorch and Ax: exploration calibrated by covering numbers.
-
-Public names. The engine (:mod:`ax_chaining.covers`, :mod:`ax_chaining.distances`,
-:mod:`ax_chaining.chaining`) imports torch alone and is imported eagerly. The
-BoTorch and Ax layers are imported on first use of one of their names, so that
-``from ax_chaining import greedy_cover`` does not load BoTorch or Ax. Importing the
-Ax layer (``ax_chaining.ax``, or a name of it from here) registers its classes
-with Ax's JSON storage; ``import ax_chaining`` alone does not (it would load Ax),
-so a snapshot saved with this package loads with ``ax_chaining.load_client(path)``
-or after ``import ax_chaining.ax``.
-"""
+"""Chaining-UCB for BoTorch and Ax. The torch-only engine is imported eagerly; the
+BoTorch and Ax layers on first use of one of their names. Importing the Ax layer
+registers its classes with Ax's JSON storage, so a saved snapshot loads with
+``ax_chaining.load_client(path)`` or after ``import ax_chaining.ax``."""
 
 from __future__ import annotations
 
@@ -55,16 +48,15 @@ _LAZY = {
     "MinMaxKernel": "ax_chaining.kernels",
     "PackedFingerprints": "ax_chaining.kernels",
     "register_fingerprints": "ax_chaining.kernels",
-    "featurize_library": "ax_chaining.chem",
+    "featurize_library": "ax_chaining.molecules",
     "fingerprint_kernel_surrogate_spec": "ax_chaining.ax",
     "feature_table_surrogate_spec": "ax_chaining.ax",
-    "molecule_surrogate_spec": "ax_chaining.ax",
+    "molecule_surrogate_spec": "ax_chaining.molecules",
     "FeatureTableKernel": "ax_chaining.kernels",
     "CandidateSetSpec": "ax_chaining.ax",
     "candidate_index_parameter": "ax_chaining.ax",
     "candidate_parameterizations": "ax_chaining.ax",
     "chaining_generation_strategy": "ax_chaining.ax",
-    "chaining_ucb_node": "ax_chaining.ax",
     "gp_ucb_generation_strategy": "ax_chaining.ax",
     "precomputed_kernel_surrogate_spec": "ax_chaining.ax",
     "ucb_generation_strategy": "ax_chaining.ax",
@@ -77,7 +69,6 @@ _LAZY = {
     "register_gram": "ax_chaining.kernels",
     "RankBoundGlobalStoppingStrategy": "ax_chaining.ax",
     "RegretBoundGlobalStoppingStrategy": "ax_chaining.ax",
-    "RegretBoundCriterion": "ax_chaining.ax",
     "best_certificate": "ax_chaining.ax",
     "certificate_history": "ax_chaining.ax",
     "certify": "ax_chaining.ax",
@@ -86,6 +77,7 @@ _LAZY = {
     "CheckSchedule": "ax_chaining.certificate.schedule",
     "ResidualCalibration": "ax_chaining.certificate.residuals",
     "RankOptions": "ax_chaining.certificate.rank",
+    "CertificateOptions": "ax_chaining.certificate.certify",
     "CertifiedStop": "ax_chaining.ax",
     "parameters_from_table": "ax_chaining.ax",
     "qlognei_generation_strategy": "ax_chaining.ax",

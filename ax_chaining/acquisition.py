@@ -1,5 +1,5 @@
-r"""Chaining-UCB and GP-UCB as BoTorch acquisition functions over a finite
-candidate set, and BoTorch's stock UCB with an input constructor for Ax's
+"""Chaining-UCB and GP-UCB as BoTorch acquisition functions over a finite
+candidate set, and BoTorch's UCB with an input constructor for Ax's
 candidate-set nodes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, Protocol, get_args
 
 import torch
@@ -19,29 +19,21 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from ax_chaining.certificate.bounds import (
-    ChainingTree,
-    Links,
-    Method,
-    Rule,
-    certificate_bounds,
-    chaining_tree,
-)
+from ax_chaining.certificate.bounds import ChainingTree, chaining_tree
 from ax_chaining.certificate.calibration import (
-    DEFAULT_SCALE_LEVEL,
-    LOO_MIN_OBSERVATIONS,
+    among_index,
     calibrate,
     issue_certificate,
 )
-from ax_chaining.certificate.certify import Certificate
-from ax_chaining.certificate.schedule import CheckSchedule
-from ax_chaining.certificate.tails import (
-    CalibrationChoice,
-    TailChoice,
-    TailLaw,
-    bind_tail,
-    resolve_tail,
+from ax_chaining.certificate.certify import (
+    Certificate,
+    CertificateOptions,
+    CertifiedSet,
+    PosteriorSet,
+    check_options,
 )
+from ax_chaining.certificate.schedule import DEFAULT_DELTA, step_delta
+from ax_chaining.certificate.tails import resolve_tail
 from ax_chaining.chaining import (
     BonusShape,
     ChainingResult,
@@ -51,7 +43,6 @@ from ax_chaining.chaining import (
     reuse_covers,
 )
 from ax_chaining.checks import (
-    as_index,
     check_choice,
     check_delta,
     check_float,
@@ -85,7 +76,6 @@ __all__ = [
     "CandidateStore",
     "ChainingOptions",
     "ChainingUCB",
-    "candidate_rows",
     "default_t",
     "evaluated_candidates",
     "gp_ucb_beta",
@@ -104,7 +94,7 @@ class ChainingOptions:
         0.1
     """
 
-    delta: float = 0.05
+    delta: float = DEFAULT_DELTA
     scale: float | None = None
     sigma_floor: float = 1e-6
     h_radius: HRadius = "algorithm"
@@ -149,18 +139,9 @@ class ChainingOptions:
 
 
 def default_t(model: Model, num_pending: int = 0) -> int:
-    """Iteration index: observations in ``model`` + pending points + 1.
-
-    In Algorithm 1 of Contal et al. (2015) the ``t``-th query is chosen from
-    ``t - 1`` observations (initial points included).
-
-    Args:
-        model: A BoTorch model conditioned on its training data.
-        num_pending: Number of pending points conditioned on as well.
-
-    Returns:
-        ``t >= 1``.
-    """
+    """Iteration index ``t >= 1``: observations in ``model`` + pending points + 1
+    (in Algorithm 1 of Contal et al. (2015) the ``t``-th query is chosen from
+    ``t - 1`` observations, initial points included)."""
     n = num_training_points(model)
     if n is None:
         raise ValueError(
@@ -175,7 +156,7 @@ def default_t(model: Model, num_pending: int = 0) -> int:
     return n + num_pending + 1
 
 
-def gp_ucb_beta(num_candidates: int, t: int, delta: float = 0.05) -> float:
+def gp_ucb_beta(num_candidates: int, t: int, delta: float = DEFAULT_DELTA) -> float:
     r"""GP-UCB schedule of Srinivas et al. (2010, Theorem 1), finite :math:`X`.
 
     .. math::
@@ -192,13 +173,21 @@ def gp_ucb_beta(num_candidates: int, t: int, delta: float = 0.05) -> float:
     return 2.0 * math.log(num_candidates * t**2 * math.pi**2 / (6.0 * delta))
 
 
+def positive_scale(scale: float) -> float:
+    """The default ``scale`` (the largest prior standard deviation), if > 0."""
+    if not scale > 0:
+        raise ValueError(
+            "The prior variance is 0 on every candidate; pass scale= explicitly."
+        )
+    return scale
+
+
 class CandidateStore(Protocol):
-    r"""Where a :class:`ChainingUCB`'s candidates are held and how a step of
-    Algorithm 1 is built on them: an ``N x d`` tensor on this machine, or
-    candidates sharded over a Dask cluster
-    (:class:`~ax_chaining.distributed.ShardedCandidates`, whose
-    ``chaining_store(acqf)`` returns one). A step is any object with a
-    ``chaining`` (:class:`~ax_chaining.chaining.ChainingResult`)."""
+    """Where a :class:`ChainingUCB`'s candidates are held and how a step of
+    Algorithm 1 is built on them: an ``N x d`` tensor, or the shards of
+    :class:`~ax_chaining.distributed.ShardedCandidates` (its
+    ``chaining_store(acqf)``). A step has a ``chaining``
+    (:class:`~ax_chaining.chaining.ChainingResult`) and a ``posterior``."""
 
     candidates: Any
 
@@ -209,23 +198,18 @@ class CandidateStore(Protocol):
         """Algorithm 1 on the posterior given ``X_pending``."""
 
     def mean_and_sigma(self, X: Tensor, step: Any) -> tuple[Tensor, Tensor]:
-        """Posterior mean (of the objective, not negated) and standard
-        deviation at ``X`` (``(b1 x ... bk) x 1 x d``), given ``step``'s
-        pending points."""
+        """Posterior mean (not negated) and standard deviation at ``X``
+        (``(b1 x ... bk) x 1 x d``), given ``step``'s pending points."""
 
     def among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
-        """Indices of the candidates that may be recommended (None: the
-        evaluated ones)."""
+        """Indices of the candidates that may be recommended (None: evaluated ones)."""
 
     def match(self, rows: Tensor) -> Tensor:
-        """The candidate index of each row of ``rows`` (raises if one is not a
-        candidate)."""
+        """The candidate index of each row of ``rows`` (raises for a non-candidate)."""
 
-    def certificate(self, base: Any, index: Tensor, **options: Any) -> Certificate:
-        """The certificate among ``index`` on the step without pending points."""
-
-    def regret_bound(self, base: Any, index: Tensor, t: int) -> Tensor:
-        """The default certificate's bounds at candidates ``index``."""
+    def certified(self, base: Any) -> CertifiedSet:
+        """The candidates as the certificate reads them, on the step without pending
+        points."""
 
 
 class ChainingUCB(AcquisitionFunction):
@@ -245,48 +229,17 @@ class ChainingUCB(AcquisitionFunction):
     with radii :math:`\epsilon_i = s\, 2^{1-i}`, nested greedy covers
     :math:`T_i` (Algorithms 1 and 2 of the paper), :math:`\sigma_t^{\min} =
     \min_{x \in X} \sigma_t(x)`, and :math:`\mu_t, \sigma_t, k_t` the posterior of
-    the latent function (no observation noise). For ``maximize=False`` the mean
-    enters with a minus sign, as in :class:`UpperConfidenceBound`.
-
-    The covers are built at construction, and again when pending points
-    change. ``forward`` evaluates at any ``X``, not only at candidates.
-
-    Defaults and deviations from the paper (each can be changed):
-
-    * ``scale`` :math:`s`: the paper's kernel has :math:`k(x, x) \le 1` and
-      :math:`s = 1`. The default is the largest prior standard deviation over
-      the candidates, so that scaling the objective by :math:`c > 0` scales
-      every :math:`H_i` by :math:`c` and keeps the selected point.
-    * ``t``: observations + pending points + 1, shared with :class:`GPUCB`.
-    * ``sigma_floor``: relative floor on :math:`\sigma_t^{\min}` (noise-free
-      data give :math:`\sigma_t^{\min} = 0` and infinitely many levels).
-    * ``h_radius``: ``"algorithm"`` writes :math:`H_i` with :math:`\epsilon_i`
-      (Algorithm 1, default); ``"proof"`` with :math:`\epsilon_{i-1}`.
-    * ``path`` / ``cover``: the dense exact path with greedy covers (default
-      where it fits in the memory budget), or rows on demand with
-      farthest-first nested covers (see :mod:`ax_chaining.posterior`).
-    * ``pending_covers``: with pending points, ``"rebuild"`` (default) runs
-      Algorithm 1 again on the posterior given them; ``"reuse"`` keeps the
-      covers built without them (still covers: pending points only shrink
-      :math:`d_t`; :func:`~ax_chaining.chaining.reuse_covers`).
-    * ``bonus``: ``"paper"`` (default) is the staircase above;
-      ``"continuous"`` its piecewise-linear envelope, never below the
-      staircase and never above it at :math:`2\sigma_t(x)`
-      (:func:`~ax_chaining.chaining.chaining_bonus`).
-
-    :meth:`certificate` and :meth:`regret_bound` give a regret certificate
-    valid at any candidate chosen from the data (:mod:`ax_chaining.certificate`).
-
-    Candidates sharded over a Dask cluster
-    (:class:`~ax_chaining.distributed.ShardedCandidates`) run the same step
-    on the workers (the low-rank path with farthest-first covers; its
-    certificate is the union bound), and are selected with
-    ``sharded.optimize(acqf, q)``.
+    the latent function. For ``maximize=False`` the mean enters with a minus
+    sign. The covers are built at construction and again when pending points
+    change; ``forward`` evaluates at any ``X``, not only at candidates.
+    :meth:`certificate` and :meth:`regret_bound` give a regret certificate valid
+    at any candidate chosen from the data. On
+    :class:`~ax_chaining.distributed.ShardedCandidates` the step (low-rank,
+    farthest-first covers, union-bound certificate) runs on the workers, and
+    ``sharded.optimize(acqf, q)`` selects.
 
     Example:
-        >>> model = SingleTaskGP(train_X, train_Y)
-        >>> candidates = torch.rand(1000, 2, dtype=torch.float64)
-        >>> acqf = ChainingUCB(model, candidates)
+        >>> acqf = ChainingUCB(SingleTaskGP(train_X, train_Y), candidates)
         >>> x_next, _ = optimize_acqf_discrete(acqf, q=1, choices=candidates)
         >>> acqf.chaining.cover_sizes, acqf.regret_bound(x_next)
 
@@ -294,27 +247,36 @@ class ChainingUCB(AcquisitionFunction):
         model: A fitted single-outcome model (or multi-output with a
             ``posterior_transform``) with a Gaussian posterior.
         candidates: ``N x d`` tensor, the finite search space :math:`X`, in the
-            input space of the ``X`` passed to ``forward``; or
-            :class:`~ax_chaining.distributed.ShardedCandidates`.
+            input space of ``forward``'s ``X``; or ``ShardedCandidates``.
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
-        t: Iteration index :math:`t \ge 1`; default observations + pending + 1.
+        t: Iteration index :math:`t \ge 1`; default observations + pending + 1
+            (shared with :class:`GPUCB`).
         posterior_transform: Maps a multi-output posterior to a single output.
         maximize: If True, consider the problem a maximization problem.
-        X_pending: ``p x d`` points already chosen but not yet observed; they are
-            conditioned on with their posterior mean as observations (GP-BUCB).
-        scale: :math:`s`, the radius of the first level; default the largest prior
-            standard deviation over the candidates.
-        sigma_floor: Floor on :math:`\sigma_t^{\min}`, relative to ``scale``.
-        h_radius: ``"algorithm"`` or ``"proof"``.
-        path: ``"auto"``, ``"dense"`` or ``"low_rank"``.
+        X_pending: ``p x d`` points chosen but not yet observed, conditioned on
+            at their posterior mean (GP-BUCB).
+        scale: :math:`s`; the paper's kernel has :math:`k(x, x) \le 1` and
+            :math:`s = 1`; default the largest prior standard deviation over
+            the candidates, so that scaling the objective by :math:`c > 0`
+            scales every :math:`H_i` by :math:`c` and keeps the selected point.
+        sigma_floor: Floor on :math:`\sigma_t^{\min}`, relative to ``scale``
+            (noise-free data give :math:`\sigma_t^{\min} = 0`).
+        h_radius: ``"algorithm"`` writes :math:`H_i` with :math:`\epsilon_i`
+            (Algorithm 1); ``"proof"`` with :math:`\epsilon_{i-1}`.
+        path: ``"auto"``, ``"dense"`` (exact, greedy covers) or ``"low_rank"``
+            (rows on demand; :mod:`ax_chaining.posterior`).
         cover: ``"greedy"`` or ``"farthest_first"``; default greedy on the dense
             path and farthest-first on the low-rank path.
         max_cover_size: Size cap for farthest-first covers (default
             ``min(N, 2048)`` on the low-rank path); deeper levels use
             :math:`|T_i| \le N`.
         memory_budget: Bytes the largest allocations may take (default 4 GiB).
-        pending_covers: ``"rebuild"`` or ``"reuse"`` (see above).
-        bonus: ``"paper"`` or ``"continuous"`` (see above).
+        pending_covers: With pending points, ``"rebuild"`` runs Algorithm 1
+            again given them; ``"reuse"`` keeps the covers built without them
+            (still covers: pending points only shrink :math:`d_t`).
+        bonus: ``"paper"``, the staircase above, or ``"continuous"``, its
+            piecewise-linear envelope, never below the staircase and never above
+            it at :math:`2\sigma_t(x)` (:func:`~ax_chaining.chaining.chaining_bonus`).
     """
 
     #: Its input constructor takes the candidate set (Ax's candidate-set nodes).
@@ -324,7 +286,7 @@ class ChainingUCB(AcquisitionFunction):
         self,
         model: Model,
         candidates: Any,
-        delta: float = 0.05,
+        delta: float = DEFAULT_DELTA,
         t: int | None = None,
         posterior_transform: PosteriorTransform | None = None,
         maximize: bool = True,
@@ -341,19 +303,10 @@ class ChainingUCB(AcquisitionFunction):
     ) -> None:
         """Check the arguments and build the first step (see the class's Args):
         bad input and memory errors surface here, not at the first query."""
+        given = locals()
         super().__init__(model=model)
-        self.options = ChainingOptions(
-            delta=delta,
-            scale=scale,
-            sigma_floor=sigma_floor,
-            h_radius=h_radius,
-            path=path,
-            cover=cover,
-            max_cover_size=max_cover_size,
-            memory_budget=memory_budget,
-            pending_covers=pending_covers,
-            bonus=bonus,
-        )
+        names = (f.name for f in fields(ChainingOptions))
+        self.options = ChainingOptions(**{name: given[name] for name in names})
         self.posterior_transform = posterior_transform
         self.maximize = maximize
         if t is not None:
@@ -400,28 +353,20 @@ class ChainingUCB(AcquisitionFunction):
     @property
     def candidate_mean(self) -> Tensor:
         """Posterior mean over the candidates (given pending points)."""
-        return self.store.candidate_mean(self._current())
+        return self._current().posterior.mean
 
     @property
     def candidate_sigma(self) -> Tensor:
         """Posterior standard deviation over the candidates (given pending points)."""
-        return self.store.candidate_sigma(self._current())
+        return self._current().posterior.distance.sigma
 
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
-        r"""Condition on pending points; the covers follow on the next use.
-
-        A pending point is treated as observed at its posterior mean, which leaves
-        :math:`\mu_t` unchanged and shrinks :math:`k_t` exactly as a real
-        observation would (GP-BUCB, Desautels et al., 2014).
-
-        The covers are rebuilt (Algorithm 1 on the new posterior) when the
-        function is next evaluated or :attr:`chaining` is read, not here:
+        r"""Condition on ``p x d`` pending points (or None), treated as observed at
+        their posterior mean: :math:`\mu_t` unchanged, :math:`k_t` shrunk as by a
+        real observation (GP-BUCB, Desautels et al., 2014). The covers follow on the
+        next evaluation or read of :attr:`chaining`, not here:
         ``optimize_acqf_discrete`` sets pending points once more after its last
-        pick, then restores the original ones, whose covers are kept.
-
-        Args:
-            X_pending: ``p x d`` pending points, or None.
-        """
+        pick, then restores the original ones, whose covers are kept."""
         if X_pending is not None:
             X_pending = self.store.pending_inputs(X_pending)
         self.X_pending = X_pending
@@ -429,32 +374,17 @@ class ChainingUCB(AcquisitionFunction):
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
-        r"""Evaluate Chaining-UCB at ``X``.
-
-        Args:
-            X: A ``(b1 x ... bk) x 1 x d``-dim batched tensor of design points.
-
-        Returns:
-            A ``(b1 x ... bk)``-dim tensor of Chaining-UCB values.
-        """
+        """Chaining-UCB at ``X`` (``(b1 x ... bk) x 1 x d``): ``b1 x ... bk`` values."""
         mean, sigma = self.mean_and_sigma(X)
         bonus = self.chaining.bonus(sigma, self.options.bonus)
         return ((mean if self.maximize else -mean) + bonus).to(X.dtype)
 
     def mean_and_sigma(self, X: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Posterior mean and standard deviation at ``X``, given pending points.
-
-        Args:
-            X: A ``(b1 x ... bk) x 1 x d``-dim tensor of points.
-
-        Returns:
-            ``(mean, sigma)``, each ``(b1 x ... bk)``-dim; ``mean`` of the model's
-            objective (not negated for ``maximize=False``).
-        """
+        """Posterior mean (of the objective, not negated) and standard deviation at
+        ``X`` (``(b1 x ... bk) x 1 x d``), given pending points."""
         return self.store.mean_and_sigma(X, self._current())
 
     def _current(self) -> Any:
-        """The step for the current pending points (built on first use)."""
         if self._step is None:
             self._step = (
                 self._base_step()
@@ -477,127 +407,99 @@ class ChainingUCB(AcquisitionFunction):
 
     @torch.no_grad()
     def regret_bound(self, X: Tensor) -> Tensor:
-        r"""Regret certificate :math:`B_t(x)` at candidate points ``X``.
-
-        With probability at least :math:`1 - \delta` (jointly over all steps),
+        r"""Regret certificate :math:`B_t(x)` at candidate points ``X``: with
+        probability at least :math:`1 - \delta` (jointly over all steps),
         :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for any ``x``
-        chosen from the data: the default certificate of :meth:`certificate`
-        (its ``"loo"`` calibration, ``inf`` where that refuses).
+        chosen from the data; :meth:`certificate`'s default (``"loo"`` calibration,
+        ``inf`` where that refuses).
 
         Args:
-            X: Candidates (rows of ``candidates``): ``N x d``, as
-                ``optimize_acqf_discrete`` returns them for any ``q``, or
-                ``(b1 x ... bk) x q x d`` (:func:`candidate_rows`).
+            X: Rows of ``candidates``: ``N x d`` (as ``optimize_acqf_discrete``
+                returns them, any ``q``), or ``(b1 x ... bk) x q x d``.
 
         Returns:
-            One bound per row, in objective units: ``N``, or ``(b1 x ... bk) x
-            q`` (``b1 x ... bk`` for ``q = 1``).
+            One bound per row (objective units): ``N``, or ``(b1 x ... bk) x q``
+            (``b1 x ... bk`` for ``q = 1``, BoTorch's batch convention).
         """
-        rows, shape = candidate_rows(X)
-        index = self.store.match(rows)
-        if not calibrate(self.model, "loo").valid:
+        if X.ndim < 2:
+            shape = tuple(X.shape)
+            raise ValueError(
+                f"`X` must have shape N x d or (b1 x ... bk) x q x d, got {shape}."
+            )
+        shape = X.shape[:-1] if X.ndim == 2 or X.shape[-2] != 1 else X.shape[:-2]
+        index = self.store.match(X.reshape(-1, X.shape[-1]))
+        check = calibrate(self.model, "loo")
+        if not check.valid:
             return torch.full(shape, math.inf, dtype=X.dtype, device=X.device)
         base = self._base_step()
-        bounds = self.store.regret_bound(base, index, base.chaining.t)
+        certified = self.store.certified(base)
+        n_obs = num_training_points(self.model)
+        bounds = certified.bounds(
+            index,
+            scale=check.scale,
+            tail=certified.bind(resolve_tail(None, "loo", n_obs)),
+            share=step_delta(self.delta, base.chaining.t),
+            method=certified.methods[0],
+            links="actual",
+            split_delta=False,
+        )["bound"]
         return bounds.to(X).reshape(shape)
 
     @torch.no_grad()
     def certificate(
         self,
         among: Tensor | Sequence[int] | str | None = None,
-        rule: Rule = "min_bound",
-        method: Method | None = None,
-        links: Links = "actual",
-        tail: TailChoice | TailLaw = "auto",
+        options: CertificateOptions | None = None,
         delta: float | None = None,
         t: int | None = None,
-        split_delta: bool = False,
-        schedule: CheckSchedule | None = None,
-        calibration: CalibrationChoice = "loo",
-        alpha: float = 0.01,
-        min_observations: int = LOO_MIN_OBSERVATIONS,
-        scale_level: float | None = DEFAULT_SCALE_LEVEL,
     ) -> Certificate:
         r"""A regret certificate for a recommended candidate.
 
-        With probability at least :math:`1 - \delta`, jointly over all steps,
-        :math:`\max_{x^\star \in X} f(x^\star) - f(\texttt{x}) \le
-        \texttt{bound}` (objective units), assuming the model's GP prior and
-        hyperparameters are the true ones. The bound uses the posterior given
-        the observations only, and the covers of the query without pending
-        points. With ``calibration="loo"`` (default) the model's leave-one-out
-        calibration is checked first: the certificate is refused
-        (``valid=False``) or its spread inflated where the data show the model
-        overconfident (:mod:`ax_chaining.certificate.calibration`).
+        With probability at least :math:`1 - \delta`, jointly over all steps (or
+        ``options.schedule``'s checks), :math:`\max_{x^\star \in X} f(x^\star) -
+        f(\texttt{x}) \le \texttt{bound}`, assuming the model's GP prior and
+        hyperparameters are the true ones; from the posterior given the
+        observations only and the covers without pending points (on a tensor the
+        smaller of the union and chaining bounds; on shards the union bound). The
+        default calibration runs the model's leave-one-out check first: the
+        certificate is refused or widened where the data show it overconfident
+        (:mod:`ax_chaining.certificate.calibration`).
 
         Example:
-            >>> acqf = ChainingUCB(model, candidates)
             >>> cert = acqf.certificate()  # the evaluated candidate with least bound
             >>> cert.index, cert.bound, cert.as_dict()
 
         Args:
-            among: The candidates that may be recommended: None (default) for the
-                evaluated ones (training inputs of the model), ``"all"``, a
-                boolean mask of length ``N``, or indices.
-            rule: ``"min_bound"`` (default): the point with the smallest bound;
-                ``"max_mean"``: the point with the largest posterior mean.
-            method: ``"combined"`` (the smaller of the union and the chaining
-                bound; the default on a tensor), ``"union"`` (the default on
-                shards, which compute no other), ``"pairwise"`` or
-                ``"chaining"``.
-            links: ``"actual"`` (default, pseudo-distances along the chain) or
-                ``"radius"`` (the paper's radii).
-            tail: ``"auto"`` (default: under ``calibration="loo"``, Student-t
-                tails, :func:`~ax_chaining.certificate.tails.resolve_tail`),
-                ``"gaussian"``, ``"chernoff"``, ``"student"`` or a
-                :class:`~ax_chaining.certificate.tails.TailLaw`.
-            delta: Confidence parameter; default the acquisition's ``delta``.
-            t: Step whose share of ``delta`` is used (default: observations + 1,
-                or the ``t`` given at construction); each step must use its own.
-            split_delta: With ``"combined"``, ``delta / 2`` for each part.
-            schedule: The declared checks over which ``delta`` is spent
-                (:class:`~ax_chaining.certificate.schedule.CheckSchedule`;
-                default every step); a step that is not a check raises.
-            calibration: ``"loo"`` (default), ``"none"`` (true hyperparameters),
-                or a :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
-            alpha: The level of the ``"loo"`` check's tests.
-            min_observations: The fewest observations from which the
-                ``"loo"`` check certifies (fewer: refused).
-            scale_level: The ``"loo"`` check's scale: a level (its upper
-                confidence limit) or None (its point estimate).
-
-        Returns:
-            A frozen :class:`~ax_chaining.certificate.Certificate`.
+            among: The candidates that may be recommended: None (the evaluated
+                ones), ``"all"``, a boolean mask of length ``N``, or indices.
+            options: :class:`~ax_chaining.certificate.CertificateOptions`.
+            delta: Confidence parameter; default the acquisition's.
+            t: Step whose share of ``delta`` is used (default observations + 1, or
+                the ``t`` given at construction); each step must use its own.
         """
+        opts = check_options(options)
         delta = self.delta if delta is None else check_delta(delta)
         base = self._base_step()
-        own_t = base.chaining.t
         share = None
-        if t is None and schedule is not None:
-            share = schedule.share(delta, own_t - 1)
-        t = own_t if t is None else check_int("t", t, 1)
-        return self.store.certificate(
-            base,
+        if t is None and opts.schedule is not None:
+            share = opts.schedule.share(delta, base.chaining.t - 1)
+        t = base.chaining.t if t is None else check_int("t", t, 1)
+        return issue_certificate(
+            self.model,
+            self.store.certified(base),
             self.store.among(among),
-            rule=rule,
-            method=method,
-            links=links,
-            tail=tail,
-            delta=delta,
             t=t,
+            delta=delta,
             share=share,
-            split_delta=split_delta,
-            calibration=calibration,
-            alpha=alpha,
-            min_observations=min_observations,
-            scale_level=scale_level,
+            options=opts,
+            sign=1.0 if self.maximize else -1.0,
         )
 
 
 @dataclass
 class ChainingStep:
-    """One build of Algorithm 1 on a tensor: the candidates' posterior and the
-    covers, and the chaining tree the certificate builds on first use."""
+    """One build of Algorithm 1 on a tensor: the posterior, the covers, and the
+    chaining tree the certificate builds on first use."""
 
     posterior: CandidatePosterior
     chaining: ChainingResult
@@ -605,9 +507,8 @@ class ChainingStep:
 
 
 class TensorCandidates:
-    """The :class:`CandidateStore` of an ``N x d`` tensor (in the model's
-    dtype and device): the dense or low-rank path of
-    :func:`~ax_chaining.posterior.candidate_posterior`."""
+    """The :class:`CandidateStore` of an ``N x d`` tensor (in the model's dtype
+    and device): :func:`~ax_chaining.posterior.candidate_posterior`'s routes."""
 
     def __init__(self, acqf: ChainingUCB, candidates: Tensor) -> None:
         check_posterior_transform(acqf.model, acqf.posterior_transform)
@@ -625,21 +526,15 @@ class TensorCandidates:
             )
         return X_pending
 
-    def candidate_mean(self, step: ChainingStep) -> Tensor:
-        return step.posterior.mean
-
-    def candidate_sigma(self, step: ChainingStep) -> Tensor:
-        return step.posterior.distance.sigma
-
     def mean_and_sigma(self, X: Tensor, step: ChainingStep) -> tuple[Tensor, Tensor]:
-        acqf = self.acqf
+        acqf, factors = self.acqf, self.cache.factors
         return posterior_at(
             acqf.model,
             X.to(self.candidates),
             acqf.posterior_transform,
             acqf.X_pending,
             step.posterior.pending_noise,
-            self.cache,
+            None if factors is None else factors.model_factors,
         )
 
     def build(self, X_pending: Tensor | None, t: int) -> ChainingStep:
@@ -657,14 +552,9 @@ class TensorCandidates:
         if X_pending is not None and opts.pending_covers == "reuse":
             base = acqf._base_step().chaining
             return ChainingStep(post, reuse_covers(base, post.distance, t))
-        scale = opts.scale
-        if scale is None:
-            scale = float(self.prior_variance(post).max().clamp_min(0).sqrt())
-            if not scale > 0:
-                raise ValueError(
-                    "The prior variance is 0 on every candidate; pass scale= "
-                    "explicitly."
-                )
+        scale = opts.scale or positive_scale(
+            float(self.prior_variance(post).max().clamp_min(0).sqrt())
+        )
         low_rank = post.path == "low_rank"
         max_cover_size = opts.max_cover_size
         if max_cover_size is None and low_rank:
@@ -686,7 +576,6 @@ class TensorCandidates:
         return ChainingStep(post, chaining)
 
     def prior_variance(self, post: CandidatePosterior) -> Tensor:
-        """The candidates' prior variances, in the posterior's units."""
         acqf = self.acqf
         return known_prior_variance(
             post, acqf.model, self.candidates, acqf.posterior_transform
@@ -704,141 +593,63 @@ class TensorCandidates:
         return index
 
     def among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
-        n, device = self.candidates.shape[0], self.candidates.device
+        evaluated = None
         if among is None:
-            mask = evaluated_candidates(
+            evaluated = evaluated_candidates(
                 self.acqf.model, self.candidates, self.given_dtype
             )
-            if not bool(mask.any()):
-                raise ValueError(
-                    "certificate: no candidate is a training input of the model "
-                    f"(candidates given in {self.given_dtype}, compared in the "
-                    f"model's {self.candidates.dtype}), so none is 'evaluated'; "
-                    "pass among='all', a boolean mask or indices of the "
-                    "candidates that may be recommended."
-                )
-            return mask.nonzero().squeeze(-1)
-        if isinstance(among, str):
-            check_choice("among", among, ("all",))
-            return torch.arange(n, device=device)
-        index = as_index("among", among, n, device)
-        if index.numel() == 0:
-            raise ValueError("`among` selects no candidate; expected at least one.")
-        return index
+        given, used = self.given_dtype, self.candidates.dtype
+        detail = f" (candidates given in {given}, compared in the model's {used})"
+        n, device = self.candidates.shape[0], self.candidates.device
+        return among_index(among, n, evaluated, device, detail)
 
-    def _certified(self, step: ChainingStep) -> Tensor:
-        """The objective's mean (larger is better), with the step's chaining
-        tree built."""
-        if step.tree is None:
-            c = step.chaining
+    def certified(self, base: ChainingStep) -> PosteriorSet:
+        if base.tree is None:
+            c = base.chaining
             # Farthest-first covers recorded the tree's parents as they were
             # built; greedy covers leave them to chaining_tree.
-            step.tree = chaining_tree(
-                step.posterior.distance, c.covers, c.eps, c.bounded, c.parents
+            base.tree = chaining_tree(
+                base.posterior.distance, c.covers, c.eps, c.bounded, c.parents
             )
-        mean = step.posterior.mean.to(torch.float64)
-        return mean if self.acqf.maximize else -mean
-
-    def regret_bound(self, base: ChainingStep, index: Tensor, t: int) -> Tensor:
-        mean = self._certified(base)
-        acqf = self.acqf
-        check = calibrate(acqf.model, "loo")
-        bounds = certificate_bounds(
-            mean / check.scale,
-            base.posterior.distance,
-            index,
-            t=t,
-            delta=acqf.delta,
-            tree=base.tree,
-            tail=bind_tail(
-                resolve_tail("auto", "loo", num_training_points(acqf.model)),
-                base.posterior.distance.variance,
-                self.prior_variance(base.posterior),
-            ),
-            memory_budget=acqf.options.memory_budget,
-        )["bound"]
-        return bounds * check.scale
-
-    def certificate(
-        self, base: ChainingStep, index: Tensor, **options: Any
-    ) -> Certificate:
-        acqf = self.acqf
-        mean = self._certified(base)
-        method = options.pop("method") or "combined"
-        calibration = options.pop("calibration")
-        check = {k: options.pop(k) for k in ("alpha", "min_observations")}
-        return issue_certificate(
-            acqf.model,
-            mean,
-            base.posterior.distance,
-            index,
-            self.candidates,
-            calibration=calibration,
-            scale_level=options.pop("scale_level"),
-            sign=1.0 if acqf.maximize else -1.0,
+        mean = base.posterior.mean.to(torch.float64)
+        return PosteriorSet(
+            mean=mean if self.acqf.maximize else -mean,
+            distance=base.posterior.distance,
+            candidates=self.candidates,
             prior_var=self.prior_variance(base.posterior),
-            method=method,
-            tree=None if method in ("union", "pairwise") else base.tree,
-            memory_budget=acqf.options.memory_budget,
-            **check,
-            **options,
+            tree=base.tree,
+            memory_budget=self.acqf.options.memory_budget,
         )
-
-
-def candidate_rows(X: Tensor) -> tuple[Tensor, torch.Size]:
-    r"""The rows of ``X`` and the shape of one value per row: ``N x d`` (what
-    ``optimize_acqf_discrete`` returns, any ``q``) gives ``N`` values;
-    ``(b1 x ... bk) x q x d`` gives ``(b1 x ... bk) x q``, or ``b1 x ... bk``
-    for ``q = 1`` (BoTorch's batch convention).
-
-    Example:
-        >>> candidate_rows(torch.zeros(5, 1, 2))[1]
-        torch.Size([5])
-    """
-    if X.ndim < 2:
-        raise ValueError(
-            f"`X` must have shape N x d or (b1 x ... bk) x q x d, got {tuple(X.shape)}."
-        )
-    shape = X.shape[:-1] if X.ndim == 2 or X.shape[-2] != 1 else X.shape[:-2]
-    return X.reshape(-1, X.shape[-1]), shape
 
 
 class _UpperConfidenceBound(UpperConfidenceBound):
-    """BoTorch's ``UpperConfidenceBound`` at points converted to the model's
-    dtype and device, as :class:`ChainingUCB` converts its candidates: GPyTorch
-    fails on, or caches in, whatever dtype the first points had."""
+    """BoTorch's ``UpperConfidenceBound`` at points converted to the model's dtype
+    and device (GPyTorch fails on, or caches in, the first points' dtype)."""
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
-        r"""The UCB values at ``X`` (``(b1 x ... bk) x 1 x d``), in ``X``'s dtype."""
         return super().forward(to_model(self.model, X)).to(X.dtype)
 
 
 class GPUCB(_UpperConfidenceBound):
-    r"""GP-UCB with the schedule of Srinivas et al. (2010) for a finite set.
+    r"""GP-UCB with the schedule of Srinivas et al. (2010) for a finite set, the
+    competitor of Chaining-UCB in Contal et al. (2015):
 
     .. math::
 
         \mathrm{UCB}(x) = \mu_t(x) + \sqrt{\beta_t}\, \sigma_t(x), \qquad
         \beta_t = 2 \log\big(|X|\, t^2 \pi^2 / (6 \delta)\big),
 
-    the competitor of Chaining-UCB in Contal et al. (2015). ``t`` follows the
-    same convention as :class:`ChainingUCB` (observations + pending + 1).
+    ``t`` as in :class:`ChainingUCB` (observations + pending + 1).
 
     Example:
-        >>> model = SingleTaskGP(train_X, train_Y)
         >>> acqf = GPUCB(model, num_candidates=candidates.shape[0])
         >>> x_next, _ = optimize_acqf_discrete(acqf, q=1, choices=candidates)
 
     Args:
-        model: A fitted single-outcome GP model.
         num_candidates: :math:`|X|`, the size of the finite search space.
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
-        t: Iteration index; default observations + pending + 1.
-        posterior_transform: Maps a multi-output posterior to a single output.
-        maximize: If True, consider the problem a maximization problem.
-        X_pending: Pending points; they count in the default ``t`` only (the
-            analytic UCB does not condition on them).
+        X_pending: Pending points; they count in the default ``t`` only.
     """
 
     #: Its input constructor takes the candidate set (for ``num_candidates``).
@@ -848,7 +659,7 @@ class GPUCB(_UpperConfidenceBound):
         self,
         model: Model,
         num_candidates: int,
-        delta: float = 0.05,
+        delta: float = DEFAULT_DELTA,
         t: int | None = None,
         posterior_transform: PosteriorTransform | None = None,
         maximize: bool = True,
@@ -899,10 +710,9 @@ def construct_inputs_ucb(
 
 @acqf_input_constructor(ChainingUCB)
 def construct_inputs_chaining_ucb(**kwargs: Any) -> dict[str, Any]:
-    r"""Construct kwargs for :class:`ChainingUCB`: its own arguments,
-    unchanged (checked once, when it is built). Its signature is
-    :class:`ChainingUCB`'s, which BoTorch's input-constructor registry reads
-    to refuse unknown keywords."""
+    """:class:`ChainingUCB`'s own arguments, unchanged (checked when it is built);
+    its signature is :class:`ChainingUCB`'s, which BoTorch's registry reads to
+    refuse unknown keywords."""
     return kwargs
 
 
@@ -917,13 +727,13 @@ def construct_inputs_gp_ucb(
     num_candidates: int | None = None,
     candidates: Tensor | None = None,
     posterior_transform: PosteriorTransform | None = None,
-    delta: float = 0.05,
+    delta: float = DEFAULT_DELTA,
     t: int | None = None,
     maximize: bool = True,
     X_pending: Tensor | None = None,
 ) -> dict[str, Any]:
-    r"""Construct kwargs for :class:`GPUCB`; ``candidates`` (``N x d``, how
-    the Ax layer passes the set) gives ``num_candidates`` when it is None."""
+    """Kwargs for :class:`GPUCB`; ``candidates`` (``N x d``, as the Ax layer passes
+    the set) gives ``num_candidates`` when it is None."""
     if num_candidates is None:
         if candidates is None:
             raise ValueError(

@@ -1,48 +1,9 @@
-r"""Algorithm 1 of Contal, Malherbe and Vayatis (2015): nested covers and ``H_i``.
+r"""Algorithm 1 of Contal, Malherbe and Vayatis (2015): levels, nested covers, ``H_i``.
 
-Notation (used throughout the package):
-
-* ``t``: the iteration of Algorithm 1; the posterior conditions on ``t - 1``
-  observations.
-* ``scale`` (:math:`s`): the radius of the first level. The paper normalizes the
-  kernel so that :math:`k(x, x) \le 1` and uses :math:`s = 1`.
-* ``level`` :math:`i = 1, \dots, L` with radius :math:`\epsilon_i = s\,2^{1-i}`
-  (``eps``), and :math:`L = \lceil 1 - \log_2(\sigma_t^{\min} / s) \rceil`.
-* ``cover`` :math:`T_i`: nested covers, :math:`T_0 = \emptyset` and
-
-  .. math::
-
-      T_i = T_{i-1} \cup \mathrm{Cover}\big(\{x : d_t(x, T_{i-1}) > \epsilon_i\},
-      d_t, \epsilon_i\big),
-
-  so every candidate is within :math:`\epsilon_i` of :math:`T_i` and
-  :math:`T_{i-1} \subseteq T_i`.
-* ``H`` :math:`H_i = \epsilon_i \sqrt{2 u_i}` with the union-bound level
-  :math:`u_i = \log\big((|T_i| + 1)\, i^2 t^2 \pi^4 / (36 \delta)\big)`.
-* ``bonus`` :math:`b_t(x) = \sum_{i:\, \sigma_t^{\min} \le \epsilon_i <
-  \sigma_t(x)} H_i`, the exploration term of Chaining-UCB.
-
-Deviations from the paper, each a switch:
-
-* ``h_radius="algorithm"`` (default) writes :math:`H_i` with :math:`\epsilon_i` as
-  in the box of Algorithm 1; ``"proof"`` uses :math:`\epsilon_{i-1} = 2
-  \epsilon_i`, as in the proof of Eq. (ucb) in Appendix A.
-* ``sigma_floor``: :math:`\sigma_t^{\min} = 0` (noise-free data, candidates equal
-  to training points) would mean infinitely many levels. The engine uses
-  :math:`\max(\sigma_t^{\min}, \texttt{sigma\_floor} \cdot s)`; levels below the
-  floor change the bonus by less than their geometric tail.
-* ``cover="farthest_first"``: nested covers from one farthest-first traversal,
-  with ``max_cover_size``; a level whose cover would be larger uses the valid
-  bound :math:`|T_i| \le N` (taking :math:`T_i = X`) in :math:`H_i`.
-* :func:`reuse_covers` (``pending_covers="reuse"`` of ``ChainingUCB``): in a
-  batch, the covers built without the pending points, still valid under the
-  smaller :math:`d_t` given them, instead of a rebuild.
-
-Not a deviation: the dense coarse levels are covered by a *lazy* greedy
-(:func:`~ax_chaining.covers.greedy_dominating_set_lazy`), which makes
-Algorithm 2's picks from a few rows instead of every edge (``lazy=False`` keeps
-every edge; see :func:`_greedy_levels`).
-"""
+Level :math:`i = 1..L` has radius :math:`\epsilon_i = s\,2^{1-i}`, cover
+:math:`T_i = T_{i-1} \cup \mathrm{Cover}(\{x : d_t(x, T_{i-1}) > \epsilon_i\},
+d_t, \epsilon_i)` and term :math:`H_i = \epsilon_i \sqrt{2 u_i}`, :math:`u_i =
+\log((|T_i| + 1) i^2 t^2 \pi^4 / (36 \delta))`. Deviations are switches."""
 
 from __future__ import annotations
 
@@ -95,11 +56,13 @@ def union_bound_log(cover_size: Tensor, level: Tensor, t: int, delta: float) -> 
 
 
 def num_levels(sigma_min: float, scale: float) -> int:
-    r"""Number of levels :math:`L = \lceil 1 - \log_2(\sigma^{\min} / s) \rceil`.
+    r"""Number of levels :math:`L = \lceil 1 - \log_2(\sigma^{\min} / s) \rceil`,
+    by exact comparisons of :math:`s\,2^{1-i}` with :math:`\sigma^{\min}`
+    (``L = 0`` when :math:`\sigma^{\min} \ge 2 s`).
 
-    Computed with exact comparisons of :math:`s\,2^{1-i}` against
-    :math:`\sigma^{\min}`, so exact powers of two are not pushed one level off by
-    the round-off of a logarithm. ``L = 0`` when :math:`\sigma^{\min} \ge 2 s`.
+    Example:
+        >>> num_levels(0.25, 1.0), num_levels(2.0, 1.0)
+        (3, 0)
     """
     if not sigma_min > 0:
         raise ValueError(
@@ -123,43 +86,21 @@ def chaining_bonus(
 ) -> Tensor:
     r"""The exploration bonus of Chaining-UCB as a function of :math:`\sigma_t(x)`.
 
-    Let :math:`A = \{i : \epsilon_i \ge \sigma^{\min}\}` be the active levels
-    and :math:`B_k = \sum_{i \in A,\, i \ge k} H_i` the sum of the terms from
-    level :math:`k` down.
+    With the active levels :math:`A = \{i : \epsilon_i \ge \sigma^{\min}\}` and
+    :math:`B_k = \sum_{i \in A,\, i \ge k} H_i`:
 
     * ``"paper"`` (Algorithm 1): the staircase
-      :math:`b(\sigma) = \sum_{i \in A:\, \epsilon_i < \sigma} H_i`, which
-      equals :math:`B_{k+1}` on :math:`(\epsilon_{k+1}, \epsilon_k]` and is
-      constant between radii.
-    * ``"continuous"``: the piecewise-linear curve :math:`c` through the
-      staircase's upper corners :math:`(\epsilon_k, B_k)`, :math:`k \in A`,
-      with :math:`c(\epsilon_K / 2) = 0` below the last active level
-      :math:`K`, :math:`c = 0` under that and :math:`c = B_1` above
-      :math:`\epsilon_1 = s`:
+      :math:`b(\sigma) = \sum_{i \in A:\, \epsilon_i < \sigma} H_i`.
+    * ``"continuous"`` (a deviation): the piecewise-linear curve through the
+      staircase's upper corners :math:`(\epsilon_k, B_k)`, :math:`k \in A`, and
+      :math:`(\epsilon_K / 2, 0)` below the last active level :math:`K`; 0
+      below that and :math:`B_1` above :math:`\epsilon_1`. It is continuous,
+      non-decreasing and :math:`b(\sigma) \le c(\sigma) \le b(2\sigma)`
+      (``docs/algorithm.md``).
 
-      .. math::
-
-          c(\sigma) = B_{k+1} + (B_k - B_{k+1})
-              \frac{\sigma - \epsilon_{k+1}}{\epsilon_k - \epsilon_{k+1}},
-          \qquad \sigma \in [\epsilon_{k+1}, \epsilon_k].
-
-      It is continuous and non-decreasing, equal to the staircase's value just
-      above each radius, and :math:`b(\sigma) \le c(\sigma) \le b(2\sigma)`:
-      never below the paper's bonus (so :math:`\mu_t + c` is an upper
-      confidence bound whenever :math:`\mu_t + b` is), and never above the
-      paper's bonus at twice the standard deviation (one level coarser), which
-      is what the regret analysis pays for it (``docs/algorithm.md``).
-
-    Args:
-        sigma: Posterior standard deviations, any shape.
-        eps: ``L`` radii :math:`\epsilon_i`, decreasing.
-        H: ``L`` chaining terms :math:`H_i`.
-        sigma_min_used: The floored :math:`\sigma^{\min}`; levels with a smaller
-            radius are inactive.
-        shape: ``"paper"`` or ``"continuous"``.
-
-    Returns:
-        The bonus, same shape, dtype and device as ``sigma``.
+    ``eps`` are the ``L`` decreasing radii, ``H`` the ``L`` terms and
+    ``sigma_min_used`` the floored :math:`\sigma^{\min}`; the bonus has the
+    shape, dtype and device of ``sigma``.
 
     Example:
         >>> eps, H = torch.tensor([1.0, 0.5]), torch.tensor([2.0, 1.0])
@@ -178,8 +119,7 @@ def chaining_bonus(
     eps, H = eps[active], H[active]
     if eps.numel() == 0:
         return torch.zeros_like(sigma)
-    # Knots in increasing sigma: (eps_K / 2, 0), (eps_K, B_K), ..., (eps_1, B_1);
-    # B_k is the sum of H_i from level k down (a reversed cumulative sum).
+    # Knots in increasing sigma: (eps_K / 2, 0), (eps_K, B_K), ..., (eps_1, B_1).
     B = torch.flip(torch.cumsum(torch.flip(H, (0,)), 0), (0,))
     knots_x = torch.cat([eps[-1:] / 2, torch.flip(eps, (0,))])
     knots_y = torch.cat([B.new_zeros(1), torch.flip(B, (0,))])
@@ -200,26 +140,21 @@ class ChainingResult:
 
     Attributes:
         eps: ``L`` radii :math:`\epsilon_i = s\,2^{1-i}`, ``i = 1..L``.
-        cover_sizes: ``L`` values :math:`|T_i|` used in :math:`H_i` (for a level
-            marked in ``bounded``, the bound ``N``).
+        cover_sizes: ``L`` values :math:`|T_i|` used in :math:`H_i`.
         H: ``L`` chaining terms :math:`H_i`.
         covers: ``L`` index tensors; ``covers[i-1]`` is :math:`T_i` in selection
-            order, and ``covers[i-2]`` is a prefix of it (nested). A level in
-            ``bounded`` holds the partial cover that was built.
-        bounded: ``L`` booleans; true where :math:`|T_i|` was replaced by ``N``.
-        sigma_min: :math:`\min_x \sigma_t(x)` over the candidates (before the floor).
+            order, with ``covers[i-2]`` as a prefix.
+        bounded: ``L`` booleans; true where :math:`|T_i|` was replaced by ``N``
+            (the cover holds the partial cover that was built).
+        sigma_min: :math:`\min_x \sigma_t(x)` over the candidates (unfloored).
         sigma_min_used: :math:`\max(\sigma^{\min}, \texttt{sigma\_floor}\cdot s)`.
-        scale: :math:`s`.
-        t: Iteration index used in :math:`u_i`.
-        delta: Confidence parameter.
-        n: Number of candidates ``N``.
-        h_radius: ``"algorithm"`` or ``"proof"`` (see the module docstring).
-        cover_method: ``"greedy"`` or ``"farthest_first"``.
-        parents: ``(parent, link2)`` of every candidate in the chaining tree of
-            these covers (:func:`~ax_chaining.certificate.chaining_tree`), where
-            the covers' traversal recorded them (farthest-first covers; see
-            :class:`~ax_chaining.covers.NearestCentres`); None otherwise, and
-            the certificate computes them from rows.
+        scale, t, delta, n, h_radius, cover_method: As passed to
+            :func:`chaining_covers` (``n`` the number of candidates ``N``).
+        info: How the covers were built (``sigma_floor``; ``path`` and
+            ``reason`` from :class:`~ax_chaining.acquisition.ChainingUCB`).
+        parents: ``(parent, link2)`` of every candidate in the chaining tree
+            where the farthest-first traversal recorded them
+            (:class:`~ax_chaining.covers.NearestCentres`); else None.
     """
 
     eps: Tensor
@@ -246,60 +181,32 @@ class ChainingResult:
         return self.eps.numel()
 
     def bonus(self, sigma: Tensor, shape: BonusShape = "paper") -> Tensor:
-        r"""Exploration bonus at posterior standard deviations ``sigma``.
-
-        ``shape="paper"`` is Algorithm 1's staircase
-        :math:`\sum_{i:\,\sigma^{\min}\le\epsilon_i<\sigma} H_i`;
-        ``"continuous"`` its piecewise-linear upper envelope
-        (:func:`chaining_bonus`).
-
-        Args:
-            sigma: Tensor of posterior standard deviations, any shape.
-            shape: ``"paper"`` or ``"continuous"``.
-
-        Returns:
-            Tensor of the same shape as ``sigma``, dtype and device.
-        """
+        r"""Exploration bonus at posterior standard deviations ``sigma``
+        (:func:`chaining_bonus`): ``"paper"`` is Algorithm 1's
+        :math:`\sum_{i:\,\sigma^{\min}\le\epsilon_i<\sigma} H_i`."""
         return chaining_bonus(sigma, self.eps, self.H, self.sigma_min_used, shape)
 
     def regret_bound(self, sigma: Tensor) -> Tensor:
-        r"""Regret certificate of Eq. (ucb) of the paper at points with std ``sigma``.
-
-        With probability at least :math:`1 - \delta`,
+        r"""The paper's Eq. (ucb) at points with standard deviation ``sigma``:
 
         .. math::
 
-            \sup_{x^\star} f(x^\star) - f(x) \le 3 \sum_{i:\, \epsilon_i < \sigma(x)}
-            \epsilon_{i-1} \sqrt{2 u_i}, \qquad \epsilon_{i-1} = 2 \epsilon_i,
+            3 \sum_{i \ge 1:\, \epsilon_i < \sigma} \epsilon_{i-1} \sqrt{2 u_i},
+            \qquad \epsilon_{i-1} = 2 \epsilon_i,
 
-        for the point :math:`x` that Chaining-UCB selects. The sum runs over all
-        levels :math:`i \ge 1` below :math:`\sigma(x)`, not only the ``L``
-        computed ones; beyond them :math:`|T_i| \le N` is used, and the geometric
-        tail is summed until its remainder is below :math:`2^{-64}` of the sum.
-
-        Kept to compare with the paper only. Its derivation holds at most at the
-        query :math:`x_t`, needs the query rule with :math:`\epsilon_{i-1}` in
-        :math:`H_i` (``h_radius="proof"``), and has two gaps (the first chaining
-        link can reach :math:`2\epsilon_{i-1}`; a level uses up to
-        :math:`|T_i| + |T_i \setminus T_{i-1}|` pairs, not :math:`|T_i| + 1`).
-        For a certificate that is valid at any point chosen from the data, use
-        :mod:`ax_chaining.certificate` (``ChainingUCB.certificate()`` and
-        ``ChainingUCB.regret_bound``).
-
-        Args:
-            sigma: Tensor of posterior standard deviations, any shape.
-
-        Returns:
-            Tensor of bounds, same shape as ``sigma``.
+        with :math:`|T_i| \le N` beyond the ``L`` levels, summed until the tail
+        is below :math:`2^{-64}` of the sum, with the shape of ``sigma``. For
+        comparison with the paper only (``docs/certificate.md``):
+        :mod:`ax_chaining.certificate` gives a certificate valid at any point
+        chosen from the data.
         """
         dtype = torch.float64
         sig = sigma.to(dtype)
         positive = sig[sig > 0]
         if positive.numel() == 0:
             return torch.zeros_like(sigma)
-        # Levels below the smallest sigma, plus 64 more: the tail past them is
-        # below 2^-64 of the first active term, since eps_i halves and u_i grows
-        # only like log i.
+        # 64 levels past the smallest sigma: eps_i halves while u_i grows like
+        # log i, so the rest of the tail is below 2^-64 of the first term.
         below = math.log2(max(self.scale / float(positive.min()), 1.0))
         depth = max(self.num_levels, int(math.ceil(below)) + 1) + 64
         levels = torch.arange(1, depth + 1, dtype=dtype, device=sig.device)
@@ -313,12 +220,8 @@ class ChainingResult:
         return total.to(sigma)
 
     def summary(self) -> str:
-        """A small table of levels, radii, cover sizes and ``H_i``.
-
-        The first line says how the covers were built (``path`` is set by
-        :class:`~ax_chaining.acquisition.ChainingUCB`); ``*`` marks a level whose
-        cover size is the bound ``N``.
-        """
+        """A table of levels, radii, cover sizes and ``H_i`` (``*``: a level
+        whose size is the bound ``N``) under how the covers were built."""
         how = f"covers: {self.cover_method}"
         if "path" in self.info:
             how += f", path: {self.info['path']}"
@@ -349,12 +252,33 @@ def chaining_covers(
     lazy: bool = True,
     graph: GraphMethod = "auto",
 ) -> ChainingResult:
-    r"""Run the cover loop of Algorithm 1 on a pseudo-distance.
+    r"""Run the cover loop of Algorithm 1 (the module docstring) on the posterior
+    pseudo-distance over the ``N`` candidates, with :math:`L` from
+    :func:`level_radii` (at least 1).
 
-    For :math:`i = 1, \dots, L`: :math:`\epsilon_i = s\,2^{1-i}`,
-    :math:`\bar X = \{x : d_t(x, T_{i-1}) > \epsilon_i\}`,
-    :math:`T_i = T_{i-1} \cup \mathrm{Cover}(\bar X, d_t, \epsilon_i)` and
-    :math:`H_i = \epsilon_i \sqrt{2 \log((|T_i|+1) i^2 t^2 \pi^4 / (36\delta))}`.
+    Args:
+        t: Iteration index :math:`t \ge 1` (observations plus one).
+        scale: Radius :math:`s` of the first level (1 for a kernel with
+            :math:`k(x, x) \le 1`).
+        sigma_floor: Floor on :math:`\sigma^{\min}` relative to ``scale`` (0:
+            none, and then :math:`\sigma^{\min} > 0` is required).
+        h_radius: ``"algorithm"`` (:math:`\epsilon_i` in :math:`H_i`) or
+            ``"proof"`` (:math:`\epsilon_{i-1}`, as in Appendix A's proof).
+        cover: ``"greedy"`` (Algorithm 2 on :math:`\bar X`) or
+            ``"farthest_first"`` (the prefixes of one farthest-first traversal,
+            ``O(N)`` memory).
+        max_cover_size: ``"farthest_first"`` stops at this many centres (default
+            ``N``); a deeper level uses :math:`|T_i| \le N` (``bounded``).
+        memory_budget: Bytes the greedy covers' graph may take (default: no
+            limit); :class:`~ax_chaining.distances.MemoryBudgetError` above it.
+        lazy: Cover the dense coarse levels by
+            :func:`~ax_chaining.covers.greedy_dominating_set_lazy` (the same
+            picks wherever :math:`d_t^2` is symmetric as computed).
+        graph: How greedy covers hold the :math:`\epsilon_i`-graphs (the same
+            covers): ``"lists"`` (neighbour lists, numpy on the CPU),
+            ``"matrix"`` (an ``N x N`` uint8 level matrix, any device) or
+            ``"auto"`` (lists, or the matrix where only it fits
+            ``memory_budget``).
 
     Example:
         >>> from ax_chaining.distances import DenseDistance
@@ -362,43 +286,6 @@ def chaining_covers(
         >>> res = chaining_covers(DenseDistance(cov), t=2)
         >>> res.cover_sizes
         tensor([1])
-
-    Args:
-        distance: The posterior pseudo-distance over the ``N`` candidates.
-        t: Iteration index :math:`t \ge 1` (number of observations plus one in
-            this package's convention).
-        delta: Confidence parameter in (0, 1).
-        scale: Radius :math:`s` of the first level (1 for the paper's normalized
-            kernel).
-        sigma_floor: Floor on :math:`\sigma^{\min}` relative to ``scale``; see the
-            module docstring. Set 0 to disable (then :math:`\sigma^{\min} > 0` is
-            required).
-        h_radius: ``"algorithm"`` (:math:`\epsilon_i` in :math:`H_i`, default) or
-            ``"proof"`` (:math:`\epsilon_{i-1}`).
-        cover: ``"greedy"`` (Algorithm 2 on :math:`\bar X`, exact; time and
-            memory follow the edges of the :math:`\epsilon_i`-graphs) or
-            ``"farthest_first"`` (nested covers from one farthest-first
-            traversal, ``O(N)`` memory).
-        max_cover_size: With ``"farthest_first"``, stop the traversal at this many
-            centres and use :math:`|T_i| \le N` for deeper levels. Default ``N``.
-        memory_budget: Bytes the greedy covers' graph may take (default: no
-            limit). On CPU the graph is kept as neighbour lists (memory follows
-            the pairs within :math:`\epsilon_1`, estimated from a sample of rows
-            before anything is allocated), or as an ``N x N`` uint8 level matrix
-            where that is smaller; both give the same covers.
-        lazy: Cover the dense coarse levels by the lazy greedy (their degrees
-            kept, their edges not; see :func:`_greedy_levels`). The same picks
-            as the lists wherever :math:`d_t^2` is symmetric as computed;
-            ``False`` keeps every edge within :math:`\epsilon_1`.
-        graph: How greedy covers hold the :math:`\epsilon_i`-graphs:
-            ``"auto"`` (neighbour lists within ``memory_budget``, built on the
-            CPU from rows computed on the distance's device; else the level
-            matrix), ``"lists"``, or ``"matrix"`` (the ``N x N``
-            uint8 level matrix: the reference implementation, any device).
-            All give the same covers.
-
-    Returns:
-        A :class:`ChainingResult`.
     """
     t = check_int("t", t, 1)
     delta = check_delta(delta)
@@ -414,11 +301,8 @@ def chaining_covers(
     if max_cover_size is None:
         max_cover_size = n
     max_cover_size = check_int("max_cover_size", max_cover_size, 1)
-
-    device = distance.device
     sigma_min = float(distance.sigma.min())
-    sigma_min_used, eps = level_radii(sigma_min, scale, sigma_floor)
-
+    _, eps = level_radii(sigma_min, scale, sigma_floor)
     parents = None
     if cover == "greedy":
         check_choice("graph", graph, get_args(GraphMethod))
@@ -426,10 +310,24 @@ def chaining_covers(
             distance, eps, graph=graph, memory_budget=memory_budget, lazy=lazy
         )
     else:
-        covers, sizes, bounded, parents = _farthest_first_levels(
-            distance, eps, max_cover_size
+        tracker = NearestCentres(n, eps)
+        order, radii = farthest_first_order(
+            distance.rows,
+            n,
+            # The least uncertain candidate: d_t(x, x') <= sigma(x) + sigma(x'),
+            # so it is the best single centre one can name without rows.
+            start=int(torch.argmin(distance.variance)),
+            max_size=max_cover_size,
+            stop_radius=eps[-1],
+            batch_size=distance.row_batch,
+            device=distance.device,
+            dtype=distance.dtype,
+            on_centre=tracker,
         )
-
+        covers, sizes, bounded = prefix_covers(order, radii, eps, n)
+        parents = tracker.parents()
+        if tracker.sizes != [int(c.numel()) for c in covers]:
+            parents = None  # float32 radii cut a level at another prefix
     return chaining_result(
         eps,
         covers,
@@ -443,7 +341,7 @@ def chaining_covers(
         n=n,
         h_radius=h_radius,
         cover_method=cover,
-        device=device,
+        device=distance.device,
         parents=parents,
     )
 
@@ -453,14 +351,15 @@ def level_radii(
 ) -> tuple[float, list[float]]:
     r""":math:`\sigma^{\min}_{\text{used}} = \max(\sigma^{\min},
     \texttt{sigma\_floor} \cdot s)` and the radii :math:`\epsilon_i = s\,2^{1-i}`
-    of its :func:`num_levels` levels."""
+    of its :func:`num_levels` levels, at least one (a deviation outside the
+    paper's :math:`\sigma \le s`: the bonus stays the empty sum)."""
     sigma_min_used = max(sigma_min, sigma_floor * scale)
     if sigma_min_used <= 0:
         raise ValueError(
             "The smallest posterior standard deviation over the candidates is 0, "
             "which needs infinitely many levels; pass sigma_floor > 0."
         )
-    num = num_levels(sigma_min_used, scale)
+    num = max(1, num_levels(sigma_min_used, scale))
     return sigma_min_used, [scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
 
 
@@ -481,19 +380,22 @@ def chaining_result(
     device: torch.device,
     parents: tuple[Tensor, Tensor] | None = None,
 ) -> ChainingResult:
-    """The :class:`ChainingResult` of covers built for radii ``eps`` (the
-    :math:`H_i` computed here), for any route that builds covers; ``parents``:
-    the chaining tree's, where the route recorded them."""
-    sigma_min_used = max(sigma_min, sigma_floor * scale)
-    eps_t, sizes_t, H = _terms(eps, sizes, t, delta, h_radius, device)
+    r"""The :class:`ChainingResult` of covers built by any route for radii
+    ``eps``, with :math:`H_i = r_i \sqrt{2 u_i}`, :math:`r_i = \epsilon_i`
+    (``"algorithm"``) or :math:`\epsilon_{i-1}` (``"proof"``)."""
+    levels = torch.arange(1, len(eps) + 1, dtype=torch.float64, device=device)
+    sizes_t = torch.tensor(sizes, dtype=torch.long, device=device)
+    eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
+    u = union_bound_log(sizes_t, levels, t, delta)
+    radius = eps_t if h_radius == "algorithm" else 2.0 * eps_t
     return ChainingResult(
         eps=eps_t,
         cover_sizes=sizes_t,
-        H=H,
+        H=radius * torch.sqrt(2.0 * u),
         covers=tuple(covers),
         bounded=torch.tensor(bounded, dtype=torch.bool, device=device),
         sigma_min=sigma_min,
-        sigma_min_used=sigma_min_used,
+        sigma_min_used=max(sigma_min, sigma_floor * scale),
         scale=scale,
         t=t,
         delta=delta,
@@ -505,95 +407,61 @@ def chaining_result(
     )
 
 
-def _terms(
-    eps: list[float],
-    sizes: list[int],
-    t: int,
-    delta: float,
-    h_radius: str,
-    device: torch.device,
-) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Radii, cover sizes and :math:`H_i = r_i \sqrt{2 u_i}` as tensors, with
-    :math:`r_i = \epsilon_i` (``"algorithm"``) or :math:`\epsilon_{i-1}`."""
-    levels = torch.arange(1, len(eps) + 1, dtype=torch.float64, device=device)
-    sizes_t = torch.tensor(sizes, dtype=torch.long, device=device)
-    eps_t = torch.tensor(eps, dtype=torch.float64, device=device)
-    u = union_bound_log(sizes_t, levels, t, delta)
-    radius = eps_t if h_radius == "algorithm" else 2.0 * eps_t
-    return eps_t, sizes_t, radius * torch.sqrt(2.0 * u)
-
-
 def reuse_covers(
     base: ChainingResult, distance: PseudoDistance, t: int
 ) -> ChainingResult:
     r"""Algorithm 1's terms on a smaller pseudo-distance, with the covers of ``base``.
 
-    A deviation from the paper, for batches (``pending_covers="reuse"`` of
-    :class:`~ax_chaining.ChainingUCB`): conditioning on a pending point can
-    only shrink :math:`d_t` (the variance of :math:`f(x) - f(x')` falls), so
-    every :math:`\epsilon_i`-cover of ``base`` is still an
-    :math:`\epsilon_i`-cover, and nested; the union bound behind :math:`H_i`
-    holds for any such covers. Levels are recounted from the new
-    :math:`\sigma^{\min}`; a level deeper than ``base``'s has no cover built
-    and uses :math:`|T_i| \le N` (``bounded``). :math:`H_i` is recomputed with
-    ``t``. What differs from a rebuild: the covers are those of the earlier
-    posterior, usually a little larger than greedy covers of the new one, so
-    :math:`H_i` (and exploration) is usually a little larger.
+    A deviation for batches (``pending_covers="reuse"`` of
+    :class:`~ax_chaining.ChainingUCB`): a pending point only shrinks :math:`d_t`,
+    so the covers of ``base`` (built by :func:`chaining_covers` on a
+    pseudo-distance that ``distance`` nowhere exceeds) stay nested
+    :math:`\epsilon_i`-covers. The levels are recounted from the new
+    :math:`\sigma^{\min}` (a level deeper than ``base``'s uses
+    :math:`|T_i| \le N`) and :math:`H_i` recomputed with ``t``;
+    ``info["covers_from"] == "reused"``.
 
-    Args:
-        base: Covers built by :func:`chaining_covers` on a pseudo-distance
-            that ``distance`` nowhere exceeds.
-        distance: The new pseudo-distance over the same ``N`` candidates.
-        t: Iteration index for :math:`u_i`.
-
-    Returns:
-        A :class:`ChainingResult`; ``info["covers_from"] == "reused"``.
+    Example:
+        >>> base = chaining_covers(distance, t=3)
+        >>> batch = reuse_covers(base, distance_given_pending, t=4)
     """
     t = check_int("t", t, 1)
     if distance.n != base.n:
         raise ValueError(
             f"distance has N={distance.n} candidates, base covers N={base.n}."
         )
+    if "sigma_floor" not in base.info:
+        raise ValueError(
+            "base has no info['sigma_floor']; pass covers built by chaining_covers."
+        )
     sigma_min = float(distance.sigma.min())
-    sigma_min_used = max(sigma_min, _floor(base))
-    num = num_levels(sigma_min_used, base.scale)
-    device = base.eps.device
+    sigma_floor = base.info["sigma_floor"]
+    _, eps = level_radii(sigma_min, base.scale, sigma_floor)
+    num, device = len(eps), base.eps.device
     covers = list(base.covers[:num])
     sizes = base.cover_sizes[:num].tolist()
     bounded = base.bounded[:num].tolist()
-    everything = torch.arange(base.n, device=device)
-    for _ in range(len(covers), num):
-        covers.append(everything)
-        sizes.append(base.n)
-        bounded.append(True)
-    eps = [base.scale * 2.0 ** (1 - i) for i in range(1, num + 1)]
-    eps_t, sizes_t, H = _terms(eps, sizes, t, base.delta, base.h_radius, device)
-    return ChainingResult(
-        eps=eps_t,
-        cover_sizes=sizes_t,
-        H=H,
-        covers=tuple(covers),
-        bounded=torch.tensor(bounded, dtype=torch.bool, device=device),
+    missing = num - len(covers)
+    covers += [torch.arange(base.n, device=device)] * missing
+    sizes += [base.n] * missing
+    bounded += [True] * missing
+    result = chaining_result(
+        eps,
+        covers,
+        sizes,
+        bounded,
         sigma_min=sigma_min,
-        sigma_min_used=sigma_min_used,
+        sigma_floor=sigma_floor,
         scale=base.scale,
         t=t,
         delta=base.delta,
         n=base.n,
         h_radius=base.h_radius,
         cover_method=base.cover_method,
-        info={**base.info, "covers_from": "reused"},
+        device=device,
     )
-
-
-def _floor(result: ChainingResult) -> float:
-    r"""The floor :math:`\texttt{sigma\_floor} \cdot s` that ``result`` used."""
-    floor = result.info.get("sigma_floor")
-    if floor is None:
-        raise ValueError(
-            "base has no info['sigma_floor']; pass covers built by chaining_covers."
-        )
-    return float(floor) * result.scale
+    result.info.update(base.info, covers_from="reused")
+    return result
 
 
 #: A coarse level is covered by the lazy greedy (its degrees kept, its edges
@@ -622,33 +490,11 @@ def _greedy_levels(
     memory_budget: int | None = None,
     lazy: bool = True,
 ) -> tuple[list[Tensor], list[int], list[bool]]:
-    """Greedy nested covers: neighbour lists, or the level matrix.
-
-    Both give the same covers (the same comparisons, the same picks). The lists
-    take time and memory proportional to the pairs within ``eps_1`` (estimated
-    from a sample of rows before anything is allocated); where they would not
-    fit in ``memory_budget`` but the ``2 N^2`` bytes of the level matrix would
-    (a dense first level), the matrix is used. On an accelerator the rows of
-    :math:`d^2` are computed there and the lists built and walked on the CPU:
-    the matrix's pick-by-pick loop on the device is bound by kernel launches
-    (measured on an H200 at ``N = 10^4``: 0.75 s with the matrix, docs:
-    "Large candidate sets").
-
-    With ``lazy`` (the default) and lists, the dense coarse levels (see
-    :data:`LAZY_EDGE_FACTOR`) keep only their degrees and are covered by
-    :func:`~ax_chaining.covers.greedy_dominating_set_lazy`, which reads the
-    rows of a few candidates instead of every edge; then the lists hold the
-    pairs within the first radius kept. Its picks are those of the lists: it
-    reads a candidate's ball off its own row, while the lists lower degrees
-    from the rows of the covered points, so the two could differ only if
-    round-off made :math:`d^2(a, b)` and :math:`d^2(b, a)` fall on two sides
-    of a radius.
-    """
+    """Greedy nested covers from neighbour lists or the level matrix (the same
+    covers), within ``memory_budget``: lists take ``GRAPH_PEAK_EDGE_BYTES`` per
+    pair within the first radius kept (estimated from rows before anything is
+    allocated), the matrix ``2 N^2`` bytes."""
     n = distance.n
-    if not eps:
-        return [], [], []
-    if graph not in ("auto", "lists", "matrix"):
-        raise ValueError(f"graph must be 'auto', 'lists' or 'matrix', got {graph!r}.")
     auto = graph == "auto"
     if auto:
         graph = "lists"
@@ -658,15 +504,14 @@ def _greedy_levels(
         counted, edges = lazy_levels(distance, eps)
     if graph == "lists" and memory_budget is not None:
         # Only when even a complete graph might not fit is it worth sampling.
-        fits = GRAPH_PEAK_EDGE_BYTES * n * n <= memory_budget
-        if fits:
+        if GRAPH_PEAK_EDGE_BYTES * n * n <= memory_budget:
             edges = n * n
         elif not counted:
             edges = distance.estimate_edges(eps[0])
         lists_bytes = GRAPH_PEAK_EDGE_BYTES * edges
         if lists_bytes > memory_budget:
             if auto and matrix_bytes <= memory_budget:
-                graph = "matrix"  # a dense first level: one byte a pair is less
+                graph = "matrix"
             else:
                 raise MemoryBudgetError(
                     f"Greedy covers of N={n} candidates need neighbour lists of "
@@ -683,25 +528,25 @@ def _greedy_levels(
                 f"{format_bytes(memory_budget)}. Pass a larger memory_budget, use "
                 "cover='farthest_first', or fewer candidates."
             )
-        return _greedy_levels_matrix(distance, eps)
-    return _greedy_levels_lists(
-        distance.level_graph(eps, counted=counted), eps, distance
-    )
+        covers = _greedy_levels_matrix(distance, eps)
+    else:
+        lists = distance.level_graph(eps, counted=counted)
+        covers = _greedy_levels_lists(lists, eps, distance)
+    return covers, [c.numel() for c in covers], [False] * len(eps)
 
 
 def _csr_select(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """Row offsets of the edges marked in ``keep`` (row order is preserved)."""
     n = indptr.size - 1
     kept = np.zeros(n, dtype=np.int64)
-    # Rows in pieces of about 2^22 edges: reduceat casts its input to int64,
-    # so a single call would allocate 8 bytes an edge.
+    # Rows in pieces of about 2^22 edges: reduceat casts its input to int64.
     start = 0
     while start < n:
         stop = int(np.searchsorted(indptr, indptr[start] + 2**22, side="right")) - 1
         stop = min(n, max(start + 1, stop))
         lo, hi = int(indptr[start]), int(indptr[stop])
         if hi > lo:
-            # A sentinel makes every row start a valid index for reduceat,
+            # The sentinel makes every row start a valid index for reduceat,
             # whose value for an empty row is overwritten with 0.
             part = np.add.reduceat(
                 np.append(keep[lo:hi], False), indptr[start:stop] - lo, dtype=np.int64
@@ -716,24 +561,17 @@ def _csr_select(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
 
 def _greedy_levels_lists(
     graph: LevelGraph, eps: list[float], distance: PseudoDistance
-) -> tuple[list[Tensor], list[int], list[bool]]:
-    """Algorithm 1's cover loop on the level graph (numpy on CPU tensors).
-
-    The graph's ``counted_levels`` coarse levels are covered lazily from rows
-    of ``distance`` (:func:`greedy_dominating_set_lazy`); the rest from its
-    neighbour lists.
-    """
+) -> list[Tensor]:
+    """Algorithm 1's cover loop on the level graph (numpy): its counted coarse
+    levels by the lazy greedy on rows of ``distance``, the rest on its lists."""
     n, num, device = graph.n, len(eps), distance.device
     counted = graph.counted_levels
     eps2 = [e * e for e in eps]
-    # The edges of the current level (q >= i); each level drops the edges of
-    # the one before, so only the first level kept pays for all its pairs.
     indptr = graph.indptr.cpu().numpy()
     indices = graph.indices.cpu().numpy()
     levels = graph.levels.cpu().numpy()
-    # reached[x] = deepest level i with d(x, T) <= eps_i, for the cover T so far;
-    # x is outside the level-i cover of T_{i-1} iff reached[x] < i. Edges below
-    # the current level cannot change any later test reached[x] < i' (i' > i).
+    # reached[x]: the deepest level i with d(x, T) <= eps_i for the cover T so
+    # far; x is outside the level-i cover of T_{i-1} iff reached[x] < i.
     reached = np.zeros(n, dtype=np.uint8)
     cover = np.empty(0, dtype=np.int64)
     covers: list[Tensor] = []
@@ -745,7 +583,6 @@ def _greedy_levels_lists(
     for i in range(1, num + 1):
         outside = reached < i
         if i <= counted:
-            # Coarse level: few centres; degrees were counted in the row pass.
             if outside.any():
                 bound = graph.degrees[i - 1].cpu().numpy()
                 new = greedy_dominating_set_lazy(
@@ -758,6 +595,7 @@ def _greedy_levels_lists(
             covers.append(torch.from_numpy(cover.copy()).to(device))
             continue
         if i > counted + 1:
+            # Edges below level i cannot change a later test reached[x] < i'.
             keep = levels >= i
             indptr = _csr_select(indptr, keep)
             indices, levels = indices[keep], levels[keep]
@@ -765,14 +603,12 @@ def _greedy_levels_lists(
         if sub.size == n:
             sub_indptr, sub_indices = indptr, indices
         elif sub.size:
-            # The level-i graph on the outside points: edges whose both ends
-            # are outside, renumbered 0..m-1 in index order (so ties still go
-            # to the lowest original index).
+            # The level-i graph on the outside points, renumbered 0..m-1 in
+            # index order (so ties still go to the lowest original index).
             keep = outside[indices] & np.repeat(outside, np.diff(indptr))
             local = np.full(n, -1, dtype=np.int32)
             local[sub] = np.arange(sub.size, dtype=np.int32)
             sub_indices = local[indices[keep]]
-            # Rows outside sub keep no edge: their offsets are those of sub's.
             sub_indptr = _csr_select(indptr, keep)[np.append(sub, n)]
         if sub.size:
             new = sub[greedy_dominating_set_csr(sub_indptr, sub_indices)]
@@ -780,76 +616,40 @@ def _greedy_levels_lists(
             hit = gather_rows(indptr, indices, new)
             np.maximum.at(reached, hit, gather_rows(indptr, levels, new))
         covers.append(torch.from_numpy(cover.copy()).to(device))
-    return covers, [c.numel() for c in covers], [False] * num
+    return covers
 
 
-def _greedy_levels_matrix(
-    distance: PseudoDistance, eps: list[float]
-) -> tuple[list[Tensor], list[int], list[bool]]:
+def _greedy_levels_matrix(distance: PseudoDistance, eps: list[float]) -> list[Tensor]:
     """Algorithm 1's cover loop on the ``N x N`` uint8 level matrix (any device)."""
     n, device = distance.n, distance.device
     levels = distance.level_matrix(eps)  # d(a, b) <= eps_i  iff  levels[a, b] >= i
-    # reached[x] = deepest level i with d(x, T) <= eps_i, for the cover T so far;
-    # x is outside the level-i cover of T_{i-1} iff reached[x] < i.
-    reached = torch.zeros(n, dtype=torch.uint8, device=device)
+    reached = torch.zeros(n, dtype=torch.uint8, device=device)  # as in the lists
     cover = torch.empty(0, dtype=torch.long, device=device)
     covers: list[Tensor] = []
     step = max(1, 2**24 // n)  # rows of the level matrix per block (16 MB)
     for i in range(1, len(eps) + 1):
         outside = (reached < i).nonzero().squeeze(-1)
         if outside.numel():
-            new = outside[greedy_dominating_set(_sub_adjacency(levels, outside, i))]
+            if outside.numel() == n:
+                adjacency = levels >= i
+            else:
+                adjacency = torch.empty(
+                    outside.numel(), outside.numel(), dtype=torch.bool, device=device
+                )
+                for start in range(0, outside.numel(), step):
+                    block = levels.index_select(0, outside[start : start + step])
+                    torch.ge(
+                        block.index_select(1, outside),
+                        i,
+                        out=adjacency[start : start + step],
+                    )
+            new = outside[greedy_dominating_set(adjacency)]
             cover = torch.cat([cover, new])
             for start in range(0, new.numel(), step):
-                rows = levels.index_select(0, new[start : start + step])
-                torch.maximum(reached, rows.amax(dim=0), out=reached)
+                block = levels.index_select(0, new[start : start + step])
+                torch.maximum(reached, block.amax(dim=0), out=reached)
         covers.append(cover)
-    return covers, [c.numel() for c in covers], [False] * len(eps)
-
-
-def _sub_adjacency(levels: Tensor, idx: Tensor, level: int) -> Tensor:
-    """Boolean ``levels[idx][:, idx] >= level``, built a block of rows at a time."""
-    n, m = levels.shape[0], idx.numel()
-    if m == n:  # idx is sorted and unique: every point
-        return levels >= level
-    out = torch.empty(m, m, dtype=torch.bool, device=levels.device)
-    step = max(1, 2**24 // n)
-    for start in range(0, m, step):
-        rows = levels.index_select(0, idx[start : start + step])
-        torch.ge(rows.index_select(1, idx), level, out=out[start : start + step])
-    return out
-
-
-def _farthest_first_levels(
-    distance: PseudoDistance, eps: list[float], max_cover_size: int
-) -> tuple[list[Tensor], list[int], list[bool], tuple[Tensor, Tensor] | None]:
-    """Prefix covers of one farthest-first traversal, and the chaining tree's
-    parents recorded along it (None where a level was cut at another prefix
-    than :func:`prefix_covers` cuts it, which float32 radii rounded otherwise
-    could do; the certificate then computes them from rows)."""
-    n = distance.n
-    if not eps:
-        return [], [], [], None
-    # Start from the least uncertain candidate: d_t(x, x') <= sigma(x) +
-    # sigma(x'), so it is the best single centre one can name without rows
-    # (near data it covers everything at eps_1 = s, as greedy's first pick does).
-    start = int(torch.argmin(distance.variance))
-    tracker = NearestCentres(n, eps)
-    order, radii = farthest_first_order(
-        distance.rows,
-        n,
-        start=start,
-        max_size=max_cover_size,
-        stop_radius=eps[-1],
-        batch_size=distance.row_batch,
-        device=distance.device,
-        dtype=distance.dtype,
-        on_centre=tracker,
-    )
-    covers, sizes, bounded = prefix_covers(order, radii, eps, n)
-    parents = tracker.parents()
-    same_cut = tracker.sizes == [int(c.numel()) for c in covers]
-    return covers, sizes, bounded, parents if same_cut else None
+    return covers
 
 
 def prefix_covers(

@@ -1,10 +1,5 @@
-"""The one place for argument checks: each error names the argument, what it got
-and what it expected. Also the index helpers every layer shares: a mask or
-indices as sorted indices (:func:`as_index`), and points matched to the rows of
-a table (:func:`match_rows`; a table split in parts, as sharded candidates are,
-matches with its two halves :func:`nearest_rows` and :func:`match_tolerance`).
-Imports torch and numpy only (pandas on demand).
-"""
+"""Argument checks (each error names the argument, what it got and what it
+expected) and the index helpers every layer shares; torch and numpy only."""
 
 from __future__ import annotations
 
@@ -35,6 +30,7 @@ __all__ = [
 
 
 def type_error(name: str, expected: str, value: Any) -> TypeError:
+    """The ``TypeError`` for argument ``name``: what it must be, what it got."""
     return TypeError(f"`{name}` must be {expected}, got {type(value).__name__}.")
 
 
@@ -104,8 +100,12 @@ def as_index(
     name: str, value: Any, n: int, device: torch.device | None = None
 ) -> Tensor:
     """A boolean mask of length ``n`` or integer indices into ``0..n-1`` (None:
-    all of them), as a sorted tensor of unique indices (so that ties go to the
-    lowest index)."""
+    all of them), as a sorted tensor of unique indices.
+
+    Example:
+        >>> as_index("points", torch.tensor([True, False, True]), 3)
+        tensor([0, 2])
+    """
     if value is None:
         return torch.arange(n, device=device)
     value = torch.as_tensor(value, device=device)
@@ -128,12 +128,8 @@ def as_index(
 
 def nearest_rows(X: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     """For each row of ``X``, the Euclidean distance to the nearest row of
-    ``rows`` (at least one) and that row's index (the first among ties).
-
-    Compared in ``rows``' dtype, exactly (no matrix-product shortcut), a block
-    of 4096 points at a time: the comparison of :func:`match_rows`, which
-    each part of a table split in parts makes on its own rows.
-    """
+    ``rows`` (at least one) and that row's index (the first among ties), in
+    ``rows``' dtype without a matrix-product shortcut (:func:`match_rows`)."""
     X = X.detach().reshape(-1, rows.shape[-1]).to(rows)
     parts = [
         torch.cdist(
@@ -151,17 +147,13 @@ def nearest_rows(X: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
 
 def match_tolerance(scale: float, rtol: float = 1e-9) -> float:
     """The distance within which :func:`match_rows` takes a point for a row of
-    a table whose largest absolute entry is ``scale``: ``rtol * (1 + scale)``
-    (float round-off of the same point)."""
+    a table whose largest absolute entry is ``scale``: ``rtol * (1 + scale)``."""
     return rtol * (1.0 + float(scale))
 
 
 def match_rows(X: Tensor, rows: Tensor, rtol: float = 1e-9) -> Tensor:
-    """For each row of ``X``, the index of an equal row of ``rows``, or -1.
-
-    Rows are equal within :func:`match_tolerance` (``rtol * (1 + max |rows|)``)
-    in Euclidean distance (float round-off of the same point); the nearest row
-    is taken (:func:`nearest_rows`).
+    """For each row of ``X``, the index of the nearest row of ``rows`` if within
+    :func:`match_tolerance` (float round-off of the same point), else -1.
 
     Example:
         >>> match_rows(torch.tensor([[1.0], [5.0]]), torch.tensor([[0.0], [1.0]]))
@@ -178,9 +170,8 @@ def match_rows(X: Tensor, rows: Tensor, rtol: float = 1e-9) -> Tensor:
 def check_records(
     name: str, value: Any, *, id_column: str | None = None
 ) -> list[dict[str, bool | int | float | str]]:
-    """A table (a pandas DataFrame, or a sequence of mappings from names to values)
-    as a non-empty list of dicts, every value a bool, int, str or finite float.
-    Errors name a row as :func:`row_name` does (a DataFrame's index label)."""
+    """A table (a pandas DataFrame or a sequence of mappings from names to values)
+    as a non-empty list of dicts of bool, int, str or finite float values."""
     labels = None
     if type(value).__name__ == "DataFrame":
         labels = index_labels(value)
@@ -223,10 +214,9 @@ def row_name(
     row: Mapping[str, Any] | None = None,
     id_column: str | None = None,
 ) -> str:
-    """How an error names row ``i`` of the table ``name``: by the user's own
-    index label if it came as a DataFrame (else its position), and by its
-    ``id_column`` value if there is one: ``"`t` row with index label 180
-    (sku='P-180')"``, or ``"`t[3]`"``."""
+    """How an error names row ``i`` of the table ``name``: by its DataFrame index
+    label (else its position) and ``id_column`` value, e.g. ``"`t[3]`"`` or
+    ``"`t` row with index label 180 (sku='P-180')"``."""
     where = f"`{name}[{i}]`"
     if labels is not None:
         where = f"`{name}` row with index label {labels[i]!r}"

@@ -1,25 +1,7 @@
-r"""Epsilon-covers of a finite set under a pseudo-distance.
-
-A subset :math:`T` of a finite set :math:`X` is an :math:`\epsilon`-*cover* when
-every :math:`x \in X` has :math:`d(x, T) = \min_{x' \in T} d(x, x') \le \epsilon`.
-The covering number :math:`N(X, d, \epsilon)` is the size of the smallest one;
-finding it is NP-hard (it is a minimum dominating set of the graph with an edge
-between :math:`x` and :math:`x'` iff :math:`d(x, x') \le \epsilon`).
-
-This module is the bottom floor of the engine: tensors in, indices out. It works
-on *squared* distances, ``dist2``, because that is what a Gaussian-process
-posterior gives without a square root, and ``d <= eps`` iff ``d^2 <= eps^2``.
-
-* :func:`greedy_cover` is Algorithm 2 of Contal, Malherbe and Vayatis (2015),
-  the greedy dominating set, whose size is within a factor
-  :math:`1 + \ln \Delta` of the optimum (:math:`\Delta` the maximum degree).
-* :func:`farthest_first_order` is Gonzalez' farthest-first traversal on rows
-  computed on demand. Every prefix of the order is a cover whose radius is read
-  off the traversal, so one pass gives nested covers for every radius without an
-  ``N x N`` matrix. :class:`NearestCentres` records, along the same pass, each
-  point's nearest centre in the cover of each radius (the parents of the
-  chaining tree), from the rows the traversal computes anyway.
-"""
+r"""Epsilon-covers of a finite set under a pseudo-distance, on squared distances:
+Algorithm 2 of Contal, Malherbe and Vayatis (2015), the greedy dominating set of
+the graph :math:`d(x, x') \le \epsilon` (on a matrix, neighbour lists or lazily
+evaluated rows), and the nested covers of a farthest-first traversal."""
 
 from __future__ import annotations
 
@@ -41,7 +23,7 @@ __all__ = [
     "sample_without_replacement",
 ]
 
-# Squared fraction of the current cover radius a batched pool point must reach.
+#: Squared fraction of the current cover radius a batched pool point must reach.
 POOL_RATIO2 = 0.75**2
 
 
@@ -55,47 +37,24 @@ def _check_dist2(dist2: Tensor) -> None:
         raise TypeError(f"`dist2` must be floating point, got {dist2.dtype}.")
 
 
-def _check_eps(eps: float) -> float:
-    return check_float("eps", eps, (lambda v: v > 0, "finite and > 0"))
-
-
 def greedy_dominating_set(adjacency: Tensor) -> Tensor:
-    r"""Greedy dominating set of a graph given by a boolean adjacency matrix.
-
-    This is the loop of Algorithm 2: while points are uncovered, pick the
-    uncovered point whose ball holds the most uncovered points (ties to the
-    lowest index), and mark its ball covered.
-
-    Once the largest degree among uncovered points is 1, every uncovered point
-    holds only itself, and plain greedy would pick them one at a time in index
-    order. They are appended at once, which returns the same sequence in one step
-    (the same shortcut as the authors' own implementation).
-
-    Args:
-        adjacency: ``m x m`` symmetric boolean tensor,
-            ``adjacency[x, x'] = d(x, x') <= eps``, with a true diagonal.
-
-    Returns:
-        A 1-D long tensor of row indices in selection order.
-    """
+    r"""Algorithm 2 on an ``m x m`` (``m >= 1``) symmetric boolean adjacency
+    :math:`d(x, x') \le \epsilon` with a true diagonal: while points are
+    uncovered, pick the uncovered point whose ball holds the most uncovered
+    points (ties to the lowest index) and cover its ball; once every ball holds
+    only its centre, the rest in index order. Returns the picks in order."""
     m = adjacency.shape[0]
     device = adjacency.device
     uncovered = torch.ones(m, dtype=torch.bool, device=device)
-    # degree[x] = number of uncovered x' in the ball of x (Algorithm 2, line 4).
-    # The graph is symmetric, so the points whose degree drops when a set R is
-    # covered are read off the rows of R (contiguous) rather than its columns.
-    step = max(1, 2**20 // max(m, 1))
-    # A block of rows at a time: sum(dtype=int32) converts its whole input
-    # first, which for all rows would be 4 bytes a pair.
-    degree = (
-        torch.cat(
-            [
-                adjacency[start : start + step].sum(dim=1, dtype=torch.int32)
-                for start in range(0, m, step)
-            ]
-        )
-        if m
-        else torch.zeros(0, dtype=torch.int32, device=device)
+    # degree[x]: uncovered points in the ball of x. The graph is symmetric, so
+    # the degrees that drop when R is covered are read off the rows of R. Rows
+    # in blocks: sum(dtype=int32) converts its whole input first.
+    step = max(1, 2**20 // m)
+    degree = torch.cat(
+        [
+            adjacency[start : start + step].sum(dim=1, dtype=torch.int32)
+            for start in range(0, m, step)
+        ]
     )
     chosen: list[Tensor] = []
     minus_one = torch.tensor(-1, dtype=torch.int32, device=device)
@@ -104,26 +63,22 @@ def greedy_dominating_set(adjacency: Tensor) -> Tensor:
         best = torch.argmax(masked)  # first maximum: ties go to the lowest index
         top = int(masked[best])
         if top <= 1:
-            # Every uncovered point now holds only itself (or nothing is left).
-            # Round-off asymmetry in the distances can only make a degree too
-            # small, so taking all remaining points keeps the cover valid.
+            # Round-off asymmetry can only make a degree too small, so taking
+            # every remaining point keeps the cover valid.
             chosen.append(uncovered.nonzero().squeeze(-1))
             break
         chosen.append(best.reshape(1))
         newly = (adjacency[best] & uncovered).nonzero().squeeze(-1)
         uncovered[newly] = False
-        # Fixed-size blocks keep the temporaries small and reusable: large,
-        # varying allocations are served by fresh mmaps and page faults.
+        # Fixed-size blocks: large varying allocations cost fresh mmaps.
         for start in range(0, newly.numel(), step):
             block = adjacency.index_select(0, newly[start : start + step])
             degree -= block.sum(dim=0, dtype=torch.int32)
-    if not chosen:
-        return torch.empty(0, dtype=torch.long, device=device)
     return torch.cat(chosen)
 
 
 def gather_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray):
-    """Concatenated neighbour lists of ``rows`` (CSR), without a Python loop."""
+    """Concatenated neighbour lists of ``rows`` (CSR)."""
     starts = indptr[rows]
     stops = indptr[rows + 1]
     lengths = stops - starts
@@ -138,62 +93,40 @@ def gather_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray):
 
 def run_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Positions ``starts[j] + 0 .. lengths[j] - 1`` for every ``j``, concatenated."""
-    # Position k reads starts[j] + (k - offset of run j).
     offsets = np.cumsum(lengths) - lengths
     total = int(lengths.sum())
     return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
 def greedy_dominating_set_csr(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    r"""Algorithm 2 on neighbour lists: the same picks as :func:`greedy_dominating_set`.
-
-    ``indices[indptr[a]:indptr[a + 1]]`` are the out-neighbours of ``a`` (the
-    row of the adjacency matrix), each row holding ``a`` itself. Every quantity
-    of the dense loop is read off rows: the degree of ``x`` is the number of
-    uncovered points in row ``x``, the ball of the pick is its row, and covering
-    a set ``R`` lowers by one the degree of every point in a row of ``R`` (the
-    dense loop sums the rows of ``R``). So the picks, their order, ties to the
-    lowest index and the final "every remaining point holds only itself"
-    shortcut are those of the dense loop, while a level costs time proportional
-    to its edges plus ``O(m)`` per pick (the argmax), instead of ``O(m^2)``.
-
-    Args:
-        indptr: ``m + 1`` int64 row offsets.
-        indices: Neighbour indices in ``0..m-1``.
-
-    Returns:
-        int64 array of picks in selection order.
-    """
+    r"""Algorithm 2 on neighbour lists (``indices[indptr[a]:indptr[a + 1]]``
+    the out-neighbours of ``a``, ``a`` included, ``m >= 1`` points): the picks
+    (int64, in order) of :func:`greedy_dominating_set`, in time the edges plus
+    ``O(m)`` per pick."""
     m = indptr.size - 1
-    # degree where uncovered; covered points are pushed below -1 and stay
-    # there, so the argmax (first maximum: ties to the lowest index) only ever
-    # sees uncovered points while any has degree >= 2.
+    # Covered points are pushed below -1 and stay there, so the argmax (first
+    # maximum) only sees uncovered points while any has degree >= 2.
     masked = np.diff(indptr).astype(np.int64)
     uncovered = np.ones(m, dtype=bool)
-    chosen: list[np.ndarray] = []
     picks: list[int] = []
-    while True:
-        best = int(masked.argmax()) if m else 0
-        if m == 0 or masked[best] <= 1:
-            chosen.append(np.asarray(picks, dtype=np.int64))
-            chosen.append(np.flatnonzero(uncovered))
-            break
+    while masked[best := int(masked.argmax())] > 1:
         picks.append(best)
         ball = indices[indptr[best] : indptr[best + 1]]
         newly = ball[uncovered[ball]]
         uncovered[newly] = False
         masked[newly] = -(m + 2)
-        # Gather the rows of the newly covered points in pieces of at most
-        # about 2^22 entries, so the temporaries stay small on dense levels.
+        # Rows of the newly covered points in pieces of about 2^22 entries.
         sizes = indptr[newly + 1] - indptr[newly]
-        step = max(1, int(2**22 // max(1, int(sizes.max()) if sizes.size else 1)))
+        step = max(1, int(2**22 // max(1, int(sizes.max()))))
         for start in range(0, newly.size, step):
             hit = gather_rows(indptr, indices, newly[start : start + step])
             if hit.size * 8 < m:
                 np.subtract.at(masked, hit, 1)
             else:
                 masked -= np.bincount(hit, minlength=m)
-    return np.concatenate(chosen)
+    return np.concatenate(
+        [np.asarray(picks, dtype=np.int64), np.flatnonzero(uncovered)]
+    )
 
 
 def greedy_dominating_set_lazy(
@@ -204,17 +137,10 @@ def greedy_dominating_set_lazy(
 ) -> np.ndarray:
     r"""Algorithm 2 with lazily evaluated degrees: the same picks, from few rows.
 
-    For a dense level (few centres, many edges), keeping every edge to update
-    degrees costs far more than the picks need. Degrees only fall as points
-    are covered, so an upper bound that is exact at the candidate suffices:
-    take the first maximum of the bounds; if its bound is its current degree,
-    no other point can have a larger degree, nor an equal one at a lower index
-    (its bound would be at least as large and come first), so it is exactly
-    the pick of :func:`greedy_dominating_set_csr`; otherwise the bound is
-    replaced by the degree and the search repeats (lazy greedy). Rows are
-    evaluated ``batch`` candidates at a time, those with the largest bounds.
-    Ties go to the lowest index and the final "every remaining point holds
-    only itself" rule is kept, as in the other two loops.
+    Degrees only fall as points are covered, so upper bounds suffice: if the
+    first maximum of the bounds equals its current degree, it is Algorithm 2's
+    pick; otherwise its bound is lowered and the search repeats. Rows are read
+    ``batch`` at a time, for the largest bounds.
 
     Args:
         balls: Maps ``k`` point indices to a ``k x N`` boolean array: row ``j``
@@ -224,17 +150,17 @@ def greedy_dominating_set_lazy(
             points within the radius (e.g. the row counts over all points).
         batch: Rows evaluated per call of ``balls``.
 
-    Returns:
-        int64 array of indices into ``0..N-1`` in selection order.
+    Example:
+        >>> ball = np.array([[1, 1, 0], [1, 1, 1], [0, 1, 1]]) > 0
+        >>> everyone, bound = np.ones(3, dtype=bool), np.full(3, 3)
+        >>> greedy_dominating_set_lazy(lambda idx: ball[idx], everyone, bound)
+        array([1])
     """
     uncovered = outside.copy()
     bound = np.where(outside, degree_bound, -1).astype(np.int64)
     cached: dict[int, np.ndarray] = {}
     picks: list[int] = []
-    while True:
-        best = int(bound.argmax()) if bound.size else 0
-        if bound.size == 0 or bound[best] <= 1:
-            break
+    while bound.size and bound[best := int(bound.argmax())] > 1:
         ball = cached.get(best)
         if ball is None:
             if len(cached) > 4 * batch:
@@ -246,8 +172,7 @@ def greedy_dominating_set_lazy(
             ball = cached[best]
         degree = int(np.count_nonzero(ball & uncovered))
         if degree != bound[best]:
-            # Round-off can leave a recomputed row an edge above the bound;
-            # either way the bound becomes exact for this point.
+            # Round-off can leave a row an edge above the bound: made exact.
             bound[best] = degree
             continue
         picks.append(best)
@@ -270,64 +195,45 @@ def greedy_cover(dist2: Tensor, eps: float, candidates: Tensor | None = None) ->
 
         x \gets \arg\max_{x \in \bar X} \sum_{x' \in \bar X} G[x, x'], \qquad
         T \gets T \cup \{x\}, \qquad
-        \bar X \gets \bar X \setminus \{x' : G[x, x'] = 1\}.
+        \bar X \gets \bar X \setminus \{x' : G[x, x'] = 1\},
 
-    Centres are chosen among the uncovered points, as in the paper. Ties in
-    degree go to the lowest index, so the result is deterministic.
+    ties in degree to the lowest index.
+
+    Args:
+        dist2: ``N x N`` tensor of squared pseudo-distances :math:`d(x, x')^2`
+            (the diagonal taken as 0).
+        eps: The cover radius :math:`\epsilon > 0` (a distance, not squared).
+        candidates: Optional 1-D index tensor (or length-``N`` boolean mask)
+            restricting the points to cover and the centres (the paper's
+            :math:`\bar X` in Algorithm 1).
+
+    Returns:
+        The chosen indices (into ``0..N-1``) in selection order.
 
     Example:
         >>> dist2 = torch.tensor([[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]])
         >>> greedy_cover(dist2, eps=1.0)
         tensor([1])
-
-    Args:
-        dist2: ``N x N`` tensor of squared pseudo-distances :math:`d(x, x')^2`.
-            Round-off negatives are treated as 0 and the diagonal as 0.
-        eps: The cover radius :math:`\epsilon > 0` (a distance, not squared).
-        candidates: Optional 1-D index tensor (or length-``N`` boolean mask)
-            restricting both the points to cover and the centres to that subset
-            (the paper's :math:`\bar X` in Algorithm 1).
-
-    Returns:
-        A 1-D long tensor with the chosen indices (into ``0..N-1``) in selection
-        order. Every point of ``candidates`` is within ``eps`` of one of them.
     """
     _check_dist2(dist2)
-    eps = _check_eps(eps)
+    eps = check_float("eps", eps, (lambda v: v > 0, "finite and > 0"))
     idx = as_index("candidates", candidates, dist2.shape[0], dist2.device)
     if idx.numel() == 0:
         return idx
     if torch.isnan(dist2[idx[:, None], idx[None, :]]).any():
         raise ValueError("dist2 contains NaN on the candidates to cover.")
     adjacency = dist2[idx[:, None], idx[None, :]] <= eps * eps
-    # A pseudo-distance is symmetric; round-off in dist2 may not be. Keep an edge
-    # only when both directions are within eps, so the cover stays valid.
+    # Round-off may make dist2 asymmetric: an edge needs both directions.
     adjacency &= adjacency.T.clone()
     adjacency.fill_diagonal_(True)
     return idx[greedy_dominating_set(adjacency)]
 
 
 def sample_without_replacement(m: int, k: int, generator: torch.Generator) -> Tensor:
-    """``min(k, m)`` distinct positions in ``0..m-1``, a uniformly random
-    ordered sample (the law of ``torch.randperm(m)[:k]``), in ``O(k)`` time and
-    memory when ``k`` is small against ``m``.
-
-    The traversal draws one pool per round from a far set that can hold most
-    of the candidates: a full permutation of it each round was the largest
-    cost of the distributed client at ``N = 10^7`` (and ``8 N`` bytes on it).
-    Sequential draws that skip a position already drawn are sampling without
-    replacement, so the law is the permutation's prefix; the positions drawn
-    differ from it (the generator is consumed differently).
-
-    Args:
-        m: Size of the population (a non-negative int).
-        k: Positions wanted (a non-negative int); ``m`` if larger.
-        generator: The CPU generator every draw comes from.
-
-    Returns:
-        A 1-D int64 CPU tensor of ``min(k, m)`` distinct positions, in the
-        order drawn.
-    """
+    """``min(k, m)`` distinct positions in ``0..m-1`` (int64, CPU, in the order
+    drawn from the CPU ``generator``), a uniformly random ordered sample (the
+    law of ``torch.randperm(m)[:k]``), in ``O(k)`` when ``k`` is small against
+    ``m``."""
     m = check_int("m", m, low=0)
     k = min(check_int("k", k, low=0), m)
     if not isinstance(generator, torch.Generator):
@@ -361,46 +267,34 @@ def farthest_first_order(
     r"""Farthest-first traversal (Gonzalez, 1985) on rows computed on demand.
 
     Starting from ``start``, repeatedly add the point farthest from the points
-    chosen so far. After ``k`` points the prefix ``order[:k]`` is a cover of all
-    ``n`` points with radius ``radii[k - 1]`` (the largest distance from a point
-    to the prefix), and it is a 2-approximation of the optimal ``k``-centre
-    radius. Prefixes are nested, so one traversal gives nested covers for every
-    radius: the cover for ``eps`` is the shortest prefix with radius ``<= eps``.
-
-    With ``batch_size = b > 1`` the per-call cost of a kernel evaluation is
-    amortized: the farthest point and a seeded random sample of the points at
-    least 3/4 of the current radius away form a pool of ``2b``, and up to ``b``
-    centres are taken from it one by one, each the pool point farthest from the
-    centres so far, while it is still at least 3/4 of the current radius away
-    from them. Only chosen centres need their rows (the distances among pool
-    points are read off them): rows are computed ``b / 2`` at a time, for the
-    centre just chosen and the pool points farthest from the centres so far,
-    the likeliest next choices. Every chosen centre's row is known, so the
-    radii stay exact and every prefix is still a valid cover; only the order
-    may differ from the exact traversal (``b = 1``).
-
-    Costs a little more than ``len(order)`` rows of ``n`` distances and
-    ``O(n)`` memory besides a pool of rows.
+    chosen so far: the prefix ``order[:k]`` covers all ``n`` points with radius
+    ``radii[k - 1]``, within a factor 2 of the optimal ``k``-centre radius.
+    With ``batch_size = b > 1`` (rows cost a fixed amount per call), a pool of
+    the farthest point and a seeded random sample of the points at least 3/4 of
+    the current radius away gives up to ``b`` centres, each the pool point
+    farthest from the centres so far while still 3/4 of the radius away; the
+    radii stay exact, only the order may differ. Memory ``O(n)``.
 
     Args:
         dist2_rows: Maps a 1-D index tensor of length ``b`` to the ``b x n``
             squared distances (non-negative) from those points to all points.
-        n: Number of points.
-        start: Index of the first centre.
         max_size: Stop after this many centres.
         stop_radius: Stop once the cover radius is at most this distance.
         batch_size: Centres taken per block of rows (1: exact traversal).
         device: Device of the index tensors (default: that of the first row).
-        dtype: Floating dtype of the returned radii.
-        on_centre: Called after each centre is taken, in order, with the
-            centre's index, its row of squared distances (clamped at 0, in
-            ``dtype``; read it, do not keep or change it) and the squared cover
-            radius of the prefix that ends with it (e.g. a
-            :class:`NearestCentres`).
+        on_centre: Called after each centre is taken with the centre's index,
+            its row of squared distances (clamped at 0, in ``dtype``; read it,
+            do not keep it) and the squared cover radius of the prefix that ends
+            with it (e.g. a :class:`NearestCentres`).
 
     Returns:
-        ``(order, radii)``: the centres in traversal order and, for each prefix
-        length ``k``, the cover radius of ``order[:k]`` (a distance, not squared).
+        ``(order, radii)``: the centres in traversal order and the cover radius
+        of each prefix ``order[:k]`` (a distance, not squared).
+
+    Example:
+        >>> dist2 = torch.tensor([[0.0, 1.0, 4.0], [1.0, 0.0, 1.0], [4.0, 1.0, 0.0]])
+        >>> farthest_first_order(lambda idx: dist2[idx], 3, start=0, max_size=3)
+        (tensor([0, 2, 1]), tensor([2., 1., 0.], dtype=torch.float64))
     """
     if not 0 <= start < n:
         raise ValueError(f"start must be in 0..{n - 1}, got {start}.")
@@ -424,9 +318,8 @@ def farthest_first_order(
         if pool_size == 1:
             pool = mind2.argmax().reshape(1)
         else:
-            # The pool: the farthest point plus a seeded random sample of the
-            # points nearly as far. A sample spreads over the far region, where
-            # the top-k alone would crowd into one corner of it.
+            # A sample spreads over the far region; the top-k would crowd into
+            # one corner of it.
             far_set = (mind2 >= POOL_RATIO2 * radii2[-1]).nonzero().squeeze(-1)
             pick = sample_without_replacement(far_set.numel(), pool_size - 1, gen)
             pool = torch.cat([mind2.argmax().reshape(1), far_set[pick.to(device)]])
@@ -434,9 +327,7 @@ def farthest_first_order(
         rows: dict[int, Tensor] = {}
         for _ in range(min(batch_size, max_size - len(order))):
             j = int(torch.argmax(pool_mind2))
-            # Take a pool point only while it is nearly as far as the farthest
-            # point overall; otherwise fetch a new pool. Centres then stay at
-            # least 3/4 of the current radius apart, close to the exact order.
+            # A pool point only while nearly as far as the farthest overall.
             if float(pool_mind2[j]) < POOL_RATIO2 * radii2[-1] or not (
                 float(pool_mind2[j]) > 0.0
             ):
@@ -444,9 +335,7 @@ def farthest_first_order(
             far = int(pool[j])
             order.append(far)
             if j not in rows:
-                # Only a chosen centre's row is needed: compute it with the
-                # pool points most likely to be chosen next (the farthest from
-                # the centres so far), a chunk per call.
+                # With the pool points likeliest to be chosen next.
                 ranked = torch.argsort(pool_mind2, descending=True).tolist()
                 chunk = [j] + [k for k in ranked if k != j and k not in rows]
                 chunk = chunk[:chunk_size]
@@ -467,37 +356,21 @@ def farthest_first_order(
 
 
 class NearestCentres:
-    r"""Each point's nearest centre in the nested covers of a farthest-first
-    traversal, recorded along it (pass as ``on_centre`` of
-    :func:`farthest_first_order`).
+    r"""Each point's parent in the nested covers of a farthest-first traversal,
+    recorded along it (its ``on_centre``).
 
-    For radii :math:`\epsilon_1 > \dots > \epsilon_L`, level :math:`i`'s cover
-    :math:`T_i` is the shortest prefix of the order whose cover radius is at most
-    :math:`\epsilon_i` (the whole traversal where none is, as
-    :func:`~ax_chaining.chaining.prefix_covers` takes it). A point that enters at
-    level :math:`j \ge 2` (first in :math:`T_j`, or in none: :math:`j = L + 1`)
-    gets as parent its nearest point of :math:`T_{j-1}`: the chaining tree's
-    parents (:func:`~ax_chaining.certificate.chaining_tree`), read off the rows
-    that the traversal computes anyway instead of :math:`|T_L|` rows more. Among
-    equally near centres the earliest taken is kept (``chaining_tree`` keeps the
-    lowest index), so the two trees can differ where two centres are exactly
-    equally near a point, and the links by round-off where the rows were
-    computed in other blocks. A level closes when the cover radius (the square
-    root of the squared radius given) is at most :math:`\epsilon_i`, as
-    :func:`~ax_chaining.chaining.prefix_covers` cuts float64 radii;
-    :attr:`sizes` records each level's cover size, so a caller can check that
-    its covers were cut at the same prefixes (float32 radii, rounded
-    otherwise, could be cut elsewhere). Costs
+    Level :math:`i`'s cover :math:`T_i` is the shortest prefix whose cover radius
+    is at most :math:`\epsilon_i` (the whole traversal where none is). A point
+    entering at level :math:`j \ge 2` (:math:`j = L + 1` for none) gets its
+    nearest point of :math:`T_{j-1}` as parent, as in
+    :func:`~ax_chaining.certificate.chaining_tree`, but among equally near
+    centres the earliest taken. :attr:`sizes` records each level's cover size.
     ``O(N)`` work per centre and ``O(N)`` memory.
 
     Example:
-        >>> tracker = NearestCentres(n, eps)
+        >>> tracker = NearestCentres(n, eps)  # eps: decreasing radii
         >>> order, radii = farthest_first_order(rows, n, 0, n, on_centre=tracker)
         >>> parent, link2 = tracker.parents()
-
-    Args:
-        n: Number of points.
-        radii: The radii :math:`\epsilon_i`, decreasing (distances, not squared).
     """
 
     def __init__(self, n: int, radii: list[float]) -> None:
@@ -533,8 +406,7 @@ class NearestCentres:
         self._taken[centre] = True
         self._taken_count += 1
         closed = False
-        # Compared as prefix_covers compares them (the radius, not its square),
-        # so that float64 covers and levels are cut at the same prefixes.
+        # The radius, not its square, as prefix_covers compares it.
         radius = math.sqrt(radius2)
         while self._next < len(self._radii) and radius <= self._radii[self._next]:
             self._next += 1
@@ -544,9 +416,7 @@ class NearestCentres:
             self._close()
 
     def _close(self) -> None:
-        # The prefix is a level's cover: each point not in it has its parent
-        # (for the level at which it will enter) among the prefix's centres.
-        free = ~self._taken
+        free = ~self._taken  # outside the level's cover: they take their parent
         self._parent = torch.where(free, self._arg, self._parent)
         self._link2 = torch.where(free, self._best, self._link2)
 
@@ -567,16 +437,13 @@ class NearestCentres:
 def is_cover(
     dist2: Tensor, cover: Tensor, eps: float, points: Tensor | None = None
 ) -> bool:
-    """Whether every point (of ``points``, default all) is within ``eps`` of ``cover``.
+    """Whether every point (of ``points``, default all) is within ``eps`` (a
+    distance) of the centres ``cover`` under the squared distances ``dist2``.
 
-    Args:
-        dist2: ``N x N`` squared distances.
-        cover: 1-D index tensor of centres.
-        eps: Radius (a distance, not squared).
-        points: Optional 1-D index tensor of the points that must be covered.
-
-    Returns:
-        True if ``d(x, cover) <= eps`` for every point ``x``.
+    Example:
+        >>> dist2 = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+        >>> is_cover(dist2, torch.tensor([0]), eps=1.0)
+        True
     """
     _check_dist2(dist2)
     idx = as_index("points", points, dist2.shape[0], dist2.device)

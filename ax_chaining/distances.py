@@ -1,25 +1,8 @@
-r"""The posterior pseudo-distance :math:`d_t`, dense or as rows on demand.
-
-For a Gaussian process posterior with covariance :math:`k_t` and variance
-:math:`\sigma_t^2(x) = k_t(x, x)`, Section 2 of Contal et al. (2015) defines
-
-.. math::
-
-    d_t(x, x')^2 = \sigma_t^2(x) - 2 k_t(x, x') + \sigma_t^2(x')
-                 = \mathrm{Var}[f(x) - f(x') \mid \text{data}].
-
-The engine only ever needs *rows* of :math:`d_t^2` (the distances from a few
-points to all candidates), so a :class:`PseudoDistance` exposes ``rows(idx)``:
-
-* :class:`DenseDistance` holds the ``N x N`` matrix (exact, fast, ``O(N^2)``
-  memory);
-* :class:`LowRankDistance` computes rows from the prior kernel and a low-rank
-  posterior correction :math:`k_t(x, x') = k(x, x') - w(x)^\top w(x')` with
-  :math:`w(x) = L^{-1} k_n(x)` (``O(N r)`` memory, ``r`` training points).
-
-Round-off can make :math:`d_t^2` slightly negative; it is clamped to 0, and
-:math:`d_t(x, x) = 0` exactly. Pure torch: no BoTorch or GPyTorch here.
-"""
+r"""The posterior pseudo-distance :math:`d_t(x, x')^2 = \sigma_t^2(x) - 2 k_t(x, x')
++ \sigma_t^2(x')` (Section 2 of the paper), as rows on demand: a dense matrix
+(:class:`DenseDistance`) or a prior kernel with a low-rank posterior correction
+(:class:`LowRankDistance`). Round-off negatives are clamped to 0, and
+:math:`d_t(x, x) = 0` exactly."""
 
 from __future__ import annotations
 
@@ -53,25 +36,19 @@ __all__ = [
 #: Default memory budget for the engine's largest allocations, in bytes (4 GiB).
 DEFAULT_MEMORY_BUDGET: int = 4 * 2**30
 
-#: Columns (candidates) per block of every matrix product over the candidates
-#: on the low-rank route. A BLAS product computes the last few columns of a call
-#: with other kernels than the columns inside it (measured with MKL: the last
-#: four columns of a call round differently), so a product over some columns
-#: is not bit for bit the same product over a longer range. Products are
-#: therefore always taken over the same blocks of *global* candidate indices,
-#: ``[k B, (k + 1) B)``: a part of the candidates that starts at a multiple of
-#: ``B`` (a shard of :mod:`ax_chaining.distributed`) then computes the same
-#: bits as the whole set.
+#: Columns per block of every matrix product over the candidates on the
+#: low-rank route. BLAS rounds the last columns of a call differently, so
+#: products are taken over the same blocks of *global* candidate indices,
+#: ``[k B, (k + 1) B)``: a shard that starts at a multiple of ``B`` computes the
+#: same bits as the whole set.
 COLUMN_BLOCK: int = 4096
 
 
 def column_blocks(
     start: int, stop: int, offset: int = 0, block: int = COLUMN_BLOCK
 ) -> Iterator[tuple[int, int]]:
-    """Split local columns ``start..stop-1`` at global multiples of ``block``.
-
-    Local column ``c`` is global candidate ``offset + c``; the pieces ``(a, b)``
-    are local and each lies within one global block.
+    """Split local columns ``start..stop-1`` (global ``offset + c``) into local
+    pieces ``(a, b)``, each within one global block.
 
     Example:
         >>> list(column_blocks(0, 10, offset=6, block=4))
@@ -89,7 +66,7 @@ class MemoryBudgetError(ValueError):
 
 
 def format_bytes(n: float) -> str:
-    """Human-readable size, e.g. ``'1.5 GiB'``."""
+    """A human-readable size, e.g. ``'1.5 GiB'``."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
@@ -98,27 +75,20 @@ def format_bytes(n: float) -> str:
 
 
 def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
-    r"""Peak bytes of the ``N x N`` matrices of the dense path for ``n`` candidates.
-
-    ``copies`` full ``n x n`` matrices of ``dtype`` (a posterior covariance and
-    its temporaries while it is computed) plus the uint8 level matrix and one
-    boolean adjacency matrix of the greedy covers.
-    """
+    r"""Peak bytes of the dense path for ``n`` candidates: ``copies`` ``n x n``
+    matrices of ``dtype`` plus the greedy covers' level matrix and adjacency."""
     itemsize = torch.finfo(dtype).bits // 8
     return int(math.ceil(copies * n * n * itemsize + 2 * n * n))
 
 
 class PseudoDistance(ABC):
-    r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row.
-
-    Subclasses provide :meth:`rows`; everything else is derived from it and
-    from :attr:`variance`.
+    r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row:
+    subclasses provide :meth:`rows`.
 
     Args:
-        variance: ``N`` posterior variances :math:`\sigma_t^2(x)`; negatives from
-            round-off are clamped to 0.
-        block_bytes: Largest temporary block (in bytes) built when many rows are
-            needed at once.
+        variance: ``N`` posterior variances :math:`\sigma_t^2(x)` (negatives
+            clamped to 0).
+        block_bytes: Largest temporary block when many rows are needed.
     """
 
     #: Rows worth computing together in a farthest-first traversal: 1 where a
@@ -137,9 +107,7 @@ class PseudoDistance(ABC):
             raise ValueError("variance contains NaN or inf.")
         self.variance = variance.clamp_min(0)
         self.block_bytes = int(block_bytes)
-        #: Threads that make blocks of rows in :meth:`level_graph` on CPU: the
-        #: row work (kernel, correction, threshold, nonzero) is spread over the
-        #: cores torch may use, since numpy's passes run on one thread.
+        #: Threads making blocks of rows in :meth:`level_graph` on CPU.
         self.row_workers = max(1, min(8, torch.get_num_threads()))
 
     @property
@@ -164,32 +132,14 @@ class PseudoDistance(ABC):
     def rows(self, idx: Tensor) -> Tensor:
         r"""``len(idx) x N`` squared :math:`d_t^2(x_i, \cdot)` (new tensor)."""
 
-    def _dist2_from_cov(self, cov: Tensor, idx: Tensor) -> Tensor:
-        """Turn covariance rows of ``idx`` into squared distances, in place."""
-        d2 = cov.mul_(-2.0).add_(self.variance).add_(self.variance[idx, None])
-        d2.clamp_(min=0.0)
-        d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
-        return d2
-
     def row_range(self, start: int, stop: int) -> Tensor:
-        """Rows ``start..stop-1``; subclasses may return a view."""
+        """Rows ``start..stop-1`` (a view where the subclass can)."""
         return self.rows(torch.arange(start, stop, device=self.device))
 
     def level_matrix(self, eps: Sequence[float]) -> Tensor:
-        r"""``N x N`` uint8 matrix of levels :math:`q(a, b) = |\{i : d_t(a, b) \le
-        \epsilon_i\}|` for radii ``eps`` in decreasing order.
-
-        Since the radii decrease, :math:`d_t(a, b) \le \epsilon_i` iff
-        :math:`q(a, b) \ge i`: every comparison Algorithms 1 and 2 make is read off
-        one byte per pair, instead of eight for a float64 distance. Built from
-        rows in blocks, so no float ``N x N`` matrix is needed.
-
-        Args:
-            eps: Radii :math:`\epsilon_1 > \epsilon_2 > \dots`, at most 255.
-
-        Returns:
-            The ``N x N`` uint8 level matrix.
-        """
+        r"""``N x N`` uint8 levels :math:`q(a, b) = |\{i : d_t(a, b) \le
+        \epsilon_i\}|` for at most 255 decreasing radii ``eps``, from blocks of
+        rows: :math:`d_t(a, b) \le \epsilon_i` iff :math:`q(a, b) \ge i`."""
         eps2 = check_radii(eps)
         n = self.n
         out = torch.empty(n, n, dtype=torch.uint8, device=self.device)
@@ -200,12 +150,8 @@ class PseudoDistance(ABC):
         return out
 
     def estimate_edges(self, eps: float, sample: int = 64) -> int:
-        r"""Estimated number of pairs with :math:`d(a, b) \le \epsilon`.
-
-        Counted exactly on ``sample`` evenly spaced rows (no randomness) and
-        scaled to ``N`` rows; used to check a :class:`LevelGraph` against a
-        memory budget before it is built.
-        """
+        r"""Pairs with :math:`d(a, b) \le \epsilon`, counted on ``sample`` evenly
+        spaced rows and scaled to ``N`` (deterministic)."""
         n = self.n
         k = max(1, min(n, int(sample)))
         idx = torch.linspace(0, n - 1, k, device=self.device).round().long().unique()
@@ -217,9 +163,7 @@ class PseudoDistance(ABC):
         raise NotImplementedError
 
     def level_graph(self, eps: Sequence[float], counted: int = 0) -> LevelGraph:
-        r"""The :class:`~ax_chaining.level_graph.LevelGraph` of radii ``eps``
-        (decreasing), from row blocks: see
-        :func:`~ax_chaining.level_graph.build_level_graph`."""
+        """:func:`~ax_chaining.level_graph.build_level_graph` of radii ``eps``."""
         return build_level_graph(self, eps, counted)
 
 
@@ -234,14 +178,9 @@ def column_square_sums(factor: Tensor, offset: int = 0) -> Tensor:
 def low_rank_rows(
     prior: Tensor, left: Tensor, right: Tensor, scale: float, offset: int = 0
 ) -> Tensor:
-    r"""Rows of :math:`d^2` from prior rows, in place: ``-2 c prior + left @ right``.
-
-    ``prior`` is ``b x m`` (prior covariance rows over ``m`` columns, local
-    column ``j`` being global candidate ``offset + j``), ``left`` ``b x (r + 2)``
-    and ``right`` ``(r + 2) x m`` (see :class:`LowRankDistance`); the product
-    is taken per block of :func:`column_blocks`, so any part of the
-    candidates that starts at a block boundary computes the same bits.
-    """
+    r"""Rows of :math:`d^2`, in place, from ``b x m`` prior rows (local column
+    ``j`` is candidate ``offset + j``): ``-2 c prior + left @ right`` per block
+    of :func:`column_blocks` (:class:`LowRankDistance`)."""
     beta = -2.0 * scale
     for a, b in column_blocks(0, prior.shape[-1], offset):
         prior[:, a:b].addmm_(left, right[:, a:b], beta=beta)
@@ -249,21 +188,14 @@ def low_rank_rows(
 
 
 class DenseDistance(PseudoDistance):
-    r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`.
-
-    Built from the posterior covariance, which is turned into squared distances
-    in place (so the matrix is allocated once).
+    r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`, from
+    the ``N x N`` symmetric posterior covariance :math:`k_t` (overwritten if
+    ``inplace``).
 
     Example:
         >>> cov = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
         >>> DenseDistance(cov).rows(torch.tensor([0]))
         tensor([[0., 1.]])
-
-    Args:
-        covariance: ``N x N`` symmetric posterior covariance :math:`k_t`.
-        inplace: Overwrite ``covariance`` with the squared distances instead of
-            copying it.
-        block_bytes: See :class:`PseudoDistance`.
     """
 
     def __init__(
@@ -279,8 +211,8 @@ class DenseDistance(PseudoDistance):
             )
         super().__init__(torch.diagonal(covariance).clone(), block_bytes)
         dist2 = covariance if inplace else covariance.clone()
-        idx = torch.arange(self.n, device=self.device)
-        self.dist2 = self._dist2_from_cov(dist2, idx)
+        dist2.mul_(-2.0).add_(self.variance).add_(self.variance[:, None])
+        self.dist2 = dist2.clamp_(min=0.0).fill_diagonal_(0.0)
 
     def rows(self, idx: Tensor) -> Tensor:
         return self.dist2[idx.to(device=self.device, dtype=torch.long)]
@@ -292,28 +224,25 @@ class DenseDistance(PseudoDistance):
 class LowRankDistance(PseudoDistance):
     r"""Pseudo-distance from a prior kernel and a low-rank posterior correction.
 
-    For an exact GP with ``r`` observations, the posterior covariance over the
-    candidates is :math:`k_t(x, x') = k(x, x') - w(x)^\top w(x')`, where the
-    columns of ``factor`` are :math:`w(x) = L^{-1} k_n(x)` and :math:`L L^\top`
-    is the Cholesky factorization of the noisy training covariance
-    :math:`K_n + \eta^2 I`. Rows are computed on demand, so memory is ``O(N r)``
-    plus one block.
-
-    Each call to ``prior_rows`` evaluates a kernel (with fixed costs per call),
-    so farthest-first traversals take rows in batches of :attr:`row_batch`.
+    For an exact GP with ``r`` observations, :math:`k_t(x, x') = k(x, x') -
+    w(x)^\top w(x')` with :math:`w(x) = L^{-1} k_n(x)`, :math:`L L^\top = K_n +
+    \eta^2 I`. Rows are computed on demand: memory ``O(N r)`` plus one block.
 
     Args:
-        prior_rows: Maps a 1-D index tensor to the ``len(idx) x N`` prior
-            covariance rows :math:`k(x_i, \cdot)` over the candidates.
+        prior_rows: Maps indices to the ``len(idx) x N`` prior covariance rows.
         prior_variance: ``N`` prior variances :math:`k(x, x)`.
         factor: ``r x N`` matrix whose columns are :math:`w(x)`.
-        block_bytes: See :class:`PseudoDistance`.
-        prior_scale: Constant :math:`c` by which ``prior_rows`` are multiplied
-            (e.g. an outcome transform's variance); ``prior_variance`` and
-            ``factor`` already include it.
+        prior_scale: Constant :math:`c` multiplying ``prior_rows`` (e.g. an
+            outcome transform's variance), already in the other two.
         prior_block: Optional map ``(idx, first)`` to the prior covariance of
-            the points ``idx`` and the points ``first..N-1``; with it,
-            :meth:`level_graph` computes each pair once (``d^2`` is symmetric).
+            ``idx`` and ``first..N-1``: :meth:`level_graph` then computes each
+            pair once.
+
+    Example:
+        >>> K = torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
+        >>> W = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
+        >>> LowRankDistance(lambda idx: K[idx], K.diagonal(), W).rows(torch.tensor([0]))
+        tensor([[0., 1.]], dtype=torch.float64)
     """
 
     def __init__(
@@ -337,9 +266,7 @@ class LowRankDistance(PseudoDistance):
         self.upper_blocks = prior_block is not None
         self.prior_scale = float(prior_scale)
         self.factor = factor
-        # [W; s^2; 1] (r + 2 rows): the variances ride in the same matrix
-        # product as the correction, so a row of d^2 is one kernel row and one
-        # addmm, with no further pass over the block for the two variances.
+        # [W; s^2; 1]: the variances ride in the correction's matrix product.
         ones = torch.ones_like(self.variance).unsqueeze(0)
         self._right = torch.cat([factor, self.variance.unsqueeze(0), ones])
 
@@ -347,8 +274,7 @@ class LowRankDistance(PseudoDistance):
         return self._rows(idx.to(device=self.device, dtype=torch.long), clamp=True)
 
     def row_range(self, start: int, stop: int) -> Tensor:
-        # Only compared with positive radii here, where a round-off negative
-        # and the 0 it would be clamped to fall on the same side: no clamp pass.
+        # Only compared with positive radii: a negative acts as its clamp 0.
         return self._rows(torch.arange(start, stop, device=self.device), clamp=False)
 
     def _left(self, idx: Tensor) -> Tensor:

@@ -1,9 +1,4 @@
-"""Atomic file writes: the caches of :mod:`ax_chaining.chem` and
-:mod:`ax_chaining.test_functions`, and the benchmarks' run records.
-
-A floor of its own (the standard library only), so that the modules that write
-files import it and nothing else of each other.
-"""
+"""Atomic file writes (the molecule caches, the benchmarks' run records)."""
 
 from __future__ import annotations
 
@@ -17,23 +12,16 @@ __all__ = ["write_atomic"]
 
 
 def write_atomic(path: Path, write: Callable[[IO[Any]], None], binary: bool) -> None:
-    """Write ``path`` through ``write(file)`` into a temporary file, then rename.
+    """Write ``path`` (its folder created if needed) through ``write(file)`` into
+    a temporary file, then rename it: an interrupted write never leaves a
+    truncated file. The file gets ``open(path, "w")``'s permissions.
 
-    An interrupted write never leaves a truncated file that a later run (cache
-    load, resume) would trust: the rename is atomic within one directory. The
-    file gets the permissions a plain ``open(path, "w")`` would give it (``0o666``
-    less the process's umask), not ``tempfile.mkstemp``'s owner-only ``0o600``,
-    so that caches and records shared on a cluster's file system stay readable.
-
-    Args:
-        path: Destination file; its folder is created if needed.
-        write: Writes the content to the open file it is given.
-        binary: Open the temporary file in binary mode.
+    Example:
+        >>> write_atomic(Path("out.txt"), lambda fh: fh.write("done"), binary=False)
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f"{path.name}.{secrets.token_hex(8)}.tmp"
-    # O_EXCL: a fresh name, never another writer's file; the kernel applies the
-    # umask to 0o666 as it does for open().
+    # O_EXCL: never another writer's file; the umask applies as for open().
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     fd = os.open(tmp, flags, 0o666)
     try:

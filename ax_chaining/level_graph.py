@@ -1,10 +1,6 @@
-r"""The nested :math:`\epsilon_i`-graphs of a pseudo-distance, built from
-blocks of its rows: the :class:`LevelGraph` the greedy covers read, and the
-comparisons of a row of :math:`d^2` against the radii that every caller shares.
-
-Torch and numpy only; a distance is read through :class:`RowSource` (what a
-:class:`~ax_chaining.distances.PseudoDistance` provides).
-"""
+r"""The nested :math:`\epsilon_i`-graphs of a pseudo-distance, built from blocks
+of its rows: the :class:`LevelGraph` that greedy covers read, and the comparisons
+of rows of :math:`d^2` with the radii that every caller shares."""
 
 from __future__ import annotations
 
@@ -22,7 +18,6 @@ from torch import Tensor
 from ax_chaining.covers import run_positions
 
 __all__ = [
-    "GRAPH_EDGE_BYTES",
     "GRAPH_PEAK_EDGE_BYTES",
     "LevelGraph",
     "RowSource",
@@ -38,7 +33,8 @@ _T = TypeVar("_T")
 
 
 class RowSource(Protocol):
-    """What the builders read of a pseudo-distance over ``n`` points."""
+    """What the builders read of a pseudo-distance over ``n`` points (a
+    :class:`~ax_chaining.distances.PseudoDistance`)."""
 
     variance: Tensor
     block_bytes: int
@@ -51,17 +47,11 @@ class RowSource(Protocol):
     @property
     def device(self) -> torch.device: ...
 
-    def row_range(self, start: int, stop: int) -> Tensor:
-        """Rows ``start..stop-1`` of :math:`d^2`."""
-        ...
+    def row_range(self, start: int, stop: int) -> Tensor: ...
 
-    def upper_block(self, start: int, stop: int) -> Tensor:
-        """``d^2`` of rows ``start..stop-1`` and columns ``start..n-1``."""
-        ...
+    def upper_block(self, start: int, stop: int) -> Tensor: ...
 
-    def estimate_edges(self, eps: float, sample: int = 64) -> int:
-        """Estimated number of pairs within ``eps``."""
-        ...
+    def estimate_edges(self, eps: float, sample: int = 64) -> int: ...
 
 
 def chunk_rows(n: int, itemsize: int, block_bytes: int) -> int:
@@ -73,7 +63,7 @@ def map_ordered(
     fn: Callable[[int], _T], items: Iterable[int], workers: int
 ) -> Iterator[_T]:
     """``map(fn, items)`` on ``workers`` threads, in order, at most ``workers``
-    results ahead of the consumer (so memory stays a few blocks)."""
+    results ahead of the consumer."""
     if workers <= 1:
         yield from map(fn, items)
         return
@@ -87,13 +77,9 @@ def map_ordered(
             yield pending.popleft().result()
 
 
-#: Bytes per stored edge of a :class:`LevelGraph` (int32 target, uint8 level),
-#: and the peak per edge budgeted for the greedy covers: the lists are written
-#: into arrays sized from a sample of rows (up to 1.25 x 5 bytes), and
-#: splitting them into per-level graphs takes a few bytes an edge more
-#: (measured on the SE problem: about 7 bytes an edge at N = 3 x 10^4 with
-#: 1.7 x 10^8 edges, 13 at N = 10^4 where one block of rows weighs more).
-GRAPH_EDGE_BYTES = 5
+#: Peak bytes per edge budgeted for the greedy covers: 5 stored (int32 target,
+#: uint8 level), the rest for arrays sized from a sample of rows and their split
+#: into per-level graphs.
 GRAPH_PEAK_EDGE_BYTES = 16
 
 
@@ -106,9 +92,8 @@ def check_radii(eps: Sequence[float]) -> list[float]:
 
 
 def levels_np(d2: np.ndarray, eps2: Sequence[float], start: int = 0) -> np.ndarray:
-    """uint8 ``start + sum_i [d2 <= eps_i^2]`` over ``eps2`` (numpy), the same
-    comparisons as :func:`level_counts`; ``start`` counts radii already known to
-    hold (coarse levels left out of ``eps2``)."""
+    """uint8 ``start + sum_i [d2 <= eps_i^2]`` in numpy, ``start`` counting the
+    radii known to hold."""
     q = np.full(d2.shape, start, dtype=np.uint8)
     for e2 in eps2:
         q += d2 <= e2
@@ -116,7 +101,7 @@ def levels_np(d2: np.ndarray, eps2: Sequence[float], start: int = 0) -> np.ndarr
 
 
 def level_counts(d2: Tensor, eps2: list[float], out: Tensor | None = None) -> Tensor:
-    """uint8 ``sum_i [d2 <= eps_i^2]``: the same comparisons for every caller."""
+    """uint8 ``sum_i [d2 <= eps_i^2]`` (the comparisons of :func:`levels_np`)."""
     if out is None:
         out = torch.zeros(d2.shape, dtype=torch.uint8, device=d2.device)
     else:
@@ -130,18 +115,12 @@ def level_counts(d2: Tensor, eps2: list[float], out: Tensor | None = None) -> Te
 class LevelGraph:
     r"""The nested :math:`\epsilon_i`-graphs of a pseudo-distance as one edge list.
 
-    Row ``a`` holds, in increasing order, every ``b`` with
-    :math:`d(a, b) \le \epsilon_1` (``indices[indptr[a]:indptr[a + 1]]``) and
-    the level :math:`q(a, b) = |\{i : d(a, b) \le \epsilon_i\}|` of each such
-    pair (``levels``), so the level-``i`` graph is the edges with ``q >= i``.
-    Rows are *out*-neighbours as computed from row ``a`` of :math:`d^2`; round-off
-    may make them differ from column ``a`` by an edge at a radius, and the greedy
-    cover reads rows only, as the dense level matrix did. Memory follows the edge
-    count (5 bytes an edge), not ``N^2``.
-
-    A graph may keep only the edges of levels ``k + 1`` and deeper (``q > k``)
-    and, for the ``k`` coarse levels whose edges it drops, the degree of each
-    point (``degrees``), which is what a lazy greedy cover needs of them.
+    Row ``a`` (``indices[indptr[a]:indptr[a + 1]]``) holds, in increasing order,
+    every ``b`` with :math:`d(a, b) \le \epsilon_{k+1}` as computed from row
+    ``a`` of :math:`d^2`, and ``levels`` each pair's
+    :math:`q(a, b) = |\{i : d(a, b) \le \epsilon_i\}|`: the level-``i`` graph
+    is the edges with ``q >= i``. The ``k`` coarse levels whose edges are
+    dropped keep each point's degree (what a lazy greedy cover needs).
 
     Attributes:
         indptr: ``N + 1`` int64 row offsets.
@@ -159,7 +138,7 @@ class LevelGraph:
 
     @property
     def counted_levels(self) -> int:
-        """Number ``k`` of coarse levels kept as degrees only."""
+        """The number ``k`` of coarse levels kept as degrees only."""
         return 0 if self.degrees is None else self.degrees.shape[0]
 
     @property
@@ -175,19 +154,10 @@ class LevelGraph:
 
 @dataclass
 class _UpperBlock:
-    """A block of rows ``[start, stop)`` of a symmetric ``d^2``, computed for the
-    columns ``start..N-1``: its own rows' edges, and the edges mirrored into the
-    rows ``b >= stop``.
-
-    Attributes:
-        start, stop: The block's rows.
-        degrees: Per counted level, the degrees the block adds to its own rows
-            and to the rows ``b >= stop`` (mirrored).
-        counts: Edges of each of the block's rows (columns ``>= start``).
-        cols, levels: Those edges' targets and levels, row after row.
-        mirror_rows, mirror_cols, mirror_levels: The mirrored edges ``(b, a)``,
-            ``b >= stop``, in ``b``-major order.
-    """
+    """Rows ``[start, stop)`` of a symmetric ``d^2`` over columns ``start..N-1``:
+    per counted level the degrees added to its rows and (mirrored) to the rows
+    ``b >= stop``, its rows' edge ``counts``, ``cols`` and ``levels``, and the
+    mirrored edges ``(b, a)``, ``b >= stop``, in ``b``-major order."""
 
     start: int
     stop: int
@@ -200,35 +170,14 @@ class _UpperBlock:
     mirror_levels: np.ndarray
 
 
-@dataclass
-class _RowBlock:
-    """A block of full rows ``[start, stop)``: each row's edge count, then the
-    edges' targets and levels, row after row."""
-
-    start: int
-    stop: int
-    counts: np.ndarray
-    cols: np.ndarray
-    levels: np.ndarray
-
-
 def _symmetric_level_graph(
     source: RowSource, eps2: list[float], counted: int, step: int
 ) -> LevelGraph:
-    """:func:`build_level_graph` computing each pair once, for a symmetric ``d^2``.
-
-    A block of rows ``[start, stop)`` is computed for the columns
-    ``start..N-1`` only (half the work over all blocks). Its pairs with
-    ``b >= start`` are row ``a``'s neighbours from ``start`` on (the square
-    ``[start, stop)^2`` holds both directions), and its pairs with
-    ``b >= stop`` are also written, mirrored, into row ``b``, so row ``b``
-    receives every neighbour below its own block from earlier blocks, in
-    increasing order, ahead of its own. A pair across blocks gets the value
-    its upper block computed in both directions (within a block's own
-    square both directions are computed).
-    Blocks are made on ``row_workers`` threads and kept until the counts
-    are known (about 12 bytes an edge at the peak, within the budgeted 16).
-    """
+    """:func:`build_level_graph` computing each pair once, for a symmetric ``d^2``:
+    block ``[start, stop)`` is computed for the columns ``start..N-1`` only, its
+    pairs with ``b >= stop`` also written, mirrored, into row ``b``, which so
+    receives its lower neighbours from earlier blocks, in order, ahead of its
+    own. Blocks are made on ``row_workers`` threads."""
     n = source.n
     kept = eps2[counted]
     degrees = np.zeros((counted, n), dtype=np.int64)
@@ -298,13 +247,8 @@ def _symmetric_level_graph(
 def _numpy_level_graph(
     source: RowSource, eps2: list[float], counted: int, counts: Tensor, step: int
 ) -> LevelGraph:
-    """:func:`build_level_graph` on CPU: numpy's mask and nonzero are several times
-    faster than torch's there, with the same IEEE comparisons (the radius
-    cast to the dtype of the distances). Blocks of rows are made by
-    ``row_workers`` threads (numpy and torch release the GIL), at most one
-    block per worker ahead of the writer, and written in row order into
-    arrays sized from a sample of rows (grown if the sample was low), so the
-    peak is the graph itself plus a few blocks, not twice the graph."""
+    """:func:`build_level_graph` on CPU, in numpy: blocks made on ``row_workers``
+    threads, written in row order into arrays sized from a sample of rows."""
     n = source.n
     kept = eps2[counted]  # the radius of the first level whose edges are kept
     capacity = max(n, int(1.25 * source.estimate_edges(math.sqrt(kept))))
@@ -313,32 +257,31 @@ def _numpy_level_graph(
     degrees = np.empty((counted, n), dtype=np.int64)
     filled = 0
 
-    def block(start: int) -> _RowBlock:
+    def block(start: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows ``[start, stop)``: their edge counts, targets and levels."""
         stop = min(n, start + step)
-        # Grad mode is per thread: the caller's no_grad does not reach here.
         with torch.no_grad():
             d2 = source.row_range(start, stop).detach().cpu().numpy()
         for i in range(counted):
             degrees[i, start:stop] = np.count_nonzero(d2 <= eps2[i], axis=1)
         flat = np.flatnonzero(d2 <= kept)  # row-major: rows in turn
         vals = d2.ravel()[flat]
-        # Row r's edges are flat[bounds[r]:bounds[r + 1]].
         bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
-        # Every kept pair is within the counted radii: start its level there.
         q = levels_np(vals, eps2[counted:], counted)
-        return _RowBlock(start, stop, np.diff(bounds), (flat % n).astype(np.int32), q)
+        return start, stop, np.diff(bounds), (flat % n).astype(np.int32), q
 
-    for b in map_ordered(block, range(0, n, step), source.row_workers):
-        stop = b.stop
-        counts[b.start : stop] = torch.from_numpy(b.counts)
-        end = filled + b.cols.size
+    for start, stop, b_counts, b_cols, b_levels in map_ordered(
+        block, range(0, n, step), source.row_workers
+    ):
+        counts[start:stop] = torch.from_numpy(b_counts)
+        end = filled + b_cols.size
         if end > capacity:
             # The sample was low: grow by the rows still to come, pro rata.
             capacity = max(end, int(end * n / stop * 1.05))
             cols = np.resize(cols, capacity)
             levels = np.resize(levels, capacity)
-        cols[filled:end] = b.cols
-        levels[filled:end] = b.levels
+        cols[filled:end] = b_cols
+        levels[filled:end] = b_levels
         filled = end
     indptr = torch.zeros(n + 1, dtype=torch.int64)
     torch.cumsum(counts, dim=0, out=indptr[1:])
@@ -353,23 +296,17 @@ def _numpy_level_graph(
 def build_level_graph(
     source: RowSource, eps: Sequence[float], counted: int = 0
 ) -> LevelGraph:
-    r"""The :class:`LevelGraph` of ``source``'s :math:`d^2` for radii ``eps``
-    (decreasing), from row blocks.
+    r"""The :class:`LevelGraph` of ``source``'s :math:`d^2` (a
+    :class:`~ax_chaining.distances.PseudoDistance`) for at most 255 decreasing
+    radii ``eps``, its ``counted < len(eps)`` coarse levels kept as degrees
+    only: one pass over blocks of rows, with the comparisons of
+    :meth:`~ax_chaining.distances.PseudoDistance.level_matrix`.
 
-    One pass over the rows of :math:`d^2` serves every level: a block of rows
-    keeps the pairs within :math:`\epsilon_{k+1}` and their level, computed
-    with the same comparisons as :meth:`level_matrix`, so the two agree pair
-    by pair; the ``k = counted`` coarse levels before it are kept as degrees
-    only. No ``N x N`` matrix of any dtype is allocated.
-
-    Args:
-        source: The rows of :math:`d^2` (a
-            :class:`~ax_chaining.distances.PseudoDistance`).
-        eps: Radii :math:`\epsilon_1 > \epsilon_2 > \dots`, at most 255.
-        counted: Number ``k < len(eps)`` of coarse levels kept as degrees.
-
-    Returns:
-        The level graph.
+    Example:
+        >>> from ax_chaining.distances import DenseDistance
+        >>> graph = build_level_graph(DenseDistance(torch.eye(3)), [1.5, 1.0])
+        >>> graph.indptr.tolist(), graph.levels.tolist()
+        ([0, 3, 6, 9], [2, 1, 1, 1, 2, 1, 1, 1, 2])
     """
     eps2 = check_radii(eps)
     counted = int(counted)
@@ -403,10 +340,8 @@ def build_level_graph(
         levels.append(level_counts(d2[mask], eps2[counted:]).add_(counted))
     indptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
     torch.cumsum(counts, dim=0, out=indptr[1:])
+    if not cols:  # no radii
+        cols = [torch.empty(0, dtype=torch.int32, device=device)]
+        levels = [torch.empty(0, dtype=torch.uint8, device=device)]
     kept_degrees = degrees if counted else None
-    if not cols:
-        empty = torch.empty(0, device=device)
-        return LevelGraph(
-            indptr, empty.to(torch.int32), empty.to(torch.uint8), kept_degrees
-        )
     return LevelGraph(indptr, torch.cat(cols), torch.cat(levels), kept_degrees)

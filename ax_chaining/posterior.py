@@ -1,38 +1,7 @@
-r"""From a BoTorch model to the engine: posterior mean, :math:`d_t` and the scale.
-
-This is the only module that reads BoTorch models for the engine. It builds
-
-* the posterior mean :math:`\mu_t` over the candidates,
-* a :class:`~ax_chaining.distances.PseudoDistance` for :math:`d_t` (the latent
-  function, no observation noise), conditioned on pending points with their
-  posterior mean as hallucinated observations (exact for the covariance, which
-  does not depend on the observed values),
-* the largest prior standard deviation over the candidates (the default scale).
-
-Two routes (``path``) build the covers:
-
-``"dense"``
-    Exact greedy covers (Algorithm 2) on the :math:`\epsilon_i`-graphs of
-    :math:`d_t`, kept as neighbour lists
-    (:func:`~ax_chaining.level_graph.build_level_graph`; memory follows
-    the pairs within :math:`\epsilon_1`) or, where those would not fit the
-    budget, as an ``N x N`` uint8 level matrix. For exact single-output GPs with
-    a Gaussian likelihood and no or a ``Standardize`` outcome transform the
-    graphs are built from rows of :math:`d_t` computed a block at a time as
-    :math:`K - W^\top W`, so no float ``N x N`` matrix exists; for any other
-    model the covariance comes from ``model.posterior(candidates).distribution``
-    (about three float ``N x N`` matrices at its peak).
-``"low_rank"``
-    Rows of :math:`d_t` on demand from the prior kernel and :math:`W`, with
-    ``O(N r)`` memory, and farthest-first nested covers; exact single-output
-    GPs only.
-
-``path="auto"`` takes the dense route for models without the low-rank form,
-and for the others while ``N <= AUTO_EXACT_MAX_N`` (32,768: exact covers read
-all ``N^2`` pairs) and the greedy covers' graph, estimated from a sample of
-rows, fits in the memory budget; else the low-rank one. It raises
-:class:`~ax_chaining.distances.MemoryBudgetError` when nothing fits.
-"""
+"""From a BoTorch model to the engine: the posterior mean and :math:`d_t` over
+the candidates (the only module that reads BoTorch models for the engine).
+Pending points are conditioned on at their posterior mean (GP-BUCB). The
+routes ``"dense"`` and ``"low_rank"`` are described on "Large candidate sets"."""
 
 from __future__ import annotations
 
@@ -78,24 +47,17 @@ __all__ = [
     "FeatureRows",
     "KernelRows",
     "LibraryRows",
-    "LowRankFactors",
     "ModelFactors",
     "PosteriorCache",
-    "PosteriorMemory",
     "SERows",
-    "cached_factors",
     "candidate_posterior",
-    "check_path",
-    "choose_path",
-    "dense_posterior",
     "check_posterior_transform",
     "evaluated_candidates",
     "factor_blocks",
     "known_prior_variance",
     "library_kernel_parts",
-    "low_rank_posterior",
+    "low_rank_bytes",
     "low_rank_row_batch",
-    "model_device_dtype",
     "model_inputs",
     "num_training_points",
     "pending_factor_blocks",
@@ -103,10 +65,12 @@ __all__ = [
     "pending_rows",
     "posterior_at",
     "prior_variance",
+    "require_low_rank",
     "row_budgets",
     "sign_flip",
     "supports_low_rank",
     "to_model",
+    "training_mask",
 ]
 
 Path = Literal["auto", "dense", "low_rank"]
@@ -131,11 +95,10 @@ class CandidatePosterior:
     Attributes:
         mean: ``N`` posterior means of the (transformed) objective.
         distance: The pseudo-distance :math:`d_t` over the candidates.
-        path: Which route built ``distance``: ``"dense"`` or ``"low_rank"``.
-        prior_variance: ``N`` prior variances in outcome units where the route
-            computed them on the way (low-rank form), else None.
-        pending_noise: Observation-noise variances given to the pending points,
-            or None without pending points.
+        path: The route of the covers: ``"dense"`` or ``"low_rank"``.
+        prior_variance: ``N`` prior variances (outcome units) where the route
+            computed them, else None.
+        pending_noise: Noise variances given to the pending points, or None.
         reason: Why ``path="auto"`` left the exact greedy covers, or None.
     """
 
@@ -162,12 +125,8 @@ def sign_flip(
     model: Model, posterior_transform: PosteriorTransform | None
 ) -> tuple[float, float] | None:
     """``(w, b)`` when ``posterior_transform`` maps a single output ``y`` to
-    ``w y + b`` with ``|w| = 1``, else None.
-
-    This is what Ax passes for one objective (``w = -1`` to minimize): it leaves
-    every variance, hence :math:`d_t`, unchanged and only maps the mean, so the
-    low-rank route stays exact under it.
-    """
+    ``w y + b`` with ``|w| = 1`` (Ax's single objective), else None: it leaves
+    :math:`d_t` unchanged, so the low-rank route stays exact under it."""
     if not isinstance(posterior_transform, ScalarizedPosteriorTransform):
         return None
     weights = posterior_transform.weights.reshape(-1)
@@ -177,27 +136,42 @@ def sign_flip(
     return (w, float(posterior_transform.offset)) if abs(w) == 1.0 else None
 
 
-def supports_low_rank(model: Model, posterior_transform: PosteriorTransform | None):
-    """Whether the low-rank route reproduces ``model.posterior`` exactly."""
-    if posterior_transform is not None and sign_flip(model, posterior_transform):
-        posterior_transform = None
-    if posterior_transform is not None or not isinstance(model, ExactGP):
-        return False
-    if getattr(model, "num_outputs", None) != 1:
-        return False
-    if not isinstance(
-        model.likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood)
-    ):
-        return False
-    transform = getattr(model, "outcome_transform", None)
-    if transform is not None and not isinstance(transform, Standardize):
-        return False
-    inputs = model.train_inputs
-    return inputs is not None and inputs[0].ndim == 2 and hasattr(model, "covar_module")
+def require_low_rank(
+    model: Model, posterior_transform: PosteriorTransform | None, what: str
+) -> None:
+    """Raise, naming ``what``, unless :func:`supports_low_rank`."""
+    if not supports_low_rank(model, posterior_transform):
+        raise UnsupportedError(
+            f"{what} needs an exact single-output GP (ExactGP with a Gaussian "
+            "likelihood, no or a Standardize outcome transform, no "
+            "posterior_transform other than a single weight of +1 or -1); got "
+            f"{type(model).__name__}."
+        )
+
+
+def supports_low_rank(
+    model: Model, posterior_transform: PosteriorTransform | None
+) -> bool:
+    """Whether the low-rank route reproduces ``model.posterior`` exactly: a
+    one-output ``ExactGP`` with a Gaussian likelihood, no or a ``Standardize``
+    outcome transform, and no posterior transform but a :func:`sign_flip`."""
+    return bool(
+        (posterior_transform is None or sign_flip(model, posterior_transform))
+        and isinstance(model, ExactGP)
+        and getattr(model, "num_outputs", None) == 1
+        and isinstance(
+            model.likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood)
+        )
+        and isinstance(
+            getattr(model, "outcome_transform", None), (Standardize, type(None))
+        )
+        and model.train_inputs is not None
+        and model.train_inputs[0].ndim == 2
+        and hasattr(model, "covar_module")
+    )
 
 
 def _outcome_variance_scale(model: Model, like: Tensor) -> Tensor:
-    """Factor that maps model-space variances to outcome units, per output."""
     transform = getattr(model, "outcome_transform", None)
     if transform is None:
         return torch.ones(1, dtype=like.dtype, device=like.device)
@@ -213,20 +187,13 @@ def _outcome_variance_scale(model: Model, like: Tensor) -> Tensor:
 def prior_variance(
     model: Model, X: Tensor, posterior_transform: PosteriorTransform | None = None
 ) -> Tensor:
-    r"""Prior variance :math:`k(x, x)` of the objective at ``X``, in outcome units.
+    """Prior variance :math:`k(x, x)` of the objective at ``X`` (``N x d``, raw
+    inputs), in outcome units: models with a ``covar_module`` (one output, or
+    batched outputs under a ``ScalarizedPosteriorTransform``), ``ModelListGP``,
+    ``Standardize`` outcome transforms; else ``UnsupportedError``.
 
-    Supports GPyTorch models with a ``covar_module`` (single output, or batched
-    multi-output with a :class:`ScalarizedPosteriorTransform`, outputs
-    independent a priori), :class:`ModelListGP`, and ``Standardize`` outcome
-    transforms.
-
-    Args:
-        model: A BoTorch model.
-        X: ``N x d`` inputs in the model's raw input space.
-        posterior_transform: None or a ``ScalarizedPosteriorTransform``.
-
-    Returns:
-        ``N`` prior variances.
+    Example:
+        >>> prior_variance(model, candidates).sqrt().max()  # the default scale
     """
     if isinstance(model, ModelListGP):
         per_output = torch.stack(
@@ -269,26 +236,11 @@ def known_prior_variance(
     X: Tensor,
     posterior_transform: PosteriorTransform | None = None,
 ) -> Tensor:
-    """The prior variances of ``post``'s candidates ``X``: those its route
-    computed, else :func:`prior_variance` (the same units either way)."""
+    """The prior variances of ``post``'s candidates ``X``: its route's, else
+    :func:`prior_variance`'s."""
     if post.prior_variance is not None:
         return post.prior_variance
     return prior_variance(model, X, posterior_transform)
-
-
-def _posterior_mean(
-    model: Model, X: Tensor, posterior_transform: PosteriorTransform | None
-) -> Tensor:
-    # Only the mean is needed: GPyTorch would otherwise build a chunk x chunk
-    # predictive covariance for every chunk.
-    with torch.no_grad(), gpytorch.settings.skip_posterior_variances():
-        chunks = [
-            model.posterior(
-                X[i : i + _MEAN_CHUNK], posterior_transform=posterior_transform
-            ).mean.reshape(-1)
-            for i in range(0, X.shape[0], _MEAN_CHUNK)
-        ]
-    return torch.cat(chunks)
 
 
 def pending_noise(
@@ -308,26 +260,13 @@ def pending_noise(
 def pending_rows(
     cov_pp: Tensor, noise: Tensor, cov_pz: Tensor
 ) -> tuple[Tensor, Tensor]:
-    r"""Conditioning on pending points, the one formula every route uses.
-
-    A pending point :math:`P` treated as observed at its posterior mean leaves
-    :math:`\mu_t` unchanged and lowers the covariance by a term that does not
-    depend on the value (GP-BUCB, Desautels et al., 2014): with
-    :math:`S = k_t(P, P) + \mathrm{diag}(\text{noise}) = A A^\top` and
-    :math:`E = A^{-1} k_t(P, Z)`,
-
-    .. math::
-
-        k_t(z, z' \mid P) = k_t(z, z') - e(z)^\top e(z').
-
-    Args:
-        cov_pp: ``... x p x p`` posterior covariance of the pending points.
-        noise: ``p`` observation-noise variances given to them.
-        cov_pz: ``... x p x m`` posterior covariance of the pending points and
-            the points ``Z``.
+    r"""Conditioning on pending points :math:`P` observed at their posterior mean:
+    with :math:`S = k_t(P, P) + \mathrm{diag}(\text{noise}) = A A^\top` and
+    :math:`E = A^{-1} k_t(P, Z)`, :math:`k_t(z, z' \mid P) = k_t(z, z') -
+    e(z)^\top e(z')` (``cov_pp``: ``... x p x p``, ``cov_pz``: ``... x p x m``).
 
     Returns:
-        ``(E, A)``: ``E`` is ``... x p x m``; ``A`` the Cholesky factor of ``S``.
+        ``(E, A)``.
     """
     A = psd_safe_cholesky(cov_pp + torch.diag_embed(noise.to(cov_pp)))
     return torch.linalg.solve_triangular(A, cov_pz, upper=False), A
@@ -336,37 +275,30 @@ def pending_rows(
 def evaluated_candidates(
     model: Model, candidates: Tensor, given_dtype: torch.dtype | None = None
 ) -> Tensor:
-    """Boolean mask of the candidates that are training inputs of ``model``.
-
-    Compared in the model's input space (``input_transform.preprocess_transform``
-    applied to the candidates, as BoTorch does to the training inputs), within a
-    relative tolerance of ``1e-9`` (``1e-6`` where candidates or training inputs
-    are float32, e.g. float32 candidates converted to a float64 model: the same
-    points then differ by float32 round-off). Model lists: a training input of
-    any model.
-
-    Args:
-        model: The model.
-        candidates: ``N x d`` candidates on the model's device and dtype.
-        given_dtype: The dtype the candidates had before conversion, if any.
-    """
-    models = list(getattr(model, "models", None) or [model])
+    """Boolean mask of the candidates (``N x d`` in the model's dtype; given in
+    ``given_dtype``) that are training inputs of ``model`` or of a model of its
+    list, compared by :func:`training_mask`."""
     mask = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
-    for sub in models:
+    for sub in getattr(model, "models", None) or [model]:
         sub.eval()  # BoTorch stores transformed training inputs in eval mode
         inputs = getattr(sub, "train_inputs", None)
-        if not inputs or inputs[0] is None:
-            continue
-        with torch.no_grad():
-            transform = getattr(sub, "input_transform", None)
-            C = candidates
-            if transform is not None:
-                C = transform.preprocess_transform(candidates)
+        if inputs and inputs[0] is not None:
             train = inputs[0].reshape(-1, inputs[0].shape[-1])
-            dtypes = {C.dtype, train.dtype, given_dtype or C.dtype}
-            rtol = 1e-6 if torch.float32 in dtypes else 1e-9
-            mask |= match_rows(C, train.to(C), rtol=rtol) >= 0
+            transform = getattr(sub, "input_transform", None)
+            given = given_dtype or candidates.dtype
+            mask |= training_mask(candidates, train, transform, given)
     return mask
+
+
+def training_mask(C: Tensor, train: Tensor, transform, *dtypes) -> Tensor:
+    """Which rows of ``C`` are rows of ``train`` once ``transform`` (an input
+    transform or None) preprocesses them: within a relative tolerance of
+    ``1e-9``, or ``1e-6`` where ``C``, ``train`` or ``dtypes`` hold float32."""
+    with torch.no_grad():
+        if transform is not None:
+            C = transform.preprocess_transform(C)
+        rtol = 1e-6 if torch.float32 in {C.dtype, train.dtype, *dtypes} else 1e-9
+        return match_rows(C, train.to(C), rtol=rtol) >= 0
 
 
 def posterior_at(
@@ -375,31 +307,22 @@ def posterior_at(
     posterior_transform: PosteriorTransform | None = None,
     X_pending: Tensor | None = None,
     noise: Tensor | None = None,
-    cache: PosteriorCache | None = None,
+    factors: ModelFactors | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Posterior mean and standard deviation of the objective at ``X`` (``b x 1 x
-    d``), given pending points hallucinated at their mean (:func:`pending_rows`).
-
-    Args:
-        model: The model.
-        X: ``b x 1 x d`` points.
-        posterior_transform: Optional transform to a single output.
-        X_pending: ``p x d`` pending points, or None.
-        noise: Their observation-noise variances (:func:`pending_noise`).
-        cache: The :class:`PosteriorCache` of the candidates' factor, if any: an
-            exact GP then computes the pending points' effect from it.
+    d``), given pending points hallucinated at their mean (:func:`pending_rows`;
+    ``noise``: :func:`pending_noise`). With an exact GP's ``factors`` holding
+    ``X_pending`` (:meth:`ModelFactors.pending`), their effect comes from them.
 
     Returns:
         ``(mean, std)``, each of shape ``b``.
     """
-    if X_pending is None or (cache is not None and cache.factors is not None):
+    if X_pending is None or factors is not None:
         posterior = model.posterior(X, posterior_transform=posterior_transform)
         mean, var = posterior.mean[..., 0, 0], posterior.variance[..., 0, 0]
         if X_pending is not None:
-            # Exact GPs: a rank-p correction of the plain variance, from the
-            # factor the candidates' build made.
             flat = X.reshape(-1, X.shape[-1])
-            drop = cache.factors.pending_variance_drop(X_pending, flat)  # type: ignore[union-attr]
+            drop = factors.pending_variance_drop(X_pending, flat)
             if drop is None:
                 raise RuntimeError("pending points differ from the cached factor's")
             var = var - drop.reshape(var.shape).to(var)
@@ -416,20 +339,15 @@ def posterior_at(
     return joint.mean[..., 0, 0], var.clamp_min(0).sqrt()
 
 
-def model_device_dtype(model: Model) -> tuple[torch.device | None, torch.dtype | None]:
-    """The device and floating dtype of the model's parameters and buffers."""
+def to_model(model: Model, X: Tensor) -> Tensor:
+    """``X`` on the model's device and in its floating dtype (``X`` itself when
+    they match already)."""
     device = dtype = None
     for tensor in (*model.parameters(), *model.buffers()):
         device = device or tensor.device
         if tensor.is_floating_point():
-            return device, tensor.dtype
-    return device, dtype
-
-
-def to_model(model: Model, X: Tensor) -> Tensor:
-    """``X`` on the model's device and in its floating dtype (``X`` itself when
-    they match already)."""
-    device, dtype = model_device_dtype(model)
+            dtype = tensor.dtype
+            break
     if (device is not None and X.device != device) or (
         dtype is not None and X.dtype != dtype
     ):
@@ -438,13 +356,8 @@ def to_model(model: Model, X: Tensor) -> Tensor:
 
 
 def model_inputs(model: Model, X: Tensor, name: str = "candidates") -> Tensor:
-    """``X`` (``N x d``, checked) on the model's device and in its dtype.
-
-    BoTorch models live on one device with one dtype; inputs are converted to
-    them (float64 points of a float32 model are rounded to float32) rather than
-    failing deep inside GPyTorch. The width is checked against the model's
-    training inputs through its public ``transform_inputs``.
-    """
+    """``X`` (``N x d``, checked) on the model's device and in its dtype; its
+    width checked through the model's ``transform_inputs`` (ValueError)."""
     X = to_model(model, check_matrix(name, X))
     models = getattr(model, "models", None) or [model]
     inputs = getattr(models[0], "train_inputs", None)
@@ -469,7 +382,8 @@ def model_inputs(model: Model, X: Tensor, name: str = "candidates") -> Tensor:
 def check_posterior_transform(
     model: Model, posterior_transform: PosteriorTransform | None
 ) -> None:
-    """A single-output model, or a ``PosteriorTransform`` to one output."""
+    """Raise ``UnsupportedError`` unless the model has one output or
+    ``posterior_transform`` is a ``PosteriorTransform``."""
     if posterior_transform is None and model.num_outputs != 1:
         raise UnsupportedError(
             "Must specify a posterior_transform when using a multi-output model "
@@ -485,26 +399,19 @@ def check_posterior_transform(
 
 
 class KernelRows:
-    r"""Prior covariance rows :math:`k(a, Z[\text{first}:\text{stop}])` through a
-    GPyTorch ``covar_module`` (any kernel).
-
-    The points ``a`` come as *features* (:meth:`features`: their transformed
-    inputs), so rows can be asked for points held elsewhere (a shard of
-    :mod:`ax_chaining.distributed` asks for the rows of another shard's points
-    over its own columns). A kernel built on matrix products is evaluated per
-    block of :func:`~ax_chaining.distances.column_blocks` (global candidate
-    index ``offset + column``); an *exact* kernel, whose values do not depend
-    on how columns are grouped (a fingerprint library's integer counts), in
-    ranges of up to ``chunk`` columns.
-    """
+    r"""Prior covariance rows :math:`k(a, Z[\text{first}:\text{stop}])` through any
+    ``covar_module``, the points ``a`` given as :meth:`features` (a shard asks
+    for rows of points held elsewhere); columns per block of
+    :func:`~ax_chaining.distances.column_blocks` (global index ``offset +
+    column``), or, for an ``exact`` kernel, in ranges of up to ``chunk``."""
 
     def __init__(
         self, covar_module, Zt: Tensor, offset: int = 0, exact: bool = False
     ) -> None:
         self.covar_module, self.Zt, self.offset = covar_module, Zt, int(offset)
         self.exact = exact
-        # Exact kernels: ranges of 2^16 columns, a tile of the library's
-        # inverted index (a smaller range would read a whole tile for a part).
+        # A tile of a fingerprint library's inverted index: a smaller range
+        # would read a whole tile for a part.
         self.chunk = 2**16 if exact else COLUMN_BLOCK
 
     @property
@@ -512,11 +419,9 @@ class KernelRows:
         return self.Zt.shape[-2]
 
     def features(self, idx: Tensor) -> Tensor:
-        """What :meth:`__call__` needs of the points ``idx`` (local indices)."""
         return self.Zt[idx]
 
     def ranges(self, first: int, stop: int) -> list[tuple[int, int]]:
-        """The column ranges a row computation is split into."""
         return list(column_blocks(first, stop, self.offset, self.chunk))
 
     def __call__(
@@ -527,9 +432,7 @@ class KernelRows:
             self.covar_module(feats, self.Zt[a:b]).to_dense()
             for a, b in self.ranges(first, stop)
         ]
-        if len(parts) == 1:
-            return parts[0]
-        return torch.cat(parts, dim=-1)
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def diag(self, first: int, stop: int) -> Tensor:
         """Prior variances (model space) of the candidates ``first..stop-1``."""
@@ -542,23 +445,13 @@ class KernelRows:
 
 
 class SERows:
-    r"""Rows of a plain SE kernel, :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`.
-
-    GPyTorch's ``RBFKernel`` (optionally in a ``ScaleKernel``) makes about
-    eight passes over a block of rows with its temporaries; rows of :math:`d_t`
-    are most of Chaining-UCB's time, so this computes the same values in three:
-    one ``addmm`` for :math:`a^\top b - \tfrac12\|b\|^2`, one broadcast
-    subtraction of :math:`\tfrac12\|a\|^2 - \log c` and an in-place
-    exponential. Inputs are scaled by the lengthscales (read through the
-    kernels' public properties) and centred on the mean of the scaled training
-    inputs, as GPyTorch centres each call (on the first argument's mean; a
-    centre that does not depend on the candidates gives the same bits for any
-    part of them). Values agree with ``covar_module`` to round-off (tested);
-    any other kernel, batch shape or ``active_dims`` goes through
-    ``covar_module``. Products are taken per block of
-    :func:`~ax_chaining.distances.column_blocks` (global index ``offset +
-    column``).
-    """
+    r"""Rows of a plain SE kernel, :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`, in
+    three passes (GPyTorch's ``RBFKernel`` makes about eight): the exponent is one
+    product of :math:`[z_a, 1, \log c - \tfrac12\|z_a\|^2]` and :math:`[z_b,
+    -\tfrac12\|z_b\|^2, 1]`, inputs scaled by the lengthscales and centred on the
+    scaled training inputs' mean (the same bits for any part of the candidates).
+    Equal to ``covar_module``'s to round-off; :meth:`of` returns None for other
+    kernels, batch shapes or ``active_dims``."""
 
     exact = False
 
@@ -567,9 +460,6 @@ class SERows:
         self.half_norm = half_norm = 0.5 * Zs.square().sum(dim=-1)
         self.log_scale = log_scale
         self.offset = int(offset)
-        # The exponent z_a.z_b - |z_b|^2/2 - (|z_a|^2/2 - log c) as one matrix
-        # product [z_a, 1, log c - |z_a|^2/2] . [z_b, -|z_b|^2/2, 1]: no
-        # further pass over the block before the exponential.
         ones = torch.ones_like(half_norm).unsqueeze(-1)
         self._right = torch.cat([Zs, -half_norm.unsqueeze(-1), ones], dim=-1)
 
@@ -603,7 +493,6 @@ class SERows:
         return self.Zs.shape[0]
 
     def features(self, idx: Tensor) -> Tensor:
-        """``[z_a, -|z_a|^2/2, 1]`` of the points ``idx`` (local indices)."""
         return self._right[idx].clone()
 
     def __call__(
@@ -622,15 +511,13 @@ class SERows:
         for a, b in column_blocks(first, stop, self.offset):
             out[:, a - first : b - first] = left @ self._right[a:b].T
         if out.device.type == "cpu":
-            # numpy's vectorised exp is several times faster than torch's on
-            # CPU float64; same array, no copy.
+            # numpy's exp is faster than torch's on CPU float64 (same memory),
+            # but single-threaded: split a large block over torch's threads.
             array = out.numpy()
             threads = torch.get_num_threads()
             if array.size < _SPLIT_EXP or threads < 2:
                 np.exp(array, out=array)
                 return out
-            # A large request (a farthest-first chunk at N ~ 10^6): numpy's
-            # exp runs on one thread, so split the rows over torch's threads.
             views = np.array_split(array, threads)  # views of row ranges
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(lambda v: np.exp(v, out=v), views))
@@ -639,33 +526,15 @@ class SERows:
 
 
 class FeatureRows:
-    r"""Rows of a :class:`~ax_chaining.kernels.FeatureTableKernel` with an RBF
-    or a Matern-3/2 or 5/2 base kernel (ARD or not, optionally inside
-    ``ScaleKernel``\ s).
-
-    With the table's rows scaled by the lengthscales and centred,
-    :math:`z = F / \ell - c`, a block of rows is
-    :math:`s\,\kappa(\|z_a - z_b\|)` with :math:`\|z_a - z_b\|^2 = \|z_a\|^2
-    + \|z_b\|^2 - 2 z_a^\top z_b` (one ``addmm``, clamped at 0 as GPyTorch
-    does) and :math:`\kappa` the base kernel's profile: :math:`e^{-r^2/2}`
-    (RBF), :math:`(1 + \sqrt3 r) e^{-\sqrt3 r}` or
-    :math:`(1 + \sqrt5 r + \tfrac53 r^2) e^{-\sqrt5 r}` (Matern 3/2, 5/2).
-    The candidates' scaled rows are made per block of
-    :func:`~ax_chaining.distances.column_blocks` from the table (never a
-    scaled copy of the whole table: it may be a memory map), so a block's
-    values do not depend on which rows are asked for or on which shard.
-
-    GPyTorch's kernel makes about a dozen passes and a ``LinearOperator`` per
-    block, and for a single row broadcasts differences instead of taking a
-    product; over ``10^5`` candidates and 200 features (one CPU thread) this
-    was 2.2 times faster for 32 rows and 16 times for one. The centre
-    :math:`c` is the mean of the scaled training rows (GPyTorch centres each
-    call on its first argument's mean): values agree with ``covar_module`` to
-    round-off (tested). Other bases go through ``covar_module``: MinMax, and
-    Matern-1/2, whose profile :math:`e^{-r}` turns the round-off of
-    :math:`r^2 \approx 0` into an error of its square root (``1e-8`` for
-    ``1e-16``); so do batch shapes and ``active_dims``.
-    """
+    r"""Rows of a :class:`~ax_chaining.kernels.FeatureTableKernel` with an RBF or a
+    Matern-3/2 or 5/2 base (ARD or not, optionally in ``ScaleKernel``\ s), in a
+    few passes instead of GPyTorch's dozen: with :math:`z = F / \ell - c` (table
+    rows scaled, centred on the scaled training rows' mean), a block is
+    :math:`s\,\kappa(\|z_a - z_b\|)` from one ``addmm`` clamped at 0, made per
+    block of :func:`~ax_chaining.distances.column_blocks` from the table. Equal
+    to ``covar_module``'s to round-off; :meth:`of` returns None for other bases
+    (Matern-1/2 would turn the round-off of :math:`r^2 \approx 0` into its
+    square root's), batch shapes and ``active_dims``."""
 
     exact = False
 
@@ -734,7 +603,6 @@ class FeatureRows:
         return rows.to(device=device, dtype=dtype)
 
     def _scaled(self, items: Tensor) -> tuple[Tensor, Tensor]:
-        """``z`` and ``|z|^2`` of the items ``items``."""
         dtype, device = self.centre.dtype, self.centre.device
         z = self._gather(self.table, items, dtype, device).mul_(self.inv_lengthscale)
         z.sub_(self.centre)
@@ -745,7 +613,6 @@ class FeatureRows:
         return self.items.shape[0]
 
     def features(self, idx: Tensor) -> Tensor:
-        """``[z_a, |z_a|^2]`` of the points ``idx`` (local indices)."""
         z, sq = self._scaled(self.items[idx.to(self.items.device)])
         return torch.cat([z, sq.unsqueeze(-1)], dim=-1)
 
@@ -767,8 +634,9 @@ class FeatureRows:
 
 
 def _profile(sq: Tensor, profile: str) -> None:
-    r"""Replace squared scaled distances :math:`r^2` by the kernel's profile
-    :math:`\kappa(r)` in place (see :class:`FeatureRows`)."""
+    r""":math:`r^2 \mapsto` the profile :math:`e^{-r^2/2}`, :math:`(1 + \sqrt3 r)
+    e^{-\sqrt3 r}` or :math:`(1 + \sqrt5 r + \tfrac53 r^2) e^{-\sqrt5 r}`, in
+    place."""
     if profile == "rbf":
         sq.mul_(-0.5).exp_()
         return
@@ -785,19 +653,9 @@ def _profile(sq: Tensor, profile: str) -> None:
 
 
 class LibraryRows:
-    r"""Rows of a fingerprint kernel in library mode (``TanimotoKernel`` over a
-    :class:`~ax_chaining.kernels.PackedFingerprints`, optionally in a
-    ``ScaleKernel``), straight from the library's fast exact route.
-
-    The candidates' item indices are mapped once; a block of rows against the
-    candidates from ``first`` on is then one call of
-    :meth:`~ax_chaining.kernels.PackedFingerprints.tanimoto` (a slice of the
-    library where the candidates are its items in order, as
-    ``candidate_index_parameter`` gives), with no GPyTorch call and no mapping
-    of ``N`` inputs per block. Values equal ``covar_module``'s (tested), and
-    do not depend on how the columns are grouped (integer counts, one rounded
-    division).
-    """
+    """Rows of a library-mode ``TanimotoKernel`` (optionally in a ``ScaleKernel``)
+    straight from :meth:`~ax_chaining.kernels.PackedFingerprints.tanimoto`, one
+    call per block, no GPyTorch call; exact, so equal to ``covar_module``'s."""
 
     exact = True
 
@@ -810,8 +668,7 @@ class LibraryRows:
         device: torch.device | None = None,
     ) -> None:
         self.library, self.items, self.scale, self.route = library, items, scale, route
-        # Rows are computed where the candidates live: on a GPU by the
-        # library's matmul route (route "auto"), on the CPU by its fastest one.
+        # Rows are computed where the candidates live.
         self.device = torch.device("cpu") if device is None else device
         n = items.numel()
         self.contiguous = n > 0 and bool(
@@ -829,7 +686,6 @@ class LibraryRows:
         return cls(base.library, items, scale, base.route, Zt.device)
 
     def features(self, idx: Tensor) -> Tensor:
-        """The item indices of the points ``idx``."""
         return self.items[idx.cpu()]
 
     def __call__(
@@ -875,17 +731,10 @@ def factor_blocks(
     out_var: Tensor,
     out: Tensor,
 ) -> Tensor:
-    r"""The factor :math:`W = c^{1/2} L^{-1} k(X_n, Z)` into ``out[:r]`` and the
-    posterior mean over ``kernel``'s candidates, block by block.
-
-    ``out`` is ``(r + k) x m`` (rows past ``r`` are left alone); the kernel is
-    evaluated in its ranges, the triangular solve and the mean's product per
-    block of :func:`~ax_chaining.distances.column_blocks`: the one place both
-    one machine and a shard of :mod:`ax_chaining.distributed` compute them.
-
-    Returns:
-        The ``m`` posterior means (outcome units).
-    """
+    """The factor :math:`W = c^{1/2} L^{-1} k(X_n, Z)` into ``out[:r]`` and the
+    posterior means (outcome units, returned) over ``kernel``'s candidates, per
+    block of :func:`~ax_chaining.distances.column_blocks`: the one place one
+    machine and a shard compute them."""
     n, r = kernel.n, L.shape[-1]
     mean = torch.empty(n, dtype=out.dtype, device=out.device)
     root = out_var.sqrt()
@@ -893,9 +742,8 @@ def factor_blocks(
         cross = kernel(train_features, b0, a0)
         for a, b in column_blocks(a0, b0, kernel.offset):
             W = torch.linalg.solve_triangular(L, cross[:, a - a0 : b - a0], upper=False)
-            # Posterior mean in model space, m(z) + w(z)^T L^{-1} (y - m(X_n)),
-            # from the same factor: one matrix-vector product, no predictive
-            # covariance (which model.posterior would build chunk by chunk).
+            # m(z) + w(z)^T L^{-1} (y - m(X_n)) from the same factor: no
+            # predictive covariance, which model.posterior would build.
             m = mean_module(kernel.Zt[a:b]) + (W.T @ whitened).squeeze(-1)
             if outcome_transform is not None:
                 m = outcome_transform.untransform(m.unsqueeze(-1))[0].squeeze(-1)
@@ -914,12 +762,9 @@ def pending_factor_blocks(
     out: Tensor,
 ) -> None:
     r"""The rows :math:`A^{-1} k_t(P, Z)` that pending points add to the factor,
-    into ``out`` (``p x m``), block by block (see :func:`factor_blocks`).
-
-    :math:`k_t(P, z) = c\, k(P, z) - W_P^\top w(z)`, with ``W`` the
-    candidates' ``r x m`` factor and ``W_p``, ``A`` from
-    :meth:`ModelFactors.pending`.
-    """
+    into ``out`` (``p x m``), per block: :math:`k_t(P, z) = c\, k(P, z) -
+    W_P^\top w(z)` (``W``: the candidates' factor; ``W_p``, ``A``:
+    :meth:`ModelFactors.pending`)."""
     n = kernel.n
     for a0, b0 in kernel.ranges(0, n):
         cov = kernel(pending_features, b0, a0)
@@ -930,12 +775,11 @@ def pending_factor_blocks(
 
 
 class ModelFactors:
-    r"""What the posterior over any candidates needs of an exact single-output
-    GP: the Cholesky factor :math:`L` of :math:`K_n + \eta^2 I`, the whitened
-    residual :math:`L^{-1}(y - m(X_n))`, the outcome scale, and, given pending
-    points, their rows :math:`W_P` and the factor :math:`A` of their
-    covariance. Small (``r x r``), so they can be sent to other machines.
-    """
+    r"""What the posterior over any candidates needs of an exact single-output GP,
+    small enough (``r x r``) to send to other machines: the Cholesky factor
+    :math:`L` of :math:`K_n + \eta^2 I`, the whitened residual :math:`L^{-1}(y -
+    m(X_n))`, the outcome scale :math:`c`, and, given pending points, their
+    :math:`W_P` and :math:`A`."""
 
     def __init__(self, model: ExactGP, like: Tensor) -> None:
         self.model = model
@@ -952,19 +796,19 @@ class ModelFactors:
         self.whitened = torch.linalg.solve_triangular(L, residual, upper=False)
         self._pending: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
 
+    def _whiten(self, Xt: Tensor) -> Tensor:
+        cross = self.covar_module(self.train_X, Xt).to_dense()
+        W = torch.linalg.solve_triangular(self.L, cross, upper=False)
+        return W.mul_(self.out_var.sqrt())
+
     def pending(
         self, X_pending: Tensor, noise: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
-        r"""``(Pt, W_P, A)`` for pending points ``X_pending`` (raw inputs).
-
-        :math:`W_P = c^{1/2} L^{-1} k(X_n, P)` and :math:`A A^\top = k_t(P, P)
-        + \mathrm{diag}(\text{noise})` (:func:`pending_rows`); kept for
-        :meth:`pending_variance_drop`.
-        """
+        r"""``(Pt, W_P, A)`` for pending points (raw inputs): :math:`W_P = c^{1/2}
+        L^{-1} k(X_n, P)`, :math:`A A^\top = k_t(P, P) + \mathrm{diag}(\text{noise})`;
+        kept for :meth:`pending_variance_drop`."""
         Pt = self.model.transform_inputs(X_pending)
-        W_p = torch.linalg.solve_triangular(
-            self.L, self.covar_module(self.train_X, Pt).to_dense(), upper=False
-        ).mul_(self.out_var.sqrt())
+        W_p = self._whiten(Pt)
         cov_pp = self.covar_module(Pt, Pt).to_dense()
         cov_pp = cov_pp.addmm_(W_p.T, W_p, beta=float(self.out_var), alpha=-1.0)
         A = psd_safe_cholesky(cov_pp + torch.diag_embed(noise.to(cov_pp)))
@@ -972,51 +816,38 @@ class ModelFactors:
         return Pt, W_p, A
 
     def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
-        r"""How much the pending points lower the variance at ``X`` (``b x d``).
-
-        :math:`\|A^{-1} k_t(P, x)\|^2`, with :math:`A` and :math:`P` from the last
-        :meth:`pending` call; None if that call was for other pending points.
-        """
+        r""":math:`\|A^{-1} k_t(P, x)\|^2` at ``X`` (``b x d``) for the pending
+        points of the last :meth:`pending` call; None if that was for others."""
         if self._pending is None or not torch.equal(self._pending[0], X_pending):
             return None
         _, Pt, W_p, A = self._pending
         Xt = self.model.transform_inputs(X)
-        w = torch.linalg.solve_triangular(
-            self.L, self.covar_module(self.train_X, Xt).to_dense(), upper=False
-        ).mul_(self.out_var.sqrt())
+        w = self._whiten(Xt)
         k_px = self.covar_module(Pt, Xt).to_dense()
         k_px = k_px.mul_(self.out_var).addmm_(W_p.T, w, alpha=-1.0)
         e = torch.linalg.solve_triangular(A, k_px, upper=False)
         return e.square().sum(dim=0)
 
 
-class LowRankFactors:
-    r"""Prior kernel and :math:`W = L^{-1} K(X_n, Z)` of an exact single-output GP.
-
-    Built once per model and candidate set; pending points only add rows to
-    :math:`W` (:meth:`condition`), so a batch reuses the candidates' factor.
-    Every product over the candidates is taken per block of
-    :func:`~ax_chaining.distances.column_blocks` (see
-    :data:`~ax_chaining.distances.COLUMN_BLOCK`).
-    """
+class _LowRankFactors:
+    """The candidates' factor :math:`W`, posterior mean and prior rows of an exact
+    single-output GP; pending points append rows to :math:`W` (:meth:`condition`)."""
 
     def __init__(self, model: ExactGP, Z: Tensor) -> None:
-        self.model = model
         self.model_factors = mf = ModelFactors(model, Z)
         self.Zt = model.transform_inputs(Z)
-        self.train_X = mf.train_X
-        self.covar_module = mf.covar_module
         self.out_var = mf.out_var
-        self.L = mf.L
-        library = LibraryRows.of(self.covar_module, self.Zt)
-        self.kernel = KernelRows(self.covar_module, self.Zt, exact=library is not None)
-        r = self.train_X.shape[-2]
+        self._library = LibraryRows.of(mf.covar_module, self.Zt)
+        self.kernel = KernelRows(
+            mf.covar_module, self.Zt, exact=self._library is not None
+        )
+        r = mf.train_X.shape[-2]
         self.factor = torch.empty(
             r, self.Zt.shape[-2], dtype=self.Zt.dtype, device=self.Zt.device
         )
         self.mean = factor_blocks(
             self.kernel,
-            self.train_X,
+            mf.train_X,
             mf.L,
             mf.whitened,
             mf.mean_module,
@@ -1024,26 +855,19 @@ class LowRankFactors:
             mf.out_var,
             self.factor,
         )
-        self._library = library
         self._prior_variance: Tensor | None = None
         self._fast_rows: SERows | FeatureRows | LibraryRows | bool | None = None
 
     def prior_rows(
         self, idx: Tensor, cols: int | None = None, first: int = 0
     ) -> Tensor:
-        """Model-space prior covariance of ``Z[idx]`` and ``Z[first:cols]``.
-
-        Multiply by :attr:`out_var` for outcome units. For a plain SE kernel
-        (see :class:`SERows`) it is computed in three passes over the block,
-        for a feature table's RBF or Matern kernel in a few
-        (:class:`FeatureRows`); for a fingerprint library from the library
-        (:class:`LibraryRows`);
-        otherwise by the model's ``covar_module``.
-        """
+        """Model-space prior covariance of ``Z[idx]`` and ``Z[first:cols]``, by the
+        fastest rows that apply."""
         if self._fast_rows is None:
+            mf = self.model_factors
             self._fast_rows = (
-                SERows.of(self.covar_module, self.Zt, self.train_X)
-                or FeatureRows.of(self.covar_module, self.Zt, self.train_X)
+                SERows.of(mf.covar_module, self.Zt, mf.train_X)
+                or FeatureRows.of(mf.covar_module, self.Zt, mf.train_X)
                 or self._library
                 or False
             )
@@ -1058,18 +882,7 @@ class LowRankFactors:
         return self._prior_variance
 
     def condition(self, X_pending: Tensor, noise: Tensor) -> Tensor:
-        r"""Factor of the posterior given pending points as observations.
-
-        Conditioning on ``p`` more points :math:`P` with noise variances
-        ``noise`` appends ``p`` rows to :math:`W`: with
-        :math:`S = k_t(P, P) + \mathrm{diag}(\text{noise}) = A A^\top`, the new
-        rows are :math:`A^{-1} k_t(P, Z)` (a rank-``p`` update that does not
-        depend on the observed values). Only kernel entries that involve ``P``
-        are computed; the candidates' factor is reused.
-
-        Returns:
-            The ``(r + p) x N`` factor over the candidates.
-        """
+        """The ``(r + p) x N`` factor given pending points (:func:`pending_rows`)."""
         Pt, W_p, A = self.model_factors.pending(X_pending, noise)
         r, n = self.factor.shape
         out = torch.empty(
@@ -1081,270 +894,56 @@ class LowRankFactors:
         )
         return out
 
-    def pending_variance_drop(self, X_pending: Tensor, X: Tensor) -> Tensor | None:
-        """See :meth:`ModelFactors.pending_variance_drop`."""
-        return self.model_factors.pending_variance_drop(X_pending, X)
-
 
 class PosteriorCache:
-    """What the posterior over one candidate set lets a batch reuse.
-
-    :func:`candidate_posterior` fills it on the first call and reads it on
-    later ones with the same model and candidates: the candidates' factor
-    :math:`W`, posterior mean and prior variance, which pending points leave
-    unchanged (they only append rows to :math:`W`). Keep one per model and
-    candidate set; a model refit needs a new one.
-    """
+    """The candidates' factor, posterior mean and prior variance (which pending
+    points leave unchanged), kept by :func:`candidate_posterior` for later calls
+    with the same model and candidates; a refit model needs a new one."""
 
     def __init__(self) -> None:
-        self.factors: LowRankFactors | None = None
+        self.factors: _LowRankFactors | None = None
         self._key: tuple | None = None
 
-    @staticmethod
-    def _key_of(model: Model, candidates: Tensor) -> tuple:
-        return (id(model), candidates.data_ptr(), tuple(candidates.shape))
-
-    def get(self, model: Model, candidates: Tensor) -> LowRankFactors | None:
-        if self.factors is not None and self._key == self._key_of(model, candidates):
-            return self.factors
-        return None
-
-    def put(self, model: Model, candidates: Tensor, factors: LowRankFactors) -> None:
-        self._key = self._key_of(model, candidates)
-        self.factors = factors
+    def factors_for(self, model: Model, candidates: Tensor) -> _LowRankFactors:
+        key = (id(model), candidates.data_ptr(), tuple(candidates.shape))
+        if self.factors is None or self._key != key:
+            self.factors, self._key = _LowRankFactors(model, candidates), key
+        return self.factors
 
 
 def row_budgets(memory_budget: int) -> tuple[int, int]:
-    """Bytes of a block of rows, and of a farthest-first pool of rows."""
-    # Rows are computed a block at a time (a farthest-first pool is one larger
-    # block); a kernel call makes a few temporaries of a block's size. A few
-    # MiB keep a block's passes (kernel, correction, thresholds) in cache:
-    # measured at N = 10^4, 4 MiB blocks made the row pass faster than 32.
+    """Bytes of a block of rows of :math:`d_t`, and of a farthest-first pool
+    (which must hold many rows per call at large ``N``)."""
+    # A few MiB keep a block's passes (kernel, correction, thresholds) in cache.
     block_bytes = max(2**20, min(4 * 2**20, memory_budget // 32))
-    # A farthest-first pool: each call reads the whole r x N factor, so at
-    # large N the rows must come many per call (at N = 10^6, pools of 64 rows
-    # took 27 s against 40 s for pools of 16).
     pool_bytes = max(block_bytes, min(512 * 2**20, memory_budget // 8))
     return block_bytes, pool_bytes
 
 
+def low_rank_bytes(r: int, p: int, n: int, itemsize: int, pool_bytes: int) -> int:
+    """Peak bytes of the low-rank route over ``n`` candidates, ``r`` observations
+    and ``p`` pending points."""
+    return (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
+
+
 def low_rank_row_batch(n: int, itemsize: int, memory_budget: int) -> int:
-    """Rows per farthest-first batch on the low-rank route over ``n``
-    candidates: a pool of ``2 * batch`` rows fits in the pool's budget."""
+    """Rows per farthest-first batch over ``n`` candidates: a pool of ``2 * batch``
+    rows fits in the pool's budget."""
     pool_bytes = row_budgets(memory_budget)[1]
     return max(1, min(32, pool_bytes // (2 * n * itemsize)))
 
 
-@dataclass(frozen=True)
-class PosteriorMemory:
-    """Bytes the two routes need over ``n`` candidates, against the budget.
-
-    Attributes:
-        n: The number of candidates.
-        itemsize: Bytes of one of their values.
-        budget: The memory budget.
-        block_bytes: Bytes of a block of rows of :math:`d_t`.
-        pool_bytes: Bytes of a farthest-first pool of rows.
-        low_rank: Bytes of the low-rank form (factor, pending rows, pools).
-        dense: Bytes of the dense covariance (models without the low-rank form).
-    """
-
-    n: int
-    itemsize: int
-    budget: int
-    block_bytes: int
-    pool_bytes: int
-    low_rank: int
-    dense: int
-
-    @classmethod
-    def of(
-        cls, model: Model, candidates: Tensor, num_pending: int, memory_budget: int
-    ) -> PosteriorMemory:
-        n, itemsize = candidates.shape[0], candidates.element_size()
-        r, p = num_training_points(model) or 0, num_pending
-        block_bytes, pool_bytes = row_budgets(memory_budget)
-        low_rank = (r + 2 * p + 6) * (n + p) * itemsize + 4 * pool_bytes
-        # Models without the low-rank form: the float covariance from
-        # model.posterior (about three N x N copies at its peak) plus the greedy
-        # covers' graph (at most 2 N^2 bytes: it is kept as a level matrix where
-        # neighbour lists would be larger).
-        dense = dense_memory_bytes(n, candidates.dtype, 3.0) + 4 * block_bytes
-        return cls(n, itemsize, memory_budget, block_bytes, pool_bytes, low_rank, dense)
-
-    def check(self, path: Path, low_rank_form: bool) -> None:
-        """Refuse, before any allocation, a route that cannot fit the budget.
-
-        Raises:
-            MemoryBudgetError: The dense covariance (models without the low-rank
-                form) or the low-rank form (unless ``path="dense"``) does not fit.
-        """
-        if not low_rank_form and self.dense > self.budget:
-            raise self._error(self.dense, "The dense path")
-        if low_rank_form and path != "dense" and self.low_rank > self.budget:
-            raise self._error(self.low_rank, "The low-rank path")
-
-    def _error(self, need: int, what: str) -> MemoryBudgetError:
-        hint = (
-            "use path='low_rank' (exact single-output GPs)"
-            if what == "The dense path"
-            else "lower max_cover_size"
-        )
-        return MemoryBudgetError(
-            f"{what} for N={self.n} candidates needs about {format_bytes(need)}, "
-            f"above memory_budget={format_bytes(self.budget)}. Pass a larger "
-            f"memory_budget, {hint}, or use fewer candidates."
-        )
-
-
-def check_path(
-    path: Path, model: Model, posterior_transform: PosteriorTransform | None
-) -> bool:
-    """Validate ``path`` for ``model``; whether the model has the low-rank form.
-
-    Raises:
-        ValueError: ``path`` is not one of the routes.
-        UnsupportedError: ``path="low_rank"`` for a model without the low-rank form.
-    """
-    low_rank_form = supports_low_rank(model, posterior_transform)
-    if path not in ("auto", "dense", "low_rank"):
-        raise ValueError(f"path must be 'auto', 'dense' or 'low_rank', got {path!r}.")
-    if path == "low_rank" and not low_rank_form:
-        raise UnsupportedError(
-            "path='low_rank' needs an exact single-output GP (ExactGP with a Gaussian "
-            "likelihood, no or a Standardize outcome transform, no "
-            "posterior_transform other than a single weight of +1 or -1); got "
-            f"{type(model).__name__}."
-        )
-    return low_rank_form
-
-
-def choose_path(
-    path: Path,
-    distance: PseudoDistance,
-    memory: PosteriorMemory,
-    low_rank_form: bool,
-    first_radius: float | None = None,
-) -> tuple[Path, str | None]:
-    r"""The route of the covers (the module docstring's rule), and why
-    ``path="auto"`` left the exact greedy covers (else None).
-
-    Args:
-        path: The caller's ``path``.
-        distance: :math:`d_t` over the candidates (its edges are estimated).
-        memory: What the routes need.
-        low_rank_form: Whether the model has the low-rank form.
-        first_radius: :math:`\epsilon_1` of the covers, for the estimate of
-            the greedy covers' memory (needed for ``path="auto"`` with the
-            low-rank form).
-    """
-    n = memory.n
-    if path != "auto":
-        return path, None
-    if not low_rank_form:
-        return "dense", None
-    if n > AUTO_EXACT_MAX_N:
-        # Exact greedy covers read all N^2 pairs of d_t: past this size
-        # farthest-first covers on rows on demand are the practical choice.
-        return "low_rank", None
-    if GRAPH_PEAK_EDGE_BYTES * n * n + memory.low_rank <= memory.budget:
-        return "dense", None  # even a complete graph fits: no need to sample
-    # Greedy covers keep the pairs within eps_1, as neighbour lists
-    # (estimated from a sample of rows), or as a level matrix where the lists
-    # would not fit the budget. Dense coarse levels are covered lazily and
-    # keep no edges (chaining.lazy_levels): the lists hold the first sparse one.
-    if first_radius is None:
-        raise ValueError("`first_radius` is needed to estimate the greedy covers.")
-    radii = [first_radius * 2.0**-i for i in range(8)]
-    counted, edges = lazy_levels(distance, radii)
-    graph = GRAPH_PEAK_EDGE_BYTES * edges
-    if graph + memory.low_rank > memory.budget:
-        graph = 2 * n * n  # a level matrix, where lists are larger
-    if graph + memory.low_rank <= memory.budget:
-        return "dense", None
-    return "low_rank", (
-        f"greedy covers of N={n} need about {format_bytes(graph)} "
-        f"({edges:,} pairs within eps_{counted + 1}), above "
-        f"memory_budget={format_bytes(memory.budget)}"
+def _budget_error(what: str, n: int, need: int, budget: int) -> MemoryBudgetError:
+    hint = (
+        "use path='low_rank' (exact single-output GPs)"
+        if what == "The dense path"
+        else "lower max_cover_size"
     )
-
-
-def cached_factors(
-    model: Model, candidates: Tensor, cache: PosteriorCache | None
-) -> LowRankFactors:
-    """The candidates' low-rank factors: from ``cache`` where it holds them for
-    this model and these candidates, else built (and put in ``cache``)."""
-    factors = None if cache is None else cache.get(model, candidates)
-    if factors is None:
-        factors = LowRankFactors(model, candidates)
-        if cache is not None:
-            cache.put(model, candidates, factors)
-    return factors
-
-
-def low_rank_posterior(
-    factors: LowRankFactors,
-    flip: tuple[float, float] | None,
-    X_pending: Tensor | None,
-    noise: Tensor | None,
-    memory: PosteriorMemory,
-) -> tuple[Tensor, LowRankDistance]:
-    """Mean and :math:`d_t` from the low-rank factors (``flip``: ``(w, b)`` of
-    the posterior transform), conditioned on ``X_pending`` (rows of :math:`d_t`
-    on demand, a block at a time)."""
-    n = memory.n
-    mean = factors.mean
-    if flip is not None:
-        mean = flip[0] * mean + flip[1]
-    factor = factors.factor
-    if X_pending is not None and X_pending.shape[0]:
-        factor = factors.condition(X_pending, noise)
-    # Both routes read rows of d_t on demand: the dense one turns them, a
-    # block at a time, into the graphs of the exact greedy covers; the
-    # low-rank one never holds more than a pool of rows.
-    distance = LowRankDistance(
-        lambda idx: factors.prior_rows(idx, n),
-        factors.prior_variance(),
-        factor,
-        block_bytes=memory.block_bytes,
-        prior_scale=float(factors.out_var),
-        prior_block=lambda idx, first: factors.prior_rows(idx, n, first),
+    return MemoryBudgetError(
+        f"{what} for N={n} candidates needs about {format_bytes(need)}, "
+        f"above memory_budget={format_bytes(budget)}. Pass a larger "
+        f"memory_budget, {hint}, or use fewer candidates."
     )
-    distance.row_batch = low_rank_row_batch(n, memory.itemsize, memory.budget)
-    return mean, distance
-
-
-def dense_posterior(
-    model: Model,
-    candidates: Tensor,
-    posterior_transform: PosteriorTransform | None,
-    X_pending: Tensor | None,
-    noise: Tensor | None,
-    block_bytes: int,
-) -> tuple[Tensor, DenseDistance]:
-    """Mean and :math:`d_t` from ``model.posterior``'s covariance over the
-    candidates (and ``X_pending``, conditioned on), for any Gaussian posterior.
-
-    Raises:
-        UnsupportedError: The posterior has no Gaussian covariance.
-    """
-    n = candidates.shape[0]
-    p = 0 if X_pending is None else X_pending.shape[0]
-    Z = candidates if not p else torch.cat([candidates, X_pending.to(candidates)])
-    mean = _posterior_mean(model, candidates, posterior_transform)
-    post = model.posterior(Z, posterior_transform=posterior_transform)
-    try:
-        cov = post.distribution.covariance_matrix
-    except AttributeError as e:
-        raise UnsupportedError(
-            f"{type(post).__name__} has no Gaussian covariance; Chaining-UCB "
-            "needs a Gaussian posterior."
-        ) from e
-    cov = cov.reshape(Z.shape[0], Z.shape[0])
-    if p:
-        extra, _ = pending_rows(cov[n:, n:], noise, cov[n:, :n])
-        cov = cov[:n, :n].addmm_(extra.T, extra, alpha=-1.0)
-    return mean, DenseDistance(cov, inplace=True, block_bytes=block_bytes)
 
 
 def candidate_posterior(
@@ -1357,53 +956,132 @@ def candidate_posterior(
     cache: PosteriorCache | None = None,
     first_radius: float | None = None,
 ) -> CandidatePosterior:
-    r"""Posterior mean and pseudo-distance over ``candidates``.
+    r"""Posterior mean and pseudo-distance :math:`d_t` over ``candidates``.
+
+    ``"low_rank"`` (exact single-output GPs, :func:`supports_low_rank`) computes
+    rows of :math:`d_t` on demand from the prior kernel and the factor :math:`W`
+    (``O(N r)`` memory); ``"dense"`` builds the exact greedy covers, from those
+    rows where the model has the low-rank form, else from ``model.posterior``'s
+    ``N x N`` covariance; ``"auto"`` takes the dense route without the
+    low-rank form, or while ``N <=`` :data:`AUTO_EXACT_MAX_N` and the greedy
+    covers' graph fits the budget beside the low-rank form.
+
+    Example:
+        >>> post = candidate_posterior(model, candidates, path="low_rank")
+        >>> post.mean.shape, post.distance.n
 
     Args:
-        model: A fitted BoTorch model.
-        candidates: ``N x d`` candidates in the model's raw input space.
-        posterior_transform: Optional transform to a single-output posterior.
-        X_pending: Optional ``p x d`` points conditioned on with their posterior
-            mean as observations.
-        path: ``"auto"``, ``"dense"`` or ``"low_rank"`` (see the module docstring).
-        memory_budget: Bytes the largest allocations may take.
-        cache: Optional :class:`PosteriorCache`, filled on the first call and
-            reused by later calls with the same model and candidates (a batch:
-            only the pending points' rows of the factor are computed).
-        first_radius: :math:`\epsilon_1` of the covers, for ``path="auto"``'s
-            estimate of the greedy covers' memory (default: the largest prior
-            standard deviation over the candidates).
-
-    Returns:
-        A :class:`CandidatePosterior`.
+        X_pending: ``p x d`` points conditioned on at their posterior mean.
+        path: ``"auto"``, ``"dense"`` or ``"low_rank"``.
+        memory_budget: Bytes the largest allocations may take (else
+            ``MemoryBudgetError``, before any allocation).
+        cache: A :class:`PosteriorCache` to fill and reuse (a batch then
+            computes only the pending points' rows of the factor).
+        first_radius: :math:`\epsilon_1`, for ``"auto"``'s estimate (default the
+            largest prior standard deviation).
     """
-    low_rank_form = check_path(path, model, posterior_transform)
+    low_rank_form = supports_low_rank(model, posterior_transform)
+    if path not in ("auto", "dense", "low_rank"):
+        raise ValueError(f"path must be 'auto', 'dense' or 'low_rank', got {path!r}.")
+    if path == "low_rank":
+        require_low_rank(model, posterior_transform, "path='low_rank'")
     p = 0 if X_pending is None else X_pending.shape[0]
-    memory = PosteriorMemory.of(model, candidates, p, memory_budget)
-    memory.check(path, low_rank_form)
+    n, itemsize = candidates.shape[0], candidates.element_size()
+    r = num_training_points(model) or 0
+    block_bytes, pool_bytes = row_budgets(memory_budget)
+    low_rank_need = low_rank_bytes(r, p, n, itemsize, pool_bytes)
+    # Without the low-rank form: model.posterior's covariance (about three
+    # N x N copies at its peak) and the greedy covers' graph (at most 2 N^2
+    # bytes, as a level matrix).
+    dense_bytes = dense_memory_bytes(n, candidates.dtype, 3.0) + 4 * block_bytes
+    if not low_rank_form and dense_bytes > memory_budget:
+        raise _budget_error("The dense path", n, dense_bytes, memory_budget)
+    if low_rank_form and path != "dense" and low_rank_need > memory_budget:
+        raise _budget_error("The low-rank path", n, low_rank_need, memory_budget)
     model.eval()
     noise = pending_noise(model, X_pending, posterior_transform) if p else None
-    prior_var = None
+    prior_var = reason = None
     with torch.no_grad():
         if low_rank_form:
-            factors = cached_factors(model, candidates, cache)
+            if cache is None:
+                factors = _LowRankFactors(model, candidates)
+            else:
+                factors = cache.factors_for(model, candidates)
             flip = sign_flip(model, posterior_transform)
-            pending = None if not p else X_pending.to(candidates)
-            mean, distance = low_rank_posterior(factors, flip, pending, noise, memory)
+            mean = factors.mean
+            if flip is not None:
+                mean = flip[0] * mean + flip[1]
+            factor = factors.factor
+            if p:
+                factor = factors.condition(X_pending.to(candidates), noise)
+            # Both routes read rows of d_t on demand: the dense one into the
+            # graphs of the exact greedy covers, a block at a time.
+            distance = LowRankDistance(
+                lambda idx: factors.prior_rows(idx, n),
+                factors.prior_variance(),
+                factor,
+                block_bytes=block_bytes,
+                prior_scale=float(factors.out_var),
+                prior_block=lambda idx, first: factors.prior_rows(idx, n, first),
+            )
+            distance.row_batch = low_rank_row_batch(n, itemsize, memory_budget)
             prior_var = factors.prior_variance()
             if not first_radius:
                 # eps_1 = the largest prior standard deviation (the default scale).
                 first_radius = float(prior_var.max().clamp_min(0).sqrt())
-        else:
-            mean, distance = dense_posterior(
-                model,
-                candidates,
-                posterior_transform,
-                X_pending,
-                noise,
-                memory.block_bytes,
+        else:  # any Gaussian posterior: its covariance, pending points included
+            Z = (
+                candidates
+                if not p
+                else torch.cat([candidates, X_pending.to(candidates)])
             )
-        route, reason = choose_path(path, distance, memory, low_rank_form, first_radius)
+            # Only the mean: GPyTorch would otherwise build a chunk x chunk
+            # covariance.
+            with gpytorch.settings.skip_posterior_variances():
+                mean = torch.cat(
+                    [
+                        model.posterior(
+                            candidates[i : i + _MEAN_CHUNK],
+                            posterior_transform=posterior_transform,
+                        ).mean.reshape(-1)
+                        for i in range(0, n, _MEAN_CHUNK)
+                    ]
+                )
+            post = model.posterior(Z, posterior_transform=posterior_transform)
+            try:
+                cov = post.distribution.covariance_matrix
+            except AttributeError as e:
+                raise UnsupportedError(
+                    f"{type(post).__name__} has no Gaussian covariance; Chaining-UCB "
+                    "needs a Gaussian posterior."
+                ) from e
+            cov = cov.reshape(Z.shape[0], Z.shape[0])
+            if p:
+                extra, _ = pending_rows(cov[n:, n:], noise, cov[n:, :n])
+                cov = cov[:n, :n].addmm_(extra.T, extra, alpha=-1.0)
+            distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
+        route = path
+        if path == "auto":
+            route = "dense"
+            need = low_rank_need
+            if low_rank_form and n > AUTO_EXACT_MAX_N:
+                route = "low_rank"
+            elif low_rank_form and GRAPH_PEAK_EDGE_BYTES * n * n + need > memory_budget:
+                # The pairs within eps_1, from sampled rows (dense coarse levels
+                # are covered lazily and keep no edges), or a level matrix
+                # where the lists are larger.
+                radii = [first_radius * 2.0**-i for i in range(8)]
+                counted, edges = lazy_levels(distance, radii)
+                graph = GRAPH_PEAK_EDGE_BYTES * edges
+                if graph + need > memory_budget:
+                    graph = 2 * n * n
+                if graph + need > memory_budget:
+                    route = "low_rank"
+                    reason = (
+                        f"greedy covers of N={n} need about {format_bytes(graph)} "
+                        f"({edges:,} pairs within eps_{counted + 1}), above "
+                        f"memory_budget={format_bytes(memory_budget)}"
+                    )
     return CandidatePosterior(
         mean=mean,
         distance=distance,

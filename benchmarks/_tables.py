@@ -1,9 +1,12 @@
-"""Statistics, number formatting and name checks shared by every benchmark."""
+"""Statistics, number formatting, name checks and figures shared by the benchmarks."""
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,11 +14,8 @@ from numpy.typing import ArrayLike
 
 
 def mean_se(values: ArrayLike) -> tuple[Any, Any]:
-    """Mean and standard error of the mean over the first axis.
-
-    Floats for 1-D ``values``, one array per column for 2-D (runs x steps);
-    the standard error is 0 for a single value, and both are NaN for none.
-    """
+    """Mean and standard error over the first axis: floats for 1-D ``values``,
+    one array per column for 2-D; SE 0 for one value, both NaN for none."""
     a = np.asarray(values, dtype=np.float64)
     n = a.shape[0]
     if n == 0:
@@ -23,9 +23,7 @@ def mean_se(values: ArrayLike) -> tuple[Any, Any]:
     else:
         mean = a.mean(axis=0)
         se = a.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros_like(mean)
-    if a.ndim == 1:
-        return float(mean), float(se)
-    return mean, se
+    return (float(mean), float(se)) if a.ndim == 1 else (mean, se)
 
 
 def paired(
@@ -38,21 +36,22 @@ def paired(
     diff = [x - y for x, y in zip(a, b, strict=True)]
     mean, se = mean_se(diff)
     sign = 1.0 if higher_is_better else -1.0
-    wins = sum(1 for d in diff if sign * d > tol)
-    losses = sum(1 for d in diff if sign * d < -tol)
+    wins = sum(sign * d > tol for d in diff)
+    losses = sum(sign * d < -tol for d in diff)
+    ties, n = len(diff) - wins - losses, len(diff)
     return {
         "mean": mean,
         "se": se,
         "wins": wins,
-        "ties": len(diff) - wins - losses,
+        "ties": ties,
         "losses": losses,
-        "n": len(diff),
+        "n": n,
     }
 
 
 def num(x: float | None, digits: int = 3, sign: bool = False) -> str:
-    """Fixed-point, or scientific when a non-zero value would print as 0 or
-    with more than six integer digits."""
+    """Fixed point, or scientific where a non-zero value would print as 0 or
+    with more than six integer digits; "-" for None or NaN."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     spec = "+" if sign else ""
@@ -66,15 +65,20 @@ def pm(mean: float, se: float, digits: int = 3, sign: bool = False) -> str:
     return f"{num(mean, digits, sign)} ± {num(se, digits)}"
 
 
+def md_row(*cells: Any) -> str:
+    """One row of a markdown table."""
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
 def common_seed_groups(
     records: Sequence[dict[str, Any]],
     field: str,
     names: Sequence[str],
     methods: Sequence[str],
 ) -> Iterator[tuple[str, list[str], list[int], dict[str, list[dict[str, Any]]]]]:
-    """Per name (in ``names`` order, ``record[field]``): the methods present, the
-    seeds present for every one of them, and each method's records for those
-    seeds, so that table rows and paired differences use the same runs."""
+    """Per name (``record[field]``, in ``names`` order): the methods present, the
+    seeds every one of them ran, and each method's records for those seeds, so
+    that table rows and paired differences use the same runs."""
     by: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     for r in records:
         by.setdefault(r[field], {}).setdefault(r["method"], {})[r["seed"]] = r
@@ -82,8 +86,12 @@ def common_seed_groups(
         present = [m for m in methods if m in by[name]]
         seeds = sorted(set.intersection(*(set(by[name][m]) for m in present)))
         if seeds:
-            recs = {m: [by[name][m][s] for s in seeds] for m in present}
-            yield name, present, seeds, recs
+            yield (
+                name,
+                present,
+                seeds,
+                {m: [by[name][m][s] for s in seeds] for m in present},
+            )
 
 
 def check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> list[str]:
@@ -99,16 +107,15 @@ def check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> list
 
 
 def fill_preset(args: Any, preset: dict[str, Any]) -> None:
-    """Give each option of ``preset`` that the command line left unset (None)
-    the preset's value, so that explicit options override a preset."""
+    """Give each option of ``preset`` that the command line left None the
+    preset's value (explicit options override a preset)."""
     for name, value in preset.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
 
 
 def parse_names(value: str, allowed: Sequence[str], what: str) -> list[str]:
-    """A command-line list (``a,b`` or ``all``) checked against ``allowed``;
-    exits with the error of :func:`check_names`."""
+    """A command-line list (``a,b`` or ``all``) checked against ``allowed``."""
     names = [v.strip() for v in value.split(",") if v.strip()]
     if names == ["all"]:
         return list(allowed)
@@ -116,3 +123,52 @@ def parse_names(value: str, allowed: Sequence[str], what: str) -> list[str]:
         return check_names(names, allowed, what)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
+
+
+def json_lines(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """The JSON objects of JSON-lines files, in order."""
+    lines = (line for p in paths for line in Path(p).read_text().splitlines())
+    return [json.loads(line) for line in lines if line.lstrip().startswith("{")]
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot, off-screen (``Agg``) unless a backend was chosen."""
+    import matplotlib
+
+    if "matplotlib.pyplot" not in sys.modules and "ipykernel" not in sys.modules:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def band(
+    ax: Any, x: Any, mean: Any, se: Any, color: Any, label: str, **kw: Any
+) -> None:
+    """A mean curve with a band of one standard error."""
+    mean, se = np.asarray(mean, dtype=float), np.asarray(se, dtype=float)
+    ax.plot(x, mean, kw.pop("style", "-"), color=color, label=label, **kw)
+    ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.15, lw=0)
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 110, close: bool = True) -> Path:
+    """Save ``fig`` (its folder made), and close it unless asked not to."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    if close:
+        pyplot().close(fig)
+    return path
+
+
+#: Each method's colour in the figures (a benchmark adds its own methods).
+COLORS = {
+    "chaining": "tab:green",
+    "chaining-continuous": "tab:olive",
+    "gp-ucb": "tab:blue",
+    "ucb": "tab:orange",
+    "logei": "tab:purple",
+    "qlognei": "tab:red",
+    "random": "tab:gray",
+    "baybe": "tab:brown",
+}

@@ -1,20 +1,11 @@
 r"""Saved-experiment size and save/load time with a precomputed kernel.
 
-``python -m benchmarks.ax_storage`` runs an ``ax.api.Client`` loop
-with Chaining-UCB over ``n`` items whose prior covariance is a precomputed Gram
-matrix (:func:`ax_chaining.ax.precomputed_kernel_surrogate_spec`), saves the
-client to JSON at the given trial counts, and prints one JSON line per save:
-file size, save time, load time, and, as the baseline from the same run, the
-size of one JSON copy of the Gram matrix (what storing the matrix itself would
-cost, per copy). After loading, it checks that the loaded client's next
-suggestion equals the original's.
-
-Examples::
-
-    python -m benchmarks.ax_storage --items 300 --trials 10 25
-    python -m benchmarks.ax_storage --items 4200 --trials 50
-    python -m benchmarks.ax_storage --small   # 40 items, 4 trials: a test
-    python -m benchmarks.ax_storage --table docs/results/ax_storage.jsonl
+An ``ax.api.Client`` loop with Chaining-UCB over ``--items`` items whose prior
+is a precomputed Gram matrix, saved to JSON at each ``--trials`` count: one
+JSON line per save (size, save and load time, and as the baseline the size
+of one JSON copy of the Gram), checking that the loaded client suggests what
+the original does. ``--small``: 40 items, 4 trials (a test); ``--table``
+renders the lines (the docs' ``docs/ax-guide.md``).
 """
 
 from __future__ import annotations
@@ -30,9 +21,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks._tables import fill_preset
-
-__all__ = ["main", "table"]
+from benchmarks._tables import fill_preset, json_lines
 
 #: The defaults, and the ``--small`` preset (a few seconds).
 FULL = {"items": 300, "trials": [10, 25], "init_trials": 10}
@@ -49,14 +38,12 @@ def _items(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def table(paths: list[str]) -> str:
     """The docs' markdown table of the JSON lines in ``paths``."""
-    lines = [line for p in paths for line in Path(p).read_text().splitlines()]
-    rows = [json.loads(line) for line in lines if line.strip()]
     out = [
         "| items | trials | JSON size | one Gram copy as JSON (baseline) | ratio "
         "| save | load | same next suggestion after load |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for r in rows:
+    for r in json_lines(paths):
         out.append(
             f"| {r['items']:,} | {r['trials']} | {r['json_bytes'] / 1e6:.2f} MB "
             f"| {r['gram_json_bytes'] / 1e6:.1f} MB "
@@ -69,29 +56,12 @@ def table(paths: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Print one JSON line per save; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ax_storage")
-    parser.add_argument("--items", type=int, default=None, help=f"{FULL['items']}")
-    parser.add_argument(
-        "--trials",
-        type=int,
-        nargs="+",
-        default=None,
-        help="trial counts at which to save (default: "
-        + " ".join(map(str, FULL["trials"]))
-        + ")",
-    )
-    parser.add_argument(
-        "--init-trials", type=int, default=None, help=f"{FULL['init_trials']}"
-    )
+    parser.add_argument("--items", type=int, help=f"{FULL['items']}")
+    parser.add_argument("--trials", type=int, nargs="+", help="when to save")
+    parser.add_argument("--init-trials", type=int, help=f"{FULL['init_trials']}")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--small",
-        action="store_true",
-        help=f"small preset (a test): {SMALL['items']} items, trials "
-        f"{SMALL['trials']}, {SMALL['init_trials']} initial; options override it",
-    )
-    parser.add_argument(
-        "--table", nargs="+", metavar="JSONL", help="render JSON lines as markdown"
-    )
+    parser.add_argument("--small", action="store_true", help="the preset of a test")
+    parser.add_argument("--table", nargs="+", metavar="JSONL", help="render lines")
     args = parser.parse_args(argv)
     if args.table:
         print(table(args.table))

@@ -1,33 +1,8 @@
 r"""BayBE as a benchmark method: its ``Campaign`` and default recommender over a
-lookup table of items.
-
-BayBE (``pip install 'ax-chaining[baybe]'``; its chemistry encodings need
-``baybe[chem]``) is a Bayesian design-of-experiments package that chemists use.
-It runs here as its documentation shows: parameters, a search space made from
-the table's rows (``SearchSpace.from_dataframe``), one maximized
-``NumericalTarget``, and a ``Campaign`` with BayBE's default recommender
-(``TwoPhaseMetaRecommender``: random until the campaign holds a measurement,
-then ``BotorchRecommender``, a GP with BayBE's kernel factory and priors and the
-acquisition ``qLogEI``), asked for one recommendation at a time.
-
-Every item of the table is one row of parameter values (:class:`BaybeTable`):
-
-* :func:`substance_table`: one ``SubstanceParameter`` over a library of
-  molecules with BayBE's default encoding (Mordred descriptors, constant
-  columns dropped, decorrelated). BayBE refuses two labels with the same
-  canonical SMILES, so molecules that share one (ESOL has 11 such pairs) share
-  a label; a recommended label is measured on its first untested molecule.
-* :func:`component_table`: one parameter per column of a table with several
-  components (a reaction's ligand, base, additive, ...): a
-  ``CategoricalParameter`` (one-hot, ``encoding="onehot"``) or a
-  ``SubstanceParameter`` per column (``encoding="substance"``).
-
-The loop (:func:`run_campaign`) is seeded with ``Settings(random_seed=seed)``,
-starts from the same initial items as the package's methods (added with
-``Campaign.add_measurements``) and sets ``allow_recommending_already_measured=
-False``: the measurements are noise-free lookups, the choice the package's
-strategies make with ``exclude_evaluated=True``. The seconds of each
-``Campaign.recommend`` call (model fit and acquisition) are recorded.
+lookup table of items, asked for one recommendation at a time, as its
+documentation shows (needs ``ax-chaining[baybe]``; its chemistry encodings
+``baybe[chem]``). How it is set up is on the docs' page
+``docs/results/molecules.md``.
 """
 
 from __future__ import annotations
@@ -42,15 +17,6 @@ import numpy as np
 import pandas as pd
 
 from ax_chaining.checks import check_choice, check_int
-
-__all__ = [
-    "ENCODINGS",
-    "BaybeTable",
-    "baybe_version",
-    "component_table",
-    "run_campaign",
-    "substance_table",
-]
 
 #: Encodings of :func:`component_table`.
 ENCODINGS: tuple[str, ...] = ("onehot", "substance")
@@ -75,13 +41,8 @@ def baybe_version() -> str:
 
 @dataclass(frozen=True)
 class BaybeTable:
-    """The items of a lookup table as BayBE sees them.
-
-    Attributes:
-        parameters: BayBE parameters, one per column of ``rows``.
-        rows: Row ``i``: item ``i``'s parameter values (BayBE's experimental
-            representation, labels as strings).
-    """
+    """The items of a lookup table as BayBE sees them: its ``parameters``, one
+    per column of ``rows``, row ``i`` item ``i``'s values (labels as strings)."""
 
     parameters: tuple[Any, ...]
     rows: pd.DataFrame
@@ -131,19 +92,10 @@ def _labels(smiles: Sequence[str], prefix: str) -> tuple[list[str], dict[str, st
 
 
 def substance_table(smiles: Sequence[str], name: str = "molecule") -> BaybeTable:
-    """A molecule library as one ``SubstanceParameter`` (BayBE's default encoding).
-
-    Args:
-        smiles: The library, item ``i`` = ``smiles[i]``.
-        name: The parameter's name.
-
-    Returns:
-        The table; items with the same canonical SMILES share a label.
-
-    Raises:
-        ValueError: Fewer than two distinct molecules, or an invalid SMILES.
-        ImportError: baybe or its chemistry extra is not installed.
-    """
+    """A molecule library as one ``SubstanceParameter`` (BayBE's default
+    encoding); items with the same canonical SMILES share a label (BayBE
+    refuses two), and a recommended label is measured on its first untested
+    item."""
     _baybe()
     from baybe.parameters import SubstanceParameter
 
@@ -160,22 +112,9 @@ def substance_table(smiles: Sequence[str], name: str = "molecule") -> BaybeTable
 def component_table(
     table: pd.DataFrame, columns: Sequence[str], encoding: str = "onehot"
 ) -> BaybeTable:
-    """A table of several components (SMILES columns), one parameter per column.
-
-    Args:
-        table: One row per item.
-        columns: The component columns, each holding SMILES strings.
-        encoding: ``"onehot"`` (``CategoricalParameter``, BayBE's one-hot) or
-            ``"substance"`` (``SubstanceParameter``, BayBE's default descriptors).
-
-    Returns:
-        The table; rows with the same components are one point of BayBE's
-        search space.
-
-    Raises:
-        ValueError: ``encoding`` unknown, a column missing, or a column with
-            fewer than two distinct components.
-    """
+    """A table of several components (SMILES ``columns``), one parameter per
+    column: ``CategoricalParameter`` (``encoding="onehot"``) or
+    ``SubstanceParameter`` (``"substance"``, BayBE's default descriptors)."""
     check_choice("encoding", encoding, ENCODINGS)
     _baybe()
     from baybe.parameters import CategoricalParameter, SubstanceParameter
@@ -211,25 +150,11 @@ def run_campaign(
     seed: int,
     searchspace: Any | None = None,
 ) -> tuple[list[int], list[float]]:
-    """One BayBE run over a lookup table, maximizing ``y``.
-
-    Args:
-        table: The items (:func:`substance_table`, :func:`component_table`).
-        y: The items' values, ``y[i]`` for item ``i``.
-        initial: The initial items, measured before the first recommendation.
-        queries: Recommendations after them, one at a time.
-        seed: BayBE's random seed for the run.
-        searchspace: ``table.searchspace()``, when the caller reuses one over
-            runs (its encodings are computed once).
-
-    Returns:
-        ``(items, seconds)``: the tested items in order (the initial ones
-        first) and the seconds of each ``Campaign.recommend`` call.
-
-    Raises:
-        ValueError: ``y`` not one value per item, an initial item out of range
-            or repeated, or more queries than untested items.
-    """
+    """One BayBE run maximizing ``y`` (item ``i``'s value ``y[i]``): the
+    ``initial`` items measured, then ``queries`` recommendations, seeded with
+    ``Settings(random_seed=seed)``, measured points excluded (noise-free
+    lookups); ``searchspace``: ``table.searchspace()`` reused over runs.
+    Returns the tested items and the seconds of each ``Campaign.recommend``."""
     _baybe()
     from baybe import Campaign, Settings
     from baybe.targets import NumericalTarget

@@ -1,40 +1,11 @@
 r"""Why does Chaining-UCB explore less than GP-UCB on a molecule library?
 
-An Ax ``Client`` loop with Chaining-UCB on a vendored library (the Tanimoto
-kernel of Morgan fingerprints, or with ``--model`` a descriptor model of the
-molecule benchmark, :data:`benchmarks.molecules_bench.MODEL_VARIANTS`, such as
-``mordred-chen``, the package's default; noise-free values, as in the molecule
-benchmark); at the chosen steps, from the step's fitted model over the whole
-library, one JSON line with:
-
-* the engine's scale :math:`s` (largest prior standard deviation over the
-  candidates, in Ax's model units, where the observations are standardized
-  to variance 1; the table's ``prior sd s``) and the posterior standard deviations
-  :math:`\sigma_t` (quantiles), the smallest one and the floor in use;
-* the levels, radii, cover sizes and :math:`H_i` of Algorithm 1;
-* the Chaining-UCB bonus :math:`b_t(\sigma_t(x))` against GP-UCB's
-  :math:`\sqrt{\beta_t}\,\sigma_t(x)` over the library (quantiles of the
-  ratio), and the spread of the posterior mean;
-* the candidate each rule would pick, the true value of each, and the rank
-  of the library's best molecule under each rule;
-* among the molecules not yet tested (the loop's candidates: it never
-  proposes a tested one again), the rank of the library's best molecule
-  under Chaining-UCB, GP-UCB and the posterior mean alone, the greedy rule's
-  pick (largest mean) and its value, and the mean, standard deviation and
-  bonus of Chaining-UCB's pick, beside the molecule the loop's own step
-  picked (the same one, unless the pick here is a tested molecule).
-
-``--small`` (seconds, what the tests run): seed 0 and steps 1 and 2 (the
-first two queries) on ``--dataset`` (FreeSolv by default); ``--seeds`` and
-``--steps`` are then ignored.
-
-Example::
-
-    python -m benchmarks bonus --dataset freesolv --seeds 0 1 2 \
-        --steps 1 10 25 50 > docs/results/molecules/bonus.jsonl
-    python -m benchmarks bonus --table docs/results/molecules/bonus.jsonl
-    python -m benchmarks bonus --dataset esol --model mordred-chen --seeds 0 1 2
-    python -m benchmarks bonus --small
+An Ax ``Client`` loop with Chaining-UCB on a vendored library (Tanimoto Gram,
+or ``--model`` a descriptor model of the molecule benchmark); at the chosen
+steps, from the step's fitted model, one JSON line with the engine's scale,
+levels and covers, the Chaining-UCB bonus against GP-UCB's, each rule's pick
+and the rank of the library's best molecule under each. ``--table``
+tabulates them (the docs' page ``docs/results/molecules.md``).
 """
 
 from __future__ import annotations
@@ -47,6 +18,8 @@ import warnings
 
 import numpy as np
 
+from benchmarks._tables import json_lines
+
 
 def _quantiles(x: np.ndarray) -> dict[str, float]:
     q = np.quantile(x, [0.0, 0.1, 0.5, 0.9, 1.0])
@@ -57,9 +30,8 @@ def _quantiles(x: np.ndarray) -> dict[str, float]:
 def untested_ranks(
     scores: dict[str, np.ndarray], best: int, tested: np.ndarray
 ) -> dict[str, int]:
-    """For each rule, how many molecules not yet tested (``tested`` a boolean
-    mask) score above molecule ``best``: its rank among the loop's candidates,
-    0 for the first.
+    """Per rule, how many untested molecules (``~tested``) score above
+    molecule ``best``: its rank among the loop's candidates, 0 for the first.
 
     Example:
         >>> untested_ranks({"mean": np.array([3.0, 1.0, 2.0])}, 2,
@@ -80,8 +52,7 @@ def run(
     model: str | None = None,
 ) -> list[dict]:
     """One loop; a record at each of ``steps`` (queries made so far), on the
-    Tanimoto Gram (``model`` None) or a model variant of the molecule
-    benchmark (recorded as ``model``)."""
+    Tanimoto Gram or the molecule benchmark's ``model`` variant."""
     import torch
     from ax.api.client import Client
     from ax.core import ObservationFeatures
@@ -186,11 +157,10 @@ def run(
 
 
 def table(paths: list[str]) -> str:
-    """A markdown table of the JSON lines in ``paths``. Where every line has
-    the ranks among the molecules not yet tested (records made since they
-    were added), the last column shows those, the posterior mean's first;
-    otherwise the ranks over the whole library."""
-    rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
+    """The markdown table of the JSON lines in ``paths``: the last column the
+    ranks among the untested molecules where every line has them, else over
+    the whole library."""
+    rows = json_lines(paths)
     untested = all("untested_rank_of_best" in r for r in rows)
     last = (
         "rank of the best molecule among the untested: mean / chaining / GP-UCB"

@@ -1,49 +1,25 @@
 r"""Soundness and usefulness of the regret certificates on GP samples.
 
-``python -m benchmarks certificate`` runs Chaining-UCB on samples of
-the GP prior it uses (true hyperparameters, known noise) and, at every step,
-certifies the evaluated candidates with every variant of
-:mod:`ax_chaining.certificate`, plus the UCB - LCB rule of Makarova et al.
-(2022) with GP-UCB's :math:`\beta_t` and, for reference, the paper's Eq. (ucb)
-at the query (:meth:`~ax_chaining.chaining.ChainingResult.regret_bound`; its
-derivation does not cover other points).
-
-Problems (``--problem``):
-
-``grid``
-    A ``side x side`` grid on :math:`[0, 6]^2` (default 30 x 30), isotropic SE
-    kernel with lengthscale 1 and variance 1, noise sd 0.05; run ``r`` draws the
-    sample with seed ``r``.
-``se``
-    The paper's SE problem (:func:`~ax_chaining.test_functions.problems.se_problem`:
-    ``N`` uniform points in :math:`[0, 20]^2`, lengthscale 1, noise sd 0.05).
-
-Protocol: 10 initial points uniform without replacement, then ``iters`` queries
-chosen by Chaining-UCB (``delta = 0.05``), exact GP with the true prior, nothing
-refit. At step ``s`` (``s - 1`` queries observed) each variant certifies the
-evaluated candidate with its smallest bound; recorded are the bound and the
-true simple regret :math:`\max f - f(\hat x_s)` of that point. A *violation* is
-a step where the regret exceeds the bound; the guarantee is that with
-probability :math:`1 - \delta` a run has none at all.
-
-Output: one JSON file per (problem, run) under ``--out`` (written atomically
-when the run completes; a rerun skips finished runs of the same configuration,
-so an interrupted command resumes), ``summary.md`` (the README's markdown
-table), ``summary.json``, and one JSON line per (problem, variant) on stdout.
-``--table`` prints the table of the finished runs; ``--summary-only`` writes
-the summary from them, or from a packed file with ``--records``
-(:mod:`benchmarks.records`).
+Chaining-UCB runs on samples of the GP prior it uses (``grid``: a 30 x 30
+grid on [0, 6]^2; ``se``: the paper's SE problem), and at every step every
+variant of :data:`VARIANTS` certifies the evaluated candidates, beside UCB -
+LCB and the paper's Eq. (ucb) at the query (:data:`OTHERS`); recorded are
+each bound and the true regret of its point. One record per (problem, run),
+resumable; ``summary.md`` and ``summary.json``; ``--table`` prints the table
+of the finished runs; ``--scaling`` compares union and chaining bounds as
+``N`` grows. Protocol and reading: the docs' page ``docs/certificate.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,58 +30,49 @@ from botorch.optim import optimize_acqf_discrete
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCB, gp_ucb_beta
-from ax_chaining.certificate import recommend, running_minimum, ucb_lcb_bound
-from ax_chaining.test_functions.problems import (
-    fixed_se_kernel,
-    grid_problem,
-    se_problem,
+from ax_chaining.certificate import (
+    CHERNOFF,
+    GAUSSIAN,
+    CertificateOptions,
+    recommend,
+    running_minimum,
+    ucb_lcb_bound,
 )
-from benchmarks._tables import parse_names
+from ax_chaining.test_functions.problems import fixed_se_kernel, grid_problem
+from benchmarks._tables import fill_preset, json_lines, parse_names
 from benchmarks.records import (
-    LAYOUTS,
+    add_record_options,
     command_line,
-    load_json,
-    stored_records,
-    write_json,
+    records_of,
+    run_resumable,
     write_summary,
 )
 from benchmarks.runner import fixed_model
-
-__all__ = [
-    "VARIANTS",
-    "CertificateConfig",
-    "main",
-    "run_one",
-    "summarize",
-]
+from benchmarks.testbeds import se_problem
 
 FORMAT_VERSION = 2
 DTYPE = torch.float64
 
-#: Certificate variants: name -> keyword arguments of ``ChainingUCB.certificate``
+#: Certificate variants: name -> ``CertificateOptions`` keywords
 #: (``calibration="none"``, the model taken as true, unless given). ``robust``
-#: is the calibration for fitted hyperparameters as the records were made: the
-#: leave-one-out check with the scale's point estimate (``scale_level=None``;
-#: the default is now its upper limit, measured in the validity benchmark) and
-#: Student-t tails with min(n - 1, 10) degrees of freedom, here on the true
-#: prior (what it costs where the model is right), from the first step: its
-#: minimum number of observations (``LOO_MIN_OBSERVATIONS``) is measured where
-#: the hyperparameters are fitted, in the validity benchmark.
+#: is the calibration for fitted hyperparameters as the records were made (the
+#: LOO check on the scale's point estimate, from the first step), here on the
+#: true prior: what it costs where the model is right.
 VARIANTS: dict[str, dict[str, Any]] = {
     "robust": {"calibration": "loo", "min_observations": 1, "scale_level": None},
-    "combined": {"method": "combined", "links": "actual", "tail": "gaussian"},
+    "combined": {"method": "combined", "links": "actual", "tail": GAUSSIAN},
     "combined-split": {"method": "combined", "split_delta": True},
-    "union": {"method": "union", "tail": "gaussian"},
-    "union-chernoff": {"method": "union", "tail": "chernoff"},
-    "pairwise": {"method": "pairwise", "tail": "gaussian"},
-    "pairwise-chernoff": {"method": "pairwise", "tail": "chernoff"},
-    "chaining": {"method": "chaining", "links": "actual", "tail": "gaussian"},
-    "chaining-chernoff": {"method": "chaining", "links": "actual", "tail": "chernoff"},
-    "chaining-radius": {"method": "chaining", "links": "radius", "tail": "gaussian"},
+    "union": {"method": "union", "tail": GAUSSIAN},
+    "union-chernoff": {"method": "union", "tail": CHERNOFF},
+    "pairwise": {"method": "pairwise", "tail": GAUSSIAN},
+    "pairwise-chernoff": {"method": "pairwise", "tail": CHERNOFF},
+    "chaining": {"method": "chaining", "links": "actual", "tail": GAUSSIAN},
+    "chaining-chernoff": {"method": "chaining", "links": "actual", "tail": CHERNOFF},
+    "chaining-radius": {"method": "chaining", "links": "radius", "tail": GAUSSIAN},
     "chaining-radius-chernoff": {
         "method": "chaining",
         "links": "radius",
-        "tail": "chernoff",
+        "tail": CHERNOFF,
     },
 }
 #: Comparators: UCB - LCB (valid at any evaluated point), Eq. (ucb) at the query.
@@ -116,7 +83,8 @@ CHECKPOINTS = (25, 50, 100)
 
 @dataclass(frozen=True)
 class CertificateConfig:
-    """Sizes and constants of one ``certificate`` experiment."""
+    """Sizes and constants of one ``certificate`` experiment (``runs`` aside,
+    what a stored run must match)."""
 
     grid_side: int = 30
     se_n: int = 1000
@@ -141,26 +109,37 @@ def _model(X: Tensor, y: Tensor, noise_std: float) -> SingleTaskGP:
     return fixed_model(X, y.unsqueeze(-1), fixed_se_kernel(1.0, 1.0), noise_std, 0.0)
 
 
+#: ``CertificateOptions`` keywords, or a function of the step's number of
+#: observations that gives them.
+Variant = dict[str, Any] | Callable[[int], dict[str, Any]]
+
+#: The plain certificate that builds the chaining tree every variant shares.
+_PAIRWISE = CertificateOptions(method="pairwise", calibration="none")
+
+
+def _options(variant: Variant, num_obs: int) -> CertificateOptions:
+    """The options of ``variant`` at a step with ``num_obs`` observations
+    (``calibration="none"`` unless given)."""
+    kwargs = variant(num_obs) if callable(variant) else variant
+    return CertificateOptions(**{"calibration": "none", **kwargs})
+
+
 def run_one(
     problem: str,
     seed: int,
     config: CertificateConfig,
-    variants: dict[str, dict[str, Any]] | None = None,
+    variants: dict[str, Variant] | None = None,
 ) -> dict[str, Any]:
-    """One run: ``config.iters`` Chaining-UCB queries, every certificate per step
-    (``variants``, default :data:`VARIANTS`, then :data:`OTHERS`).
-
-    Returns:
-        A JSON-serializable record: per variant, the lists ``bound``, ``regret``
-        (true simple regret of the certified point) and ``index``.
-    """
+    """One run: ``config.iters`` Chaining-UCB queries and at each step every
+    certificate (``variants``, default :data:`VARIANTS`, then :data:`OTHERS`):
+    per variant the lists ``bound``, ``regret`` (of the certified point) and
+    ``index``."""
+    if problem not in PROBLEMS:
+        raise ValueError(f"problem must be one of {PROBLEMS}, got {problem!r}.")
     if problem == "grid":
         X, f = grid_problem(config.grid_side, seed)
-    elif problem == "se":
-        p = se_problem(n=config.se_n, seed=seed)
-        X, f = p.X, p.f
     else:
-        raise ValueError(f"problem must be one of {PROBLEMS}, got {problem!r}.")
+        X, f = (p := se_problem(n=config.se_n, seed=seed)).X, p.f
     n = X.shape[0]
     f_max, f_range = float(f.max()), float(f.max() - f.min())
     gen = torch.Generator().manual_seed(10_000 + seed)
@@ -175,6 +154,12 @@ def run_one(
     }
     seconds: dict[str, float] = {k: 0.0 for k in names}
     query_seconds = tree_seconds = 0.0
+
+    def add(name: str, bound: float, index: int) -> None:
+        rec[name]["bound"].append(bound)
+        rec[name]["index"].append(index)
+        rec[name]["regret"].append(f_max - float(f[index]))
+
     for _ in range(config.iters):
         model = _model(X[idx], torch.tensor(ys, dtype=DTYPE), config.noise_std)
         start = time.perf_counter()
@@ -185,17 +170,14 @@ def run_one(
         evaluated[idx] = True
         start = time.perf_counter()
         # The true prior: the plain certificate (no calibration check).
-        acqf.certificate(among=evaluated, method="pairwise", calibration="none")
+        acqf.certificate(among=evaluated, options=_PAIRWISE)
         tree_seconds += time.perf_counter() - start
-        for name, kwargs in variants.items():
+        for name, variant in variants.items():
+            options = _options(variant, len(idx))
             start = time.perf_counter()
-            cert = acqf.certificate(
-                among=evaluated, **{"calibration": "none", **kwargs}
-            )
+            cert = acqf.certificate(among=evaluated, options=options)
             seconds[name] += time.perf_counter() - start
-            rec[name]["bound"].append(cert.bound)
-            rec[name]["index"].append(cert.index)
-            rec[name]["regret"].append(f_max - float(f[cert.index]))
+            add(name, cert.bound, cert.index)
         # UCB - LCB with GP-UCB's beta_t, same t and posterior.
         start = time.perf_counter()
         beta = gp_ucb_beta(n, len(idx) + 1, config.delta)  # t of the certificates
@@ -203,15 +185,11 @@ def run_one(
         b = ucb_lcb_bound(acqf.candidate_mean, acqf.candidate_sigma, ev, beta)
         pos = recommend(b, ev, acqf.candidate_mean)
         seconds["ucb-lcb"] += time.perf_counter() - start
-        rec["ucb-lcb"]["bound"].append(float(b[pos]))
-        rec["ucb-lcb"]["index"].append(int(ev[pos]))
-        rec["ucb-lcb"]["regret"].append(f_max - float(f[ev[pos]]))
+        add("ucb-lcb", float(b[pos]), int(ev[pos]))
         # The paper's Eq. (ucb) at the query x_t.
         nxt = int(torch.cdist(x, X).argmin())
         sigma = acqf.candidate_sigma[nxt : nxt + 1]
-        rec["eq-ucb@query"]["bound"].append(float(acqf.chaining.regret_bound(sigma)))
-        rec["eq-ucb@query"]["index"].append(nxt)
-        rec["eq-ucb@query"]["regret"].append(f_max - float(f[nxt]))
+        add("eq-ucb@query", float(acqf.chaining.regret_bound(sigma)), nxt)
         idx.append(nxt)
         ys.append(
             float(f[nxt])
@@ -243,18 +221,6 @@ def _is_complete(record: Any, config: CertificateConfig) -> bool:
     )
 
 
-def _load(path: Path, config: CertificateConfig) -> dict[str, Any] | None:
-    record = load_json(path)
-    if _is_complete(record, config):
-        return record
-    if isinstance(record, dict) and record.get("complete"):
-        raise ValueError(
-            f"{path} holds a run of another configuration ({record.get('config')}); "
-            "use another --out directory."
-        )
-    return None
-
-
 def select(
     records: Iterable[dict[str, Any]], problems: list[str], config: CertificateConfig
 ) -> list[dict[str, Any]]:
@@ -271,29 +237,15 @@ def select(
 
 
 def run_all(
-    problems: list[str],
-    config: CertificateConfig,
-    out: Path,
-    progress: bool = True,
+    problems: list[str], config: CertificateConfig, out: Path, **options: Any
 ) -> list[dict[str, Any]]:
-    """Run (or load) every ``(problem, seed)``; each finished run is saved at once."""
-    records = []
-    for problem in problems:
-        for seed in range(config.runs):
-            path = LAYOUTS["certificate"].path(out, problem, seed)
-            record = _load(path, config)
-            if record is None:
-                start = time.perf_counter()
-                record = run_one(problem, seed, config)
-                write_json(record, path)
-                if progress:
-                    print(
-                        f"{problem} run {seed}: {time.perf_counter() - start:.0f} s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            records.append(record)
-    return records
+    """Run (or load) every ``(problem, seed)``; a run of another configuration
+    under ``out`` is refused."""
+    tasks = [(p, s) for p in problems for s in range(config.runs)]
+    run = functools.partial(run_one, config=config)
+    options |= {"refuse_other": True}
+    options["complete"] = functools.partial(_is_complete, config=config)
+    return run_resumable(tasks, out, "certificate", config.key(), run, **options)
 
 
 def _median(values: list[float]) -> float:
@@ -432,7 +384,7 @@ def scaling(
         acqf = ChainingUCB(model, X)
         build = time.perf_counter() - start
         start = time.perf_counter()
-        acqf.certificate(method="pairwise", calibration="none")  # the shared tree
+        acqf.certificate(options=_PAIRWISE)  # the shared tree
         tree = time.perf_counter() - start
         row: dict[str, Any] = {
             "n": n,
@@ -445,9 +397,9 @@ def scaling(
             "tree_seconds": tree,
         }
         for name in ("union", "pairwise", "chaining", "chaining-radius"):
-            kwargs = dict(VARIANTS[name])
+            options = _options(VARIANTS[name], num_obs)
             start = time.perf_counter()
-            row[name] = acqf.certificate(calibration="none", **kwargs).bound
+            row[name] = acqf.certificate(options=options).bound
             row[f"{name}_seconds"] = time.perf_counter() - start
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -476,13 +428,7 @@ def format_scaling_table(rows: list[dict[str, Any]]) -> str:
 
 def table(paths: list[str]) -> str:
     """The ``--scaling`` table of the JSON lines saved in ``paths``."""
-    rows = []
-    for name in paths:
-        for line in Path(name).read_text().splitlines():
-            row = json.loads(line) if line.startswith("{") else {}
-            if "cover_sizes" in row:
-                rows.append(row)
-    return format_scaling_table(rows)
+    return format_scaling_table([r for r in json_lines(paths) if "cover_sizes" in r])
 
 
 def _json_safe(x: Any) -> Any:
@@ -492,74 +438,43 @@ def _json_safe(x: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks certificate [options]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks certificate",
         description="Soundness and usefulness of the regret certificates.",
     )
+    add_record_options(parser, "results/certificate", "tiny preset (tests)", False)
     parser.add_argument("--problem", default="grid,se", help="grid, se or both")
-    parser.add_argument("--runs", type=int, default=None)
-    parser.add_argument("--iters", type=int, default=None)
-    parser.add_argument("--grid-side", type=int, default=None)
-    parser.add_argument("--se-n", type=int, default=None)
-    parser.add_argument("--small", action="store_true", help="tiny preset (tests)")
-    parser.add_argument("--out", default="results/certificate")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--runs", type=int)
+    parser.add_argument("--iters", type=int)
+    parser.add_argument("--grid-side", type=int)
+    parser.add_argument("--se-n", type=int)
+    parser.add_argument("--threads", type=int)
     parser.add_argument(
-        "--table",
-        action="store_true",
-        help="print the table of the finished runs only (runs nothing)",
+        "--table", action="store_true", help="print the finished runs' table only"
     )
     parser.add_argument(
-        "--summary-only",
-        action="store_true",
-        help="run nothing: write the summary of the finished runs under --out "
-        "(or in --records) to --out",
-    )
-    parser.add_argument(
-        "--records",
-        default=None,
-        metavar="FILE",
-        help="with --table or --summary-only: read the runs from this packed "
-        "file instead of --out",
-    )
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument(
-        "--scaling",
-        type=int,
-        nargs="+",
-        default=None,
-        metavar="N",
-        help="compare union and chaining bounds on one posterior for these N",
+        "--scaling", type=int, nargs="+", metavar="N", help="union vs chaining at N"
     )
     parser.add_argument("--obs", type=int, default=50, help="observations (--scaling)")
     parser.add_argument(
-        "--scaling-table",
-        nargs="+",
-        default=None,
-        metavar="JSONL",
-        help="print the table of --scaling JSON lines saved in these files",
+        "--scaling-table", nargs="+", metavar="JSONL", help="the --scaling table"
     )
-    parser.add_argument(
-        "--side", type=float, default=20.0, help="side of the square (--scaling)"
-    )
+    parser.add_argument("--side", type=float, default=20.0, help="square (--scaling)")
     args = parser.parse_args(argv)
     if args.scaling_table:
         print(table(args.scaling_table))
         return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.scaling:
-        if args.threads:
-            torch.set_num_threads(args.threads)
         scaling(args.scaling, num_obs=args.obs, side=args.side)
         return 0
-    preset = SMALL_CONFIG if args.small else DEFAULT_CONFIG
+    p = SMALL_CONFIG if args.small else DEFAULT_CONFIG
+    fill_preset(args, {"grid_side": p.grid_side, "se_n": p.se_n})
+    fill_preset(args, {"iters": p.iters, "runs": p.runs})
     config = CertificateConfig(
-        grid_side=args.grid_side or preset.grid_side,
-        se_n=args.se_n or preset.se_n,
-        iters=args.iters or preset.iters,
-        runs=args.runs or preset.runs,
-        n_init=preset.n_init,
+        args.grid_side, args.se_n, args.iters, args.runs, n_init=p.n_init
     )
     problems = parse_names(args.problem, PROBLEMS, "problem")
     if config.iters < 1 or config.runs < 1 or config.grid_side < 4 or config.se_n < 20:
@@ -568,24 +483,15 @@ def main(argv: list[str] | None = None) -> int:
             f"got --iters {config.iters}, --runs {config.runs}, --grid-side "
             f"{config.grid_side}, --se-n {config.se_n}."
         )
-    stored = args.table or args.summary_only
-    if args.records is not None and not stored:
-        raise SystemExit(
-            f"error: --records {args.records} is read by --table or --summary-only, "
-            "neither of which was given; to run more, first `python -m benchmarks "
-            "unpack certificate` the file into --out."
-        )
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    out = Path(args.out)
     start = time.perf_counter()
-    if stored:
-        records = select(
-            stored_records(args.records, out, "certificate"), problems, config
-        )
-    else:
-        records = run_all(problems, config, out, progress=not args.no_progress)
-    rows = summarize(records, config.delta)
+    args.summary_only = args.summary_only or args.table
+    options = {"force": args.force, "jobs": args.jobs, "progress": not args.no_progress}
+    records = records_of(
+        args,
+        "certificate",
+        lambda: run_all(problems, config, Path(args.out), **options),
+    )
+    rows = summarize(select(records, problems, config), config.delta)
     text = format_table(rows)
     if args.table:
         print(text)
@@ -595,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         meta["wall_seconds_this_call"] = time.perf_counter() - start
     safe = [{k: _json_safe(v) for k, v in row.items()} for row in rows]
     write_summary(
-        out, command_line(["certificate", *argv]), text, {**meta, "rows": safe}
+        args.out, command_line(["certificate", *argv]), text, {**meta, "rows": safe}
     )
     for row in safe:
         print(json.dumps(row))

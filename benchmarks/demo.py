@@ -1,26 +1,11 @@
 r"""The README's demo: Chaining-UCB beside GP-UCB, stock UCB, LogEI and random search.
 
-The built-in problem is the paper's first experiment at small size: functions
-drawn exactly from a GP with an isotropic 2-D SE kernel (bandwidth 1, variance 1)
-on a uniform random design of ``N`` points in a square of side 20 (side scaled
-down with ``N`` to keep the paper's density of points per unit area), noise
-standard deviation 0.05, 10 initial points drawn uniformly from the candidates,
-and every method given the true prior. Run ``r`` uses one function sample and
-one set of initial points for all methods, so the methods can be compared run
-by run (paired differences).
-
-It prints:
-
-* the mean simple regret :math:`S_n = \max f - \max_{t \le n} f(x_t)` with its
-  standard error at a few checkpoints, and the mean wall time of one step;
-* the paired difference of the final simple regret, Chaining-UCB minus each
-  other method, and whether it is at least two standard errors from zero;
-* one sentence reading that table, computed from the numbers;
-* Chaining-UCB's regret certificate (:meth:`ChainingUCB.certificate`) for the
-  point it recommends at the end of the last run, beside that point's true
-  regret, which only a benchmark knows.
-
-Run it with ``make demo`` or ``python -m benchmarks.demo --help``.
+The paper's first experiment at small size (exact SE GP samples on ``N``
+random points, noise sd 0.05, 10 initial points, the true prior for every
+method, paired runs): mean simple regret at a few checkpoints, the paired
+difference of the final regret against Chaining-UCB with one sentence
+reading it, and Chaining-UCB's certificate for its recommended point beside
+that point's true regret. ``make demo`` or ``python -m benchmarks.demo``.
 """
 
 from __future__ import annotations
@@ -43,15 +28,14 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, ChainingUCB
+from ax_chaining.certificate import CertificateOptions
 from benchmarks._tables import fill_preset, mean_se, paired
 
 DTYPE = torch.float64
 NOISE_STD = 0.05
 
 Policy = Callable[[SingleTaskGP, Tensor], AcquisitionFunction]
-#: The README's run (``make demo``: 6,000 acquisition steps, minutes to more
-#: than half an hour on a busy 2-core machine) and the ``--small`` preset
-#: (11 s there).
+#: The README's run (``make demo``) and the ``--small`` preset.
 FULL = {"n": 500, "runs": 40, "iters": 30}
 SMALL = {"n": 60, "runs": 2, "iters": 3}
 
@@ -100,11 +84,8 @@ def fixed_model(X: Tensor, Y: Tensor) -> SingleTaskGP:
 def run(
     policy: str, C: Tensor, f: Tensor, iters: int, seed: int
 ) -> tuple[list[float], list[int], list[float]]:
-    """Simple regret after each of ``iters`` queries (10 initial points first).
-
-    Returns:
-        The regret trace, the evaluated indices and the noisy observations.
-    """
+    """The simple regret after each of ``iters`` queries (10 initial points
+    first), the evaluated indices and the noisy observations."""
     g = torch.Generator().manual_seed(10_000 + seed)
     n = C.shape[0]
     idx = torch.randint(n, (10,), generator=g).tolist()
@@ -130,14 +111,9 @@ def run(
 def reading(
     final: dict[str, list[float]], iters: int, reference: str = "Chaining-UCB"
 ) -> tuple[list[tuple[str, float, float, bool]], str]:
-    """Paired differences of the final regret and one sentence reading them.
-
-    A difference counts as separated when it is at least two standard errors
-    from zero.
-
-    Returns:
-        ``(rows, sentence)``, each row ``(method, mean, se, separated)``.
-    """
+    """Paired differences of the final regret, rows ``(method, mean, se,
+    separated)`` (at least two standard errors from zero), and one sentence
+    reading them."""
     rows = []
     for m, values in final.items():
         if m == reference:
@@ -179,15 +155,9 @@ def _join(names: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--n", type=int, default=None, help=f"number of candidates ({FULL['n']})"
-    )
-    parser.add_argument(
-        "--runs", type=int, default=None, help=f"seeds ({FULL['runs']})"
-    )
-    parser.add_argument(
-        "--iters", type=int, default=None, help=f"queries per run ({FULL['iters']})"
-    )
+    parser.add_argument("--n", type=int, help=f"candidates ({FULL['n']})")
+    parser.add_argument("--runs", type=int, help=f"seeds ({FULL['runs']})")
+    parser.add_argument("--iters", type=int, help=f"queries ({FULL['iters']})")
     parser.add_argument(
         "--small",
         action="store_true",
@@ -242,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     C, f, idx, y = last
     model = fixed_model(C[idx], torch.tensor(y, dtype=DTYPE).unsqueeze(-1))
     # The true prior (fixed_model): the plain certificate, no calibration check.
-    cert = ChainingUCB(model, C, delta=0.05).certificate(calibration="none")
+    plain = CertificateOptions(calibration="none")
+    cert = ChainingUCB(model, C, delta=0.05).certificate(options=plain)
     true_regret = float(f.max() - f[cert.index])
     print(
         f"\nCertificate for the recommended point of the last Chaining-UCB run "

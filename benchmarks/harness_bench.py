@@ -1,8 +1,9 @@
-"""Runner of Ax's benchmark harness: records one JSON per replication under
-``OUT/runs/PROBLEM/METHOD/seed_S.json`` (a record that exists and matches the
-configuration is reused, so an interrupted run resumes; see
-:mod:`benchmarks.records` for packing them), and summarizes them.
-Problems and methods come from :mod:`ax_chaining.test_functions.harness`."""
+r"""Chaining-UCB in Ax's own benchmark harness (``ax.benchmark``).
+
+Each replication is Ax's ``benchmark_replication(problem, method, seed)``; the
+scores are Ax's (``score_trace``, ``fit_time``, ``gen_time``). The methods and
+problems are described on the docs' page ``docs/results/harness.md``.
+"""
 
 from __future__ import annotations
 
@@ -10,44 +11,204 @@ import functools
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ax_chaining.test_functions.harness import (
-    FULL_CONFIG,
-    LABELS,
-    METHODS,
-    PROBLEMS,
-    SMALL_CONFIG,
-    SMALL_PROBLEMS,
-    HarnessConfig,
-    get_method,
-    get_problem,
+from ax_chaining.checks import check_choice, check_delta, check_int
+from benchmarks._tables import (
+    COLORS,
+    band,
+    check_names,
+    common_seed_groups,
+    md_row,
+    mean_se,
+    num,
+    paired,
+    pm,
+    pyplot,
+    save_figure,
 )
-from benchmarks._tables import check_names, common_seed_groups, mean_se, num, paired, pm
 from benchmarks.records import run_resumable
 
-__all__ = [
-    "FULL_CONFIG",
-    "LABELS",
-    "METHODS",
-    "PROBLEMS",
-    "SMALL_CONFIG",
-    "SMALL_PROBLEMS",
-    "HarnessConfig",
-    "format_markdown",
-    "get_method",
-    "get_problem",
-    "plot_scores",
-    "run_harness",
-    "summarize",
-]
+FORMAT_VERSION = 1
+LABELS: dict[str, str] = {
+    "chaining": "Chaining-UCB",
+    "chaining-continuous": "Chaining-UCB (continuous bonus)",
+    "gp-ucb": "GP-UCB",
+    "ucb": "UCB (beta=0.2)",
+    "qlognei-table": "qLogNEI over the candidate set",
+    "ax-default": "Ax default (Sobol + qLogNEI)",
+    "sobol": "Sobol",
+}
+METHODS: tuple[str, ...] = tuple(LABELS)
+# name -> (BoTorch class name, dim, points per dimension); None: Ax's registry.
+_GRIDS: dict[str, tuple[str, int, int] | None] = {
+    "discrete-hartmann": None,
+    "hartmann3": ("Hartmann", 3, 10),
+    "branin": ("Branin", 2, 41),
+    "hartmann6": ("Hartmann", 6, 4),
+    "ackley4": ("Ackley", 4, 11),
+}
+PROBLEMS: tuple[str, ...] = tuple(_GRIDS)
+SMALL_PROBLEMS: tuple[str, ...] = ("hartmann3", "branin")
+_COLORS = {
+    **COLORS,
+    "ax-default": "tab:purple",
+    "qlognei-table": "tab:red",
+    "sobol": "tab:gray",
+}
 
 
-# ---------------------------------------------------------------------------
-# Running and resuming.
-# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HarnessConfig:
+    """Trials per replication (initial ones included), initial trials,
+    replications (seeds ``0..R-1``), Chaining-UCB's and GP-UCB's ``delta``,
+    BoTorch UCB's ``beta``."""
+
+    num_trials: int = 20
+    init_trials: int = 5
+    replications: int = 10
+    delta: float = 0.05
+    beta: float = 0.2
+
+    def __post_init__(self) -> None:
+        for name in ("num_trials", "init_trials", "replications"):
+            check_int(name, getattr(self, name), 1)
+        if self.init_trials >= self.num_trials:
+            raise ValueError(
+                f"`init_trials` ({self.init_trials}) must be below `num_trials` "
+                f"({self.num_trials})."
+            )
+        check_delta(self.delta)
+
+    def key(self) -> dict[str, Any]:
+        """What a stored record must match to be reused."""
+        d = asdict(self)
+        d.pop("replications")
+        return {**d, "format": FORMAT_VERSION}
+
+
+FULL_CONFIG = HarnessConfig()
+SMALL_CONFIG = HarnessConfig(num_trials=6, init_trials=3, replications=2)
+
+
+def expected_best_of_uniform(values: Sequence[float], draws: int = 5) -> float:
+    r"""Exact expected minimum of ``draws`` uniform draws with replacement:
+    :math:`\sum_j v_{(j)} [((N-j+1)/N)^d - ((N-j)/N)^d]` over sorted values.
+
+    Example:
+        >>> expected_best_of_uniform([0.0, 1.0], draws=2)  # P(min = 1) = 1/4
+        0.25
+    """
+    v = sorted(float(x) for x in values)
+    n = len(v)
+    if n == 0 or draws < 1:
+        raise ValueError(f"need values and draws >= 1, got {n} values, {draws=}.")
+    return sum(
+        vj * (((n - j) / n) ** draws - ((n - j - 1) / n) ** draws)
+        for j, vj in enumerate(v)
+    )
+
+
+def _grid_problem(name: str, num_trials: int) -> Any:
+    """A BoTorch test function on an integer grid (index ``0..k-1`` mapped onto
+    its domain); optimum: the best grid point; baseline: the expected best of
+    5 uniform grid points."""
+    import botorch.test_functions.synthetic as synthetic
+    import torch
+    from ax.benchmark.benchmark_problem import BenchmarkProblem, get_soo_opt_config
+    from ax.benchmark.benchmark_test_functions.botorch_test import (
+        BoTorchTestFunction,
+    )
+    from ax.core.parameter import ParameterType, RangeParameter
+    from ax.core.search_space import SearchSpace
+    from botorch.utils.transforms import normalize, unnormalize
+
+    cls_name, dim, k = _GRIDS[name]  # type: ignore[misc]
+    cls = getattr(synthetic, cls_name)
+    botorch_problem = cls() if cls_name == "Branin" else cls(dim=dim)
+    metric, modified = f"{cls_name}{dim}", [(0, k - 1)] * dim
+    parameters = [
+        RangeParameter(f"x{i + 1}", ParameterType.INT, lower=0, upper=k - 1)
+        for i in range(dim)
+    ]
+    # Every grid point through the same map BoTorchTestFunction applies.
+    grid = torch.cartesian_prod(*[torch.arange(k, dtype=torch.float64)] * dim)
+    X = unnormalize(
+        normalize(grid.reshape(-1, dim), torch.tensor(modified, dtype=torch.float64).T),
+        botorch_problem.bounds.to(torch.float64),
+    )
+    with torch.no_grad():
+        values = botorch_problem.evaluate_true(X).to(torch.float64)
+    opt_config, metrics = get_soo_opt_config(
+        outcome_names=[metric], lower_is_better=True
+    )
+    return BenchmarkProblem(
+        name=f"{cls_name}-{dim} on {'x'.join([str(k)] * dim)} grid",
+        search_space=SearchSpace(parameters=parameters),
+        optimization_config=opt_config,
+        test_function=BoTorchTestFunction(
+            botorch_problem=botorch_problem,
+            modified_bounds=modified,
+            outcome_names=[metric],
+        ),
+        num_trials=num_trials,
+        optimal_value=float(values.min()),
+        baseline_value=expected_best_of_uniform(values.tolist(), draws=5),
+        opt_config_metrics=metrics,
+    )
+
+
+def get_problem(name: str, num_trials: int) -> Any:
+    """The Ax ``BenchmarkProblem`` called ``name`` (see :data:`PROBLEMS`)."""
+    check_choice("name", name, PROBLEMS)
+    if _GRIDS[name] is None:
+        from ax.benchmark.problems.registry import get_benchmark_problem
+
+        return get_benchmark_problem("Discrete Hartmann", num_trials=num_trials)
+    return _grid_problem(name, num_trials)
+
+
+def get_method(name: str, config: HarnessConfig) -> Any:
+    """The Ax ``BenchmarkMethod`` called ``name`` (see :data:`METHODS`)."""
+    from ax.benchmark.benchmark_method import BenchmarkMethod
+
+    check_choice("name", name, METHODS)
+    if name == "sobol":
+        from ax.benchmark.methods.sobol import get_sobol_generation_strategy
+
+        gs = get_sobol_generation_strategy()
+    elif name == "ax-default":
+        from ax.benchmark.methods.modular_botorch import (
+            get_sobol_mbm_generation_strategy,
+        )
+        from botorch.acquisition.logei import qLogNoisyExpectedImprovement
+        from botorch.models import SingleTaskGP
+
+        gs = get_sobol_mbm_generation_strategy(
+            model_cls=SingleTaskGP,
+            acquisition_cls=qLogNoisyExpectedImprovement,
+            num_sobol_trials=config.init_trials,
+        )
+    else:
+        from ax_chaining import ax as axc
+
+        # seed None: the candidate set and initial points follow the harness.
+        common = {"init_trials": config.init_trials, "seed": None}
+        common["exclude_evaluated"] = True  # noise-free problems
+        delta = {"delta": config.delta}
+        gs = {
+            "chaining": lambda: axc.chaining_generation_strategy(**delta, **common),
+            "chaining-continuous": lambda: axc.chaining_generation_strategy(
+                **delta, bonus="continuous", **common
+            ),
+            "gp-ucb": lambda: axc.gp_ucb_generation_strategy(**delta, **common),
+            "qlognei-table": lambda: axc.qlognei_generation_strategy(**common),
+            "ucb": lambda: axc.ucb_generation_strategy(beta=config.beta, **common),
+        }[name]()
+    return BenchmarkMethod(name=LABELS[name], generation_strategy=gs)
 
 
 def _replicate(
@@ -57,18 +218,13 @@ def _replicate(
 
     from ax.benchmark.benchmark import benchmark_replication
 
-    bp = get_problem(problem, config.num_trials)
-    bm = get_method(method, config)
+    bp, bm = get_problem(problem, config.num_trials), get_method(method, config)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = benchmark_replication(
-            problem=bp,
-            method=bm,
-            seed=seed,
-            orchestrator_logging_level=logging.WARNING,
+            problem=bp, method=bm, seed=seed, orchestrator_logging_level=logging.WARNING
         )
-    wall = time.perf_counter() - start
     return {
         "problem": problem,
         "problem_name": bp.name,
@@ -81,7 +237,7 @@ def _replicate(
         "baseline_value": float(bp.baseline_value),
         "fit_time": float(result.fit_time),
         "gen_time": float(result.gen_time),
-        "wall_time": wall,
+        "wall_time": time.perf_counter() - start,
         "num_trials": config.num_trials,
     }
 
@@ -91,59 +247,27 @@ def run_harness(
     methods: Sequence[str],
     config: HarnessConfig,
     out: str | Path,
-    progress: bool = True,
-    force: bool = False,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-    jobs: int = 1,
+    **options: Any,
 ) -> list[dict[str, Any]]:
-    """Run (or resume) every replication; returns all records.
-
-    Replications are run seed by seed (seed 0 of every problem and method,
-    then seed 1, ...), so a run stopped early has balanced results.
-
-    Args:
-        problems: Names from :data:`PROBLEMS`.
-        methods: Names from :data:`METHODS`.
-        config: Trials, initial trials, replications.
-        out: Output folder.
-        progress: Show a tqdm bar.
-        force: Recompute records that exist.
-        on_record: Called with each new record.
-        jobs: Worker processes (see :func:`run_resumable`).
-    """
+    """Run (or resume) every replication, seed by seed (so a run stopped early
+    has balanced results); ``options`` of
+    :func:`~benchmarks.records.run_resumable`. Returns all records."""
     check_names(problems, PROBLEMS, "problem")
     check_names(methods, METHODS, "method")
     tasks = [
         (p, m, s) for s in range(config.replications) for p in problems for m in methods
     ]
-    return run_resumable(
-        tasks,
-        out,
-        "harness",
-        config.key(),
-        functools.partial(_replicate, config=config),
-        force=force,
-        progress=progress,
-        desc="harness",
-        on_record=on_record,
-        jobs=jobs,
-    )
-
-
-# ---------------------------------------------------------------------------
-# Summary, table, figure.
-# ---------------------------------------------------------------------------
+    run = functools.partial(_replicate, config=config)
+    return run_resumable(tasks, out, "harness", config.key(), run, **options)
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Final score, score area, time per trial and paired differences.
-
-    Only seeds present for every method of a problem enter the summary, so each
-    table row and each paired difference uses the same replications.
-    """
+    """Final score, score area, time per trial and paired differences against
+    Chaining-UCB, over the seeds every method of a problem ran."""
     rows, pairs = [], []
-    groups = common_seed_groups(records, "problem", PROBLEMS, METHODS)
-    for problem, methods, seeds, by_method in groups:
+    for problem, methods, seeds, by_method in common_seed_groups(
+        records, "problem", PROBLEMS, METHODS
+    ):
         final: dict[str, list[float]] = {}
         for m in methods:
             recs = by_method[m]
@@ -171,17 +295,15 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 }
             )
         if "chaining" in final:
-            for m in methods:
-                if m != "chaining":
-                    pairs.append(
-                        {
-                            "problem": problem,
-                            "method": m,
-                            **paired(
-                                final["chaining"], final[m], higher_is_better=True
-                            ),
-                        }
-                    )
+            pairs += [
+                {
+                    "problem": problem,
+                    "method": m,
+                    **paired(final["chaining"], final[m], True),
+                }
+                for m in methods
+                if m != "chaining"
+            ]
     return {"rows": rows, "paired": pairs}
 
 
@@ -200,9 +322,15 @@ def format_markdown(summary: dict[str, Any]) -> str:
         if r["final_score"][0] == best[r["problem"]]:
             cell = f"**{cell}**"
         lines.append(
-            f"| {r['problem_name']} | {LABELS[r['method']]} | {cell} | "
-            f"{pm(*r['mean_score'], digits=1)} | {num(r['fit_gen_s_per_trial'], 2)} | "
-            f"{num(r['wall_s_per_trial'], 2)} | {r['replications']} |"
+            md_row(
+                r["problem_name"],
+                LABELS[r["method"]],
+                cell,
+                pm(*r["mean_score"], digits=1),
+                num(r["fit_gen_s_per_trial"], 2),
+                num(r["wall_s_per_trial"], 2),
+                r["replications"],
+            )
         )
     if summary["paired"]:
         names = {r["problem"]: r["problem_name"] for r in summary["rows"]}
@@ -217,9 +345,13 @@ def format_markdown(summary: dict[str, Any]) -> str:
         ]
         for p in summary["paired"]:
             lines.append(
-                f"| {names[p['problem']]} | {LABELS[p['method']]} | "
-                f"{pm(p['mean'], p['se'], digits=1, sign=True)} | "
-                f"{p['wins']} / {p['ties']} / {p['losses']} | {p['n']} |"
+                md_row(
+                    names[p["problem"]],
+                    LABELS[p["method"]],
+                    pm(p["mean"], p["se"], digits=1, sign=True),
+                    f"{p['wins']} / {p['ties']} / {p['losses']}",
+                    p["n"],
+                )
             )
     lines += [
         "",
@@ -234,46 +366,26 @@ def format_markdown(summary: dict[str, Any]) -> str:
 
 
 def plot_scores(summary: dict[str, Any], path: str | Path) -> Path:
-    """Mean score trace ± SE per problem, one panel each."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Mean score trace ± SE, one panel per problem, one legend."""
     problems = list(dict.fromkeys(r["problem"] for r in summary["rows"]))
     ncols = min(3, len(problems))
     nrows = math.ceil(len(problems) / ncols)
-    fig, axes = plt.subplots(
+    fig, axes = pyplot().subplots(
         nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), squeeze=False
     )
-    colors = {
-        "chaining": "tab:green",
-        "chaining-continuous": "tab:olive",
-        "gp-ucb": "tab:blue",
-        "ucb": "tab:orange",
-        "ax-default": "tab:purple",
-        "qlognei-table": "tab:red",
-        "sobol": "tab:gray",
-    }
     for ax, problem in zip(axes.flat, problems, strict=False):
         for r in (r for r in summary["rows"] if r["problem"] == problem):
             x = range(1, len(r["curve_mean"]) + 1)
-            lo = [m - s for m, s in zip(r["curve_mean"], r["curve_se"], strict=True)]
-            hi = [m + s for m, s in zip(r["curve_mean"], r["curve_se"], strict=True)]
-            ax.plot(
-                x, r["curve_mean"], color=colors[r["method"]], label=LABELS[r["method"]]
-            )
-            ax.fill_between(x, lo, hi, color=colors[r["method"]], alpha=0.15)
+            m = r["method"]
+            band(ax, x, r["curve_mean"], r["curve_se"], _COLORS[m], LABELS[m])
             ax.set_title(f"{r['problem_name']} ({r['replications']} reps)", fontsize=9)
         ax.set_xlabel("trial")
         ax.set_ylabel("score (Ax)")
-    # Early scores can be far below the baseline (Branin): show 0..100 well.
-    for ax in list(axes.flat)[: len(problems)]:
+        # Early scores can be far below the baseline (Branin): show 0..100.
         low, high = ax.get_ylim()
         ax.set_ylim(max(low, -50.0), max(high, 105.0))
-    # One legend, at a readable size, from the panel where every method is
-    # drawn: in the grid's first spare cell (5 problems in a 2 x 3 grid), else
-    # below the panels; it covers no curve either way.
+    # One legend, from the panel with every method: in the first spare cell
+    # of the grid, else below the panels.
     counts = [sum(r["problem"] == p for r in summary["rows"]) for p in problems]
     handles, labels = axes.flat[counts.index(max(counts))].get_legend_handles_labels()
     spare = list(axes.flat)[len(problems) :]
@@ -285,8 +397,4 @@ def plot_scores(summary: dict[str, Any], path: str | Path) -> Path:
     else:
         fig.legend(handles, labels, loc="lower center", ncols=3, fontsize=10)
         fig.tight_layout(rect=(0, 0.12, 1, 1))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

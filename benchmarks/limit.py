@@ -1,32 +1,11 @@
 r"""How far is the certificate from the best any bound could be under the model?
 
-For a fitted GP and a recommended evaluated point :math:`x`, the smallest valid
-bound at level :math:`p` is the :math:`(1 - p)`-quantile of
-:math:`S = \max_{x^\star} f(x^\star) - f(x)` under the joint posterior. This
-script estimates it by Monte Carlo (exact joint samples of the ``N``
-candidates, Cholesky of the ``N x N`` posterior covariance) and prints it beside
-the union bound at the same level, and beside the union bound at the share of
-:math:`\delta` that a check gets when certificates are checked at every step
-(:math:`\delta_t = 6 \delta / (\pi^2 t^2)`) or on a geometric schedule
-(:class:`ax_chaining.certificate.CheckSchedule`), which is the price of
-stopping on a certificate at a data-dependent step.
-
-Setting: ``n`` random observations, hyperparameters fitted by BoTorch (the
-molecule libraries with the Tanimoto kernel as in the Ax loops, the 30 x 30
-grid with BoTorch's default GP), the point with the smallest union bound
-among the evaluated ones. One JSON line per (problem, seed).
-
-``--small`` (seconds, what the tests run): the grid only, seed 0, 2,000
-samples (enough for the quantile at ``delta`` itself, not at the smaller
-shares: ``mc_reliable`` says which); ``--problems``, ``--seeds`` and
-``--samples`` are then ignored.
-
-Example::
-
-    python -m benchmarks limit --problems freesolv,esol,grid --seeds 0 1 2 \
-        --obs 35 --samples 100000 > docs/results/certificate/limit.jsonl
-    python -m benchmarks limit --table docs/results/certificate/limit.jsonl
-    python -m benchmarks limit --small
+For a fitted GP (``--obs`` random observations) and the evaluated point with
+the smallest union bound, the Monte Carlo quantile of the regret under the
+exact joint posterior of the ``N`` candidates, beside the union bound at the
+same level and at the shares of ``delta`` that checks at every step or on a
+geometric schedule get. One JSON line per (problem, seed); ``--table``
+tabulates them (the docs' page ``docs/certificate.md``).
 """
 
 from __future__ import annotations
@@ -40,11 +19,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks._tables import json_lines
+
 DTYPE = torch.float64
 
 
-def _problem(name: str, seed: int):
-    """(train_X, train_Y, candidates, true values, model builder)."""
+def _problem(name: str, seed: int) -> tuple:
+    """(candidates, true values, the noise sd or the Gram)."""
     if name == "grid":
         from ax_chaining.test_functions.problems import grid_problem
 
@@ -135,14 +116,14 @@ def one(name: str, seed: int, obs: int, samples: int, delta: float) -> dict[str,
 
 
 def table(paths: list[str]) -> str:
-    rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
+    """The docs' markdown table of the JSON lines in ``paths``."""
     lines = [
         "| problem | seed | obs | MC quantile @ delta | union @ delta | ratio | "
         "union @ every-step share | ratio to MC | union @ geometric share | "
         "true regret |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
+    for r in json_lines(paths):
         q, b = r["mc_quantile"], r["union_bound"]
         lines.append(
             f"| {r['problem']} | {r['seed']} | {r['obs']} | {q['per_step']:.4g} | "

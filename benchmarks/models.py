@@ -1,47 +1,18 @@
 r"""Which model for molecule libraries? Leave-one-out fit of every encoding x prior.
 
-For each library (ESOL, FreeSolv, Lipophilicity), each subset size and seed, a
-random subset of molecules (``numpy.random.default_rng(seed).permutation``,
-its first ``size``; the 50 are among the 200) is the training set of each
-model, built as Ax builds it from the surrogate specs of
-:mod:`ax_chaining.ax.surrogates`: a ``SingleTaskGP`` over the item index
-normalized to ``[0, 1]``, a ``Standardize`` outcome transform, hyperparameters
-fitted by ``fit_gpytorch_mll``. The model's leave-one-out predictions, with
-the fitted hyperparameters (Rasmussen and Williams, 2006, eq. 5.12: one
-Cholesky factorization, no refit per fold), give per molecule the predictive
-log-density of its measured value and its error, in the library's units:
-
-* ``loo_ll``: mean log predictive density (higher is better);
-* ``loo_rmse``: root mean squared error of the LOO means;
-* ``loo_z2``: mean squared standardized residual (1 when the predictive
-  variances are calibrated; above 1, overconfident).
-
-Models (``--models``, ``encoding:prior``): ``morgan_bits:botorch`` is the
-package's Tanimoto model (precomputed Gram of Morgan bits, radius 2, 2048
-bits, no output scale); count encodings use the MinMax kernel
-(:class:`~ax_chaining.kernels.FeatureTableKernel` with ``base="minmax"``);
-descriptor encodings an ARD Matern-5/2 (``:rbf`` appended: an ARD RBF, BoTorch's
-own default kernel). Features are cleaned over the subset
-(:func:`~ax_chaining.descriptors.clean_features`, the encoding's default
-options; ``:std`` appended: standardized instead of unit-scaled; ``:corr0.7``
-appended: decorrelated at 0.7, BayBE's threshold, instead of 0.95).
-
-One JSON line per (dataset, size, seed, model) on stdout and appended to
-``--out`` (a run resumes: lines already there are skipped); progress on
-stderr. ``--table FILE`` writes the summary table (mean and standard error over
-seeds) to ``summary.md`` beside it and prints it.
-
-Example::
-
-    OMP_NUM_THREADS=1 python -m benchmarks models \
-        --out docs/results/models/loo.jsonl
-    python -m benchmarks models --table docs/results/models/loo.jsonl
-    python -m benchmarks models --small
+For each library, subset size and seed, each model of :data:`MODELS`
+(``encoding:prior[:rbf][:std][:corr0.7]``) is fitted as Ax fits it to a
+random subset and scored by its closed-form leave-one-out predictions
+(:func:`loo_predictions`): mean log predictive density, RMSE and mean squared
+standardized residual. One JSON line per fit, appended to ``--out`` (a run
+resumes); ``--table FILE`` writes ``summary.md`` beside it (the docs' page
+``docs/results/models.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import statistics
@@ -56,30 +27,20 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from benchmarks._tables import json_lines, parse_names
+
 DTYPE = torch.float64
 DATASETS = ("esol", "freesolv", "lipo")
 SIZES = (50, 200)
-MODELS = (
-    "morgan_bits:botorch",
-    "morgan_counts:botorch",
-    "morgan_counts:baybe",
-    "fragprints:botorch",
-    "fragprints:baybe",
-    "rdkit2d:botorch",
-    "rdkit2d:botorch:rbf",
-    "rdkit2d:botorch:std",
-    "rdkit2d:baybe",
-    "mordred:botorch",
-    "mordred:baybe",
-    # BayBE's decorrelation threshold (its SubstanceParameter's default)
-    # instead of the encoding's default 0.95.
-    "rdkit2d:botorch:rbf:corr0.7",
-    "rdkit2d:baybe:corr0.7",
-    "mordred:baybe:corr0.7",
-    # BayBE 0.15's default GP for a molecule parameter (its CHEN preset);
-    # mordred:chen:corr0.7 is BayBE's own model of a molecule.
-    "rdkit2d:chen",
-    "mordred:chen:corr0.7",
+MODELS = tuple(
+    # ``:corr0.7``: BayBE's decorrelation threshold instead of the encoding's
+    # 0.95; ``:chen``: BayBE 0.15's own priors (mordred:chen:corr0.7 is its
+    # model of a molecule).
+    "morgan_bits:botorch morgan_counts:botorch morgan_counts:baybe "
+    "fragprints:botorch fragprints:baybe rdkit2d:botorch rdkit2d:botorch:rbf "
+    "rdkit2d:botorch:std rdkit2d:baybe mordred:botorch mordred:baybe "
+    "rdkit2d:botorch:rbf:corr0.7 rdkit2d:baybe:corr0.7 mordred:baybe:corr0.7 "
+    "rdkit2d:chen mordred:chen:corr0.7".split()
 )
 # What the headline columns are sorted and compared by.
 MEASURES = ("loo_ll", "loo_rmse", "loo_z2")
@@ -91,18 +52,10 @@ def subset(num_items: int, size: int, seed: int) -> np.ndarray:
 
 
 def loo_predictions(model: Any) -> tuple[Tensor, Tensor]:
-    r"""Closed-form leave-one-out means and variances of an exact GP.
-
-    With :math:`K` the training covariance plus noise and :math:`r` the
-    centred (model-space) targets, item :math:`i` left out has mean
+    r"""Closed-form leave-one-out means and variances of an exact GP, in
+    outcome units, with the model's hyperparameters: item :math:`i` has mean
     :math:`y_i - [K^{-1} r]_i / [K^{-1}]_{ii}` and variance
-    :math:`1 / [K^{-1}]_{ii}` (Rasmussen and Williams, 2006, eq. 5.12); a
-    ``Standardize`` outcome transform is undone. The hyperparameters are the
-    model's (not refitted without :math:`i`).
-
-    Returns:
-        ``(mean, variance)`` in outcome units, one entry per training point.
-    """
+    :math:`1 / [K^{-1}]_{ii}` (Rasmussen and Williams, 2006, eq. 5.12)."""
     model.eval()
     X = model.train_inputs[0]
     y = model.train_targets
@@ -134,22 +87,19 @@ def _parse_model(name: str) -> tuple[str, str, str, str, float | None]:
 
 
 def build_model(name: str, raw: np.ndarray, y: Tensor) -> tuple[Any, int]:
-    """The ``SingleTaskGP`` of model ``name`` on a subset's raw encoding.
-
-    Returns:
-        The unfitted model and the number of feature columns it sees.
-    """
+    """The unfitted ``SingleTaskGP`` of model ``name`` on a subset's raw
+    encoding, and the number of feature columns it sees."""
     from botorch.models import SingleTaskGP
     from botorch.models.transforms import Standardize
 
-    from ax_chaining.chem import tanimoto_gram
-    from ax_chaining.descriptors import (
+    from ax_chaining.kernels import FeatureTableKernel, PrecomputedKernel
+    from ax_chaining.molecules import (
         COUNT_ENCODINGS,
         clean_features,
         default_cleaning,
+        tanimoto_gram,
     )
-    from ax_chaining.kernels import FeatureTableKernel, PrecomputedKernel
-    from ax_chaining.kernels.features import feature_table_likelihood
+    from benchmarks.testbeds import feature_table_likelihood
 
     encoding, prior, kernel, scale, max_correlation = _parse_model(name)
     n = raw.shape[0]
@@ -207,8 +157,7 @@ def _raw_encodings(
     dataset: str, rows: np.ndarray, encodings: set[str], cache: Path
 ) -> dict[str, np.ndarray]:
     """Raw encodings of a dataset's rows ``rows`` (sorted), cached under ``cache``."""
-    from ax_chaining.chem import morgan_fingerprints
-    from ax_chaining.descriptors import encode_molecules
+    from ax_chaining.molecules import encode_molecules, morgan_fingerprints
     from ax_chaining.test_functions.molecules import load_dataset
 
     smiles = load_dataset(dataset).smiles
@@ -247,11 +196,8 @@ def run(
     """Every (dataset, size, seed, model) not yet in ``out``; returns the new lines."""
     from ax_chaining.test_functions.molecules import load_dataset
 
-    done = set()
-    if out is not None and out.is_file():
-        for line in out.read_text().splitlines():
-            r = json.loads(line)
-            done.add((r["dataset"], r["size"], r["seed"], r["model"]))
+    stored = json_lines([out]) if out is not None and out.is_file() else []
+    done = {(r["dataset"], r["size"], r["seed"], r["model"]) for r in stored}
     # Seed by seed: a run stopped early leaves whole seeds over every cell.
     tasks = [
         (d, s, seed, m)
@@ -361,83 +307,38 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 def table(paths: list[str]) -> str:
     """The summary table of the JSON lines in ``paths`` (what ``--table`` writes)."""
-    records = [
-        json.loads(line)
-        for path in paths
-        for line in Path(path).read_text().splitlines()
-        if line
-    ]
-    return format_table(summarize(records))
-
-
-def _names(text: str, allowed: tuple[Any, ...], kind: type = str) -> list[Any]:
-    values = [kind(v) for v in text.split(",") if v]
-    bad = [v for v in values if allowed and v not in allowed]
-    if bad or not values:
-        raise SystemExit(
-            f"error: expected a comma-separated subset of {allowed}, got {text!r}."
-        )
-    return values
+    return format_table(summarize(json_lines(paths)))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks models``: see the module docstring."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks models",
-        description="Leave-one-out fit of every molecule encoding x prior.",
-    )
-    parser.add_argument("--datasets", default=",".join(DATASETS))
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks models")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--out", default=None, help="JSON-lines file (appended)")
-    parser.add_argument(
-        "--cache", default="results/models_cache", help="raw encodings of the runs"
-    )
-    parser.add_argument(
-        "--table",
-        default=None,
-        metavar="FILE",
-        help="summarize FILE into summary.md beside it; run nothing",
-    )
-    parser.add_argument(
-        "--small",
-        action="store_true",
-        help="FreeSolv, 30 molecules, one seed, three models (a test)",
-    )
+    parser.add_argument("--out", help="JSON-lines file (appended)")
+    parser.add_argument("--cache", default="results/models_cache", help="encodings")
+    parser.add_argument("--table", metavar="FILE", help="summary.md beside FILE")
+    parser.add_argument("--small", action="store_true", help="FreeSolv, 30, (a test)")
     args = parser.parse_args(argv)
     if args.table is not None:
-        path = Path(args.table)
         text = table([args.table])
-        (path.parent / "summary.md").write_text(text)
+        (Path(args.table).parent / "summary.md").write_text(text)
         print(text)
         return 0
+    datasets, sizes, seeds = list(DATASETS), list(SIZES), list(range(5))
+    models = parse_names(args.models, MODELS, "model")
     if args.small:
         datasets, sizes, seeds = ["freesolv"], [30], [0]
         models = ["morgan_bits:botorch", "fragprints:baybe", "rdkit2d:botorch"]
-    else:
-        datasets = _names(args.datasets, DATASETS)
-        sizes = _names(args.sizes, (), int)
-        seeds = list(range(args.seeds))
-        models = _names(args.models, MODELS)
-    if "mordred" in {_parse_model(m)[0] for m in models}:
-        try:
-            import mordred  # noqa: F401
-        except ImportError:
-            print(
-                "models: mordredcommunity is not installed; skipping mordred",
-                file=sys.stderr,
-            )
-            models = [m for m in models if not m.startswith("mordred")]
+    mordred = [m for m in models if m.startswith("mordred")]
+    if mordred and importlib.util.find_spec("mordred") is None:
+        print("models: mordredcommunity is not installed: no mordred", file=sys.stderr)
+        models = [m for m in models if m not in mordred]
+    out = None if args.out is None else Path(args.out)
+    default = torch.get_default_dtype()
     torch.set_default_dtype(DTYPE)
-    run(
-        datasets,
-        sizes,
-        seeds,
-        models,
-        None if args.out is None else Path(args.out),
-        Path(args.cache),
-    )
+    try:
+        run(datasets, sizes, seeds, models, out, Path(args.cache))
+    finally:  # main() also runs inside other processes (the tests)
+        torch.set_default_dtype(default)
     return 0
 
 

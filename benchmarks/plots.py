@@ -1,59 +1,20 @@
-r"""Figures of Contal, Malherbe & Vayatis (2015) redrawn with this package.
-
-* :func:`plot_simple_regret`: Figure 2, the mean simple regret :math:`S_n`
-  against the query number, one panel per problem, one line per method, with a
-  band of one standard error.
-* :func:`figure1_data` / :func:`plot_figure1`: Figure 1, the exploration /
-  exploitation trade-off of Chaining-UCB and GP-UCB on a 1-D toy problem.
-
-matplotlib is imported inside the functions, with the non-interactive ``Agg``
-backend unless a backend was already chosen (e.g. inline in a notebook).
+r"""Figures of Contal, Malherbe & Vayatis (2015) redrawn with this package:
+Figure 2 (:func:`plot_simple_regret`, and :func:`plot_cumulative_regret`) and
+Figure 1 (:func:`figure1_data`, :func:`plot_figure1`). Each returns its
+matplotlib figure, drawn off-screen unless a backend was chosen (notebooks).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = [
-    "figure1_data",
-    "plot_cumulative_regret",
-    "plot_figure1",
-    "plot_simple_regret",
-]
+from benchmarks._tables import COLORS, band, pyplot, save_figure
 
-_COLORS = {
-    "chaining": "tab:green",
-    "chaining-continuous": "tab:olive",
-    "gp-ucb": "tab:blue",
-    "ucb": "tab:orange",
-    "logei": "tab:purple",
-    "random": "tab:gray",
-}
-_STYLES = {
-    "chaining": "-",
-    "chaining-continuous": "-",
-    "gp-ucb": ":",
-    "ucb": "-.",
-    "logei": "--",
-    "random": "-",
-}
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    # Keep a backend chosen by the user (notebooks); otherwise draw off-screen.
-    if "matplotlib.pyplot" not in sys.modules and "ipykernel" not in sys.modules:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+_STYLES = {"gp-ucb": ":", "ucb": "-.", "logei": "--"}
 
 
 def _curve_panels(
@@ -64,37 +25,26 @@ def _curve_panels(
     problems: Sequence[str] | None,
     title: str | None,
     path: str | os.PathLike | None,
-    logy: bool,
+    logy: bool = False,
 ) -> Any:
     from benchmarks.runner import METHOD_LABELS, PROBLEM_LABELS
 
-    plt = _pyplot()
     curves = summary["curves"]
     problems = [p for p in (problems or list(curves)) if p in curves]
     if not problems:
         raise ValueError("The summary holds no curves to plot.")
-    rows = {(r["problem"], r["method"]): r for r in summary.get("rows", [])}
-    fig, axes = plt.subplots(
+    rows = {r["problem"]: r for r in reversed(summary.get("rows", []))}
+    fig, axes = pyplot().subplots(
         1, len(problems), figsize=(4.2 * len(problems), 3.4), squeeze=False
     )
     for ax, problem in zip(axes[0], problems, strict=True):
         for method, c in curves[problem].items():
-            mean = torch.tensor(c[f"{key}_mean"], dtype=torch.float64)
-            se = torch.tensor(c[f"{key}_se"], dtype=torch.float64)
-            x = torch.arange(start, start + mean.numel())
-            color = _COLORS.get(method)
-            ax.plot(
-                x,
-                mean,
-                _STYLES.get(method, "-"),
-                color=color,
-                label=METHOD_LABELS.get(method, method),
-                lw=1.6,
-            )
-            ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.18, lw=0)
-        row = next(
-            (r for (p, _), r in rows.items() if p == problem), {"n": "?", "runs": "?"}
-        )
+            mean, se = c[f"{key}_mean"], c[f"{key}_se"]
+            x = range(start, start + len(mean))
+            label = METHOD_LABELS.get(method, method)
+            style = _STYLES.get(method, "-")
+            band(ax, x, mean, se, COLORS.get(method), label, style=style, lw=1.6)
+        row = rows.get(problem, {"n": "?", "runs": "?"})
         ax.set_title(
             f"{PROBLEM_LABELS.get(problem, problem)} "
             f"(N={row['n']}, {row['runs']} runs)",
@@ -110,8 +60,7 @@ def _curve_panels(
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
+        save_figure(fig, path, dpi=130, close=False)
     return fig
 
 
@@ -122,34 +71,17 @@ def plot_simple_regret(
     title: str | None = None,
     logy: bool = False,
 ) -> Any:
-    r"""Figure 2 of the paper: mean simple regret :math:`S_n` against ``n``.
-
-    ``n = 0`` is the initial design alone (the same for every method of a run).
-    The band is one standard error of the mean over runs.
-
-    Args:
-        summary: Output of :func:`~benchmarks.runner.summarize`.
-        path: If given, save the figure there (PNG by extension).
-        problems: Panels to draw (default: every problem in ``summary``).
-        title: Optional figure title.
-        logy: Symmetric-log y axis (linear below ``1e-2``, since :math:`S_n`
-            reaches 0).
-
-    Returns:
-        The matplotlib ``Figure``.
+    r"""Figure 2: the mean simple regret :math:`S_n` (``n = 0``: the initial
+    design) ± one standard error, one panel per problem of a
+    :func:`~benchmarks.runner.summarize` result; saved to ``path`` if given;
+    ``logy``: a symmetric-log y axis.
 
     Example:
         >>> fig = plot_simple_regret(summarize(records), "results/fig2.png")
     """
+    label = "mean simple regret $S_n$"
     return _curve_panels(
-        summary,
-        "simple_regret",
-        "mean simple regret $S_n$",
-        0,
-        problems,
-        title,
-        path,
-        logy,
+        summary, "simple_regret", label, 0, problems, title, path, logy
     )
 
 
@@ -159,27 +91,9 @@ def plot_cumulative_regret(
     problems: Sequence[str] | None = None,
     title: str | None = None,
 ) -> Any:
-    r"""Mean cumulative regret :math:`R_n` against ``n``, one panel per problem.
-
-    Args:
-        summary: Output of :func:`~benchmarks.runner.summarize`.
-        path: If given, save the figure there.
-        problems: Panels to draw (default: all).
-        title: Optional figure title.
-
-    Returns:
-        The matplotlib ``Figure``.
-    """
-    return _curve_panels(
-        summary,
-        "cumulative_regret",
-        "mean cumulative regret $R_n$",
-        1,
-        problems,
-        title,
-        path,
-        False,
-    )
+    r"""The mean cumulative regret :math:`R_n`, as :func:`plot_simple_regret`."""
+    label = "mean cumulative regret $R_n$"
+    return _curve_panels(summary, "cumulative_regret", label, 1, problems, title, path)
 
 
 def figure1_data(
@@ -189,32 +103,15 @@ def figure1_data(
     delta: float = 0.05,
     obs_seed: int = 1,
 ) -> dict[str, Any]:
-    r"""The curves of the paper's Figure 1 on :func:`toy_1d_problem`.
-
-    A GP with the true prior (SE kernel, variance 1, so the paper's
-    :math:`k \le 1` and :math:`s = 1` hold) is conditioned on ``num_obs`` noisy
-    observations at uniformly drawn grid points. With ``t = num_obs + 1``:
-
-    * Chaining-UCB target :math:`\mu_t(x) + b_t(x) - \min_{x'} b_t(x')`, with
-      :math:`b_t(x) = \sum_{i:\sigma_t^{\min} \le \epsilon_i < \sigma_t(x)} H_i`,
-    * GP-UCB target :math:`\mu_t(x) + \sqrt{\beta_t}\,(\sigma_t(x) -
-      \min_{x'} \sigma_t(x'))`, with :math:`\beta_t = 2\log(|X| t^2 \pi^2 /
-      (6\delta))`,
-
-    i.e. each exploration term is shifted so that its minimum over :math:`X` is
-    0, as in the caption of the paper's figure.
-
-    Args:
-        n: Grid size.
-        seed: Seed of the toy function.
-        num_obs: Number of noisy observations.
-        delta: Confidence parameter of both algorithms.
-        obs_seed: Seed of the observation locations and noise.
+    r"""The curves of the paper's Figure 1 on a 1-D toy problem (``seed``): the
+    true prior conditioned on ``num_obs`` noisy observations (``obs_seed``),
+    the Chaining-UCB and GP-UCB targets with each exploration term shifted to
+    minimum 0 over the grid, as in the paper's caption.
 
     Returns:
-        A dict of 1-D tensors ``x``, ``f``, ``mean``, ``sigma``, ``chaining``,
-        ``gp_ucb``, ``obs_x``, ``obs_y``, plus ``beta``, ``t`` and the
-        ``chaining`` result (``acqf.chaining``) under ``"covers"``.
+        1-D tensors ``x``, ``f``, ``mean``, ``sigma``, ``chaining``,
+        ``gp_ucb``, ``obs_x``, ``obs_y``; ``beta``, ``t``, and the chaining
+        result under ``"covers"``.
 
     Example:
         >>> data = figure1_data()
@@ -224,23 +121,22 @@ def figure1_data(
     from botorch.models import SingleTaskGP
 
     from ax_chaining.acquisition import GPUCB, ChainingUCB
-    from ax_chaining.test_functions.problems import toy_1d_problem
+    from benchmarks.testbeds import toy_1d_problem
 
     problem = toy_1d_problem(n=n, seed=seed)
     gen = torch.Generator().manual_seed(obs_seed)
     idx = torch.randperm(problem.n, generator=gen)[:num_obs]
-    y = problem.f[idx] + problem.noise_std * torch.randn(
-        num_obs, generator=gen, dtype=torch.float64
-    )
+    noise = torch.randn(num_obs, generator=gen, dtype=torch.float64)
+    y = problem.f[idx] + problem.noise_std * noise
+    X = problem.X
     model = SingleTaskGP(
-        problem.X[idx],
+        X[idx],
         y.unsqueeze(-1),
         train_Yvar=torch.full((num_obs, 1), problem.noise_std**2, dtype=torch.float64),
         covar_module=problem.get_covar_module(),
         outcome_transform=None,
         input_transform=None,
     ).eval()
-    X = problem.X
     chaining = ChainingUCB(model, X, delta=delta)
     gp_ucb = GPUCB(model, num_candidates=problem.n, delta=delta)
     with torch.no_grad():
@@ -270,26 +166,12 @@ def plot_figure1(
     show_truth: bool = True,
     **kwargs: Any,
 ) -> Any:
-    r"""Draw the paper's Figure 1 (see :func:`figure1_data`).
-
-    Red crosses: noisy observations; black line: posterior mean; dashed green:
-    Chaining-UCB target; dotted blue: GP-UCB target (both shifted so that their
-    exploration terms have minimum 0 over :math:`X`); the maximizer of each target
-    is marked. The true function is drawn in light grey when ``show_truth``.
-
-    Args:
-        path: If given, save the figure there.
-        data: Precomputed :func:`figure1_data` output.
-        show_truth: Whether to draw the true function.
-        kwargs: Passed to :func:`figure1_data` when ``data`` is None.
-
-    Returns:
-        The matplotlib ``Figure``.
-    """
-    plt = _pyplot()
+    r"""Draw Figure 1 from ``data`` (or :func:`figure1_data` of ``kwargs``):
+    observations, posterior mean, both targets and their maximizers, and the
+    true function when ``show_truth``; saved to ``path`` if given."""
     data = data if data is not None else figure1_data(**kwargs)
     x = data["x"]
-    fig, ax = plt.subplots(figsize=(8.2, 3.6))
+    fig, ax = pyplot().subplots(figsize=(8.2, 3.6))
     if show_truth:
         ax.plot(x, data["f"], color="0.75", lw=1.0, label="true f")
     ax.plot(x, data["mean"], "k-", lw=1.6, label=r"posterior mean $\mu_t$")
@@ -309,6 +191,5 @@ def plot_figure1(
     ax.grid(alpha=0.3)
     fig.tight_layout()
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
+        save_figure(fig, path, dpi=130, close=False)
     return fig

@@ -1,23 +1,15 @@
 """Run records: per-run JSON files while a benchmark runs, one packed file after.
 
-A runner writes one JSON file per run into a working directory (``--out``,
-e.g. ``results/harness``; git ignores ``results/``), atomically and as soon as
-the run is complete, so that an interrupted command resumes where it stopped.
-What is committed is the packed file of a finished working directory,
-``benchmarks/results/<benchmark>.jsonl.gz``: one JSON record per line, the same
-content as the per-run files, sorted by the fields that name a run, with sorted
-keys and a gzip header without name or time, so that packing the same records
-twice gives the same bytes (with the same zlib). Summaries are made from either.
-
-* :func:`pack` / :func:`unpack`: working directory to packed file and back (to
-  extend a committed run, unpack it, run more, pack again).
-* :func:`read_packed`, :func:`load_records`: the records of either form.
-* :func:`run_resumable`: reuse the stored records of a task list, run the rest.
-* :func:`write_summary`: ``summary.md`` and ``summary.json`` of a command.
+A runner writes one JSON file per run into its working directory (``--out``)
+as soon as the run is complete, so an interrupted command resumes where it
+stopped. What is committed is the packed file of a finished directory
+(``benchmarks/results/<benchmark>.jsonl.gz``): the same records, one per line,
+sorted by run, with the same bytes for the same records.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import io
 import json
@@ -31,34 +23,11 @@ from typing import Any
 
 from ax_chaining.io import write_atomic
 
-__all__ = [
-    "LAYOUTS",
-    "Layout",
-    "command_line",
-    "layout",
-    "load_json",
-    "load_records",
-    "pack",
-    "packed_bytes",
-    "read_packed",
-    "run_resumable",
-    "stored_records",
-    "unpack",
-    "write_json",
-    "write_packed",
-    "write_summary",
-]
-
 
 @dataclass(frozen=True)
 class Layout:
-    """Where the runs of one benchmark live in a working directory.
-
-    Attributes:
-        key: The record fields that name a run, in the order of the packed file.
-        template: The run's file under the working directory, formatted with
-            those fields.
-    """
+    """Where the runs of a benchmark live: the record fields that name a run
+    (``key``, the packed file's order) and the run's file (``template``)."""
 
     key: tuple[str, ...]
     template: str
@@ -69,9 +38,8 @@ class Layout:
             raise ValueError(
                 f"a run is named by {self.key}; got {len(values)} values {values!r}."
             )
-        return Path(out) / self.template.format(
-            **dict(zip(self.key, values, strict=True))
-        )
+        names = dict(zip(self.key, values, strict=True))
+        return Path(out) / self.template.format(**names)
 
     @property
     def pattern(self) -> str:
@@ -80,8 +48,7 @@ class Layout:
 
     def name(self, record: dict[str, Any]) -> tuple[Any, ...]:
         """The fields of ``record`` that name its run."""
-        missing = [k for k in self.key if k not in record]
-        if missing:
+        if missing := [k for k in self.key if k not in record]:
             raise ValueError(
                 f"a record lacks the fields {missing} that name a run "
                 f"(expected {self.key}); it has {sorted(record)}."
@@ -89,20 +56,15 @@ class Layout:
         return tuple(record[k] for k in self.key)
 
 
+_RUNS = "runs/{%s}/{method}/seed_{seed}.json"
 #: Benchmark kind -> layout of its working directory.
 LAYOUTS: dict[str, Layout] = {
     "paper": Layout(
         ("problem", "method", "seed"), "{problem}/{method}/run{seed:03d}.json"
     ),
-    "harness": Layout(
-        ("problem", "method", "seed"), "runs/{problem}/{method}/seed_{seed}.json"
-    ),
-    "molecules": Layout(
-        ("dataset", "method", "seed"), "runs/{dataset}/{method}/seed_{seed}.json"
-    ),
-    "reactions": Layout(
-        ("dataset", "method", "seed"), "runs/{dataset}/{method}/seed_{seed}.json"
-    ),
+    "harness": Layout(("problem", "method", "seed"), _RUNS % "problem"),
+    "molecules": Layout(("dataset", "method", "seed"), _RUNS % "dataset"),
+    "reactions": Layout(("dataset", "method", "seed"), _RUNS % "dataset"),
     "certificate": Layout(("problem", "seed"), "{problem}/run{seed:03d}.json"),
     "validity": Layout(
         ("problem", "method", "seed"), "{problem}/{method}/seed_{seed}.json"
@@ -112,18 +74,10 @@ LAYOUTS: dict[str, Layout] = {
 
 
 def layout(kind: str) -> Layout:
-    """The :class:`Layout` of benchmark ``kind`` (a key of :data:`LAYOUTS`)."""
-    try:
-        return LAYOUTS[kind]
-    except KeyError:
-        raise ValueError(
-            f"kind must be one of {', '.join(LAYOUTS)}; got {kind!r}."
-        ) from None
-
-
-# ---------------------------------------------------------------------------
-# JSON files.
-# ---------------------------------------------------------------------------
+    """The :class:`Layout` of benchmark ``kind``."""
+    if kind not in LAYOUTS:
+        raise ValueError(f"kind must be one of {', '.join(LAYOUTS)}; got {kind!r}.")
+    return LAYOUTS[kind]
 
 
 def write_json(obj: Any, path: Path) -> None:
@@ -140,27 +94,14 @@ def load_json(path: Path) -> Any | None:
 
 
 def load_records(out: str | Path, kind: str) -> list[dict[str, Any]]:
-    """Every readable record under the working directory ``out`` (any
-    configuration), in file-name order."""
+    """Every readable record under the working directory ``out``, by file name."""
     paths = sorted(Path(out).glob(layout(kind).pattern))
-    return [r for r in (load_json(p) for p in paths) if r is not None]
-
-
-# ---------------------------------------------------------------------------
-# Packed files.
-# ---------------------------------------------------------------------------
+    return [r for r in map(load_json, paths) if r is not None]
 
 
 def packed_bytes(records: Iterable[dict[str, Any]], kind: str) -> bytes:
-    """The packed file of ``records``: gzipped JSON lines in run order.
-
-    Sorted keys, run order and a header without file name or time (``mtime=0``)
-    make the bytes a function of the records alone.
-
-    Raises:
-        ValueError: A record lacks the fields that name a run, or two records
-            name the same run.
-    """
+    """Gzipped JSON lines in run order, sorted keys and no file name or time in
+    the header: bytes that depend on the records alone."""
     lay = layout(kind)
     named = sorted(((lay.name(r), r) for r in records), key=lambda x: x[0])
     for (a, _), (b, _) in zip(named, named[1:], strict=False):
@@ -185,12 +126,7 @@ def write_packed(records: Iterable[dict[str, Any]], path: str | Path, kind: str)
 
 
 def read_packed(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a packed file, in its order.
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: A line is not a JSON object.
-    """
+    """The records of a packed file, in its order."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
@@ -214,25 +150,16 @@ def read_packed(path: str | Path) -> list[dict[str, Any]]:
 
 
 def pack(kind: str, out: str | Path, path: str | Path) -> int:
-    """Pack every per-run file of the working directory ``out`` into ``path``.
-
-    Returns:
-        The number of records packed.
-
-    Raises:
-        ValueError: ``out`` holds no run of ``kind``, or a file that is not a
-            readable record (an interrupted write: rerun the command first).
-    """
-    lay = layout(kind)
-    files = sorted(Path(out).glob(lay.pattern))
+    """Pack every run file of the working directory ``out`` into ``path``."""
+    files = sorted(Path(out).glob(layout(kind).pattern))
     if not files:
         raise ValueError(
-            f"no {kind} run found under {str(out)!r} (expected files {lay.pattern})."
+            f"no {kind} run found under {str(out)!r} (expected files "
+            f"{layout(kind).pattern})."
         )
     records = []
     for file in files:
-        record = load_json(file)
-        if not isinstance(record, dict):
+        if not isinstance(record := load_json(file), dict):
             raise ValueError(
                 f"{file} is not a readable record; rerun the command that writes "
                 "it (it resumes) before packing."
@@ -242,23 +169,12 @@ def pack(kind: str, out: str | Path, path: str | Path) -> int:
 
 
 def unpack(kind: str, path: str | Path, out: str | Path) -> int:
-    """Write the records of a packed file as the per-run files of ``out``.
-
-    A file that exists with the same record is left alone; one with another
-    record is refused, so no run is lost.
-
-    Returns:
-        The number of files written.
-
-    Raises:
-        ValueError: A file of ``out`` holds another record for the same run.
-    """
-    lay = layout(kind)
-    written = 0
+    """Write a packed file's records as the run files of ``out``; a file with
+    another record of the same run is refused. Returns the files written."""
+    lay, written = layout(kind), 0
     for record in read_packed(path):
         file = lay.path(out, *lay.name(record))
-        stored = load_json(file)
-        if stored == record:
+        if (stored := load_json(file)) == record:
             continue
         if stored is not None:
             raise ValueError(
@@ -271,13 +187,7 @@ def unpack(kind: str, path: str | Path, out: str | Path) -> int:
 
 
 def stored_records(records: str | None, out: str | Path, kind: str) -> list[Any]:
-    """What a summary-only command summarizes: the packed file ``records`` if
-    given, else the per-run files of the working directory ``out``.
-
-    Raises:
-        SystemExit: ``records`` is missing or not a packed file (the command's
-            error message).
-    """
+    """The packed file ``records`` if given, else the run files under ``out``."""
     if records is None:
         return load_records(out, kind)
     try:
@@ -287,8 +197,46 @@ def stored_records(records: str | None, out: str | Path, kind: str) -> list[Any]
 
 
 # ---------------------------------------------------------------------------
-# Running, resuming and summaries.
+# Command lines, running and resuming.
 # ---------------------------------------------------------------------------
+
+
+def add_record_options(
+    parser: argparse.ArgumentParser, out: str | None, small: str, plot: bool = True
+) -> None:
+    """The options of every resumable benchmark that writes one record per run."""
+    parser.add_argument("--small", action="store_true", help=small)
+    parser.add_argument("--out", default=out, help="working directory and summary")
+    parser.add_argument("--force", action="store_true", help="recompute stored runs")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="worker processes (results do not change)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    if plot:
+        parser.add_argument("--no-plot", action="store_true", help="skip the figures")
+    parser.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="run nothing: summarize the records under --out (or in --records)",
+    )
+    parser.add_argument(
+        "--records", metavar="FILE", help="with --summary-only: a packed file to read"
+    )
+
+
+def records_of(
+    args: argparse.Namespace, kind: str, run: Callable[[], list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The stored records (``--summary-only``), or those of ``run()``."""
+    if args.summary_only:
+        return stored_records(args.records, args.out, kind)
+    if args.records is not None:
+        raise SystemExit(
+            f"error: --records {args.records} is read by --summary-only, which "
+            "was not given; to run more, first `python -m benchmarks unpack` "
+            "the file into --out."
+        )
+    return run()
 
 
 def run_resumable(
@@ -298,60 +246,49 @@ def run_resumable(
     key: Any,
     run: Callable[..., dict[str, Any]],
     *,
-    force: bool,
-    progress: bool,
-    desc: str,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
+    force: bool = False,
+    progress: bool = True,
+    desc: str | None = None,
     jobs: int = 1,
     fresh_process: bool = False,
+    threads: int | None = None,
+    refuse_other: bool = False,
+    complete: Callable[[Any], bool] | None = None,
 ) -> list[dict[str, Any]]:
-    """Reuse every stored record of ``tasks`` made with ``key``; run the rest.
+    """Reuse every stored record of ``tasks`` made with ``key``
+    (``record["config"]``; and ``complete(record)`` if given), run the rest
+    with ``run(*task)``, each record written as soon as it is made.
 
-    Each new record is written (atomically) as soon as it is made, so an
-    interrupted call loses at most the tasks in progress and the next call
-    resumes there. With ``jobs > 1`` the tasks run in that many worker
-    processes (the cores shared out between them: one torch thread each
-    when ``jobs`` equals the cores); every task seeds itself, so the records
-    do not depend on ``jobs``.
-
-    Args:
-        tasks: The fields that name each run (``LAYOUTS[kind].key``), in the
-            order to run them.
-        out: Working directory; records go to ``LAYOUTS[kind].path``.
-        kind: The benchmark (a key of :data:`LAYOUTS`).
-        key: The configuration a stored record must hold (``record["config"]``).
-        run: Maps a task's fields to its new record.
-        force: Recompute records that exist.
-        progress: Show a tqdm bar over the tasks to run.
-        desc: Label of the bar.
-        on_record: Called with each new record.
-        jobs: Worker processes; ``run`` must then be picklable (a module-level
-            function or a ``functools.partial`` of one).
-        fresh_process: Run every task in a new worker process (even with
-            ``jobs == 1``), so that a task's peak memory is its own.
-
-    Returns:
-        The records of every task, stored or new.
+    ``jobs > 1`` runs the tasks in spawned worker processes (``run`` must be
+    picklable), ``threads`` torch threads each (default: the cores shared
+    out); every task seeds itself, so the records do not depend on ``jobs``.
+    ``fresh_process`` runs each task in a new process (its peak memory its
+    own). ``refuse_other`` refuses a stored run of another configuration
+    instead of recomputing it.
     """
     lay = layout(kind)
-    records: list[dict[str, Any]] = []
-    todo = []
+    records, todo = [], []
     for task in tasks:
-        rec = None if force else load_json(lay.path(out, *task))
-        if rec is not None and rec.get("config") == key:
+        path = lay.path(out, *task)
+        rec = None if force else load_json(path)
+        stored = isinstance(rec, dict) and "config" in rec
+        if stored and rec["config"] == key and (complete is None or complete(rec)):
             records.append(rec)
-        else:
-            todo.append(task)
+            continue
+        if refuse_other and stored and rec["config"] != key:
+            raise ValueError(
+                f"{path} holds a run of another configuration ({rec['config']}); "
+                "use another --out directory or --force."
+            )
+        todo.append(task)
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(todo), desc=desc, unit="run")
-    for task, rec in _run_tasks(run, todo, jobs, bar, fresh_process):
+        bar = tqdm(total=len(todo), desc=desc or kind, unit="run")
+    for task, rec in _run_tasks(run, todo, jobs, bar, fresh_process, threads):
         write_json(rec, lay.path(out, *task))
         records.append(rec)
-        if on_record is not None:
-            on_record(rec)
         if bar is not None:
             bar.update()
     if bar is not None:
@@ -370,10 +307,13 @@ def _run_tasks(
     todo: Sequence[tuple[Any, ...]],
     jobs: int,
     bar: Any,
-    fresh_process: bool = False,
+    fresh_process: bool,
+    threads: int | None,
 ) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
-    """``(task, run(*task))`` in order (``jobs == 1``) or as they finish."""
+    """``(task, run(*task))`` in order (one process) or as they finish."""
     if not fresh_process and (jobs <= 1 or len(todo) <= 1):
+        if threads and todo:
+            _set_threads(threads)
         for task in todo:
             if bar is not None:
                 bar.set_postfix_str(" ".join(map(str, task)))
@@ -382,15 +322,13 @@ def _run_tasks(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # spawn: a fork of a process holding torch's thread pools can deadlock.
     workers = max(1, min(jobs, len(todo)))
-    # The cores shared out between the workers (one thread each at jobs = cores).
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    # spawn: a fork of a process holding torch's thread pools can deadlock.
     with ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_set_threads,
-        initargs=(threads,),
+        initargs=(threads or max(1, (os.cpu_count() or 1) // workers),),
         max_tasks_per_child=1 if fresh_process else None,
     ) as pool:
         futures = {pool.submit(run, *task): task for task in todo}
@@ -407,14 +345,8 @@ def write_summary(
     out: str | Path, command: str, markdown: str, summary: dict[str, Any]
 ) -> tuple[Path, Path]:
     """Write ``summary.md`` (the command, then ``markdown``) and ``summary.json``
-    (``summary``, after ``command``) under ``out``, atomically.
-
-    Both are functions of their arguments alone, so a summary remade from the
-    same records by the same command has the same bytes.
-
-    Returns:
-        The paths of the markdown and JSON files.
-    """
+    (``command``, then ``summary``) under ``out``: the same arguments, the same
+    bytes."""
     out = Path(out)
     md_path, json_path = out / "summary.md", out / "summary.json"
     text = f"```bash\n{command}\n```\n\n{markdown.rstrip()}\n"

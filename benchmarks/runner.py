@@ -1,80 +1,19 @@
 r"""The experiments of Contal, Malherbe & Vayatis (2015), Section 4, with BoTorch.
 
-Protocol (the paper's, with the choices it leaves open written down):
-
-* A finite search space of ``N`` candidates (``N = 10^4`` in the paper), from
-  :func:`~ax_chaining.test_functions.problems.se_problem`,
-  :func:`~ax_chaining.test_functions.problems.himmelblau_problem` or
-  :func:`~ax_chaining.test_functions.problems.graph_problem`; run ``r`` uses problem
-  seed ``r``.
-* Observations ``y = f(x) + 0.05 * eps`` with ``eps ~ N(0, 1)``; ``delta = 0.05``
-  for Chaining-UCB and GP-UCB.
-* ``n_init = 10`` initial points drawn uniformly from the candidates, without
-  replacement, and observed with noise. Every method of a run starts from the
-  same initial points and observations.
-* Every method uses the same GP: an exact ``SingleTaskGP`` with the fixed noise
-  variance ``0.05^2``, no input or outcome transform, and the problem's kernel
-  from :meth:`~ax_chaining.test_functions.problems.DiscreteProblem.get_covar_module`
-  (the true prior for SE and graphs; for Himmelblau an isotropic SE kernel
-  learned once per run by marginal likelihood on 500 random noisy candidates,
-  seed ``r``). Nothing is refitted during a run. The prior mean is the constant
-  0 (the true one) when the kernel is the true prior; when it is learned
-  (Himmelblau) the prior mean is the constant mean of the ``n_init`` initial
-  observations, the same for every method.
-* ``T`` queries per method. Acquisition methods maximize over the ``N``
-  candidates with ``optimize_acqf_discrete`` and may re-query a candidate (the
-  observations are noisy). ``random`` draws uniformly among the candidates not
-  evaluated yet (initial points included), as the paper's Random search.
-* Methods (:data:`METHODS`): ``chaining`` is
-  :class:`~ax_chaining.acquisition.ChainingUCB` with ``delta``; ``gp-ucb`` is
-  :class:`~ax_chaining.acquisition.GPUCB` (Srinivas et al.'s
-  :math:`\beta_t` for a finite set) with ``delta``; ``ucb`` is BoTorch's
-  ``UpperConfidenceBound(beta=0.2)``; ``logei`` is BoTorch's
-  ``LogExpectedImprovement`` with ``best_f`` the largest posterior mean at the
-  observed points (with noisy data the largest observation is biased upwards by
-  the noise); ``random`` as above. ``t`` (in :math:`H_i` and
-  :math:`\beta_t`) is the number of observations plus one, initial points
-  included.
-* Randomness: three ``torch.Generator`` per run, seeded from ``r`` and
-  independent of the method: one for the initial design and its noise
-  (``10_000 + r``), one for the noise of the queries (``20_000 + r``; query ``n``
-  of every method gets the same standard normal draw) and one for the choices of
-  ``random`` (``30_000 + r``).
-
-Recorded per run and query ``n = 1..T`` (``x_n`` is the ``n``-th query after the
-initial design):
-
-* ``simple_regret[n-1]`` :math:`S_n = \max_X f - \max f(x)` over the initial
-  points and ``x_1..x_n``: the initial points count as observations (they were
-  evaluated), the index ``n`` counts queries only. ``simple_regret_init`` is
-  :math:`S_0` (initial design alone) and ``simple_regret_queries`` the same
-  quantity with the maximum over ``x_1..x_n`` only (the paper's literal
-  definition on the queried points).
-* ``cumulative_regret[n-1]`` :math:`R_n = \sum_{t \le n} (\max_X f - f(x_t))`
-  over the queries (the initial design is not charged).
-* ``step_seconds[n-1]``: wall time to build the model and the acquisition
-  function and to maximize it (or to draw the random point); the observation is
-  not timed.
-
-Example:
-    >>> results = run_benchmark(
-    ...     problems=["se"], methods=["chaining", "random"], runs=2, iters=5,
-    ...     n=200, out="results/tiny",
-    ... )
-    >>> summary = summarize(results)
-    >>> print(format_summary_markdown(summary))
+The protocol (problems, noise, initial design, the shared fixed GP, methods,
+seeds) and the recorded fields are described on the docs' paper pages
+(``docs/results/paper-n2000.md``); :func:`run_benchmark` runs or resumes it.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -93,52 +32,13 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from ax_chaining.acquisition import GPUCB, ChainingUCB
-from ax_chaining.test_functions.problems import (
-    DEFAULT_NOISE_STD,
-    DiscreteProblem,
-    graph_problem,
-    himmelblau_problem,
-    se_problem,
-)
-from benchmarks._tables import check_names, mean_se, paired, pm
-from benchmarks.records import LAYOUTS, load_json, load_records, write_json
+from ax_chaining.test_functions.problems import DEFAULT_NOISE_STD
+from benchmarks._tables import check_names, md_row, mean_se, paired, pm
+from benchmarks.records import LAYOUTS, load_records, run_resumable
+from benchmarks.testbeds import BenchmarkProblem as DiscreteProblem
+from benchmarks.testbeds import graph_problem, himmelblau_problem, se_problem
 
-__all__ = [
-    "CHECKPOINTS",
-    "METHODS",
-    "PAPER_CONFIG",
-    "PROBLEMS",
-    "SMALL_CONFIG",
-    "BenchmarkConfig",
-    "fixed_model",
-    "format_summary_markdown",
-    "load_results",
-    "make_problem",
-    "paired_comparison",
-    "result_path",
-    "run_benchmark",
-    "run_method",
-    "select_results",
-    "summarize",
-]
-
-#: Methods, in the order of tables and legends.
-METHODS: tuple[str, ...] = (
-    "chaining",
-    "chaining-continuous",
-    "gp-ucb",
-    "ucb",
-    "logei",
-    "random",
-)
-#: The paper's three problems.
-PROBLEMS: tuple[str, ...] = ("se", "himmelblau", "graph")
-#: Query numbers at which the summary reports :math:`S_n` (those ``<= T``; ``T``
-#: itself is added when it is not one of them).
-CHECKPOINTS: tuple[int, ...] = (10, 25, 50, 100)
-#: Version of the per-run JSON layout; files of another version are recomputed.
-FORMAT_VERSION = 1
-#: Labels for tables and figures.
+#: Methods, in the order of tables and legends, with their labels.
 METHOD_LABELS: dict[str, str] = {
     "chaining": "Chaining-UCB",
     "chaining-continuous": "Chaining-UCB (continuous bonus)",
@@ -147,33 +47,26 @@ METHOD_LABELS: dict[str, str] = {
     "logei": "LogEI",
     "random": "Random",
 }
-PROBLEM_LABELS: dict[str, str] = {
+METHODS: tuple[str, ...] = tuple(METHOD_LABELS)
+PROBLEM_LABELS = {
     "se": "SE kernel",
     "himmelblau": "Himmelblau",
     "graph": "Graph kernel",
 }
-
-_INIT_SEED_OFFSET = 10_000
-_NOISE_SEED_OFFSET = 20_000
-_RANDOM_SEED_OFFSET = 30_000
+PROBLEMS: tuple[str, ...] = tuple(PROBLEM_LABELS)
+#: Query numbers at which the summary reports :math:`S_n` (and ``T``).
+CHECKPOINTS: tuple[int, ...] = (10, 25, 50, 100)
+FORMAT_VERSION = 1
+_INIT_SEED, _NOISE_SEED, _RANDOM_SEED = 10_000, 20_000, 30_000
 _DTYPE = torch.float64
 
 
 @dataclass(frozen=True)
 class BenchmarkConfig:
-    r"""Size and constants of one experiment (one ``--out`` directory).
-
-    Args:
-        n: Number of candidates ``N``.
-        iters: Number of queries ``T`` after the initial design.
-        runs: Number of runs (seeds ``0..runs-1``).
-        n_init: Size of the initial design.
-        noise_std: Observation noise standard deviation.
-        delta: Confidence parameter of Chaining-UCB and GP-UCB.
-        ucb_beta: ``beta`` of the stock BoTorch ``UpperConfidenceBound``.
-        kernel_subset: Candidates used to learn the kernel when the problem
-            needs it (Himmelblau).
-    """
+    """Size and constants of one experiment: ``n`` candidates, ``iters``
+    queries after ``n_init`` initial points, ``runs`` seeds, ``delta`` of
+    Chaining-UCB and GP-UCB, ``ucb_beta`` of BoTorch's UCB, and the candidates
+    that learn the kernel where the problem needs it (``kernel_subset``)."""
 
     n: int = 10_000
     iters: int = 100
@@ -191,47 +84,25 @@ class BenchmarkConfig:
         return d
 
 
-#: The paper's experiment: ``N = 10^4``, 32 runs, 100 queries.
 PAPER_CONFIG = BenchmarkConfig()
-#: The ``--small`` preset: a few minutes per problem on two cores.
 SMALL_CONFIG = BenchmarkConfig(n=1000, iters=40, runs=8)
 
 
-# ---------------------------------------------------------------------------
-# Problems and models
-# ---------------------------------------------------------------------------
-
-
-def make_problem(
-    name: str, n: int, seed: int, cache_dir: str | os.PathLike | None = None
-) -> DiscreteProblem:
-    r"""Build one of the paper's problems.
-
-    Args:
-        name: ``"se"``, ``"himmelblau"`` or ``"graph"``.
-        n: Number of candidates.
-        seed: Problem seed (the run index in :func:`run_benchmark`).
-        cache_dir: Cache directory of the SE samples (default: the problem
-            module's, ``$AX_CHAINING_CACHE`` or ``~/.cache/ax_chaining``).
-
-    Returns:
-        The :class:`~ax_chaining.test_functions.problems.DiscreteProblem`.
-    """
-    if name == "se":
-        return se_problem(n=n, seed=seed, cache_dir=cache_dir)
-    if name == "himmelblau":
-        return himmelblau_problem(n=n, seed=seed)
-    if name == "graph":
-        return graph_problem(n=n, seed=seed)
-    raise ValueError(f"Unknown problem {name!r}; expected one of {PROBLEMS}.")
+def make_problem(name: str, n: int, seed: int) -> DiscreteProblem:
+    """One of the paper's problems (``se``, ``himmelblau``, ``graph``)."""
+    problems = {
+        "se": se_problem,
+        "himmelblau": himmelblau_problem,
+        "graph": graph_problem,
+    }
+    if name not in problems:
+        raise ValueError(f"Unknown problem {name!r}; expected one of {PROBLEMS}.")
+    return problems[name](n=n, seed=seed)
 
 
 def _engine_fingerprint() -> dict[str, str]:
-    """Short SHA-256 of each source file the results depend on.
-
-    Stored with every run so that results made with different versions of the
-    engine (e.g. in a working tree being edited) can be told apart.
-    """
+    """Short SHA-256 of the source files the results depend on, stored with
+    every run to tell apart results of different versions of the engine."""
     import hashlib
     import importlib
 
@@ -246,34 +117,32 @@ def _engine_fingerprint() -> dict[str, str]:
         "ax_chaining.test_functions.problems",
         "benchmarks.runner",
     ):
-        path = getattr(importlib.import_module(name), "__file__", None)
         try:
-            with open(path, "rb") as fh:
+            path = importlib.import_module(name).__file__
+            with open(path, "rb") as fh:  # type: ignore[arg-type]
                 digests[name] = hashlib.sha256(fh.read()).hexdigest()[:12]
-        except (OSError, TypeError):
+        except (ImportError, OSError, TypeError):
             digests[name] = "unknown"
     return digests
 
 
 def _kernel_description(kernel: Kernel) -> dict[str, Any]:
-    """JSON-serializable hyperparameters of the (fixed) kernel."""
+    """The (fixed) kernel's hyperparameters, JSON-ready."""
     desc: dict[str, Any] = {"class": type(kernel).__name__}
     base = getattr(kernel, "base_kernel", None)
     if base is not None:
         desc["base"] = type(base).__name__
         desc["outputscale"] = float(kernel.outputscale)
-        if getattr(base, "lengthscale", None) is not None:
-            desc["lengthscale"] = base.lengthscale.detach().reshape(-1).tolist()
-    elif getattr(kernel, "lengthscale", None) is not None:
-        desc["lengthscale"] = kernel.lengthscale.detach().reshape(-1).tolist()
+    lengthscale = getattr(base if base is not None else kernel, "lengthscale", None)
+    if lengthscale is not None:
+        desc["lengthscale"] = lengthscale.detach().reshape(-1).tolist()
     return desc
 
 
 def fixed_model(
     train_X: Tensor, train_Y: Tensor, kernel: Kernel, noise_std: float, mean: float
 ) -> SingleTaskGP:
-    """Exact GP with fixed kernel, fixed noise and fixed constant mean (nothing
-    is fitted: the prior is given)."""
+    """Exact GP with a given kernel, noise and constant mean (nothing fitted)."""
     with warnings.catch_warnings():
         # The data are deliberately not standardized: the prior is fixed.
         warnings.simplefilter("ignore", InputDataWarning)
@@ -301,39 +170,22 @@ def _acquisition(
         return GPUCB(model, num_candidates=candidates.shape[0], delta=config.delta)
     if method == "ucb":
         return UpperConfidenceBound(model, beta=config.ucb_beta)
-    if method == "logei":
-        # Noisy observations: the incumbent is the best posterior mean at the
-        # observed points, not the best (noise-inflated) observation.
-        with torch.no_grad():
-            best_f = model.posterior(model.train_inputs[0]).mean.max()
-        return LogExpectedImprovement(model, best_f=best_f)
-    raise ValueError(f"Unknown method {method!r}; expected one of {METHODS}.")
-
-
-def _row_index(X: Tensor, x: Tensor) -> int:
-    """Index of the first candidate equal to ``x``."""
-    hits = (X == x.reshape(1, -1)).all(dim=-1).nonzero()
-    if hits.numel() == 0:  # pragma: no cover - optimize_acqf_discrete returns rows
-        raise RuntimeError("The optimizer returned a point outside the candidates.")
-    return int(hits[0, 0])
-
-
-# ---------------------------------------------------------------------------
-# One run of one method
-# ---------------------------------------------------------------------------
+    # LogEI, noisy observations: the incumbent is the best posterior mean at
+    # the observed points, not the best (noise-inflated) observation.
+    with torch.no_grad():
+        best_f = model.posterior(model.train_inputs[0]).mean.max()
+    return LogExpectedImprovement(model, best_f=best_f)
 
 
 @dataclass
 class _RunSetup:
     """What every method of one run shares."""
 
-    problem: DiscreteProblem
     kernel: Kernel
     init_idx: list[int]
     init_y: list[float]
     prior_mean: float
     kernel_seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _setup_run(
@@ -344,21 +196,15 @@ def _setup_run(
     kernel_seconds = time.perf_counter() - start
     if config.n_init > problem.n:
         raise ValueError(f"n_init={config.n_init} exceeds N={problem.n}.")
-    gen = torch.Generator().manual_seed(_INIT_SEED_OFFSET + seed)
+    gen = torch.Generator().manual_seed(_INIT_SEED + seed)
     init_idx = torch.randperm(problem.n, generator=gen)[: config.n_init]
-    init_y = problem.f[init_idx] + config.noise_std * torch.randn(
-        config.n_init, generator=gen, dtype=_DTYPE
-    )
-    # With a learned kernel the true prior mean is unknown; centre on the mean
-    # of the initial design (the same for every method) rather than at 0.
+    noise = torch.randn(config.n_init, generator=gen, dtype=_DTYPE)
+    init_y = problem.f[init_idx] + config.noise_std * noise
+    # A learned kernel's prior mean is unknown: the initial design's mean
+    # (the same for every method), not 0.
     prior_mean = float(init_y.mean()) if problem.learn_hyperparameters else 0.0
     return _RunSetup(
-        problem=problem,
-        kernel=kernel,
-        init_idx=init_idx.tolist(),
-        init_y=init_y.tolist(),
-        prior_mean=prior_mean,
-        kernel_seconds=kernel_seconds,
+        kernel, init_idx.tolist(), init_y.tolist(), prior_mean, kernel_seconds
     )
 
 
@@ -368,93 +214,62 @@ def run_method(
     seed: int,
     config: BenchmarkConfig,
     setup: _RunSetup | None = None,
-    callback: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    r"""Run one method on one problem instance for ``config.iters`` queries.
-
-    Args:
-        problem: The problem instance (built with seed ``seed``).
-        method: One of :data:`METHODS`.
-        seed: Run index; seeds the initial design and the noise.
-        config: Sizes and constants.
-        setup: Shared kernel and initial design (computed when None; pass it to
-            reuse the Himmelblau kernel fit across methods).
-        callback: Called with the query number after each query.
-
-    Returns:
-        A JSON-serializable record (see the module docstring for the fields).
-
-    Example:
-        >>> problem = make_problem("graph", n=200, seed=0)
-        >>> record = run_method(problem, "chaining", 0, BenchmarkConfig(n=200))
-        >>> record["simple_regret"][-1]
-    """
+    """One method on one problem instance (built with ``seed``) for
+    ``config.iters`` queries (``setup``: the kernel and initial design its
+    methods share); the JSON-ready record."""
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; expected one of {METHODS}.")
-    if setup is None:
-        setup = _setup_run(problem, seed, config)
+    setup = setup or _setup_run(problem, seed, config)
     X, f = problem.X, problem.f
     f_max = float(f.max())
-    noise_gen = torch.Generator().manual_seed(_NOISE_SEED_OFFSET + seed)
-    random_gen = torch.Generator().manual_seed(_RANDOM_SEED_OFFSET + seed)
-    idx = list(setup.init_idx)
-    ys = list(setup.init_y)
+    noise_gen = torch.Generator().manual_seed(_NOISE_SEED + seed)
+    random_gen = torch.Generator().manual_seed(_RANDOM_SEED + seed)
+    idx, ys = list(setup.init_idx), list(setup.init_y)
     evaluated = torch.zeros(problem.n, dtype=torch.bool)
     evaluated[idx] = True
     best_init = float(f[idx].max())
     best, best_queries, cum = best_init, -math.inf, 0.0
-    queries: list[int] = []
-    y_queries: list[float] = []
-    simple, simple_q, cumulative, seconds = [], [], [], []
+    queries, y_queries, simple, simple_q, cumulative, seconds = [], [], [], [], [], []
     diagnostics: dict[str, list[float]] = {}
-    for step in range(1, config.iters + 1):
+    for _ in range(config.iters):
         start = time.perf_counter()
-        if method == "random":
+        if method == "random":  # uniform among the candidates not evaluated yet
             free = (~evaluated).nonzero().squeeze(-1)
-            if free.numel() == 0:  # every candidate evaluated: draw from all
+            if free.numel() == 0:
                 free = torch.arange(problem.n)
             nxt = int(free[torch.randint(free.numel(), (1,), generator=random_gen)])
         else:
-            train_X = X[torch.tensor(idx)]
             train_Y = torch.tensor(ys, dtype=_DTYPE).unsqueeze(-1)
             model = fixed_model(
-                train_X, train_Y, setup.kernel, config.noise_std, setup.prior_mean
+                X[idx], train_Y, setup.kernel, config.noise_std, setup.prior_mean
             )
             acqf = _acquisition(method, model, X, config)
             with torch.no_grad():
                 x, _ = optimize_acqf_discrete(acqf, q=1, choices=X, unique=False)
-            nxt = _row_index(X, x[0])
+            nxt = int((X == x[0].reshape(1, -1)).all(dim=-1).nonzero()[0, 0])
             if method == "chaining":
-                diagnostics.setdefault("num_levels", []).append(
-                    acqf.chaining.num_levels
-                )
-                # The paper's Eq. (ucb) at the query (the runs before the
-                # any-point certificate recorded it too): O(L) per step,
-                # so the timed step stays the acquisition alone.
+                levels = acqf.chaining.num_levels
+                diagnostics.setdefault("num_levels", []).append(levels)
+                # The paper's Eq. (ucb) at the query: O(L), outside the step.
                 sigma = acqf.candidate_sigma[nxt].reshape(1)
-                diagnostics.setdefault("regret_bound", []).append(
-                    float(acqf.chaining.regret_bound(sigma))
-                )
+                bound = float(acqf.chaining.regret_bound(sigma))
+                diagnostics.setdefault("regret_bound", []).append(bound)
             elif method == "gp-ucb":
                 diagnostics.setdefault("beta", []).append(float(acqf.beta))
         seconds.append(time.perf_counter() - start)
-        y = float(f[nxt]) + config.noise_std * float(
-            torch.randn(1, generator=noise_gen, dtype=_DTYPE)
-        )
+        noise = float(torch.randn(1, generator=noise_gen, dtype=_DTYPE))
+        y = float(f[nxt]) + config.noise_std * noise
         idx.append(nxt)
         ys.append(y)
         evaluated[nxt] = True
         queries.append(nxt)
         y_queries.append(y)
         fx = float(f[nxt])
-        best = max(best, fx)
-        best_queries = max(best_queries, fx)
-        cum += f_max - fx
+        best, best_queries, cum = max(best, fx), max(best_queries, fx), cum + f_max - fx
         simple.append(f_max - best)
         simple_q.append(f_max - best_queries)
         cumulative.append(cum)
-        if callback is not None:
-            callback(step)
     return {
         "format_version": FORMAT_VERSION,
         "complete": True,
@@ -488,75 +303,26 @@ def run_method(
 _ENGINE = _engine_fingerprint()
 
 
-# ---------------------------------------------------------------------------
-# Files
-# ---------------------------------------------------------------------------
-
-
 def result_path(out: str | os.PathLike, problem: str, method: str, seed: int) -> Path:
     """Where the record of ``(problem, method, seed)`` is stored under ``out``."""
     return LAYOUTS["paper"].path(out, problem, method, seed)
 
 
-def _is_complete(record: Any, config: BenchmarkConfig) -> bool:
-    """Whether ``record`` is a complete run made with ``config``."""
-    return (
-        isinstance(record, dict)
-        and record.get("format_version") == FORMAT_VERSION
-        and record.get("complete") is True
-        and record.get("config") == config.run_key()
-        and len(record.get("simple_regret", ())) == config.iters
-    )
+@functools.lru_cache(maxsize=1)
+def _instance(
+    name: str, seed: int, config: BenchmarkConfig
+) -> tuple[DiscreteProblem, _RunSetup]:
+    """A run's problem and setup, kept for the next method of the same run."""
+    problem = make_problem(name, config.n, seed)
+    return problem, _setup_run(problem, seed, config)
 
 
-def _load_complete(path: Path, config: BenchmarkConfig) -> dict[str, Any] | None:
-    """The stored record if it is complete and matches ``config``, else None."""
-    record = load_json(path)
-    return record if _is_complete(record, config) else None
-
-
-def _check_no_conflict(path: Path, config: BenchmarkConfig) -> None:
-    """Refuse to overwrite a complete run made with another configuration."""
-    record = load_json(path)
-    if not isinstance(record, dict):
-        return  # unreadable or partial: recompute it
-    if record.get("complete") and record.get("config") != config.run_key():
-        raise ValueError(
-            f"{path} holds a run with another configuration "
-            f"({record.get('config')}); use another --out directory or --force."
-        )
-
-
-# ---------------------------------------------------------------------------
-# The experiment
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Task:
-    problem: str
-    seed: int
-    methods: tuple[str, ...]
-    config: BenchmarkConfig
-    out: str
-    cache_dir: str | None
-    threads: int | None
-
-
-def _run_task(task: _Task) -> list[tuple[str, str, int, float]]:
-    """Build one problem instance and run the missing methods on it."""
-    if task.threads is not None:
-        torch.set_num_threads(task.threads)
+def _run_task(
+    problem: str, method: str, seed: int, config: BenchmarkConfig
+) -> dict[str, Any]:
     warnings.filterwarnings("ignore", category=InputDataWarning)
-    problem = make_problem(task.problem, task.config.n, task.seed, task.cache_dir)
-    setup = _setup_run(problem, task.seed, task.config)
-    done = []
-    for method in task.methods:
-        start = time.perf_counter()
-        record = run_method(problem, method, task.seed, task.config, setup=setup)
-        write_json(record, result_path(task.out, task.problem, method, task.seed))
-        done.append((task.problem, method, task.seed, time.perf_counter() - start))
-    return done
+    instance, setup = _instance(problem, seed, config)
+    return run_method(instance, method, seed, config, setup=setup)
 
 
 def run_benchmark(
@@ -570,95 +336,50 @@ def run_benchmark(
     threads: int | None = None,
     force: bool = False,
     progress: bool = True,
-    cache_dir: str | os.PathLike | None = None,
     config: BenchmarkConfig | None = None,
 ) -> list[dict[str, Any]]:
-    r"""Run (or resume) the paper's experiment and return every run's record.
-
-    One JSON file is written per ``(problem, method, run)`` (see
-    :func:`result_path`), atomically and only once the run is complete; a file
-    that exists, is complete and was made with the same configuration is
-    reused, so an interrupted call can simply be repeated.
-
-    Args:
-        problems: Problem names, a subset of :data:`PROBLEMS`.
-        methods: Method names, a subset of :data:`METHODS`.
-        runs: Number of runs (problem seeds ``0..runs-1``).
-        iters: Queries per run after the initial design.
-        n: Number of candidates.
-        out: Output directory.
-        jobs: Worker processes; each runs whole ``(problem, seed)`` tasks (all
-            methods of a run share the problem instance and the kernel fit).
-        threads: Torch threads per process (default: 1 when ``jobs > 1``, else
-            torch's default).
-        force: Recompute runs even when a complete file exists.
-        progress: Show a ``tqdm`` progress bar (one tick per method and run).
-        cache_dir: SE problem cache directory.
-        config: Full configuration; when given, ``runs``, ``iters`` and ``n``
-            are ignored.
-
-    Returns:
-        The list of records of the requested runs, in problem, method, seed
-        order.
+    """Run (or resume) the paper's experiment: one record per problem, method
+    and seed under ``out`` (a stored run of the same configuration is reused,
+    one of another is refused unless ``force``). ``config`` overrides
+    ``runs``, ``iters`` and ``n``. Returns the records in problem, method,
+    seed order.
 
     Example:
         >>> records = run_benchmark(["graph"], ["chaining", "random"], runs=2,
         ...                         iters=5, n=150, out="/tmp/bench")
     """
-    from tqdm.auto import tqdm
-
     config = config or BenchmarkConfig(n=n, iters=iters, runs=runs)
     problems = check_names(problems, PROBLEMS, "problem")
     methods = check_names(methods, METHODS, "method")
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}.")
-    if threads is None and jobs > 1:
-        threads = 1
-    out = Path(out)
-    tasks: list[_Task] = []
-    for problem in problems:
-        for seed in range(config.runs):
-            todo = []
-            for method in methods:
-                path = result_path(out, problem, method, seed)
-                if not force and _load_complete(path, config) is not None:
-                    continue
-                if not force:
-                    _check_no_conflict(path, config)
-                todo.append(method)
-            if todo:
-                tasks.append(
-                    _Task(
-                        problem,
-                        seed,
-                        tuple(todo),
-                        config,
-                        str(out),
-                        None if cache_dir is None else str(cache_dir),
-                        threads,
-                    )
-                )
-    total = sum(len(t.methods) for t in tasks)
-    bar = tqdm(total=total, desc="runs", unit="run", disable=not progress or not total)
-    try:
-        if jobs == 1:
-            for task in tasks:
-                for prob, method, seed, sec in _run_task(task):
-                    bar.set_postfix_str(f"{prob}/{method}/run{seed} {sec:.0f}s")
-                    bar.update(1)
-        else:
-            import multiprocessing as mp
+    # Seed by seed, the methods of a run in a row: they share its instance.
+    tasks = list(product(problems, range(config.runs), methods))
+    records = run_resumable(
+        [(p, m, s) for p, s, m in tasks],
+        out,
+        "paper",
+        config.run_key(),
+        functools.partial(_run_task, config=config),
+        force=force,
+        progress=progress,
+        desc="runs",
+        jobs=jobs,
+        threads=threads or (1 if jobs > 1 else None),
+        refuse_other=True,
+        complete=functools.partial(_is_complete, config=config),
+    )
+    return select_results(records, problems, methods, config)
 
-            ctx = mp.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-                futures = [pool.submit(_run_task, task) for task in tasks]
-                for future in as_completed(futures):
-                    for prob, method, seed, sec in future.result():
-                        bar.set_postfix_str(f"{prob}/{method}/run{seed} {sec:.0f}s")
-                        bar.update(1)
-    finally:
-        bar.close()
-    return load_results(out, problems, methods, config)
+
+def _is_complete(record: Any, config: BenchmarkConfig) -> bool:
+    return (
+        isinstance(record, dict)
+        and record.get("format_version") == FORMAT_VERSION
+        and record.get("complete") is True
+        and record.get("config") == config.run_key()
+        and len(record.get("simple_regret", ())) == config.iters
+    )
 
 
 def select_results(
@@ -667,20 +388,9 @@ def select_results(
     methods: Sequence[str] = METHODS,
     config: BenchmarkConfig | None = None,
 ) -> list[dict[str, Any]]:
-    r"""The complete records of ``problems`` and ``methods`` among ``records``.
-
-    Args:
-        records: Run records, e.g. those of a packed file
-            (:func:`benchmarks.records.read_packed`).
-        problems: Problems to keep.
-        methods: Methods to keep.
-        config: If given, only seeds ``0..config.runs-1`` whose configuration
-            matches; otherwise every complete record.
-
-    Returns:
-        The records, in ``problems``, ``methods``, seed order.
-    """
-    order = {(p, m): i for i, (p, m) in enumerate(product(problems, methods))}
+    """The complete records of ``problems`` and ``methods`` (with ``config``:
+    made with it, seeds below ``config.runs``), in problem, method, seed order."""
+    order = {key: i for i, key in enumerate(product(problems, methods))}
 
     def keep(r: dict[str, Any]) -> bool:
         if (r.get("problem"), r.get("method")) not in order:
@@ -690,7 +400,7 @@ def select_results(
         return _is_complete(r, config) and r["seed"] < config.runs
 
     return sorted(
-        (r for r in records if keep(r)),
+        filter(keep, records),
         key=lambda r: (order[(r["problem"], r["method"])], r["seed"]),
     )
 
@@ -701,49 +411,25 @@ def load_results(
     methods: Sequence[str] = METHODS,
     config: BenchmarkConfig | None = None,
 ) -> list[dict[str, Any]]:
-    r"""The complete records stored under the working directory ``out``
-    (:func:`select_results` of its files)."""
+    """:func:`select_results` of the records stored under ``out``."""
     return select_results(load_records(out, "paper"), problems, methods, config)
-
-
-# ---------------------------------------------------------------------------
-# Summary
-# ---------------------------------------------------------------------------
 
 
 def summarize(
     records: Sequence[dict[str, Any]], checkpoints: Sequence[int] = CHECKPOINTS
 ) -> dict[str, Any]:
-    r"""Mean and standard error of :math:`S_n` per problem and method.
-
-    Args:
-        records: Run records of :func:`run_method` (any mix of problems and
-            methods; each ``(problem, method)`` group must share its ``T``).
-        checkpoints: Query numbers ``n`` at which :math:`S_n` is reported; those
-            above ``T`` are dropped and ``T`` is added.
-
-    Returns:
-        ``{"rows": [...], "curves": {...}}``. Each row has ``problem``,
-        ``method``, ``runs``, ``n`` (candidates), ``T``, ``S_{k}_mean`` and
-        ``S_{k}_se`` for each checkpoint ``k``, ``auc_mean`` / ``auc_se`` (area
-        under the :math:`S_n` curve, :math:`\sum_{n=1}^T S_n`, whose run mean is
-        the area under the mean curve), ``R_T_mean`` / ``R_T_se`` (cumulative
-        regret after ``T`` queries), ``seconds_per_step`` (mean wall time) and
-        ``checkpoints``. ``curves[problem][method]`` holds ``mean`` and ``se``
-        of :math:`S_n` for ``n = 0..T`` (``n = 0``: initial design alone) and of
-        :math:`R_n` for ``n = 1..T``.
-    """
+    r"""Per problem and method: mean ± SE of :math:`S_n` at ``checkpoints``
+    (and ``T``), of its sum over ``n`` (AUC) and of :math:`R_T`, seconds per
+    step (``rows``); the mean curves (``curves``); :func:`paired_comparison`."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["problem"], r["method"]), []).append(r)
-    problem_order = {p: i for i, p in enumerate(PROBLEMS)}
-    method_order = {m: i for i, m in enumerate(METHODS)}
-    keys = sorted(
-        groups,
-        key=lambda k: (problem_order.get(k[0], 99), k[0], method_order.get(k[1], 99)),
-    )
+    p_order = {p: i for i, p in enumerate(PROBLEMS)}
+    m_order = {m: i for i, m in enumerate(METHODS)}
     rows, curves = [], {}
-    for problem, method in keys:
+    for problem, method in sorted(
+        groups, key=lambda k: (p_order.get(k[0], 99), k[0], m_order.get(k[1], 99))
+    ):
         group = sorted(groups[(problem, method)], key=lambda r: r["seed"])
         lengths = {len(r["simple_regret"]) for r in group}
         if len(lengths) != 1:
@@ -753,10 +439,8 @@ def summarize(
         T = lengths.pop()
         S = np.array([[r["simple_regret_init"], *r["simple_regret"]] for r in group])
         R = np.array([r["cumulative_regret"] for r in group])
-        secs = np.array([r["step_seconds"] for r in group])
         cps = [k for k in checkpoints if k <= T]
-        if T not in cps:
-            cps.append(T)
+        cps += [] if T in cps else [T]
         row: dict[str, Any] = {
             "problem": problem,
             "method": method,
@@ -769,10 +453,9 @@ def summarize(
             row[f"S_{k}_mean"], row[f"S_{k}_se"] = mean_se(S[:, k])
         row["auc_mean"], row["auc_se"] = mean_se(S[:, 1:].sum(axis=1))
         row["R_T_mean"], row["R_T_se"] = mean_se(R[:, -1])
-        row["seconds_per_step"] = float(secs.mean())
+        row["seconds_per_step"] = float(np.mean([r["step_seconds"] for r in group]))
         rows.append(row)
-        s_mean, s_se = mean_se(S)
-        r_mean, r_se = mean_se(R)
+        (s_mean, s_se), (r_mean, r_se) = mean_se(S), mean_se(R)
         curves.setdefault(problem, {})[method] = {
             "simple_regret_mean": np.asarray(s_mean).tolist(),
             "simple_regret_se": np.asarray(s_se).tolist(),
@@ -785,61 +468,33 @@ def summarize(
 def paired_comparison(
     records: Sequence[dict[str, Any]], reference: str = "chaining"
 ) -> list[dict[str, Any]]:
-    r"""Per-run differences between ``reference`` and every other method.
-
-    All methods of a run share the problem instance, the initial design and the
-    noise, so run-by-run differences remove most of the between-instance
-    variance that makes the per-method standard errors wide.
-
-    Args:
-        records: Run records of :func:`run_method`.
-        reference: The method compared with the others.
-
-    Returns:
-        One dict per ``(problem, method != reference)`` with ``problem``,
-        ``method``, ``runs`` (seeds run by both), ``T``, ``dS_T_mean`` /
-        ``dS_T_se`` (:math:`S_T` of ``reference`` minus that of ``method``;
-        negative: ``reference`` better), ``dauc_mean`` / ``dauc_se`` (same for the
-        area :math:`\sum_n S_n`), and ``wins`` / ``ties`` / ``losses`` of
-        ``reference`` on :math:`S_T` (ties: equal within ``1e-12``).
-    """
+    r"""Run-by-run differences of :math:`S_T` and of the AUC, ``reference``
+    minus every other method (negative: ``reference`` better), over the seeds
+    both ran with the same horizon, with wins, ties and losses on :math:`S_T`."""
     by_key = {(r["problem"], r["method"], r["seed"]): r for r in records}
-    problems = list(dict.fromkeys(r["problem"] for r in records))
     methods = [m for m in METHODS if m != reference]
     methods += sorted({r["method"] for r in records} - set(METHODS) - {reference})
     out = []
-    for problem in problems:
+    for problem in dict.fromkeys(r["problem"] for r in records):
         for method in methods:
             seeds = sorted(
-                seed
-                for (p, m, seed) in by_key
-                if p == problem and m == method and (p, reference, seed) in by_key
+                s
+                for (p, m, s) in by_key
+                if (p, m) == (problem, method) and (p, reference, s) in by_key
             )
-            if not seeds:
-                continue
-            ref = [by_key[(problem, reference, s)] for s in seeds]
-            other = [by_key[(problem, method, s)] for s in seeds]
-            if {len(r["simple_regret"]) for r in ref + other} != {
-                len(ref[0]["simple_regret"])
-            }:
-                continue  # different horizons: not comparable run by run
-            final = paired(
-                [r["simple_regret"][-1] for r in ref],
-                [r["simple_regret"][-1] for r in other],
-                higher_is_better=False,
-            )
-            auc = paired(
-                [sum(r["simple_regret"]) for r in ref],
-                [sum(r["simple_regret"]) for r in other],
-                higher_is_better=False,
-            )
+            ref = [by_key[(problem, reference, s)]["simple_regret"] for s in seeds]
+            other = [by_key[(problem, method, s)]["simple_regret"] for s in seeds]
+            if not seeds or len({len(r) for r in ref + other}) != 1:
+                continue  # none, or different horizons: not comparable
+            final = paired([r[-1] for r in ref], [r[-1] for r in other], False)
+            auc = paired([sum(r) for r in ref], [sum(r) for r in other], False)
             out.append(
                 {
                     "problem": problem,
                     "reference": reference,
                     "method": method,
                     "runs": len(seeds),
-                    "T": len(ref[0]["simple_regret"]),
+                    "T": len(ref[0]),
                     "dS_T_mean": final["mean"],
                     "dS_T_se": final["se"],
                     "dauc_mean": auc["mean"],
@@ -853,44 +508,52 @@ def paired_comparison(
 
 
 def format_summary_markdown(summary: dict[str, Any]) -> str:
-    r"""One markdown table per problem: :math:`S_n` mean ± s.e., AUC, ``R_T``.
-
-    Args:
-        summary: The output of :func:`summarize`.
-
-    Returns:
-        Markdown text.
-    """
+    r"""One markdown table per problem (:math:`S_n`, AUC, ``R_T``), then the
+    paired differences."""
     by_problem: dict[str, list[dict[str, Any]]] = {}
     for row in summary["rows"]:
         by_problem.setdefault(row["problem"], []).append(row)
     blocks = []
     for problem, rows in by_problem.items():
         cps = rows[0]["checkpoints"]
-        head = (
-            ["method"]
-            + [f"S_{k}" for k in cps]
-            + ["AUC (sum S_n)", "R_T", "s/step", "runs"]
-        )
+        head = ["method", *(f"S_{k}" for k in cps), "AUC (sum S_n)", "R_T", "s/step"]
         lines = [
             f"**{PROBLEM_LABELS.get(problem, problem)}** (N = {rows[0]['n']}, "
             f"T = {rows[0]['T']} queries after 10 initial points)",
             "",
-            "| " + " | ".join(head) + " |",
-            "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|",
+            md_row(*head, "runs"),
+            "|" + "|".join(["---"] + ["---:"] * len(head)) + "|",
         ]
         best = {k: min(r[f"S_{k}_mean"] for r in rows) for k in cps}
         for r in rows:
             cells = [METHOD_LABELS.get(r["method"], r["method"])]
-            for k in cps:
+            for k in cps:  # bold: the lowest mean of the column (ties too)
                 text = pm(r[f"S_{k}_mean"], r[f"S_{k}_se"])
-                # Bold the lowest mean of each column (ties included).
                 cells.append(f"**{text}**" if r[f"S_{k}_mean"] == best[k] else text)
             cells.append(pm(r["auc_mean"], r["auc_se"], 2))
             cells.append(f"{r['R_T_mean']:.1f} ± {r['R_T_se']:.1f}")
-            cells.append(f"{r['seconds_per_step']:.3f}")
-            cells.append(str(r["runs"]))
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append(md_row(*cells, f"{r['seconds_per_step']:.3f}", r["runs"]))
+        blocks.append("\n".join(lines))
+    if pairs := summary.get("paired") or []:
+        ref = METHOD_LABELS.get(pairs[0]["reference"], pairs[0]["reference"])
+        lines = [
+            f"**Paired differences, {ref} minus each method** (same instance, "
+            f"initial points and noise in each run; negative: {ref} better)",
+            "",
+            "| problem | method | Δ S_T | Δ AUC | wins / ties / losses (S_T) | runs |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for r in pairs:
+            lines.append(
+                md_row(
+                    PROBLEM_LABELS.get(r["problem"], r["problem"]),
+                    METHOD_LABELS.get(r["method"], r["method"]),
+                    pm(r["dS_T_mean"], r["dS_T_se"], sign=True),
+                    pm(r["dauc_mean"], r["dauc_se"], 2, True),
+                    f"{r['wins']} / {r['ties']} / {r['losses']}",
+                    r["runs"],
+                )
+            )
         blocks.append("\n".join(lines))
     note = (
         "S_n: simple regret max f - max f(x) over the 10 initial points and the "
@@ -899,29 +562,4 @@ def format_summary_markdown(summary: dict[str, Any]) -> str:
         "the T queries. s/step: mean wall time of one query. Paired: mean ± "
         "standard error over runs of the run-by-run difference."
     )
-    paired = summary.get("paired") or []
-    if paired:
-        ref = METHOD_LABELS.get(paired[0]["reference"], paired[0]["reference"])
-        lines = [
-            f"**Paired differences, {ref} minus each method** (same instance, "
-            "initial points and noise in each run; negative: "
-            f"{ref} better)",
-            "",
-            "| problem | method | Δ S_T | Δ AUC | wins / ties / losses (S_T) | runs |",
-            "|---|---|---:|---:|---:|---:|",
-        ]
-        for r in paired:
-            lines.append(
-                f"| {PROBLEM_LABELS.get(r['problem'], r['problem'])} "
-                f"| {METHOD_LABELS.get(r['method'], r['method'])} "
-                f"| {pm(r['dS_T_mean'], r['dS_T_se'], sign=True)} "
-                f"| {pm(r['dauc_mean'], r['dauc_se'], 2, True)} "
-                f"| {r['wins']} / {r['ties']} / {r['losses']} | {r['runs']} |"
-            )
-        blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n\n" + note + "\n"
-
-
-def summary_json_lines(summary: dict[str, Any]) -> list[str]:
-    """One compact JSON object per summary row (machine-readable output)."""
-    return [json.dumps({"summary_row": row}, sort_keys=True) for row in summary["rows"]]

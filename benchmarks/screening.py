@@ -1,61 +1,14 @@
 r"""Screening a large real library in Ax loops: MolPAL's top-k metric.
 
-**Library.** The MOSES training set (1,584,663 ZINC molecules,
-:func:`ax_chaining.test_functions.moses.moses_smiles`, fetched once from the
-``molsets`` wheel), Morgan bits of radius 2 and 2,048 bits
-(:func:`ax_chaining.chem.featurize_library`, once, cached). The library of size
-``N`` is the first ``N`` molecules of one fixed permutation (seed
-:data:`LIBRARY_SEED`), in file order, so the libraries are nested.
-
-**Objective.** :func:`ax_chaining.test_functions.moses.mpo`: the geometric mean of
-three desirabilities (Crippen logP near 2.5, TPSA near 65, the square root of
-Fsp3), computed with RDKit, noise-free. No method sees it before it queries.
-
-**Methods** (all but ``random`` in an ``ax.api.Client`` loop, over item
-indices, with ``exclude_evaluated=True``, on the model ``--model`` names:
-``tanimoto``, the Tanimoto kernel in library mode,
-:func:`ax_chaining.ax.fingerprint_kernel_surrogate_spec`; or ``default``, the
-package's default molecule model, :func:`ax_chaining.ax.molecule_surrogate_spec`
-(Mordred descriptors under BayBE's ``CHEN`` priors), its features computed
-once per library size and cached beside the fingerprints). Mordred computes
-the Crippen logP, TPSA and Fsp3 that the objective is made of, but on MOSES
-libraries the cleaning drops all three (correlated above 0.7 with columns it
-keeps); the default model's runs measure first what a step costs at scale:
-
-============  ===============================================================
-``chaining``  :func:`~ax_chaining.ax.chaining_generation_strategy` (delta 0.05)
-``gp-ucb``    :func:`~ax_chaining.ax.gp_ucb_generation_strategy` (delta 0.05)
-``qlognei``   :func:`~ax_chaining.ax.qlognei_generation_strategy`
-``greedy``    the posterior mean (BoTorch's ``PosteriorMean``) through
-              :func:`~ax_chaining.ax.candidate_set_strategy`
-``random``    uniform without replacement among the untested molecules
-============  ===============================================================
-
-Every method of run ``r`` starts from the same ``n_init`` molecules, uniform
-with seed ``r`` (attached with ``Client.attach_trial``); ``Client(random_seed=r)``
-seeds the rest.
-
-**Reported** (MolPAL's metric, Graff et al., 2021): the fraction of the
-library's top-100 and top-1000 molecules (by MPO) among those tested after
-each number of queries (initial molecules included); seconds per step, split
-into the model fit, the acquisition and the certificate (the step records'
-``seconds``; ``total`` is the ``get_next_trials`` call); the peak resident
-memory of the run's own process (each run in a fresh process).
-
-**Small preset** (``--small``, seconds, what the tests run): the same code on
-the vendored ESOL molecules instead of MOSES (nothing downloaded; a library of
-:data:`SMALL_SIZE` of them, nested as above, the same MPO objective), two
-methods (``chaining`` and ``random``), one seed, :data:`SMALL_CONFIG`'s
-queries and top-k, cached under ``.cache/esol``, summary under
-``results/screening_small``. Explicit ``--sizes``, ``--methods``, ``--seeds``,
-``--queries``, ``--n-init``, ``--cache`` and ``--out`` override it.
-
-Example::
-
-    python -m benchmarks screening --sizes 10000 100000 --seeds 0 1 2 \
-        --queries 100 --out results/screening --jobs 2
-    python -m benchmarks screening --summary-only --out results/screening
-    python -m benchmarks screening --small
+Nested libraries of ``N`` MOSES molecules (the first ``N`` of one fixed
+permutation), Morgan fingerprints, an MPO objective computed with RDKit;
+Chaining-UCB, GP-UCB, qLogNEI, the posterior mean and random search in
+``ax.api.Client`` loops over item indices, on the Tanimoto kernel or
+(``--model default``) the package's default molecule model. Reported: the
+fraction of the library's top-k molecules found after each query, the
+seconds of each step's parts and each run's peak memory (each run in a fresh
+process). ``--small`` runs the same code on vendored ESOL molecules. The
+docs' page ``docs/results/screening.md`` gives the protocol and commands.
 """
 
 from __future__ import annotations
@@ -75,11 +28,21 @@ from typing import Any
 import numpy as np
 
 from ax_chaining.checks import check_choice, check_int
-from benchmarks._tables import check_names, num, parse_names
+from benchmarks._tables import (
+    COLORS,
+    band,
+    check_names,
+    fill_preset,
+    md_row,
+    num,
+    parse_names,
+    pyplot,
+    save_figure,
+)
 from benchmarks.records import (
+    add_record_options,
     command_line,
-    load_records,
-    read_packed,
+    records_of,
     run_resumable,
     write_summary,
 )
@@ -102,35 +65,15 @@ LABELS = {
     "greedy": "greedy (posterior mean)",
     "random": "random",
 }
-COLORS = {
-    "chaining": "tab:green",
-    "gp-ucb": "tab:blue",
-    "qlognei": "tab:red",
-    "greedy": "tab:orange",
-    "random": "tab:gray",
-}
 
 
 @dataclass(frozen=True)
 class ScreeningConfig:
-    """Size of a run.
-
-    Attributes:
-        queries: Sequential queries after the initial molecules.
-        n_init: Initial molecules, uniform without replacement.
-        delta: Confidence parameter of Chaining-UCB and GP-UCB.
-        radius, n_bits: Morgan fingerprints.
-        top_k: The ``k`` of the top-k fractions.
-        library: The molecules (:data:`LIBRARIES`): ``"moses"``, or
-            ``"esol"`` for the small preset.
-        checks: When each strategy checks and records its certificate:
-            ``"every"`` step (the strategies' default), or ``"geometric"``
-            (after 10, 20, 40, ... observations: a step between checks costs
-            the acquisition alone, which matters at ``N = 10^6``).
-        model: The model of a molecule (:data:`MODELS`): ``"tanimoto"`` on
-            the Morgan bits, or ``"default"``, the package's default
-            (:func:`ax_chaining.ax.molecule_surrogate_spec`).
-    """
+    """Queries after ``n_init`` uniform initial molecules, ``delta``, the
+    Morgan ``radius`` and ``n_bits``, the ``top_k`` fractions reported, the
+    ``library`` (:data:`LIBRARIES`), when strategies ``checks`` their
+    certificate (``"every"`` step or ``"geometric"``: after 10, 20, 40, ...
+    observations) and the ``model`` of a molecule (:data:`MODELS`)."""
 
     queries: int = 100
     n_init: int = 10
@@ -153,16 +96,17 @@ class ScreeningConfig:
         check_choice("model", self.model, MODELS)
 
     def key(self) -> dict[str, Any]:
-        """What a stored record must match to be reused (JSON types)."""
+        """What a stored record must match to be reused (JSON types); a field
+        at the value it had before it existed is left out, so older records
+        stay reusable."""
         key = {**asdict(self), "top_k": list(self.top_k), "format": FORMAT_VERSION}
-        # MOSES records were stored before the field existed: they name none,
-        # and they stay reusable.
-        if self.library == "moses":
-            del key["library"]
-        if self.checks == "every":  # likewise
-            del key["checks"]
-        if self.model == "tanimoto":  # likewise
-            del key["model"]
+        for name, old in (
+            ("library", "moses"),
+            ("checks", "every"),
+            ("model", "tanimoto"),
+        ):
+            if key[name] == old:
+                del key[name]
         return key
 
 
@@ -181,7 +125,7 @@ def source_smiles(cache: str | Path, config: ScreeningConfig) -> list[str]:
     """Every SMILES of ``config.library`` (the MOSES set, fetched once into
     ``cache``, or the vendored ESOL molecules)."""
     if config.library == "moses":
-        from ax_chaining.test_functions.moses import moses_smiles
+        from benchmarks.testbeds import moses_smiles
 
         return moses_smiles(cache)
     from ax_chaining.test_functions.molecules import load_dataset
@@ -203,7 +147,7 @@ def default_model_spec(
 ) -> Any:
     """The default molecule model of the size-``size`` library (its features
     computed once, ``n_jobs`` processes, and cached)."""
-    from ax_chaining.ax import molecule_surrogate_spec
+    from ax_chaining.molecules import molecule_surrogate_spec
 
     rows = library_rows(len(smiles), size)
     return molecule_surrogate_spec(
@@ -220,19 +164,12 @@ def prepare(
     progress: bool = True,
     jobs: int = 1,
 ) -> tuple[Path, Path]:
-    """Featurize the library's molecules and score the largest library (both
-    cached; fingerprints resumable); returns what :func:`run_one` reads as
-    ``library`` and the scores of the first ``max(sizes)`` molecules of the
-    permutation.
-
-    With the Tanimoto model, ``library`` is the fingerprint file of every
-    molecule of ``config.library`` (invalid SMILES left out). With the default
-    model it is ``cache``, and every library size's features are computed
-    (``jobs`` processes) into :func:`feature_cache`; its libraries are drawn
-    from the SMILES themselves (MOSES and ESOL have no invalid one, so they
-    are the Tanimoto model's libraries).
-    """
-    from ax_chaining.test_functions.moses import mpo_scores
+    """Featurize the molecules and score the largest library (both cached;
+    fingerprints resumable); returns what :func:`run_one` reads as
+    ``library`` (the fingerprint file, or with the default model ``cache``,
+    every size's features computed there with ``jobs`` processes) and the
+    scores of the first ``max(sizes)`` molecules of the permutation."""
+    from benchmarks.testbeds import mpo_scores
 
     cache = Path(cache)
     sizes = [sizes] if isinstance(sizes, int) else list(sizes)
@@ -249,7 +186,7 @@ def prepare(
         rows = library_rows(len(smiles), max_size)
         mpo_scores([smiles[i] for i in rows], scores_path, progress=progress)
         return cache, scores_path
-    from ax_chaining.chem import featurize_library
+    from ax_chaining.molecules import featurize_library
 
     lib = featurize_library(
         smiles,
@@ -285,14 +222,15 @@ def _strategy(method: str, spec: Any, config: ScreeningConfig, size: int) -> Any
     from botorch.acquisition.analytic import PosteriorMean
 
     from ax_chaining import ax as axc
-    from ax_chaining.certificate import CheckSchedule
+    from ax_chaining.certificate import CertificateOptions, CheckSchedule
 
     common = {"init_trials": config.n_init, "surrogate_spec": spec}
     common["exclude_evaluated"] = True
     # The strategies' guard on N (100,000 by default) is raised to the library.
     common["max_candidates"] = max(size, 100_000)
     if config.checks == "geometric":
-        common["certificate_schedule"] = CheckSchedule("geometric", start=10)
+        schedule = CheckSchedule("geometric", start=10)
+        common["certificate"] = CertificateOptions(schedule=schedule)
     if method == "chaining":
         return axc.chaining_generation_strategy(delta=config.delta, **common)
     if method == "gp-ucb":
@@ -311,9 +249,8 @@ def run_one(
     scores: str,
     max_size: int,
 ) -> dict[str, Any]:
-    """One run: ``n_init`` molecules, then ``config.queries`` queries.
-    ``library``: what :func:`prepare` returned (the fingerprint file, or the
-    cache of the default model's features)."""
+    """One run: ``n_init`` molecules, then ``config.queries`` queries;
+    ``library`` and ``scores``: what :func:`prepare` returned."""
     from ax.api.client import Client
     from ax.utils.common.logger import set_stderr_log_level
 
@@ -396,19 +333,19 @@ def run_screening(
     out: str | Path,
     cache: str | Path,
     jobs: int = 1,
-    progress: bool = True,
+    **options: Any,
 ) -> list[dict[str, Any]]:
-    """Run (or resume) every (size, method, seed), each in a fresh process."""
+    """Run (or resume) every (size, method, seed), each in a fresh process;
+    ``options`` of :func:`~benchmarks.records.run_resumable`."""
     check_names(methods, METHODS, "method")
-    max_size = max(sizes)
-    library, scores = prepare(cache, sizes, config, progress, jobs)
+    library, scores = prepare(cache, sizes, config, options.get("progress", True), jobs)
     tasks = [(n, m, s) for n in sizes for s in seeds for m in methods]
     run = functools.partial(
         run_one,
         config=config,
         library=str(library),
         scores=str(scores),
-        max_size=max_size,
+        max_size=max(sizes),
     )
     return run_resumable(
         tasks,
@@ -416,11 +353,9 @@ def run_screening(
         "screening",
         config.key(),
         run,
-        force=False,
-        progress=progress,
-        desc="screening",
         jobs=jobs,
         fresh_process=True,
+        **options,
     )
 
 
@@ -510,19 +445,15 @@ def format_markdown(summary: dict[str, Any]) -> str:
             "|---|" + "---:|" * (len(top_k) * len(ks) + 3),
         ]
         for r in rows:
-            cells = []
-            for k in top_k:
-                mean = r["found"][str(k)]["mean"]
-                cells += [num(100 * mean[q], 1) + "%" for q in ks]
+            found = [r["found"][str(k)]["mean"] for k in top_k]
+            cells = [num(100 * mean[q], 1) + "%" for mean in found for q in ks]
             s = r["median_seconds"]
-            if s["total"] is None:
-                sec = "-"
-            else:
+            sec = "-"
+            if s["total"] is not None:
                 parts = [num(s[p], 2) for p in ("fit", "acquisition", "certificate")]
                 sec = f"{num(s['total'], 3)} ({' / '.join(parts)})"
             lines.append(
-                f"| {_label(r)} | {' | '.join(cells)} | {sec} | "
-                f"{r['peak_rss_mb']:,.0f} | {r['runs']} |"
+                md_row(_label(r), *cells, sec, f"{r['peak_rss_mb']:,.0f}", r["runs"])
             )
         lines.append("")
     lines.append(
@@ -539,41 +470,31 @@ def format_markdown(summary: dict[str, Any]) -> str:
 
 
 def plot(summary: dict[str, Any], path: str | Path) -> Path:
-    """Top-100 and top-1000 fractions against queries, one column per size."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Top-k fractions against queries, one column per size, one row per k."""
     sizes = list(dict.fromkeys(r["size"] for r in summary["rows"]))
     top_k = summary["rows"][0]["top_k"]
-    fig, axes = plt.subplots(
+    fig, axes = pyplot().subplots(
         len(top_k),
         len(sizes),
         figsize=(4.4 * len(sizes), 3.2 * len(top_k)),
         squeeze=False,
     )
     for col, size in enumerate(sizes):
+        rows = [r for r in summary["rows"] if r["size"] == size]
         for row, k in enumerate(top_k):
             ax = axes[row, col]
-            for r in (r for r in summary["rows"] if r["size"] == size):
-                mean = 100 * np.array(r["found"][str(k)]["mean"])
-                se = 100 * np.array(r["found"][str(k)]["se"])
-                x = np.arange(len(mean))
-                color = COLORS[r["method"]]
-                ax.plot(x, mean, color=color, label=_label(r))
-                ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.15)
-            runs = max(r["runs"] for r in summary["rows"] if r["size"] == size)
+            for r in rows:
+                f = r["found"][str(k)]
+                mean, se = 100 * np.array(f["mean"]), 100 * np.array(f["se"])
+                color = {**COLORS, "greedy": "tab:orange"}[r["method"]]
+                band(ax, np.arange(len(mean)), mean, se, color, _label(r))
+            runs = max(r["runs"] for r in rows)
             ax.set_title(f"N = {size:,}, top {k} ({runs} runs)", fontsize=9)
             ax.set_xlabel("queries after the initial molecules")
             ax.set_ylabel(f"% of top {k} found")
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -582,88 +503,59 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m benchmarks screening",
         description="Ax loops over nested MOSES libraries; MolPAL's top-k metric.",
     )
-    parser.add_argument(
-        "--small",
-        action="store_true",
-        help=f"{SMALL_SIZE} vendored ESOL molecules, {', '.join(SMALL_METHODS)}, "
-        f"one seed, {SMALL_CONFIG.queries} queries (seconds)",
+    small = (
+        f"{SMALL_SIZE} vendored ESOL molecules, {', '.join(SMALL_METHODS)}, "
+        f"one seed, {SMALL_CONFIG.queries} queries (seconds)"
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=None)
-    parser.add_argument("--methods", default=None)
-    parser.add_argument("--seeds", type=int, nargs="+", default=None)
-    parser.add_argument("--queries", type=int, default=None)
-    parser.add_argument("--n-init", type=int, default=None)
+    add_record_options(parser, None, small)
+    parser.add_argument("--sizes", type=int, nargs="+")
+    parser.add_argument("--methods")
+    parser.add_argument("--seeds", type=int, nargs="+")
+    parser.add_argument("--queries", type=int)
+    parser.add_argument("--n-init", type=int)
     parser.add_argument(
-        "--checks",
-        choices=["every", "geometric"],
-        default=None,
-        help="when the strategies check their certificate (default every step)",
+        "--checks", choices=["every", "geometric"], help="when to certify (every step)"
     )
     parser.add_argument(
-        "--model",
-        choices=list(MODELS),
-        default=None,
-        help="the model of a molecule: Tanimoto on Morgan bits (default), or "
-        "the package's default molecule model",
+        "--model", choices=list(MODELS), help="Tanimoto (default), or the default"
     )
-    parser.add_argument(
-        "--cache", default=None, help="cache (default .cache/moses, .cache/esol)"
-    )
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--records", help="a packed file to summarize")
-    parser.add_argument("--summary-only", action="store_true")
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--cache", help="cache (default .cache/moses, .cache/esol)")
     args = parser.parse_args(argv)
     preset = SMALL_CONFIG if args.small else ScreeningConfig()
-    small = {
-        "sizes": [SMALL_SIZE],
-        "methods": ",".join(SMALL_METHODS),
-        "seeds": [0],
-        "cache": ".cache/esol",
-        "out": "results/screening_small",
+    presets = {
+        "sizes": [SMALL_SIZE] if args.small else [10_000],
+        "methods": ",".join(SMALL_METHODS if args.small else METHODS),
+        "seeds": [0] if args.small else [0, 1, 2],
+        "cache": ".cache/esol" if args.small else ".cache/moses",
+        "out": "results/screening_small" if args.small else "results/screening",
+        **{k: getattr(preset, k) for k in ("queries", "n_init", "checks", "model")},
     }
-    full = {
-        "sizes": [10_000],
-        "methods": ",".join(METHODS),
-        "seeds": [0, 1, 2],
-        "cache": ".cache/moses",
-        "out": "results/screening",
-    }
-    for name, value in (small if args.small else full).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    fill_preset(args, presets)
     methods = parse_names(args.methods, METHODS, "method")
     for size in args.sizes:
         check_int("--sizes", size, 1)
-    config = ScreeningConfig(
-        **{
-            **asdict(preset),
-            "queries": preset.queries if args.queries is None else args.queries,
-            "n_init": preset.n_init if args.n_init is None else args.n_init,
-            "checks": preset.checks if args.checks is None else args.checks,
-            "model": preset.model if args.model is None else args.model,
-        }
-    )
-    if args.records:
-        records = read_packed(args.records)
-    elif args.summary_only:
-        records = load_records(args.out, "screening")
-    else:
-        records = run_screening(
+    changes = {k: getattr(args, k) for k in ("queries", "n_init", "checks", "model")}
+    config = ScreeningConfig(**{**asdict(preset), **changes})
+    options = {"progress": not args.no_progress, "force": args.force}
+    records = records_of(
+        args,
+        "screening",
+        lambda: run_screening(
             args.sizes,
             methods,
             args.seeds,
             config,
             args.out,
             args.cache,
-            jobs=args.jobs,
-            progress=not args.no_progress,
-        )
+            args.jobs,
+            **options,
+        ),
+    )
     summary = summarize(records)
     text = format_markdown(summary)
     write_summary(args.out, command_line(["screening", *argv]), text, summary)
-    plot(summary, Path(args.out) / "screening.png")
+    if not args.no_plot:
+        plot(summary, Path(args.out) / "screening.png")
     print(text)
     return 0
 

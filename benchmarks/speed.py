@@ -1,62 +1,15 @@
 r"""Speed and memory of one Chaining-UCB step, against stock UCB in the same run.
 
-The problem is the paper's SE setting: ``N`` candidates uniform in a square of
-side 20, an isotropic SE kernel with lengthscale 1 and variance 1, and ``r``
-observations (default 50) at random candidates. One *step* is what a BoTorch
-loop does per query: build the acquisition function, then score every candidate
-with ``optimize_acqf_discrete``. Each (method, N) runs in a fresh subprocess so
-that its peak resident memory (``ru_maxrss``) is its own; the figure includes the
-interpreter with torch, BoTorch and GPyTorch imported (reported as
-``baseline_rss_mb``).
-
-Subcommands print one JSON line per result:
-
-``python -m benchmarks speed --sizes 1000 10000 30000 100000 1000000``
-    median seconds and peak RSS of one step (``q = 1``) and of a batch
-    (``q = 5``: ``optimize_acqf_discrete`` sets each pick as a pending point)
-    for ChainingUCB (path chosen automatically), and of one step of stock
-    ``UpperConfidenceBound(beta=0.2)`` on the same candidates (which has no
-    pending points), and the ratio of each to that UCB step.
-    ``--small`` (or ``--quick``) is a small preset (``N = 500``, one repeat)
-    that a test runs end to end.
-``python -m benchmarks speed --kernel features --sizes 10000 100000``
-    the same over items with a feature table (``--dims`` columns, 200 by
-    default) under the default molecule model's GP, an ARD Matern-5/2 with
-    BayBE's ``CHEN`` priors (``--kernel tanimoto``: a fingerprint library).
-``python -m benchmarks speed --cpu-time --sizes 10000``
-    CPU seconds (``time.process_time``, one torch thread, in one process) of
-    a stock UCB step, a ChainingUCB step and a ``q = 5`` batch: on a machine
-    shared with other jobs, CPU time moves far less than wall time. Run as a
-    script (``python path/to/speed.py --cpu-time``) it measures whichever
-    ``ax_chaining`` is first on ``PYTHONPATH``, e.g. an earlier commit's.
-``python -m benchmarks speed --certificate --kernel features --sizes 100000``
-    in one process, the wall seconds of a stock UCB step, a ChainingUCB step,
-    the certificate that follows it (``acqf.certificate(calibration="none")``:
-    the evaluated candidates, the combined union and chaining bound, the rank
-    statement) and the union-bound certificate any model gets
-    (:func:`~ax_chaining.certificate.certify_model`), each a median over
-    ``--repeats`` (synchronized on a GPU). The plain bound, because these
-    problems' observations are random draws that the default leave-one-out
-    check refuses, and a refused certificate skips the rank statement (the
-    check itself costs a few ``n x n`` solves). Run as a script it
-    measures whichever ``ax_chaining`` is first on ``PYTHONPATH``, as
-    ``--cpu-time`` does.
-``python -m benchmarks speed --rows --sizes 10000``
-    the cost of a block of rows of :math:`d_t^2` against the same block of
-    prior kernel rows (what a row of :math:`d_t^2` adds to a kernel row).
-``python -m benchmarks speed --floor --sizes 10000``
-    in one process: a stock UCB step, a ChainingUCB step (exact greedy
-    covers), and the least any exact greedy cover of this engine does, one
-    pass that computes each of the ``N (N + 1) / 2`` pairs of :math:`d_t^2`
-    once and compares it with one radius (``level_graph`` at a radius below
-    every distance), in the model's float64 and, for reference, in float32;
-    each as a median over ``--repeats`` and a ratio to the UCB step.
-``python -m benchmarks speed --compare-covers --n 10000``
-    exact greedy covers (dense path) against farthest-first covers (low-rank
-    path) on the same posterior: cover sizes per level, their ratio, and whether
-    the selected point differs (and by how much in acquisition value).
-``python -m benchmarks speed --table step.jsonl [compare.jsonl]``
-    the README's markdown tables, rendered from those JSON lines.
+One JSON line per result: by default one step (and a ``q = 5`` batch) per
+size, each in a fresh subprocess so that its peak memory is its own;
+``--cpu-time``, ``--certificate``, ``--rows``, ``--floor`` and
+``--compare-covers`` measure other things in one process; ``--table`` renders
+the lines as the docs' tables (``docs/large-sets.md`` gives every command).
+The problems: the paper's SE setting, a fingerprint library (``--kernel
+tanimoto``) or a feature table under the default molecule model's GP
+(``--kernel features``). This file imports nothing of ``benchmarks``, so that
+``python benchmarks/speed.py`` measures whichever ``ax_chaining`` comes first
+on ``PYTHONPATH`` (an earlier commit's, for a comparison).
 """
 
 from __future__ import annotations
@@ -71,80 +24,44 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
 DTYPE = torch.float64
 
 
-def _tanimoto_problem(
-    n: int, num_obs: int, seed: int, library_path: str | None, device: str
-):
-    """``n`` molecules (the first rows of a packed library, or random
-    fingerprints with 40 to 60 of 2,048 bits set), an item index, and a GP
-    with a Tanimoto kernel in library mode (output scale 1, noise sd 0.05)."""
-    import numpy as np
-    from botorch.models import SingleTaskGP
-    from gpytorch.kernels import ScaleKernel
+def random_fingerprints(n: int, seed: int, path: Path | None = None) -> Any:
+    """``n`` random fingerprints, 40 to 60 of 2,048 bits set a row, made in
+    chunks; in a library file at ``path`` (by path, nothing in memory) if
+    given."""
+    from ax_chaining.kernels import PackedFingerprints
 
-    from ax_chaining.kernels import PackedFingerprints, TanimotoKernel
-
-    if library_path:
-        full = PackedFingerprints.open(library_path)
-        library = PackedFingerprints(full.words[:n], full.n_bits, validate=False)
-    else:
-        rng = np.random.default_rng(seed)
-        words = np.zeros((n, 32), dtype=np.uint64)
-        for start in range(0, n, 100_000):  # 40 to 60 random bits a row
-            stop = min(n, start + 100_000)
-            k = rng.integers(40, 61, stop - start)
-            cols = rng.integers(0, 2048, (stop - start, 60))
-            keep = np.arange(60) < k[:, None]
-            rows = np.repeat(np.arange(start, stop), keep.sum(1))
-            bits = cols[keep]
-            np.bitwise_or.at(
-                words, (rows, bits // 64), np.uint64(1) << (bits % 64).astype(np.uint64)
-            )
-        library = PackedFingerprints(words, 2048, validate=False)
-    g = torch.Generator().manual_seed(seed)
-    C = torch.arange(n, dtype=DTYPE).unsqueeze(-1)
-    obs = torch.randperm(n, generator=g)[:num_obs]
-    Y = torch.randn(num_obs, 1, generator=g, dtype=DTYPE)
-    kernel = ScaleKernel(TanimotoKernel(library=library)).to(DTYPE)
-    kernel.outputscale = 1.0
-    model = SingleTaskGP(C[obs], Y, covar_module=kernel, outcome_transform=None)
-    model.likelihood.noise = 0.05**2
-    return model.to(device).eval(), C.to(device)
-
-
-def _features_problem(n: int, num_obs: int, seed: int, dims: int, device: str):
-    r"""``n`` items with a ``n x dims`` feature table in the unit cube, an item
-    index, and a GP over it as the default molecule model builds it: an ARD
-    Matern-5/2 :class:`~ax_chaining.kernels.FeatureTableKernel` with BayBE's
-    ``CHEN`` priors at their initial values (noise sd 0.05).
-
-    The table is a smooth map of 8 latent coordinates (``sigmoid(Z W)``), so
-    that its columns are correlated as descriptors are, not uniform noise in
-    which every item is equally far from every other."""
-    from botorch.models import SingleTaskGP
-
-    from ax_chaining.kernels import FeatureTableKernel
-
-    g = torch.Generator().manual_seed(seed)
-    W = torch.randn(8, dims, generator=g, dtype=DTYPE)
-    # Built in blocks: one N x 8 @ 8 x d product at a time, never N x d twice.
-    features = torch.empty(n, dims, dtype=DTYPE)
+    rng = np.random.default_rng(seed)
+    words = (
+        PackedFingerprints.allocate(path, n, 2048)
+        if path is not None
+        else np.zeros((n, 32), dtype=np.uint64)
+    )
     for start in range(0, n, 100_000):
-        stop = min(n, start + 100_000)
-        Z = torch.randn(stop - start, 8, generator=g, dtype=DTYPE)
-        features[start:stop] = torch.sigmoid(Z @ W)
-    C = torch.arange(n, dtype=DTYPE).unsqueeze(-1)
-    obs = torch.randperm(n, generator=g)[:num_obs]
-    Y = torch.randn(num_obs, 1, generator=g, dtype=DTYPE)
-    kernel = FeatureTableKernel(features, base="matern52", prior="chen").to(DTYPE)
-    model = SingleTaskGP(C[obs], Y, covar_module=kernel, outcome_transform=None)
-    model.likelihood.noise = 0.05**2
-    return model.to(device).eval(), C.to(device)
+        size = min(n, start + 100_000) - start
+        chunk = np.zeros((size, 32), dtype=np.uint64)
+        k = rng.integers(40, 61, size)
+        cols = rng.integers(0, 2048, (size, 60))
+        keep = np.arange(60) < k[:, None]
+        rows = np.repeat(np.arange(size), keep.sum(1))
+        bits = cols[keep]
+        one = np.uint64(1) << (bits % 64).astype(np.uint64)
+        np.bitwise_or.at(chunk, (rows, bits // 64), one)
+        words[start : start + size] = chunk
+        if n >= 2_000_000 and (start + size) % 1_000_000 == 0:
+            print(f"generated {start + size:,} of {n:,} fingerprints", file=sys.stderr)
+    if path is None:
+        return PackedFingerprints(words, 2048, validate=False)
+    words.flush()
+    del words
+    return PackedFingerprints.open(path)
 
 
 def _problem(
@@ -155,37 +72,88 @@ def _problem(
     kernel: str = "se",
     library: str | None = None,
     dims: int = 200,
-):
-    if kernel == "tanimoto":
-        return _tanimoto_problem(n, num_obs, seed, library, device)
-    if kernel == "features":
-        return _features_problem(n, num_obs, seed, dims, device)
+) -> tuple[Any, torch.Tensor]:
+    """A GP with ``num_obs`` observations at random candidates (noise sd 0.05),
+    and the candidates: ``n`` points in a square of side 20 under an SE kernel
+    (lengthscale 1); or items of a fingerprint library (the first rows of
+    ``library``, or random) under a Tanimoto kernel; or items of an ``n x dims``
+    feature table (a smooth map of 8 latent coordinates, correlated as
+    descriptors are) under the default molecule model's ARD Matern-5/2 with
+    CHEN priors. Drawn on the CPU, so every device gets the same problem."""
     from botorch.models import SingleTaskGP
     from gpytorch.kernels import RBFKernel, ScaleKernel
 
     g = torch.Generator().manual_seed(seed)
-    C = 20.0 * torch.rand(n, 2, generator=g, dtype=DTYPE)
-    obs = torch.randperm(n, generator=g)[:num_obs]
-    X = C[obs]
-    Y = (
-        torch.sin(X[:, :1])
-        + torch.cos(X[:, 1:])
-        + 0.05 * torch.randn(num_obs, 1, generator=g, dtype=DTYPE)
-    )
-    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
-    kernel.base_kernel.lengthscale = 1.0
-    kernel.outputscale = 1.0
-    model = SingleTaskGP(X, Y, covar_module=kernel, outcome_transform=None)
+    if kernel == "se":
+        C = 20.0 * torch.rand(n, 2, generator=g, dtype=DTYPE)
+        obs = torch.randperm(n, generator=g)[:num_obs]
+        X = C[obs]
+        Y = torch.sin(X[:, :1]) + torch.cos(X[:, 1:])
+        Y = Y + 0.05 * torch.randn(num_obs, 1, generator=g, dtype=DTYPE)
+        covar = ScaleKernel(RBFKernel()).to(DTYPE)
+        covar.base_kernel.lengthscale = 1.0
+        covar.outputscale = 1.0
+    else:  # items: an index into a library or a feature table
+        if kernel == "tanimoto":
+            from ax_chaining.kernels import PackedFingerprints, TanimotoKernel
+
+            if library:
+                full = PackedFingerprints.open(library)
+                lib = PackedFingerprints(full.words[:n], full.n_bits, validate=False)
+            else:
+                lib = random_fingerprints(n, seed)
+            covar = ScaleKernel(TanimotoKernel(library=lib)).to(DTYPE)
+            covar.outputscale = 1.0
+        else:
+            from ax_chaining.kernels import FeatureTableKernel
+
+            W = torch.randn(8, dims, generator=g, dtype=DTYPE)
+            # In blocks: one N x 8 @ 8 x d product at a time, never N x d twice.
+            table = torch.empty(n, dims, dtype=DTYPE)
+            for start in range(0, n, 100_000):
+                Z = torch.randn(min(n - start, 100_000), 8, generator=g, dtype=DTYPE)
+                table[start : start + 100_000] = torch.sigmoid(Z @ W)
+            covar = FeatureTableKernel(table, base="matern52", prior="chen").to(DTYPE)
+        C = torch.arange(n, dtype=DTYPE).unsqueeze(-1)
+        X = C[torch.randperm(n, generator=g)[:num_obs]]
+        Y = torch.randn(num_obs, 1, generator=g, dtype=DTYPE)
+    model = SingleTaskGP(X, Y, covar_module=covar, outcome_transform=None)
     model.likelihood.noise = 0.05**2
-    # Drawn on the CPU so that every device gets the same problem.
     return model.to(device).eval(), C.to(device)
+
+
+def _args_problem(args: argparse.Namespace, n: int, device: str = "cpu") -> tuple:
+    return _problem(
+        n, args.obs, args.seed, device, args.kernel, args.library, args.dims
+    )
 
 
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _machine() -> dict[str, Any]:
+    return {
+        "machine": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+
+
+def _warm_up(model: Any, C: torch.Tensor) -> Any:
+    """A step on a small set first: imports, caches and kernels loaded."""
+    from botorch.optim import optimize_acqf_discrete
+
+    from ax_chaining import ChainingUCB
+
+    small = C[: min(C.shape[0], 300)]
+    acqf = ChainingUCB(model, small)
+    optimize_acqf_discrete(acqf, q=1, choices=small)
+    return acqf
+
+
 def _worker(args: argparse.Namespace) -> dict:
+    """One (method, N, q) in this process: the median of ``--repeats`` steps."""
     from botorch.acquisition import UpperConfidenceBound
     from botorch.optim import optimize_acqf_discrete
 
@@ -194,17 +162,11 @@ def _worker(args: argparse.Namespace) -> dict:
     baseline = _rss_mb()
     device = torch.device(args.device)
     cuda = device.type == "cuda"
-    model, C = _problem(
-        args.n, args.obs, args.seed, args.device, args.kernel, args.library, args.dims
-    )
-    times = []
-    info: dict = {}
-    if cuda:
-        # The first CUDA call pays for context and kernel loading: warm up on
-        # a small set so that the timed steps measure the method.
+    model, C = _args_problem(args, args.n, args.device)
+    times, info = [], {}
+    if cuda:  # the first CUDA call loads the context and kernels
         with torch.no_grad():
-            small = C[: min(args.n, 300)]
-            optimize_acqf_discrete(ChainingUCB(model, small), q=1, choices=small)
+            _warm_up(model, C)
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
     for _ in range(args.repeats):
@@ -216,7 +178,7 @@ def _worker(args: argparse.Namespace) -> dict:
                 )
             else:
                 acqf = UpperConfidenceBound(model, beta=0.2)
-            x, _ = optimize_acqf_discrete(acqf, q=args.q, choices=C)
+            optimize_acqf_discrete(acqf, q=args.q, choices=C)
         if cuda:
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
@@ -230,6 +192,10 @@ def _worker(args: argparse.Namespace) -> dict:
                 "cover_sizes": res.cover_sizes.tolist(),
                 "bounded_levels": int(res.bounded.sum()),
             }
+    gpu = {}
+    if cuda:
+        gpu["gpu"] = torch.cuda.get_device_name(device)
+        gpu["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return {
         "method": args.method,
         "n": args.n,
@@ -243,16 +209,34 @@ def _worker(args: argparse.Namespace) -> dict:
         "device": str(device),
         "kernel": args.kernel,
         **({"dims": args.dims} if args.kernel == "features" else {}),
-        **(
-            {
-                "gpu": torch.cuda.get_device_name(device),
-                "peak_gpu_mb": torch.cuda.max_memory_allocated(device) / 2**20,
-            }
-            if cuda
-            else {}
-        ),
+        **gpu,
         **info,
     }
+
+
+def _run_worker(
+    method: str, n: int, q: int, args: argparse.Namespace, pending: str = "rebuild"
+) -> dict:
+    options = {
+        "method": method,
+        "n": n,
+        "q": q,
+        "obs": args.obs,
+        "repeats": args.repeats,
+        "seed": args.seed,
+        "path": args.path,
+        "device": args.device,
+        "pending-covers": pending,
+        "kernel": args.kernel,
+        "dims": args.dims,
+        "library": args.library,
+    }
+    cmd = [sys.executable, "-m", "benchmarks.speed", "--worker"]
+    cmd += [f"--{k}={v}" for k, v in options.items() if v is not None]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        return {"method": method, "n": n, "q": q, "error": out.stderr.strip()[-2000:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _median_s(
@@ -269,76 +253,57 @@ def _median_s(
     return statistics.median(times)
 
 
-def _row_timings(model, C, distance, idx, repeats: int) -> dict[str, float]:
-    return {
-        "kernel_rows": _median_s(
-            lambda: model.covar_module(C[idx], C).to_dense(), repeats
-        ),
-        "dist2_rows": _median_s(lambda: distance.rows(idx), repeats),
-    }
+def _has_reuse(cls: type) -> bool:
+    # An earlier engine (measured with the same script) may lack the option.
+    import inspect
+
+    return "pending_covers" in inspect.signature(cls).parameters
 
 
-def _cpu_time_bench(args: argparse.Namespace) -> None:
-    """CPU seconds of UCB, a ChainingUCB step and a batch, one thread."""
+def _cpu_time_rows(n: int, args: argparse.Namespace) -> list[dict]:
+    """CPU seconds of UCB, a ChainingUCB step and batches, one thread."""
     from botorch.acquisition import UpperConfidenceBound
     from botorch.optim import optimize_acqf_discrete
 
     import ax_chaining
     from ax_chaining import ChainingUCB
 
-    torch.set_num_threads(1)
+    def cpu(make: Callable[[], Any], q: int, repeats: int) -> float:
+        step = lambda: optimize_acqf_discrete(make(), q=q, choices=C)  # noqa: E731
+        return _median_s(step, repeats, clock=time.process_time)
 
-    def cpu(fn: Callable[[], object], repeats: int) -> float:
-        return _median_s(fn, repeats, clock=time.process_time)
-
-    for n in args.n:
-        model, C = _problem(
-            n, args.obs, args.seed, "cpu", args.kernel, args.library, args.dims
-        )
-        with torch.no_grad():
-            # Warm up imports and caches on a small set first.
-            small = C[: min(n, 300)]
-            optimize_acqf_discrete(ChainingUCB(model, small), q=1, choices=small)
-            row = {"bench": "cpu_time", "n": n, "obs": args.obs, "threads": 1}
-            row["kernel"] = args.kernel
-            row["engine"] = args.label or str(Path(ax_chaining.__file__).parent)
-            row["ucb_cpu_s"] = cpu(
-                lambda m=model, c=C: optimize_acqf_discrete(
-                    UpperConfidenceBound(m, beta=0.2), q=1, choices=c
-                ),
-                args.repeats,
-            )
-            for q in args.q:
-                row[f"q{q}_cpu_s"] = cpu(
-                    lambda q=q, m=model, c=C: optimize_acqf_discrete(
-                        ChainingUCB(m, c), q=q, choices=c
-                    ),
-                    args.repeats if q == 1 else 1,
-                )
-                row[f"q{q}_ratio_to_ucb"] = row[f"q{q}_cpu_s"] / row["ucb_cpu_s"]
-                if q > 1 and _has_reuse(ChainingUCB):
-                    row[f"q{q}_reuse_cpu_s"] = cpu(
-                        lambda q=q, m=model, c=C: optimize_acqf_discrete(
-                            ChainingUCB(m, c, pending_covers="reuse"), q=q, choices=c
-                        ),
-                        1,
-                    )
-        print(json.dumps(row), flush=True)
+    model, C = _args_problem(args, n)
+    with torch.no_grad():
+        _warm_up(model, C)
+        row = {"bench": "cpu_time", "n": n, "obs": args.obs, "threads": 1}
+        row["kernel"] = args.kernel
+        row["engine"] = args.label or str(Path(ax_chaining.__file__).parent)
+        ucb = lambda: UpperConfidenceBound(model, beta=0.2)  # noqa: E731
+        row["ucb_cpu_s"] = cpu(ucb, 1, args.repeats)
+        for q in args.q:
+            chaining = lambda: ChainingUCB(model, C)  # noqa: E731
+            row[f"q{q}_cpu_s"] = cpu(chaining, q, args.repeats if q == 1 else 1)
+            row[f"q{q}_ratio_to_ucb"] = row[f"q{q}_cpu_s"] / row["ucb_cpu_s"]
+            if q > 1 and _has_reuse(ChainingUCB):
+                reuse = lambda: ChainingUCB(model, C, pending_covers="reuse")  # noqa: E731
+                row[f"q{q}_reuse_cpu_s"] = cpu(reuse, q, 1)
+    return [row]
 
 
-def _chaining_step(model, C: torch.Tensor, args: argparse.Namespace):
-    """A ChainingUCB step (construction, covers and scoring); the function."""
-    from botorch.optim import optimize_acqf_discrete
+def _plain_certificate_options() -> dict[str, Any]:
+    """The plain certificate's keywords in the spelling of whichever
+    ``ax_chaining`` is measured (its options became one object)."""
+    try:
+        from ax_chaining.certificate import CertificateOptions
+    except ImportError:
+        return {"calibration": "none"}
+    return {"options": CertificateOptions(calibration="none")}
 
-    from ax_chaining import ChainingUCB
 
-    acqf = ChainingUCB(model, C, path=args.path)
-    optimize_acqf_discrete(acqf, q=1, choices=C)
-    return acqf
-
-
-def _certificate_row(n: int, args: argparse.Namespace) -> dict:
-    """Wall seconds of a step and of its certificate at one ``N``."""
+def _certificate_rows(n: int, args: argparse.Namespace) -> list[dict]:
+    """Wall seconds of a UCB step, a ChainingUCB step, its plain certificate
+    and ``certify_model``'s union-bound certificate (medians; synchronized on
+    a GPU)."""
     from botorch.acquisition import UpperConfidenceBound
     from botorch.optim import optimize_acqf_discrete
 
@@ -348,6 +313,7 @@ def _certificate_row(n: int, args: argparse.Namespace) -> dict:
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
+    plain = _plain_certificate_options()
 
     def wall(fn: Callable[[], object]) -> tuple[float, object]:
         if cuda:
@@ -358,28 +324,26 @@ def _certificate_row(n: int, args: argparse.Namespace) -> dict:
             torch.cuda.synchronize(device)
         return time.perf_counter() - start, out
 
-    model, C = _problem(
-        n, args.obs, args.seed, args.device, args.kernel, args.library, args.dims
-    )
+    def step() -> Any:  # the covers built with the acquisition, then scored
+        acqf = ChainingUCB(model, C, path=args.path)
+        optimize_acqf_discrete(acqf, q=1, choices=C)
+        return acqf
+
+    model, C = _args_problem(args, n, args.device)
     times: dict[str, list[float]] = {"ucb": [], "step": [], "cert": [], "union": []}
     with torch.no_grad():
-        small = C[: min(n, 300)]  # warm up imports, caches and kernels
-        warm = ChainingUCB(model, small)
-        optimize_acqf_discrete(warm, q=1, choices=small)
-        warm.certificate(among="all")
+        _warm_up(model, C).certificate(among="all")
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
         for _ in range(args.repeats):
-            # The step as in a loop: the covers are built with the
-            # acquisition function, then every candidate is scored.
-            seconds, acqf = wall(lambda: _chaining_step(model, C, args))
+            seconds, acqf = wall(step)
             times["step"].append(seconds)
-            seconds, cert = wall(lambda a=acqf: a.certificate(calibration="none"))
+            seconds, cert = wall(lambda a=acqf: a.certificate(**plain))
             times["cert"].append(seconds)
             ucb = UpperConfidenceBound(model, beta=0.2)
             seconds, _ = wall(lambda u=ucb: optimize_acqf_discrete(u, q=1, choices=C))
             times["ucb"].append(seconds)
-            seconds, union = wall(lambda: certify_model(model, C, calibration="none"))
+            seconds, union = wall(lambda: certify_model(model, C, **plain))
             times["union"].append(seconds)
     res = acqf.chaining
     row = {
@@ -403,25 +367,18 @@ def _certificate_row(n: int, args: argparse.Namespace) -> dict:
         "rank_bound": int(cert.rank_bound),
         "model_bound": float(union.bound),
         "peak_rss_mb": _rss_mb(),
-        "machine": platform.processor() or platform.machine(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
+        **_machine(),
     }
     if cuda:
         row["gpu"] = torch.cuda.get_device_name(device)
         row["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     row["certificate_ratio_to_step"] = row["certificate_s"] / row["step_s"]
-    return row
+    return [row]
 
 
-def _certificate_bench(args: argparse.Namespace) -> None:
-    """Wall seconds of a step and of its certificate, in one process."""
-    for n in args.n:
-        print(json.dumps(_certificate_row(n, args)), flush=True)
-
-
-def _floor_row(n: int, args: argparse.Namespace) -> dict:
-    """UCB step, ChainingUCB step and the every-pair-once pass at one ``N``."""
+def _floor_rows(n: int, args: argparse.Namespace) -> list[dict]:
+    """A UCB step, a ChainingUCB step and the least any exact greedy cover does:
+    each pair of d_t^2 once against one radius (float64, and float32)."""
     import copy
 
     from botorch.acquisition import UpperConfidenceBound
@@ -437,8 +394,7 @@ def _floor_row(n: int, args: argparse.Namespace) -> dict:
     single = copy.deepcopy(model).to(torch.float32)
     row: dict = {"bench": "floor", "n": n, "obs": args.obs}
     with torch.no_grad():
-        small = C[: min(n, 300)]  # warm up imports and caches
-        optimize_acqf_discrete(ChainingUCB(model, small), q=1, choices=small)
+        _warm_up(model, C)
         row["ucb_s"] = _median_s(
             lambda: optimize_acqf_discrete(
                 UpperConfidenceBound(model, beta=0.2), q=1, choices=C
@@ -457,160 +413,90 @@ def _floor_row(n: int, args: argparse.Namespace) -> dict:
             row[f"{key}_edges"] = distance.level_graph([radius]).num_edges
     for key in ("step", "floor", "floor32"):
         row[f"{key}_ratio"] = row[f"{key}_s"] / row["ucb_s"]
-    return row
+    return [{**row, "repeats": args.repeats, **_machine()}]
 
 
-def _floor_bench(args: argparse.Namespace) -> None:
-    """UCB step, ChainingUCB step and the every-pair-once pass, one process."""
-    machine = {
-        "repeats": args.repeats,
-        "machine": platform.processor() or platform.machine(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-    }
-    for n in args.n:
-        print(json.dumps({**_floor_row(n, args), **machine}), flush=True)
-
-
-def _has_reuse(cls: type) -> bool:
-    # An earlier engine (measured with the same script) may lack the option.
-    import inspect
-
-    return "pending_covers" in inspect.signature(cls).parameters
-
-
-def _rows_bench(args: argparse.Namespace) -> None:
+def _rows_rows(n: int, args: argparse.Namespace) -> list[dict]:
     """A block of rows of d_t^2 against the same block of prior kernel rows."""
     from ax_chaining.posterior import candidate_posterior
 
-    for n in args.n:
-        model, C = _problem(n, args.obs, args.seed)
-        with torch.no_grad():
-            distance = candidate_posterior(model, C, path="low_rank").distance
-            idx = torch.arange(min(n, 1000))
-            timing = _row_timings(model, C, distance, idx, max(3, args.repeats))
-        print(
-            json.dumps(
-                {
-                    "bench": "rows",
-                    "n": n,
-                    "rows": idx.numel(),
-                    "obs": args.obs,
-                    **{f"{k}_s": v for k, v in timing.items()},
-                    "ratio": timing["dist2_rows"] / timing["kernel_rows"],
-                }
-            ),
-            flush=True,
-        )
+    model, C = _problem(n, args.obs, args.seed)
+    repeats = max(3, args.repeats)
+    with torch.no_grad():
+        distance = candidate_posterior(model, C, path="low_rank").distance
+        idx = torch.arange(min(n, 1000))
+        kernel = _median_s(lambda: model.covar_module(C[idx], C).to_dense(), repeats)
+        dist2 = _median_s(lambda: distance.rows(idx), repeats)
+    return [
+        {
+            "bench": "rows",
+            "n": n,
+            "rows": idx.numel(),
+            "obs": args.obs,
+            "kernel_rows_s": kernel,
+            "dist2_rows_s": dist2,
+            "ratio": dist2 / kernel,
+        }
+    ]
 
 
-def _run_worker(
-    method: str, n: int, q: int, args: argparse.Namespace, pending: str = "rebuild"
-) -> dict:
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchmarks.speed",
-        "--worker",
-        "--method",
-        method,
-        "--n",
-        str(n),
-        "--q",
-        str(q),
-        "--obs",
-        str(args.obs),
-        "--repeats",
-        str(args.repeats),
-        "--seed",
-        str(args.seed),
-        "--path",
-        args.path,
-        "--device",
-        args.device,
-        "--pending-covers",
-        pending,
-        "--kernel",
-        args.kernel,
-        "--dims",
-        str(args.dims),
-    ] + (["--library", args.library] if args.library else [])
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        return {"method": method, "n": n, "q": q, "error": out.stderr.strip()[-2000:]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _compare_covers_rows(n: int, args: argparse.Namespace) -> list[dict]:
+    """Per seed, exact greedy covers (dense path) against farthest-first covers
+    (low-rank path) on one posterior: sizes, and whether the pick differs."""
+    seeds = range(args.seed, args.seed + args.repeats)
+    return [_compare_covers(n, seed, args) for seed in seeds]
 
 
-def _compare_covers(args: argparse.Namespace) -> None:
+def _compare_covers(n: int, seed: int, args: argparse.Namespace) -> dict:
     from ax_chaining import ChainingUCB
 
-    for n in args.n:
-        for seed in range(args.seed, args.seed + args.repeats):
-            model, C = _problem(n, args.obs, seed)
-            timing = {}
-            acqfs = {}
-            for name, kwargs in {
-                "greedy": {"path": "dense", "cover": "greedy"},
-                "farthest_first": {
-                    "path": "low_rank",
-                    "cover": "farthest_first",
-                    "max_cover_size": n,
-                },
-            }.items():
-                start = time.perf_counter()
-                acqfs[name] = ChainingUCB(model, C, **kwargs)
-                timing[name] = time.perf_counter() - start
-            greedy, ff = acqfs["greedy"], acqfs["farthest_first"]
-            with torch.no_grad():
-                values = greedy(C.unsqueeze(1))
-                values_ff = ff(C.unsqueeze(1))
-            pick, pick_ff = int(values.argmax()), int(values_ff.argmax())
-            sizes = greedy.chaining.cover_sizes.tolist()
-            sizes_ff = ff.chaining.cover_sizes.tolist()
-            print(
-                json.dumps(
-                    {
-                        "bench": "compare_covers",
-                        "n": n,
-                        "obs": args.obs,
-                        "seed": seed,
-                        "greedy_sizes": sizes,
-                        "farthest_first_sizes": sizes_ff,
-                        "size_ratio": [
-                            round(b / a, 4)
-                            for a, b in zip(sizes, sizes_ff, strict=True)
-                        ],
-                        "same_selection": pick == pick_ff,
-                        # Greedy-path acquisition value lost by taking the
-                        # farthest-first choice, relative to the bonus scale.
-                        "value_gap": float(values[pick] - values[pick_ff]),
-                        "greedy_s": timing["greedy"],
-                        "farthest_first_s": timing["farthest_first"],
-                    }
-                ),
-                flush=True,
-            )
+    model, C = _problem(n, args.obs, seed)
+    timing, acqfs = {}, {}
+    for name, kwargs in {
+        "greedy": {"path": "dense", "cover": "greedy"},
+        "farthest_first": {
+            "path": "low_rank",
+            "cover": "farthest_first",
+            "max_cover_size": n,
+        },
+    }.items():
+        start = time.perf_counter()
+        acqfs[name] = ChainingUCB(model, C, **kwargs)
+        timing[name] = time.perf_counter() - start
+    greedy, ff = acqfs["greedy"], acqfs["farthest_first"]
+    with torch.no_grad():
+        values, values_ff = greedy(C.unsqueeze(1)), ff(C.unsqueeze(1))
+    pick, pick_ff = int(values.argmax()), int(values_ff.argmax())
+    sizes = greedy.chaining.cover_sizes.tolist()
+    sizes_ff = ff.chaining.cover_sizes.tolist()
+    return {
+        "bench": "compare_covers",
+        "n": n,
+        "obs": args.obs,
+        "seed": seed,
+        "greedy_sizes": sizes,
+        "farthest_first_sizes": sizes_ff,
+        "size_ratio": [round(b / a, 4) for a, b in zip(sizes, sizes_ff, strict=True)],
+        "same_selection": pick == pick_ff,
+        # The greedy path's value lost by taking the farthest-first choice.
+        "value_gap": float(values[pick] - values[pick_ff]),
+        "greedy_s": timing["greedy"],
+        "farthest_first_s": timing["farthest_first"],
+    }
 
 
-#: Targets (seconds, GB) for ChainingUCB per (N, q), for the README table.
+#: Targets (seconds, GB) for ChainingUCB per (N, q): SE, Tanimoto, one GPU.
 TARGETS = {
     (10_000, 1): (0.5, None),
     (10_000, 5): (2.5, None),
     (100_000, 1): (3.0, None),
     (1_000_000, 1): (30.0, 4.0),
 }
-#: Targets for the Tanimoto kernel over a molecule library (``--kernel
-#: tanimoto``), where no earlier measurements exist.
-TANIMOTO_TARGETS = {
-    (100_000, 1): (6.0, None),
-    (1_000_000, 1): (60.0, 8.0),
-}
-#: Targets on one GPU (the SE and Tanimoto kernels).
+TANIMOTO_TARGETS = {(100_000, 1): (6.0, None), (1_000_000, 1): (60.0, 8.0)}
 GPU_TARGETS = {(1_000_000, 1): (5.0, None)}
-#: How the table names each ``--kernel``.
 _KERNEL_LABELS = {"se": "", "tanimoto": ", Tanimoto", "features": ", feature table"}
-#: Earlier measurements of one step (seconds, ratio to UCB) for the README
-#: table: the level-matrix engine on an idle machine of the same kind.
+#: Earlier measurements of one step (seconds, ratio to UCB): the level-matrix
+#: engine on an idle machine of the same kind.
 PREVIOUS = {
     (1000, 1): (0.0277, 7.66),
     (10_000, 1): (1.84, 66.3),
@@ -626,22 +512,42 @@ def _target(target: tuple[float, float | None] | None) -> str:
     return f"{seconds:g} s" + ("" if gb is None else f" / {gb:g} GB")
 
 
-def _ratio(row: dict) -> str:
-    return f"{row['ratio_to_ucb']:.3g}" if "ratio_to_ucb" in row else "-"
+def _row(*cells: Any) -> str:
+    return "| " + " | ".join(map(str, cells)) + " |"
 
 
-def _gpu_memory(row: dict) -> str:
-    gpu = row.get("peak_gpu_mb")
-    return "" if gpu is None else f" + {gpu / 1024:.2f} on GPU"
-
-
-def _gap(gap: float) -> str:
-    return f"no (value gap {gap:.3g})"
+def _step_line(r: dict) -> str:
+    key = (r["n"], r.get("q", 1))
+    chaining = r["method"] == "chaining"
+    how = f"{r['path']} / {r['cover']}" if "path" in r else "-"
+    if "pending_covers" in r:
+        how += f", pending: {r['pending_covers']}"
+    kernel = r.get("kernel", "se")
+    gpu = str(r.get("device", "cpu")).startswith("cuda")
+    # A feature table has no targets of its own: it is measured, not judged.
+    targets = {"se": TARGETS, "tanimoto": TANIMOTO_TARGETS}.get(kernel, {})
+    targets = GPU_TARGETS if gpu and kernel in ("se", "tanimoto") else targets
+    previous = PREVIOUS.get(key) if chaining and kernel == "se" and not gpu else None
+    method = ("ChainingUCB" if chaining else "UCB") + _KERNEL_LABELS.get(
+        kernel, f", {kernel}"
+    )
+    gpu_gb = r.get("peak_gpu_mb")
+    return _row(
+        f"{r['n']:,}",
+        key[1],
+        method,
+        how,
+        f"{r['median_s']:.3g}",
+        f"{r['ratio_to_ucb']:.3g}" if "ratio_to_ucb" in r else "-",
+        f"{r['peak_rss_mb'] / 1024:.2f}"
+        + ("" if gpu_gb is None else f" + {gpu_gb / 1024:.2f} on GPU"),
+        _target(targets.get(key)) if chaining else "",
+        "" if previous is None else f"{previous[0]:.3g}, {previous[1]:.3g}",
+    )
 
 
 def _cpu_line(r: dict) -> str:
-    q5 = r.get("q5_cpu_s")
-    reuse = r.get("q5_reuse_cpu_s")
+    q5, reuse = r.get("q5_cpu_s"), r.get("q5_reuse_cpu_s")
     q5_cells = (
         "| | |"
         if q5 is None
@@ -649,225 +555,126 @@ def _cpu_line(r: dict) -> str:
         f"| {'-' if reuse is None else f'{reuse:.3g}'} |"
     )
     return (
-        f"| {r['n']:,} | {r['engine']} "
-        f"| {r['ucb_cpu_s']:.3g} | {r['q1_cpu_s']:.3g} "
+        f"| {r['n']:,} | {r['engine']} | {r['ucb_cpu_s']:.3g} | {r['q1_cpu_s']:.3g} "
         f"| {r['q1_ratio_to_ucb']:.3g} {q5_cells}"
     )
 
 
-def _certificate_line(r: dict) -> str:
-    where = r.get("gpu") or "CPU"
-    return (
-        f"| {r['n']:,} | {r['engine']} | {where} | {r['ucb_s']:.3g} "
-        f"| {r['step_s']:.3g} | {r['certificate_s']:.3g} "
-        f"| {r['certificate_ratio_to_step']:.3g} | {r['model_certificate_s']:.3g} "
-        f"| {r['rank_bound']:,} |"
-    )
-
-
 def _rows_line(r: dict) -> str:
-    return (
-        f"| {r['n']:,} | {r['rows']} | {r['kernel_rows_s']:.3g} "
-        f"| {r['dist2_rows_s']:.3g} | {r['ratio']:.3g} |"
+    keys = ("kernel_rows_s", "dist2_rows_s", "ratio")
+    return _row(f"{r['n']:,}", r["rows"], *(f"{r[k]:.3g}" for k in keys))
+
+
+def _certificate_line(r: dict) -> str:
+    return _row(
+        f"{r['n']:,}",
+        r["engine"],
+        r.get("gpu") or "CPU",
+        *(f"{r[k]:.3g}" for k in ("ucb_s", "step_s", "certificate_s")),
+        *(f"{r[k]:.3g}" for k in ("certificate_ratio_to_step", "model_certificate_s")),
+        f"{r['rank_bound']:,}",
     )
 
 
 def _floor_line(r: dict) -> str:
-    return (
-        f"| {r['n']:,} | {r['ucb_s']:.3g} | {r['step_s']:.3g} "
-        f"| {r['step_ratio']:.3g} | {r['floor_s']:.3g} "
-        f"| {r['floor_ratio']:.3g} | {r['floor32_s']:.3g} "
-        f"| {r['floor32_ratio']:.3g} |"
-    )
+    keys = ("ucb_s", "step_s", "step_ratio", "floor_s", "floor_ratio", "floor32_s")
+    return _row(f"{r['n']:,}", *(f"{r[k]:.3g}" for k in (*keys, "floor32_ratio")))
 
 
 def _covers_line(r: dict) -> str:
-    return (
-        f"| {r['n']:,} | {r['seed']} | {r['greedy_sizes']} "
-        f"| {r['farthest_first_sizes']} | {r['size_ratio']} "
-        f"| {'yes' if r['same_selection'] else _gap(r['value_gap'])} |"
-    )
+    same = "yes" if r["same_selection"] else f"no (value gap {r['value_gap']:.3g})"
+    sizes = (r["greedy_sizes"], r["farthest_first_sizes"], r["size_ratio"])
+    return _row(f"{r['n']:,}", r["seed"], *sizes, same)
 
 
-#: The tables after the step table: the ``bench`` of their lines, their
-#: header, and one line of markdown per JSON line.
-_SECTIONS: list[tuple[str, list[str], Callable[[dict], str]]] = [
+#: The tables: the ``bench`` of their lines, their header, one line of
+#: markdown per JSON line.
+_SECTIONS: list[tuple[str, str, str, Callable[[dict], str]]] = [
+    (
+        "step",
+        "| N | q | method | path / covers | median s | ratio to UCB | peak RSS GB "
+        "| target | previous (idle): s, ratio |",
+        "|---:|---:|---|---|---:|---:|---:|---|---:|",
+        _step_line,
+    ),
     (
         "cpu_time",
-        [
-            "| N | engine | UCB CPU s | step CPU s | step / UCB | q = 5 CPU s "
-            "| q = 5 / UCB | q = 5 CPU s, covers reused |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|",
-        ],
+        "| N | engine | UCB CPU s | step CPU s | step / UCB | q = 5 CPU s "
+        "| q = 5 / UCB | q = 5 CPU s, covers reused |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
         _cpu_line,
     ),
     (
         "certificate",
-        [
-            "| N | engine | device | UCB step s | ChainingUCB step s "
-            "| its certificate s | certificate / step | union certificate s "
-            "| rank bound |",
-            "|---:|---|---|---:|---:|---:|---:|---:|---:|",
-        ],
+        "| N | engine | device | UCB step s | ChainingUCB step s "
+        "| its certificate s | certificate / step | union certificate s "
+        "| rank bound |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
         _certificate_line,
     ),
     (
         "rows",
-        [
-            "| N | rows | kernel rows s | d_t^2 rows s | ratio |",
-            "|---:|---:|---:|---:|---:|",
-        ],
+        "| N | rows | kernel rows s | d_t^2 rows s | ratio |",
+        "|---:|---:|---:|---:|---:|",
         _rows_line,
     ),
     (
         "floor",
-        [
-            "| N | UCB step s | ChainingUCB step s | step / UCB "
-            "| every pair once s | / UCB | the same in float32 s | / UCB |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ],
+        "| N | UCB step s | ChainingUCB step s | step / UCB "
+        "| every pair once s | / UCB | the same in float32 s | / UCB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
         _floor_line,
     ),
     (
         "compare_covers",
-        [
-            "| N | seed | greedy \\|T_i\\| | farthest-first \\|T_i\\| | ratio "
-            "| same point |",
-            "|---:|---:|---|---|---|---|",
-        ],
+        "| N | seed | greedy \\|T_i\\| | farthest-first \\|T_i\\| | ratio "
+        "| same point |",
+        "|---:|---:|---|---|---|---|",
         _covers_line,
     ),
 ]
 
 
 def table(paths: list[str]) -> str:
+    """The docs' markdown tables of the JSON lines in ``paths``."""
     lines = [line for p in paths for line in Path(p).read_text().splitlines()]
     rows = [json.loads(line) for line in lines if line.strip()]
-    steps = [r for r in rows if r.get("bench") == "step" and "median_s" in r]
-    out = (
-        [
-            "| N | q | method | path / covers | median s | ratio to UCB | peak RSS GB "
-            "| target | previous (idle): s, ratio |",
-            "|---:|---:|---|---|---:|---:|---:|---|---:|",
+    out: list[str] = []
+    for bench, header, rule, fmt in _SECTIONS:
+        body = [
+            fmt(r)
+            for r in rows
+            if r.get("bench") == bench and (bench != "step" or "median_s" in r)
         ]
-        if steps
-        else []
-    )
-    for r in steps:
-        key = (r["n"], r.get("q", 1))
-        chaining = r["method"] == "chaining"
-        how = f"{r['path']} / {r['cover']}" if "path" in r else "-"
-        if "pending_covers" in r:
-            how += f", pending: {r['pending_covers']}"
-        kernel = r.get("kernel", "se")
-        se = kernel == "se"
-        gpu = str(r.get("device", "cpu")).startswith("cuda")
-        # A feature table has no targets of its own: it is measured, not judged.
-        targets = {
-            "se": GPU_TARGETS if gpu else TARGETS,
-            "tanimoto": GPU_TARGETS if gpu else TANIMOTO_TARGETS,
-        }.get(kernel, {})
-        previous = PREVIOUS.get(key) if chaining and se and not gpu else None
-        method = ("ChainingUCB" if chaining else "UCB") + _KERNEL_LABELS.get(
-            kernel, f", {kernel}"
-        )
-        out.append(
-            f"| {r['n']:,} | {key[1]} | {method} "
-            f"| {how} | {r['median_s']:.3g} | {_ratio(r)} "
-            f"| {r['peak_rss_mb'] / 1024:.2f}{_gpu_memory(r)} "
-            f"| {_target(targets.get(key)) if chaining else ''} "
-            f"| {'' if previous is None else f'{previous[0]:.3g}, {previous[1]:.3g}'} |"
-        )
-    for bench, header, fmt in _SECTIONS:
-        lines = [fmt(r) for r in rows if r.get("bench") == bench]
-        if lines:
-            out += [*([""] if out else []), *header, *lines]
+        if body:
+            out += [*([""] if out else []), header, rule, *body]
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks speed",
-        description="Speed and memory of one ChainingUCB step vs stock UCB.",
-    )
-    parser.add_argument(
-        "--sizes", "--n", dest="n", type=int, nargs="+", default=[1000, 10_000]
-    )
-    parser.add_argument(
-        "--q",
-        type=int,
-        nargs="+",
-        default=[1, 5],
-        help="batch sizes (default: one step and a batch of 5)",
-    )
-    parser.add_argument("--obs", type=int, default=50, help="observations")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--small",
-        "--quick",
-        dest="quick",
-        action="store_true",
-        help="small preset (a test): N = 500, one repeat",
-    )
-    parser.add_argument(
-        "--rows", action="store_true", help="cost of d_t^2 rows vs kernel rows"
-    )
-    parser.add_argument(
-        "--cpu-time", action="store_true", help="CPU seconds, one thread, in-process"
-    )
-    parser.add_argument(
-        "--label", default=None, help="engine name in --cpu-time and --certificate"
-    )
-    parser.add_argument(
-        "--certificate",
-        action="store_true",
-        help="wall seconds of a step and of its certificate, in one process",
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--path", default="auto", choices=["auto", "dense", "low_rank"])
-    parser.add_argument("--compare-covers", action="store_true")
-    parser.add_argument(
-        "--floor",
-        action="store_true",
-        help="UCB, ChainingUCB and every pair of d_t^2 once, in one process",
-    )
-    parser.add_argument(
-        "--device",
-        default="cpu",
-        help="torch device of the model and candidates (e.g. cuda)",
-    )
-    parser.add_argument(
-        "--table", nargs="+", metavar="JSONL", help="render JSON lines as markdown"
-    )
-    parser.add_argument(
-        "--pending-covers",
-        nargs="+",
-        default=["rebuild", "reuse"],
-        choices=["rebuild", "reuse"],
-        help="ChainingUCB pending_covers for batches (default: both)",
-    )
-    parser.add_argument(
-        "--kernel",
-        default="se",
-        choices=["se", "tanimoto", "features"],
-        help="the paper's SE setting, molecules with a Tanimoto kernel, or items "
-        "with a feature table (the default molecule model's ARD Matern-5/2)",
-    )
-    parser.add_argument(
-        "--dims",
-        type=int,
-        default=200,
-        help="with --kernel features: columns of the feature table (Mordred's "
-        "cleaned table has about 200)",
-    )
-    parser.add_argument(
-        "--library",
-        default=None,
-        help="with --kernel tanimoto: a packed fingerprint library (.npy) whose "
-        "first N rows are the candidates (default: random fingerprints)",
-    )
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--method", default="chaining", help=argparse.SUPPRESS)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks speed")
+    add = parser.add_argument
+    add("--sizes", "--n", dest="n", type=int, nargs="+", default=[1000, 10_000])
+    add("--q", type=int, nargs="+", default=[1, 5], help="batch sizes")
+    add("--obs", type=int, default=50, help="observations")
+    add("--repeats", type=int, default=3)
+    add("--small", "--quick", dest="quick", action="store_true", help="N = 500, once")
+    add("--rows", action="store_true", help="rows of d_t^2 against kernel rows")
+    add("--cpu-time", action="store_true", help="CPU seconds, one thread")
+    add("--label", help="the engine's name in --cpu-time and --certificate")
+    add("--certificate", action="store_true", help="a step and its certificate")
+    add("--seed", type=int, default=0)
+    add("--path", default="auto", choices=["auto", "dense", "low_rank"])
+    add("--compare-covers", action="store_true", help="greedy vs farthest-first")
+    add("--floor", action="store_true", help="UCB, ChainingUCB, each pair once")
+    add("--device", default="cpu", help="torch device of the model (e.g. cuda)")
+    add("--table", nargs="+", metavar="JSONL", help="render JSON lines as tables")
+    add("--pending-covers", nargs="+", default=["rebuild", "reuse"])
+    add("--kernel", default="se", choices=["se", "tanimoto", "features"])
+    add("--dims", type=int, default=200, help="--kernel features: columns")
+    add("--library", help="--kernel tanimoto: a packed library (.npy), first N rows")
+    add("--worker", action="store_true", help=argparse.SUPPRESS)
+    add("--method", default="chaining", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.table:
         print(table(args.table))
@@ -879,31 +686,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.n, args.repeats = [500], 1
-    if args.rows:
-        _rows_bench(args)
-        return 0
     if args.cpu_time:
-        _cpu_time_bench(args)
-        return 0
-    if args.certificate:
-        _certificate_bench(args)
-        return 0
-    if args.compare_covers:
-        _compare_covers(args)
-        return 0
-    if args.floor:
-        _floor_bench(args)
-        return 0
-    machine = {
-        "machine": platform.processor() or platform.machine(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-    }
+        torch.set_num_threads(1)
+    for name in ("rows", "cpu_time", "certificate", "compare_covers", "floor"):
+        if getattr(args, name):
+            for n in args.n:
+                for row in globals()[f"_{name}_rows"](n, args):
+                    print(json.dumps(row), flush=True)
+            return 0
     failed = False
     for n in args.n:
-        # Stock UpperConfidenceBound has no pending points (it would ignore
-        # them), so every ChainingUCB row, batches included, is compared with
-        # one stock UCB step on the same candidates.
+        # Stock UCB has no pending points, so every ChainingUCB row, batches
+        # included, is compared with one UCB step on the same candidates.
         ucb = _run_worker("ucb", n, 1, args)
         rows = [ucb] + [
             _run_worker("chaining", n, q, args, pending)
@@ -911,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
             for pending in (["rebuild"] if q == 1 else args.pending_covers)
         ]
         for row in rows:
-            row.update(bench="step", **machine)
+            row.update(bench="step", **_machine())
             failed |= "error" in row
             if "median_s" in row and "median_s" in ucb:
                 row["ratio_to_ucb"] = row["median_s"] / ucb["median_s"]

@@ -1,87 +1,12 @@
 r"""Do the certificates hold when the hyperparameters are fitted, and can a user
-stop on them? Ax ``Client`` loops on real molecule libraries and on GP samples.
+stop on them? Ax ``Client`` loops on molecule libraries and GP samples.
 
-``python -m benchmarks validity`` runs, for each problem, method and seed, an
-ordinary Ax ``Client`` loop (``n_init`` random initial candidates attached,
-then ``queries`` sequential queries, hyperparameters refitted by Ax at every
-step) and records at every step:
-
-* the certificate the strategy itself records (``robust``: made with
-  ``certificate_scale_level=None``, the default for fitted models until
-  2026-11-27, :mod:`ax_chaining.certificate`'s LOO check with its refusals
-  and the scale's point estimate, and Student-t tails with ``n - 1`` degrees
-  of freedom for the candidates the data have reached and ``min(n - 1, 10)``
-  for the others),
-  and, from the same step's model, the plain certificate (``plain``:
-  ``calibration="none"``, Gaussian tails, i.e. the model taken as true: what
-  the package recorded before the calibration existed), the LOO check with
-  Gaussian tails (``loo_gaussian``: the first calibrated default), with
-  Student-t tails of ``n - 1`` degrees of freedom everywhere (``loo_student``:
-  the previous default) and of ``min(n - 1, 10)`` everywhere (``loo_capped``),
-  and ``robust`` with the LOO scale at its upper 95% confidence limit
-  (``loo_upper``: ``scale_level=0.05``, the package's default since) or with
-  at most 20 degrees of freedom for the reached candidates too
-  (``loo_light20``);
-* the default certificate on a geometric schedule of checks (after 10, 20, 40
-  and 80 observations);
-* the certificate calibrated on the loop's own forecast residuals
-  (``forecast``: :class:`~ax_chaining.certificate.residuals.ResidualCalibration` on the
-  residuals the steps recorded, falling back to the LOO check while they are
-  too few) and, for ``chaining_audit`` (Chaining-UCB with one query in
-  :data:`AUDIT_EVERY` an audit, :mod:`ax_chaining.ax.audit`), on the audits'
-  residuals (``audit``);
-* every certificate's rank statement (``rank_bound``) and the realized rank
-  of its point (1 + the candidates truly better);
-* the true regret ``max f - f(x)`` of each certified point;
-* the UCB - LCB bound of Makarova et al. (2022) with GP-UCB's
-  :math:`\beta_t` over the candidates (the rule behind BoFire's
-  ``UCBLCBRegretTermination``), its point and that point's regret;
-* whether Ax's ``ImprovementGlobalStoppingStrategy`` (Ax's defaults) would
-  stop, at every fifth query (from the finished experiment, with Ax's
-  ``trial_to_check``: one call costs more than a model step).
-
-Problems: ``esol``, ``freesolv``, ``lipo`` (the vendored libraries, item index
-and precomputed Tanimoto kernel of Morgan fingerprints, noise-free values,
-``exclude_evaluated=True``) and ``grid`` (the 30 x 30 grid on ``[0, 6]^2``
-with an exact SE GP sample of lengthscale 1, observations with noise sd 0.05,
-as a candidate table with Ax's default GP). ``esol@mordred-chen``,
-``freesolv@mordred-chen`` and ``lipo@mordred-chen`` are the same libraries on
-:func:`~ax_chaining.ax.molecule_surrogate_spec`'s default model (BayBE 0.15's
-own model: Mordred descriptors decorrelated at 0.7, ARD Matern-5/2 under its
-``CHEN`` priors, hyperparameters fitted by Ax); ``esol@rdkit2d-botorch`` (the
-default before it: RDKit 2D descriptors, ARD RBF under BoTorch's priors; its
-records, made as ``esol@default``, are read under this name),
-``esol@rdkit2d-baybe``, ... on the molecule benchmark's other models
-(:data:`MODEL_SUFFIXES`).
-Methods: ``chaining`` (Chaining-UCB), ``qlognei`` (Ax's default acquisition
-over the table) and, on request, ``chaining_audit`` (Chaining-UCB with
-audits).
-
-The summary gives, per library and method: the runs violated at any step
-(bound, and rank statement), the median bound over the range, the median
-bound over the **oracle bound** (the smallest single factor by which the
-plain bound can be multiplied so that no run of that library and method is
-violated at any step, times the plain bound: it needs the true regrets, so
-no user has it), the median ``rank_bound`` over ``N`` and the median realized
-rank, and the stopping rules side by side (the regret rules at 10% of the
-range, the rank rules at the top 1%, with how often the point they stopped
-on is truly in the top 1%).
-
-``--calibration-limits`` (with ``--records``) gives instead how near the
-oracle bound any calibration that multiplies the plain bound by a
-non-decreasing function of a recorded residual scale could come
-(:func:`calibration_limits`: a lower limit over the whole class).
-
-Example::
-
-    python -m benchmarks validity --small --out results/validity_small
-    python -m benchmarks validity --out results/validity --jobs 2
-    python -m benchmarks pack validity results/validity \
-        benchmarks/results/validity.jsonl.gz
-    python -m benchmarks validity --records benchmarks/results/validity.jsonl.gz \
-        --summary-only --out docs/results/validity
-    python -m benchmarks validity --records \
-        benchmarks/results/validity_protocol.jsonl.gz --calibration-limits
+Each step records the strategy's own certificate and, from the same model,
+the variants of :data:`RECORDED`, the UCB - LCB rule and Ax's improvement
+stopping rule, beside the true regret; the summary gives violations,
+tightness (against the oracle bound), ranks and stopping rules. The protocol
+and the measures are on the docs' page ``docs/results/validity.md``;
+``--calibration-limits`` gives :func:`calibration_limits` instead.
 """
 
 from __future__ import annotations
@@ -99,32 +24,52 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from ax.api.client import Client
+from ax.api.configs import RangeParameterConfig
+from ax.core import ObservationFeatures
+from ax.global_stopping.strategies.improvement import ImprovementGlobalStoppingStrategy
+from ax.utils.common.logger import set_stderr_log_level
+from botorch.acquisition.objective import ScalarizedPosteriorTransform
 
+from ax_chaining import ax as axc
+from ax_chaining.acquisition import gp_ucb_beta
+from ax_chaining.ax import GEN_METADATA_KEY
+from ax_chaining.ax.candidates import row_key
+from ax_chaining.ax.certificates import objective_scale, residual_calibration
+from ax_chaining.certificate import (
+    AUTO_DOF_CAP,
+    GAUSSIAN,
+    CertificateOptions,
+    CheckSchedule,
+    ExplorationTail,
+    StudentTail,
+    certify_model,
+    ucb_lcb_bound,
+)
+from ax_chaining.certificate.certify import LOO_MIN_OBSERVATIONS
 from ax_chaining.checks import check_int
-from benchmarks._tables import num, parse_names
-from benchmarks.molecules_bench import MODEL_LABELS, current_name
+from ax_chaining.posterior import candidate_posterior
+from ax_chaining.test_functions.molecules import library, load_dataset
+from ax_chaining.test_functions.problems import grid_problem
+from benchmarks._tables import md_row, num, parse_names
+from benchmarks.molecules_bench import MODEL_LABELS, current_name, model_variant
 from benchmarks.records import (
+    add_record_options,
     command_line,
-    load_records,
     read_packed,
+    records_of,
     run_resumable,
     write_summary,
 )
 
-#: 6: the LOO check's minimum number of observations (records of format 5
-#: and before are read through :func:`as_current`).
+#: 6: the LOO check's minimum number of observations (older records are read
+#: through :func:`as_current`).
 FORMAT_VERSION = 6
-#: Checks after 10, 20, 40, 80 observations: the declared-schedule variant.
-GEOMETRIC_START, GEOMETRIC_RATIO = 10, 2.0
 PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo", "grid")
-#: Suffixes of a library on a descriptor model: the molecule benchmark's
-#: model variants (:data:`benchmarks.molecules_bench.MODEL_VARIANTS`), with
-#: their labels.
-MODEL_SUFFIXES: dict[str, str] = {
-    f"@{variant}": label for variant, label in MODEL_LABELS.items()
-}
+#: A library on one of the molecule benchmark's descriptor models.
+MODEL_SUFFIXES: dict[str, str] = {f"@{v}": label for v, label in MODEL_LABELS.items()}
 MOLECULE_PROBLEMS: tuple[str, ...] = ("esol", "freesolv", "lipo")
-#: Every problem name the benchmark accepts.
 ALL_PROBLEMS: tuple[str, ...] = (
     *PROBLEMS,
     *(name + suffix for suffix in MODEL_SUFFIXES for name in MOLECULE_PROBLEMS),
@@ -167,19 +112,9 @@ PROBLEM_LABELS.update(
 
 @dataclass(frozen=True)
 class ValidityConfig:
-    """Size of a run.
-
-    Attributes:
-        problems, methods: Which (see :data:`PROBLEMS`, :data:`METHODS`; a
-            molecule library with a suffix of :data:`MODEL_SUFFIXES` runs on
-            that descriptor model of
-            :func:`~ax_chaining.ax.molecule_surrogate_spec`).
-        runs: Seeds ``first_seed .. first_seed + runs - 1``.
-        queries: Sequential queries after the initial points.
-        n_init: Initial points, uniform without replacement.
-        delta: Confidence parameter of every certificate.
-        side: Grid side (``grid``).
-    """
+    """Which ``problems`` and ``methods``, seeds ``first_seed .. first_seed +
+    runs - 1``, ``queries`` after ``n_init`` uniform initial points, every
+    certificate's ``delta``, and the grid's ``side``."""
 
     problems: tuple[str, ...] = PROBLEMS
     methods: tuple[str, ...] = METHODS
@@ -209,23 +144,13 @@ SMALL_CONFIG = ValidityConfig(
 )
 
 
-def _geometric():
-    from ax_chaining.certificate import CheckSchedule
-
-    return CheckSchedule("geometric", start=GEOMETRIC_START, ratio=GEOMETRIC_RATIO)
+#: Checks after 10, 20, 40 and 80 observations.
+GEOMETRIC = CheckSchedule("geometric", start=10, ratio=2.0)
 
 
-def _problem(name: str, seed: int, config: ValidityConfig):
+def _problem(name: str, seed: int, config: ValidityConfig) -> tuple:
     """(parameters, strategy kwargs, candidate rows, noise-free values, noise sd)."""
-    import torch
-
-    from ax_chaining import ax as axc
-
     if name == "grid":
-        from ax.api.configs import RangeParameterConfig
-
-        from ax_chaining.test_functions.problems import grid_problem
-
         X, f = grid_problem(config.side, seed)
         rows = [{"x": float(a), "y": float(b)} for a, b in X.tolist()]
         params = [
@@ -233,13 +158,7 @@ def _problem(name: str, seed: int, config: ValidityConfig):
             for n in ("x", "y")
         ]
         return params, {"candidates": rows}, rows, f.numpy(), 0.05
-    from ax_chaining.test_functions.molecules import library, load_dataset
-
-    if "@" in name:
-        # The same spec (and features, computed once per process) as the
-        # molecule benchmark's methods with that suffix.
-        from benchmarks.molecules_bench import model_variant
-
+    if "@" in name:  # the molecule benchmark's spec of that model
         base, variant = name.split("@")
         data = load_dataset(base)
         spec = model_variant(data.name, variant)[0]
@@ -247,18 +166,15 @@ def _problem(name: str, seed: int, config: ValidityConfig):
         data, gram = library(name)
         spec = axc.precomputed_kernel_surrogate_spec(gram)
     n = len(data)
-    rows = [{"item": i} for i in range(n)]
     kwargs = {"surrogate_spec": spec, "exclude_evaluated": True}
-    del torch
+    rows = [{"item": i} for i in range(n)]
     return [axc.candidate_index_parameter(n)], kwargs, rows, data.y.numpy(), 0.0
 
 
-def _strategy(method: str, kwargs: dict[str, Any], config: ValidityConfig):
-    from ax_chaining import ax as axc
-
-    # `robust` is the LOO scale's point estimate, as in every record made
-    # before the upper limit (`loo_upper`) became the package's default.
-    kwargs = {**kwargs, "certificate_scale_level": None}
+def _strategy(method: str, kwargs: dict[str, Any], config: ValidityConfig) -> Any:
+    # `robust`: the LOO scale's point estimate, as every record made before
+    # the upper limit (`loo_upper`) became the package's default.
+    kwargs = {**kwargs, "certificate": CertificateOptions(scale_level=None)}
     if method in ("chaining", "chaining_audit"):
         audit = {"audit_every": AUDIT_EVERY} if method == "chaining_audit" else {}
         return axc.chaining_generation_strategy(
@@ -267,48 +183,24 @@ def _strategy(method: str, kwargs: dict[str, Any], config: ValidityConfig):
     return axc.qlognei_generation_strategy(init_trials=config.n_init, **kwargs)
 
 
-def _model_view(gs: Any, rows: list[dict[str, Any]], experiment: Any):
-    """The step's fitted model, the candidates in its space, and the scale."""
-    import torch
-    from ax.core import ObservationFeatures
-
-    from ax_chaining.ax.metadata import objective_scale
-
-    adapter = gs.adapter
-    model = adapter.generator.surrogate.model
-    X = adapter.transform_observation_features(
-        [ObservationFeatures(parameters=dict(r)) for r in rows]
-    )
-    weights = torch.ones(1, dtype=X.dtype)
-    return model, X, objective_scale(adapter, experiment, weights)
-
-
-#: The variants recorded beside the strategy's own certificate (``robust``),
-#: from the same step's model (the module docstring).
-RECORDED = (
-    "loo_gaussian",
-    "loo_student",
-    "loo_capped",
-    "loo_upper",
-    "loo_light20",
-    "geometric",
-    "forecast",
+#: The variants recorded beside the strategy's own certificate (``robust``).
+RECORDED = tuple(
+    "loo_gaussian loo_student loo_capped loo_upper loo_light20 geometric "
+    "forecast".split()
 )
 
 
-def _variants(n: int, experiment: Any, audits: bool) -> dict[str, dict[str, Any]]:
-    """``certify_model`` keywords of each variant at a step with ``n``
-    observations (the geometric schedule's only at its checks; the audits'
-    only in a loop with audits)."""
-    from ax_chaining.ax.forecasts import residual_calibration
-    from ax_chaining.certificate import AUTO_DOF_CAP, ExplorationTail, StudentTail
-
+def _variants(n: int, experiment: Any, audits: bool) -> dict[str, Any]:
+    """The ``CertificateOptions`` of each variant at a step with ``n``
+    observations (the geometric schedule's at its checks only; the audits' in
+    a loop with audits only), all but ``loo_upper`` on the LOO scale's point
+    estimate, as the records made before the upper limit became the default."""
     light = max(1, n - 1)
     heavy = min(light, AUTO_DOF_CAP)
     out: dict[str, dict[str, Any]] = {
         "plain": {"calibration": "none"},
-        "loo_gaussian": {"tail": "gaussian"},
-        "loo_student": {"tail": "student"},
+        "loo_gaussian": {"tail": GAUSSIAN},
+        "loo_student": {"tail": StudentTail(max(1, n - 1))},
         "loo_capped": {"tail": StudentTail(max(1, min(n - 1, AUTO_DOF_CAP)))},
         "loo_upper": {"scale_level": 0.05},
         "loo_light20": {"tail": ExplorationTail(heavy, min(light, 20))},
@@ -316,11 +208,9 @@ def _variants(n: int, experiment: Any, audits: bool) -> dict[str, dict[str, Any]
     }
     if audits:
         out["audit"] = {"calibration": residual_calibration(experiment, "audit")}
-    if _geometric().index(n) is not None:
-        out["geometric"] = {"schedule": _geometric()}
-    # Every variant but `loo_upper` on the LOO scale's point estimate, as the
-    # records made before the upper limit became the default.
-    return {k: {"scale_level": None, **v} for k, v in out.items()}
+    if GEOMETRIC.index(n) is not None:
+        out["geometric"] = {"schedule": GEOMETRIC}
+    return {k: CertificateOptions(**{"scale_level": None, **v}) for k, v in out.items()}
 
 
 def _realized_rank(f: np.ndarray, index: int) -> int:
@@ -329,12 +219,10 @@ def _realized_rank(f: np.ndarray, index: int) -> int:
 
 
 def _record(cert: Any, scale: float | None, f: np.ndarray, f_max: float) -> dict:
-    """A variant's ``bound`` (objective units), ``valid``, the true ``regret``
-    of its point, its ``rank_bound`` and the point's realized ``rank``; None
-    each where it was not computed."""
+    """A variant's ``bound`` (objective units), ``valid``, its point's true
+    ``regret``, ``rank_bound`` and realized ``rank`` (None if not computed)."""
     if cert is None:
-        keys = ("bound", "valid", "regret", "rank_bound", "rank")
-        return dict.fromkeys(keys)
+        return dict.fromkeys(("bound", "valid", "regret", "rank_bound", "rank"))
     return {
         "bound": None if scale is None else cert.bound * scale,
         "valid": cert.valid,
@@ -348,26 +236,10 @@ def run_one(
     problem: str, method: str, seed: int, config: ValidityConfig
 ) -> dict[str, Any]:
     """One loop; per step the certificates, their points' regrets and the
-    stopping rules' decisions (see the module docstring)."""
-    import torch
-    from ax.api.client import Client
-    from ax.global_stopping.strategies.improvement import (
-        ImprovementGlobalStoppingStrategy,
-    )
-    from ax.utils.common.logger import set_stderr_log_level
-    from botorch.acquisition.objective import ScalarizedPosteriorTransform
-
-    from ax_chaining.acquisition import gp_ucb_beta
-    from ax_chaining.ax import GEN_METADATA_KEY
-    from ax_chaining.ax.candidates import row_key
-    from ax_chaining.certificate import certify_model, ucb_lcb_bound
-    from ax_chaining.posterior import candidate_posterior
-
-    # Ax's Client logs every trial at INFO; the progress bar says enough.
-    set_stderr_log_level(logging.WARNING)
+    stopping rules' decisions."""
+    set_stderr_log_level(logging.WARNING)  # Ax logs every trial at INFO
     params, kwargs, rows, f, noise = _problem(problem, seed, config)
-    n = len(rows)
-    names = list(rows[0])
+    n, names = len(rows), list(rows[0])
     index_of = {row_key(r, names): i for i, r in enumerate(rows)}
     f_max, f_range = float(f.max()), float(f.max() - f.min())
     rng = np.random.default_rng(seed)
@@ -384,13 +256,14 @@ def run_one(
         y = float(f[i]) + (noise * float(noise_rng.standard_normal()) if noise else 0.0)
         client.complete_trial(trial, raw_data={"y": y})
 
-    for i in rng.choice(n, size=config.n_init, replace=False):
-        observe(client.attach_trial(parameters=dict(rows[int(i)])), int(i))
+    for i in map(int, rng.choice(n, size=config.n_init, replace=False)):
+        observe(client.attach_trial(parameters=dict(rows[i])), i)
     # Ax's defaults, from 5 trials past the initial points; the trial just
     # generated is still running, so pending trials must not silence it.
     improvement = ImprovementGlobalStoppingStrategy(
         min_trials=config.n_init + 5, inactive_when_pending_trials=False
     )
+    features = [ObservationFeatures(parameters=dict(r)) for r in rows]
     steps = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -399,51 +272,42 @@ def run_one(
             ((trial, p),) = client.get_next_trials(max_trials=1).items()
             seconds = time.perf_counter() - start
             experiment = gs.experiment
-            meta = experiment.trials[trial].generator_runs[0].gen_metadata
-            cert = (meta or {}).get(GEN_METADATA_KEY, {}).get("certificate") or {}
-            model, X, scale = _model_view(gs, rows, experiment)
+            meta = experiment.trials[trial].generator_runs[0].gen_metadata or {}
+            ours = meta.get(GEN_METADATA_KEY, {})
+            cert = ours.get("certificate") or {}
+            # The step's fitted model, the candidates in its space, the scale.
+            model = gs.adapter.generator.surrogate.model
+            X = gs.adapter.transform_observation_features(features)
+            transform = ScalarizedPosteriorTransform(torch.ones(1, dtype=X.dtype))
+            scale = objective_scale(gs.adapter, experiment, transform.weights)
             evaluated = torch.zeros(n, dtype=torch.bool)
             evaluated[items] = True
-            transform = ScalarizedPosteriorTransform(torch.ones(1, dtype=X.dtype))
+            kw = {"among": evaluated, "delta": config.delta}
+            kw["posterior_transform"] = transform
+            variants = _variants(len(items), experiment, method == "chaining_audit")
             certs = {
-                name: certify_model(
-                    model,
-                    X,
-                    among=evaluated,
-                    delta=config.delta,
-                    posterior_transform=transform,
-                    **kwargs,
-                )
-                for name, kwargs in _variants(
-                    len(items), experiment, method == "chaining_audit"
-                ).items()
+                name: certify_model(model, X, options=options, **kw)
+                for name, options in variants.items()
             }
             post = candidate_posterior(model, X, transform, path="dense")
             beta = gp_ucb_beta(n, len(items) + 1, config.delta)
             index = evaluated.nonzero().squeeze(-1)
             sigma = post.distance.sigma.to(torch.float64)
             ucb_lcb = ucb_lcb_bound(post.mean, sigma, index, beta)
-            lcb_pick = int(
-                index[torch.argmax(post.mean[index] - beta**0.5 * sigma[index])]
-            )
-            robust_index = (
-                index_of[row_key(cert["parameters"], names)] if cert else None
-            )
+            lcb = post.mean[index] - beta**0.5 * sigma[index]
+            lcb_pick = int(index[torch.argmax(lcb)])
+            robust = index_of[row_key(cert["parameters"], names)] if cert else None
             step = {
                 "n": len(items),
                 "seconds": seconds,
                 "best_regret": f_max - float(f[items].max()),
                 "robust_bound": cert.get("bound") if cert else None,
                 "robust_valid": bool(cert.get("valid", True)) if cert else None,
-                "robust_regret": None
-                if robust_index is None
-                else f_max - float(f[robust_index]),
+                "robust_regret": None if robust is None else f_max - float(f[robust]),
                 "robust_scale": (cert.get("checks") or {}).get("mean_z2"),
                 "robust_rank_bound": cert.get("rank_bound") if cert else None,
-                "robust_rank": None
-                if robust_index is None
-                else _realized_rank(f, robust_index),
-                "audit": bool((meta or {}).get(GEN_METADATA_KEY, {}).get("audit")),
+                "robust_rank": None if robust is None else _realized_rank(f, robust),
+                "audit": bool(ours.get("audit")),
                 "forecast_scale": certs["forecast"].checks.get("forecast_scale"),
                 "forecast_dof": certs["forecast"].checks.get("forecast_dof"),
                 **{
@@ -461,12 +325,11 @@ def run_one(
             observe(trial, index_of[row_key(p, names)])
     # Ax's rule at every fifth query, from the finished experiment (one call
     # costs more than a model step; its trial_to_check looks back in time).
-    experiment = gs.experiment
     for k, step in enumerate(steps, start=1):
         if k % 5 == 0:
             trial = config.n_init + k - 1  # the trial of the k-th query
             stop, _ = improvement.should_stop_optimization(
-                experiment, trial_to_check=trial
+                gs.experiment, trial_to_check=trial
             )
             step["ax_improvement_stop"] = bool(stop)
     return {
@@ -483,62 +346,34 @@ def run_one(
 
 
 def run_validity(
-    config: ValidityConfig, out: str | Path, jobs: int = 1, progress: bool = True
+    config: ValidityConfig, out: str | Path, **options: Any
 ) -> list[dict[str, Any]]:
-    """Run (or resume) every (problem, method, seed); returns the records."""
-    tasks = [
-        (p, m, s)
-        for s in range(config.first_seed, config.first_seed + config.runs)
-        for p in config.problems
-        for m in config.methods
-    ]
-    return run_resumable(
-        tasks,
-        out,
-        "validity",
-        config.key(),
-        functools.partial(run_one, config=config),
-        force=False,
-        progress=progress,
-        desc="validity",
-        jobs=jobs,
-    )
+    """Run (or resume) every (problem, method, seed); ``options`` of
+    :func:`~benchmarks.records.run_resumable`."""
+    seeds = range(config.first_seed, config.first_seed + config.runs)
+    tasks = [(p, m, s) for s in seeds for p in config.problems for m in config.methods]
+    run = functools.partial(run_one, config=config)
+    return run_resumable(tasks, out, "validity", config.key(), run, **options)
 
 
 # ---------------------------------------------------------------------------
 # Summary.
 # ---------------------------------------------------------------------------
 
-RULES = (
-    "robust",
-    "loo_upper",
-    "loo_light20",
-    "forecast",
-    "audit",
-    "loo_capped",
-    "loo_student",
-    "loo_gaussian",
-    "plain",
-    "geometric",
+RULES = tuple(
+    "robust loo_upper loo_light20 forecast audit loo_capped loo_student "
+    "loo_gaussian plain geometric".split()
 )
-#: Queries at which the medians are taken (and at half the budget and at
-#: the budget: the table's columns).
+#: Queries at which the medians are taken (and half the budget, the budget).
 AT = (25, 50, 100)
 #: The rank rules stop at the top ``TOP_FRACTION`` of the candidate set.
 TOP_FRACTION = 0.01
 
 
-def _first(steps: list[dict], ok) -> tuple[int | None, dict | None]:
-    for k, s in enumerate(steps, start=1):
-        if ok(s):
-            return k, s
-    return None, None
-
-
 def oracle_factor(runs: Sequence[dict[str, Any]]) -> float | None:
-    """The smallest factor ``c`` with ``regret <= c * plain bound`` at every
-    step of every run (the plain certificate's point and bound); None where
-    no step has a plain bound. ``c`` times the plain bound is the oracle bound."""
+    """The smallest ``c`` with ``regret <= c * plain bound`` at every step of
+    every run (None without a plain bound); ``c`` times the plain bound is the
+    oracle bound."""
     needs = [
         step_need(s)
         for r in runs
@@ -549,17 +384,14 @@ def oracle_factor(runs: Sequence[dict[str, Any]]) -> float | None:
 
 
 def step_need(step: dict[str, Any]) -> float:
-    """The factor on a step's plain bound that its regret needs (a zero bound
-    with a positive regret needs an infinite one)."""
+    """The factor on a step's plain bound that its regret needs."""
     bound, regret = step["plain_bound"], step["plain_regret"]
     if bound > 0:
         return regret / bound
     return math.inf if regret > 1e-12 else 0.0
 
 
-#: The statistics of the loop's own data that a calibration of the plain
-#: bound can follow (:func:`calibration_limits`): the LOO check's scale (point
-#: estimate) and the forecast residuals' scale, as each step recorded them.
+#: The recorded statistics a calibration of the plain bound can follow.
 CALIBRATION_STATISTICS = {
     "robust_scale": "LOO scale (point estimate)",
     "forecast_scale": "forecast residuals' scale",
@@ -573,31 +405,20 @@ def calibration_limits(
     min_obs: int | None = None,
     spared_runs: int = 1,
 ) -> list[dict[str, Any]]:
-    """What the best calibration of the plain bound that follows ``statistic``
-    could reach: per problem and method, its median bound over the oracle
-    bound at ``queries``.
+    """How near the oracle bound the best calibration that follows
+    ``statistic`` could come: per problem and method, its median bound over
+    the oracle bound at ``queries``, a lower limit over the whole class.
 
-    A calibration here multiplies each step's plain bound by ``c(s)``, a
-    non-decreasing function of the step's recorded ``statistic`` (a residual
-    scale: the larger the model's residuals, the wider the bound). It must
-    hold at every step with at least ``min_obs`` observations (default: the
-    LOO check's minimum, where the certificate starts), a plain bound and the
-    statistic, of every run of every problem in ``records`` under the same
-    method, but for ``spared_runs`` runs per problem (0 or 1; the protocol's
-    bar allows 1 violated run in 10). For given spared runs, the pointwise
-    smallest such ``c`` is ``c*(s) = max {regret_k / bound_k : s_k <= s}``
-    over the other runs' steps, and every other valid ``c`` is at least as
-    wide at every step. Each entry is the smallest over every choice of
-    spared runs, so no calibration of the class does better: a lower limit.
-    Each problem's oracle factor is taken on the same steps, no run spared
-    (the smallest constant valid on that problem alone); a run whose step at
-    a query lacks the statistic is left out of that query's median (all
-    runs count otherwise, spared or not). Also given: the smallest constant
-    valid on the same steps of every problem (``c*`` without the statistic),
-    over each problem's oracle, with the same spared runs.
+    A calibration multiplies each step's plain bound by ``c(s)``, a
+    non-decreasing function of the step's ``statistic``, valid at every step
+    with at least ``min_obs`` observations (default: the LOO check's minimum)
+    of every run of every problem under the same method, but ``spared_runs``
+    (0 or 1) per problem. For given spared runs the pointwise smallest is
+    ``c*(s) = max {regret_k / bound_k : s_k <= s}`` over the other runs'
+    steps; each entry is the smallest over every choice of spared runs. Also
+    given: the smallest constant valid on the same steps
+    (``best_constant_over_oracle``).
     """
-    from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
-
     if statistic not in CALIBRATION_STATISTICS:
         raise ValueError(
             f"`statistic` must be one of {sorted(CALIBRATION_STATISTICS)}, "
@@ -611,15 +432,15 @@ def calibration_limits(
         bound, regret = step.get("plain_bound"), step.get("plain_regret")
         return (
             step["n"] >= floor
-            and bound is not None
             and regret is not None
-            and bound < math.inf
+            and bound is not None
+            and (bound < math.inf)
         )
 
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for r in map(as_current, records):
-        groups.setdefault((r["problem"], r["method"]), []).append(r)
-    rows = []
+    def ok(s: dict[str, Any]) -> bool:
+        return usable(s) and s.get(statistic) is not None
+
+    groups, rows = _groups(records), []
     for method in sorted({m for _, m in groups}):
         problems = sorted(p for p, m in groups if m == method)
         runs = {p: groups[(p, method)] for p in problems}
@@ -628,24 +449,20 @@ def calibration_limits(
             needs = [step_need(s) for r in runs[p] for s in r["steps"] if usable(s)]
             oracle[p] = max(needs) if needs else None
         # The points where c* is read: each run's statistic at each query.
-        where: list[tuple[str, int, int]] = []  # (problem, query, run)
-        values: list[float] = []
-        for p in problems:
-            for q in queries:
-                for i, r in enumerate(runs[p]):
-                    if len(r["steps"]) < q:
-                        continue
-                    step = r["steps"][q - 1]
-                    if usable(step) and step.get(statistic) is not None:
-                        where.append((p, q, i))
-                        values.append(float(step[statistic]))
-        at = np.array(values)
+        where = [  # (problem, query, step)
+            (p, q, r["steps"][q - 1])
+            for p in problems
+            for q in queries
+            for r in runs[p]
+            if len(r["steps"]) >= q and ok(r["steps"][q - 1])
+        ]
+        at = np.array([float(s[statistic]) for _, _, s in where])
 
         def envelope(
             steps: list[tuple[float, float]], at: np.ndarray = at
         ) -> tuple[np.ndarray, float]:
-            # c* of these (statistic, need) points, read at every point of
-            # `at`, and the largest need (the best constant).
+            # c* of these (statistic, need) points at every point of `at`,
+            # and the largest need (the best constant).
             if not steps:
                 return np.zeros(at.size), 0.0
             pts = sorted(steps)
@@ -654,27 +471,20 @@ def calibration_limits(
             k = np.searchsorted(stats, at, side="right")
             return np.where(k > 0, running[np.maximum(k - 1, 0)], 0.0), running[-1]
 
-        # Per problem and per choice of spared run (None: none), the envelope
-        # of its other runs' steps.
+        # Per problem and choice of spared run (None: none), the envelope of
+        # its other runs' steps.
         choices = []
         for p in problems:
             per_run = [
-                [
-                    (float(s[statistic]), step_need(s))
-                    for s in r["steps"]
-                    if usable(s) and s.get(statistic) is not None
-                ]
+                [(float(s[statistic]), step_need(s)) for s in r["steps"] if ok(s)]
                 for r in runs[p]
             ]
             spare = [None, *range(len(per_run))] if spared_runs else [None]
-            choices.append(
-                [
-                    envelope(
-                        [x for i, pts in enumerate(per_run) if i != j for x in pts]
-                    )
-                    for j in spare
-                ]
+            others = (
+                [x for i, pts in enumerate(per_run) if i != j for x in pts]
+                for j in spare
             )
+            choices.append([envelope(steps) for steps in others])
         combos = math.prod(len(c) for c in choices)
         if combos * max(1, at.size) > 50_000_000:
             raise ValueError(
@@ -699,14 +509,10 @@ def calibration_limits(
                 if oracle[p] and math.isfinite(oracle[p]) and cols:
                     med = np.median(c_at[..., cols], axis=-1) / oracle[p]
                     best[(p, q)] = float(med.min())
-        best_const = {
-            p: float(const.min()) / oracle[p]
-            for p in problems
-            if oracle[p] and math.isfinite(oracle[p])
-        }
         for p in problems:
             if not oracle[p]:
                 continue
+            finite = math.isfinite(oracle[p])
             rows.append(
                 {
                     "problem": p,
@@ -714,7 +520,9 @@ def calibration_limits(
                     "statistic": statistic,
                     "spared_runs": spared_runs,
                     "oracle": oracle[p],
-                    "best_constant_over_oracle": best_const.get(p),
+                    "best_constant_over_oracle": float(const.min()) / oracle[p]
+                    if finite
+                    else None,
                     "median_over_oracle": {q: best.get((p, q)) for q in queries},
                 }
             )
@@ -724,7 +532,7 @@ def calibration_limits(
 def format_calibration_limits(
     rows: Sequence[dict[str, Any]], queries: Sequence[int] = (50, 100)
 ) -> str:
-    """The table of :func:`calibration_limits` rows (Markdown)."""
+    """The markdown table of :func:`calibration_limits` rows."""
     cols = " | ".join(f"best monotone / oracle @{q}" for q in queries)
     lines = [
         f"| statistic | problem | method | oracle factor (n >= 20) | {cols} | "
@@ -732,11 +540,15 @@ def format_calibration_limits(
         "|---|---|---|---:|" + "---:|" * (len(queries) + 1),
     ]
     for r in rows:
-        at = " | ".join(_fmt(_at(r["median_over_oracle"], q)) for q in queries)
         lines.append(
-            f"| {CALIBRATION_STATISTICS[r['statistic']]} | "
-            f"{PROBLEM_LABELS[r['problem']]} | {LABELS[r['method']]} | "
-            f"{_fmt(r['oracle'])} | {at} | {_fmt(r['best_constant_over_oracle'])} |"
+            md_row(
+                CALIBRATION_STATISTICS[r["statistic"]],
+                PROBLEM_LABELS[r["problem"]],
+                LABELS[r["method"]],
+                _fmt(r["oracle"]),
+                *(_fmt(_at(r["median_over_oracle"], q)) for q in queries),
+                _fmt(r["best_constant_over_oracle"]),
+            )
         )
     return "\n".join(lines) + "\n"
 
@@ -745,31 +557,18 @@ def _median(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-def _key(rule: str, what: str) -> str:
-    return f"{rule}_{what}"
-
-
-#: The recorded certificates whose calibration is the LOO check (the
-#: ``forecast`` one too, where it fell back to it: no ``forecast_scale``).
+#: The recorded certificates whose calibration is the LOO check (``forecast``
+#: too, where it fell back to it: no ``forecast_scale``).
 LOO_RULES = ("robust", "geometric", "loo_gaussian", "loo_student", "loo_capped")
 
 
 def as_current(record: dict[str, Any]) -> dict[str, Any]:
-    """A record as the current code would have made it.
-
-    Records of format 5 and before were made before the LOO check refused
-    below :data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`
-    observations. The refusal depends on the number of observations alone and
-    the loop's queries do not depend on the certificate, so such a record's
-    LOO-checked certificates (:data:`LOO_RULES`, and ``forecast`` where it
-    fell back to the check) at steps with fewer observations are marked
-    refused (``valid`` False); the rest is unchanged (``audit``'s, which
-    records no sign of a fallback, too). Newer records are returned as they
-    are. Every record's problem is named as the current code names it
-    (:func:`benchmarks.molecules_bench.current_name`: ``esol@default`` is
-    ``esol@rdkit2d-botorch``)."""
-    from ax_chaining.certificate.calibration import LOO_MIN_OBSERVATIONS
-
+    """A record as the current code would have made it: its problem under its
+    current name (``esol@default`` is ``esol@rdkit2d-botorch``) and, in records
+    of format 5 and before (made before the LOO check refused below
+    ``LOO_MIN_OBSERVATIONS`` observations, a refusal that depends on the
+    number of observations alone), the LOO-checked certificates of the steps
+    below it marked refused."""
     record = {**record, "problem": current_name(record["problem"])}
     if record["config"].get("format", 0) >= 6:
         return record
@@ -777,46 +576,50 @@ def as_current(record: dict[str, Any]) -> dict[str, Any]:
     for s in record["steps"]:
         s = dict(s)
         if s["n"] < LOO_MIN_OBSERVATIONS:
-            rules = [
-                *LOO_RULES,
-                *(["forecast"] if s.get("forecast_scale") is None else []),
-            ]
-            for rule in rules:
-                if s.get(_key(rule, "bound")) is not None:
-                    s[_key(rule, "valid")] = False
+            fallback = ["forecast"] if s.get("forecast_scale") is None else []
+            for rule in (*LOO_RULES, *fallback):
+                if s.get(f"{rule}_bound") is not None:
+                    s[f"{rule}_valid"] = False
         steps.append(s)
     return {**record, "steps": steps}
 
 
-def summarize(records: Sequence[dict[str, Any]], delta: float = 0.05) -> dict[str, Any]:
-    """Validity, tightness, rank and stopping, per problem and method (of the
-    records :func:`as_current`)."""
-    out: dict[str, Any] = {"rows": [], "stopping": [], "oracle": []}
+def _groups(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict]]:
+    """The records :func:`as_current`, by problem and method."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in map(as_current, records):
         groups.setdefault((r["problem"], r["method"]), []).append(r)
-    for (problem, method), runs in sorted(groups.items()):
+    return groups
+
+
+def summarize(records: Sequence[dict[str, Any]], delta: float = 0.05) -> dict[str, Any]:
+    """Validity, tightness, rank and stopping per problem and method (of the
+    records :func:`as_current`)."""
+    out: dict[str, Any] = {"rows": [], "stopping": [], "oracle": []}
+    for (problem, method), runs in sorted(_groups(records).items()):
         oracle = oracle_factor(runs)
         out["oracle"].append({"problem": problem, "method": method, "factor": oracle})
         for rule in RULES:
-            row = _rule_row(rule, runs, oracle)
-            if row is not None:
+            if (row := _rule_row(rule, runs, oracle)) is not None:
                 out["rows"].append({"problem": problem, "method": method, **row})
         out["stopping"] += _stopping(problem, method, runs)
     return out
 
 
+def _first(steps: list[dict], ok: Any) -> tuple[int | None, dict | None]:
+    return next(((k, s) for k, s in enumerate(steps, 1) if ok(s)), (None, None))
+
+
 def _rule_row(
     rule: str, runs: list[dict[str, Any]], oracle: float | None
 ) -> dict[str, Any] | None:
-    """One certificate's row of the summary; None where the records do not
-    hold it (records from before it, and the audits' in loops without any)."""
+    """One certificate's row; None where the records do not hold it."""
     steps = [s for r in runs for s in r["steps"]]
-    if not any(_key(rule, "bound") in s for s in steps):
+    if not any(f"{rule}_bound" in s for s in steps):
         return None
     if rule == "audit" and not any(s.get("audit") for s in steps):
         return None
-    ranked = any(_key(rule, "rank_bound") in s for s in steps)
+    ranked = any(f"{rule}_rank_bound" in s for s in steps)
     queries = max(len(r["steps"]) for r in runs)
     at = sorted({*AT, max(1, queries // 2), queries})
     any_viol, rank_viol, step_viol, steps_n, refused = 0, 0, 0, 0, 0
@@ -828,29 +631,23 @@ def _rule_row(
     for r in runs:
         rng, n = r["f_range"], r["num_candidates"]
         viol_run, rank_run = False, False
-        # The certificate in force at query k: the last check at or before it
-        # (a geometric schedule has none at k itself).
+        # The certificate in force at query k: the last check at or before it.
         current: dict[str, Any] | None = None
         for k, s in enumerate(r["steps"], start=1):
-            bound = s.get(_key(rule, "bound"))
+            bound = s.get(f"{rule}_bound")
             if bound is not None:
                 steps_n += 1
-                valid = rule == "plain" or s[_key(rule, "valid")]
-                if not valid:
-                    refused += 1
-                    # A refused certificate says nothing: among all N.
-                    current = {
-                        "bound": math.inf,
-                        "rank_bound": n if ranked else None,
-                        "rank": None,
-                    }
+                if not (rule == "plain" or s[f"{rule}_valid"]):
+                    refused += 1  # a refused certificate says nothing: among all N
+                    current = {"bound": math.inf, "rank_bound": n if ranked else None}
+                    current["rank"] = None
                 else:
                     current = {
                         "bound": bound,
-                        "rank_bound": s.get(_key(rule, "rank_bound")),
-                        "rank": s.get(_key(rule, "rank")),
+                        "rank_bound": s.get(f"{rule}_rank_bound"),
+                        "rank": s.get(f"{rule}_rank"),
                     }
-                    if s[_key(rule, "regret")] > bound + 1e-9:
+                    if s[f"{rule}_regret"] > bound + 1e-9:
                         step_viol += 1
                         viol_run = True
                     rb, rank = current["rank_bound"], current["rank"]
@@ -868,17 +665,16 @@ def _rule_row(
         any_viol += viol_run
         rank_viol += rank_run
 
-        def ok(s, frac, rng=rng):
-            bound = s.get(_key(rule, "bound"))
-            valid = rule == "plain" or s.get(_key(rule, "valid"))
+        def ok(s: dict, frac: float, rng: float = rng) -> bool:
+            bound = s.get(f"{rule}_bound")
+            valid = rule == "plain" or s.get(f"{rule}_valid")
             return bound is not None and bool(valid) and bound <= frac * rng
 
         k10, s10 = _first(r["steps"], lambda s, ok=ok: ok(s, 0.10))
-        k5, _ = _first(r["steps"], lambda s, ok=ok: ok(s, 0.05))
         first10.append(k10)
-        first5.append(k5)
+        first5.append(_first(r["steps"], lambda s, ok=ok: ok(s, 0.05))[0])
         if s10 is not None:
-            regret10.append(s10[_key(rule, "regret")] / rng)
+            regret10.append(s10[f"{rule}_regret"] / rng)
     return {
         "rule": rule,
         "runs": len(runs),
@@ -897,81 +693,66 @@ def _rule_row(
     }
 
 
-def _regret_rule(rule: str):
+def _regret_rule(rule: str) -> Any:
     def stops(s: dict, r: dict) -> bool:
-        bound = s.get(_key(rule, "bound"))
-        return (
-            bound is not None
-            and bool(s.get(_key(rule, "valid")))
-            and bound <= 0.10 * r["f_range"]
-        )
+        bound = s.get(f"{rule}_bound")
+        valid = bool(s.get(f"{rule}_valid"))
+        return bound is not None and valid and bound <= 0.10 * r["f_range"]
 
     return stops
 
 
-def _rank_rule(rule: str):
+def _rank_rule(rule: str) -> Any:
     def stops(s: dict, r: dict) -> bool:
-        rb = s.get(_key(rule, "rank_bound"))
+        rb = s.get(f"{rule}_rank_bound")
         limit = int(TOP_FRACTION * r["num_candidates"])
-        return rb is not None and bool(s.get(_key(rule, "valid"))) and rb <= limit
+        return rb is not None and bool(s.get(f"{rule}_valid")) and rb <= limit
 
     return stops
+
+
+_DEFAULT = "LOO scale's upper limit, default"
+#: Stopping rules: name, when it stops (None: the plain bound's running
+#: minimum), and the variant whose realized rank a rank rule reports.
+_RULES = (
+    ("certificate (LOO point estimate)", _regret_rule("robust"), None),
+    ("certificate (forecast residuals)", _regret_rule("forecast"), None),
+    ("certificate (geometric checks)", _regret_rule("geometric"), None),
+    (f"certificate ({_DEFAULT})", _regret_rule("loo_upper"), None),
+    ("certificate (running minimum, plain)", None, None),
+    (
+        "UCB - LCB",
+        lambda s, r: (
+            s["ucb_lcb_bound"] is not None and s["ucb_lcb_bound"] <= 0.10 * r["f_range"]
+        ),
+        None,
+    ),
+    (
+        "Ax ImprovementGlobalStoppingStrategy",
+        lambda s, r: s["ax_improvement_stop"],
+        None,
+    ),
+    ("rank in top 1% (LOO point estimate)", _rank_rule("robust"), "robust"),
+    ("rank in top 1% (forecast residuals)", _rank_rule("forecast"), "forecast"),
+    ("rank in top 1% (geometric checks)", _rank_rule("geometric"), "geometric"),
+    (f"rank in top 1% ({_DEFAULT})", _rank_rule("loo_upper"), "loo_upper"),
+    ("fixed budget", lambda s, r: False, None),
+)
 
 
 def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
-    """Queries and true regret at stop for each rule: the regret rules at 10%
-    of the range, the rank rules at the top :data:`TOP_FRACTION`.
-
-    A rule that never fires stops at the budget (``fired`` counts the runs in
-    which it fired before); ``top_when_fired`` counts the fired runs of a rank
-    rule whose point is truly in the top fraction."""
+    """Queries and true regret at stop for each rule (the regret rules at 10%
+    of the range, the rank rules at the top :data:`TOP_FRACTION`); a rule that
+    never fires stops at the budget (``fired``: the runs in which it fired;
+    ``top_when_fired``: those of a rank rule whose point is truly top)."""
     rows = []
-    # Rules on a variant that older records lack: rows only where recorded.
-    needs = {
-        "certificate (LOO scale's upper limit, default)": "loo_upper",
-        "rank in top 1% (LOO scale's upper limit, default)": "loo_upper",
-    }
-    for name, stops, rank_of in (
-        ("certificate (LOO point estimate)", _regret_rule("robust"), None),
-        ("certificate (forecast residuals)", _regret_rule("forecast"), None),
-        ("certificate (geometric checks)", _regret_rule("geometric"), None),
-        (
-            "certificate (LOO scale's upper limit, default)",
-            _regret_rule("loo_upper"),
-            None,
-        ),
-        ("certificate (running minimum, plain)", None, None),
-        (
-            "UCB - LCB",
-            lambda s, r: (
-                s["ucb_lcb_bound"] is not None
-                and s["ucb_lcb_bound"] <= 0.10 * r["f_range"]
-            ),
-            None,
-        ),
-        (
-            "Ax ImprovementGlobalStoppingStrategy",
-            lambda s, r: s["ax_improvement_stop"],
-            None,
-        ),
-        ("rank in top 1% (LOO point estimate)", _rank_rule("robust"), "robust"),
-        ("rank in top 1% (forecast residuals)", _rank_rule("forecast"), "forecast"),
-        ("rank in top 1% (geometric checks)", _rank_rule("geometric"), "geometric"),
-        (
-            "rank in top 1% (LOO scale's upper limit, default)",
-            _rank_rule("loo_upper"),
-            "loo_upper",
-        ),
-        ("fixed budget", lambda s, r: False, None),
-    ):
-        if name in needs and not any(
-            _key(needs[name], "bound") in s for r in runs for s in r["steps"]
-        ):
-            continue
+    upper = any("loo_upper_bound" in s for r in runs for s in r["steps"])
+    for name, stops, rank_of in _RULES:
+        if _DEFAULT in name and not upper:
+            continue  # older records lack the variant
         queries, regrets, above, fired, top = [], [], 0, 0, 0
         for r in runs:
-            tol = 0.10 * r["f_range"]
-            steps = r["steps"]
+            tol, steps = 0.10 * r["f_range"], r["steps"]
             if stops is None:  # running minimum of the plain bound
                 low, k_stop = math.inf, None
                 for k, s in enumerate(steps, start=1):
@@ -984,7 +765,7 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
                 k_stop = next((k for k, s in enumerate(steps, 1) if stops(s, r)), None)
             fired += k_stop is not None
             if k_stop is not None and rank_of is not None:
-                rank = steps[k_stop - 1].get(_key(rank_of, "rank"))
+                rank = steps[k_stop - 1].get(f"{rank_of}_rank")
                 limit = int(TOP_FRACTION * r["num_candidates"])
                 top += rank is not None and rank <= limit
             k_stop = k_stop or len(steps)
@@ -1020,18 +801,12 @@ def _at(medians: dict, k: int) -> float | None:
     return medians.get(k, medians.get(str(k)))
 
 
-def _fmt_count(value: int | None, total: int) -> str:
-    return "-" if value is None else f"{value}/{total}"
-
-
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else num(value, digits)
 
 
 def format_markdown(summary: dict[str, Any]) -> str:
-    factors = {
-        (o["problem"], o["method"]): o["factor"] for o in summary.get("oracle", [])
-    }
+    """The oracle factors, the certificates' table and the stopping rules'."""
     lines = [
         "Oracle factor (the smallest factor on the plain bound with no run "
         "violated at any step):",
@@ -1039,10 +814,10 @@ def format_markdown(summary: dict[str, Any]) -> str:
         "| problem | method | oracle factor |",
         "|---|---|---:|",
     ]
+    oracle = summary.get("oracle", [])
+    factors = {(o["problem"], o["method"]): o["factor"] for o in oracle}
     for (problem, method), factor in sorted(factors.items()):
-        lines.append(
-            f"| {PROBLEM_LABELS[problem]} | {LABELS[method]} | {_fmt(factor)} |"
-        )
+        lines.append(md_row(PROBLEM_LABELS[problem], LABELS[method], _fmt(factor)))
     end = max((r.get("queries", 100) for r in summary["rows"]), default=100)
     half = max(1, end // 2)
     lines += [
@@ -1054,30 +829,28 @@ def format_markdown(summary: dict[str, Any]) -> str:
         f"step violations | refused | B/range @{half} | @{end} | B/oracle @{half} | "
         f"@{end} | rank bound/N @{half} | @{end} | realized rank @{end} | "
         "first <= 10% (runs) | first <= 5% (runs) | regret/range at 10% |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        "---:|---:|",
+        "|---|---|---|" + "---:|" * 14,
     ]
     for r in summary["rows"]:
-        med = r["median_bound_over_range"]
-        ora = r.get("median_bound_over_oracle", {})
-        rank = r.get("median_rank_bound_over_n", {})
-        real = r.get("median_rank", {})
-        regret = (
-            num(float(np.median(r["regret_at_10pct"])), 3)
-            if r["regret_at_10pct"]
-            else "-"
-        )
+        med, ora = r["median_bound_over_range"], r.get("median_bound_over_oracle", {})
+        rank, real = r.get("median_rank_bound_over_n", {}), r.get("median_rank", {})
+        regret10 = r["regret_at_10pct"]
+        ranked = r.get("rank_runs_violated")
         lines.append(
-            f"| {PROBLEM_LABELS[r['problem']]} | {LABELS[r['method']]} | "
-            f"{RULE_LABELS[r['rule']]} | {r['runs_violated']}/{r['runs']} | "
-            f"{_fmt_count(r.get('rank_runs_violated'), r['runs'])} | "
-            f"{num(r['step_violation_rate'], 3)} | {num(r['refused_rate'], 3)} | "
-            f"{_fmt(_at(med, half))} | {_fmt(_at(med, end))} | "
-            f"{_fmt(_at(ora, half))} | {_fmt(_at(ora, end))} | "
-            f"{_fmt(_at(rank, half))} | {_fmt(_at(rank, end))} | "
-            f"{_fmt(_at(real, end))} | "
-            f"{_fmt_firsts(r['first_10pct'], r['runs'])} | "
-            f"{_fmt_firsts(r['first_5pct'], r['runs'])} | {regret} |"
+            md_row(
+                PROBLEM_LABELS[r["problem"]],
+                LABELS[r["method"]],
+                RULE_LABELS[r["rule"]],
+                f"{r['runs_violated']}/{r['runs']}",
+                "-" if ranked is None else f"{ranked}/{r['runs']}",
+                num(r["step_violation_rate"], 3),
+                num(r["refused_rate"], 3),
+                *(_fmt(_at(m, k)) for m in (med, ora, rank) for k in (half, end)),
+                _fmt(_at(real, end)),
+                _fmt_firsts(r["first_10pct"], r["runs"]),
+                _fmt_firsts(r["first_5pct"], r["runs"]),
+                num(float(np.median(regret10)), 3) if regret10 else "-",
+            )
         )
     lines += [
         "",
@@ -1088,13 +861,17 @@ def format_markdown(summary: dict[str, Any]) -> str:
     ]
     for r in summary["stopping"]:
         top = r.get("top_when_fired")
-        top_text = "-" if top is None else f"{top}/{r['fired']}"
         lines.append(
-            f"| {PROBLEM_LABELS[r['problem']]} | {LABELS[r['method']]} | {r['rule']} | "
-            f"{r['fired']}/{r['runs']} | {num(r['median_queries'], 3)} | "
-            f"{num(r['median_regret_over_range'], 3)} | "
-            f"{r['stopped_above_tolerance']}/{r['runs']} | "
-            f"{top_text} |"
+            md_row(
+                PROBLEM_LABELS[r["problem"]],
+                LABELS[r["method"]],
+                r["rule"],
+                f"{r['fired']}/{r['runs']}",
+                num(r["median_queries"], 3),
+                num(r["median_regret_over_range"], 3),
+                f"{r['stopped_above_tolerance']}/{r['runs']}",
+                "-" if top is None else f"{top}/{r['fired']}",
+            )
         )
     return "\n".join(lines) + "\n"
 
@@ -1102,47 +879,33 @@ def format_markdown(summary: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m benchmarks validity")
-    parser.add_argument("--small", action="store_true", help="the tiny preset")
-    parser.add_argument("--out", default="results/validity")
-    parser.add_argument("--records", help="a packed file to summarize")
-    parser.add_argument("--summary-only", action="store_true")
-    parser.add_argument("--problems", default=None, help="comma-separated subset")
-    parser.add_argument("--methods", default=None, help="comma-separated subset")
-    parser.add_argument("--runs", type=int, default=None)
+    add_record_options(parser, "results/validity", "the tiny preset", plot=False)
+    parser.add_argument("--problems", help="comma-separated subset")
+    parser.add_argument("--methods", help="comma-separated subset")
+    parser.add_argument("--runs", type=int)
     parser.add_argument(
-        "--first-seed",
-        type=int,
-        default=None,
-        help="seeds first-seed .. first-seed + runs - 1 (adds seeds to stored ones)",
+        "--first-seed", type=int, help="seeds first-seed .. first-seed + runs - 1"
     )
-    parser.add_argument("--queries", type=int, default=None)
-    parser.add_argument("--n-init", type=int, default=None)
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--queries", type=int)
+    parser.add_argument("--n-init", type=int)
     parser.add_argument(
         "--calibration-limits",
         action="store_true",
-        help="with --records: the best calibration monotone in a residual scale "
-        "(calibration_limits), instead of the summary",
+        help="with --records: calibration_limits instead of the summary",
     )
     args = parser.parse_args(argv)
-    config = SMALL_CONFIG if args.small else FULL_CONFIG
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = {
+        k: getattr(args, k)
+        for k in ("runs", "first_seed", "queries", "n_init")
+        if getattr(args, k) is not None
+    }
     if args.problems:
         changes["problems"] = tuple(parse_names(args.problems, ALL_PROBLEMS, "problem"))
     if args.methods:
-        changes["methods"] = tuple(
-            parse_names(args.methods, (*METHODS, "chaining_audit"), "method")
-        )
-    if args.runs:
-        changes["runs"] = args.runs
-    if args.first_seed is not None:
-        changes["first_seed"] = args.first_seed
-    if args.queries:
-        changes["queries"] = args.queries
-    if args.n_init:
-        changes["n_init"] = args.n_init
-    if changes:
-        config = ValidityConfig(**{**asdict(config), **changes})
+        methods = (*METHODS, "chaining_audit")
+        changes["methods"] = tuple(parse_names(args.methods, methods, "method"))
+    config = SMALL_CONFIG if args.small else FULL_CONFIG
+    config = ValidityConfig(**{**asdict(config), **changes})
     if args.calibration_limits:
         if not args.records:
             parser.error("--calibration-limits reads --records (a packed file)")
@@ -1154,12 +917,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(format_calibration_limits(rows), end="")
         return 0
-    if args.records:
-        records = read_packed(args.records)
-    elif args.summary_only:
-        records = load_records(args.out, "validity")
-    else:
-        records = run_validity(config, args.out, jobs=args.jobs)
+    options = {"jobs": args.jobs, "force": args.force, "progress": not args.no_progress}
+    records = records_of(
+        args, "validity", lambda: run_validity(config, args.out, **options)
+    )
     summary = summarize(records)
     text = format_markdown(summary)
     write_summary(args.out, command_line(["validity", *argv]), text, summary)

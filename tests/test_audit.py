@@ -30,9 +30,9 @@ from ax_chaining.ax import (
     chaining_generation_strategy,
     register_storage,
 )
-from ax_chaining.ax.audit import audit_candidate, is_audit_step
-from ax_chaining.ax.forecasts import recorded_residuals
-from ax_chaining.ax.selection import selectable_candidates
+from ax_chaining.ax.candidates import CandidateSet, selectable_candidates
+from ax_chaining.ax.certificates import recorded_residuals
+from ax_chaining.certificate import CertificateOptions
 from ax_chaining.certificate.residuals import ResidualCalibration
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
@@ -43,19 +43,7 @@ def _quiet_ax() -> None:
     logging.getLogger("ax").setLevel(logging.WARNING)
 
 
-def test_audit_candidate_is_uniform_over_the_unexplored_and_follows_the_seed():
-    unexplored = np.zeros(30, dtype=bool)
-    unexplored[[1, 4, 5, 9, 12, 17, 20, 21, 28, 29]] = True
-    picks = [audit_candidate(unexplored, seed=7, step=s) for s in range(1, 5001)]
-    assert set(picks) <= set(np.flatnonzero(unexplored).tolist())
-    counts = np.bincount(picks, minlength=30)[unexplored]
-    assert chisquare(counts).pvalue > 1e-3  # 500 expected each
-    again = [audit_candidate(unexplored, seed=7, step=s) for s in range(1, 5001)]
-    other = [audit_candidate(unexplored, seed=8, step=s) for s in range(1, 5001)]
-    assert picks == again and picks != other
-    assert audit_candidate(np.zeros(3, dtype=bool), seed=0, step=1) is None
-    assert [s for s in range(1, 13) if is_audit_step(4, s)] == [4, 8, 12]
-    assert not any(is_audit_step(None, s) for s in range(1, 13))
+def test_audit_every_must_be_a_positive_int() -> None:
     with pytest.raises(ValueError, match="`audit_every` must be a positive int"):
         CandidateSetSpec(audit_every=0)
 
@@ -73,20 +61,18 @@ def test_selection_audits_an_unexplored_candidate_at_audit_steps() -> None:
     def select(step: int):
         return selectable_candidates(
             experiment,
-            spec,
-            8,
-            lambda p: int(p["i"]),
+            CandidateSet(space, spec),
             pending_observations=pending,
             audit_step=step,
         )
 
-    assert select(4).audit is None and select(4).num_selectable == 6
+    assert select(4).audit is None and select(4).selectable.sum() == 6
     # Unexplored: not evaluated (0, 1), failed (2) or pending (3).
     picks = [select(step).audit for step in range(5, 5 * 2001, 5)]
     assert set(picks) == {4, 5, 6, 7}
     assert chisquare(np.bincount(picks)[4:]).pvalue > 1e-3
     got = select(10)
-    assert got.num_selectable == 1 and got.selectable[got.audit]
+    assert got.selectable.sum() == 1 and got.selectable[got.audit]
     assert [select(s).audit for s in (5, 10, 15)] == picks[:3]  # the seed's
 
 
@@ -118,7 +104,7 @@ def _loop(seed: int, steps: int = 9, **options: Any) -> GenerationStrategy:
 def audited() -> GenerationStrategy:
     logging.getLogger("ax").setLevel(logging.WARNING)
     # 3 + 9 observations: certificates from 3 on, to test their rank statements.
-    return _loop(seed=3, certificate_min_observations=3)
+    return _loop(seed=3, certificate=CertificateOptions(min_observations=3))
 
 
 def _steps(gs: GenerationStrategy) -> list[tuple[int, dict]]:
@@ -182,7 +168,8 @@ def test_rank_bound_in_every_dict_and_the_rank_stop(audited) -> None:
     assert all(c["expected_better"] >= 0 for c in history)
     best = best_certificate(audited)
     assert best["rank_bound"] == history[-1]["rank_bound"]
-    fresh = certify(audited, calibration="forecast", min_observations=3)
+    options = CertificateOptions(calibration="forecast", min_observations=3)
+    fresh = certify(audited, options=options)
     assert 1 <= fresh["rank_bound"] <= 100 and fresh["num_candidates"] == 100
     # 9 residuals are too few for the forecast calibration: it falls back.
     assert fresh["checks"]["fallback_loo"] == 1.0
@@ -215,16 +202,17 @@ def test_rank_stop_arguments_and_storage() -> None:
 
 
 def test_node_records_forecast_calibrated_certificates() -> None:
-    """``certificate_calibration="forecast"``: every recorded certificate is
+    """``calibration="forecast"``: every recorded certificate is
     calibrated on the residuals of the forecasts completed before its step
     (the first ``j`` residuals at the ``j``-th step), or says it fell back;
     the trials are those of the default calibration (same seed); the option
     survives Ax's JSON storage and a bad value is refused up front."""
-    with pytest.raises(ValueError, match="`certificate_calibration` must be"):
-        chaining_generation_strategy(certificate_calibration="conformal")
+    with pytest.raises(ValueError, match="`calibration` must be"):
+        CertificateOptions(calibration="conformal")
 
     def loop(calibration: str) -> GenerationStrategy:
-        return _loop(5, 16, audit_every=None, certificate_calibration=calibration)
+        options = CertificateOptions(calibration=calibration)
+        return _loop(5, 16, audit_every=None, certificate=options)
 
     forecast, default = loop("forecast"), loop("loo")
     assert [_arm(forecast, i) for i in range(19)] == [
@@ -244,4 +232,4 @@ def test_node_records_forecast_calibrated_certificates() -> None:
     assert calibrated >= 5
     register_storage()
     back = object_from_json(object_to_json(forecast))
-    assert back.current_node.certificate_calibration == "forecast"
+    assert back.current_node.certificate.calibration == "forecast"

@@ -39,7 +39,6 @@ from ax_chaining.ax import (
     candidate_set_node,
     candidate_set_strategy,
     chaining_generation_strategy,
-    chaining_ucb_node,
     gp_ucb_generation_strategy,
     load_client,
     parameters_from_table,
@@ -580,7 +579,9 @@ def test_a_saved_experiment_loads_in_a_new_process_after_importing_ax_layer(
     register_storage()
     spec = CandidateSetSpec(candidates=[{"x": 1, "y": "a"}], seed=5)
     assert object_from_json(object_to_json(spec)) == spec
-    node = chaining_ucb_node(seed=1, engine_options={"sigma_floor": 1e-5})
+    node = candidate_set_node(
+        ChainingUCB, {"sigma_floor": 1e-5}, candidate_spec=CandidateSetSpec(seed=1)
+    )
     assert isinstance(object_from_json(object_to_json(node)), CandidateSetNode)
 
 

@@ -20,6 +20,7 @@ from ax_chaining.ax import (
     parameters_from_table,
     recommend,
 )
+from ax_chaining.certificate import CertificateOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
@@ -82,7 +83,7 @@ def test_recommend_after_a_batch_loop_names_the_best_row_of_the_last_batch() -> 
         client.complete_trial(index, raw_data={"score": _score(p)})
 
     # 15 observations: certified from 5 (the default check waits for 20).
-    answer = recommend(client, min_observations=5)
+    answer = recommend(client, options=CertificateOptions(min_observations=5))
     assert answer["parameters"] == best_row
     assert answer["id"] == TABLE.loc[BEST_LABEL, "sku"]
     assert answer["row"] == BEST_LABEL  # the user's index label
@@ -98,7 +99,9 @@ def test_recommend_after_a_batch_loop_names_the_best_row_of_the_last_batch() -> 
     assert recorded["parameters"] != best_row
     # certify() takes the smallest bound among the evaluated rows of the same
     # fit: never above the bound of the recommended row.
-    assert certify(client, min_observations=5)["bound"] <= cert["bound"] * (1 + 1e-6)
+    assert certify(client, options=CertificateOptions(min_observations=5))[
+        "bound"
+    ] <= cert["bound"] * (1 + 1e-6)
 
 
 def test_certify_a_default_ax_loop_over_a_table_it_never_touched() -> None:
@@ -123,14 +126,16 @@ def test_certify_a_default_ax_loop_over_a_table_it_never_touched() -> None:
     # 5 observations: the default check refuses, and says why.
     refused = certify(client, candidates=table)
     assert not refused["valid"] and "min_observations=20" in refused["reason"]
-    cert = certify(client, candidates=table, min_observations=3)
+    cert = certify(
+        client, candidates=table, options=CertificateOptions(min_observations=3)
+    )
     assert cert["trial_index"] is not None  # an evaluated point, off the table
     assert cert["valid"] and 0 < cert["bound"] < math.inf
     # The set is the table and the evaluated points: naming both gives the same.
     both = certify(
         client,
         candidates=pd.concat([table, arms], ignore_index=True),
-        min_observations=3,
+        options=CertificateOptions(min_observations=3),
     )
     assert both["parameters"] == cert["parameters"]
     assert both["bound"] == pytest.approx(cert["bound"], rel=1e-6)

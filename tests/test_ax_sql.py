@@ -26,6 +26,7 @@ from ax_chaining.ax import (
     best_certificate, certify, chaining_generation_strategy, parameters_from_table,
     storage_config,
 )
+from ax_chaining.certificate import CertificateOptions
 logging.getLogger("ax").setLevel(logging.WARNING)
 url, copy, path = sys.argv[1], sys.argv[2], sys.argv[3]
 rng = np.random.default_rng(0)
@@ -39,12 +40,13 @@ client.configure_optimization(objective="score")
 # 8 observations: certificates from 4 (the default check waits for 20).
 client.set_generation_strategy(chaining_generation_strategy(
     init_trials=4, candidates=table, id_column="sku", exclude_evaluated=True,
-    certificate_min_observations=4))
+    certificate=CertificateOptions(min_observations=4)))
 for _ in range(4):
     for index, p in client.get_next_trials(max_trials=2).items():
         client.complete_trial(index, raw_data={"score": -(p["a"] - 0.3) ** 2 - p["b"]})
 shutil.copy(url.removeprefix("sqlite:///"), copy)  # the database at this point
-out = {"certify": certify(client, min_observations=4),
+few = CertificateOptions(min_observations=4)
+out = {"certify": certify(client, options=few),
        "recorded": best_certificate(client)}
 out["next"] = {str(k): v for k, v in client.get_next_trials(max_trials=2).items()}
 out["next_valid"] = best_certificate(client)["valid"]
@@ -60,7 +62,8 @@ logging.getLogger("ax").setLevel(logging.WARNING)
 url, path = sys.argv[1], sys.argv[2]
 assert not any(m == "ax" or m.startswith("ax.") for m in sys.modules)
 client = ax_chaining.load_client_from_database("catalogue", url)
-out = {"certify": ax_chaining.certify(client, min_observations=4),
+few = ax_chaining.CertificateOptions(min_observations=4)
+out = {"certify": ax_chaining.certify(client, options=few),
        "recorded": ax_chaining.best_certificate(client)}
 out["next"] = {str(k): v for k, v in client.get_next_trials(max_trials=2).items()}
 out["next_valid"] = ax_chaining.best_certificate(client)["valid"]
@@ -96,7 +99,7 @@ def test_a_loop_on_sqlite_reloads_in_a_new_process_with_the_same_next_trials(
     assert reloaded["certify"] == original["certify"]
     assert reloaded["recorded"] == original["recorded"]
     assert original["certify"]["valid"] and original["certify"]["bound"] > 0
-    # The strategy's certificate_min_observations came back from the database:
+    # The strategy's certificate options came back from the database:
     # the certificate recorded with the next batch (8 observations) is issued.
     assert original["next_valid"] is True and reloaded["next_valid"] is True
     # Ax keeps one engine per process: another URL is refused, naming both.

@@ -22,7 +22,10 @@ from hypothesis import strategies as st
 
 from ax_chaining import ChainingUCB, DenseDistance, chaining_covers
 from ax_chaining.certificate import (
+    CHERNOFF,
+    GAUSSIAN,
     Certificate,
+    CertificateOptions,
     certificate_bounds,
     certified_block,
     chaining_bound,
@@ -32,6 +35,7 @@ from ax_chaining.certificate import (
     running_minimum,
     solve_tail_budget,
     step_delta,
+    tail_sum,
     ucb_lcb_bound,
     union_bound,
     upper_quantile,
@@ -65,9 +69,9 @@ def test_step_delta_and_quantiles():
     assert step_delta(0.05, 1) == pytest.approx(0.3 / math.pi**2, rel=1e-15)
     assert step_delta(0.05, 3) == pytest.approx(0.3 / (9 * math.pi**2), rel=1e-15)
     p = torch.tensor([0.3, 1e-3, 1e-12], dtype=DTYPE)
-    gauss = upper_quantile(p, "gaussian")
+    gauss = upper_quantile(p, GAUSSIAN)
     assert gauss.tolist() == pytest.approx([zq(v) for v in p.tolist()], rel=1e-9)
-    chern = upper_quantile(p, "chernoff")
+    chern = upper_quantile(p, CHERNOFF)
     assert chern.tolist() == pytest.approx(
         [math.sqrt(2 * math.log(1 / v)) for v in p.tolist()], rel=1e-12
     )
@@ -76,10 +80,16 @@ def test_step_delta_and_quantiles():
         step_delta(1.5, 1)
     with pytest.raises(ValueError, match="`t` must be"):
         step_delta(0.05, 0)
-    with pytest.raises(ValueError, match="`tail` must be"):
-        upper_quantile(0.1, "normal")
     with pytest.raises(ValueError, match=r"in \(0, 1\)"):
         upper_quantile(0.0)
+
+
+def test_a_tail_that_is_not_a_law_is_refused_naming_it():
+    with pytest.raises(TypeError, match="`tail` must be a TailLaw"):
+        upper_quantile(0.1, "normal")
+    gap = torch.zeros(1, 2, dtype=torch.float64)
+    with pytest.raises(TypeError, match="`tail` must be a TailLaw"):
+        tail_sum(torch.zeros(1, dtype=torch.float64), gap, gap, None)
 
 
 def test_pairwise_by_hand():
@@ -94,7 +104,7 @@ def test_pairwise_by_hand():
     ]
     assert got.tolist() == pytest.approx(expected, rel=1e-12)
     zc = math.sqrt(2 * math.log(2 / dt))
-    chern = pairwise_bound(MEAN, dist[:1], torch.tensor([0]), dt, tail="chernoff")
+    chern = pairwise_bound(MEAN, dist[:1], torch.tensor([0]), dt, tail=CHERNOFF)
     assert chern.item() == pytest.approx(max(0.5 + zc * D01, 1 + zc * D02), rel=1e-12)
 
 
@@ -119,6 +129,7 @@ def test_tree_by_hand():
     ),
     max_size=st.integers(1, 25),
 )
+@example(points=[(3.0, 3.0), (3.0, 3.0)], max_size=1)  # sigma_min > 2 * scale
 def test_tree_from_traversal_equals_tree_from_rows(points, max_size):
     # Farthest-first covers record each point's nearest centre as they are
     # built: the tree from those parents equals the one from rows (up to a
@@ -212,17 +223,17 @@ def test_tree_refuses_parents_that_do_not_fit():
     assert torch.equal(ok.ancestors, tree.ancestors)
 
 
-def _level_z(pairs, tail="gaussian"):
+def _level_z(pairs, tail=GAUSSIAN):
     dt = step_delta(DELTA, 1)
     w = [1 / j**2 for j in range(1, len(pairs) + 1)]
     s = sum(w)
     p = [dt * wj / s / m for wj, m in zip(w, pairs, strict=True)]
-    if tail == "gaussian":
+    if tail is GAUSSIAN:
         return [zq(v) for v in p]
     return [math.sqrt(2 * math.log(1 / v)) for v in p]
 
 
-@pytest.mark.parametrize("tail", ["gaussian", "chernoff"])
+@pytest.mark.parametrize("tail", [GAUSSIAN, CHERNOFF], ids=["gaussian", "chernoff"])
 def test_chaining_actual_by_hand(tail):
     _, _, tree, dist = hand_setup()
     z1, z2, z3, z4 = _level_z([2, 4, 3, 3], tail)
@@ -292,7 +303,7 @@ def test_union_by_hand():
     assert union_bound(m2, two, torch.tensor([0]), 0.05).item() == pytest.approx(
         1 + 0.5 * zq(0.05), rel=1e-6
     )
-    chern = union_bound(m2, two, torch.tensor([0]), 0.05, tail="chernoff")
+    chern = union_bound(m2, two, torch.tensor([0]), 0.05, tail=CHERNOFF)
     assert chern.item() == pytest.approx(
         1 + 0.5 * math.sqrt(2 * math.log(20)), rel=1e-6
     )
@@ -310,7 +321,7 @@ def test_tail_budget_solution_is_valid_and_the_smallest_to_rtol(seed, tail, delt
     finite is still solved within budget."""
     from ax_chaining.certificate import StudentTail, tail_sum
 
-    law = StudentTail(3) if tail == "student3" else tail
+    law = {"gaussian": GAUSSIAN, "chernoff": CHERNOFF, "student3": StudentTail(3)}[tail]
     g = torch.Generator().manual_seed(seed)
     m, n = 6, 40
     gap = torch.randn(m, n, generator=g, dtype=DTYPE) * 10.0 ** (
@@ -402,9 +413,9 @@ def test_running_minimum_is_monotone_and_tight(values):
 @given(
     st.integers(2, 12),
     st.integers(0, 2**31 - 1),
-    st.sampled_from(["gaussian", "chernoff"]),
+    st.sampled_from([GAUSSIAN, CHERNOFF]),
 )
-@example(n=2, seed=316092, tail="chernoff")  # one pair: union = pairwise
+@example(n=2, seed=316092, tail=CHERNOFF)  # one pair: union = pairwise
 def test_bounds_are_nonnegative_and_ordered(n, seed, tail):
     """Properties on random posteriors: B >= 0, B >= mu-gap, radius >= actual."""
     g = torch.Generator().manual_seed(seed)
@@ -441,7 +452,7 @@ def _posterior(n: int, obs: int = 20, seed: int = 0):
     return mean, DenseDistance(K - K[:, o] @ A, inplace=True)
 
 
-@pytest.mark.parametrize("tail", ["gaussian", "chernoff"])
+@pytest.mark.parametrize("tail", [GAUSSIAN, CHERNOFF], ids=["gaussian", "chernoff"])
 def test_blocks_of_any_size_give_the_same_bounds(tail):
     """A budget of a few kB (one certified point, a few candidates per block)
     gives every part bit for bit the bounds of one block."""
@@ -538,6 +549,7 @@ print(json.dumps({
 
 _PEAK_ACQF = """
 from ax_chaining import ChainingUCB
+from ax_chaining.certificate import CertificateOptions
 from tests.test_certificate import se_model
 
 g = torch.Generator().manual_seed(0)
@@ -547,8 +559,9 @@ model = se_model(C[obs], torch.sin(C[obs, :1]))
 # Small covers keep the step quick; the certificate's work is over all N.
 small = ChainingUCB(model, C, path="low_rank", memory_budget=BUDGET, max_cover_size=200)
 big = ChainingUCB(model, C, path="low_rank", max_cover_size=200)
-cert, peak = peak_mib(lambda: small.certificate(among="all", calibration="none"))
-reference = big.certificate(among="all", calibration="none")
+none = CertificateOptions(calibration="none")
+cert, peak = peak_mib(lambda: small.certificate(among="all", options=none))
+reference = big.certificate(among="all", options=none)
 _, rows_peak = peak_mib(lambda: torch.ones(3000, 3000, dtype=torch.float64))
 print(json.dumps({
     "peak": peak,
@@ -588,6 +601,7 @@ def _needs_peak_reset() -> None:
         pytest.skip("needs Linux's /proc/self/clear_refs to reset the peak")
 
 
+@pytest.mark.slow
 def test_chaining_ucb_certificate_honours_the_acquisitions_memory_budget():
     """ChainingUCB(memory_budget=8 MiB).certificate(among="all") over 3000
     candidates: every candidate's row of d at once (what the certificate
@@ -602,6 +616,7 @@ def test_chaining_ucb_certificate_honours_the_acquisitions_memory_budget():
     assert got["peak"] < budget / 2**20
 
 
+@pytest.mark.slow
 def test_certificate_stays_within_its_memory_budget():
     """1000 certified points of 3000 candidates: their rows of d alone take
     48 MB (24 MB, and as many for their square roots), which the bounds
@@ -679,24 +694,29 @@ def test_certificate_api(small_problem):
     mask[[5, 9]] = True
     assert acqf.certificate(among=mask).certified == (5, 9)
     assert acqf.certificate(among=[9]).index == 9
-    by_mean = acqf.certificate(rule="max_mean")
+    by_mean = acqf.certificate(options=CertificateOptions(rule="max_mean"))
     assert by_mean.index == max(cert.certified, key=lambda i: acqf.candidate_mean[i])
     for method in ("union", "pairwise", "chaining"):
         for links in ("actual", "radius"):
-            for tail in ("gaussian", "chernoff"):
-                c = acqf.certificate(method=method, links=links, tail=tail)
+            for tail in (GAUSSIAN, CHERNOFF):
+                opts = CertificateOptions(method=method, links=links, tail=tail)
+                c = acqf.certificate(options=opts)
                 assert c.bound >= 0 and math.isfinite(c.bound)
+
+    def bound(**options):
+        return acqf.certificate(options=CertificateOptions(**options)).bound
+
     assert (
-        acqf.certificate(tail="chernoff", method="pairwise").bound
-        > acqf.certificate(tail="gaussian", method="pairwise").bound
-        >= acqf.certificate(tail="gaussian", method="union").bound
+        bound(tail=CHERNOFF, method="pairwise")
+        > bound(tail=GAUSSIAN, method="pairwise")
+        >= bound(tail=GAUSSIAN, method="union")
     )
     # The default for a fitted model (20 observations): Student-t tails with
     # n - 1 = 19 degrees of freedom for explored candidates, min(n - 1, 10) = 10
     # for the others; heavier than the Gaussian, so its bound is larger.
     assert cert.tail == "student-10/19@0.5"
-    assert acqf.certificate().bound > acqf.certificate(tail="gaussian").bound
-    assert acqf.certificate(split_delta=True).bound >= cert.bound
+    assert acqf.certificate().bound > bound(tail=GAUSSIAN)
+    assert bound(split_delta=True) >= cert.bound
 
 
 def test_certificate_bad_input(small_problem):
@@ -713,7 +733,7 @@ def test_certificate_bad_input(small_problem):
     with pytest.raises(ValueError, match="selects no candidate"):
         acqf.certificate(among=torch.zeros(64, dtype=torch.bool))
     with pytest.raises(ValueError, match="`links` must be"):
-        acqf.certificate(links="paper")
+        acqf.certificate(options=CertificateOptions(links="paper"))
     with pytest.raises(ValueError, match="not a candidate"):
         acqf.regret_bound(torch.full((1, 1, 2), 0.123, dtype=DTYPE))
     # No evaluated candidate: the model was trained off the candidate set.
@@ -744,7 +764,8 @@ def test_certificate_with_pending_points_uses_the_querys_own_build():
     pending = ChainingUCB(model, C, path="low_rank", X_pending=C[:3])
     assert int(plain.chaining.cover_sizes.max()) <= 2600
     assert bool(plain.chaining.bounded.any())  # the cap was reached
-    a, b = plain.certificate(method="chaining"), pending.certificate(method="chaining")
+    chaining = CertificateOptions(method="chaining")
+    a, b = plain.certificate(options=chaining), pending.certificate(options=chaining)
     assert b.bounds == a.bounds and b.components == a.components
 
 
@@ -779,7 +800,7 @@ def test_soundness_small_seeded():
         for _ in range(12):
             acqf = ChainingUCB(se_model(C[idx], y.unsqueeze(-1)), C)
             # From 5 observations: the check and tails, not its minimum.
-            cert = acqf.certificate(min_observations=1)
+            cert = acqf.certificate(options=CertificateOptions(min_observations=1))
             assert cert.valid, cert.reason
             regret = float(f.max() - f[cert.index])
             steps += 1
@@ -840,7 +861,7 @@ def test_benchmark_small_preset_resumes(
     capsys.readouterr()
     assert main(["certificate", "--small", "--records", str(packed), "--table"]) == 0
     assert capsys.readouterr().out == table
-    with pytest.raises(SystemExit, match="read by --table or --summary-only"):
+    with pytest.raises(SystemExit, match="read by --summary-only"):
         main(["certificate", "--small", "--records", str(packed), "--out", str(out)])
     # Another configuration in the same directory is refused.
     with pytest.raises(ValueError, match="another configuration"):
@@ -886,7 +907,8 @@ def test_minimization_and_transforms(small_problem):
     ).eval()
     # An unfitted model (default hyperparameters): the LOO check would refuse
     # it; the transforms are what is tested here.
-    cert = ChainingUCB(scaled, C * 10.0).certificate(calibration="none")
+    none = CertificateOptions(calibration="none")
+    cert = ChainingUCB(scaled, C * 10.0).certificate(options=none)
     assert sorted(cert.certified) == sorted(idx.tolist())
     assert math.isfinite(cert.bound) and cert.bound > 0
 

@@ -15,7 +15,10 @@ from hypothesis import strategies as st
 from ax_chaining import ChainingUCB
 from ax_chaining.certificate import (
     AUTO_DOF_CAP,
+    CHERNOFF,
+    GAUSSIAN,
     LOO_MIN_OBSERVATIONS,
+    CertificateOptions,
     CheckSchedule,
     ExplorationTail,
     StudentTail,
@@ -26,6 +29,7 @@ from ax_chaining.certificate import (
     step_delta,
     union_bound,
 )
+from ax_chaining.certificate.tails import GRID_STEP
 from ax_chaining.test_functions.problems import grid_problem
 
 DTYPE = torch.float64
@@ -110,7 +114,7 @@ def test_student_grid_tail_is_conservative_and_close(dof: float, seed: int) -> N
     g = torch.Generator().manual_seed(seed)
     z = 40 * torch.randn(2000, generator=g, dtype=DTYPE)
     fast, exact = StudentTail(dof), StudentTail(dof, exact=True)
-    h = StudentTail.GRID_STEP
+    h = GRID_STEP
     assert bool((fast.sf(z) >= exact.sf(z)).all())
     below = exact.sf(z - 1.001 * h * torch.sqrt(1 + z.square()))
     assert bool((fast.sf(z) <= below * (1 + 1e-12)).all())
@@ -125,20 +129,21 @@ def test_student_grid_tail_is_conservative_and_close(dof: float, seed: int) -> N
 
 def test_the_tail_follows_the_calibration_unless_named() -> None:
     # Fitted hyperparameters: n - 1 degrees of freedom for explored
-    # candidates, capped at AUTO_DOF_CAP = 10 for the others; "student" is the
-    # uncapped n - 1 everywhere.
-    law = resolve_tail("auto", "loo", 120)
+    # candidates, capped at AUTO_DOF_CAP = 10 for the others; a named law
+    # (e.g. Student-t with the uncapped n - 1 everywhere) is taken as given.
+    law = resolve_tail(None, "loo", 120)
     assert isinstance(law, ExplorationTail)
     assert (law.heavy.dof, law.light.dof, law.ratio) == (AUTO_DOF_CAP, 119, 0.5)
-    small = resolve_tail("auto", "loo", 8)
+    small = resolve_tail(None, "loo", 8)
     assert (small.heavy.dof, small.light.dof) == (7, 7)
-    assert resolve_tail("student", "loo", 120).dof == 119
-    assert resolve_tail("auto", "none", 12) == "gaussian"
-    assert resolve_tail("student", "none", 1).dof == 1  # at least 1
-    assert resolve_tail("chernoff", "loo", 12) == "chernoff"
+    student = StudentTail(119)
+    assert resolve_tail(student, "loo", 120) is student
+    assert resolve_tail(None, "none", 12) is GAUSSIAN
+    assert resolve_tail(student, "none", 1) is student
+    assert resolve_tail(CHERNOFF, "loo", 12) is CHERNOFF
     law = StudentTail(3)
     assert resolve_tail(law, "loo", 12) is law
-    with pytest.raises(ValueError, match="`tail` must be .auto.*got .cauchy."):
+    with pytest.raises(TypeError, match="`tail` must be a TailLaw.*got str"):
         resolve_tail("cauchy", "loo", 12)
 
 
@@ -226,15 +231,25 @@ def test_scale_level_takes_the_upper_confidence_limit_of_the_loo_scale() -> None
     small = loo_residuals(narrow).double().square().sum()
     assert float(small) / chi2.ppf(0.05, 24) < 1.0
     assert loo_check(narrow, min_observations=1, scale_level=0.05).scale == 1.0
+
     # The bound scales with the check's factor.
-    wide = certify_model(model, X, min_observations=1, scale_level=0.05)
-    plain = certify_model(model, X, min_observations=1, scale_level=None)
+    def options(**kw):
+        return CertificateOptions(min_observations=1, **kw)
+
+    wide = certify_model(model, X, options=options(scale_level=0.05))
+    plain = certify_model(model, X, options=options(scale_level=None))
     assert wide.valid and plain.valid and wide.bound > plain.bound
-    assert certify_model(model, X, min_observations=1).bound == wide.bound
+    assert certify_model(model, X, options=options()).bound == wide.bound
     for bad in (0.0, 1.0, 1.5):
         for calibration in ("loo", "none"):
             with pytest.raises(ValueError, match="`scale_level`"):
-                certify_model(model, X, scale_level=bad, calibration=calibration)
+                certify_model(
+                    model,
+                    X,
+                    options=CertificateOptions(
+                        scale_level=bad, calibration=calibration
+                    ),
+                )
 
 
 def test_the_check_refuses_a_lengthscale_ten_times_too_long() -> None:
@@ -267,16 +282,21 @@ def test_the_check_certifies_from_its_minimum_number_of_observations() -> None:
     cert = certify_model(model, X)
     assert not cert.valid and cert.bound == math.inf and cert.reason == check.reason
     assert cert.rank_bound == X.shape[0]  # refused: among all N
-    ok = certify_model(model, X, min_observations=19)
-    assert ok.valid and ok.bound == certify_model(model, X, min_observations=1).bound
+
+    def least(n):
+        return CertificateOptions(min_observations=n)
+
+    ok = certify_model(model, X, options=least(19))
+    assert ok.valid and ok.bound == certify_model(model, X, options=least(1)).bound
     # The model taken as true needs no check, hence no minimum.
-    assert certify_model(model, X, calibration="none").valid
+    none = CertificateOptions(calibration="none")
+    assert certify_model(model, X, options=none).valid
     with pytest.raises(ValueError, match="`min_observations` must be a positive"):
         loo_check(model, min_observations=0)
     with pytest.raises(TypeError, match="`min_observations` must be an int"):
-        certify_model(model, X, min_observations=2.5)
+        certify_model(model, X, options=CertificateOptions(min_observations=2.5))
     with pytest.raises(ValueError, match="`links` must be"):
-        ChainingUCB(model, X).certificate(links="paper")
+        ChainingUCB(model, X).certificate(options=CertificateOptions(links="paper"))
 
 
 def test_a_refused_certificate_says_why_and_bounds_nothing() -> None:
@@ -285,7 +305,8 @@ def test_a_refused_certificate_says_why_and_bounds_nothing() -> None:
     cert = certify_model(wrong, X)
     assert not cert.valid and cert.bound == math.inf
     assert "overconfident" in cert.reason and cert.checks["mean_z2"] > 1
-    plain = certify_model(wrong, X, calibration="none")  # the model taken as true
+    none = CertificateOptions(calibration="none")  # the model taken as true
+    plain = certify_model(wrong, X, options=none)
     assert plain.valid and math.isfinite(plain.bound)
     as_dict = cert.as_dict()
     assert as_dict["valid"] is False and as_dict["bound"] == "inf"
@@ -295,15 +316,18 @@ def test_certify_model_equals_the_acquisitions_union_certificate() -> None:
     X, _, idx, y = _grid_data(1)
     model = _se_model(X[idx], y, 1.0)
     for calibration, level in (("none", None), ("loo", None), ("loo", 0.05)):
-        ours = certify_model(model, X, calibration=calibration, scale_level=level)
+        opts = CertificateOptions(calibration=calibration, scale_level=level)
+        ours = certify_model(model, X, options=opts)
         acqf = ChainingUCB(model, X).certificate(
-            method="union", calibration=calibration, scale_level=level
+            options=CertificateOptions(
+                method="union", calibration=calibration, scale_level=level
+            )
         )
         assert ours.index == acqf.index
         assert ours.bound == pytest.approx(acqf.bound, rel=1e-9)
         assert ours.certified == acqf.certified
     check = loo_check(model)
-    plain = certify_model(model, X, calibration="none")
+    plain = certify_model(model, X, options=CertificateOptions(calibration="none"))
     inflated = certify_model(model, X)
     assert inflated.bound >= plain.bound  # calibration only makes it larger
     assert inflated.checks == check.stats
@@ -313,12 +337,15 @@ def test_certify_model_with_a_schedule() -> None:
     X, _, idx, y = _grid_data(2, n=20)
     model = _se_model(X[idx], y, 1.0)
     geometric = CheckSchedule("geometric", start=10)
-    on = certify_model(model, X, schedule=geometric, calibration="none")
-    every = certify_model(model, X, calibration="none")
+    on = certify_model(
+        model, X, options=CertificateOptions(schedule=geometric, calibration="none")
+    )
+    every = certify_model(model, X, options=CertificateOptions(calibration="none"))
     assert on.share == geometric.share(0.05, 20) > every.share
     assert on.bound < every.bound  # more of delta on fewer checks
+    late = CertificateOptions(schedule=CheckSchedule("geometric", start=12))
     with pytest.raises(ValueError, match="not a check"):
-        certify_model(model, X, schedule=CheckSchedule("geometric", start=12))
+        certify_model(model, X, options=late)
 
 
 def test_exploration_tail_by_hand() -> None:
@@ -359,7 +386,8 @@ def test_default_tails_are_heavy_only_where_the_data_have_not_reached() -> None:
         outcome_transform=None,
     ).eval()
     model.covar_module.lengthscale = 0.5
-    assert certify_model(model, X, calibration="none").tail == "gaussian"
+    none = CertificateOptions(calibration="none")
+    assert certify_model(model, X, options=none).tail == "gaussian"
     post = candidate_posterior(model, X, path="dense")
     ratio = post.distance.variance / prior_variance(model, X)
     assert (ratio > 0.5).tolist() == [False] * 40 + [True, True]
@@ -367,15 +395,16 @@ def test_default_tails_are_heavy_only_where_the_data_have_not_reached() -> None:
     idx = torch.tensor([best])
     share = CheckSchedule().share(0.05, 40)
     d = post.distance.rows(idx).clamp_min(0).sqrt()
-    law = resolve_tail("auto", "loo", 40).bind(ratio)
-    got = certify_model(model, X, among=[best], calibration="none", tail=law)
+    law = resolve_tail(None, "loo", 40).bind(ratio)
+    options = CertificateOptions(calibration="none", tail=law)
+    got = certify_model(model, X, among=[best], options=options)
     light = float(union_bound(post.mean, d, idx, share, StudentTail(39)))
     heavy = float(union_bound(post.mean, d, idx, share, StudentTail(10)))
     # The far candidates dominate the bound: the heavy law's (each solved to
     # the union bound's relative tolerance, 1e-6).
     assert got.bound == pytest.approx(heavy, rel=2e-6) and light < heavy / 1.5
     # Without them every candidate is explored: n - 1 degrees of freedom.
-    law = resolve_tail("auto", "loo", 40).bind(ratio[:40])
+    law = resolve_tail(None, "loo", 40).bind(ratio[:40])
     d, mean = d[:, :40], post.mean[:40]
     expected = float(union_bound(mean, d, idx, share, law))
     light = float(union_bound(mean, d, idx, share, StudentTail(39)))
@@ -387,15 +416,18 @@ def test_default_tails_are_heavy_only_where_the_data_have_not_reached() -> None:
 # One package: every earlier public name, and the deprecated module.
 # ---------------------------------------------------------------------------
 
-# The public names of the two modules the package replaced.
+# The public names of the two modules the package replaced, less those the
+# certificate options removed (Tail and TailChoice: tails are TailLaw objects;
+# make_certificate and refused_certificate: issue_certificate over a
+# CertifiedSet).
 EARLIER_NAMES = (
     "BLOCK_BYTES PAIRWISE_PAIR_BYTES UNION_PAIR_BYTES Certificate ChainingTree "
-    "TailLaw Tail Links Method Rule certificate_bounds certificate_share "
-    "certified_block chaining_bound chaining_tree make_certificate "
-    "refused_certificate pairwise_bound recommend running_minimum step_delta "
+    "TailLaw Links Method Rule certificate_bounds certificate_share "
+    "certified_block chaining_bound chaining_tree "
+    "pairwise_bound recommend running_minimum step_delta "
     "ucb_lcb_bound union_bound upper_quantile solve_tail_budget "
     "AUTO_DOF_CAP EXPLORED_RATIO ExplorationTail Calibration CheckSchedule "
-    "EVERY_STEP LooCheck StudentTail TailChoice ScheduleKind certify_model "
+    "EVERY_STEP LooCheck StudentTail ScheduleKind certify_model "
     "issue_certificate bind_tail loo_check loo_residuals resolve_tail calibrate"
 ).split()
 
@@ -410,21 +442,6 @@ def test_every_earlier_name_imports_from_the_package() -> None:
     assert package.certify_model.__module__ == "ax_chaining.certificate.calibration"
 
 
-def test_the_certification_module_warns_and_forwards_to_the_package() -> None:
-    import ax_chaining.certificate as package
-    import ax_chaining.certification as old
-
-    with pytest.warns(DeprecationWarning, match="import StudentTail from ax_chaining"):
-        from ax_chaining.certification import StudentTail
-    assert StudentTail is package.StudentTail
-    with pytest.warns(DeprecationWarning, match="ax_chaining.certification is dep"):
-        assert old.certify_model is package.certify_model
-    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        old.no_such_name  # noqa: B018
-    with pytest.raises(AttributeError, match="_tail_sum"):
-        old._tail_sum  # noqa: B018
-
-
 def test_tail_sum_by_hand() -> None:
     # x certified against two candidates: one at the same point (d = 0, adds
     # nothing), one 1 above it at d = 0.5; at b = 1 its term is Phibar(0) = 1/2,
@@ -434,8 +451,8 @@ def test_tail_sum_by_hand() -> None:
     gap = torch.tensor([[0.0, 1.0], [0.0, 1.0]], dtype=DTYPE)
     dist = torch.tensor([[0.0, 0.5], [0.0, 0.5]], dtype=DTYPE)
     b = torch.tensor([1.0, 2.0], dtype=DTYPE)
-    got = tail_sum(b, gap, dist, "gaussian")
+    got = tail_sum(b, gap, dist, GAUSSIAN)
     want = torch.tensor([0.5, 0.5 * math.erfc(2 / 2**0.5)], dtype=DTYPE)
     assert torch.allclose(got, want)
-    chernoff = tail_sum(b, gap, dist, "chernoff")
+    chernoff = tail_sum(b, gap, dist, CHERNOFF)
     assert torch.allclose(chernoff, torch.tensor([1.0, math.exp(-2.0)], dtype=DTYPE))

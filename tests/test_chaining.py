@@ -15,7 +15,9 @@ from ax_chaining import (
     chaining_covers,
     is_cover,
     num_levels,
+    reuse_covers,
 )
+from ax_chaining.certificate import chaining_bound, chaining_tree
 from ax_chaining.chaining import chaining_bonus
 
 DELTA = 0.05
@@ -103,6 +105,63 @@ def test_num_levels(sigma_min, scale, expected):
     # The definition: eps_L <= sigma_min < eps_{L-1}.
     if expected:
         assert scale * 2.0 ** (1 - expected) <= sigma_min
+
+
+@pytest.mark.parametrize(
+    ("variance", "scale", "eps"),
+    [
+        (1.0, 1.0, [1.0]),  # sigma_min = s: L = 1
+        (0.25, 1.0, [1.0, 0.5]),  # sigma_min = s / 2: L = 2
+        (4.0, 0.5, [0.5]),  # sigma_min = 4 s: the formula's L = 0, one level built
+    ],
+)
+@pytest.mark.parametrize("cover", ["greedy", "farthest_first"])
+def test_coincident_candidates_by_hand(variance, scale, eps, cover):
+    # Two coincident candidates: k(x, x') = variance everywhere, so d_t = 0 and
+    # the first candidate is an eps-cover at every radius.
+    distance = DenseDistance(torch.full((2, 2), variance, dtype=torch.float64))
+    res = chaining_covers(distance, t=3, scale=scale, cover=cover, max_cover_size=1)
+    assert res.eps.tolist() == eps
+    assert [c.tolist() for c in res.covers] == [[0]] * len(eps)
+    assert res.cover_sizes.tolist() == [1] * len(eps)
+    assert not bool(res.bounded.any())
+    reused = reuse_covers(res, distance, t=3)  # the same levels, covers and H_i
+    assert reused.eps.tolist() == eps and torch.equal(reused.H, res.H)
+    expected_H = [e * math.sqrt(2 * u(1, i, 3)) for i, e in enumerate(eps, 1)]
+    assert res.H.tolist() == pytest.approx(expected_H, rel=1e-12)
+    # sigma = sqrt(variance) = sigma_min: no level has sigma_min <= eps_i < sigma.
+    assert res.bonus(distance.sigma).tolist() == [0.0, 0.0]
+    # The tree: x_0 in T_1, x_1 enters at level L + 1 with x_0 as parent, link 0.
+    tree = chaining_tree(distance, res.covers, res.eps, res.bounded, res.parents)
+    assert tree.level.tolist() == [1, len(eps) + 1]
+    assert tree.parent.tolist() == [-1, 0]
+    assert tree.link.tolist() == [0.0, 0.0]
+    if cover == "farthest_first":
+        assert res.parents[0].tolist() == [-1, 0]
+        assert res.parents[1].tolist() == [0.0, 0.0]
+    # The certificate is the known gap: f(x_0) - f(x_1) has zero variance.
+    mean = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    dist = torch.zeros(2, 2, dtype=torch.float64)
+    bound = chaining_bound(mean, dist, torch.arange(2), tree, delta_t=0.01)
+    assert bound.tolist() == [1.0, 0.0]
+
+
+def test_first_level_built_when_sigma_min_exceeds_twice_the_scale():
+    # The draw that found it: candidates (3, 3) twice, k = x x^T + diag(0.5, 1).
+    # sigma = sqrt(18.5), sqrt(19) > 2 s = 4, d^2 = 18.5 + 19 - 36 = 1.5 <= s^2.
+    cov = torch.tensor([[18.5, 18.0], [18.0, 19.0]], dtype=torch.float64)
+    distance = DenseDistance(cov)
+    for cover in ("greedy", "farthest_first"):
+        res = chaining_covers(distance, t=3, scale=2.0, cover=cover, max_cover_size=1)
+        assert res.eps.tolist() == [2.0]
+        assert [c.tolist() for c in res.covers] == [[0]]
+        assert res.H.tolist() == pytest.approx([2 * math.sqrt(2 * u(1, 1, 3))])
+        # eps_1 = 2 < sigma_min: the level is inactive, the bonus 0 (the paper's
+        # empty sum).
+        assert res.bonus(distance.sigma).tolist() == [0.0, 0.0]
+        tree = chaining_tree(distance, res.covers, res.eps, res.bounded, res.parents)
+        assert tree.parent.tolist() == [-1, 0]
+        assert tree.link.tolist() == pytest.approx([0.0, math.sqrt(1.5)], rel=1e-12)
 
 
 def test_sigma_floor_bounds_levels_for_noise_free_data():

@@ -13,6 +13,7 @@ from botorch.models import SingleTaskGP
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from ax_chaining import ChainingUCB
+from ax_chaining.certificate import CertificateOptions
 from ax_chaining.chaining import chaining_covers
 from ax_chaining.distances import DenseDistance
 from ax_chaining.kernels import FeatureTableKernel, PackedFingerprints, TanimotoKernel
@@ -177,12 +178,13 @@ def test_certificate_on_cuda_equals_cpu(path):
     # path) or from each pair once (greedy covers): the same tree and
     # certificate on the GPU as on the CPU.
     model, C = _se_model(3000)
+    options = CertificateOptions(calibration="none", method="chaining")
     certs, trees = [], []
     for device in ("cpu", "cuda"):
         m = copy.deepcopy(model).to(device)
         acqf = ChainingUCB(m, C.to(device), path=path)
         trees.append(acqf.chaining.cover_sizes.tolist())
-        certs.append(acqf.certificate(calibration="none", method="chaining"))
+        certs.append(acqf.certificate(options=options))
     assert trees[0] == trees[1]
     assert certs[0].index == certs[1].index
     assert float(certs[1].bound) == pytest.approx(float(certs[0].bound), rel=1e-6)

@@ -1,10 +1,11 @@
-"""Sharded candidates give one machine's answers: in-process shards (the same
-code without a cluster, many cases) and a 2-worker Dask ``LocalCluster``
-(actors and futures, lost workers, batches)."""
+"""Sharded candidates give one machine's answers: on an in-process Dask
+cluster (threads, many cases) and a 2-worker ``LocalCluster`` of processes
+(lost workers, batches, Ax loops)."""
 
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
 from ax_chaining import ChainingUCB
+from ax_chaining.certificate import CHERNOFF, GAUSSIAN, CertificateOptions
 from ax_chaining.covers import farthest_first_order
 from ax_chaining.distances import MemoryBudgetError
 from ax_chaining.kernels import PackedFingerprints, TanimotoKernel
@@ -73,6 +75,28 @@ def library_problem(n: int, seed: int = 0, normalized: bool = False):
     return model.eval(), C, library
 
 
+@pytest.fixture(scope="module")
+def threads():
+    """An in-process cluster of four single-thread workers (the same code as a
+    cluster of processes, without starting any)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=4, threads_per_worker=1, processes=False, dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def shards(client, candidates, k: int = 2, **kwargs) -> ShardedCandidates:
+    """``candidates`` sharded over ``k`` of the client's workers."""
+    workers = cluster_workers(client)[:k]
+    return ShardedCandidates(client, candidates, workers=workers, **kwargs)
+
+
 def assert_same_step(single: ChainingUCB, sharded: ChainingUCB) -> None:
     """Covers, H_i, radii and levels equal; the bonus at some points equal."""
     a, b = single.chaining, sharded.chaining
@@ -89,6 +113,24 @@ def assert_same_step(single: ChainingUCB, sharded: ChainingUCB) -> None:
     assert torch.equal(got["mean"], single.candidate_mean[some])
     assert torch.equal(got["sigma"], single.candidate_sigma[some])
     assert torch.equal(a.bonus(got["sigma"]), b.bonus(single.candidate_sigma[some]))
+
+
+def traffic(monkeypatch) -> dict[str, list[int]]:
+    """Pickled bytes of the arguments sent and replies received by every
+    ``ShardedCandidates.call`` from now on, measured around the method."""
+    seen: dict[str, list[int]] = {"sent": [], "replies": []}
+    original = ShardedCandidates.call
+
+    def call(self, method, args, shards=None):
+        count = self.num_shards if shards is None else len(shards)
+        per = args if isinstance(args, list) else [args] * count
+        seen["sent"] += [len(pickle.dumps(a)) for a in per]
+        out = original(self, method, args, shards)
+        seen["replies"] += [len(pickle.dumps(r)) for r in out]
+        return out
+
+    monkeypatch.setattr(ShardedCandidates, "call", call)
+    return seen
 
 
 def factor_argmax(acqf: ChainingUCB, exclude=()) -> int:
@@ -110,11 +152,11 @@ def test_shard_bounds_start_at_block_multiples():
     assert sizes.max() - sizes.min() <= 4096
 
 
-@pytest.mark.parametrize("shards", [2, 3])
-def test_in_process_step_equals_one_machine(shards):
+@pytest.mark.parametrize("k", [2, 3])
+def test_in_process_step_equals_one_machine(threads, k):
     model, C = se_problem(10_000)
     single = ChainingUCB(model, C, path="low_rank")
-    sharded = ShardedCandidates(None, C, workers=["w"] * shards)
+    sharded = shards(threads, C, k)
     acqf = ChainingUCB(model, sharded)
     assert isinstance(acqf.store, ShardedStore)
     assert acqf.chaining.info["path"] == "low_rank"
@@ -131,7 +173,7 @@ def test_in_process_step_equals_one_machine(shards):
     )
 
 
-def test_an_explicit_batch_is_counted_against_each_workers_budget():
+def test_an_explicit_batch_is_counted_against_each_workers_budget(threads):
     # 2 shards of 12,000 candidates; at 1 GiB one machine's pool share is
     # 128 MiB, which the default batch fits. A batch of 4,096 means pools of
     # 8,192 rows of a shard (over 390 MB, counted 4 times as one machine
@@ -140,26 +182,26 @@ def test_an_explicit_batch_is_counted_against_each_workers_budget():
     budget = 2**30
     ChainingUCB(
         model,
-        ShardedCandidates(None, C, workers=["w"] * 2),
+        shards(threads, C, 2),
         memory_budget=budget,
         max_cover_size=64,
     )
-    big = ShardedCandidates(None, C, workers=["w"] * 2, batch_size=4096)
+    big = shards(threads, C, 2, batch_size=4096)
     with pytest.raises(MemoryBudgetError, match=r"A shard of \d+ .*batch_size"):
         ChainingUCB(model, big, memory_budget=budget, max_cover_size=64)
 
 
 @pytest.mark.parametrize(
-    ("batch", "max_size", "shards"),
+    ("batch", "max_size", "k"),
     [(1, 150, 2), (2, 300, 3), (3, 400, 2), (5, 700, 4), (8, 2048, 3), (32, 900, 2)],
 )
-def test_traversal_equals_farthest_first_order(batch, max_size, shards):
+def test_traversal_equals_farthest_first_order(threads, batch, max_size, k):
     # The pool's seeded sample, the picks and breaks: the covers of the
     # sharded step are the prefixes of farthest_first_order on one machine's
     # rows (same start, batch, size cap and last radius), for any batch and
     # shards. sigma_floor sets the last radius (0.02 to 0.64 here).
     model, C = se_problem(12_000, seed=batch)
-    sharded = ShardedCandidates(None, C, workers=["w"] * shards, batch_size=batch)
+    sharded = shards(threads, C, k, batch_size=batch)
     floor = 0.02 * batch
     acqf = ChainingUCB(model, sharded, max_cover_size=max_size, sigma_floor=floor)
     res = acqf.chaining
@@ -183,10 +225,9 @@ def test_traversal_equals_farthest_first_order(batch, max_size, shards):
         assert torch.equal(cover, order[:size])
         assert bool(bounded) == (within.numel() == 0)
     assert res.cover_method == "farthest_first"
-    assert acqf.store.step_info["round_trips"] > 0
 
 
-def test_transforms_matern_minimize_and_flip():
+def test_transforms_matern_minimize_and_flip(threads):
     g = torch.Generator().manual_seed(3)
     C = 20.0 * torch.rand(9000, 3, generator=g, dtype=DTYPE)
     idx = torch.randperm(9000, generator=g)[:40]
@@ -198,7 +239,7 @@ def test_transforms_matern_minimize_and_flip():
         input_transform=Normalize(3),
         outcome_transform=Standardize(1),
     ).eval()
-    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    sharded = shards(threads, C)
     flip = ScalarizedPosteriorTransform(weights=torch.tensor([-1.0], dtype=DTYPE))
     for kw in (
         {"maximize": False, "max_cover_size": 300},
@@ -211,12 +252,10 @@ def test_transforms_matern_minimize_and_flip():
 
 
 @pytest.mark.parametrize("normalized", [False, True])
-def test_library_shards_equal_one_machine(normalized):
+def test_library_shards_equal_one_machine(threads, normalized):
     model, C, library = library_problem(12_000, normalized=normalized)
     single = ChainingUCB(model, C, path="low_rank")
-    sharded = ShardedCandidates(
-        None, library, workers=["a", "b", "c"], normalized_inputs=normalized
-    )
+    sharded = shards(threads, library, 3, normalized_inputs=normalized)
     acqf = ChainingUCB(model, sharded)
     assert_same_step(single, acqf)
     X, _, idx = sharded.optimize(acqf, q=2, return_indices=True)
@@ -226,15 +265,15 @@ def test_library_shards_equal_one_machine(normalized):
     assert torch.equal(X, C[idx])
 
 
-def test_library_from_a_saved_file(tmp_path):
+def test_library_from_a_saved_file(threads, tmp_path):
     model, C, library = library_problem(9000)
     path = library.save(tmp_path / "lib.npy")
     single = ChainingUCB(model, C, path="low_rank")
-    acqf = ChainingUCB(model, ShardedCandidates(None, path, workers=["a", "b"]))
+    acqf = ChainingUCB(model, shards(threads, path))
     assert_same_step(single, acqf)
 
 
-def test_feature_table_from_a_file_travels_as_its_path(tmp_path):
+def test_feature_table_from_a_file_travels_as_its_path(threads, tmp_path, monkeypatch):
     """A descriptor GP over an item index (FeatureTableKernel): the sharded step
     equals one machine's; built from a file, the step sends the shards the
     table's path, built from a tensor, the table itself to each shard."""
@@ -249,25 +288,27 @@ def test_feature_table_from_a_file_travels_as_its_path(tmp_path):
     idx = torch.randperm(n, generator=g)[:30]
     Y = F[idx, :1].sin() + F[idx, 1:2]
     sent = {}
+    seen = traffic(monkeypatch)
     for name, features in (("tensor", F), ("file", file)):
         kernel = FeatureTableKernel(features, base="rbf")
         kernel.base_kernel.lengthscale = 2.0
         model = SingleTaskGP(C[idx], Y, covar_module=kernel, outcome_transform=None)
         model.likelihood.noise = 1e-3
         model.eval()
-        sharded = ShardedCandidates(None, C, workers=["a", "b"])
+        sharded = shards(threads, C)
+        seen["sent"].clear()
         acqf = ChainingUCB(model, sharded)
+        sent[name] = sum(seen["sent"])
         assert_same_step(ChainingUCB(model, C, path="low_rank"), acqf)
-        sent[name] = sharded.comm_stats()["bytes_sent"]
     # The tensor-built kernel carries the table to each of the two shards;
     # everything else (the factors, the traversal's rounds) is the same.
     table = F.numel() * F.element_size()
     assert sent["tensor"] - sent["file"] > 2 * table * 0.99
 
 
-def test_continuous_bonus_on_shards_picks_as_one_machine():
+def test_continuous_bonus_on_shards_picks_as_one_machine(threads):
     model, C = se_problem(9000, seed=5)
-    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    sharded = shards(threads, C)
     single = ChainingUCB(model, C, path="low_rank", bonus="continuous")
     acqf = ChainingUCB(model, sharded, bonus="continuous")
     assert acqf.store.best_candidate()["index"] == factor_argmax(single)
@@ -275,9 +316,9 @@ def test_continuous_bonus_on_shards_picks_as_one_machine():
     torch.testing.assert_close(acqf(x), single(x), rtol=1e-12, atol=0)
 
 
-def test_pending_points_and_batches():
+def test_pending_points_and_batches(threads):
     model, C = se_problem(9000, seed=5)
-    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    sharded = shards(threads, C)
     for covers in ("rebuild", "reuse"):
         single = ChainingUCB(model, C, path="low_rank", pending_covers=covers)
         acqf = ChainingUCB(model, sharded, pending_covers=covers)
@@ -300,24 +341,25 @@ def test_pending_points_and_batches():
     assert values.shape == (3,) and torch.equal(X, C[picks])
 
 
-def test_certificates_equal_one_machine():
+def test_certificates_equal_one_machine(threads):
     model, C = se_problem(9000, seed=2, obs=30)
     single = ChainingUCB(model, C, path="low_rank", max_cover_size=64)
-    acqf = ChainingUCB(model, ShardedCandidates(None, C, workers=["a", "b", "c"]))
-    for kw in (
-        {},
-        {"calibration": "none", "rule": "max_mean"},
-        {"method": "pairwise", "calibration": "none"},
-        {"among": [1, 2, 3, 100], "calibration": "none"},
-        {"tail": "chernoff", "calibration": "none"},
-        {"tail": "gaussian"},
-        {"scale_level": 0.05},
-        {"min_observations": 31},  # 30 observations: both refuse
+    acqf = ChainingUCB(model, shards(threads, C, 3))
+    for among, kw in (
+        (None, {}),
+        (None, {"calibration": "none", "rule": "max_mean"}),
+        (None, {"method": "pairwise", "calibration": "none"}),
+        ([1, 2, 3, 100], {"calibration": "none"}),
+        (None, {"tail": CHERNOFF, "calibration": "none"}),
+        (None, {"tail": GAUSSIAN}),
+        (None, {"scale_level": 0.05}),
+        (None, {"min_observations": 31}),  # 30 observations: both refuse
     ):
-        one = single.certificate(**{"method": "union", **kw})
-        got = acqf.certificate(**kw)
+        union = CertificateOptions(**{"method": "union", **kw})
+        one = single.certificate(among, options=union)
+        got = acqf.certificate(among, options=CertificateOptions(**kw))
         assert (got.index, got.valid, got.method) == (one.index, one.valid, one.method)
-        # Main's default tails ("auto": Student-t under the LOO check).
+        # Main's default tails (None: Student-t under the LOO check).
         assert got.tail == one.tail
         # The tail sums add over shards in another order: equal to the
         # bisection's tolerance (here, and usually, exactly).
@@ -328,12 +370,12 @@ def test_certificates_equal_one_machine():
     X = C[[5, 17]].unsqueeze(1)
     assert torch.allclose(acqf.regret_bound(X), single.regret_bound(X), rtol=2e-6)
     with pytest.raises(ValueError, match="method"):
-        acqf.certificate(method="chaining")
+        acqf.certificate(options=CertificateOptions(method="chaining"))
 
 
-def test_errors_name_the_argument():
+def test_errors_name_the_argument(threads):
     model, C = se_problem(5000)
-    sharded = ShardedCandidates(None, C, workers=["a", "b"])
+    sharded = shards(threads, C)
     with pytest.raises(TypeError, match="`candidates` must be an N x d torch"):
         ChainingUCB(model, [[1.0, 2.0]])
     with pytest.raises(ValueError, match="`path`='dense'"):
@@ -343,9 +385,11 @@ def test_errors_name_the_argument():
     with pytest.raises(UnsupportedError, match="low-rank"):
         ChainingUCB(ModelListGP(model, model), sharded)
     with pytest.raises(ValueError, match="`candidates` must be an N x d"):
-        ShardedCandidates(None, torch.zeros(3))
+        ShardedCandidates(threads, torch.zeros(3))
     with pytest.raises(TypeError, match="`candidates` must be"):
-        ShardedCandidates(None, [[1.0]])
+        ShardedCandidates(threads, [[1.0]])
+    with pytest.raises(TypeError, match="`client` must be a distributed.Client"):
+        ShardedCandidates(None, C)
     with pytest.raises(ValueError, match="`X_pending` must have shape p x 2"):
         ChainingUCB(model, sharded, X_pending=torch.zeros(2, 3, dtype=DTYPE))
     acqf = ChainingUCB(model, sharded, max_cover_size=16)
@@ -450,27 +494,28 @@ def _two_workers(client) -> list[str]:
     return workers[:2]
 
 
-@pytest.mark.parametrize("backend", ["actors", "futures"])
-def test_cluster_step_equals_one_machine(client, backend):
+def test_cluster_step_equals_one_machine(client, monkeypatch):
     model, C = se_problem(12_000, seed=1)
     single = ChainingUCB(model, C, path="low_rank")
-    sharded = ShardedCandidates(client, C, backend=backend)
+    sharded = ShardedCandidates(client, C)
     assert sharded.num_shards == 2 and sharded.starts == [0, 8192]
+    assert sharded.sizes == [8192, 12_000 - 8192]
+    seen = traffic(monkeypatch)
     acqf = ChainingUCB(model, sharded)
+    # Only small messages came back: the largest reply is a chunk of rows at a
+    # pool (16 x 64 floats) or a few points' left data, not O(N).
+    assert seen["replies"] and max(seen["replies"]) < 40_000
     assert_same_step(single, acqf)
     X, values, idx = sharded.optimize(acqf, q=2, return_indices=True)
     first = factor_argmax(single)
     single.set_X_pending(C[[first]])
     assert idx.tolist() == [first, factor_argmax(single, exclude=[first])]
     single.set_X_pending(None)
-    one = single.certificate(method="union", calibration="none")
-    got = acqf.certificate(calibration="none")
+    one = single.certificate(
+        options=CertificateOptions(method="union", calibration="none")
+    )
+    got = acqf.certificate(options=CertificateOptions(calibration="none"))
     assert got.index == one.index and got.bound == pytest.approx(one.bound, rel=2e-6)
-    # Only small messages came back: the largest reply is a chunk of rows at a
-    # pool (16 x 64 floats) or a few points' left data, not O(N).
-    assert acqf.store.step_info["largest_reply"] < 40_000
-    stats = sharded.shard_stats()
-    assert [s["rows"] for s in stats] == [8192, 12_000 - 8192]
     sharded.close()
 
 
@@ -549,7 +594,7 @@ def _ax_loop(gs, library_size: int, values, trials: int):
 
 @pytest.mark.slow  # an Ax loop on a cluster and on one machine
 @pytest.mark.filterwarnings("ignore::Warning:ax")
-def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
+def test_ax_strategy_over_sharded_library_equals_one_machine(threads, tmp_path):
     import logging
 
     from ax.storage.json_store.save import save_experiment
@@ -569,7 +614,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
     # One machine on the same (low-rank) route, and the same strategy given
     # the sharded library: the same trials, the same certificates (issued from
     # 4 observations in this short loop).
-    least = {"certificate_min_observations": 4}
+    least = {"certificate": CertificateOptions(min_observations=4)}
     one = chaining_generation_strategy(
         init_trials=4,
         seed=0,
@@ -578,7 +623,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         **least,
     )
     _, expected = _ax_loop(one, n, values, trials=8)
-    sharded = ShardedCandidates(None, library, workers=["a", "b"])
+    sharded = shards(threads, library)
     gs = chaining_generation_strategy(
         init_trials=4, seed=0, surrogate_spec=spec, candidates=sharded, **least
     )
@@ -603,8 +648,9 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         seed=0,
         surrogate_spec=spec,
         candidates=sharded,
-        certificate_schedule=CheckSchedule("every_k", k=1, start=6),
-        **least,
+        certificate=CertificateOptions(
+            schedule=CheckSchedule("every_k", k=1, start=6), min_observations=4
+        ),
     )
     _, again = _ax_loop(scheduled, n, values, trials=8)
     assert again == items
@@ -615,7 +661,7 @@ def test_ax_strategy_over_sharded_library_equals_one_machine(tmp_path):
         client.save_to_json_file(str(tmp_path / "client.json"))
     with pytest.raises(ValueError, match="normalized_inputs=False"):
         chaining_generation_strategy(
-            candidates=ShardedCandidates(None, library, normalized_inputs=True)
+            candidates=shards(threads, library, normalized_inputs=True)
         )
     with pytest.raises(ValueError, match="must be ChainingUCB"):
         from ax_chaining import GPUCB
@@ -700,7 +746,7 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
     assert overlap  # trials ran at the same time on the two workers
     summary = ax_client.summarize().sort_values("trial_index")
     nodes = summary["generation_node"].tolist()
-    assert nodes == ["UniformCandidates"] * 4 + ["Chaining-UCB"] * 2
+    assert nodes == ["UniformCandidates"] * 4 + ["ChainingUCB"] * 2
     data = gs.experiment.lookup_data().df
     for i, t in trials.items():
         got = data[data.trial_index == i]["mean"].item()
@@ -709,6 +755,20 @@ def test_orchestrator_runs_trials_in_parallel_on_the_cluster(client):
 
 
 # ----------------------------------------------------------------- benchmark
+def test_benchmark_refuses_the_removed_backends(capsys):
+    """ShardedCandidates has one backend (Dask actors): the benchmark says so
+    for the removed ones, before it starts a cluster."""
+    from benchmarks.__main__ import main
+
+    for backends in ("futures", "actors,futures", "local"):
+        with pytest.raises(SystemExit) as info:
+            main(["distributed", "--small", "--backends", backends])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "Dask actors (--backends actors)" in err
+        assert "'futures' and 'local' backends were removed" in err
+
+
 @pytest.mark.slow  # the CLI end to end, two clusters of its own
 def test_benchmark_small_preset_end_to_end(capsys, tmp_path):
     import json
@@ -739,10 +799,10 @@ def test_benchmark_small_preset_end_to_end(capsys, tmp_path):
     path.write_text(out)
     table = bench.table([str(path)])
     assert "| 6,000 | tanimoto | actors | 2 |" in table and "Fitted at" in table
-    # One round trip with each way of holding shards, dask.array included.
+    # One round trip with actors, and with the dask.array baseline.
     assert main(["distributed", "--round-trips", "2"]) == 0
     trips = [json.loads(line) for line in capsys.readouterr().out.splitlines()][1:]
-    assert [r["backend"] for r in trips] == ["actors", "futures", "dask.array"]
+    assert [r["backend"] for r in trips] == ["actors", "dask.array"]
     assert all(r["round_trip_s"] > 0 and r["workers"] == 2 for r in trips)
     path.write_text(out + "\n".join(json.dumps(r) for r in trips))
     assert "| dask.array | 2 | 10,000 |" in bench.table([str(path)])

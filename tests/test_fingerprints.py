@@ -162,7 +162,7 @@ def test_equals_rdkit_on_esol() -> None:
     from rdkit import Chem, DataStructs
     from rdkit.Chem import rdFingerprintGenerator
 
-    from ax_chaining.chem import morgan_fingerprints
+    from ax_chaining.molecules import morgan_fingerprints
     from ax_chaining.test_functions.molecules import load_dataset
 
     assert rdkit is not None
@@ -391,7 +391,7 @@ def test_ax_client_loop_and_lean_json_round_trip(tmp_path: Any) -> None:
     from ax.api.client import Client
 
     from ax_chaining.ax import fingerprint_kernel_surrogate_spec, register_storage
-    from ax_chaining.chem import morgan_fingerprints
+    from ax_chaining.molecules import morgan_fingerprints
     from ax_chaining.test_functions.molecules import load_dataset
 
     logging.getLogger("ax").setLevel(logging.WARNING)
@@ -441,6 +441,7 @@ def test_ax_client_loop_and_lean_json_round_trip(tmp_path: Any) -> None:
         fingerprint_kernel_surrogate_spec(BITS)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_speed_benchmark_runs_and_all_routes_agree_with_rdkit(capsys: Any) -> None:
     pytest.importorskip("rdkit")
     import json

@@ -12,16 +12,25 @@ import torch
 from botorch.models import SingleTaskGP
 from gpytorch.kernels import RBFKernel
 
-from ax_chaining.certificate import certify_model, resolve_tail
+from ax_chaining.certificate import CertificateOptions, certify_model, resolve_tail
 from ax_chaining.certificate.residuals import (
     ResidualCalibration,
     conformal_quantile,
-    standardized_residuals,
     upper_quantile_rank,
 )
 
 DTYPE = torch.float64
 NOISE_SD = 0.05
+
+
+def standardized_residuals(observed, mean, sd) -> np.ndarray:
+    """(y_i - mu_i) / s_i of predictions made before observing."""
+    y, m, s = (
+        np.asarray(a, dtype=np.float64).reshape(-1) for a in (observed, mean, sd)
+    )
+    if not (np.isfinite(s).all() and (s > 0).all()):
+        raise ValueError(f"`sd` must be finite and positive, got {s}.")
+    return (y - m) / s
 
 
 def test_quantile_ranks_by_hand() -> None:
@@ -46,7 +55,7 @@ def test_fit_by_hand_and_fallback() -> None:
     assert not few.usable()
     with pytest.raises(ValueError, match="too few"):
         few.fit()
-    assert resolve_tail("auto", few, 30).name.startswith("student-10/")  # as "loo"
+    assert resolve_tail(None, few, 30).name.startswith("student-10/")  # as "loo"
 
 
 def test_bad_arguments() -> None:
@@ -125,8 +134,10 @@ def test_forecast_calibration_widens_on_outliers_and_not_on_a_gp_sample(seed):
         if outliers:
             _, clean = _library(seed, 0)
             assert bool((f[order[3:]] > clean[order[3:]]).any())
-        plain = certify_model(model, X, calibration="none")
-        fitted = certify_model(model, X, calibration=ResidualCalibration(tuple(z)))
+        none = CertificateOptions(calibration="none")
+        residuals = CertificateOptions(calibration=ResidualCalibration(tuple(z)))
+        plain = certify_model(model, X, options=none)
+        fitted = certify_model(model, X, options=residuals)
         ratios[outliers] = fitted.bound / plain.bound
         assert fitted.rank_bound is not None and 1 <= fitted.rank_bound <= 200
     # On the GP sample the residuals are i.i.d. N(0, 1): Gaussian tails and a

@@ -11,6 +11,7 @@ import torch
 from gpytorch.kernels import ProductKernel, RBFKernel, ScaleKernel
 
 from ax_chaining.kernels import PrecomputedKernel, register_gram
+from ax_chaining.kernels.precomputed import item_indices
 
 # A hand-made symmetric positive definite 3 x 3 Gram with distinct entries.
 GRAM = torch.tensor(
@@ -118,14 +119,14 @@ def test_normalized_inputs_mapping() -> None:
     idx = torch.tensor([0, 1, 37, 99, 100])
     # Ax's unit-cube normalization of an integer parameter with bounds [0, n - 1]
     x = (idx.double() / (n - 1)).unsqueeze(-1)
-    assert torch.equal(k.indices(x), idx)
+    assert torch.equal(item_indices(x, n, True, "k"), idx)
     assert torch.equal(k(x).to_dense(), gram[idx][:, idx])
     # float32 inputs (their round-off) still map to the right indices
-    assert torch.equal(k.indices(x.float()), idx)
+    assert torch.equal(item_indices(x.float(), n, True, "k"), idx)
     # an index parameter of another size: refused, never mapped to wrong rows
     other = (torch.tensor([0, 1, 37, 79]).double() / 79).unsqueeze(-1)
     with pytest.raises(ValueError, match=r"bounds \(0, 100\)"):
-        k.indices(other)
+        item_indices(other, n, True, "k")
     # out of [0, 1] -> error naming what was expected
     with pytest.raises(ValueError, match=r"normalized values in \[0, 1\]"):
         k(_col([1.2])).to_dense()

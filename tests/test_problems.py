@@ -1,4 +1,5 @@
-"""Tests for :mod:`ax_chaining.test_functions.problems` (small ``n`` for speed)."""
+"""Tests for :mod:`ax_chaining.test_functions.problems` and the paper's other
+problems, kept with the benchmarks (small ``n`` for speed)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,19 @@ import torch
 
 from ax_chaining.kernels import PrecomputedKernel
 from ax_chaining.test_functions.problems import (
-    JITTERS,
     DiscreteProblem,
-    fit_isotropic_se_lengthscale,
     fixed_se_kernel,
     graph_problem,
+    shortest_path_features,
+)
+from benchmarks.testbeds import (
+    JITTERS,
+    BenchmarkProblem,
+    fit_isotropic_se_lengthscale,
     himmelblau,
     himmelblau_objective,
     himmelblau_problem,
     se_problem,
-    shortest_path_features,
     toy_1d_problem,
 )
 
@@ -41,7 +45,7 @@ def _assert_basic(p: DiscreteProblem, n: int, d: int) -> None:
     assert p.f.dtype == torch.float64
     assert torch.isfinite(p.X).all() and torch.isfinite(p.f).all()
     assert p.noise_std == 0.05
-    assert p.n == n and p.dim == d
+    assert p.n == n
     assert p.optimum == p.f.max().item()
     assert p.f[p.argmax].item() == p.optimum
     json.dumps(p.info)  # JSON-serializable
@@ -319,7 +323,6 @@ def test_graph_problem_basic(graph300) -> None:
     assert p.name == "graph"
     assert torch.equal(p.X[:, 0], torch.arange(300, dtype=torch.float64))
     assert isinstance(p.covar_module, PrecomputedKernel)
-    assert not p.learn_hyperparameters
     assert p.features is not None and p.features.shape == (300, 18)
     assert p.graph_edges is not None and len(p.graph_edges) == 300
 
@@ -430,7 +433,7 @@ def test_observe_and_regret() -> None:
 
 
 def test_get_covar_module_returns_copy_of_true_kernel(graph300) -> None:
-    k = graph300.get_covar_module()
+    k = BenchmarkProblem(**vars(graph300)).get_covar_module()
     assert k is not graph300.covar_module
     assert k.gram.data_ptr() == graph300.covar_module.gram.data_ptr()
     se = se_problem(n=50, seed=0, use_cache=False)

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ax_chaining.certificate import StudentTail
+from ax_chaining.certificate import GAUSSIAN, StudentTail
 from ax_chaining.certificate.rank import (
     RankOptions,
     better_probabilities,
@@ -66,7 +66,7 @@ def test_probabilities_and_expected_count_by_hand() -> None:
     expected = float(torch.special.ndtr(MEANS[1:] - 0.5).sum())
     assert tol.expected_better == pytest.approx(expected)
     # A scale of 2 doubles every standard deviation.
-    p = better_probabilities(MEANS, 2.0 * torch.ones(8, dtype=DTYPE), "gaussian")
+    p = better_probabilities(MEANS, 2.0 * torch.ones(8, dtype=DTYPE), GAUSSIAN)
     assert float(p[1]) == pytest.approx(float(torch.special.ndtr(torch.tensor(-0.25))))
 
 
@@ -79,24 +79,24 @@ def test_monte_carlo_rank_is_the_count_quantile(share: float, quantile: int) -> 
     assert int(np.argmax(cdf >= 1 - share)) == quantile
     for seed in (0, 1):
         got = monte_carlo_rank_bound(
-            MEANS, _independent(), 0, share, "gaussian", samples=20_000, seed=seed
+            MEANS, _independent(), 0, share, GAUSSIAN, samples=20_000, seed=seed
         )
         assert got == quantile + 1
 
 
 def test_monte_carlo_follows_its_seed_and_refuses_too_few_draws() -> None:
     dist = _independent()
-    a = monte_carlo_rank_bound(MEANS, dist, 0, 0.3, "gaussian", samples=50, seed=3)
-    b = monte_carlo_rank_bound(MEANS, dist, 0, 0.3, "gaussian", samples=50, seed=3)
+    a = monte_carlo_rank_bound(MEANS, dist, 0, 0.3, GAUSSIAN, samples=50, seed=3)
+    b = monte_carlo_rank_bound(MEANS, dist, 0, 0.3, GAUSSIAN, samples=50, seed=3)
     assert a == b
     with pytest.raises(ValueError, match="samples"):
-        monte_carlo_rank_bound(MEANS, dist, 0, 0.001, "gaussian", samples=100)
+        monte_carlo_rank_bound(MEANS, dist, 0, 0.001, GAUSSIAN, samples=100)
 
 
 def test_monte_carlo_student_tails_are_wider() -> None:
     # A common chi-square scale: heavier tails, a larger count quantile.
     dist = _independent()
-    gauss = monte_carlo_rank_bound(MEANS, dist, 0, 0.02, "gaussian", samples=5000)
+    gauss = monte_carlo_rank_bound(MEANS, dist, 0, 0.02, GAUSSIAN, samples=5000)
     heavy = monte_carlo_rank_bound(MEANS, dist, 0, 0.02, StudentTail(1), samples=5000)
     assert heavy >= gauss
 

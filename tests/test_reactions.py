@@ -1,4 +1,5 @@
-"""Per-component encodings of a table of several components (reactions)."""
+"""Per-component encodings of a table of several components (reactions,
+ax_chaining.molecules.reactions)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from ax_chaining.chem import tanimoto_gram
-from ax_chaining.reactions import component_features
+from ax_chaining.molecules import component_features, tanimoto_gram
 
 # Three reactions over two ligands and two bases: rows 0 and 1 share their base,
 # rows 0 and 2 their ligand.
@@ -72,7 +72,7 @@ def test_callable_encoder_runs_once_per_distinct_component_and_mixes_with_onehot
 
 def test_morgan_blocks_equal_each_components_fingerprint():
     pytest.importorskip("rdkit")
-    from ax_chaining.chem import morgan_fingerprints
+    from ax_chaining.molecules import morgan_fingerprints
 
     features = component_features(TABLE, ["ligand", "base"], "morgan", n_bits=64)
     assert features.values.shape == (3, 128)
@@ -132,7 +132,7 @@ def test_descriptor_blocks_equal_each_components_encoding():
     pytest.importorskip("rdkit")
     from functools import partial
 
-    from ax_chaining.descriptors import encode_molecules
+    from ax_chaining.molecules import encode_molecules
 
     encode = partial(encode_molecules, encoding="fragments")
     features = component_features(TABLE, ["ligand", "base"], encode)

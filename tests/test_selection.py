@@ -6,8 +6,11 @@ from ax.core import Arm, Experiment, ObservationFeatures, SearchSpace
 from ax.core.parameter import ParameterType, RangeParameter
 from ax.exceptions.core import SearchSpaceExhausted
 
-from ax_chaining.ax.candidates import CandidateSetSpec
-from ax_chaining.ax.selection import selectable_candidates
+from ax_chaining.ax.candidates import (
+    CandidateSet,
+    CandidateSetSpec,
+    selectable_candidates,
+)
 
 
 def _experiment(statuses: dict[int, str]) -> Experiment:
@@ -21,8 +24,8 @@ def _experiment(statuses: dict[int, str]) -> Experiment:
     return experiment
 
 
-def _index_of(parameters) -> int:
-    return int(parameters["i"])
+def _set(experiment: Experiment, spec: CandidateSetSpec) -> CandidateSet:
+    return CandidateSet(experiment.search_space, spec)
 
 
 def _pending(*items: int) -> dict[str, list[ObservationFeatures]]:
@@ -33,14 +36,11 @@ def test_rules_exclude_evaluated_failed_and_pending() -> None:
     experiment = _experiment({0: "completed", 1: "failed", 2: "abandoned"})
     spec = CandidateSetSpec(exclude_evaluated=True, retry_failed=False)
     got = selectable_candidates(
-        experiment, spec, 6, _index_of, pending_observations=_pending(3)
+        experiment, _set(experiment, spec), pending_observations=_pending(3)
     )
     assert got.selectable.tolist() == [False, False, True, False, True, True]
     assert got.evaluated.tolist() == [0]
-    assert got.failed.tolist() == [1]
     assert got.pending.tolist() == [3]
-    assert got.excluded.tolist() == [0, 1, 3]
-    assert got.num_selectable == 3
     assert got.audit is None
 
 
@@ -48,7 +48,7 @@ def test_defaults_keep_evaluated_and_failed_and_allowed_narrows() -> None:
     experiment = _experiment({0: "completed", 1: "failed"})
     spec = CandidateSetSpec(retry_failed=True)  # exclude_evaluated=False
     allowed = np.array([True, True, True, False, False, False])
-    got = selectable_candidates(experiment, spec, 6, _index_of, allowed=allowed)
+    got = selectable_candidates(experiment, _set(experiment, spec), allowed=allowed)
     assert got.selectable.tolist() == allowed.tolist()
     assert allowed.tolist() == [True, True, True, False, False, False]  # not mutated
 
@@ -59,9 +59,7 @@ def test_pending_are_kept_when_nothing_else_is_left() -> None:
     allowed = np.array([True, True, True, True, False, False])
     got = selectable_candidates(
         experiment,
-        spec,
-        6,
-        _index_of,
+        _set(experiment, spec),
         pending_observations=_pending(2, 3),
         allowed=allowed,
     )
@@ -71,5 +69,6 @@ def test_pending_are_kept_when_nothing_else_is_left() -> None:
 def test_no_candidate_left_names_the_rules() -> None:
     experiment = _experiment({0: "completed", 1: "failed"})
     spec = CandidateSetSpec(exclude_evaluated=True, retry_failed=False)
-    with pytest.raises(SearchSpaceExhausted, match=r"All 2 candidates are evaluated"):
-        selectable_candidates(experiment, spec, 2, _index_of)
+    allowed = np.array([True, True, False, False, False, False])
+    with pytest.raises(SearchSpaceExhausted, match=r"All 6 candidates are evaluated"):
+        selectable_candidates(experiment, _set(experiment, spec), allowed=allowed)

@@ -18,7 +18,6 @@ from ax.storage.json_store.encoder import object_to_json
 from ax_chaining.ax import (
     GEN_METADATA_KEY,
     CertifiedStop,
-    RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
     best_certificate,
     certificate_history,
@@ -27,7 +26,11 @@ from ax_chaining.ax import (
     register_storage,
     ucb_generation_strategy,
 )
-from ax_chaining.certificate import LOO_MIN_OBSERVATIONS, CheckSchedule
+from ax_chaining.certificate import (
+    LOO_MIN_OBSERVATIONS,
+    CertificateOptions,
+    CheckSchedule,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:ax")
 
@@ -56,7 +59,7 @@ def _client(gs: GenerationStrategy) -> Client:
 
 #: The loops here are short: their certificates count from 4 observations
 #: (the default, LOO_MIN_OBSERVATIONS = 20, is tested on its own below).
-LEAST = {"certificate_min_observations": 4}
+LEAST = {"certificate": CertificateOptions(min_observations=4)}
 
 
 def _step(client: Client) -> None:
@@ -203,7 +206,7 @@ def test_certify_any_loop_including_axs_default_strategy() -> None:
         for index, params in client.get_next_trials(max_trials=1).items():
             client.complete_trial(index, raw_data={"f": _f(params)})
     assert best_certificate(client) is None
-    cert = certify(client, min_observations=8)
+    cert = certify(client, options=CertificateOptions(min_observations=8))
     f_max = max(_f({"x": x, "y": y}) for x in range(15) for y in range(15))
     assert cert["valid"] and 0 < cert["bound"] < 10
     assert f_max - _f(cert["parameters"]) <= cert["bound"]
@@ -236,14 +239,6 @@ def test_json_round_trip() -> None:
     assert isinstance(decoded, RegretBoundGlobalStoppingStrategy)
     assert (decoded.tolerance, decoded.min_trials, decoded.units) == (0.25, 7, "model")
     assert decoded.inactive_when_pending_trials is False
-    criterion = RegretBoundCriterion(tolerance=0.5, transition_to="A", min_trials=3)
-    decoded = object_from_json(object_to_json(criterion))
-    assert isinstance(decoded, RegretBoundCriterion)
-    assert (decoded.tolerance, decoded.transition_to, decoded.min_trials) == (
-        0.5,
-        "A",
-        3,
-    )
 
 
 @pytest.mark.parametrize(
@@ -262,10 +257,10 @@ def test_bad_arguments(
 ) -> None:
     with pytest.raises(error, match=match):
         RegretBoundGlobalStoppingStrategy(**kwargs)
-    with pytest.raises(error, match=match):
-        RegretBoundCriterion(transition_to="A", **kwargs)
     if len(kwargs) == 1:
-        with pytest.raises(error, match=match):
+        with pytest.raises(
+            error, match=match.replace("`tolerance`", "`stop_tolerance`")
+        ):
             chaining_generation_strategy(stop_tolerance=kwargs["tolerance"])
 
 
@@ -275,7 +270,9 @@ def test_a_declared_schedule_spends_delta_on_its_checks_alone(tmp_path: Any) -> 
     6 delta / (pi^2 j^2); the schedule survives a save and reload."""
     schedule = CheckSchedule("every_k", k=3, start=5)
     gs = chaining_generation_strategy(
-        init_trials=4, seed=0, certificate_schedule=schedule, **LEAST
+        init_trials=4,
+        seed=0,
+        certificate=CertificateOptions(schedule=schedule, min_observations=4),
     )
     client = _client(gs)
     for _ in range(13):  # trials 0..3 initial, 4..12 Chaining-UCB
@@ -326,9 +323,7 @@ def test_the_default_check_certifies_from_20_observations() -> None:
             assert h["valid"] and 0 < h["bound"] < math.inf, h["reason"]
     assert certify(client)["valid"]  # 22 observations
     with pytest.raises(ValueError, match="`min_observations` must be"):
-        certify(client, min_observations=0)
-    with pytest.raises(ValueError, match="`certificate_min_observations` must be"):
-        chaining_generation_strategy(certificate_min_observations=0)
+        CertificateOptions(min_observations=0)
 
 
 def test_the_scale_level_widens_the_recorded_certificates_and_survives_json(
@@ -340,13 +335,11 @@ def test_the_scale_level_widens_the_recorded_certificates_and_survives_json(
     as under the point estimate (None) at every step, wider where the LOO
     residuals are few, the same as ``certify(..., scale_level=...)`` on the
     experiment; the option survives Ax's JSON; a bad level is refused."""
-    point_gs = chaining_generation_strategy(
-        init_trials=4, seed=0, certificate_scale_level=None, **LEAST
-    )
+    point = CertificateOptions(min_observations=4, scale_level=None)
+    point_gs = chaining_generation_strategy(init_trials=4, seed=0, certificate=point)
     plain = _client(point_gs)
-    upper_gs = chaining_generation_strategy(
-        init_trials=4, seed=0, certificate_scale_level=0.05, **LEAST
-    )
+    level = CertificateOptions(min_observations=4, scale_level=0.05)
+    upper_gs = chaining_generation_strategy(init_trials=4, seed=0, certificate=level)
     upper = _client(upper_gs)
     for _ in range(8):
         _step(plain)
@@ -356,8 +349,10 @@ def test_the_scale_level_widens_the_recorded_certificates_and_survives_json(
     for p, u in zip(a, b, strict=True):
         assert u["bound"] >= p["bound"] * (1 - 1e-9)
     assert any(u["bound"] > p["bound"] * 1.05 for p, u in zip(a, b, strict=True))
-    assert certify(upper)["bound"] >= certify(upper, scale_level=None)["bound"]
-    assert certify(upper)["bound"] == certify(upper, scale_level=0.05)["bound"]
+    point_estimate = CertificateOptions(scale_level=None)
+    assert certify(upper)["bound"] >= certify(upper, options=point_estimate)["bound"]
+    upper_limit = CertificateOptions(scale_level=0.05)
+    assert certify(upper)["bound"] == certify(upper, options=upper_limit)["bound"]
     default = _client(chaining_generation_strategy(init_trials=4, seed=0, **LEAST))
     for _ in range(8):
         _step(default)
@@ -370,17 +365,19 @@ def test_the_scale_level_widens_the_recorded_certificates_and_survives_json(
     assert certificate_history(loaded)[-1]["bound"] == pytest.approx(
         certificate_history(upper)[-1]["bound"], rel=1e-9
     )
-    with pytest.raises(ValueError, match="`certificate_scale_level` must be"):
-        chaining_generation_strategy(certificate_scale_level=1.0)
+    with pytest.raises(ValueError, match="`scale_level` must be"):
+        CertificateOptions(scale_level=1.0)
 
 
-def test_no_certificate_schedule_records_none_and_refuses_a_tolerance() -> None:
-    gs = chaining_generation_strategy(init_trials=3, seed=0, certificate_schedule=None)
+def test_no_certificate_records_none_and_refuses_a_tolerance() -> None:
+    gs = chaining_generation_strategy(init_trials=3, seed=0, certificate=None)
     client = _client(gs)
     for _ in range(5):
         _step(client)
     assert certificate_history(client) == [] and best_certificate(client) is None
-    with pytest.raises(ValueError, match="certificate_schedule=None` records none"):
-        chaining_generation_strategy(certificate_schedule=None, stop_tolerance=0.1)
-    with pytest.raises(TypeError, match="certificate_schedule"):
-        chaining_generation_strategy(certificate_schedule="geometric")
+    with pytest.raises(ValueError, match="certificate=None` records none"):
+        chaining_generation_strategy(certificate=None, stop_tolerance=0.1)
+    with pytest.raises(TypeError, match="`certificate` must be a CertificateOptions"):
+        chaining_generation_strategy(certificate="geometric")
+    with pytest.raises(TypeError, match="`schedule` must be a CheckSchedule"):
+        CertificateOptions(schedule="geometric")

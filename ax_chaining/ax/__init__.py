@@ -1,13 +1,6 @@
-"""Chaining-UCB in Ax: candidate sets, nodes and strategies, stopping, storage.
-
-Importing this sub-package registers its classes with Ax's JSON storage
-(:func:`~ax_chaining.ax.storage.register_storage`, idempotent), as Ax registers
-its own: a strategy built here can be saved, and a saved experiment loads in a
-new process once ``ax_chaining.ax`` is imported, or with
-:func:`~ax_chaining.ax.storage.load_client` (also ``ax_chaining.load_client``),
-or from a SQL database with :func:`~ax_chaining.ax.storage.storage_config` and
-:func:`~ax_chaining.ax.storage.load_client_from_database`.
-"""
+"""Chaining-UCB in Ax: candidate sets, nodes and strategies, certificates,
+stopping and storage. Importing it registers this package's classes with Ax's
+JSON storage, as Ax registers its own."""
 
 from ax_chaining.ax.candidates import (
     CandidateSetSpec,
@@ -15,12 +8,12 @@ from ax_chaining.ax.candidates import (
     parameters_from_table,
 )
 from ax_chaining.ax.certificates import (
+    GEN_METADATA_KEY,
     best_certificate,
     certificate_history,
     certify,
     recommend,
 )
-from ax_chaining.ax.metadata import GEN_METADATA_KEY
 from ax_chaining.ax.nodes import (
     CandidateSetAcquisition,
     CandidateSetNode,
@@ -30,7 +23,6 @@ from ax_chaining.ax.nodes import (
 from ax_chaining.ax.stopping import (
     CertifiedStop,
     RankBoundGlobalStoppingStrategy,
-    RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
 from ax_chaining.ax.storage import (
@@ -43,7 +35,6 @@ from ax_chaining.ax.strategies import (
     candidate_set_node,
     candidate_set_strategy,
     chaining_generation_strategy,
-    chaining_ucb_node,
     gp_ucb_generation_strategy,
     qlognei_generation_strategy,
     ucb_generation_strategy,
@@ -52,7 +43,6 @@ from ax_chaining.ax.surrogates import (
     candidate_index_parameter,
     feature_table_surrogate_spec,
     fingerprint_kernel_surrogate_spec,
-    molecule_surrogate_spec,
     precomputed_kernel_surrogate_spec,
 )
 
@@ -62,7 +52,6 @@ __all__ = [
     "CandidateSetNode",
     "CandidateSetSpec",
     "CertifiedStop",
-    "RegretBoundCriterion",
     "RankBoundGlobalStoppingStrategy",
     "RegretBoundGlobalStoppingStrategy",
     "SobolCandidateNode",
@@ -75,13 +64,11 @@ __all__ = [
     "certificate_history",
     "certify",
     "chaining_generation_strategy",
-    "chaining_ucb_node",
     "feature_table_surrogate_spec",
     "fingerprint_kernel_surrogate_spec",
     "gp_ucb_generation_strategy",
     "load_client",
     "load_client_from_database",
-    "molecule_surrogate_spec",
     "parameters_from_table",
     "precomputed_kernel_surrogate_spec",
     "qlognei_generation_strategy",

@@ -1,7 +1,9 @@
-r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space."""
+r"""The finite candidate set :math:`X` of an Ax experiment, in the user's space,
+and which of its candidates a node may propose at a step."""
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,10 +13,11 @@ import pandas as pd
 import torch
 from ax.adapter.registry import Generators
 from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig
-from ax.core import Arm, ChoiceParameter, Experiment, SearchSpace
+from ax.core import Arm, ChoiceParameter, Experiment, ObservationFeatures, SearchSpace
 from ax.core.parameter import DerivedParameter, ParameterType
+from ax.core.trial_status import TrialStatus
 from ax.core.types import TParameterization, TParamValue
-from ax.exceptions.core import UnsupportedError
+from ax.exceptions.core import SearchSpaceExhausted, UnsupportedError
 from ax.utils.common.random import with_rng_seed
 
 from ax_chaining.checks import (
@@ -27,6 +30,13 @@ from ax_chaining.checks import (
 
 #: A ``pandas.DataFrame`` (a column per parameter) or a sequence of dicts.
 CandidateTable = pd.DataFrame | Sequence[Mapping[str, TParamValue]]
+#: Trials whose arms are evaluated.
+EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
+#: Trials whose arms are not evaluated and do not count as used.
+DROPPED = (TrialStatus.FAILED, TrialStatus.ABANDONED)
+#: The random stream of the audits (beside the design's and the uniform
+#: initialization's, 1, from the same seed).
+AUDIT_STREAM = 2
 
 
 @dataclass
@@ -36,31 +46,27 @@ class CandidateSetSpec:
     Args:
         candidates: Optional table of candidates (finite values): a column per
             parameter, and any other columns (an ID, a name, a price) as
-            metadata that travels with the arm (its name, and the step record).
-            One row per candidate: rows with the same parameters are refused.
+            metadata that travels with the arm. One row per candidate.
         num_candidates: Size of the Sobol design of continuous or mixed spaces.
-        seed: Seed of the design and of the uniform initialization; None: drawn
-            from the global torch RNG (which Ax's ``Client`` and ``ax.benchmark``
-            seed) at the first generation, then stored.
+        seed: Seed of the design, the uniform initialization and the audits;
+            None: drawn from the global torch RNG (which Ax's ``Client``
+            seeds) at the first generation, then stored.
         max_candidates: Largest allowed ``N`` (a guard on ``N^2`` distance work).
         exclude_evaluated: Never propose an evaluated candidate (noise-free).
         exclude_pending: Avoid pending candidates while others remain.
-        id_column: A column of ``candidates`` (not a parameter) whose values
-            name the arms, e.g. a catalogue number; default ``"row_<i>"`` for
-            row ``i`` of the table. Its values must be unique.
-        retry_failed: Propose a candidate again after its trial failed (default
-            False: a failed evaluation is not repeated). Abandoned trials free
-            their candidate either way.
-        num_items: The number of items of an item-index kernel (a precomputed
-            Gram matrix or fingerprint library), set from the surrogate spec by
-            the strategy builders: the search space must then be one integer
-            parameter ``0 .. num_items - 1``.
+        id_column: A column of ``candidates`` (not a parameter) whose unique
+            values name the arms; default ``"row_<i>"``.
+        retry_failed: Propose a candidate again after its trial failed.
+        num_items: The number of items of an item-index kernel (set from the
+            surrogate spec or the sharded candidates by the strategy
+            builders): the search space is then one integer parameter
+            ``0 .. num_items - 1``.
         audit_every: Spend every ``audit_every``-th model-based query on a
-            candidate drawn uniformly (with ``seed``) from the unexplored ones
-            (:mod:`ax_chaining.ax.audit`); None (default): no audit.
-        row_labels: The table's row labels, which errors name the rows by: a
-            ``DataFrame``'s index labels (set from it; after ``dropna()`` they
-            are not the positions); None for a sequence of dicts (positions).
+            candidate drawn uniformly from the unexplored ones (neither
+            evaluated nor pending), whose forecast residual calibrates the
+            certificate (``calibration="audit"``); None: no audit.
+        row_labels: The table's row labels, which errors name the rows by (a
+            ``DataFrame``'s index labels; None for a sequence of dicts).
     """
 
     candidates: list[dict[str, TParamValue]] | None = None
@@ -84,12 +90,9 @@ class CandidateSetSpec:
             )
         check_int("num_candidates", self.num_candidates, 1)
         most = check_int("max_candidates", self.max_candidates, 1)
-        if self.seed is not None:
-            check_int("seed", self.seed)
-        if self.num_items is not None:
-            check_int("num_items", self.num_items, 2)
-        if self.audit_every is not None:
-            check_int("audit_every", self.audit_every, 1)
+        for name, low in (("seed", 0), ("num_items", 2), ("audit_every", 1)):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), low)
         for name in ("exclude_evaluated", "exclude_pending", "retry_failed"):
             check_bool(name, getattr(self, name))
         if self.id_column is not None:
@@ -114,7 +117,7 @@ class CandidateSetSpec:
 
 
 def _check_id_column(
-    table: list[dict] | None, column: Any, labels: list | None = None
+    table: list[dict] | None, column: Any, labels: list | None
 ) -> None:
     if table is None:
         raise ValueError("`id_column` names a column of `candidates`; got no table.")
@@ -130,22 +133,11 @@ def _check_id_column(
         seen[label] = i
 
 
-def arm_names(spec: CandidateSetSpec) -> list[str] | None:
-    """Arm names of the table's rows (``id_column`` values, or ``"row_<i>"``);
-    None without a table."""
-    if spec.candidates is None:
+def _number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
         return None
-    if spec.id_column is None:
-        return [f"row_{i}" for i in range(len(spec.candidates))]
-    return [str(row[spec.id_column]) for row in spec.candidates]
-
-
-def row_metadata(search_space: SearchSpace, spec: CandidateSetSpec) -> list[dict]:
-    """The table's non-parameter columns, row by row (empty dicts without one)."""
-    if spec.candidates is None:
-        return []
-    names = set(search_space.parameters)
-    return [{k: v for k, v in r.items() if k not in names} for r in spec.candidates]
 
 
 def parameters_from_table(
@@ -157,7 +149,10 @@ def parameters_from_table(
     A numeric column becomes a range parameter over its smallest and largest
     values (``"int"`` if every value is an int), a string or bool column a
     choice parameter over its values. Columns in ``exclude`` (an ID, a name)
-    and columns with a single value are left out.
+    and columns with a single value are left out. Refused, naming the column:
+    numbers stored as strings, and a string column with a different value in
+    every row when the other columns already tell the rows apart (an ID or
+    free text, which would only add levels).
 
     Example:
         >>> table = [{"id": "a", "x": 1, "s": "u"}, {"id": "b", "x": 4, "s": "v"}]
@@ -167,30 +162,48 @@ def parameters_from_table(
     rows = check_records("table", table)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     if unknown := sorted(set(exclude) - set(columns)):
-        raise ValueError(f"`exclude` names no column of the table: {unknown}.")
+        raise ValueError(
+            f"`exclude` names no column of the table: {unknown}; the columns are "
+            f"{columns}."
+        )
     out: list[RangeParameterConfig | ChoiceParameterConfig] = []
-    for name in columns:
-        if name in exclude:
-            continue
+    for name in (c for c in columns if c not in exclude):
         values = [r[name] for r in rows if name in r]
         if len(values) != len(rows):
             raise ValueError(f"Column {name!r} is missing in some rows of `table`.")
         distinct = list(dict.fromkeys(values))
         if len(distinct) < 2:
             continue
+        strings = [v for v in distinct if isinstance(v, str)]
+        if numeric := [v for v in strings if _number(v) is not None]:
+            raise TypeError(
+                f"Column {name!r} holds numbers stored as strings (e.g. "
+                f"{numeric[0]!r}); convert it first (pandas.to_numeric), or name it "
+                "in `exclude`."
+            )
         if all(isinstance(v, bool) for v in distinct):
             out.append(ChoiceParameterConfig(name, [False, True], "bool"))
-        elif all(isinstance(v, str) for v in distinct):
+        elif len(strings) == len(distinct):
             out.append(ChoiceParameterConfig(name, sorted(distinct), "str", False))
-        elif all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in distinct
-        ):
+        elif not strings and not any(isinstance(v, bool) for v in distinct):
             kind = "int" if all(isinstance(v, int) for v in distinct) else "float"
             out.append(RangeParameterConfig(name, (min(distinct), max(distinct)), kind))
         else:
             kinds = sorted({type(v).__name__ for v in distinct})
             msg = f"mixes types {kinds}; expected one of int/float, str, bool"
             raise TypeError(f"Column {name!r} of `table` {msg}.")
+    kept = [p.name for p in out]
+    for p in out:
+        others = [c for c in kept if c != p.name]
+        unique = len({tuple(r[c] for c in others) for r in rows}) == len(rows)
+        if isinstance(p, ChoiceParameterConfig) and len(p.values) == len(rows) > 2:
+            if others and unique:
+                raise ValueError(
+                    f"Column {p.name!r} holds a different value in each of the "
+                    f"{len(rows)} rows, which the other columns ({others}) already "
+                    "tell apart: an ID or free text? Name it in `exclude` (and as "
+                    "the strategy's `id_column` to name the arms)."
+                )
     return out
 
 
@@ -200,10 +213,6 @@ def candidate_parameterizations(
     r"""The finite candidate set :math:`X` of ``search_space``: ``N >= 1``
     distinct, complete parameterizations, in a fixed order. A user table, every
     combination of a fully discrete space, or a design of Ax's Sobol generator.
-
-    Args:
-        search_space: The experiment's search space (not hierarchical).
-        spec: The candidate set definition; default ``CandidateSetSpec()``.
 
     Example:
         >>> ss = SearchSpace([ChoiceParameter("a", ParameterType.INT, [1, 2, 3])])
@@ -225,7 +234,23 @@ def candidate_parameterizations(
     ):
         rows = _enumerate_discrete(search_space, free, spec.max_candidates)
     else:  # a seed of None is drawn here, and stored in the spec
-        rows = _sobol_design(search_space, spec.num_candidates, spec.resolve_seed())
+        # Ax's Sobol generator (log/logit scales, choices, constraints by
+        # rejection); its rounding under constraints draws from the global RNGs,
+        # seeded here.
+        seed = spec.resolve_seed()
+        try:
+            with with_rng_seed(seed):
+                adapter = Generators.SOBOL(
+                    experiment=Experiment(search_space=search_space),
+                    search_space=search_space,
+                    seed=seed,
+                    deduplicate=False,
+                )
+                arms = adapter.gen(n=spec.num_candidates).arms
+        except Exception as e:  # Ax raises when rejection sampling finds no point
+            what = f"Ax's Sobol generator failed ({e})"
+            raise _no_candidate(search_space, what) from e
+        rows = [dict(a.parameters) for a in arms]
     unique: dict[tuple, dict] = {}
     for r in rows:
         unique.setdefault(row_key(r, list(search_space.parameters)), r)
@@ -279,26 +304,9 @@ def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> lis
     return [row for row, ok in zip(rows, mask, strict=True) if ok]
 
 
-def _sobol_design(search_space: SearchSpace, num: int, seed: int) -> list[dict]:
-    # Ax's Sobol generator (log/logit scales, choices, constraints by rejection).
-    # Its integer rounding under constraints draws from the global RNGs, which
-    # follow the seed too: the design is a function of the seed alone.
-    try:
-        with with_rng_seed(seed):
-            adapter = Generators.SOBOL(
-                experiment=Experiment(search_space=search_space),
-                search_space=search_space,
-                seed=seed,
-                deduplicate=False,
-            )
-            return [dict(a.parameters) for a in adapter.gen(n=num).arms]
-    except Exception as e:  # Ax raises when rejection sampling finds no point
-        raise _no_candidate(search_space, f"Ax's Sobol generator failed ({e})") from e
-
-
-def _check_item_index(search_space: SearchSpace, num_items: int) -> None:
-    """The one integer parameter ``0 .. num_items - 1`` an item-index kernel maps
-    (from Ax's unit-cube normalization) onto its ``num_items`` rows."""
+def _check_item_index(search_space: SearchSpace, num_items: int) -> str:
+    """The name of the one integer parameter ``0 .. num_items - 1`` an
+    item-index kernel (or sharded library) maps onto its ``num_items`` items."""
     free = list(search_space.tunable_parameters.values())
     p = free[0] if len(free) == 1 else None
     ok = p is not None and p.parameter_type == ParameterType.INT
@@ -306,11 +314,13 @@ def _check_item_index(search_space: SearchSpace, num_items: int) -> None:
     if not ok:
         got = ", ".join(str(q) for q in free)
         raise ValueError(
-            f"The surrogate's item-index kernel holds {num_items} items (its Gram "
-            f"matrix or fingerprint library), but the search space is [{got}]; "
+            f"The candidate set holds {num_items} items (an item-index kernel's "
+            f"Gram matrix or fingerprint library, or sharded candidates), but the "
+            f"search space is [{got}]; "
             f"expected one integer parameter 0..{num_items - 1}, e.g. "
             f"`candidate_index_parameter({num_items})`."
         )
+    return p.name  # type: ignore[union-attr]
 
 
 def _validate_table(search_space: SearchSpace, spec: CandidateSetSpec) -> list[dict]:
@@ -329,8 +339,9 @@ def _validate_table(search_space: SearchSpace, spec: CandidateSetSpec) -> list[d
             row = _complete(search_space, params)
             search_space.check_membership(row, raise_error=True)
         except (ValueError, KeyError) as e:
-            msg = f"{where(i)} = {given} is not in the search space: {e}"
-            raise ValueError(msg) from e
+            kinds = {k: type(v).__name__ for k, v in params.items()}
+            msg = f"{where(i)} = {given} (types {kinds}) is not in the search space"
+            raise ValueError(f"{msg}: {e}") from e
         row = search_space.cast_arm(Arm(parameters=row)).parameters
         key = row_key(row, list(search_space.parameters))
         if key in seen:
@@ -351,3 +362,163 @@ def row_key(row: Mapping[str, TParamValue], names: Sequence[str]) -> tuple:
         v if v is None or isinstance(v, bool | str) else round(float(v), 9)
         for v in (row.get(n) for n in names)
     )
+
+
+class CandidateSet:
+    """The candidates of one search space under a spec, as the nodes use them:
+    ``n``, row ``i``, the index of an arm's parameters, arm names and the
+    table's metadata. An item index (``spec.num_items`` without a table) is
+    never listed: row ``i`` is the item ``i``."""
+
+    def __init__(self, search_space: SearchSpace, spec: CandidateSetSpec) -> None:
+        self.search_space, self.spec = search_space, spec
+        self.names = list(search_space.parameters)
+        self.item: str | None = None
+        self._rows: list[TParameterization] | None = None
+        if spec.num_items is not None and spec.candidates is None:
+            self.item = _check_item_index(search_space, spec.num_items)
+            self.n = spec.num_items
+        else:
+            self.n = len(self.rows)
+        self.arm_names: list[str] | None = None
+        self.metadata: list[dict] = []
+        if spec.candidates is not None:
+            ids = spec.id_column
+            self.arm_names = [
+                f"row_{i}" if ids is None else str(r[ids])
+                for i, r in enumerate(spec.candidates)
+            ]
+            self.metadata = [
+                {k: v for k, v in r.items() if k not in self.names}
+                for r in spec.candidates
+            ]
+
+    @property
+    def rows(self) -> list[TParameterization]:
+        """Every candidate's parameterization, in order (listed on first use)."""
+        if self._rows is None:
+            self._rows = candidate_parameterizations(self.search_space, self.spec)
+            self._index = {row_key(r, self.names): i for i, r in enumerate(self._rows)}
+        return self._rows
+
+    def row(self, i: int) -> TParameterization:
+        return {self.item: int(i)} if self.item is not None else dict(self.rows[i])
+
+    def index_of(self, parameters: Mapping[str, Any]) -> int | None:
+        """The candidate index of an arm's parameters (None: not a candidate)."""
+        if self.item is not None:
+            value = parameters.get(self.item)
+            ok = value is not None and float(value).is_integer()
+            return int(value) if ok and 0 <= int(value) < self.n else None
+        self.rows  # noqa: B018 (lists the rows and their index)
+        return self._index.get(row_key(parameters, self.names))
+
+    def indices(self, parameterizations: Iterable[Mapping[str, Any]]) -> np.ndarray:
+        """Sorted indices of the candidates among ``parameterizations``."""
+        found = {self.index_of(p) for p in parameterizations}
+        return np.array(sorted(i for i in found if i is not None), dtype=np.int64)
+
+    def counts(self, parameterizations: Iterable[Mapping[str, Any]]) -> Counter:
+        """How often each candidate index occurs in ``parameterizations``."""
+        return Counter(self.index_of(p) for p in parameterizations)
+
+    def in_trials(
+        self, experiment: Experiment, statuses: Sequence[TrialStatus], within=True
+    ) -> list[Mapping[str, Any]]:
+        """The parameters of the arms of trials whose status is (or, if not
+        ``within``, is not) one of ``statuses``."""
+        trials = experiment.trials.values()
+        chosen = [t for t in trials if (t.status in statuses) == within]
+        return [a.parameters for t in chosen for a in t.arms]
+
+    def matches(self, fixed: ObservationFeatures | None) -> np.ndarray | None:
+        """Mask of the candidates that take the fixed features' values (None:
+        no fixed feature)."""
+        if fixed is None or not fixed.parameters:
+            return None
+        if self.item is not None:
+            mask = np.zeros(self.n, dtype=bool)
+            found = self.index_of(fixed.parameters)
+            if found is not None:
+                mask[found] = True
+        else:
+            names = list(fixed.parameters)
+            want = row_key(fixed.parameters, names)
+            mask = np.array([row_key(r, names) == want for r in self.rows], dtype=bool)
+        if not mask.any():
+            msg = f"values in the candidate set, got {fixed.parameters}"
+            raise ValueError(f"`fixed_parameters` must take {msg}.")
+        return mask
+
+
+@dataclass(frozen=True)
+class SelectableCandidates:
+    """The candidates a node may propose at one step, by index in :math:`X`.
+
+    Attributes:
+        selectable: Boolean mask (``N``) of the candidates that may be proposed.
+        evaluated: Sorted indices of the candidates in a completed (or early
+            stopped) trial.
+        pending: Sorted indices of the candidates in pending trials.
+        audit: The audited candidate of an audit step (the one selectable
+            candidate then), else None.
+    """
+
+    selectable: np.ndarray
+    evaluated: np.ndarray
+    pending: np.ndarray
+    audit: int | None = None
+
+
+def selectable_candidates(
+    experiment: Experiment,
+    candidates: CandidateSet,
+    *,
+    pending_observations: Mapping[str, Sequence[ObservationFeatures]] | None = None,
+    allowed: np.ndarray | None = None,
+    audit_step: int | None = None,
+) -> SelectableCandidates:
+    """The candidates a node may propose, under the spec's rules.
+
+    A candidate may be proposed if ``allowed``, unless its trial failed
+    (``retry_failed=False``) or it is evaluated (``exclude_evaluated=True``);
+    pending candidates are avoided (``exclude_pending=True``) while others
+    remain. At an audit step (``spec.audit_every``) the one selectable
+    candidate is drawn uniformly, from the seed and the step, among the
+    allowed ones neither evaluated nor pending.
+
+    Raises:
+        SearchSpaceExhausted: No allowed candidate is left (naming the rule).
+    """
+    spec, n = candidates.spec, candidates.n
+    evaluated = candidates.indices(candidates.in_trials(experiment, EVALUATED))
+    failed = candidates.indices(candidates.in_trials(experiment, [TrialStatus.FAILED]))
+    given = pending_observations or {}
+    pending = candidates.indices(f.parameters for fs in given.values() for f in fs)
+    mask = np.ones(n, dtype=bool) if allowed is None else allowed.copy()
+    if not spec.retry_failed:
+        mask[failed] = False
+    if spec.exclude_evaluated:
+        mask[evaluated] = False
+    if not mask.any():
+        why = ["evaluated (`exclude_evaluated=True`)"] if spec.exclude_evaluated else []
+        why += [] if spec.retry_failed else ["failed before (`retry_failed=False`)"]
+        raise SearchSpaceExhausted(
+            f"All {n} candidates are {' or '.join(why) or 'excluded'}."
+        )
+    if spec.exclude_pending:
+        keep = mask.copy()
+        keep[pending] = False
+        mask = keep if keep.any() else mask
+    audit = None
+    every = spec.audit_every
+    if audit_step is not None and every is not None and audit_step % every == 0:
+        unexplored = mask.copy()
+        unexplored[evaluated] = False
+        unexplored[pending] = False
+        choices = np.flatnonzero(unexplored)
+        if choices.size:
+            rng = np.random.default_rng([spec.resolve_seed(), AUDIT_STREAM, audit_step])
+            audit = int(choices[rng.integers(choices.size)])
+            mask = np.arange(n) == audit
+    return SelectableCandidates(mask, evaluated, pending, audit)

@@ -1,56 +1,211 @@
-"""Regret certificates of an Ax experiment: the ones its steps recorded
-(:func:`certificate_history`, :func:`best_certificate`), a fresh one from
-its data for any loop (:func:`certify`), and the answer at the end of a loop
-(:func:`recommend`: the best evaluated row and its certificate), read from
-an Ax ``Client``, an ``Experiment`` or a ``GenerationStrategy``.
-
-A ``Client`` has no public accessor of its experiment; its public JSON snapshot
-(``Client.save_to_json_file``, decoded with Ax's ``object_from_json``) is the
-route taken here, so a reloaded client works the same as the original.
-"""
+"""Regret certificates of an Ax experiment: what each step records (its
+certificate and forecasts, in ``gen_metadata[GEN_METADATA_KEY]``), the
+certificates the steps recorded, a fresh one for any loop (:func:`certify`),
+and the answer at the end of a loop (:func:`recommend`)."""
 
 import json
+import math
 import os
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
+import numpy as np
 import torch
+from ax.adapter.adapter_utils import extract_objective_weight_matrix
+from ax.adapter.base import Adapter
 from ax.adapter.registry import Generators
 from ax.api.client import Client
-from ax.core import Experiment, ObservationFeatures
-from ax.core.trial_status import TrialStatus
+from ax.core import Arm, Experiment, ObservationFeatures
 from ax.generation_strategy.generation_strategy import GenerationStrategy
 from ax.storage.json_store.decoder import object_from_json
 from botorch.acquisition.objective import ScalarizedPosteriorTransform
+from torch import Tensor
 
+from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.ax.candidates import (
+    EVALUATED,
     CandidateSetSpec,
     CandidateTable,
     candidate_parameterizations,
     row_key,
 )
-from ax_chaining.ax.forecasts import residual_calibration
-from ax_chaining.ax.metadata import objective_scale, recorded
-from ax_chaining.certificate.calibration import (
-    DEFAULT_SCALE_LEVEL,
-    LOO_MIN_OBSERVATIONS,
-    certify_model,
-)
-from ax_chaining.certificate.residuals import ResidualCalibration
-from ax_chaining.certificate.schedule import CheckSchedule
-from ax_chaining.certificate.tails import Calibration
+from ax_chaining.certificate.calibration import certify_model
+from ax_chaining.certificate.certify import CertificateOptions, check_options
+from ax_chaining.certificate.residuals import ResidualCalibration, ResidualSource
+from ax_chaining.certificate.schedule import DEFAULT_DELTA, EVERY_STEP
 from ax_chaining.checks import check_choice, check_delta, type_error
+from ax_chaining.posterior import num_training_points
 
 Units = Literal["objective", "model"]
 Source = Client | Experiment | GenerationStrategy
 
-#: Trial statuses whose arms count as evaluated.
-EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
+#: Key of this package's entry in ``GeneratorRun.gen_metadata``.
+GEN_METADATA_KEY: str = "chaining_ucb"
+
+
+def recorded(experiment: Experiment) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(trial index, metadata)`` of this package's generator runs, in order."""
+    for index in sorted(experiment.trials):
+        for gr in experiment.trials[index].generator_runs:
+            meta = (gr.gen_metadata or {}).get(GEN_METADATA_KEY)
+            if isinstance(meta, dict):
+                yield index, meta
+
+
+def objective_scale(
+    adapter: Adapter, experiment: Experiment, weights: Tensor | None
+) -> float | None:
+    r"""The factor from the model's objective to the user's objective units:
+    :math:`|c_i s_i / w_i|` (objective weights :math:`c_i`, Ax's
+    ``StandardizeY`` scales :math:`s_i`, model weights :math:`w_i`) when that
+    is one number for all metrics; None otherwise."""
+    opt = experiment.optimization_config
+    if opt is None or weights is None:
+        return None
+    outcomes = list(adapter.outcomes)
+    c = np.ravel(extract_objective_weight_matrix(opt.objective, outcomes))
+    w = weights.detach().cpu().double().numpy().ravel()
+    ystd = getattr(adapter.transforms.get("StandardizeY"), "Ystd", {})
+    s = np.array([float(ystd.get(o, 1.0)) for o in outcomes])
+    r = np.abs(c[w != 0] * s[w != 0] / w[w != 0])
+    if len(r) > 0 and np.allclose(r, r[0], rtol=1e-6, atol=0.0):
+        return float(r[0])
+    return None
+
+
+def certificate_record(
+    acquisition: Any,
+    among: Tensor,
+    scale: float | None,
+    options: CertificateOptions | None,
+) -> dict[str, Any] | None:
+    """A step's certificate among candidates ``among`` as JSON, from the
+    acquisition's own model, whatever the acquisition (``ChainingUCB``'s
+    covers, or :func:`~ax_chaining.certificate.certify_model`); None when the
+    step is not one of the schedule's checks, or ``options`` is None.
+    ``bound`` is in the objective's units (None without a single ``scale``),
+    ``bound_model_units`` in Ax's."""
+    acqf = acquisition.acqf
+    n = num_training_points(acqf.model) or 0
+    if options is None or (options.schedule or EVERY_STEP).index(n) is None:
+        return None
+    options = replace(options, schedule=options.schedule or EVERY_STEP)
+    if isinstance(acqf, ChainingUCB):
+        cert = acqf.certificate(among=among, options=options)
+    else:
+        weights = acquisition.objective_weights.reshape(-1)
+        cert = certify_model(
+            acqf.model,
+            acquisition.candidates,
+            among=among,
+            options=options,
+            posterior_transform=ScalarizedPosteriorTransform(
+                weights=weights.to(acquisition.candidates)
+            ),
+        )
+    record = cert.as_dict()
+    # Lean JSON: every step's record would otherwise grow with the evaluated
+    # candidates (their indices and bounds), quadratically over a loop.
+    record["num_certified"] = len(record.pop("certified"))
+    record.pop("bounds")
+    model_units = float(cert.bound)
+    record.update(
+        bound_model_units=model_units,
+        bound=None if scale is None else model_units * scale,
+        objective_scale=scale,
+    )
+    return record
+
+
+def forecast_record(
+    adapter: Adapter, experiment: Experiment, arms: Sequence[Arm]
+) -> list[dict[str, Any]]:
+    """Per arm proposed by a step: ``parameters``, and the model's predictive
+    ``mean`` and ``sd`` of the objective (noise included, in the objective's
+    units) before it is evaluated, with the metric ``weights`` that make the
+    objective; :func:`recorded_residuals` compares them with the outcome."""
+    opt = experiment.optimization_config
+    if opt is None or not arms:
+        return []
+    outcomes = list(adapter.outcomes)
+    c = np.ravel(extract_objective_weight_matrix(opt.objective, outcomes))
+    used = [k for k in range(len(outcomes)) if c[k] != 0]
+    feats = [ObservationFeatures(parameters=dict(a.parameters)) for a in arms]
+    mean, cov = adapter.predict(feats, use_posterior_predictive=True)
+    out = []
+    for i, arm in enumerate(arms):
+        mu = sum(c[k] * mean[outcomes[k]][i] for k in used)
+        var = sum(
+            c[a] * c[b] * cov[outcomes[a]][outcomes[b]][i] for a in used for b in used
+        )
+        out.append(
+            {
+                "parameters": dict(arm.parameters),
+                "mean": float(mu),
+                "sd": math.sqrt(max(float(var), 0.0)),
+                "weights": {outcomes[k]: float(c[k]) for k in used},
+            }
+        )
+    return out
+
+
+def recorded_residuals(
+    experiment: Experiment, source: ResidualSource = "forecast"
+) -> np.ndarray:
+    r"""The standardized residuals :math:`(y - \mu) / s` of the recorded
+    forecasts whose trials are complete, in trial order (``"audit"``: of the
+    audit steps only); a forecast without every weighted metric's value, or
+    with ``sd`` 0, gives none."""
+    df = experiment.lookup_data().df
+    names = list(experiment.search_space.parameters)
+    out: list[float] = []
+    for index, meta in recorded(experiment):
+        trial = experiment.trials[index]
+        audit_only = source == "audit" and not meta.get("audit")
+        if trial.status not in EVALUATED or audit_only:
+            continue
+        rows = df[df["trial_index"] == index]
+        by_key = {row_key(a.parameters, names): a.name for a in trial.arms}
+        for entry in meta.get("forecast") or []:
+            arm = by_key.get(row_key(entry["parameters"], names))
+            sd = float(entry["sd"])
+            if arm is None or not sd > 0:
+                continue
+            values = rows[rows["arm_name"] == arm].groupby("metric_name")["mean"]
+            values = values.last()
+            weights = entry["weights"]
+            if any(m not in values.index for m in weights):
+                continue
+            y = sum(w * float(values[m]) for m, w in weights.items())
+            out.append((y - float(entry["mean"])) / sd)
+    return np.asarray(out, dtype=np.float64)
+
+
+def residual_calibration(
+    experiment: Experiment, source: ResidualSource = "forecast", **options: Any
+) -> ResidualCalibration:
+    """A :class:`~ax_chaining.certificate.residuals.ResidualCalibration` on the
+    experiment's recorded residuals (``options``: its other fields)."""
+    z = recorded_residuals(experiment, source)
+    return ResidualCalibration(tuple(z.tolist()), source=source, **options)
+
+
+def calibrated(
+    options: CertificateOptions, experiment: Experiment
+) -> CertificateOptions:
+    """``options`` with ``"forecast"`` or ``"audit"`` calibration resolved to
+    the experiment's recorded residuals."""
+    if options.calibration in ("forecast", "audit"):
+        residuals = residual_calibration(experiment, options.calibration)
+        return replace(options, calibration=residuals)
+    return options
 
 
 def experiment_of(source: Source) -> tuple[Experiment, GenerationStrategy | None]:
-    """The experiment (and generation strategy, if any) behind ``source``."""
+    """The experiment (and generation strategy, if any) behind ``source``; a
+    ``Client`` through its public JSON snapshot (it has no public accessor)."""
     if isinstance(source, Experiment):
         return source, None
     if isinstance(source, GenerationStrategy):
@@ -92,19 +247,14 @@ def certificate_history(
 
     Args:
         source: An Ax ``Client``, its ``Experiment``, or the generation strategy.
-        units: ``"objective"`` (the objective's units) or ``"model"`` (the GP's).
+        units: ``"objective"`` or ``"model"`` (the GP's).
 
     Returns:
         Per check: ``recorded_at`` (the trial whose generation recorded it),
         ``trial_index`` (the last trial that evaluated the certified point),
-        ``bound``, ``running_min``, ``parameters``, ``delta``, ``share`` (the
-        part of ``delta`` the check spent), ``valid``, ``reason``, ``units``,
-        ``rank_bound`` (with probability at least ``1 - delta``, the point is
-        among the ``rank_bound`` best candidates; None in records from before
-        the rank statement), ``expected_better`` (the expected number of
-        candidates better than it), ``num_candidates``.
-        A refused certificate has ``bound`` ``inf``. A strategy with a
-        ``certificate_schedule`` records its checks only.
+        ``bound`` (``inf`` if refused), ``running_min``, ``parameters``,
+        ``delta``, ``share``, ``valid``, ``reason``, ``units``, ``rank_bound``,
+        ``expected_better``, ``num_candidates``.
     """
     objective = check_choice("units", units, get_args(Units)) == "objective"
     key = "bound" if objective else "bound_model_units"
@@ -115,14 +265,13 @@ def certificate_history(
         if cert.get(key) is None:
             continue
         bound = float(cert[key])
-        low = min([bound] + [c["running_min"] for c in out[-1:]])
         params = cert.get("parameters") or {}
         out.append(
             {
                 "recorded_at": index,
                 "trial_index": _evaluated_in(experiment, params),
                 "bound": bound,
-                "running_min": low,
+                "running_min": min([bound] + [c["running_min"] for c in out[-1:]]),
                 "parameters": params,
                 "delta": cert.get("delta"),
                 "share": cert.get("share"),
@@ -144,150 +293,95 @@ def best_certificate(
 
     Args:
         source, units: As in :func:`certificate_history`.
-        use: ``"current"`` (default): the last recorded check's certificate,
-            valid under refitted hyperparameters as far as the last model is;
+        use: ``"current"`` (default): the last check's certificate, valid
+            under refitted hyperparameters as far as the last model is;
             ``"running_min"``: the smallest recorded bound, valid only if every
-            step's model was right (fixed, true hyperparameters), since an early
-            overconfident fit would be kept forever.
+            step's model was right (fixed, true hyperparameters).
     """
     check_choice("use", use, ("current", "running_min"))
     history = certificate_history(source, units)
     if not history:
         return None
-    if use == "current":
-        return history[-1]
-    return min(history, key=lambda c: c["bound"])
+    return history[-1] if use == "current" else min(history, key=lambda c: c["bound"])
 
 
 def certify(
     source: Source,
     candidates: CandidateTable | None = None,
-    delta: float = 0.05,
+    delta: float | None = None,
     *,
-    schedule: CheckSchedule | None = None,
+    options: CertificateOptions | None = None,
     units: Units = "objective",
-    calibration: Calibration | ResidualCalibration = "loo",
-    min_observations: int = LOO_MIN_OBSERVATIONS,
-    scale_level: float | None = DEFAULT_SCALE_LEVEL,
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
-    Fits Ax's GP surrogate to the experiment's data (the candidate-set
-    strategy's own surrogate spec if ``source`` has one, else Ax's default) and
-    certifies, among the evaluated points, the one with the smallest bound:
-    with probability at least :math:`1 - \delta` over the checks of
-    ``schedule``, the best point of the set below is at most ``bound`` better
-    than ``parameters``, under the assumptions of :mod:`ax_chaining.certificate`.
-
-    The set is the candidates together with every evaluated point, under one
-    posterior. The candidates are ``candidates`` if given; else the candidate
-    set of ``source``'s candidate-set strategy; else every combination of a
-    fully discrete search space; else a Sobol design of 1,024 points (seed 0).
-    A loop whose points lie off the table (Ax's default strategy over a
-    continuous space, certified against a table) is answered so: the certified
-    point is an evaluated one, on the table or not, and the bound covers the
-    table's rows and the evaluated points.
+    Fits Ax's GP (the strategy's surrogate spec if it has one) to the data and
+    certifies the evaluated point with the smallest bound: with probability at
+    least :math:`1 - \delta` over the schedule's checks, no point of the set
+    is more than ``bound`` better than ``parameters``, under the assumptions
+    of :mod:`ax_chaining.certificate`. The set: ``candidates`` (else the
+    strategy's candidate set, a fully discrete space or a Sobol design of
+    1,024 points) with every evaluated point.
 
     Example:
-        >>> client.get_next_trials(...)  # any strategy, Ax's default included
         >>> certify(client)["bound"]
         >>> certify(client, candidates=catalogue)["parameters"]
 
     Args:
         source: An Ax ``Client``, its ``Experiment``, or its generation strategy.
         candidates: The finite set to certify against (a table).
-        delta: Confidence parameter.
-        schedule: The checks over which ``delta`` is spent (default every step).
+        delta: Confidence parameter; default the one the strategy's steps
+            recorded, else 0.05.
+        options: :class:`~ax_chaining.certificate.CertificateOptions`
+            (``calibration="forecast"`` or ``"audit"``: the residuals the
+            steps recorded).
         units: ``"objective"`` or ``"model"`` for ``bound``.
-        calibration: ``"loo"`` (default: the fitted model's leave-one-out
-            check, :mod:`ax_chaining.certificate`), ``"none"`` (the model
-            taken as true), ``"forecast"`` or ``"audit"`` (the residuals of
-            the forecasts the steps recorded, of all steps or of the audits:
-            :mod:`ax_chaining.ax.forecasts`; too few fall back to ``"loo"``),
-            or a
-            :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
-        min_observations: The fewest observations from which the ``"loo"``
-            check certifies
-            (:data:`~ax_chaining.certificate.calibration.LOO_MIN_OBSERVATIONS`;
-            fewer: ``valid`` False, and ``reason`` says so).
-        scale_level: The ``"loo"`` check's scale: a level (its upper
-            confidence limit; default 0.05) or None (its point estimate), as
-            in :func:`~ax_chaining.certificate.calibration.loo_check`.
 
     Returns:
-        ``parameters``, ``bound`` (None in objective units without a single
-        scale), ``bound_model_units``, ``trial_index`` (the trial that evaluated
-        the certified point), ``delta``, ``share``, ``valid``, ``reason``,
-        ``checks`` (the calibration check's statistics), ``rank_bound`` and
-        ``expected_better`` (:mod:`ax_chaining.certificate.rank`),
+        ``parameters``, ``bound`` (None without a single objective scale),
+        ``bound_model_units``, ``trial_index``, ``delta``, ``share``, ``valid``,
+        ``reason``, ``checks``, ``rank_bound``, ``expected_better``,
         ``num_candidates``.
     """
-    delta = check_delta(delta)
     check_choice("units", units, get_args(Units))
     fitted = _fit(source, candidates)
-    check = {"min_observations": min_observations, "scale_level": scale_level}
-    return _certificate(fitted, None, delta, schedule, units, calibration, check)
+    return _certificate(fitted, None, delta, options, units)
 
 
 def recommend(
     source: Source,
     candidates: CandidateTable | None = None,
-    delta: float = 0.05,
+    delta: float | None = None,
     *,
-    schedule: CheckSchedule | None = None,
+    options: CertificateOptions | None = None,
     units: Units = "objective",
-    calibration: Calibration | ResidualCalibration = "loo",
-    min_observations: int = LOO_MIN_OBSERVATIONS,
-    scale_level: float | None = DEFAULT_SCALE_LEVEL,
 ) -> dict[str, Any]:
-    r"""The answer at the end of a loop: the best evaluated row, and how far the
-    best candidate can be above it.
-
-    The row is the evaluated point with the best observed objective (the mean
-    of its observations, over every completed trial); its certificate comes
-    from Ax's GP fitted to all the data, over the same set as :func:`certify`
-    (the candidates and the evaluated points): with probability at least
-    :math:`1 - \delta`, no candidate is more than ``certificate["bound"]``
-    better than this row, under the assumptions of
-    :mod:`ax_chaining.certificate`.
-
-    Unlike ``Client.get_best_parameterization()``, which reads the model of the
-    last generation (fitted before the last batch was observed), and
-    :func:`best_certificate`, which is the certificate that generation recorded,
-    both the row and its bound here see every observation. :func:`certify`
-    certifies the evaluated point with the *smallest bound*, which on noisy
-    data may be another row than the best observed one.
+    r"""The answer at the end of a loop: the evaluated row with the best observed
+    objective, and its certificate over the set of :func:`certify` (with
+    probability at least :math:`1 - \delta`, no candidate is more than
+    ``certificate["bound"]`` better).
 
     Example:
         >>> answer = recommend(client)
         >>> answer["id"], answer["value"], answer["certificate"]["bound"]
 
     Args:
-        source, candidates, delta, schedule, units, calibration, min_observations: As
-            in :func:`certify`.
-        scale_level: As in :func:`certify`.
+        source, candidates, delta, options, units: As in :func:`certify`.
 
     Returns:
         ``parameters``; ``arm_name`` and ``trial_index`` (the last trial that
-        evaluated it); ``id`` (the row's ``id_column`` value, when the
-        candidates are the strategy's table and it has an ``id_column``; else
-        None) and ``row`` (the row's label in the candidate table: its index
-        label in a ``DataFrame``, its position in a list; None off the table or
-        without one);
-        ``value`` (its observed objective); ``certificate`` (a dict as
-        :func:`certify` returns, for this row).
+        evaluated it); ``id`` (its ``id_column`` value when the candidates are
+        the strategy's table with an ``id_column``, else None) and ``row`` (its
+        label in the candidate table, None off the table); ``value`` (its
+        observed objective); ``certificate`` (as :func:`certify` returns).
     """
-    delta = check_delta(delta)
     check_choice("units", units, get_args(Units))
     fitted = _fit(source, candidates)
     arm, value = _best_observed(fitted.experiment)
     names = list(fitted.experiment.search_space.parameters)
     key = row_key(arm.parameters, names)
     index = next(i for i, r in enumerate(fitted.rows) if row_key(r, names) == key)
-    check = {"min_observations": min_observations, "scale_level": scale_level}
-    certificate = _certificate(
-        fitted, [index], delta, schedule, units, calibration, check
-    )
+    certificate = _certificate(fitted, [index], delta, options, units)
     # The table's rows come first in ``fitted.rows``, in the table's order.
     row, ident, spec = None, None, fitted.spec
     if spec.candidates is not None and index < len(spec.candidates):
@@ -312,10 +406,10 @@ class _Fitted:
     experiment: Experiment
     spec: CandidateSetSpec
     rows: list[dict[str, Any]]
-    evaluated: torch.Tensor
+    evaluated: Tensor
     model: Any
-    X: torch.Tensor
-    weights: torch.Tensor
+    X: Tensor
+    weights: Tensor
     scale: float | None
 
 
@@ -324,7 +418,19 @@ def _fit(source: Source, candidates: CandidateTable | None) -> _Fitted:
     data = experiment.lookup_data()
     if data.df.empty:
         raise ValueError("The experiment has no data yet; nothing to certify.")
-    spec, surrogate_spec = _spec_of(gs, candidates)
+    spec, surrogate_spec = None, None
+    for node in gs.nodes_by_name.values() if gs is not None else []:
+        spec = getattr(node, "candidate_spec", None) or spec
+        for gen_spec in getattr(node, "generator_specs", []):
+            surrogate_spec = (
+                gen_spec.generator_kwargs.get("surrogate_spec") or surrogate_spec
+            )
+    if candidates is not None:
+        spec = CandidateSetSpec(candidates=candidates)
+    if spec is None:
+        spec = CandidateSetSpec(seed=0)
+    if spec.seed is None:
+        spec = CandidateSetSpec(**{**spec.__dict__, "seed": 0})
     ss = experiment.search_space
     names = list(ss.parameters)
     arms = [
@@ -367,25 +473,26 @@ def _fit(source: Source, candidates: CandidateTable | None) -> _Fitted:
 def _certificate(
     fitted: _Fitted,
     among: list[int] | None,
-    delta: float,
-    schedule: CheckSchedule | None,
+    delta: float | None,
+    options: CertificateOptions | None,
     units: Units,
-    calibration: Calibration | ResidualCalibration,
-    check: dict[str, Any],
 ) -> dict[str, Any]:
-    """``check``: the ``"loo"`` check's options (``min_observations``,
-    ``scale_level``)."""
-    if calibration in ("forecast", "audit"):
-        calibration = residual_calibration(fitted.experiment, calibration)
+    if delta is None:  # the last recorded certificate's, else 0.05
+        deltas = [
+            m["certificate"]["delta"]
+            for _, m in recorded(fitted.experiment)
+            if (m.get("certificate") or {}).get("delta") is not None
+        ]
+        delta = float(deltas[-1]) if deltas else DEFAULT_DELTA
+    delta = check_delta(delta)
+    options = calibrated(check_options(options), fitted.experiment)
     cert = certify_model(
         fitted.model,
         fitted.X,
         among=fitted.evaluated if among is None else among,
         delta=delta,
-        schedule=schedule,
+        options=options,
         posterior_transform=ScalarizedPosteriorTransform(weights=fitted.weights),
-        calibration=calibration,
-        **check,
     )
     parameters = dict(fitted.rows[cert.index])
     model_units = float(cert.bound)
@@ -431,21 +538,3 @@ def _best_observed(experiment: Experiment) -> tuple[Any, float]:
     best = per_arm["utility"].idxmax()
     value = per_arm.loc[best, "utility" if len(weights) > 1 else "value"]
     return experiment.arms_by_name[best], float(value)
-
-
-def _spec_of(
-    gs: GenerationStrategy | None, candidates: CandidateTable | None
-) -> tuple[CandidateSetSpec, Any]:
-    """The candidate spec and surrogate spec of ``gs``'s candidate-set nodes."""
-    spec, surrogate = None, None
-    for node in gs.nodes_by_name.values() if gs is not None else []:
-        spec = getattr(node, "candidate_spec", None) or spec
-        for gen_spec in getattr(node, "generator_specs", []):
-            surrogate = gen_spec.generator_kwargs.get("surrogate_spec") or surrogate
-    if candidates is not None:
-        spec = CandidateSetSpec(candidates=candidates)
-    if spec is None:
-        spec = CandidateSetSpec(seed=0)
-    if spec.seed is None:
-        spec = CandidateSetSpec(**{**spec.__dict__, "seed": 0})
-    return spec, surrogate

@@ -25,13 +25,22 @@ from ax_chaining.ax.nodes import (
     CandidateSetNode,
     SobolCandidateNode,
     UniformCandidateNode,
+    refuse_to_store,
 )
 from ax_chaining.ax.stopping import (
     RankBoundGlobalStoppingStrategy,
-    RegretBoundCriterion,
     RegretBoundGlobalStoppingStrategy,
 )
-from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate import (
+    CertificateOptions,
+    CheckSchedule,
+    ChernoffTail,
+    ExplorationTail,
+    GaussianTail,
+    RankOptions,
+    ResidualCalibration,
+    StudentTail,
+)
 from ax_chaining.checks import type_error
 from ax_chaining.kernels import (
     FeatureTableKernel,
@@ -40,16 +49,27 @@ from ax_chaining.kernels import (
     TanimotoKernel,
 )
 
+#: Dataclasses Ax's JSON stores by their fields.
+_DATACLASSES = (
+    CandidateSetSpec,
+    CertificateOptions,
+    CheckSchedule,
+    RankOptions,
+    ResidualCalibration,
+    GaussianTail,
+    ChernoffTail,
+    StudentTail,
+    ExplorationTail,
+)
+
 
 def _node_to_dict(node: Any) -> dict[str, Any]:
+    if getattr(node, "sharded", None) is not None:
+        return refuse_to_store(node)
     extra = {"candidate_spec": node.candidate_spec}
-    if getattr(node, "stop_rule", None) is not None:
-        extra["stop_rule"] = node.stop_rule
     if isinstance(node, CandidateSetNode):
-        extra["certificate_schedule"] = node.certificate_schedule
-        extra["certificate_calibration"] = node.certificate_calibration
-        extra["certificate_min_observations"] = node.certificate_min_observations
-        extra["certificate_scale_level"] = node.certificate_scale_level
+        extra |= {"stop_tolerance": node.stop_tolerance}
+        extra |= {"certificate": node.certificate}
     return {**generation_node_to_dict(node), **extra}
 
 
@@ -57,55 +77,39 @@ def register_storage() -> None:
     """Register this package's classes with Ax's JSON storage (idempotent).
 
     Importing :mod:`ax_chaining.ax` calls it, as Ax registers its own classes
-    at import; call it again after registering classes of your own. Not a
-    ``RegistryBundle``: the BoTorch classes resolve through Ax's global
-    BoTorch-modular registries, which a bundle does not carry.
+    at import. Not a ``RegistryBundle``: the BoTorch classes resolve through
+    Ax's global BoTorch-modular registries, which a bundle does not carry.
     """
     register_acquisition(CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
         register_acquisition_function(acqf_class)
-    for kernel_class in (
-        PrecomputedKernel,
-        TanimotoKernel,
-        MinMaxKernel,
-        FeatureTableKernel,
-    ):
-        register_kernel(kernel_class)
+    for kernel in (PrecomputedKernel, TanimotoKernel, MinMaxKernel, FeatureTableKernel):
+        register_kernel(kernel)
     # Ax's generic encoder of init arguments fits both stopping classes.
     encoders = {
         CandidateSetNode: _node_to_dict,
         SobolCandidateNode: _node_to_dict,
         UniformCandidateNode: _node_to_dict,
-        RegretBoundCriterion: transition_criterion_to_dict,
         RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
         RankBoundGlobalStoppingStrategy: transition_criterion_to_dict,
     }
     CORE_ENCODER_REGISTRY.update(encoders)
-    for cls in (CandidateSetSpec, CheckSchedule, *encoders):
+    for cls in (*_DATACLASSES, *encoders):
         CORE_DECODER_REGISTRY[cls.__name__] = cls
 
 
 def load_client(filepath: str | os.PathLike[str]) -> Client:
-    """Ax's ``Client.load_from_json_file``, once this package's classes are
-    registered with Ax's JSON storage (:func:`register_storage`).
-
-    ``Client.load_from_json_file`` alone knows them only once
-    :mod:`ax_chaining.ax` is imported; this function is reachable from
-    ``import ax_chaining`` too (``ax_chaining.load_client``). A Gram matrix or
-    fingerprint library is stored by content key: register it again
-    (``precomputed_kernel_surrogate_spec(gram)``, ``register_gram``) before
-    generating.
-
-    Args:
-        filepath: A snapshot written by ``Client.save_to_json_file``.
+    """Ax's ``Client.load_from_json_file`` of a snapshot (written by
+    ``Client.save_to_json_file``), once this package's classes are registered
+    (reachable from ``import ax_chaining`` alone). A Gram matrix, fingerprint
+    library or feature table is stored by content key: register it again
+    (e.g. the same ``*_surrogate_spec`` call) before generating.
 
     Raises:
         ValueError: The snapshot names a class Ax's storage does not know (one
-            of your own: register it with Ax before loading); the message
-            names the class.
+            of your own), naming it.
 
     Example:
-        >>> import ax_chaining
         >>> client = ax_chaining.load_client("snapshot.json")
     """
     if not isinstance(filepath, str | os.PathLike):
@@ -126,34 +130,18 @@ def load_client(filepath: str | os.PathLike[str]) -> Client:
 
 
 def storage_config(url: str) -> StorageConfig:
-    """An Ax ``StorageConfig`` for a SQL database, ready for a ``Client``.
-
-    Ax's SQL storage needs three things before ``Client(storage_config=...)``
-    works: SQLAlchemy and ``tabulate`` installed (``pip install
-    "ax-chaining[sql]"``), Ax's engine initialized on ``url`` and its tables
-    created, and this package's classes registered (:func:`register_storage`).
-    This function does all three (creating only the tables that are missing),
-    so a new database and an existing one are opened the same way.
-
-    Ax keeps one database engine per process: once one ``url`` is open, another
-    is refused here (Ax itself would write to the first one silently).
-
-    Args:
-        url: A SQLAlchemy database URL: ``"sqlite:///path/to/file.db"``, or, with
-            the database's driver installed, e.g.
-            ``"postgresql+psycopg://user:password@host/dbname"`` or
-            ``"mysql+pymysql://user:password@host/dbname"``.
+    """An Ax ``StorageConfig`` for the SQL database at ``url`` (a SQLAlchemy
+    URL: ``"sqlite:///file.db"``, or another database with its driver): Ax's
+    engine initialized, missing tables created and this package's classes
+    registered, so a new database and an existing one open the same way.
 
     Raises:
-        ImportError: SQLAlchemy or ``tabulate`` is missing.
-        ValueError: Another database is already open in this process.
+        ImportError: SQLAlchemy or ``tabulate`` is missing (the ``sql`` extra).
+        ValueError: This process already uses another database (Ax keeps one
+            engine per process).
 
     Example:
-        >>> config = storage_config("sqlite:///experiments.db")
-        >>> client = Client(storage_config=config)
-        >>> client.configure_experiment(name="catalogue", parameters=[...])
-        >>> # in a new process:
-        >>> client = load_client_from_database("catalogue", "sqlite:///experiments.db")
+        >>> client = Client(storage_config=storage_config("sqlite:///runs.db"))
     """
     if not isinstance(url, str) or not url:
         raise type_error("url", "a SQLAlchemy database URL (a non-empty str)", url)
@@ -187,26 +175,13 @@ def storage_config(url: str) -> StorageConfig:
 def load_client_from_database(
     experiment_name: str, storage: str | StorageConfig
 ) -> Client:
-    """Ax's ``Client.load_from_database``, once this package's classes are
-    registered and the database is open (:func:`storage_config`).
-
-    The SQL counterpart of :func:`load_client`, named after Ax's method: a
-    database holds many experiments, so the experiment's name is needed too.
-    ``Client.load_from_database`` alone, in a new process that has not imported
-    :mod:`ax_chaining.ax`, fails with Ax's ``Index 'CandidateSetAcquisition' is
-    not registered in the reverse registry``; this function registers first.
-
-    Args:
-        experiment_name: The ``name`` given to ``Client.configure_experiment``.
-        storage: A SQLAlchemy database URL, or a ``StorageConfig`` from
-            :func:`storage_config`.
+    """Ax's ``Client.load_from_database`` of the experiment named
+    ``experiment_name`` in ``storage`` (a URL or a :func:`storage_config`),
+    once this package's classes are registered (the SQL counterpart of
+    :func:`load_client`).
 
     Example:
-        >>> import ax_chaining
-        >>> client = ax_chaining.load_client_from_database(
-        ...     "catalogue", "sqlite:///experiments.db"
-        ... )
-        >>> client.get_next_trials(max_trials=3)
+        >>> client = ax_chaining.load_client_from_database("catalogue", url)
     """
     if not isinstance(experiment_name, str) or not experiment_name:
         raise type_error("experiment_name", "a non-empty str", experiment_name)

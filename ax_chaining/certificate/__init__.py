@@ -1,30 +1,9 @@
-r"""Regret certificates valid at any candidate chosen from the data.
-
-With probability at least :math:`1 - \delta`, jointly over all steps (or the
-declared checks), :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)`
-for the certified point :math:`x`, when the objective is a sample of the
-model's GP prior and :math:`x` is a function of the data. One job per module:
-
-* :mod:`~ax_chaining.certificate.tails`: every tail law (Gaussian, Chernoff,
-  Student-t, by exploration) and the sums and quantiles the bounds take from
-  them;
-* :mod:`~ax_chaining.certificate.schedule`: how :math:`\delta` is spent over
-  steps and declared checks;
-* :mod:`~ax_chaining.certificate.bounds`: the bounds (union, pairwise,
-  chaining, their minimum) and the recommendation;
-* :mod:`~ax_chaining.certificate.certify`: the :class:`Certificate` a user
-  receives, from the bounds;
-* :mod:`~ax_chaining.certificate.rank`: the rank statement every
-  certificate carries (among how many of the best candidates its point is);
-* :mod:`~ax_chaining.certificate.residuals`: calibration from the loop's own
-  forecast and audit residuals (:class:`ResidualCalibration`);
-* :mod:`~ax_chaining.certificate.calibration`: from a BoTorch model, its
-  calibration check first (:func:`certify_model`, :func:`issue_certificate`).
-
-The first four import torch alone and are loaded with the package; the
-BoTorch names of :mod:`~ax_chaining.certificate.calibration` on first use.
-Every public name is importable from here. The derivations are on the
-documentation page "The regret certificate" (``docs/certificate.md``).
+r"""Regret certificates valid at any candidate chosen from the data: with
+probability at least :math:`1 - \delta`, jointly over all steps (or the
+declared checks), :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for
+the certified point :math:`x`, when the objective is a sample of the model's GP
+prior. Imports torch alone; the BoTorch layer (:mod:`.calibration`) loads on
+first use of one of its names. Derivations: docs/certificate-derivations.md.
 """
 
 from __future__ import annotations
@@ -32,127 +11,24 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ax_chaining.certificate.bounds import (
-    BLOCK_BYTES,
-    PAIRWISE_PAIR_BYTES,
-    UNION_PAIR_BYTES,
-    ChainingTree,
-    Links,
-    Method,
-    Rule,
-    certificate_bounds,
-    certificate_share,
-    certified_block,
-    chaining_bound,
-    chaining_tree,
-    pairwise_bound,
-    recommend,
-    running_minimum,
-    solve_tail_budget,
-    ucb_lcb_bound,
-    union_bound,
-)
-from ax_chaining.certificate.certify import (
-    Certificate,
-    make_certificate,
-    refused_certificate,
-)
-from ax_chaining.certificate.rank import (
-    RankMethod,
-    RankOptions,
-    RankStatement,
-    rank_statement,
-)
-from ax_chaining.certificate.residuals import (
-    ResidualCalibration,
-    ResidualSource,
-    conformal_quantile,
-)
-from ax_chaining.certificate.schedule import (
-    EVERY_STEP,
-    CheckSchedule,
-    ScheduleKind,
-    step_delta,
-)
-from ax_chaining.certificate.tails import (
-    AUTO_DOF_CAP,
-    EXPLORED_RATIO,
-    Calibration,
-    CalibrationChoice,
-    ExplorationTail,
-    StudentTail,
-    Tail,
-    TailChoice,
-    TailLaw,
-    bind_tail,
-    resolve_tail,
-    tail_sum,
-    upper_quantile,
+from ax_chaining.certificate import bounds, certify, rank, residuals, schedule, tails
+from ax_chaining.certificate.bounds import *  # noqa: F403
+from ax_chaining.certificate.certify import *  # noqa: F403
+from ax_chaining.certificate.rank import *  # noqa: F403
+from ax_chaining.certificate.residuals import *  # noqa: F403
+from ax_chaining.certificate.schedule import *  # noqa: F403
+from ax_chaining.certificate.tails import *  # noqa: F403
+
+# The BoTorch layer's names, loaded on first use.
+_LAZY = dict.fromkeys(
+    "LooCheck among_index calibrate certify_model issue_certificate loo_check "
+    "loo_residuals".split(),
+    "ax_chaining.certificate.calibration",
 )
 
-# Public name -> module that defines it (the BoTorch layer, loaded on first
-# use so that the bounds import torch alone).
-_LAZY = {
-    name: "ax_chaining.certificate.calibration"
-    for name in (
-        "LOO_MIN_OBSERVATIONS",
-        "LooCheck",
-        "calibrate",
-        "certify_model",
-        "issue_certificate",
-        "loo_check",
-        "loo_residuals",
-    )
-}
-
-__all__ = [
-    *_LAZY,
-    "AUTO_DOF_CAP",
-    "BLOCK_BYTES",
-    "EVERY_STEP",
-    "EXPLORED_RATIO",
-    "PAIRWISE_PAIR_BYTES",
-    "UNION_PAIR_BYTES",
-    "Calibration",
-    "CalibrationChoice",
-    "Certificate",
-    "ChainingTree",
-    "CheckSchedule",
-    "ExplorationTail",
-    "Links",
-    "Method",
-    "RankMethod",
-    "RankOptions",
-    "RankStatement",
-    "ResidualCalibration",
-    "ResidualSource",
-    "Rule",
-    "ScheduleKind",
-    "StudentTail",
-    "Tail",
-    "TailChoice",
-    "TailLaw",
-    "bind_tail",
-    "certificate_bounds",
-    "certificate_share",
-    "certified_block",
-    "chaining_bound",
-    "chaining_tree",
-    "conformal_quantile",
-    "make_certificate",
-    "pairwise_bound",
-    "rank_statement",
-    "recommend",
-    "refused_certificate",
-    "resolve_tail",
-    "running_minimum",
-    "solve_tail_budget",
-    "step_delta",
-    "tail_sum",
-    "ucb_lcb_bound",
-    "union_bound",
-    "upper_quantile",
-]
+__all__ = [*_LAZY]
+for _module in (bounds, certify, rank, residuals, schedule, tails):
+    __all__ += _module.__all__
 
 
 def __getattr__(name: str) -> Any:

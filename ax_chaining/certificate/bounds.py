@@ -1,28 +1,8 @@
-r"""Regret bounds valid at any point fixed by the data (pure torch).
-
-Given the posterior mean :math:`\mu` and pseudo-distance :math:`d_t` over the
-``N`` candidates, a bound :math:`B_t(x)` such that, with probability at least
-:math:`1 - \delta` jointly over all steps,
-:math:`\max_{x^\star} f(x^\star) - f(x) \le B_t(x)`, for every point :math:`x`
-chosen from the data: the union bound (:func:`union_bound`), its pairwise
-baseline (:func:`pairwise_bound`), the chaining bound over the tree of covers
-(:func:`chaining_tree`, :func:`chaining_bound`), their minimum
-(:func:`certificate_bounds`), and GP-UCB's UCB - LCB for comparison
-(:func:`ucb_lcb_bound`). The tails come from
-:mod:`ax_chaining.certificate.tails`, the step's share of :math:`\delta` from
-:mod:`ax_chaining.certificate.schedule`.
-
-**Assumptions.** (i) :math:`f` is a sample of the model's GP prior and the
-observations carry its Gaussian noise, (ii) the certified point and everything
-a bound is built from (covers, tree, budget split) are functions of the data.
-The derivations, the two corrections to the paper's chaining bound and why the
-minimum of two bounds needs no split of :math:`\delta` are on the
-documentation page "The regret certificate" (``docs/certificate.md``).
-
-**Memory.** Every bound is computed a block of certified points at a time,
-within ``memory_budget`` (:func:`certificate_share`, :func:`certified_block`);
-the blocks change no number.
-"""
+r"""Regret bounds :math:`B_t(x)`: with probability at least :math:`1 - \delta`
+jointly over all steps, :math:`\max_{x^\star} f(x^\star) - f(x) \le B_t(x)` at
+any :math:`x` fixed by the data, when :math:`f` is a sample of the model's GP
+prior. Each is computed a block of certified points at a time within
+``memory_budget``; the blocks change no number."""
 
 from __future__ import annotations
 
@@ -35,7 +15,7 @@ import torch
 from torch import Tensor
 
 from ax_chaining.certificate.schedule import step_delta
-from ax_chaining.certificate.tails import Tail, TailLaw, tail_sum, upper_quantile
+from ax_chaining.certificate.tails import GAUSSIAN, TailLaw, tail_sum, upper_quantile
 from ax_chaining.checks import check_choice, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 from ax_chaining.level_graph import chunk_rows
@@ -68,19 +48,12 @@ Method = Literal["combined", "union", "pairwise", "chaining"]
 #: How the certified point is recommended (:func:`recommend`).
 Rule = Literal["min_bound", "max_mean"]
 
-
 #: Bytes of temporaries per (certified point, candidate) pair of
-#: :func:`union_bound`: it holds the rows of gaps and distances and makes up to
-#: six float64 arrays of their size in a tail sum (for :func:`certified_block`).
+#: :func:`union_bound` (gaps, distances, six arrays of a tail sum).
 UNION_PAIR_BYTES = 8 * 8
 #: The same for :func:`pairwise_bound`: a row of gaps, its product and sum.
 PAIRWISE_PAIR_BYTES = 8 * 4
-#: The most bytes a block's temporaries take on the CPU whatever the budget:
-#: there the tail sums run fastest (measured on one thread, union bound: 600
-#: points of 3,000 took 0.25 to 0.34 s with blocks of 4 to 16 MiB, 0.55 s with
-#: 256 MiB; 200 points of 20,000 took 0.54 s against 2.5 s). A GPU runs larger
-#: blocks faster (on an H200, 50 points of 100,000: 0.04 s in one block, 0.49
-#: s in blocks of 16 MiB), so there only the budget bounds them.
+#: The most bytes a block's temporaries take on the CPU (a GPU: the budget only).
 BLOCK_BYTES = 16 * 2**20
 
 
@@ -101,9 +74,8 @@ def _check_rows(mean: Tensor, dist: Tensor, index: Tensor) -> tuple[Tensor, Tens
 def certified_block(
     n: int, pair_bytes: int, memory_budget: int, *, largest: int | None = BLOCK_BYTES
 ) -> int:
-    """Certified points per block: ``pair_bytes`` of temporaries for each of
-    their ``n`` candidates within :func:`certificate_share` of
-    ``memory_budget`` (and ``largest``), and at least one point.
+    """Certified points per block (at least one) of ``pair_bytes`` for each of
+    ``n`` candidates within :func:`certificate_share` of ``memory_budget``.
 
     Example:
         >>> certified_block(1000, 64, 2**22)  # 256 kB: 4 points of 64 kB
@@ -115,18 +87,16 @@ def certified_block(
 
 def certificate_share(memory_budget: int, *, largest: int | None = BLOCK_BYTES) -> int:
     """Bytes a certificate's temporaries may take: a sixteenth of
-    ``memory_budget`` (the posterior the bound reads is held meanwhile, within
-    the same budget: the dense path's ``N x N`` matrix, the low-rank route's
-    pools), and at most ``largest`` (default :data:`BLOCK_BYTES`, the bounds'
-    cap on the CPU; None for none: on a GPU, and for the sharded certificate,
-    whose every block costs round trips)."""
+    ``memory_budget`` (the posterior is held meanwhile), at most ``largest``
+    (None: no cap)."""
     share = check_int("memory_budget", memory_budget, 1) // 16
     return share if largest is None else min(share, largest)
 
 
-def _largest(device: torch.device) -> int | None:
-    """:data:`BLOCK_BYTES` on the CPU, no cap on a GPU."""
-    return BLOCK_BYTES if device.type == "cpu" else None
+def _step(n: int, pair_bytes: int, memory_budget: int, device: torch.device) -> int:
+    """:func:`certified_block`, capped by :data:`BLOCK_BYTES` on the CPU only."""
+    largest = BLOCK_BYTES if device.type == "cpu" else None
+    return certified_block(n, pair_bytes, memory_budget, largest=largest)
 
 
 def _blocks(m: int, step: int) -> list[slice]:
@@ -138,31 +108,23 @@ def pairwise_bound(
     dist: Tensor,
     index: Tensor,
     delta_t: float,
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> Tensor:
     r"""Pairwise union bound :math:`\max_{x^\star}[\mu(x^\star) - \mu(x) + z\,d(x,
-    x^\star)]`, :math:`z = \bar\Phi^{-1}(\delta_t / (N - 1))`.
+    x^\star)]`, :math:`z = \bar\Phi^{-1}(\delta_t / (N - 1))`, at least 0.
+
+    Args:
+        mean: ``N`` posterior means.
+        dist: ``m x N`` pseudo-distances :math:`d(x, \cdot)` (not squared) of the
+            ``m`` certified points ``index``.
 
     Example:
         >>> mean = torch.tensor([0.0, 1.0], dtype=torch.float64)
         >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
         >>> pairwise_bound(mean, dist, torch.tensor([0]), delta_t=0.05)
         tensor([1.8224], dtype=torch.float64)
-
-    Args:
-        mean: ``N`` posterior means.
-        dist: ``m x N`` pseudo-distances :math:`d(x, \cdot)` (not squared) of the
-            ``m`` certified points.
-        index: ``m`` indices of the certified points.
-        delta_t: Failure probability of this step.
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certificate.tails.StudentTail`).
-        memory_budget: Bytes the temporaries may take (:func:`certified_block`).
-
-    Returns:
-        ``m`` bounds (float64, at least 0).
     """
     mean, index = _check_rows(mean, dist, index)
     n = mean.numel()
@@ -170,8 +132,7 @@ def pairwise_bound(
     if n == 1:
         return out
     z = upper_quantile(delta_t / (n - 1), tail).to(mean.device)
-    largest = _largest(mean.device)
-    step = certified_block(n, PAIRWISE_PAIR_BYTES, memory_budget, largest=largest)
+    step = _step(n, PAIRWISE_PAIR_BYTES, memory_budget, mean.device)
     for rows in _blocks(index.numel(), step):
         gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
         gap += z * dist[rows].to(mean)
@@ -184,56 +145,32 @@ def union_bound(
     dist: Tensor,
     index: Tensor,
     delta_t: float,
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     rtol: float = 1e-6,
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> Tensor:
-    r"""Union bound with the budget spread over the pairs as the data allow.
-
-    The smallest :math:`B \ge 0` with
+    r"""Union bound with the budget spread over the pairs as the data allow:
+    the smallest :math:`B \ge 0` with
 
     .. math::
 
         \sum_{x^\star:\, d(x, x^\star) > 0} \bar\Phi\Big(\frac{B - (\mu(x^\star)
-            - \mu(x))}{d(x, x^\star)}\Big) \le \delta_t,
+            - \mu(x))}{d(x, x^\star)}\Big) \le \delta_t
 
-    (and :math:`B \ge \mu(x^\star) - \mu(x)` where :math:`d = 0`), i.e. the union
-    bound :math:`P[\max_{x^\star} f(x^\star) - f(x) > B \mid D_t] \le \sum_{x^\star}
-    P[f(x^\star) - f(x) > B \mid D_t]` solved for :math:`B`. It never exceeds
-    :func:`pairwise_bound` (which spends :math:`\delta_t / (N - 1)` on every pair,
-    also on pairs far below the maximum). Solved to a relative tolerance
-    ``rtol``, each point on its own, by :func:`solve_tail_budget` (a bracketing
-    root search); the upper end of the bracket is returned, so the result is
-    valid.
+    (and :math:`B \ge \mu(x^\star) - \mu(x)` where :math:`d = 0`), solved to
+    ``rtol`` from above by :func:`solve_tail_budget`, capped by
+    :func:`pairwise_bound`. Arguments as there.
 
     Example:
         >>> mean = torch.tensor([0.0, 1.0], dtype=torch.float64)
         >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
         >>> union_bound(mean, dist, torch.tensor([0]), delta_t=0.05)  # 1 + z(0.05) / 2
         tensor([1.8224], dtype=torch.float64)
-
-    Args:
-        mean: ``N`` posterior means.
-        dist: ``m x N`` pseudo-distances :math:`d(x, \cdot)` of the certified points.
-        index: ``m`` indices of the certified points.
-        delta_t: Failure probability of this step.
-        tail: ``"gaussian"`` (:math:`\bar\Phi`) or ``"chernoff"``
-            (:math:`\min(1, e^{-z_+^2/2})`).
-        rtol: Relative tolerance of the root search.
-        memory_budget: Bytes the temporaries may take (:func:`certified_block`).
-
-    Returns:
-        ``m`` bounds (float64, at least 0).
     """
-    if isinstance(tail, str):
-        check_choice("tail", tail, get_args(Tail))
     mean, index = _check_rows(mean, dist, index)
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
-    largest = _largest(mean.device)
-    step = certified_block(
-        mean.numel(), UNION_PAIR_BYTES, memory_budget, largest=largest
-    )
+    step = _step(mean.numel(), UNION_PAIR_BYTES, memory_budget, mean.device)
     for rows in _blocks(index.numel(), step):
         gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
         d = dist[rows].to(mean)
@@ -247,9 +184,8 @@ def union_bound(
         solved = solve_tail_budget(
             lambda b, gap=gap, d=d: tail_sum(b, gap, d, tail), lo, hi, delta_t, rtol
         )
-        # The pairwise bound is valid by its own construction; where its tail
-        # sum, evaluated, exceeds delta_t by round-off (one pair: by an ulp)
-        # the search would grow past it, so it caps the result.
+        # The pairwise bound is valid by construction: it caps a search that
+        # round-off in its tail sum would push past it.
         out[rows] = torch.minimum(solved, hi)
     return out
 
@@ -261,39 +197,20 @@ def solve_tail_budget(
     delta_t: float,
     rtol: float,
 ) -> Tensor:
-    """The smallest ``b`` in ``[lo, hi]`` (to ``rtol``) with ``tail_sum(b) <=
-    delta_t``, per entry: ``hi`` is first grown until it is within budget (the
-    pairwise bound it usually starts from already is, up to round-off), then
-    the bracket is closed. ``tail_sum`` is non-increasing in ``b``; the union
-    bound calls it on one machine's rows, the sharded certificate on the
-    shards' sums.
+    """The smallest ``b`` in ``[lo, hi]`` (to ``rtol``, from above) with
+    ``tail_sum(b) <= delta_t``, per entry, for a non-increasing ``tail_sum``.
 
-    The bracket ``[lo, hi]`` always has ``tail_sum(hi) <= delta_t`` and, unless
-    ``lo`` itself is within budget (then ``lo`` is returned), ``tail_sum(lo) >
-    delta_t``; the upper end is returned once ``hi - lo <= rtol |hi|``, so the
-    result is valid and within ``rtol`` of the smallest valid ``b``, as a
-    bisection's. It is closed by regula falsi on ``log tail_sum(b) - log
-    delta_t`` (nearly linear in ``b`` near the root for Gaussian-like tails)
-    with the Illinois rule (an end kept twice in a row has its value halved),
-    each new point kept at least ``rtol |hi| / 4`` inside the bracket, so that
-    the far end closes in too: about 6 to 10 calls of ``tail_sum`` where a
-    bisection from the pairwise bound takes about 22 (measured on the speed
-    benchmark's problems). Every decision compares ``tail_sum`` with
-    ``delta_t`` itself, as a bisection does; the logs only place the next
-    point. Entries whose ``tail_sum`` is not finite, or whose logs do not
-    bracket the root as their sums do (within an ulp of ``delta_t``), are
-    bisected.
-
-    Each entry stops when its own bracket is within ``rtol`` and its points
-    depend on its own values alone, so its result does not depend on the
-    entries solved beside it (blocks of any size give the same bounds)."""
+    ``hi`` is grown until within budget, then the bracket is closed by
+    Illinois regula falsi on ``log tail_sum(b) - log delta_t`` (bisection
+    where the logs do not bracket the root); every decision compares
+    ``tail_sum`` with ``delta_t`` itself, so the result is valid. Each entry
+    depends on its own values alone: blocks of any size give the same results.
+    """
     log_delta = math.log(delta_t)
     tiny = torch.finfo(torch.float64).tiny
 
     def evaluate(b: Tensor) -> tuple[Tensor, Tensor]:
-        # The sum, which every decision compares with delta_t itself (as a
-        # bisection would), and the log of its ratio to delta_t, which only
-        # places the next point (logs may differ from math.log by an ulp).
+        # The sum decides; the log of its ratio to delta_t only places points.
         s = tail_sum(b).to(torch.float64)
         return s, s.clamp_min(tiny).log() - log_delta
 
@@ -306,8 +223,7 @@ def solve_tail_budget(
     s_lo, h_lo = evaluate(lo)
     done = s_lo <= delta_t  # lo is within budget: the smallest valid b
     hi = torch.where(done, lo, hi)
-    # Which end the last point replaced: +1 hi, -1 lo, 0 none yet.
-    side = torch.zeros_like(hi)
+    side = torch.zeros_like(hi)  # the end the last point replaced: +1 hi, -1 lo
     for _ in range(200):
         width = hi - lo
         tol = rtol * hi.abs().clamp_min(1e-300)
@@ -315,18 +231,14 @@ def solve_tail_budget(
         if not bool(open_.any()):
             break
         step = h_lo * width / (h_lo - h_hi)
-        # Regula falsi where the logs bracket the root as the sums do (they
-        # may not within an ulp of delta_t, or where a sum is not finite);
-        # else the midpoint.
         secant = (h_lo > 0) & (h_hi <= 0) & torch.isfinite(step)
         x = torch.where(secant, lo + step, lo + 0.5 * width)
         margin = 0.25 * tol
         x = torch.minimum(torch.maximum(x, lo + margin), hi - margin)
         s_x, h_x = evaluate(x)
         ok = open_ & (s_x <= delta_t)
-        over = open_ & ~(s_x <= delta_t)  # NaN counts as over budget, as before
-        # Illinois: the end kept twice in a row has its value halved, so
-        # that the next point moves towards it.
+        over = open_ & ~(s_x <= delta_t)  # NaN counts as over budget
+        # Illinois: the end kept twice in a row has its value halved.
         h_lo = torch.where(ok & (side > 0), 0.5 * h_lo, h_lo)
         h_hi = torch.where(over & (side < 0), 0.5 * h_hi, h_hi)
         hi, h_hi = torch.where(ok, x, hi), torch.where(ok, h_x, h_hi)
@@ -340,18 +252,13 @@ class ChainingTree:
     r"""The chaining tree over ``N`` points, closed by :math:`T_{L+1} = X`.
 
     Attributes:
-        level: ``N`` levels at which each point enters, in ``1 .. K`` with
-            ``K = L + 1``.
-        parent: ``N`` parents (-1 for the roots, the points of :math:`T_1`).
+        level: ``N`` levels at which each point enters, in ``1 .. K = L + 1``.
+        parent: ``N`` parents (-1 for the points of :math:`T_1`).
         link: ``N`` pseudo-distances :math:`d(c, p(c))` (0 for roots).
-        ancestors: ``K x N``; row ``i - 1`` holds :math:`p_i(x^\star)`, the last
-            row is the identity.
-        sizes: ``K`` sizes :math:`|T_i|` (the last is ``N``).
-        new: ``K`` sizes :math:`|T_i \setminus T_{i-1}|`.
-        eps: ``K`` radii; ``eps[i-1]`` is :math:`\epsilon_i` (the covers' radii,
-            then :math:`\epsilon_L / 2` for the closing level).
-        radius_levels: Number of leading levels that are proper covers at their
-            radius (the radius form closes the tree after them).
+        ancestors: ``K x N``; row ``i - 1`` holds :math:`p_i(x^\star)`.
+        sizes: ``K`` sizes :math:`|T_i|`; ``new``: :math:`|T_i \setminus T_{i-1}|`.
+        eps: ``K`` radii :math:`\epsilon_i` (then :math:`\epsilon_L / 2`).
+        radius_levels: Leading levels that are proper covers at their radius.
     """
 
     level: Tensor
@@ -369,9 +276,8 @@ class ChainingTree:
         return self.sizes.numel()
 
     def num_pairs(self, levels: int | None = None) -> Tensor:
-        r""":math:`m_j = |T_j| + |T_j \setminus T_{j-1}|` (chain links from
-        :math:`j \ge 2`), for the tree cut after ``levels`` levels and closed by X.
-        """
+        r""":math:`m_j = |T_j| + |T_j \setminus T_{j-1}|` (links from
+        :math:`j \ge 2`) of the tree cut after ``levels`` levels, closed by X."""
         k = self.num_levels if levels is None else int(levels)
         n = int(self.level.numel())
         sizes = self.sizes[:k].clone()
@@ -392,31 +298,19 @@ def chaining_tree(
     bounded: Tensor | Sequence[bool] | None = None,
     parents: tuple[Tensor, Tensor] | None = None,
 ) -> ChainingTree:
-    r"""Build the chaining tree of nested sets ``covers`` (plus :math:`X`).
+    r"""The chaining tree of nested sets ``covers`` (plus :math:`X`).
 
-    :math:`T_i` is the union of ``covers[:i]`` (so the sets are nested even if
-    the input is not); each point of :math:`T_i \setminus T_{i-1}` gets its
-    nearest point of :math:`T_{i-1}` as parent. Cost: rows of :math:`d` for the
-    :math:`|T_L|` points of the deepest cover, a block at a time
-    (:math:`O(N |T_L|)` work, one block of memory), unless ``parents`` gives
-    them: farthest-first covers record them along their traversal
-    (:attr:`~ax_chaining.chaining.ChainingResult.parents`), which saves those
-    rows, about as many as the covers took (the same tree, but where two
-    centres are exactly equally near a point; see
-    :class:`~ax_chaining.covers.NearestCentres`).
+    :math:`T_i` is the union of ``covers[:i]``; each point of :math:`T_i
+    \setminus T_{i-1}` gets its nearest point of :math:`T_{i-1}` as parent
+    (from the rows of :math:`d` of :math:`T_L`, or each pair once where the
+    distance has upper blocks and :math:`T_L` holds over half the points), or
+    the one ``parents`` gives.
 
     Args:
-        distance: The posterior pseudo-distance over the ``N`` points.
-        covers: ``L`` index tensors (e.g. :attr:`ChainingResult.covers`).
-        eps: ``L`` radii :math:`\epsilon_1 > \dots > \epsilon_L`.
-        bounded: ``L`` booleans, true where a level is not a proper cover.
-        parents: ``(parent, link2)``: each point's parent (-1 for the points of
-            :math:`T_1`) and its squared pseudo-distance to it, e.g.
-            :attr:`ChainingResult.parents <ax_chaining.chaining.ChainingResult>`;
-            each parent must lie in a level above its point's.
-
-    Returns:
-        A :class:`ChainingTree` with ``K = L + 1`` levels.
+        covers: ``L`` index tensors; ``eps``: their radii, decreasing;
+            ``bounded``: true where a level is not a proper cover.
+        parents: ``(parent, link2)``: each point's parent (-1 in :math:`T_1`)
+            in a level above its own, and the squared pseudo-distance to it.
     """
     n, device = distance.n, distance.device
     eps_list = [float(e) for e in (eps.tolist() if isinstance(eps, Tensor) else eps)]
@@ -425,10 +319,7 @@ def chaining_tree(
             f"covers and eps must have one entry per level, got {len(covers)} and "
             f"{len(eps_list)}."
         )
-    if bounded is None:
-        bounded_list = [False] * len(covers)
-    else:
-        bounded_list = [bool(b) for b in bounded]
+    flags = [False] * len(covers) if bounded is None else [bool(b) for b in bounded]
     k = len(covers) + 1
     level = torch.full((n,), k, dtype=torch.long, device=device)
     for i, cover in enumerate(covers, start=1):
@@ -439,10 +330,51 @@ def chaining_tree(
     sizes = torch.stack([(level <= i).sum() for i in range(1, k + 1)])
     new = torch.stack([(level == i).sum() for i in range(1, k + 1)])
 
-    if parents is None:
-        parent, best = _nearest_parents(distance, level, k)
-    else:
-        parent, best = _given_parents(parents, level, n)
+    if parents is None:  # each point's nearest in a level above (ties: lowest)
+        best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
+        parent = torch.full((n,), -1, dtype=torch.long, device=device)
+        sources = (level < k).nonzero().squeeze(-1)
+        if distance.upper_blocks and 2 * sources.numel() > n:
+            # Each pair of the upper blocks offered both ways (the same parents up
+            # to round-off between d^2(a, c) and d^2(c, a)).
+            step = chunk_rows(n, 8, distance.block_bytes)
+            for start in range(0, n, step):
+                stop = min(n, start + step)
+                d2 = distance.upper_block(start, stop).to(torch.float64).clamp_min_(0.0)
+                row_level = level[start:stop].unsqueeze(-1)
+                col_level = level[start:].unsqueeze(0)
+                inf = torch.full_like(d2, math.inf)
+                val, arg = torch.where(row_level < col_level, d2, inf).min(dim=0)
+                _offer(best, parent, start, n, val, start + arg)
+                val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
+                _offer(best, parent, start, stop, val, start + arg)
+        else:  # rows of the points of T_L (the only possible parents), in blocks
+            step = max(1, distance.block_bytes // max(1, 8 * n))
+            for start in range(0, sources.numel(), step):
+                src = sources[start : start + step]
+                d2 = distance.rows(src).to(torch.float64)
+                allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
+                d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
+                val, arg = d2.min(dim=0)
+                _offer(best, parent, 0, n, val, src[arg])
+    else:  # as given, checked against the levels
+        parent = torch.as_tensor(parents[0], device=device).to(torch.long).reshape(-1)
+        best = torch.as_tensor(parents[1], device=device).to(torch.float64).reshape(-1)
+        if parent.numel() != n or best.numel() != n:
+            raise ValueError(
+                f"parents must hold {n} parents and {n} squared links, got "
+                f"{parent.numel()} and {best.numel()}."
+            )
+        has_parent = parent >= 0
+        if bool(((level > 1) != has_parent).any()) or bool(
+            (level[parent[has_parent]] >= level[has_parent]).any()
+        ):
+            raise ValueError(
+                "parents do not fit the covers: each point below the first level "
+                "needs a parent in a level above its own, and those of the first "
+                "level none (-1)."
+            )
+        best = torch.where(has_parent, best, math.inf)
     has_parent = level > 1
     if bool((parent[has_parent] < 0).any()):  # pragma: no cover - nested sets
         raise RuntimeError("chaining_tree: a point above level 1 found no parent.")
@@ -456,121 +388,17 @@ def chaining_tree(
 
     last = eps_list[-1] / 2.0 if eps_list else 1.0
     eps_t = torch.tensor([*eps_list, last], dtype=torch.float64, device=device)
-    radius_levels = next(
-        (i for i, b in enumerate(bounded_list) if b), len(bounded_list)
-    )
-    return ChainingTree(
-        level=level,
-        parent=parent,
-        link=link,
-        ancestors=anc,
-        sizes=sizes,
-        new=new,
-        eps=eps_t,
-        radius_levels=radius_levels,
-    )
-
-
-def _nearest_parents(
-    distance: PseudoDistance, level: Tensor, k: int
-) -> tuple[Tensor, Tensor]:
-    """Index of, and squared distance to, each point's nearest point of the
-    level above it (``-1`` and ``inf`` at the first level), from rows of the
-    points of :math:`T_L`; where those are more than half the points and the
-    distance computes upper blocks, from each pair once instead
-    (:func:`_nearest_parents_pairs`)."""
-    n, device = distance.n, distance.device
-    sources = (level < k).nonzero().squeeze(-1)
-    if distance.upper_blocks and 2 * sources.numel() > n:
-        return _nearest_parents_pairs(distance, level)
-    # Parent of c (level j >= 2): nearest point of T_{j-1}. Rows of the points
-    # of T_L (the only possible parents), a block at a time, keep a running min.
-    best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
-    parent = torch.full((n,), -1, dtype=torch.long, device=device)
-    step = max(1, distance.block_bytes // max(1, 8 * n))
-    for start in range(0, sources.numel(), step):
-        src = sources[start : start + step]
-        d2 = distance.rows(src).to(torch.float64)
-        # Source a can be the parent of column c only if level(a) < level(c).
-        allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
-        d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
-        val, arg = d2.min(dim=0)
-        _offer(best, parent, 0, n, val, src[arg])
-    return parent, best
-
-
-def _nearest_parents_pairs(
-    distance: PseudoDistance, level: Tensor
-) -> tuple[Tensor, Tensor]:
-    """:func:`_nearest_parents` from the upper blocks of :math:`d^2`: each pair
-    ``(a, c)`` computed once and offered both ways (``a`` as a parent of ``c``
-    if its level is above, and ``c`` of ``a``), ``N^2 / 2`` pairs instead of
-    ``N |T_L|``. The same parents, the lowest index among equally near ones
-    (up to round-off between :math:`d^2(a, c)` and :math:`d^2(c, a)`)."""
-    n, device = distance.n, distance.device
-    best = torch.full((n,), math.inf, dtype=torch.float64, device=device)
-    parent = torch.full((n,), -1, dtype=torch.long, device=device)
-    step = chunk_rows(n, 8, distance.block_bytes)
-    for start in range(0, n, step):
-        stop = min(n, start + step)
-        d2 = distance.upper_block(start, stop).to(torch.float64).clamp_min_(0.0)
-        row_level = level[start:stop].unsqueeze(-1)
-        col_level = level[start:].unsqueeze(0)
-        inf = torch.full_like(d2, math.inf)
-        # Rows as parents of the columns, then columns as parents of the rows;
-        # lower indices come first in both, and a tie keeps the first.
-        val, arg = torch.where(row_level < col_level, d2, inf).min(dim=0)
-        _offer(best, parent, start, n, val, start + arg)
-        val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
-        _offer(best, parent, start, stop, val, start + arg)
-    return parent, best
+    radius_levels = next((i for i, b in enumerate(flags) if b), len(flags))
+    return ChainingTree(level, parent, link, anc, sizes, new, eps_t, radius_levels)
 
 
 def _offer(
     best: Tensor, parent: Tensor, lo: int, hi: int, val: Tensor, idx: Tensor
 ) -> None:
-    """Points ``lo..hi-1`` take the candidate parents ``idx`` at squared
-    distances ``val`` where strictly nearer than their best so far, in place."""
+    """Points ``lo..hi-1`` take parents ``idx`` where strictly nearer, in place."""
     better = val < best[lo:hi]
     best[lo:hi] = torch.where(better, val, best[lo:hi])
     parent[lo:hi] = torch.where(better, idx, parent[lo:hi])
-
-
-def _given_parents(
-    parents: tuple[Tensor, Tensor], level: Tensor, n: int
-) -> tuple[Tensor, Tensor]:
-    """``parents`` checked against the levels: (parent, squared link)."""
-    parent, link2 = parents
-    device = level.device
-    parent = torch.as_tensor(parent, device=device).to(torch.long).reshape(-1)
-    link2 = torch.as_tensor(link2, device=device).to(torch.float64).reshape(-1)
-    if parent.numel() != n or link2.numel() != n:
-        raise ValueError(
-            f"parents must hold {n} parents and {n} squared links, got "
-            f"{parent.numel()} and {link2.numel()}."
-        )
-    has_parent = parent >= 0
-    if bool(((level > 1) != has_parent).any()) or bool(
-        (level[parent[has_parent]] >= level[has_parent]).any()
-    ):
-        raise ValueError(
-            "parents do not fit the covers: each point below the first level "
-            "needs a parent in a level above its own, and those of the first "
-            "level none (-1)."
-        )
-    return parent, torch.where(has_parent, link2, math.inf)
-
-
-def _level_thresholds(
-    num_pairs: Tensor, delta_t: float, tail: Tail | TailLaw
-) -> Tensor:
-    """``z_j`` with ``w_j ~ 1/j^2`` (sum 1 over the levels) and ``m_j`` pairs."""
-    k = num_pairs.numel()
-    j = torch.arange(1, k + 1, dtype=torch.float64, device=num_pairs.device)
-    w = 1.0 / j.square()
-    w = w / w.sum()
-    pairs = num_pairs.to(torch.float64).clamp_min(1.0)
-    return upper_quantile(delta_t * w / pairs, tail).to(num_pairs.device)
 
 
 def chaining_bound(
@@ -580,7 +408,7 @@ def chaining_bound(
     tree: ChainingTree,
     delta_t: float,
     links: Links = "actual",
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> Tensor:
@@ -595,39 +423,26 @@ def chaining_bound(
 
     with :math:`p_i(x^\star)` the ancestor of :math:`x^\star` at level :math:`i`
     of ``tree`` and :math:`z_j = \bar\Phi^{-1}(\delta_t w_j / m_j)`:
-    :math:`w_j \propto j^{-2}` over the levels, :math:`m_j = |T_j| + |T_j
-    \setminus T_{j-1}|` pairs at level :math:`j`. ``links="radius"`` bounds
-    every link by its radius, as the paper does. The derivation, and the two
-    corrections to the paper it needs, are on the documentation page "The
-    regret certificate".
-
-    Args:
-        mean: ``N`` posterior means.
-        dist: ``m x N`` pseudo-distances :math:`d(x, \cdot)` of the certified points.
-        index: ``m`` indices of the certified points.
-        tree: The :class:`ChainingTree` (fixed by the data).
-        delta_t: Failure probability of this step.
-        links: ``"actual"`` (pseudo-distances along the chain, default) or
-            ``"radius"`` (radii :math:`\epsilon_{j-1}`, one row per point).
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certificate.tails.StudentTail`).
-        memory_budget: Bytes the temporaries may take (:func:`certified_block`):
-            ``"radius"`` takes blocks of points, ``"actual"`` one point at a
-            time over blocks of candidates (its ``K`` levels per candidate).
-
-    Returns:
-        ``m`` bounds (float64, at least 0).
+    :math:`w_j \propto j^{-2}`, :math:`m_j` the pairs at level :math:`j`
+    (:meth:`ChainingTree.num_pairs`). ``links="radius"`` bounds every link by
+    its radius :math:`\epsilon_{j-1}`, as the paper does. Other arguments as
+    in :func:`pairwise_bound`.
     """
     check_choice("links", links, get_args(Links))
-    memory_budget = check_int("memory_budget", memory_budget, 1)
     mean, index = _check_rows(mean, dist, index)
     n = mean.numel()
     if tree.level.numel() != n:
         raise ValueError(f"tree has {tree.level.numel()} points, mean has {n}.")
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
+    k = tree.radius_levels + 1 if links == "radius" else tree.num_levels
+    # z_j with w_j ~ 1/j^2 (sum 1 over the levels) and m_j pairs.
+    num_pairs = tree.num_pairs(k)
+    j = torch.arange(1, k + 1, dtype=torch.float64, device=num_pairs.device)
+    w = 1.0 / j.square()
+    w = w / w.sum()
+    pairs = num_pairs.to(torch.float64).clamp_min(1.0)
+    z = upper_quantile(delta_t * w / pairs, tail).to(num_pairs.device)
     if links == "radius":
-        k = tree.radius_levels + 1
-        z = _level_thresholds(tree.num_pairs(k), delta_t, tail)
         eps = tree.eps[:k]
         # Chain link into level j (j >= 2) is at most eps_{j-1}.
         radius = torch.zeros_like(eps)
@@ -637,8 +452,7 @@ def chaining_bound(
         tail_r = radius.flip(0).cumsum(0).flip(0) - radius
         tail_c = (z * radius).flip(0).cumsum(0).flip(0) - z * radius
         # Per pair: the k levels' sums (three arrays of them), gap and row.
-        largest = _largest(mean.device)
-        step = certified_block(n, 8 * (3 * k + 3), memory_budget, largest=largest)
+        step = _step(n, 8 * (3 * k + 3), memory_budget, mean.device)
         for rows in _blocks(index.numel(), step):
             gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
             d = dist[rows].to(mean)
@@ -646,8 +460,6 @@ def chaining_bound(
             out[rows] = (gap + total.amin(dim=-1)).amax(dim=-1)
         return out.clamp_min(0.0)
 
-    k = tree.num_levels
-    z = _level_thresholds(tree.num_pairs(), delta_t, tail)
     anc = tree.ancestors
     # cost[i]: sum over the chain from x* up to p_{i+1}(x*) of z_j * link.
     cost = torch.zeros(k, n, dtype=torch.float64, device=mean.device)
@@ -656,10 +468,8 @@ def chaining_bound(
         step_cost = z[i + 1] * tree.link[anc[i + 1]]
         cost[i] = cost[i + 1] + torch.where(moved, step_cost, 0.0)
     # One certified point at a time, over blocks of candidates of K x width
-    # (a gather, a product and a sum of K levels each): the max and min are
-    # exact, so the blocks change nothing.
-    share = certificate_share(memory_budget, largest=_largest(mean.device))
-    width = min(n, max(1, share // (3 * 8 * k)))
+    # (a gather, a product and a sum of K levels each; max and min are exact).
+    width = min(n, _step(1, 3 * 8 * k, memory_budget, mean.device))
     for r in range(index.numel()):
         row = dist[r].to(mean)
         gap = mean - mean[index[r]]
@@ -675,12 +485,9 @@ def chaining_bound(
 
 def ucb_lcb_bound(mean: Tensor, sigma: Tensor, index: Tensor, beta: float) -> Tensor:
     r"""UCB - LCB bound :math:`\max_{x'} [\mu + \sqrt\beta \sigma](x') - [\mu -
-    \sqrt\beta \sigma](x)` (Makarova et al., 2022) at the points ``index``.
-
-    Valid with probability :math:`1 - \delta` when :math:`\beta = \beta_t` is
-    GP-UCB's schedule :math:`2 \log(N t^2 \pi^2 / (6 \delta))` (Srinivas et al.,
-    2010, Lemma 5.1), jointly over ``t``.
-    """
+    \sqrt\beta \sigma](x)` (Makarova et al., 2022) at the points ``index``:
+    valid jointly over ``t`` for GP-UCB's :math:`\beta_t = 2 \log(N t^2 \pi^2 /
+    (6 \delta))` (Srinivas et al., 2010, Lemma 5.1)."""
     mean = mean.to(torch.float64)
     sigma = sigma.to(mean)
     index = torch.as_tensor(index, dtype=torch.long, device=mean.device).reshape(-1)
@@ -692,11 +499,9 @@ def ucb_lcb_bound(mean: Tensor, sigma: Tensor, index: Tensor, beta: float) -> Te
 def recommend(
     bounds: Tensor, index: Tensor, mean: Tensor, rule: Rule = "min_bound"
 ) -> int:
-    """Position in ``index`` of the recommended point under ``rule``.
-
-    ``"min_bound"``: the smallest bound (ties to the larger posterior mean, then
-    the first); ``"max_mean"``: the largest posterior mean.
-    """
+    """Position in ``index`` of the recommended point: ``"min_bound"``, the
+    smallest bound (ties to the larger mean, then the first); ``"max_mean"``,
+    the largest posterior mean."""
     check_choice("rule", rule, get_args(Rule))
     if index.numel() == 0:
         raise ValueError("No point to recommend: the certified set is empty.")
@@ -711,9 +516,7 @@ def recommend(
 def running_minimum(bounds: Sequence[float] | Tensor) -> Tensor:
     """Running minimum of a sequence of certificates (valid jointly over steps)."""
     b = torch.as_tensor(bounds, dtype=torch.float64).reshape(-1)
-    if b.numel() == 0:
-        return b
-    return torch.cummin(b, dim=0).values
+    return torch.cummin(b, dim=0).values if b.numel() else b
 
 
 def certificate_bounds(
@@ -725,7 +528,7 @@ def certificate_bounds(
     method: Method = "combined",
     tree: ChainingTree | None = None,
     links: Links = "actual",
-    tail: Tail | TailLaw = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     dist: Tensor | None = None,
     split_delta: bool = False,
     share: float | None = None,
@@ -736,43 +539,30 @@ def certificate_bounds(
 
     Args:
         mean: ``N`` posterior means (objective units, larger is better).
-        distance: The posterior pseudo-distance :math:`d_t` over the ``N`` points.
-        index: ``m`` indices of the points to certify.
-        t: Step; the bound holds jointly over all ``t`` (budget
-            :func:`~ax_chaining.certificate.schedule.step_delta`).
-        delta: Confidence parameter in (0, 1).
-        method: ``"combined"`` (the smaller of ``"union"`` and ``"chaining"``),
-            ``"union"``, ``"pairwise"`` or ``"chaining"``.
-        tree: The chaining tree (needed for ``"chaining"`` and ``"combined"``).
-        links: ``"actual"`` or ``"radius"`` (chaining only).
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`~ax_chaining.certificate.tails.StudentTail`).
-        dist: The ``m x N`` rows :math:`d(x, \cdot)` (not squared) if already
-            computed; default from ``distance``, in its batches of
-            ``row_batch`` points.
-        split_delta: With ``"combined"``, give each part ``delta / 2`` instead
-            of ``delta``. Not needed for validity (docs: "The regret certificate").
-        share: The failure probability of this check, if not
-            :func:`~ax_chaining.certificate.schedule.step_delta` ``(delta, t)`` (a
-            declared schedule of checks,
+        t, delta: The step's failure probability is :func:`step_delta`
+            ``(delta, t)``, unless ``share`` gives it (a declared
             :class:`~ax_chaining.certificate.schedule.CheckSchedule`).
+        method: ``"combined"`` (the smaller of ``"union"`` and ``"chaining"``),
+            ``"union"``, ``"pairwise"`` or ``"chaining"`` (these need ``tree``).
+        dist: The ``m x N`` rows :math:`d(x, \cdot)` (not squared) if computed;
+            default from ``distance``, in its batches of ``row_batch``.
+        split_delta: With ``"combined"``, ``delta / 2`` for each part (not
+            needed for validity).
         memory_budget: Bytes the rows of :math:`d` and the temporaries may
-            take (:func:`certified_block`); the same bounds for any budget.
+            take; the bounds are the same for any budget.
 
     Returns:
         ``{"bound": m bounds, <part>: m bounds, ...}`` with the part(s) computed.
     """
     check_choice("method", method, get_args(Method))
     check_choice("links", links, get_args(Links))
-    memory_budget = check_int("memory_budget", memory_budget, 1)
     if mean.numel() != distance.n:
         raise ValueError(f"mean has {mean.numel()} entries, distance {distance.n}.")
     index = torch.as_tensor(index, dtype=torch.long, device=mean.device).reshape(-1)
     parts = ("union", "chaining") if method == "combined" else (method,)
     if "chaining" in parts and tree is None:
         raise ValueError(f"method={method!r} needs the chaining tree (tree=).")
-    if share is None:
-        share = step_delta(delta, t)
+    share = step_delta(delta, t) if share is None else share
     share = share / len(parts) if split_delta else share
     if dist is not None:
         _check_rows(mean, dist, index)
@@ -780,15 +570,10 @@ def certificate_bounds(
     out = {
         part: torch.empty(m, dtype=torch.float64, device=mean.device) for part in parts
     }
-    # A block's rows of d (as computed, then float64) beside the parts'
-    # temporaries; each part blocks its rows again within the same budget.
-    # Rows come in the distance's own batches of certified points
-    # (``row_batch``, whatever the budget): a row computed beside others in
-    # one matrix product can round differently, and the budget must change
-    # no bit. A block is a whole number of batches.
+    # Rows come in the distance's own batches, whatever the budget: a row
+    # computed beside others in one matrix product can round differently.
     batch = max(1, int(distance.row_batch))
-    largest = _largest(mean.device)
-    step = certified_block(n, 2 * 8 + UNION_PAIR_BYTES, memory_budget, largest=largest)
+    step = _step(n, 2 * 8 + UNION_PAIR_BYTES, memory_budget, mean.device)
     step = max(batch, step - step % batch)
     for rows in _blocks(m, step):
         idx = index[rows]
@@ -800,18 +585,13 @@ def certificate_bounds(
         else:
             d = dist[rows]
         for part in parts:
-            if part == "union":
-                got = union_bound(
-                    mean, d, idx, share, tail, memory_budget=memory_budget
-                )
-            elif part == "pairwise":
-                got = pairwise_bound(
-                    mean, d, idx, share, tail, memory_budget=memory_budget
-                )
-            else:
+            if part == "chaining":
                 got = chaining_bound(
                     mean, d, idx, tree, share, links, tail, memory_budget=memory_budget
                 )
+            else:
+                bound_of = union_bound if part == "union" else pairwise_bound
+                got = bound_of(mean, d, idx, share, tail, memory_budget=memory_budget)
             out[part][rows] = got
         del d
     bound = out[parts[0]]

@@ -1,23 +1,13 @@
-r"""The certificate of a recommended point, as the user receives it (pure torch).
-
-:func:`make_certificate` computes the bounds of the candidates that may be
-recommended (:func:`~ax_chaining.certificate.bounds.certificate_bounds`),
-recommends one (:func:`~ax_chaining.certificate.bounds.recommend`) and returns
-a frozen :class:`Certificate`: with probability at least :math:`1 - \delta`
-(jointly over all steps or checks), :math:`\max_{x^\star} f(x^\star) - f(x)
-\le` ``bound`` for its point, under the assumptions of
-:mod:`ax_chaining.certificate.bounds`. :func:`refused_certificate` is the
-answer when a model check refuses (``valid=False``). From a BoTorch model, see
-:mod:`ax_chaining.certificate.calibration`.
-"""
+r"""The certificate a user receives, its options, and the candidates it is
+computed over (pure torch; from a BoTorch model:
+:mod:`ax_chaining.certificate.calibration`)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, get_args
 
-import torch
 from torch import Tensor
 
 from ax_chaining.certificate.bounds import (
@@ -26,13 +16,42 @@ from ax_chaining.certificate.bounds import (
     Method,
     Rule,
     certificate_bounds,
-    recommend,
 )
-from ax_chaining.certificate.schedule import step_delta
-from ax_chaining.certificate.tails import Tail, TailLaw
+from ax_chaining.certificate.rank import RankOptions, RankStatement, rank_statement
+from ax_chaining.certificate.residuals import ResidualCalibration
+from ax_chaining.certificate.schedule import CheckSchedule
+from ax_chaining.certificate.tails import (
+    Calibration,
+    CalibrationChoice,
+    TailLaw,
+    bind_tail,
+    check_tail,
+)
+from ax_chaining.checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    type_error,
+)
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 
-__all__ = ["Certificate", "make_certificate", "refused_certificate"]
+__all__ = [
+    "DEFAULT_SCALE_LEVEL",
+    "LOO_MIN_OBSERVATIONS",
+    "Certificate",
+    "CertificateOptions",
+    "CertifiedSet",
+    "PosteriorSet",
+    "check_options",
+]
+
+#: The fewest observations from which ``calibration="loo"`` certifies (a
+#: heuristic: fewer rarely show a tail heavier than the model's).
+LOO_MIN_OBSERVATIONS = 20
+#: The ``"loo"`` check's default ``scale_level``: the residuals' scale at its
+#: one-sided upper 95% confidence limit (a heuristic).
+DEFAULT_SCALE_LEVEL = 0.05
 
 
 def _json_float(value: float) -> float | str:
@@ -41,44 +60,102 @@ def _json_float(value: float) -> float | str:
 
 
 @dataclass(frozen=True)
+class CertificateOptions:
+    r"""How a certificate is computed, checked once.
+
+    Example:
+        >>> CertificateOptions(method="union", calibration="none").method
+        'union'
+
+    Args:
+        method: ``"combined"`` (the smaller of the union and the chaining
+            bound), ``"union"``, ``"pairwise"`` or ``"chaining"``
+            (:func:`~ax_chaining.certificate.bounds.certificate_bounds`);
+            None: ``"combined"`` where the chaining tree is at hand (a
+            :class:`~ax_chaining.ChainingUCB` on a tensor), else ``"union"``.
+        rule, links: As in :mod:`~ax_chaining.certificate.bounds`.
+        tail: A :class:`~ax_chaining.certificate.tails.TailLaw`, or None: the
+            calibration's default (:func:`~ax_chaining.certificate.tails.resolve_tail`).
+        schedule: The declared checks over which ``delta`` is spent; None:
+            every step.
+        calibration: ``"loo"`` (the model's leave-one-out check; for fitted
+            hyperparameters), ``"none"`` (the model taken as true),
+            ``"forecast"`` or ``"audit"`` (the loop's residuals, in an Ax loop;
+            without them ``"loo"``), or a
+            :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
+        alpha, min_observations, scale_level: The ``"loo"`` check's
+            (:func:`~ax_chaining.certificate.calibration.loo_check`).
+        rank: The rank statement's options (None: the defaults).
+    """
+
+    method: Method | None = None
+    rule: Rule = "min_bound"
+    links: Links = "actual"
+    tail: TailLaw | None = None
+    split_delta: bool = False
+    schedule: CheckSchedule | None = None
+    calibration: CalibrationChoice = "loo"
+    alpha: float = 0.01
+    min_observations: int = LOO_MIN_OBSERVATIONS
+    scale_level: float | None = DEFAULT_SCALE_LEVEL
+    rank: RankOptions | None = None
+
+    def __post_init__(self) -> None:
+        if self.method is not None:
+            check_choice("method", self.method, get_args(Method))
+        check_choice("rule", self.rule, get_args(Rule))
+        check_choice("links", self.links, get_args(Links))
+        check_tail(self.tail)
+        check_bool("split_delta", self.split_delta)
+        for name, kind in (("schedule", CheckSchedule), ("rank", RankOptions)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise type_error(name, f"a {kind.__name__} or None", value)
+        if not isinstance(self.calibration, ResidualCalibration):
+            check_choice("calibration", self.calibration, get_args(Calibration))
+        in_01 = (lambda v: 0 < v < 1, "in (0, 1)")
+        object.__setattr__(self, "alpha", check_float("alpha", self.alpha, in_01))
+        least = check_int("min_observations", self.min_observations, 1)
+        object.__setattr__(self, "min_observations", least)
+        if self.scale_level is not None:
+            level = check_float("scale_level", self.scale_level, in_01)
+            object.__setattr__(self, "scale_level", level)
+
+
+def check_options(options: object) -> CertificateOptions:
+    """``options``, or the defaults for None; a ``TypeError`` for anything else."""
+    if options is None:
+        return CertificateOptions()
+    if not isinstance(options, CertificateOptions):
+        raise type_error("options", "a CertificateOptions or None", options)
+    return options
+
+
+@dataclass(frozen=True)
 class Certificate:
     r"""A regret certificate for one recommended candidate.
 
-    With probability at least :math:`1 - \delta` (jointly over all steps, under
-    the assumptions of :mod:`ax_chaining.certificate.bounds`),
-    :math:`\max_{x^\star} f(x^\star) - f(x) \le` ``bound``.
+    With probability at least :math:`1 - \delta` (jointly over all steps or
+    declared checks, under the assumptions of
+    :mod:`ax_chaining.certificate`), :math:`\max_{x^\star} f(x^\star) - f(x)
+    \le` ``bound``.
 
     Attributes:
-        index: Index of the recommended point in the candidate set.
-        x: The recommended candidate (``d``-dim tensor).
-        bound: The certificate, in objective units.
-        delta: Confidence parameter.
+        index: Index of the recommended point ``x`` in the candidate set.
         t: Step (observations + 1) whose budget the bound uses.
-        method: ``"combined"``, ``"union"``, ``"pairwise"`` or ``"chaining"``.
-        rule: How the point was chosen (``"min_bound"``, ``"max_mean"`` or
-            ``"index"``).
-        links: ``"actual"`` or ``"radius"``.
-        tail: ``"gaussian"``, ``"chernoff"`` or ``"student-<dof>"``.
-        mean: Posterior mean at the point (objective units).
-        components: The bound of each part at the point (``union`` and
-            ``chaining`` for ``"combined"``).
-        certified: Indices of the candidates that were certified.
-        bounds: Their bounds (same order).
-        split_delta: Whether the parts of ``"combined"`` got ``delta / 2`` each.
-        share: The failure probability spent on this check (the step's share
-            of ``delta``).
-        valid: False when a model check refused to certify; ``bound`` is then
-            ``inf`` and ``reason`` says why.
-        reason: Why the certificate was refused (empty when valid).
-        checks: The model checks' statistics (name to value).
+        method: ``"combined"``, ``"union"``, ``"pairwise"``, ``"chaining"``, or
+            ``"refused"``; ``rule``, ``links``, ``split_delta``: as in
+            :class:`CertificateOptions`; ``tail``: the law's name.
+        mean: Posterior mean at the point; ``components``: each part's bound.
+        certified: Indices of the candidates certified; ``bounds``: theirs.
+        share: The failure probability spent on this check.
+        valid: False when a model check refused to certify (``bound`` is then
+            ``inf``, ``reason`` says why); ``checks``: the checks' statistics.
         rank_bound: With probability at least ``1 - share``, the point is
-            among the ``rank_bound`` best candidates
-            (:mod:`~ax_chaining.certificate.rank`; the number of candidates
-            when refused, None where not computed).
-        expected_better: Expected number of candidates better than the point
-            by more than ``rank_tolerance``.
-        rank_tolerance: That tolerance (the bound's units).
-        rank_method: ``"union"``, ``"monte_carlo"`` or ``"refused"``.
+            among the ``rank_bound`` best (the number of candidates when
+            refused, None where not computed); ``expected_better``,
+            ``rank_tolerance``, ``rank_method``: as in
+            :class:`~ax_chaining.certificate.rank.RankStatement`.
     """
 
     index: int
@@ -132,108 +209,84 @@ class Certificate:
         }
 
 
-def make_certificate(
-    mean: Tensor,
-    distance: PseudoDistance,
-    index: Tensor,
-    candidates: Tensor,
-    *,
-    t: int,
-    delta: float,
-    share: float | None = None,
-    method: Method = "combined",
-    tree: ChainingTree | None = None,
-    links: Links = "actual",
-    tail: Tail | TailLaw = "gaussian",
-    rule: Rule = "min_bound",
-    split_delta: bool = False,
-    sign: float = 1.0,
-    scale: float = 1.0,
-    checks: dict[str, float] | None = None,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
-) -> Certificate:
-    """The :class:`Certificate` of the recommended point among ``index``.
+class CertifiedSet(Protocol):
+    """The ``n`` candidates a certificate is computed over, as
+    :func:`~ax_chaining.certificate.calibration.issue_certificate` reads
+    them: a posterior over a tensor (:class:`PosteriorSet`), or sharded
+    candidates (:class:`~ax_chaining.distributed.store.ShardedStore`).
+    ``methods`` are the bounds it computes (the first is the default);
+    ``ranks``, whether it gives a rank statement."""
 
-    Args:
-        mean: ``N`` posterior means of the objective, larger is better.
-        distance: The posterior pseudo-distance over the ``N`` candidates.
-        index: Indices of the candidates that may be recommended.
-        candidates: The ``N x d`` candidates (for the recommended ``x``).
-        t, delta, share, method, tree, links, tail, split_delta: As in
-            :func:`certificate_bounds`.
-        rule: As in :func:`recommend`.
-        sign: ``-1`` where ``mean`` is the negated model mean (minimization),
-            so that the reported ``mean`` is the model's.
-        scale: A factor ``c >= 1`` on every posterior standard deviation (a
-            calibration; the bound of ``c d`` is ``c`` times the bound of ``d``
-            with the means divided by ``c``, for every method).
-        checks: The model checks' statistics, recorded with the certificate.
-        memory_budget: As in :func:`certificate_bounds`.
-    """
-    parts = certificate_bounds(
-        mean / scale,
-        distance,
-        index,
-        t=t,
-        delta=delta,
-        method=method,
-        tree=tree,
-        links=links,
-        tail=tail,
-        split_delta=split_delta,
-        share=share,
-        memory_budget=memory_budget,
-    )
-    parts = {k: v * scale for k, v in parts.items()}
-    bounds = parts["bound"]
-    pos = recommend(bounds, index, mean, rule)
-    best = int(index[pos])
-    return Certificate(
-        index=best,
-        x=candidates[best].detach().clone(),
-        bound=float(bounds[pos]),
-        delta=float(delta),
-        t=int(t),
-        method=method,
-        rule=rule,
-        links=links,
-        tail=tail if isinstance(tail, str) else tail.name,
-        mean=float(mean[best]) * sign,
-        components={k: float(v[pos]) for k, v in parts.items() if k != "bound"},
-        certified=tuple(int(i) for i in index.tolist()),
-        bounds=tuple(float(b) for b in bounds.tolist()),
-        split_delta=bool(split_delta),
-        share=float(step_delta(delta, t) if share is None else share),
-        checks=dict(checks or {}),
-    )
+    n: int
+    methods: tuple[Method, ...]
+    ranks: bool
+
+    def values(self, index: Tensor) -> tuple[Tensor, Tensor]:
+        """The objective's means at ``index`` (float64, larger is better)
+        and the candidates' rows there."""
+
+    def bind(self, law: TailLaw) -> TailLaw:
+        """``law`` bound to the candidates where it depends on them."""
+
+    def bounds(self, index: Tensor, **options: Any) -> dict[str, Tensor]:
+        """:func:`~ax_chaining.certificate.bounds.certificate_bounds` at
+        ``index`` in objective units (options ``scale``, ``tail``, ``share``,
+        ``method``, ``links``, ``split_delta``)."""
+
+    def rank(self, index: int, **options: Any) -> RankStatement:
+        """The rank statement of candidate ``index`` (options ``share``,
+        ``tail``, ``scale``, ``options``)."""
 
 
-def refused_certificate(
-    mean: Tensor,
-    index: Tensor,
-    candidates: Tensor,
-    *,
-    t: int,
-    delta: float,
-    reason: str,
-    checks: dict[str, float],
-    sign: float = 1.0,
-) -> Certificate:
-    """A refused certificate (``valid=False``, ``bound=inf``) for the evaluated
-    candidate of largest posterior mean, saying ``reason``."""
-    pos = int(torch.argmax(mean[index]))
-    best = int(index[pos])
-    return Certificate(
-        index=best,
-        x=candidates[best].detach().clone(),
-        bound=math.inf,
-        delta=float(delta),
-        t=int(t),
-        method="refused",
-        rule="max_mean",
-        mean=float(mean[best]) * sign,
-        certified=tuple(int(i) for i in index.tolist()),
-        valid=False,
-        reason=reason,
-        checks=dict(checks),
-    )
+@dataclass
+class PosteriorSet:
+    """A posterior over ``N`` candidates held in memory: the
+    :class:`CertifiedSet` of :func:`~ax_chaining.certificate.calibration.certify_model`
+    and of a :class:`~ax_chaining.ChainingUCB` on a tensor: the objective's
+    ``mean`` (float64, larger is better), the pseudo-distance :math:`d_t`, the
+    ``N x d`` candidates, their prior variances in the posterior's units, and
+    the chaining tree (None: no chaining bound)."""
+
+    mean: Tensor
+    distance: PseudoDistance
+    candidates: Tensor
+    prior_var: Tensor
+    tree: ChainingTree | None = None
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    ranks: bool = True
+
+    @property
+    def n(self) -> int:
+        return self.distance.n
+
+    @property
+    def methods(self) -> tuple[Method, ...]:
+        if self.tree is None:
+            return ("union", "pairwise")
+        return ("combined", "union", "pairwise", "chaining")
+
+    def values(self, index: Tensor) -> tuple[Tensor, Tensor]:
+        return self.mean[index], self.candidates[index]
+
+    def bind(self, law: TailLaw) -> TailLaw:
+        return bind_tail(law, self.distance.variance, self.prior_var)
+
+    def bounds(
+        self, index: Tensor, *, scale: float, method: Method, **options: Any
+    ) -> dict[str, Tensor]:
+        parts = certificate_bounds(
+            self.mean / scale,
+            self.distance,
+            index,
+            t=1,
+            method=method,
+            tree=None if method in ("union", "pairwise") else self.tree,
+            memory_budget=self.memory_budget,
+            **options,
+        )
+        return {k: v * scale for k, v in parts.items()}
+
+    def rank(self, index: int, **options: Any) -> RankStatement:
+        return rank_statement(
+            self.mean, self.distance, index, memory_budget=self.memory_budget, **options
+        )

@@ -1,80 +1,21 @@
-r"""The rank statement of a certificate: the certified candidate is among the
-``rank_bound`` best of the candidate set, with probability at least
-:math:`1 - \delta`.
-
-Setting (as for the bound, :mod:`ax_chaining.certificate.bounds`). Given the data
-:math:`D_t`, the certified candidate :math:`x` is fixed, and for every other
-candidate :math:`j` the difference :math:`f(j) - f(x)` has posterior mean
-:math:`m_j = \mu(j) - \mu(x)` and standard deviation :math:`c\, d_t(x, j)`, with
-:math:`c` the calibration's scale and :math:`d_t` the pseudo-distance the bound
-uses; its standardized law is the bound's tail law :math:`F` (Gaussian under
-the model, Student-t where calibrated). The count of candidates better than
-:math:`x` by more than a tolerance :math:`\tau \ge 0`,
-:math:`C_\tau = |\{j : f(j) - f(x) > \tau\}|`, has expectation
-
-.. math::
-
-    E[C_\tau \mid D_t] = \sum_j p_j, \qquad
-    p_j = \bar F\Big(\frac{\tau - m_j}{c\, d_t(x, j)}\Big)
-
-(``expected_better``; :math:`p_j = 1[m_j > \tau]` where :math:`d_t = 0`). The
-rank of :math:`x` is :math:`1 + C_0`, so ``rank_bound`` is an :math:`r` with
-:math:`P[C_0 \ge r \mid D_t] \le \delta_t` (the check's share of
-:math:`\delta`, as the bound's). Two routes:
-
-* ``"union"`` (always available; a row of :math:`d_t`, as the bound): for any
-  set :math:`S` of candidates fixed by the data, :math:`C_0 \le |S| +
-  C_{S^c}` and, by Markov's inequality, :math:`P[C_{S^c} \ge k] \le
-  \sum_{j \notin S} p_j / k`. With :math:`S` the :math:`m` candidates of
-  largest :math:`p_j` and :math:`k = \max(1, \lceil \sum_{j \notin S} p_j /
-  \delta_t \rceil)`, :math:`r = \min_m (m + k)`. It holds for any dependence
-  between the candidates. :math:`m = 0` is Markov's bound on the count
-  (:math:`\lceil E[C_0] / \delta_t \rceil`); an :math:`S` whose complement has
-  :math:`\sum p_j \le \delta_t` is the union bound (:math:`r = |S| + 1`; at
-  :math:`S = \emptyset` that is the regret bound's event at :math:`B = 0`).
-* ``"monte_carlo"`` (where the ``N x N`` posterior covariance fits the memory
-  budget and ``samples`` are enough for the share): ``M`` draws of :math:`f`
-  from the joint posterior (multivariate Gaussian, or multivariate Student-t
-  with the tail's degrees of freedom: a Gaussian draw over a common
-  :math:`\sqrt{\chi^2_\nu / \nu}`), seeded, and their counts
-  :math:`C^{(1)}, \dots, C^{(M)}`. Given :math:`D_t` the true count and the
-  ``M`` draws are exchangeable, so with :math:`r - 1` the
-  :math:`\lceil (M + 1)(1 - \delta_t) \rceil`-th smallest draw,
-  :math:`P[C_0 \le r - 1] \ge 1 - \delta_t` over the posterior and the draws
-  together (the split-conformal argument; needs :math:`M + 1 \ge 1 /
-  \delta_t`). It uses the correlations the union route ignores, and is exact
-  in law where the tail law is Gaussian or one Student-t law (for an
-  exploration tail, with unexplored and explored candidates on two laws, the
-  draws take the heavier law for all).
-
-``"auto"`` takes ``"monte_carlo"`` when it is available and
-:math:`M \delta_t \ge` :data:`MC_MIN_TAIL` (enough draws above the quantile for
-an informative one) and the draws cost at most :data:`MC_MAX_WORK`, else
-``"union"``: the choice depends on the sizes and the
-share only, never on the values, so the statement holds either way. With the
-default check at every step the share is small (:math:`6 \delta / (\pi^2
-t^2)`) and the union route is the one taken; a geometric schedule of checks
-gives the Monte Carlo route its room.
-
-**Guarantee.** Under the assumptions of the bound (the model's GP prior and
-noise, with the calibration's scale and tails), with probability at least
-:math:`1 - \delta` jointly over the checks, every check's rank statement
-holds; the bound's and the rank's events together hold with probability at
-least :math:`1 - 2\delta`. With fitted hyperparameters and a data-driven
-calibration it is a statement about the calibrated model, measured in the
-validity benchmark.
+r"""The rank statement of a certificate: with probability at least
+:math:`1 - \delta`, the certified candidate is among the ``rank_bound`` best,
+by Markov's inequality beyond the likeliest candidates (``"union"``) or from
+seeded joint posterior draws (``"monte_carlo"``); derivation in
+docs/certificate-derivations.md.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ax_chaining.certificate.tails import GAUSSIAN, TailLaw, check_tail
 from ax_chaining.checks import check_choice, check_float, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 
@@ -92,25 +33,19 @@ __all__ = [
 
 RankMethod = Literal["auto", "union", "monte_carlo"]
 
-#: ``"auto"`` takes the Monte Carlo route when ``samples * share`` is at least
-#: this: the count's quantile is then the ``k``-th largest of the draws with
-#: ``k`` about this or more, not their maximum.
+#: ``"auto"`` takes the Monte Carlo route only where ``samples * share`` is at
+#: least this (the count's quantile is not the draws' maximum) ...
 MC_MIN_TAIL = 10.0
-#: ``"auto"`` takes the Monte Carlo route only up to this much work
-#: (``samples * N^2`` multiply-adds: a few seconds on one CPU core).
+#: ... and ``samples * N^2`` (the draws' multiply-adds) at most this.
 MC_MAX_WORK = 2e10
 
 
 @dataclass(frozen=True)
 class RankOptions:
-    """How a certificate's rank statement is computed (module docstring).
-
-    Args:
-        tolerance: :math:`\\tau` of ``expected_better`` (the bound's units).
-        method: ``"auto"``, ``"union"`` or ``"monte_carlo"``.
-        samples: Draws of the Monte Carlo route.
-        seed: Seed of the draws.
-    """
+    """How a certificate's rank statement is computed: the ``tolerance``
+    :math:`\\tau` of ``expected_better`` (the bound's units), the route
+    (``"auto"``, ``"union"`` or ``"monte_carlo"``), and the Monte Carlo
+    route's ``samples`` and ``seed``."""
 
     tolerance: float = 0.0
     method: RankMethod = "auto"
@@ -126,18 +61,10 @@ class RankOptions:
 
 @dataclass(frozen=True)
 class RankStatement:
-    """A rank statement (module docstring).
-
-    Attributes:
-        rank_bound: With probability at least ``1 - share``, the certified
-            candidate is among the ``rank_bound`` best (1 is the best).
-        expected_better: Expected number of candidates better than it by more
-            than ``tolerance``.
-        tolerance: The tolerance of ``expected_better``.
-        method: ``"union"`` or ``"monte_carlo"``.
-        share: The failure probability spent (the check's share of ``delta``).
-        samples: Draws of the Monte Carlo route (0 for the union route).
-    """
+    """With probability at least ``1 - share``, the certified candidate is
+    among the ``rank_bound`` best (1 is the best); ``expected_better``
+    candidates are expected to beat it by more than ``tolerance``. ``method``
+    is ``"union"`` or ``"monte_carlo"`` (with its ``samples``; 0 for union)."""
 
     rank_bound: int
     expected_better: float
@@ -148,37 +75,31 @@ class RankStatement:
 
 
 def better_probabilities(
-    gap: Tensor, dist: Tensor, tail: Any, tolerance: float = 0.0
+    gap: Tensor, dist: Tensor, tail: TailLaw = GAUSSIAN, tolerance: float = 0.0
 ) -> Tensor:
     r""":math:`p_j = P[f(j) - f(x) > \tau]` from the mean differences ``gap``
-    (:math:`m_j`) and their standard deviations ``dist`` (scaled), under
-    ``tail`` (``"gaussian"``, ``"chernoff"`` or a law with ``sf``, bound to
-    the candidates where it depends on them); :math:`1[m_j > \tau]` where the
-    deviation is 0.
+    and their (scaled) standard deviations ``dist`` under ``tail``'s
+    :meth:`~ax_chaining.certificate.tails.TailLaw.probability`;
+    :math:`1[m_j > \tau]` where the deviation is 0.
 
     Example:
         >>> gap = torch.tensor([0.0, 1.0, -1.0], dtype=torch.float64)
         >>> dist = torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)
-        >>> better_probabilities(gap, dist, "gaussian").round(decimals=4)
+        >>> better_probabilities(gap, dist).round(decimals=4)
         tensor([0.0000, 0.8413, 0.1587], dtype=torch.float64)
     """
     gap, dist = gap.to(torch.float64), dist.to(torch.float64)
     pos = dist > 0
     z = (tolerance - gap) / torch.where(pos, dist, torch.ones_like(dist))
-    if isinstance(tail, str):
-        check_choice("tail", tail, ("gaussian", "chernoff"))
-        # Chernoff's bound is one on Gaussian tails: the law is Gaussian.
-        p = torch.special.ndtr(-z)
-    else:
-        p = tail.sf(z.unsqueeze(0)).reshape(-1).to(torch.float64)
+    p = check_tail(tail, default=False).probability(z.unsqueeze(0))
+    p = p.reshape(-1).to(torch.float64)
     return torch.where(pos, p, (gap > tolerance).to(torch.float64))
 
 
 def union_rank_bound(p: Tensor, share: float) -> int:
     r"""``rank_bound`` of the union route from the :math:`p_j` of the other
     candidates: :math:`\min_m [m + \max(1, \lceil T_m / \delta_t \rceil)]`,
-    :math:`T_m` the sum of all but the :math:`m` largest :math:`p_j`
-    (module docstring).
+    :math:`T_m` the sum of all but the :math:`m` largest :math:`p_j`.
 
     Example:
         >>> p = torch.tensor([0.5, 0.3, 0.01, 0.01, 0.01])
@@ -194,61 +115,23 @@ def union_rank_bound(p: Tensor, share: float) -> int:
     return int((m + k).min())
 
 
-def _multivariate_dof(tail: Any) -> float:
-    """The degrees of freedom of the joint draws (``inf``: Gaussian)."""
-    if isinstance(tail, str):
-        return math.inf
-    law = getattr(tail, "law", tail)  # an exploration tail bound to candidates
-    heavy = getattr(law, "heavy", law)
-    dof = getattr(heavy, "dof", None)
-    if dof is None:
-        raise ValueError(
-            f"The Monte Carlo rank needs a Gaussian or Student-t tail, got "
-            f"{getattr(tail, 'name', tail)!r}; use method='union'."
-        )
-    return float(dof)
-
-
-def _covariance_fits(n: int, memory_budget: int) -> bool:
-    # The covariance, its square root and a block of draws: about 3 N^2 floats.
-    return 3 * 8 * n * n <= memory_budget
-
-
-def _square_root(cov: Tensor) -> Tensor:
-    """A factor ``L`` with ``L L^T = cov``: Cholesky with a jitter of
-    ``1e-10`` of the largest variance (a posterior covariance is singular
-    at noise-free observations), else an eigendecomposition with negative
-    eigenvalues from round-off set to 0."""
-    jitter = 1e-10 * float(cov.diagonal().max().clamp_min(1e-300))
-    eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
-    root, info = torch.linalg.cholesky_ex(cov + jitter * eye)
-    if int(info) == 0:
-        return root
-    evals, evecs = torch.linalg.eigh(cov)
-    return evecs * evals.clamp_min(0.0).sqrt().unsqueeze(0)
-
-
 def monte_carlo_rank_bound(
     mean: Tensor,
     distance: PseudoDistance,
     index: int,
     share: float,
-    tail: Any,
+    tail: TailLaw,
     *,
     scale: float = 1.0,
     samples: int = 4096,
     seed: int = 0,
 ) -> int:
-    r"""``rank_bound`` of the Monte Carlo route (module docstring): the
-    :math:`\lceil (M + 1)(1 - \delta_t) \rceil`-th smallest count of ``M``
-    joint posterior draws, plus one.
-
-    The joint covariance is rebuilt from the rows of :math:`d_t^2` and the
-    variances, :math:`\Sigma_{ab} = (\sigma_a^2 + \sigma_b^2 - d_t^2(a,
-    b)) / 2`, and factored (:func:`_square_root`).
-
-    Raises:
-        ValueError: ``samples + 1 < 1 / share`` (too few draws for the share).
+    r"""``rank_bound`` of the Monte Carlo route: one plus the
+    :math:`\lceil (M + 1)(1 - \delta_t) \rceil`-th smallest count of better
+    candidates in ``M`` joint posterior draws of covariance
+    :math:`(\sigma_a^2 + \sigma_b^2 - d_t^2(a, b)) / 2` (Student-t over a
+    common :math:`\sqrt{\chi^2_\nu / \nu}` for a tail of ``dof`` :math:`\nu`).
+    A ``ValueError`` if ``samples + 1 < 1 / share`` or the tail has no ``dof``.
     """
     n = distance.n
     k = math.ceil((samples + 1) * (1.0 - share))
@@ -257,7 +140,12 @@ def monte_carlo_rank_bound(
             f"The Monte Carlo rank needs `samples` >= 1 / share - 1 = "
             f"{math.ceil(1 / share - 1)} for the share {share:.3g}, got {samples}."
         )
-    dof = _multivariate_dof(tail)
+    if tail.dof is None:
+        raise ValueError(
+            f"The Monte Carlo rank needs a Gaussian or Student-t tail, got "
+            f"{getattr(tail, 'name', tail)!r}; use method='union'."
+        )
+    dof = float(tail.dof)
     var = distance.variance.to(torch.float64)
     rows = torch.arange(n, device=distance.device)
     d2 = torch.cat(
@@ -265,8 +153,15 @@ def monte_carlo_rank_bound(
     )
     cov = 0.5 * (var.unsqueeze(0) + var.unsqueeze(1) - d2)
     del d2
-    root = _square_root(0.5 * (cov + cov.T))  # cov = root root^T
-    del cov
+    cov = 0.5 * (cov + cov.T)
+    # root root^T = cov: jittered Cholesky, else eigenvalues clamped at 0.
+    jitter = 1e-10 * float(cov.diagonal().max().clamp_min(1e-300))
+    eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
+    root, info = torch.linalg.cholesky_ex(cov + jitter * eye)
+    if int(info) != 0:
+        evals, evecs = torch.linalg.eigh(cov)
+        root = evecs * evals.clamp_min(0.0).sqrt().unsqueeze(0)
+    del cov, eye
     rng = np.random.default_rng(int(seed))
     mean = mean.to(torch.float64)
     counts = torch.empty(samples, dtype=torch.float64)
@@ -288,14 +183,16 @@ def rank_statement(
     distance: PseudoDistance,
     index: int,
     share: float,
-    tail: Any = "gaussian",
+    tail: TailLaw = GAUSSIAN,
     *,
     scale: float = 1.0,
     options: RankOptions | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> RankStatement:
-    """The rank statement of the certified candidate ``index`` (module
-    docstring).
+    """The rank statement of the certified candidate ``index``. ``"auto"``
+    takes the Monte Carlo route where the covariance fits ``memory_budget``
+    and ``samples`` suit the share (:data:`MC_MIN_TAIL`, :data:`MC_MAX_WORK`),
+    else the union route: sizes decide, never values.
 
     Example:
         >>> from ax_chaining.distances import DenseDistance
@@ -306,15 +203,9 @@ def rank_statement(
         (2, 0.843)
 
     Args:
-        mean: ``N`` posterior means (larger is better, the bound's units).
-        distance: The posterior pseudo-distance :math:`d_t` over the candidates.
-        index: The certified candidate.
         share: The check's failure probability (the certificate's ``share``).
-        tail: The bound's tail law (``"gaussian"``, ``"chernoff"``, or a law,
-            bound to the candidates where it depends on them).
+        tail: The bound's tail law, bound to the candidates.
         scale: The calibration's factor on the standard deviations.
-        options: Tolerance, route, draws and seed (:class:`RankOptions`).
-        memory_budget: Bytes the Monte Carlo route's covariance may take.
     """
     options = options or RankOptions()
     share = check_float("share", share, (lambda v: 0 < v < 1, "in (0, 1)"))
@@ -328,38 +219,25 @@ def rank_statement(
     others = torch.ones(n, dtype=torch.bool, device=gap.device)
     others[index] = False
     p_tol = better_probabilities(gap, dist, tail, options.tolerance)[others]
-    p_zero = better_probabilities(gap, dist, tail, 0.0)[others]
     expected = float(p_tol.sum())
-    fits = _covariance_fits(n, memory_budget)
+    # The covariance, its square root and a block of draws: about 3 N^2 floats.
+    fits = 3 * 8 * n * n <= memory_budget
     method = options.method
     if method == "auto":
         enough = options.samples * share >= MC_MIN_TAIL
         cheap = options.samples * n * n <= MC_MAX_WORK
         method = "monte_carlo" if fits and enough and cheap else "union"
-    if method == "monte_carlo":
-        if not fits:
-            raise ValueError(
-                f"The Monte Carlo rank needs the {n} x {n} covariance within the "
-                f"memory budget ({memory_budget} bytes); use method='union'."
-            )
-        bound = monte_carlo_rank_bound(
-            mean,
-            distance,
-            index,
-            share,
-            tail,
-            scale=scale,
-            samples=options.samples,
-            seed=options.seed,
+    samples = options.samples if method == "monte_carlo" else 0
+    if not samples:
+        p_zero = better_probabilities(gap, dist, tail, 0.0)[others]
+        bound = union_rank_bound(p_zero, share)
+    elif not fits:
+        raise ValueError(
+            f"The Monte Carlo rank needs the {n} x {n} covariance within the "
+            f"memory budget ({memory_budget} bytes); use method='union'."
         )
-        samples = options.samples
     else:
-        bound, samples = union_rank_bound(p_zero, share), 0
-    return RankStatement(
-        rank_bound=min(n, bound),
-        expected_better=expected,
-        tolerance=float(options.tolerance),
-        method=method,
-        share=share,
-        samples=samples,
-    )
+        kw = {"scale": scale, "samples": samples, "seed": options.seed}
+        bound = monte_carlo_rank_bound(mean, distance, index, share, tail, **kw)
+    tolerance = float(options.tolerance)
+    return RankStatement(min(n, bound), expected, tolerance, method, share, samples)

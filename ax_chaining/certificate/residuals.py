@@ -1,85 +1,7 @@
-r"""Calibration of the certificate from the loop's own residuals.
-
-A residual is an observed value against the prediction the model made for it
-*before* observing it, standardized by the predictive standard deviation:
-:math:`z_i = (y_i - \mu_{i-1}(x_i)) / s_{i-1}(x_i)`, with :math:`\mu_{i-1}`,
-:math:`s_{i-1}^2` the predictive mean and variance (noise included) of the
-model fitted to the data before :math:`y_i`. Two sources, one estimator
-(:class:`ResidualCalibration`):
-
-* **Forecast residuals** (``source="forecast"``): every query a model chose.
-  This is the prequential check of Dawid (1984): *under the model* (the
-  objective a sample of the GP prior with the model's hyperparameters, the
-  model's Gaussian noise), the standardized one-step-ahead residuals
-  :math:`z_1, z_2, \dots` are independent standard normals **whatever rule chose
-  the points**, since each :math:`x_i` is a function of the past and the joint
-  Gaussian density factorizes into these innovations. So they test the model
-  out of sample, where leave-one-out residuals (the ``"loo"`` check) only see
-  each point from data that include its neighbours: an outlier that
-  exploration finds far from every observation is a large forecast residual,
-  and a small leave-one-out one once its neighbours are measured. They are
-  *not* a sample of the library: an acquisition queries where the model is
-  optimistic, so their law can differ from that of a random candidate's.
-* **Audit residuals** (``source="audit"``): the queries spent uniformly at
-  random over the unexplored candidates (``audit_every`` of the candidate-set
-  strategies, :mod:`ax_chaining.ax.audit`). Conditionally on the past, an
-  audited candidate is a uniform draw from the candidates not yet explored,
-  so its residual is a draw of the current model's residual over the rest of
-  the library; if that law does not change over the audits (the
-  exchangeability split conformal prediction needs, Vovk et al., 2005; Lei et
-  al., 2018), the conformal quantile below covers the next audit's
-  :math:`|z|` with probability at least ``level``, whatever the model. Conformal
-  prediction in Bayesian optimization: Stanton et al. (2023), who note that
-  actively chosen points break exchangeability; audits restore it for their
-  share of the queries, at the cost of that share of the queries.
-
-**The estimator** (:meth:`ResidualCalibration.fit`). From ``n`` residuals,
-:math:`q = |z|_{(k)}`, the :math:`k`-th smallest :math:`|z|`, with one of two
-finite-sample corrections (``quantile``):
-
-* ``"conformal"`` (the default for audits): :math:`k = \lceil (n + 1)\,
-  \texttt{level} \rceil` (:func:`conformal_quantile`): for exchangeable
-  residuals, :math:`P(|z_{n+1}| \le q) \ge \texttt{level}`;
-* ``"upper"`` (the default for forecasts): the smallest :math:`k` with
-  :math:`P[\mathrm{Bin}(n, \texttt{level}) \le k - 1] \ge \texttt{confidence}`
-  (:func:`upper_quantile_rank`): for i.i.d. residuals, :math:`q` is at least the
-  ``level`` quantile of their law with probability at least ``confidence``
-  (the order-statistic confidence bound of a quantile), so that a correct
-  model's scale comes out at least 1 with that probability.
-
-Then, for degrees of freedom
-:math:`\nu` from Gaussian (:math:`\infty`) down to 1 (:data:`DOF_GRID`): the
-scale :math:`c_\nu = \max(\texttt{min\_scale}, q / t_\nu(\texttt{level}))`
-matches :math:`q` to the ``level`` quantile of :math:`|T_\nu|`, and the first
-(lightest) :math:`\nu` under which the largest residual is not surprising,
-
-.. math::
-
-    P\big[\max_{i \le n} |T_{\nu, i}| \ge \max_i |z_i| / c_\nu\big]
-        = 1 - \big(1 - 2 \bar F_\nu(\max_i |z_i| / c_\nu)\big)^n \ge \alpha,
-
-is taken. The certificate then multiplies every posterior standard deviation
-by :math:`c_\nu` (which may be below 1: a model that forecasts better than it
-says gets a narrower bound, down to ``min_scale``) and takes Student-t tails
-with :math:`\nu` degrees of freedom (Gaussian for :math:`\infty`).
-
-**What is guaranteed, and what is not.** Under the model the forecast
-residuals are i.i.d. standard normal, so the test of the maximum keeps
-Gaussian tails with probability at least :math:`1 - \alpha` and :math:`c` is a
-consistent estimate of 1: the calibration costs little where the model is
-right. The conformal coverage of ``q`` is exact for exchangeable residuals
-(audits, under the stationarity above). Everything else is a heuristic: the
-certificate's far tails (quantiles at :math:`\delta_t / N`) are extrapolated
-from ``n`` residuals by the Student-t family, and forecast residuals at chosen
-points stand in for the whole library. The benchmark (``benchmarks/validity.py``)
-measures where this holds.
-
-References: A. P. Dawid, *Statistical theory: the prequential approach*, JRSS
-A 147 (1984); V. Vovk, A. Gammerman, G. Shafer, *Algorithmic Learning in a
-Random World* (2005); J. Lei, M. G'Sell, A. Rinaldo, R. Tibshirani, L.
-Wasserman, *Distribution-free predictive inference for regression*, JASA 113
-(2018); S. Stanton, W. Maddox, A. G. Wilson, *Bayesian optimization with
-conformal prediction sets*, AISTATS 2023 (arXiv:2210.12496).
+r"""Calibration of the certificate from the loop's own residuals
+:math:`z_i = (y_i - \mu_{i-1}(x_i)) / s_{i-1}(x_i)`, forecasts made before each
+observation: the loop's queries (``"forecast"``) or random audits (``"audit"``).
+The estimator and what it guarantees: docs/certificate-derivations.md.
 """
 
 from __future__ import annotations
@@ -100,7 +22,6 @@ __all__ = [
     "ResidualSource",
     "conformal_quantile",
     "upper_quantile_rank",
-    "standardized_residuals",
 ]
 
 ResidualSource = Literal["forecast", "audit"]
@@ -108,23 +29,21 @@ ResidualSource = Literal["forecast", "audit"]
 #: Degrees of freedom tried, lightest tail first (``inf``: Gaussian).
 DOF_GRID: tuple[float, ...] = (math.inf, 100, 50, 30, 20, 15, 10, 7, 5, 4, 3, 2, 1)
 
+_IN_01 = (lambda v: 0 < v < 1, "in (0, 1)")
+
 
 def conformal_quantile(scores: Sequence[float] | np.ndarray, level: float) -> float:
-    r"""The split-conformal quantile of ``scores`` at ``level``: the
-    :math:`\lceil (n + 1)\, \texttt{level} \rceil`-th smallest of the ``n``
-    scores, ``inf`` when that rank exceeds ``n``.
-
-    If ``scores`` and a further score :math:`s_{n+1}` are exchangeable,
-    :math:`P(s_{n+1} \le q) \ge \texttt{level}` (Vovk et al., 2005; Lei et al.,
-    2018).
+    r"""The split-conformal quantile: the :math:`\lceil (n + 1)\,
+    \texttt{level} \rceil`-th smallest of the ``n`` finite ``scores``
+    (``inf`` beyond ``n``). If they and a further score :math:`s_{n+1}` are
+    exchangeable, :math:`P(s_{n+1} \le q) \ge \texttt{level}` (Vovk et al.,
+    2005; Lei et al., 2018).
 
     Example:
         >>> conformal_quantile([0.1, 0.5, 0.2, 0.9], level=0.6)  # 3rd smallest
         0.5
-        >>> conformal_quantile([0.1, 0.5], level=0.9)
-        inf
     """
-    level = check_float("level", level, (lambda v: 0 < v < 1, "in (0, 1)"))
+    level = check_float("level", level, _IN_01)
     s = np.sort(np.asarray(scores, dtype=np.float64).reshape(-1))
     if not np.isfinite(s).all():
         raise ValueError("`scores` must be finite.")
@@ -134,12 +53,9 @@ def conformal_quantile(scores: Sequence[float] | np.ndarray, level: float) -> fl
 
 def upper_quantile_rank(n: int, level: float, confidence: float) -> int:
     r"""The smallest rank :math:`k` with :math:`P[\mathrm{Bin}(n, \texttt{level})
-    \le k - 1] \ge \texttt{confidence}`; ``n + 1`` when there is none.
-
-    For ``n`` i.i.d. scores, the :math:`k`-th smallest is at least the
-    ``level`` quantile of their law with probability at least ``confidence``
-    (it is below it only if :math:`k` or more scores are, and each is with
-    probability at most ``level``).
+    \le k - 1] \ge \texttt{confidence}` (``n + 1`` if none): the :math:`k`-th
+    smallest of ``n`` i.i.d. scores is at least the ``level`` quantile of their
+    law with probability at least ``confidence``.
 
     Example:
         >>> upper_quantile_rank(40, 0.8, 0.9)
@@ -153,40 +69,11 @@ def upper_quantile_rank(n: int, level: float, confidence: float) -> int:
     return int(ks[ok[0]]) if ok.size else n + 1
 
 
-def standardized_residuals(
-    observed: Sequence[float] | np.ndarray,
-    mean: Sequence[float] | np.ndarray,
-    sd: Sequence[float] | np.ndarray,
-) -> np.ndarray:
-    """:math:`(y_i - \\mu_i) / s_i` of predictions made before observing.
-
-    Raises:
-        ValueError: The three differ in length, or an ``sd`` is not positive.
-    """
-    y, m, s = (
-        np.asarray(a, dtype=np.float64).reshape(-1) for a in (observed, mean, sd)
-    )
-    if not (y.size == m.size == s.size):
-        raise ValueError(
-            f"`observed`, `mean` and `sd` must have one entry per prediction, got "
-            f"{y.size}, {m.size} and {s.size}."
-        )
-    if not (np.isfinite(s).all() and (s > 0).all()):
-        raise ValueError(f"`sd` must be finite and positive, got {s}.")
-    return (y - m) / s
-
-
 @dataclass(frozen=True)
 class FittedCalibration:
-    """What :meth:`ResidualCalibration.fit` gives the certificate.
-
-    Attributes:
-        scale: The factor on every posterior standard deviation.
-        dof: The tails' degrees of freedom (``inf``: Gaussian).
-        stats: ``n``, ``quantile`` (the conformal :math:`q`), ``max_abs``,
-            ``p_max`` (the test of the maximum at the chosen law), ``scale``,
-            ``dof`` (``inf`` as a large float is not JSON: -1 for Gaussian).
-    """
+    """What :meth:`ResidualCalibration.fit` gives: the ``scale`` on every
+    posterior standard deviation, the tails' ``dof`` (``inf``: Gaussian) and
+    ``stats`` (``dof`` -1 for Gaussian, as JSON has no ``inf``)."""
 
     scale: float
     dof: float
@@ -195,13 +82,12 @@ class FittedCalibration:
 
 @dataclass(frozen=True)
 class ResidualCalibration:
-    r"""Calibrate a certificate from standardized residuals (module docstring).
-
-    Pass it as ``calibration=`` of
-    :func:`~ax_chaining.certificate.calibration.certify_model` (or a certificate of
-    :class:`~ax_chaining.ChainingUCB`); in an Ax loop,
-    :func:`~ax_chaining.ax.certify` builds it from the recorded forecasts
-    (``calibration="forecast"`` or ``"audit"``).
+    r"""Calibrate a certificate from standardized residuals: the scale of the
+    ``level`` quantile of :math:`|z|` and the lightest Student-t law (of
+    :data:`DOF_GRID`) under which the largest :math:`|z|` is not surprising
+    at level ``alpha``. Pass it as ``CertificateOptions(calibration=...)``;
+    in an Ax loop :func:`~ax_chaining.ax.certify` builds it from the
+    recorded forecasts.
 
     Example:
         >>> z = [0.3, -1.1, 0.8, 0.1, -0.4, 1.9, -0.7, 0.2, 0.5, -0.9, 1.2, 0.05]
@@ -210,19 +96,12 @@ class ResidualCalibration:
         (1.483, inf)
 
     Args:
-        residuals: The standardized residuals :math:`z_i`.
-        source: ``"forecast"`` or ``"audit"`` (what they are; the statement
-            differs, module docstring).
-        level: The level of the scale's quantile.
-        quantile: ``"conformal"``, ``"upper"`` or ``"auto"`` (``"upper"`` for
-            forecasts, ``"conformal"`` for audits; module docstring).
-        confidence: The confidence of ``"upper"``.
-        alpha: The level of the test of the largest residual.
-        min_residuals: Fewer residuals than this: no calibration from them
-            (:meth:`usable` is False; the certificate falls back to the
-            leave-one-out check, and says so in its ``checks``).
-        min_scale: The smallest scale (a floor on how far residuals may
-            narrow the bound).
+        quantile: ``"conformal"`` (:func:`conformal_quantile`), ``"upper"``
+            (:func:`upper_quantile_rank` at ``confidence``) or ``"auto"``
+            (``"upper"`` for forecasts, ``"conformal"`` for audits).
+        min_residuals: With fewer, :meth:`usable` is False (the certificate
+            falls back to the leave-one-out check, and says so).
+        min_scale: The smallest scale.
     """
 
     residuals: tuple[float, ...]
@@ -240,10 +119,10 @@ class ResidualCalibration:
             raise ValueError("`residuals` must be finite.")
         object.__setattr__(self, "residuals", tuple(float(v) for v in z))
         check_choice("source", self.source, get_args(ResidualSource))
-        check_float("level", self.level, (lambda v: 0 < v < 1, "in (0, 1)"))
+        check_float("level", self.level, _IN_01)
         check_choice("quantile", self.quantile, ("auto", "conformal", "upper"))
-        check_float("confidence", self.confidence, (lambda v: 0 < v < 1, "in (0, 1)"))
-        check_float("alpha", self.alpha, (lambda v: 0 < v < 1, "in (0, 1)"))
+        check_float("confidence", self.confidence, _IN_01)
+        check_float("alpha", self.alpha, _IN_01)
         check_int("min_residuals", self.min_residuals, 2)
         check_float("min_scale", self.min_scale, (lambda v: v > 0, "> 0"))
 
@@ -252,8 +131,7 @@ class ResidualCalibration:
         return self.source
 
     def rank(self) -> int:
-        """The rank :math:`k` of the scale's quantile among ``n`` residuals
-        (``n + 1``: too few residuals for it)."""
+        """The rank of the scale's quantile among the ``n`` residuals."""
         n = len(self.residuals)
         rule = self.quantile
         if rule == "auto":
@@ -263,17 +141,12 @@ class ResidualCalibration:
         return upper_quantile_rank(n, self.level, self.confidence)
 
     def usable(self) -> bool:
-        """Whether there are enough residuals (``min_residuals``, and a rank
-        :meth:`rank` of at most ``n``)."""
+        """Whether there are ``min_residuals`` and a :meth:`rank` of at most ``n``."""
         n = len(self.residuals)
         return n >= self.min_residuals and self.rank() <= n
 
     def fit(self) -> FittedCalibration:
-        """The scale and degrees of freedom (module docstring).
-
-        Raises:
-            ValueError: Not :meth:`usable`.
-        """
+        """The scale and degrees of freedom; a ``ValueError`` if not :meth:`usable`."""
         from scipy.stats import norm, t
 
         if not self.usable():

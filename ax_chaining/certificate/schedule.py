@@ -1,13 +1,8 @@
-r"""How :math:`\delta` is spent over steps and over checks.
-
-A certificate is a statement about one step; a user who stops on the first
-certificate below a tolerance looks at many, so :math:`\delta` is split over
-them: the :math:`j`-th step (:func:`step_delta`) or the :math:`j`-th declared
-check (:class:`CheckSchedule`) gets :math:`6 \delta / (\pi^2 j^2)`. These
-shares sum to :math:`\delta`, so every bound built with them holds at every
-step (or check) at once with probability at least :math:`1 - \delta`, and so
-does the bound at whichever check a stopping rule stops. The argument is on
-the documentation page "The regret certificate" (``docs/certificate.md``).
+r"""How :math:`\delta` is spent over steps and declared checks: the
+:math:`j`-th gets :math:`6 \delta / (\pi^2 j^2)`; these sum to :math:`\delta`,
+so bounds built with them hold at every step (or check) at once, and at
+whichever check a stopping rule stops, with probability at least
+:math:`1 - \delta`.
 """
 
 from __future__ import annotations
@@ -18,7 +13,10 @@ from typing import Literal, get_args
 
 from ax_chaining.checks import check_choice, check_delta, check_float, check_int
 
-__all__ = ["EVERY_STEP", "CheckSchedule", "ScheduleKind", "step_delta"]
+__all__ = ["DEFAULT_DELTA", "EVERY_STEP", "CheckSchedule", "ScheduleKind", "step_delta"]
+
+#: The confidence parameter every certificate and acquisition defaults to.
+DEFAULT_DELTA = 0.05
 
 #: The kinds of :class:`CheckSchedule`.
 ScheduleKind = Literal["every", "every_k", "geometric"]
@@ -27,8 +25,9 @@ ScheduleKind = Literal["every", "every_k", "geometric"]
 def step_delta(delta: float, t: int) -> float:
     r"""Share of ``delta`` given to step ``t``: :math:`6 \delta / (\pi^2 t^2)`.
 
-    Summed over :math:`t \ge 1` it is :math:`\delta`, so bounds built with these
-    shares hold at every step at once.
+    Example:
+        >>> round(step_delta(0.05, 10), 6)  # 0.3 / (100 pi^2)
+        0.000304
     """
     delta = check_delta(delta)
     t = check_int("t", t, 1)
@@ -38,17 +37,14 @@ def step_delta(delta: float, t: int) -> float:
 @dataclass(frozen=True)
 class CheckSchedule:
     r"""The steps at which certificates are checked; :math:`\delta` is spent on
-    them only (the module docstring).
+    them only.
 
-    * ``"every"`` (default): every step; the check of a model with ``n``
-      observations has index :math:`j = t = n + 1`, so
-      :math:`\delta_j` is :func:`step_delta`.
-    * ``"every_k"``: after ``start``, ``start + k``, ``start + 2k``, ...
-      observations; the check after ``start + (j - 1) k`` has index :math:`j`.
-    * ``"geometric"``: after :math:`n_1 = \texttt{start}` observations and
+    * ``"every"`` (default): every step; a model with ``n`` observations is
+      check :math:`j = n + 1` (:func:`step_delta`).
+    * ``"every_k"``: after ``start + (j - 1) k`` observations, check :math:`j`.
+    * ``"geometric"``: after :math:`n_1 = \texttt{start}` and
       :math:`n_j = \max(n_{j-1} + 1, \lceil \texttt{start} \cdot
-      \texttt{ratio}^{j-1} \rceil)`: about :math:`\log_{\texttt{ratio}}
-      (n / \texttt{start})` checks up to ``n``.
+      \texttt{ratio}^{j-1} \rceil)` observations (``ratio`` > 1).
 
     Example:
         >>> s = CheckSchedule("geometric", start=10)
@@ -56,13 +52,6 @@ class CheckSchedule:
         [10, 20, 40, 80]
         >>> round(s.share(0.05, 40) / CheckSchedule().share(0.05, 40), 1)
         186.8
-
-    Args:
-        kind: ``"every"``, ``"every_k"`` or ``"geometric"``.
-        k: The spacing of ``"every_k"``.
-        start: The number of observations of the first check (``"every_k"``
-            and ``"geometric"``).
-        ratio: The growth of ``"geometric"`` (> 1).
     """
 
     kind: ScheduleKind = "every"
@@ -101,18 +90,15 @@ class CheckSchedule:
         return n
 
     def share(self, delta: float, num_observations: int) -> float:
-        r""":math:`\delta_j = 6 \delta / (\pi^2 j^2)` of this step's check.
-
-        Raises:
-            ValueError: The step is not a check.
-        """
+        """:func:`step_delta` ``(delta, j)`` of this step's check ``j``; a
+        ``ValueError`` if the step is not a check."""
         j = self.index(num_observations)
         if j is None:
             raise ValueError(
                 f"{num_observations} observations is not a check of {self}; the "
                 f"next check is after {self.next_check(num_observations)}."
             )
-        return 6.0 * check_delta(delta) / (math.pi**2 * j**2)
+        return step_delta(delta, j)
 
 
 #: The default schedule: a check at every step.

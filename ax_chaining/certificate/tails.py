@@ -1,179 +1,185 @@
-r"""Every tail law of the certificate, in one module.
-
-A certificate bounds, for pairs :math:`(x, x^\star)` fixed by the data, the
-standardized difference :math:`z = (g(x^\star) - g(x)) / d_t(x, x^\star)`. Its
-law (*tail*) gives two numbers: the survival function (``sf``, summed over the
-candidates by the union bound, :func:`tail_sum`) and its inverse (the
-threshold of one pair, :func:`upper_quantile`, used by the pairwise and
-chaining bounds). The laws: ``"gaussian"`` (exact under the model),
-``"chernoff"`` (the paper's :math:`\sqrt{2 \log(1/p)}`), :class:`StudentTail`
-and :class:`ExplorationTail` (Student-t tails, heavier for the candidates the
-data have not reached); :func:`resolve_tail` picks the default (``"auto"``),
-:func:`bind_tail` binds a law to the candidates. Changing how the certificate
-treats tails changes this module alone.
-
-Guarantee: every law here is exact or errs on the safe side (Chernoff's
-thresholds exceed the Gaussian's; ``StudentTail`` evaluates ``sf`` on a grid
-rounded to the larger tail), so a bound built from one is valid whenever the
-law it stands for holds. Which law holds is an assumption (Gaussian under the
-model; the Student-t defaults are heuristics for fitted hyperparameters); see
-the documentation page "The regret certificate" (``docs/certificate.md``).
+r"""The tail laws of the certificate: for a pair :math:`(x, x^\star)` fixed by
+the data, the law of :math:`(g(x^\star) - g(x)) / d_t(x, x^\star)`. Each law is
+exact or errs on the safe side; which one holds is an assumption (Gaussian
+under the model; the Student-t defaults are heuristics for fitted
+hyperparameters, docs/certificate-derivations.md).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from typing import Literal, Protocol, get_args
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from ax_chaining.certificate.residuals import ResidualCalibration
-from ax_chaining.checks import check_bool, check_choice, check_float
+from ax_chaining.checks import check_bool, check_choice, check_float, type_error
 from ax_chaining.distances import column_blocks
 
 __all__ = [
     "AUTO_DOF_CAP",
+    "CHERNOFF",
     "EXPLORED_RATIO",
+    "GAUSSIAN",
     "Calibration",
     "CalibrationChoice",
+    "ChernoffTail",
     "ExplorationTail",
+    "GaussianTail",
     "StudentTail",
-    "Tail",
-    "TailChoice",
     "TailLaw",
     "acting_calibration",
     "bind_tail",
+    "check_tail",
     "resolve_tail",
     "tail_sum",
     "upper_quantile",
 ]
 
-#: The named tail laws of the bounds.
-Tail = Literal["gaussian", "chernoff"]
-#: ``tail`` of the certificates: a named law, ``"auto"``, or a :class:`TailLaw`.
-TailChoice = Literal["auto", "gaussian", "chernoff", "student"]
-#: The model check a certificate runs first
-#: (:func:`~ax_chaining.certificate.calibration.calibrate`); it decides the
-#: default tails (:func:`resolve_tail`). ``"forecast"`` and ``"audit"``
-#: calibrate on the loop's residuals
-#: (:class:`~ax_chaining.certificate.residuals.ResidualCalibration`), which a
-#: plain model does not keep: alone, they act as ``"loo"``.
+#: The model check a certificate runs first; it decides the default tails
+#: (:func:`resolve_tail`). ``"forecast"`` and ``"audit"`` need the loop's
+#: residuals, which a plain model does not keep: alone, they act as ``"loo"``.
 Calibration = Literal["loo", "none", "forecast", "audit"]
 #: ``calibration`` of the certificates: a named one or residuals to calibrate on.
 CalibrationChoice = Calibration | ResidualCalibration
 
 
-class TailLaw(Protocol):
-    """The standardized law of one pair's difference, for tails other than the
-    named ones (e.g. :class:`StudentTail`): its survival function and its
-    inverse."""
+class TailLaw:
+    """The standardized law of one pair's difference: its ``name`` in a
+    certificate's record, and ``dof``, the degrees of freedom of the joint law
+    the rank statement draws from (``inf``: Gaussian; None: none)."""
 
-    name: str
+    name: str = "law"
+    dof: float | None = None
 
-    def sf(self, z: Tensor) -> Tensor: ...
+    def sf(self, z: Tensor) -> Tensor:
+        """:math:`P[Z > z]`, or an upper bound on it."""
+        raise NotImplementedError
 
-    def isf(self, p: Tensor) -> Tensor: ...
+    def isf(self, p: Tensor) -> Tensor:
+        """The threshold :math:`z` with :math:`P[Z > z] \\le p`."""
+        raise NotImplementedError
+
+    def probability(self, z: Tensor) -> Tensor:
+        """:math:`P[Z > z]` itself (the rank statement's); ``sf`` by default."""
+        return self.sf(z)
 
 
-def upper_quantile(p: Tensor | float, tail: Tail | TailLaw = "gaussian") -> Tensor:
-    r"""Threshold ``z`` with tail probability ``p`` for one standard Gaussian pair.
+@dataclass(frozen=True)
+class GaussianTail(TailLaw):
+    r"""Standard Gaussian tails, exact under the model.
 
-    ``"gaussian"``: :math:`z = \bar\Phi^{-1}(p)`, exact; ``"chernoff"``:
-    :math:`z = \sqrt{2 \log(1 / p)}`, from :math:`\bar\Phi(z) \le e^{-z^2/2}`.
-
-    Args:
-        p: Tail probabilities in (0, 1), any shape.
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (e.g.
-            :class:`StudentTail`).
-
-    Returns:
-        Thresholds, float64.
+    Example:
+        >>> round(float(GAUSSIAN.isf(torch.tensor(0.025))), 4)
+        1.96
     """
+
+    name, dof = "gaussian", math.inf
+
+    def sf(self, z: Tensor) -> Tensor:
+        return torch.special.ndtr(-z)
+
+    def isf(self, p: Tensor) -> Tensor:
+        return -torch.special.ndtri(p)  # accurate for tiny p
+
+
+@dataclass(frozen=True)
+class ChernoffTail(TailLaw):
+    r"""The paper's Chernoff bound :math:`\bar\Phi(z) \le e^{-z^2/2}`,
+    :math:`z = \sqrt{2 \log(1/p)}`; probabilities are Gaussian.
+
+    Example:
+        >>> round(float(CHERNOFF.isf(torch.tensor(0.025))), 4)
+        2.716
+    """
+
+    name, dof = "chernoff", math.inf
+
+    def sf(self, z: Tensor) -> Tensor:
+        return torch.where(z > 0, torch.exp(-0.5 * z.square()), torch.ones_like(z))
+
+    def isf(self, p: Tensor) -> Tensor:
+        return torch.sqrt(-2.0 * torch.log(p))
+
+    def probability(self, z: Tensor) -> Tensor:
+        return torch.special.ndtr(-z)
+
+
+#: The Gaussian and Chernoff laws.
+GAUSSIAN, CHERNOFF = GaussianTail(), ChernoffTail()
+
+
+def check_tail(tail: object, name: str = "tail", default: bool = True) -> Any:
+    """``tail`` if a :class:`TailLaw`, or None where ``default``; else a
+    ``TypeError`` naming ``name``."""
+    if (tail is None and not default) or not isinstance(tail, TailLaw | None):
+        expected = "a TailLaw (GAUSSIAN, CHERNOFF, StudentTail(dof), ...)"
+        raise type_error(name, expected + (" or None" if default else ""), tail)
+    return tail
+
+
+def upper_quantile(p: Tensor | float, tail: TailLaw = GAUSSIAN) -> Tensor:
+    """Threshold ``z`` (float64) with tail probability ``p`` in (0, 1) for one pair."""
+    check_tail(tail, default=False)
     p = torch.as_tensor(p, dtype=torch.float64)
     if not bool(((p > 0) & (p < 1)).all()):
         raise ValueError(f"tail probabilities must be in (0, 1), got {p}.")
-    if not isinstance(tail, str):
-        return tail.isf(p)
-    check_choice("tail", tail, get_args(Tail))
-    if tail == "gaussian":
-        # -ndtri(p) is accurate for tiny p, where 1 - p would round to 1.
-        return -torch.special.ndtri(p)
-    return torch.sqrt(-2.0 * torch.log(p))
+    return tail.isf(p)
 
 
-def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: Tail | TailLaw) -> Tensor:
+def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
     r"""The union bound's tail sum :math:`\sum_{x^\star:\, d > 0} P[f(x^\star) -
-    f(x) > b]` (or its Chernoff bound), per row.
-
-    Summed over the fixed blocks of candidates of
-    :func:`~ax_chaining.distances.column_blocks`, then over the blocks in
-    order: a row's sum is then the same whatever rows it is computed with
-    (torch splits one long row's sum over threads, many rows' sums by rows).
-
-    Example:
-        >>> gap = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
-        >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
-        >>> tail_sum(torch.tensor([1.0], dtype=torch.float64), gap, dist, "gaussian")
-        tensor([0.5000], dtype=torch.float64)
+    f(x) > b]` (or its bound) per row, over fixed blocks of candidates (a row's
+    sum does not depend on the rows beside it).
 
     Args:
         b: The levels, one per row (``...``).
         gap: ``... x N`` differences of the means :math:`\mu(x^\star) - \mu(x)`.
-        dist: ``... x N`` pseudo-distances :math:`d(x, x^\star)` (pairs with
-            :math:`d = 0` add nothing).
-        tail: ``"gaussian"``, ``"chernoff"`` or a :class:`TailLaw` (bound to
-            the ``N`` candidates where it depends on them, :func:`bind_tail`).
+        dist: ``... x N`` pseudo-distances :math:`d(x, x^\star)`.
+        tail: The law, bound to the ``N`` candidates (:func:`bind_tail`).
 
-    Returns:
-        The sums, one per row.
+    Example:
+        >>> gap = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
+        >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
+        >>> tail_sum(torch.tensor([1.0], dtype=torch.float64), gap, dist, GAUSSIAN)
+        tensor([0.5000], dtype=torch.float64)
     """
+    check_tail(tail, default=False)
     pos = dist > 0
     z = (b.unsqueeze(-1) - gap) / torch.where(pos, dist, torch.ones_like(dist))
-    if not isinstance(tail, str):
-        term = tail.sf(z)
-    elif tail == "gaussian":
-        term = torch.special.ndtr(-z)
-    else:
-        term = torch.where(z > 0, torch.exp(-0.5 * z.square()), torch.ones_like(z))
-    term = torch.where(pos, term, torch.zeros_like(term))
+    term = torch.where(pos, tail.sf(z), torch.zeros_like(z))
     total = torch.zeros(term.shape[:-1], dtype=term.dtype, device=term.device)
     for a, c in column_blocks(0, term.shape[-1]):
         total += term[..., a:c].sum(dim=-1)
     return total
 
 
-class StudentTail:
-    r"""Student-t tails with ``dof`` degrees of freedom for the certificate.
+@dataclass(frozen=True)
+class StudentTail(TailLaw):
+    r"""Student-t tails with ``dof`` degrees of freedom.
 
-    :math:`P[T > z]` and its inverse. ``isf`` is SciPy's ``stdtrit`` (exact,
-    float64). ``sf`` is evaluated on a fine grid, rounding ``z`` down to the
-    grid (``exact=False``, default): the grid is uniform in
-    :math:`\operatorname{asinh} z` with step ``h = 1e-3`` over
-    :math:`|z| \le 10^8`, so a term :math:`P[T > z]` is replaced by
-    :math:`P[T > z']` with :math:`z - 1.001\, h \sqrt{1 + z^2} \le z' \le z`: never
-    smaller, so every bound stays valid, and a union bound at most about
-    :math:`h \sqrt{1 + z^2}\, d` larger (0.1% of its ``z`` part at
-    :math:`z \approx 7`). One ``stdtr`` call per grid point and ``dof`` (cached)
-    instead of one per candidate pair and step of the root search: a
-    certificate over 4,200 candidates costs a gather instead of about 10 s.
-    ``exact=True`` calls ``stdtr`` for every term.
+    ``isf`` is SciPy's ``stdtrit``. ``sf`` rounds ``z`` down to a grid uniform
+    in :math:`\operatorname{asinh} z` (step :data:`GRID_STEP`, over :math:`|z|
+    \le 10^8`): never below the exact value, so bounds stay valid and grow by
+    at most about :math:`10^{-3} \sqrt{1 + z^2}\, d` (``exact=True``: none).
 
     Example:
         >>> round(float(StudentTail(5).isf(torch.tensor(0.025))), 4)
         2.5706
     """
 
-    #: Grid step in asinh(z), and the grid's reach.
-    GRID_STEP: float = 1e-3
-    GRID_MAX: float = math.asinh(1e8)
+    dof: float
+    exact: bool = False
 
-    def __init__(self, dof: float, exact: bool = False) -> None:
-        self.dof = check_float("dof", dof, (lambda v: v > 0, "> 0"))
-        self.exact = check_bool("exact", exact)
-        self.name = f"student-{self.dof:g}"
+    def __post_init__(self) -> None:
+        dof = check_float("dof", self.dof, (lambda v: v > 0, "> 0"))
+        object.__setattr__(self, "dof", dof)
+        check_bool("exact", self.exact)
+        object.__setattr__(self, "name", f"student-{dof:g}")
 
     def sf(self, z: Tensor) -> Tensor:
         if self.exact:
@@ -183,7 +189,7 @@ class StudentTail:
             return torch.as_tensor(values, dtype=z.dtype, device=z.device)
         table = _student_sf_table(self.dof).to(device=z.device)
         u = torch.asinh(z.to(torch.float64))
-        k = torch.floor((u + self.GRID_MAX) / self.GRID_STEP)
+        k = torch.floor((u + GRID_MAX) / GRID_STEP)
         k = k.clamp(0, table.numel() - 1).long()
         return table[k].to(z.dtype)
 
@@ -194,37 +200,34 @@ class StudentTail:
         return torch.as_tensor(values, dtype=torch.float64, device=p.device)
 
 
+#: StudentTail's grid step in asinh(z), and the grid's reach.
+GRID_STEP, GRID_MAX = 1e-3, math.asinh(1e8)
+
+
 @functools.lru_cache(maxsize=8)
 def _student_sf_table(dof: float) -> Tensor:
-    """:math:`P[T > z_k]` at ``z_k = sinh(-GRID_MAX + k h)`` (see StudentTail)."""
     from scipy.special import stdtr
 
-    h, top = StudentTail.GRID_STEP, StudentTail.GRID_MAX
+    h, top = GRID_STEP, GRID_MAX
     u = np.arange(int(math.ceil(2 * top / h)) + 1) * h - top
     return torch.as_tensor(stdtr(dof, -np.sinh(u)), dtype=torch.float64)
 
 
-#: The most degrees of freedom of ``tail="auto"``'s tails for unexplored
-#: candidates (:func:`resolve_tail`): with 12 or more, the certificate was
-#: violated on FreeSolv; with 8 or fewer everywhere, it stayed above 10% of
-#: the range after 60 queries on GP samples.
+#: The most degrees of freedom of the default tails for unexplored candidates
+#: (:func:`resolve_tail`; a heuristic).
 AUTO_DOF_CAP = 10
 #: A candidate whose posterior variance is at most this fraction of its prior
-#: variance counts as explored for ``tail="auto"`` (:func:`resolve_tail`).
+#: variance counts as explored for the default tails (:func:`resolve_tail`).
 EXPLORED_RATIO = 0.5
 
 
-class ExplorationTail:
-    r"""Student-t tails that depend on how far the data have reached.
-
-    For a candidate :math:`x'` with posterior variance :math:`s_t^2(x')` and
-    prior variance :math:`k(x', x')`, the pair :math:`(x, x')` of the union
-    bound gets Student-t tails with ``light_dof`` degrees of freedom if
-    :math:`s_t^2(x') \le` ``ratio`` :math:`k(x', x')` (explored), else with
-    ``heavy_dof`` (unexplored). ``isf`` is the heavy law's (the larger
-    quantile), so bounds built from quantiles (pairwise, chaining) stay valid
-    for either. Bind it to the candidates' variance ratios with :meth:`bind`
-    before summing tails over them.
+@dataclass(frozen=True)
+class ExplorationTail(TailLaw):
+    r"""Student-t tails that depend on how far the data have reached: the
+    pair :math:`(x, x')` gets ``light_dof`` degrees of freedom if
+    :math:`s_t^2(x') \le` ``ratio`` :math:`k(x', x')` (explored), else
+    ``heavy_dof`` (``>=`` ``light_dof``); ``isf`` is the heavy law's. Bind
+    it to the candidates (:func:`bind_tail`) before summing tails over them.
 
     Example:
         >>> law = ExplorationTail(heavy_dof=10, light_dof=49)
@@ -232,25 +235,24 @@ class ExplorationTail:
         >>> z = torch.tensor([[6.0, 6.0]])
         >>> bool(bound.sf(z)[0, 1] > bound.sf(z)[0, 0])
         True
-
-    Args:
-        heavy_dof: Degrees of freedom for unexplored candidates.
-        light_dof: Degrees of freedom for explored candidates (>= heavy_dof).
-        ratio: The variance ratio up to which a candidate is explored.
     """
 
-    def __init__(
-        self, heavy_dof: float, light_dof: float, ratio: float = EXPLORED_RATIO
-    ) -> None:
-        self.heavy = StudentTail(heavy_dof)
-        self.light = StudentTail(light_dof)
-        if self.light.dof < self.heavy.dof:
+    heavy_dof: float
+    light_dof: float
+    ratio: float = EXPLORED_RATIO
+
+    def __post_init__(self) -> None:
+        heavy, light = StudentTail(self.heavy_dof), StudentTail(self.light_dof)
+        if light.dof < heavy.dof:
             raise ValueError(
-                f"`light_dof` must be at least `heavy_dof`={heavy_dof:g} (lighter "
-                f"tails for explored candidates), got {light_dof:g}."
+                f"`light_dof` must be at least `heavy_dof`={heavy.dof:g} (lighter "
+                f"tails for explored candidates), got {light.dof:g}."
             )
-        self.ratio = check_float("ratio", ratio, (lambda v: 0 < v < 1, "in (0, 1)"))
-        self.name = f"student-{self.heavy.dof:g}/{self.light.dof:g}@{self.ratio:g}"
+        ratio = check_float("ratio", self.ratio, (lambda v: 0 < v < 1, "in (0, 1)"))
+        name = f"student-{heavy.dof:g}/{light.dof:g}@{ratio:g}"
+        values = {"heavy": heavy, "light": light, "ratio": ratio, "dof": heavy.dof}
+        for key, value in {**values, "name": name}.items():
+            object.__setattr__(self, key, value)
 
     def bind(self, variance_ratio: Tensor) -> _BoundExplorationTail:
         """The law over candidates with these posterior-to-prior variance ratios."""
@@ -264,12 +266,12 @@ class ExplorationTail:
         return self.heavy.isf(p)
 
 
-class _BoundExplorationTail:
-    """An :class:`ExplorationTail` over ``N`` candidates: ``sf`` of ``... x N``
-    standardized differences takes each column's law."""
+class _BoundExplorationTail(TailLaw):
+    """An :class:`ExplorationTail` whose ``sf`` takes each of ``N`` columns' law."""
 
     def __init__(self, law: ExplorationTail, unexplored: Tensor) -> None:
-        self.law, self.unexplored, self.name = law, unexplored, law.name
+        self.law, self.unexplored = law, unexplored
+        self.name, self.dof = law.name, law.dof
 
     def sf(self, z: Tensor) -> Tensor:
         mask = self.unexplored.to(z.device)
@@ -287,9 +289,8 @@ class _BoundExplorationTail:
 def acting_calibration(
     calibration: CalibrationChoice,
 ) -> Calibration | ResidualCalibration:
-    """``calibration`` as it acts: residuals too few to use
-    (:meth:`~ax_chaining.certificate.residuals.ResidualCalibration.usable`),
-    and ``"forecast"`` or ``"audit"`` without residuals, act as ``"loo"``."""
+    """``calibration`` as it acts: residuals too few to use, and
+    ``"forecast"`` or ``"audit"`` without residuals, act as ``"loo"``."""
     if isinstance(calibration, ResidualCalibration):
         return calibration if calibration.usable() else "loo"
     check_choice("calibration", calibration, get_args(Calibration))
@@ -297,53 +298,33 @@ def acting_calibration(
 
 
 def resolve_tail(
-    tail: TailChoice | TailLaw,
-    calibration: CalibrationChoice,
-    num_observations: int,
-) -> Tail | TailLaw:
-    """The tail law a certificate uses.
-
-    ``"auto"`` (the default): when ``calibration="loo"`` (fitted
-    hyperparameters), an :class:`ExplorationTail` with ``n - 1`` degrees of
-    freedom for explored candidates and ``min(n - 1,`` :data:`AUTO_DOF_CAP`
-    ``)`` for the others (at least 1); Gaussian when
-    ``calibration="none"`` (the model taken as true, where Gaussian tails are
-    exact). ``"student"``: Student-t tails with ``n - 1`` degrees of freedom
-    everywhere (the previous default), whatever the calibration. Under a
-    usable :class:`~ax_chaining.certificate.residuals.ResidualCalibration`,
-    ``"auto"`` takes its fitted tails (Student-t with its degrees of freedom,
-    Gaussian for infinitely many).
+    tail: TailLaw | None, calibration: CalibrationChoice, num_observations: int
+) -> TailLaw:
+    """The tail law a certificate uses: ``tail``, or for None the default of
+    the acting calibration: under ``"loo"`` (fitted hyperparameters) an
+    :class:`ExplorationTail` with ``n - 1`` degrees of freedom for explored
+    candidates and ``min(n - 1,`` :data:`AUTO_DOF_CAP` ``)`` for the others
+    (at least 1); under ``"none"`` Gaussian; under residuals their fitted law.
 
     Example:
-        >>> resolve_tail("auto", "loo", 50).name
+        >>> resolve_tail(None, "loo", 50).name
         'student-10/49@0.5'
-        >>> resolve_tail("student", "loo", 50).dof
-        49.0
     """
-    if not isinstance(tail, str):
+    if check_tail(tail) is not None:
         return tail
-    check_choice("tail", tail, get_args(TailChoice))
     calibration = acting_calibration(calibration)
-    if tail == "auto" and isinstance(calibration, ResidualCalibration):
+    if isinstance(calibration, ResidualCalibration):
         dof = calibration.fit().dof
-        return "gaussian" if math.isinf(dof) else StudentTail(dof)
-    if tail == "auto":
-        if calibration == "none":
-            return "gaussian"
-        light = max(1, num_observations - 1)
-        return ExplorationTail(min(light, AUTO_DOF_CAP), light)
-    if tail == "student":
-        return StudentTail(max(1, num_observations - 1))
-    return tail  # type: ignore[return-value]
+        return GAUSSIAN if math.isinf(dof) else StudentTail(dof)
+    if calibration == "none":
+        return GAUSSIAN
+    light = max(1, num_observations - 1)
+    return ExplorationTail(min(light, AUTO_DOF_CAP), light)
 
 
-def bind_tail(
-    law: Tail | TailLaw, variance: Tensor, prior_var: Tensor
-) -> Tail | TailLaw:
-    """``law``, bound to the candidates' posterior-to-prior variance ratios if
-    it is an :class:`ExplorationTail` (``variance``: their posterior variances,
-    ``prior_var``: their prior variances in the same units,
-    :func:`~ax_chaining.posterior.known_prior_variance`)."""
+def bind_tail(law: TailLaw, variance: Tensor, prior_var: Tensor) -> TailLaw:
+    """``law`` bound to the candidates' ratios of posterior ``variance`` to
+    ``prior_var`` if it is an :class:`ExplorationTail`."""
     if not isinstance(law, ExplorationTail):
         return law
     prior_var = prior_var.to(variance)

@@ -1,64 +1,22 @@
-r"""The client side of the distributed step: the farthest-first traversal and
-the union bound, over shards that hold the ``O(N)`` state (no Dask here).
-
-Both mirror the single-machine code decision by decision:
-
-* :func:`sharded_farthest_first` makes the choices of
-  :func:`~ax_chaining.covers.farthest_first_order` (the pool of the farthest
-  point and a seeded random sample of the far set, the picks from the pool,
-  the chunks of rows, the breaks), from the shards' maxima, counts and the
-  values of rows at pool points. Only the round trips differ: the picks from
-  rows already computed are taken *speculatively* (applied to a copy of the
-  shards' distances, their radii returned in one call), then checked against
-  the break rules and committed up to the first break. One machine would have
-  taken exactly the committed ones.
-* :func:`sharded_union_bound` runs the root search of
-  :func:`~ax_chaining.certificate.union_bound` with the tail sums added over
-  the shards.
-
-``calls`` is anything with ``call(method, args, shards=None)`` returning the
-shards' results in shard order, ``starts`` (each shard's first global index)
-and ``sizes``: a :class:`~ax_chaining.distributed.ShardedCandidates`, or a list
-of in-process shards in tests.
-"""
+r"""The client side of the sharded farthest-first traversal: the decisions of
+:func:`~ax_chaining.covers.farthest_first_order`, from the shards' maxima,
+counts and rows at pool points. Picks from rows already computed are taken
+speculatively (applied to a copy of the shards' distances, radii returned in
+one call), then checked against the break rules and committed up to the first
+break: exactly the picks one machine takes, in fewer round trips."""
 
 from __future__ import annotations
 
 import bisect
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate.bounds import (
-    UNION_PAIR_BYTES,
-    certified_block,
-    solve_tail_budget,
-)
-from ax_chaining.certificate.tails import Tail, TailLaw, upper_quantile
 from ax_chaining.covers import POOL_RATIO2, sample_without_replacement
-from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.distributed._shard import Left
 
-__all__ = ["ShardCalls", "sharded_farthest_first", "sharded_union_bound"]
-
-
-class ShardCalls(Protocol):
-    """The shards as the traversal sees them."""
-
-    starts: list[int]
-    sizes: list[int]
-
-    def call(
-        self, method: str, args: Any, shards: list[int] | None = None
-    ) -> list[Any]:
-        """Call ``method`` on the shards (all, or ``shards``) with ``args`` (one
-        tuple for all, or a list of tuples, one per shard); results in order."""
-
-
-def owner(calls: ShardCalls, index: int) -> int:
-    """The shard holding global index ``index``."""
-    return bisect.bisect_right(calls.starts, index) - 1
+__all__ = ["ShardedTraversal", "combine_max"]
 
 
 def combine_max(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -68,43 +26,17 @@ def combine_max(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _prefixes(per_shard: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Combine the shards' speculative prefixes, prefix by prefix."""
     return [combine_max(list(group)) for group in zip(*per_shard, strict=True)]
 
 
-def sharded_farthest_first(
-    calls: ShardCalls,
-    step: int,
-    n: int,
-    start_left: Left,
-    max_size: int,
-    stop_radius: float = 0.0,
-    batch_size: int = 1,
-    dtype: torch.dtype = torch.float64,
-) -> tuple[Tensor, Tensor]:
-    r"""Farthest-first traversal over sharded candidates: the decisions of
-    :func:`~ax_chaining.covers.farthest_first_order` (same arguments; the first
-    centre is ``start_left``, one point's left data).
-
-    Returns:
-        ``(order, radii)`` as :func:`~ax_chaining.covers.farthest_first_order`.
-    """
-    if not 0 <= start_left.index[0] < n:
-        raise ValueError(f"start must be in 0..{n - 1}, got {start_left.index[0]}.")
-    if max_size < 1:
-        raise ValueError(f"max_size must be at least 1, got {max_size}.")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
-    run = _Traversal(calls, step, max_size, stop_radius, batch_size, dtype)
-    return run.run(start_left)
-
-
-class _Traversal:
-    """The state of one sharded traversal (see :func:`sharded_farthest_first`)."""
+class ShardedTraversal:
+    """:func:`~ax_chaining.covers.farthest_first_order` over the shards of
+    ``calls`` (a :class:`~ax_chaining.distributed.ShardedCandidates`) holding
+    ``step``; :meth:`run` returns its ``(order, radii)``."""
 
     def __init__(
         self,
-        calls: ShardCalls,
+        calls: Any,
         step: int,
         max_size: int,
         stop_radius: float,
@@ -120,6 +52,7 @@ class _Traversal:
         self.spec: list[dict[str, Any]] = []  # centres taken, radii unchecked
 
     def run(self, start_left: Left) -> tuple[Tensor, Tensor]:
+        """The traversal from ``start_left`` (one point's left data)."""
         start = start_left.index[0]
         self.top = combine_max(self.calls.call("ff_begin", (self.step, start_left)))
         self.order = [start]
@@ -159,16 +92,15 @@ class _Traversal:
         )
         values: dict[int, float] = {}
         lefts: dict[int, Left] = {}
-        taken = [0] * len(parts)
-        far = []
         for part in parts:
             for k, g in enumerate(part["far"] + part["extra"]):
                 values[g] = float(part["mind2"][k])
                 lefts[g] = part["left"].take([k])
+        taken = [0] * len(parts)
+        pool = [self.top["argmax"]]
         for s in where:  # the far points in the order drawn
-            far.append(parts[s]["far"][taken[s]])
+            pool.append(parts[s]["far"][taken[s]])
             taken[s] += 1
-        pool = [self.top["argmax"], *far]
         mind2 = torch.tensor([values[g] for g in pool], dtype=self.dtype)
         return pool, mind2, Left.cat([lefts[g] for g in pool])
 
@@ -243,71 +175,3 @@ class _Traversal:
         self.commit = kept
         self.spec = []
         return going
-
-
-def sharded_union_bound(
-    calls: ShardCalls,
-    step: int,
-    lefts: Left,
-    mean_rows: Tensor,
-    n: int,
-    delta_t: float,
-    tail: Tail | TailLaw = "gaussian",
-    rtol: float = 1e-6,
-    scale: float = 1.0,
-    sign: float = 1.0,
-    method: str = "union",
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
-) -> Tensor:
-    r""":func:`~ax_chaining.certificate.union_bound` (or ``pairwise_bound``)
-    of the points ``lefts`` over sharded candidates.
-
-    The same bracket and per-point root search as one machine, a block of
-    points at a time (as many as the largest shard's rows of them hold within
-    ``memory_budget``, :func:`~ax_chaining.certificate.certified_block`: each
-    worker's share); each tail sum is the sum of the shards' sums (a
-    different order of addition than one machine's: the bound agrees to the
-    root search's relative tolerance ``rtol``, whose points follow the
-    sums). ``mean_rows`` are the certified points' means (objective units,
-    divided by ``scale``).
-
-    Returns:
-        ``m`` bounds (float64, at least 0), in the units of ``mean_rows``.
-    """
-    m = len(lefts.index)
-    out = torch.empty(m, dtype=torch.float64)
-    z = None if n == 1 else upper_quantile(delta_t / (n - 1), tail)
-    # Every block costs round trips: as many points as the budget allows.
-    step_rows = certified_block(
-        max(calls.sizes), UNION_PAIR_BYTES, memory_budget, largest=None
-    )
-    for first in range(0, m, step_rows):
-        block = list(range(first, min(m, first + step_rows)))
-        parts = calls.call(
-            "cert_rows",
-            (step, lefts.take(block), mean_rows[block], scale, sign, z),
-        )
-        lo = torch.stack([p["exact"] for p in parts]).amax(dim=0).clamp_min(0.0)
-        if z is None:
-            pairwise = torch.zeros_like(lo)
-        else:
-            pairwise = torch.stack([p["pairwise"] for p in parts]).amax(dim=0)
-            pairwise = pairwise.clamp_min(0.0)
-        if method == "pairwise":
-            out[block] = pairwise
-            calls.call("cert_end", (step,))
-            continue
-        hi = torch.maximum(pairwise, lo)
-
-        def tail_sum(b: Tensor) -> Tensor:
-            parts = calls.call("cert_tail", (step, b, tail))
-            total = parts[0].clone()
-            for p in parts[1:]:
-                total += p
-            return total
-
-        solved = solve_tail_budget(tail_sum, lo, hi, delta_t, rtol)
-        # As one machine: the pairwise bound, where computed, caps the result.
-        out[block] = solved if z is None else torch.minimum(solved, hi)
-        calls.call("cert_end", (step,))
-    return out

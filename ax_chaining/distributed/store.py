@@ -1,10 +1,8 @@
-r"""The step of a :class:`~ax_chaining.ChainingUCB` whose candidates are
-sharded (:class:`ShardedStore`): the client sends the model's small factors
-once, each shard computes its part of the posterior, the farthest-first
-traversal runs with the shards holding the distances, and the covers,
-:math:`H_i` and the bonus are computed on the client from its order and radii,
-exactly as on one machine. Nothing ``N``-long crosses the network.
-"""
+r"""The step of a :class:`~ax_chaining.ChainingUCB` over sharded candidates
+(:class:`ShardedStore`): the client sends the model's small factors once, the
+shards compute the posterior and hold the traversal's distances, and the
+client computes covers, :math:`H_i` and the bonus from the traversal's order
+and radii, exactly as one machine. Nothing ``N``-long crosses the network."""
 
 from __future__ import annotations
 
@@ -13,18 +11,20 @@ import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
-from botorch.exceptions import UnsupportedError
 from torch import Tensor
 
-from ax_chaining.acquisition import DEFAULT_MAX_COVER_SIZE
-from ax_chaining.certificate.bounds import recommend
-from ax_chaining.certificate.calibration import calibrate
-from ax_chaining.certificate.certify import Certificate
-from ax_chaining.certificate.schedule import step_delta
-from ax_chaining.certificate.tails import resolve_tail
+from ax_chaining.acquisition import DEFAULT_MAX_COVER_SIZE, positive_scale
+from ax_chaining.certificate.bounds import (
+    UNION_PAIR_BYTES,
+    certified_block,
+    solve_tail_budget,
+)
+from ax_chaining.certificate.calibration import among_index
+from ax_chaining.certificate.tails import upper_quantile
 from ax_chaining.chaining import (
     ChainingResult,
     chaining_result,
@@ -32,61 +32,49 @@ from ax_chaining.chaining import (
     prefix_covers,
     reuse_covers,
 )
-from ax_chaining.checks import as_index, check_choice, match_tolerance
+from ax_chaining.checks import match_tolerance
 from ax_chaining.distances import MemoryBudgetError, format_bytes
 from ax_chaining.distributed._shard import (
     Left,
     LibraryKernel,
     PendingFactors,
-    ShardKernel,
     StepFactors,
-    TorchKernel,
 )
-from ax_chaining.distributed._traversal import (
-    combine_max,
-    sharded_farthest_first,
-    sharded_union_bound,
-)
+from ax_chaining.distributed._traversal import ShardedTraversal, combine_max
 from ax_chaining.kernels.precomputed import item_indices
 from ax_chaining.posterior import (
     ModelFactors,
     library_kernel_parts,
+    low_rank_bytes,
     low_rank_row_batch,
-    num_training_points,
     pending_noise,
     posterior_at,
+    require_low_rank,
     row_budgets,
     sign_flip,
-    supports_low_rank,
+    to_model,
 )
 
-__all__ = ["ShardedStep", "ShardedStore"]
+__all__ = ["ShardedSet", "ShardedStep", "ShardedStore"]
 
 _STEPS = itertools.count(1)
 
 
 @dataclass
 class ShardedStep:
-    """One build of Algorithm 1 on the shards.
-
-    Attributes:
-        chaining: Levels, covers and :math:`H_i` (as on one machine).
-        factors: What was sent to the shards.
-        pending_noise: Noise variances given to the pending points, or None.
-        info: Round trips, bytes and seconds of the build.
-    """
+    """One build of Algorithm 1 on the shards: the levels and covers, the
+    factors sent, and the noise variances given to the pending points."""
 
     chaining: ChainingResult
     factors: StepFactors
     pending_noise: Tensor | None
-    info: dict
 
-
-class _PendingCache:
-    """What :func:`~ax_chaining.posterior.posterior_at` reads of a cache."""
-
-    def __init__(self, factors: ModelFactors) -> None:
-        self.factors = factors
+    @property
+    def posterior(self) -> Any:
+        raise RuntimeError(
+            "candidate_mean would bring N values to the client; use "
+            "acqf.store.values_at(index) for some candidates."
+        )
 
 
 class ShardedStore:
@@ -94,12 +82,9 @@ class ShardedStore:
     :class:`~ax_chaining.distributed.ShardedCandidates`: one machine's
     low-rank step with farthest-first covers, run on the shards.
 
-    Not distributed: the dense route's exact greedy covers (they read all
-    ``N^2`` pairs; ``path="dense"`` or ``cover="greedy"`` raise), and the
-    chaining certificate (``method="chaining"`` and ``"combined"`` raise; the
-    union bound is the default). ``memory_budget`` bounds each worker's
-    share (and sets the farthest-first batch as one machine's does, unless
-    the candidates set ``batch_size``).
+    Not distributed: the dense route's greedy covers (``path="dense"`` or
+    ``cover="greedy"`` raise) and the chaining certificate (the union bound is
+    the default). ``memory_budget`` bounds each worker's share.
     """
 
     def __init__(self, acqf: Any, sharded: Any) -> None:
@@ -116,21 +101,18 @@ class ShardedStore:
                 "`cover`='greedy' is not distributed; sharded candidates take "
                 "cover='farthest_first' (or None)."
             )
-        if not supports_low_rank(self.model, self.posterior_transform):
-            raise UnsupportedError(
-                "Sharded candidates need the low-rank route: an exact single-output "
-                "GP (ExactGP with a Gaussian likelihood, no or a Standardize "
-                "outcome transform, no posterior_transform other than a single "
-                f"weight of +1 or -1); got {type(self.model).__name__}."
-            )
-        params = [*self.model.parameters(), *self.model.buffers()]
-        self.candidate_dtype = next(
-            (p.dtype for p in params if p.is_floating_point()), torch.float64
+        require_low_rank(
+            self.model, self.posterior_transform, "The sharded (low-rank) step"
         )
+        like = torch.empty(0, dtype=torch.float64)
+        self.candidate_dtype = to_model(self.model, like).dtype
         self._model_factors: ModelFactors | None = None
         self._base_key = uuid.uuid4().hex
 
-    # ------------------------------------------------------------- pending
+    @property
+    def candidates(self) -> Any:
+        return self.sharded
+
     def pending_inputs(self, X_pending: Tensor) -> Tensor:
         X_pending = X_pending.detach().to(self.candidate_dtype)
         if X_pending.ndim != 2 or X_pending.shape[-1] != self.sharded.d:
@@ -140,12 +122,6 @@ class ShardedStore:
             )
         return X_pending
 
-    @property
-    def candidates(self) -> Any:
-        """The sharded candidates (not a tensor: they stay on the workers)."""
-        return self.sharded
-
-    # ---------------------------------------------------------------- build
     def _factors_of_model(self) -> ModelFactors:
         if self._model_factors is None:
             self.model.eval()
@@ -154,12 +130,12 @@ class ShardedStore:
                 self._model_factors = ModelFactors(self.model, like)
         return self._model_factors
 
-    def _kernel_message(self, mf: ModelFactors) -> tuple[ShardKernel, Any, Any]:
-        """The kernel as sent to the shards, and the features of a function of
-        points (training or pending inputs) in that kernel."""
+    def _kernel_message(self, mf: ModelFactors) -> tuple[Any, Any, Any]:
+        """The kernel as sent to the shards, the training points' features,
+        and the function giving other points' features (None: the points)."""
         parts = library_kernel_parts(mf.covar_module)
         if parts is None:
-            return TorchKernel(mf.covar_module), mf.train_X, None
+            return mf.covar_module, mf.train_X, None
         base, scale = parts
         library = base.library
         if len(library) != self.sharded.n:
@@ -167,9 +143,7 @@ class ShardedStore:
                 f"The model's TanimotoKernel holds {len(library)} items, the sharded "
                 f"candidates {self.sharded.n}; expected the same library."
             )
-        kernel = LibraryKernel(
-            scale, base.route, base.normalized_inputs, len(library), library.n_bits
-        )
+        kernel = LibraryKernel(scale, base.route, base.normalized_inputs, len(library))
 
         def words(Xt: Tensor) -> Any:
             items = item_indices(Xt, len(library), base.normalized_inputs, "Kernel")
@@ -178,20 +152,28 @@ class ShardedStore:
         return kernel, words(mf.train_X), words
 
     def build(self, X_pending: Tensor | None, t: int) -> ShardedStep:
-        """Algorithm 1 on the shards, given ``X_pending`` (one machine's
-        low-rank step with farthest-first covers)."""
-        return self.sharded.retrying(self._build_once, X_pending, t)
+        return self.sharded.retrying(self._build, X_pending, t)
 
-    def _build_once(self, X_pending: Tensor | None, t: int) -> ShardedStep:
-        opts = self.options
-        sharded = self.sharded
+    def _build(self, X_pending: Tensor | None, t: int) -> ShardedStep:
+        opts, sharded, n = self.options, self.sharded, self.sharded.n
         p = 0 if X_pending is None else X_pending.shape[0]
         mf = self._factors_of_model()
         dtype = self.candidate_dtype
         itemsize = torch.finfo(dtype).bits // 8
-        r = mf.L.shape[-1]
-        n = sharded.n
-        self._check_memory(r, p, itemsize)
+        # Each worker's share: one machine's estimate for the largest shard,
+        # with a pool of 2 * batch_size rows of it where that is larger.
+        largest, pool_bytes = max(sharded.sizes), row_budgets(opts.memory_budget)[1]
+        if sharded.batch_size is not None:
+            pool_bytes = max(pool_bytes, 2 * sharded.batch_size * largest * itemsize)
+        need = low_rank_bytes(mf.L.shape[-1], p, largest, itemsize, pool_bytes)
+        if need > opts.memory_budget:
+            raise MemoryBudgetError(
+                f"A shard of {largest} candidates needs about {format_bytes(need)} "
+                f"on its worker, above memory_budget={format_bytes(opts.memory_budget)}"
+                ". Pass a larger memory_budget (it bounds each worker), "
+                + ("a smaller batch_size, " if sharded.batch_size else "")
+                + "or shard over more workers."
+            )
         kernel, train_features, features_of = self._kernel_message(mf)
         noise = pending = None
         if p:
@@ -199,7 +181,6 @@ class ShardedStore:
             Pt, W_p, A = mf.pending(X_pending, noise)
             feats = Pt if features_of is None else features_of(Pt)
             pending = PendingFactors(feats, W_p, A)
-        flip = sign_flip(self.model, self.posterior_transform)
         factors = StepFactors(
             step=next(_STEPS),
             base_key=self._base_key,
@@ -212,51 +193,39 @@ class ShardedStore:
             out_var=mf.out_var,
             mean_module=mf.mean_module,
             outcome_transform=mf.outcome_transform,
-            flip=flip,
+            flip=sign_flip(self.model, self.posterior_transform),
             pending=pending,
         )
-        sharded.stats_reset()
-        before = sharded.comm_stats()
         summary = sharded.prepare(factors)
         if not all(s["finite"] for s in summary):
             raise ValueError("variance contains NaN or inf.")
         low = min(s["min_variance"] for s in summary)
         first = next(s for s in summary if s["min_variance"] == low)
-        max_prior = max(s["max_prior_variance"] for s in summary)
+        sigma_min = math.sqrt(max(low, 0.0))
         info = {"path": "low_rank", "distributed": True, "shards": sharded.num_shards}
         if p and opts.pending_covers == "reuse":
+            # reuse_covers reads a distance's n and least standard deviation.
+            least = torch.tensor([sigma_min], dtype=torch.float64)
             base = self.acqf._base_step().chaining
-            stub = _SigmaStub(n, math.sqrt(max(low, 0.0)))
-            chaining = reuse_covers(base, stub, t)
+            chaining = reuse_covers(base, SimpleNamespace(n=n, sigma=least), t)
         else:
-            scale = opts.scale
-            if scale is None:
-                scale = math.sqrt(max(max_prior, 0.0))
-                if not scale > 0:
-                    raise ValueError(
-                        "The prior variance is 0 on every candidate; pass scale= "
-                        "explicitly."
-                    )
-            sigma_min = math.sqrt(max(low, 0.0))
-            sigma_min_used, eps = level_radii(sigma_min, scale, opts.sigma_floor)
-            max_cover_size = opts.max_cover_size or min(n, DEFAULT_MAX_COVER_SIZE)
+            max_prior = max(s["max_prior_variance"] for s in summary)
+            scale = opts.scale or positive_scale(math.sqrt(max(max_prior, 0.0)))
+            _, eps = level_radii(sigma_min, scale, opts.sigma_floor)
             batch = sharded.batch_size or low_rank_row_batch(
                 n, itemsize, opts.memory_budget
             )
+            covers, sizes, bounded = [], [], []
             if eps:
-                order, radii = sharded_farthest_first(
+                order, radii = ShardedTraversal(
                     sharded,
                     factors.step,
-                    n,
-                    first["left"],
-                    max_size=max_cover_size,
-                    stop_radius=eps[-1],
-                    batch_size=batch,
-                    dtype=dtype,
-                )
+                    opts.max_cover_size or min(n, DEFAULT_MAX_COVER_SIZE),
+                    eps[-1],
+                    batch,
+                    dtype,
+                ).run(first["left"])
                 covers, sizes, bounded = prefix_covers(order, radii, eps, n)
-            else:
-                covers, sizes, bounded = [], [], []
             chaining = chaining_result(
                 eps,
                 covers,
@@ -274,44 +243,10 @@ class ShardedStore:
             )
             info["batch_size"] = batch
         chaining.info.update(info)
-        after = sharded.comm_stats()
-        stats = {k: after[k] - before.get(k, 0) for k in ("round_trips",)}
-        stats.update(
-            {k: after[k] for k in ("bytes_sent", "bytes_received", "largest_reply")}
-        )
-        return ShardedStep(chaining, factors, noise, stats)
-
-    def _check_memory(self, r: int, p: int, itemsize: int) -> None:
-        """Each worker's share against ``memory_budget`` (one machine's
-        low-rank estimate, for the largest shard). A ``batch_size`` set on the
-        candidates replaces one machine's pool (``2 * batch`` rows within the
-        pool's share of the budget) by ``2 * batch`` rows of the shard, which
-        can be larger: it is counted the same way."""
-        budget = self.options.memory_budget
-        largest = max(self.sharded.sizes)
-        pool_bytes = row_budgets(budget)[1]
-        if self.sharded.batch_size is not None:
-            chosen = 2 * self.sharded.batch_size * largest * itemsize
-            pool_bytes = max(pool_bytes, chosen)
-        need = (r + 2 * p + 6) * (largest + p) * itemsize + 4 * pool_bytes
-        if need > budget:
-            raise MemoryBudgetError(
-                f"A shard of {largest} candidates needs about {format_bytes(need)} "
-                f"on its worker, above memory_budget={format_bytes(budget)}. Pass a "
-                "larger memory_budget (it bounds each worker), "
-                + ("a smaller batch_size, " if self.sharded.batch_size else "")
-                + "or shard over more workers."
-            )
-
-    # ------------------------------------------------------------ selection
-    def _current(self) -> ShardedStep:
-        """The acquisition's current step, held by the shards."""
-        step = self.acqf._current()
-        self._prepare(step)
-        return step
+        return ShardedStep(chaining, factors, noise)
 
     def _prepare(self, step: ShardedStep) -> None:
-        """Make the shards hold ``step`` (they hold the last step built)."""
+        """Make the shards hold ``step`` (they hold the last step prepared)."""
         if self.sharded.prepared is not step.factors:
             self.sharded.prepare(step.factors)
 
@@ -322,7 +257,8 @@ class ShardedStore:
         excluded = sorted({int(i) for i in exclude})
 
         def run() -> dict[str, Any]:
-            step = self._current()
+            step = self.acqf._current()
+            self._prepare(step)
             c = step.chaining
             args = (
                 step.factors.step,
@@ -337,22 +273,27 @@ class ShardedStore:
             if not parts:
                 raise ValueError("Every candidate is excluded; nothing to select.")
             top = combine_max([{**p, "max": p["value"]} for p in parts])
-            return {k: top[k] for k in ("index", "value", "x", "mean", "sigma")}
+            del top["max"]
+            return top
 
         return self.sharded.retrying(run)
 
-    def values_at(self, index: Sequence[int]) -> dict[str, Tensor]:
-        """Posterior mean (objective) and standard deviation at candidates
-        ``index``, from the shards (the values one machine's
-        ``candidate_mean`` and ``candidate_sigma`` hold there)."""
+    def values_at(
+        self, index: Sequence[int], step: ShardedStep | None = None
+    ) -> dict[str, Tensor]:
+        """Posterior mean (objective), standard deviation and raw rows at
+        candidates ``index`` under ``step`` (default: the current one), from
+        the shards: one machine's ``candidate_mean`` and ``candidate_sigma``
+        there."""
         index = [int(i) for i in index]
 
         def run() -> dict[str, Tensor]:
-            step = self._current()
-            parts = self.sharded.call("values", (step.factors.step, index))
+            held = step or self.acqf._current()
+            self._prepare(held)
+            parts = self.sharded.call("values", (held.factors.step, index))
             mean = torch.empty(len(index), dtype=self.candidate_dtype)
             var = torch.empty(len(index), dtype=self.candidate_dtype)
-            x = torch.empty(len(index), self.sharded.d, dtype=self.candidate_dtype)
+            x = torch.empty(len(index), self.sharded.d, dtype=self.sharded.dtype)
             for part in parts:
                 if part["positions"]:
                     mean[part["positions"]] = part["mean"]
@@ -362,190 +303,40 @@ class ShardedStore:
 
         return self.sharded.retrying(run)
 
-    def candidate_mean(self, step: ShardedStep) -> Tensor:
-        raise RuntimeError(
-            "candidate_mean would bring N values to the client; use "
-            "acqf.store.values_at(index) for some candidates."
-        )
-
-    candidate_sigma = candidate_mean
-
     def mean_and_sigma(self, X: Tensor, step: ShardedStep) -> tuple[Tensor, Tensor]:
-        cache = _PendingCache(self._factors_of_model())
+        mf = self._factors_of_model()
         X_pending = self.acqf.X_pending
         if X_pending is not None:
-            # The pending factors of the current step (pending() keeps them).
-            cache.factors.pending(X_pending, step.pending_noise)
+            mf.pending(X_pending, step.pending_noise)  # the step's pending factors
         return posterior_at(
             self.model,
             X.to(self.candidate_dtype),
             self.posterior_transform,
             X_pending,
             step.pending_noise,
-            cache,
+            mf,
         )
-
-    # ---------------------------------------------------------- certificate
-    def _left_of(self, step: ShardedStep, index: list[int]) -> Left:
-        parts = self.sharded.call("left", (step.factors.step, index))
-        found = Left.cat([p for p in parts if p is not None])
-        pos = {g: k for k, g in enumerate(found.index)}
-        return found.take([pos[g] for g in index])
 
     def among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
-        n = self.sharded.n
         if among is None:
-            model = self.model
-            model.eval()
+            model = self.model.eval()
             train = model.train_inputs[0].reshape(-1, model.train_inputs[0].shape[-1])
             transform = getattr(model, "input_transform", None)
-            dtypes = {self.candidate_dtype, train.dtype, self.sharded.dtype}
-            rtol = 1e-6 if torch.float32 in dtypes else 1e-9
-            found = self.sharded.evaluated(train, transform, rtol)
-            if not found:
-                raise ValueError(
-                    "certificate: no candidate is a training input of the model, "
-                    "so none is 'evaluated'; pass among='all', a boolean mask or "
-                    "indices of the candidates that may be recommended."
-                )
-            return torch.tensor(found, dtype=torch.long)
-        if isinstance(among, str):
-            check_choice("among", among, ("all",))
-            return torch.arange(n)
-        index = as_index("among", among, n, torch.device("cpu"))
-        if index.numel() == 0:
-            raise ValueError("`among` selects no candidate; expected at least one.")
-        return index
+            args = (train, transform, self.candidate_dtype, self.sharded.dtype)
+            found = [i for part in self.sharded.call("evaluated", args) for i in part]
+            if found:
+                return torch.tensor(found, dtype=torch.long)
+        return among_index(among, self.sharded.n, None)  # None: none evaluated
 
-    def _union(
-        self,
-        base: ShardedStep,
-        idx: list[int],
-        mean_obj: Tensor,
-        scale: float,
-        delta_t: float,
-        law: Any,
-        method: str = "union",
-    ) -> Tensor:
-        """The union (or pairwise) bounds of candidates ``idx`` from the
-        shards, in objective units."""
-        bounds = sharded_union_bound(
-            self.sharded,
-            base.factors.step,
-            self._left_of(base, idx),
-            mean_obj / scale,
-            self.sharded.n,
-            delta_t,
-            tail=law,
-            scale=scale,
-            sign=1.0 if self.acqf.maximize else -1.0,
-            method=method,
-            memory_budget=self.options.memory_budget,
-        )
-        return bounds * scale
+    def certified(self, base: ShardedStep) -> ShardedSet:
+        return ShardedSet(self, base)
 
-    def certificate(
-        self, base: ShardedStep, index: Tensor, **options: Any
-    ) -> Certificate:
-        """The union bound (``method="union"``, the default here, or
-        ``"pairwise"``) from the shards, by the same root search as one
-        machine's: it agrees with one machine's to the search's relative
-        tolerance (``1e-6``), the shards adding in another order."""
-        method = options["method"] or "union"
-        check_choice("method", method, ("union", "pairwise"))
-        calibration = options["calibration"]
-        n_obs = num_training_points(self.model)
-        law = resolve_tail(options["tail"], calibration, n_obs)
-        delta, t, share = options["delta"], options["t"], options["share"]
-        sign = 1.0 if self.acqf.maximize else -1.0
-        check = calibrate(
-            self.model,
-            calibration,
-            options["alpha"],
-            options["min_observations"],
-            options["scale_level"],
-        )
-
-        def run() -> Certificate:
-            idx = index.tolist()
-            vals = self._values_base(base, idx)
-            mean_obj = (sign * vals["mean"]).to(torch.float64)
-            if not check.valid:
-                pos = int(torch.argmax(mean_obj))
-                return Certificate(
-                    index=idx[pos],
-                    x=vals["x"][pos].clone(),
-                    bound=math.inf,
-                    delta=float(delta),
-                    t=int(t),
-                    method="refused",
-                    rule="max_mean",
-                    mean=float(mean_obj[pos]) * sign,
-                    certified=tuple(idx),
-                    valid=False,
-                    reason=check.reason,
-                    checks=dict(check.stats),
-                )
-            share_t = step_delta(delta, t) if share is None else share
-            bounds = self._union(base, idx, mean_obj, check.scale, share_t, law, method)
-            pos = recommend(bounds, torch.arange(len(idx)), mean_obj, options["rule"])
-            return Certificate(
-                index=idx[pos],
-                x=vals["x"][pos].clone(),
-                bound=float(bounds[pos]),
-                delta=float(delta),
-                t=int(t),
-                method=method,
-                rule=options["rule"],
-                links=options["links"],
-                tail=law if isinstance(law, str) else law.name,
-                mean=float(mean_obj[pos]) * sign,
-                components={method: float(bounds[pos])},
-                certified=tuple(idx),
-                bounds=tuple(float(b) for b in bounds.tolist()),
-                split_delta=bool(options["split_delta"]),
-                share=float(share_t),
-                checks=dict(check.stats),
-            )
-
-        return self.sharded.retrying(run)
-
-    def _values_base(self, base: ShardedStep, index: list[int]) -> dict[str, Tensor]:
-        """Mean and raw rows at ``index`` under the step without pending
-        points (prepared again if the shards hold another)."""
-        self._prepare(base)
-        parts = self.sharded.call("values", (base.factors.step, index))
-        mean = torch.empty(len(index), dtype=self.candidate_dtype)
-        x = torch.empty(len(index), self.sharded.d, dtype=self.sharded.dtype)
-        for part in parts:
-            if part["positions"]:
-                mean[part["positions"]] = part["mean"]
-                x[part["positions"]] = part["x"].to(x)
-        return {"mean": mean, "x": x}
-
-    def regret_bound(self, base: ShardedStep, index: Tensor, t: int) -> Tensor:
-        """The union-bound certificate at candidates ``index`` (its default
-        tails; the caller returns ``inf`` where the ``"loo"`` check refuses)."""
-        check = calibrate(self.model, "loo")
-        law = resolve_tail("auto", "loo", num_training_points(self.model))
-
-        def run() -> Tensor:
-            idx = index.tolist()
-            vals = self._values_base(base, idx)
-            sign = 1.0 if self.acqf.maximize else -1.0
-            mean_obj = (sign * vals["mean"]).to(torch.float64)
-            delta_t = step_delta(self.options.delta, t)
-            return self._union(base, idx, mean_obj, check.scale, delta_t, law)
-
-        return self.sharded.retrying(run)
-
-    def match(self, X: Tensor, rtol: float = 1e-9) -> Tensor:
-        """Global indices of the candidates equal to the rows of ``X``
-        (:func:`~ax_chaining.checks.match_rows` over all shards: each shard's
-        nearest row, the nearest of those, the whole set's tolerance); raises
-        if one is not a candidate."""
+    def match(self, X: Tensor) -> Tensor:
+        """Global indices of the candidates equal to the rows of ``X``, as
+        :func:`~ax_chaining.checks.match_rows` over all shards (each shard's
+        nearest row, the nearest of those, the whole set's tolerance)."""
         parts = self.sharded.call("nearest", (X,))
-        tol = match_tolerance(max(self.sharded.call("max_abs", ())), rtol)
+        tol = match_tolerance(max(p[2] for p in parts))
         vals = torch.stack([p[0] for p in parts])
         args = torch.stack([p[1] for p in parts])
         best = vals.argmin(dim=0)  # first shard among ties: lowest index
@@ -559,18 +350,86 @@ class ShardedStore:
             )
         return index
 
-    @property
-    def step_info(self) -> dict[str, Any]:
-        """What the current step's build cost (:attr:`ShardedStep.info`):
-        ``round_trips`` to the shards, the bytes sent and received and the
-        ``largest_reply``. Only small messages come back, never ``N`` values."""
-        return dict(self.acqf._current().info)
 
+class ShardedSet:
+    """The :class:`~ax_chaining.certificate.certify.CertifiedSet` of sharded
+    candidates: the union (or pairwise) bound by one machine's root search,
+    with the tail sums added over the shards (in another order: equal to the
+    search's relative tolerance ``1e-6``). No chaining bound, no rank."""
 
-class _SigmaStub:
-    """The two things :func:`~ax_chaining.chaining.reuse_covers` reads of a
-    distance: ``n`` and the standard deviations (their minimum suffices)."""
+    methods = ("union", "pairwise")
+    ranks = False
 
-    def __init__(self, n: int, sigma_min: float) -> None:
-        self.n = n
-        self.sigma = torch.tensor([sigma_min], dtype=torch.float64)
+    def __init__(self, store: ShardedStore, base: ShardedStep) -> None:
+        self.store, self.base = store, base
+        self.n = store.sharded.n
+        self.sign = 1.0 if store.acqf.maximize else -1.0
+        self._values: tuple[list[int], Tensor] | None = None
+
+    def values(self, index: Tensor) -> tuple[Tensor, Tensor]:
+        idx = index.tolist()
+        found = self.store.values_at(idx, self.base)
+        mean = (self.sign * found["mean"]).to(torch.float64)
+        self._values = (idx, mean)
+        return mean, found["x"]
+
+    def bind(self, law: Any) -> Any:
+        return law  # each shard binds it to its own candidates
+
+    def bounds(self, index: Tensor, **options: Any) -> dict[str, Tensor]:
+        idx = index.tolist()
+        if self._values is None or self._values[0] != idx:
+            self.values(index)
+        mean = self._values[1]  # type: ignore[index]
+        scale, method = options["scale"], options["method"]
+        run = self._bound
+        bounds = self.store.sharded.retrying(run, idx, mean / scale, options) * scale
+        return {"bound": bounds, method: bounds}
+
+    def _bound(self, idx: list[int], mean_rows: Tensor, options: dict) -> Tensor:
+        """One machine's union (or pairwise) bound of the points ``idx``
+        (means ``mean_rows``, in units of ``scale``), a block of points at a
+        time (as many as the largest shard's rows of them hold in the budget)."""
+        store, step = self.store, self.base.factors.step
+        calls, delta_t, tail = store.sharded, options["share"], options["tail"]
+        store._prepare(self.base)
+        found = Left.cat(calls.call("left", (step, idx)))
+        pos = {g: k for k, g in enumerate(found.index)}
+        lefts = found.take([pos[g] for g in idx])
+        m = len(idx)
+        out = torch.empty(m, dtype=torch.float64)
+        z = None if self.n == 1 else upper_quantile(delta_t / (self.n - 1), tail)
+        budget = store.options.memory_budget
+        block_rows = certified_block(
+            max(calls.sizes), UNION_PAIR_BYTES, budget, largest=None
+        )
+        for first in range(0, m, block_rows):
+            block = list(range(first, min(m, first + block_rows)))
+            args = (lefts.take(block), mean_rows[block], options["scale"], self.sign)
+            parts = calls.call("cert_rows", (step, *args, z))
+            lo = torch.stack([p["exact"] for p in parts]).amax(dim=0).clamp_min(0.0)
+            if z is None:
+                pairwise = torch.zeros_like(lo)
+            else:
+                pairwise = torch.stack([p["pairwise"] for p in parts]).amax(dim=0)
+                pairwise = pairwise.clamp_min(0.0)
+            if options["method"] == "pairwise":
+                out[block] = pairwise
+            else:
+                hi = torch.maximum(pairwise, lo)
+
+                def tail_sum(b: Tensor) -> Tensor:
+                    parts = calls.call("cert_tail", (step, b, tail))
+                    total = parts[0].clone()
+                    for p in parts[1:]:
+                        total += p
+                    return total
+
+                solved = solve_tail_budget(tail_sum, lo, hi, delta_t, 1e-6)
+                # As one machine: the pairwise bound, where computed, caps it.
+                out[block] = solved if z is None else torch.minimum(solved, hi)
+            calls.call("cert_end", (step,))
+        return out
+
+    def rank(self, index: int, **options: Any) -> Any:
+        raise NotImplementedError("sharded candidates give no rank statement")

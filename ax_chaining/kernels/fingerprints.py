@@ -1,69 +1,6 @@
-r"""Fingerprint kernels for molecule libraries: Tanimoto and MinMax similarity.
-
-For binary fingerprints :math:`a, b \in \{0, 1\}^m` (e.g. Morgan / ECFP bits) the
-Tanimoto similarity is
-
-.. math::
-
-    k_T(a, b) = \frac{\langle a, b \rangle}{|a| + |b| - \langle a, b \rangle},
-
-and for count fingerprints :math:`a, b \in \mathbb{R}_{\ge 0}^m` the MinMax
-similarity is
-
-.. math::
-
-    k_{MM}(a, b) = \frac{\sum_i \min(a_i, b_i)}{\sum_i \max(a_i, b_i)},
-
-both defined as 1 when :math:`a = b = 0`. Both are positive semi-definite
-(Ralaivola et al., 2005), equal 1 on the diagonal and reduce to each other on
-binary vectors.
-
-Two ways to use them:
-
-* *Feature mode* (default): the kernels take fingerprint tensors ``... x n x m``,
-  like any GPyTorch kernel; ``x @ y.mT`` of the bits gives the intersections,
-  which is the fast route on a GPU.
-* *Library mode* (:class:`TanimotoKernel` only): the kernel holds a
-  :class:`PackedFingerprints` library of ``N`` molecules and its inputs are item
-  indices (``... x n x 1``), as for
-  :class:`~ax_chaining.kernels.PrecomputedKernel`, but nothing ``N x N`` is ever
-  stored: rows of the kernel are computed from the packed bits on demand. This is
-  what Ax uses (:func:`~ax_chaining.ax.fingerprint_kernel_surrogate_spec`), with
-  the library's content key in the JSON instead of the fingerprints.
-
-Rows :math:`k(\text{lib}[i], \text{lib}[c_0:c_1])` of the Tanimoto kernel in library
-mode go through one of three exact routes (:meth:`PackedFingerprints.tanimoto`),
-all giving bit-identical values (integer counts, then one correctly rounded
-division), besides the ``r x c`` result itself:
-
-==============  ===============================================  ===================
-route           how                                              memory
-==============  ===============================================  ===================
-``inverted``    an inverted index (for each bit, the rows that   ``<= 2 B`` per set
-                set it, in tiles of :math:`2^{16}` rows; a bit   bit (``< N * 90 B``
-                set in most rows is stored by the rows that      for Morgan 2048,
-                lack it): a row's intersections with the         built once, lazily)
-                library are a ``bincount`` of the postings of    and ``8 N`` B, plus
-                its set bits; used on CPU for large column sets  ``~3 MB`` per call
-``popcount``    ``numpy.bitwise_count`` of the AND of packed     ``<= 16 MB`` of
-                ``uint64`` words, in row x column blocks; used   temporaries
-                on CPU for small column sets (GP fitting)
-``matmul``      float32 matrix products of unpacked bits, in     a device copy of the
-                column blocks; used when the inputs live on a    words (``N * m / 8``
-                GPU                                              B); blocks of columns
-                                                                 of ``~1.5 x 512 MB``
-                                                                 (``64 MB`` on CPU)
-==============  ===============================================  ===================
-
-The library itself is ``N * ceil(m / 64) * 8`` bytes of ``uint64`` words
-(256 B per molecule for 2048 bits, memory-mapped from a ``.npy`` file when opened
-with :meth:`PackedFingerprints.open`) and ``8 N`` bytes of bit counts. No CPU
-route materializes ``N x m`` values. On a CUDA device the ``matmul`` route
-keeps the unpacked bits there too (float16 for up to 2048 bits, ``2 N m``
-bytes: 4 GB for a million Morgan-2048 fingerprints; float32 beyond) when they
-take at most a quarter of the device's free memory, so that a block of rows is
-one matrix product; otherwise it unpacks the columns block by block.
-"""
+r"""Tanimoto and MinMax kernels of molecules' fingerprint tensors; the
+:class:`TanimotoKernel` also works over item indices of a :class:`PackedFingerprints`
+library, computing its rows exactly from the packed bits, never ``N x N``."""
 
 from __future__ import annotations
 
@@ -71,7 +8,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -83,7 +19,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from ax_chaining.checks import check_bool, check_choice, check_int, type_error
-from ax_chaining.kernels.precomputed import item_indices
+from ax_chaining.kernels.precomputed import check_index_kernel_args, item_indices
 from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
 
 __all__ = [
@@ -94,7 +30,6 @@ __all__ = [
     "registered_fingerprints",
 ]
 
-# Fingerprint libraries by content key (see `register_fingerprints`): references.
 _LIBRARIES: ContentRegistry[PackedFingerprints] = ContentRegistry(
     "TanimotoKernel argument `library`",
     "fingerprint library",
@@ -107,40 +42,26 @@ ROUTES = ("auto", "inverted", "popcount", "matmul")
 # Rows per tile of the inverted index: postings fit in uint16, and one tile's
 # counts (512 KB of int64) stay in cache while a row's postings are added up.
 _TILE = 1 << 16
-# Words (8 bytes) of AND temporaries per block of the popcount route.
-_POPCOUNT_WORDS = 1 << 21
-# Bytes of unpacked float32 columns per block of the matmul route.
-_MATMUL_BYTES = {"cpu": 1 << 26, "other": 1 << 29}
-# On a CUDA device the matmul route keeps the library's unpacked bits there
-# (float16, exact for up to 2048 bits; else float32) when they take at most
-# this fraction of the device's free memory: one matrix product a call instead
-# of unpacking every column again (measured on an H200, docs: "Large
-# candidate sets").
+_POPCOUNT_WORDS = 1 << 21  # 8-byte words of AND temporaries per popcount block
+_MATMUL_BYTES = {"cpu": 1 << 26, "other": 1 << 29}  # unpacked columns per block
+# A CUDA device keeps the unpacked bits (float16 up to 2048 bits) when they take
+# at most this fraction of its free memory.
 _DEVICE_BITS_FRACTION = 0.25
-# The inverted route costs about a fixed amount per row and tile, the popcount
-# route a fixed amount per column: "auto" takes the inverted one from
-# 1024 + min(N, 2^16) / 32 columns on (measured crossovers: ~1,100 columns in
-# a library of 10^4, ~2,900 in one of 10^5).
+# "auto" takes the inverted route from 1024 + min(N, 2^16) / 32 columns on: it
+# costs a fixed amount per row and tile, the popcount route per column.
 _INVERTED_MIN_COLS = 1024
 _FORMAT = "ax_chaining.PackedFingerprints"
-
-if hasattr(np, "bitwise_count"):  # numpy >= 2.0
-    _popcount = np.bitwise_count
-else:  # pragma: no cover - numpy 1.x
-    _BYTE_COUNTS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
-
-    def _popcount(words: np.ndarray) -> np.ndarray:
-        counts = _BYTE_COUNTS[words.view(np.uint8)]
-        return counts.reshape(*words.shape, 8).sum(-1, dtype=np.uint8)
+_popcount = np.bitwise_count
 
 
 def pack_bits(bits: np.ndarray) -> np.ndarray:
-    r"""Pack an ``N x m`` array of 0/1 into ``N x ceil(m / 64)`` ``uint64`` words.
+    r"""Pack an ``N x m`` array of 0/1 (not checked) into ``N x ceil(m / 64)``
+    little-endian ``uint64`` words: bit ``j`` is bit ``j % 64`` of word
+    ``j // 64``, padding bits 0.
 
-    Bit ``j`` of a row is bit ``j % 64`` of word ``j // 64`` (little-endian bit
-    and byte order, so the words do not depend on the machine); padding bits are
-    0. No check of the values is made here (see
-    :meth:`PackedFingerprints.from_bits`).
+    Example:
+        >>> pack_bits(np.array([[1, 0, 1]]))
+        array([[5]], dtype=uint64)
     """
     n_words = -(-bits.shape[1] // 64)
     packed = np.packbits(bits.astype(bool, copy=False), axis=1, bitorder="little")
@@ -150,16 +71,9 @@ def pack_bits(bits: np.ndarray) -> np.ndarray:
 
 
 class PackedFingerprints:
-    r"""A library of binary fingerprints packed 64 bits to a ``uint64`` word.
-
-    Holds the ``N x ceil(m / 64)`` words, the bit width ``m`` and, computed on
-    first use, each row's number of set bits and the library's content key (a
-    SHA-256 of the width and the words, under which :func:`register_fingerprints`
-    files it). Treated as immutable: copies share the words.
-
-    :meth:`save` writes the words as a ``.npy`` file (with a small ``.json``
-    beside it for the bit width); :meth:`open` memory-maps it, so opening a
-    library of millions of molecules reads nothing until rows are used.
+    r"""An immutable library of ``N`` binary fingerprints of ``m`` bits, packed
+    in ``N x ceil(m / 64)`` ``uint64`` words (:func:`pack_bits`; a memory map
+    is kept, not read).
 
     Example:
         >>> bits = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]])
@@ -171,16 +85,7 @@ class PackedFingerprints:
     """
 
     def __init__(self, words: np.ndarray, n_bits: int, validate: bool = True) -> None:
-        r"""Wrap packed words (see :func:`pack_bits` for the layout).
-
-        Args:
-            words: An ``N x ceil(n_bits / 64)`` array of ``uint64`` (a memory map
-                is kept as is, not read).
-            n_bits: The fingerprint width ``m``.
-            validate: If True (default), check that the padding bits beyond
-                ``n_bits`` are 0 (reads the last word of every row when
-                ``n_bits`` is not a multiple of 64).
-        """
+        """``validate``: check that the padding bits are 0."""
         n_bits = check_int("n_bits", n_bits, 1)
         if not isinstance(words, np.ndarray):
             raise type_error("words", "a numpy array of uint64", words)
@@ -192,9 +97,7 @@ class PackedFingerprints:
                 f"`words` must be N x {n_words} (N >= 1) for n_bits={n_bits}, got "
                 f"shape {words.shape}."
             )
-        if words.dtype.byteorder not in ("<", "|") and not (
-            words.dtype.byteorder == "=" and sys.byteorder == "little"
-        ):
+        if words.dtype != "<u8":  # big-endian words
             words = words.astype("<u8")
         if validate and n_bits % 64:
             high = ~np.uint64((1 << (n_bits % 64)) - 1)
@@ -212,27 +115,30 @@ class PackedFingerprints:
 
     @classmethod
     def from_bits(cls, bits: Tensor | np.ndarray) -> PackedFingerprints:
-        r"""Pack an ``N x m`` tensor or array of 0/1 fingerprints (any dtype).
-
-        Raises:
-            ValueError: Not 2-D, no rows or no bits, or values other than 0 and 1.
-        """
-        array = _numpy(bits, "bits")
+        r"""Pack an ``N x m`` tensor or array of 0/1 fingerprints (any dtype)."""
+        if isinstance(bits, Tensor):
+            array = bits.detach().cpu().numpy()
+        elif isinstance(bits, np.ndarray):
+            array = bits
+        else:
+            raise type_error("bits", "a torch.Tensor or numpy array", bits)
         if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
             raise ValueError(
                 "`bits` must be an N x m array of fingerprints with N >= 1 and "
                 f"m >= 1, got shape {array.shape}."
             )
-        _check_binary("bits", array)
+        bad = (array != 0) & (array != 1) if array.dtype != bool else None
+        if bad is not None and bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                "`bits` must hold only 0 and 1 (fingerprint bits), got "
+                f"{array[where].item()} at index {where}."
+            )
         return cls(pack_bits(array), array.shape[1], validate=False)
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> PackedFingerprints:
-        r"""Memory-map a library written by :meth:`save` (read-only).
-
-        Args:
-            path: The ``.npy`` file (its ``.json`` companion must be beside it).
-        """
+        r"""Memory-map (read-only) the library :meth:`save` wrote."""
         path = _npy_path(path)
         meta_path = path.with_suffix(".json")
         if not path.exists() or not meta_path.exists():
@@ -246,19 +152,12 @@ class PackedFingerprints:
                 f"`path` {str(meta_path)!r} is not a PackedFingerprints description "
                 f"(format {meta.get('format')!r}, expected {_FORMAT!r})."
             )
-        words = np.load(path, mmap_mode="r")
-        return cls(words, int(meta["n_bits"]))
+        return cls(np.load(path, mmap_mode="r"), int(meta["n_bits"]))
 
     @staticmethod
     def allocate(path: str | os.PathLike, num_rows: int, n_bits: int) -> np.memmap:
-        r"""Create a zeroed library file of ``num_rows`` rows to fill in place.
-
-        For writers that produce a library in chunks (e.g.
-        :func:`ax_chaining.chem.featurize_library`); :meth:`open` reads it back.
-
-        Returns:
-            The writable ``num_rows x ceil(n_bits / 64)`` memory map of words.
-        """
+        r"""Create a zeroed library file; returns its writable memory map of
+        words, for writers that fill it in chunks."""
         path = _npy_path(path)
         n_bits = check_int("n_bits", n_bits, 1)
         shape = (check_int("num_rows", num_rows, 1), -(-n_bits // 64))
@@ -268,11 +167,8 @@ class PackedFingerprints:
         return words
 
     def save(self, path: str | os.PathLike) -> Path:
-        r"""Write the words to ``path`` (``.npy``) and the width beside it (``.json``).
-
-        Returns:
-            The path of the ``.npy`` file.
-        """
+        r"""Write the library to ``path`` (``.npy``, and its width in a
+        ``.json`` beside it); returns the ``.npy`` path."""
         path = _npy_path(path)
         out = self.allocate(path, len(self), self.n_bits)
         for start in range(0, len(self), _TILE):
@@ -287,12 +183,9 @@ class PackedFingerprints:
         return f"PackedFingerprints({len(self)} rows x {self.n_bits} bits)"
 
     def __deepcopy__(self, memo: dict[int, Any]) -> PackedFingerprints:
-        # Immutable: BoTorch deep-copies models (e.g. when fantasizing); a copy
-        # must not duplicate a library of millions of rows.
-        return self
+        return self  # immutable: a model's deep copy must not duplicate it
 
     def __getstate__(self) -> dict[str, Any]:
-        # Caches (index, device copies) are rebuilt on demand after unpickling.
         state = dict(self.__dict__)
         state.update(_words=np.asarray(self._words), _index=None, _devices={})
         return state
@@ -330,11 +223,7 @@ class PackedFingerprints:
         return self._key
 
     def unpack(self, rows: Sequence[int] | np.ndarray | slice | None = None) -> Tensor:
-        r"""The 0/1 bits of some rows as a ``len(rows) x m`` ``torch.uint8`` tensor.
-
-        Args:
-            rows: Row indices or a slice; all rows if None (``N x m`` bytes).
-        """
+        r"""The 0/1 bits of some rows (all if None), ``len(rows) x m`` uint8."""
         words = self._words[slice(None) if rows is None else rows]
         words = np.ascontiguousarray(np.atleast_2d(words))
         bits = np.unpackbits(
@@ -343,13 +232,9 @@ class PackedFingerprints:
         return torch.from_numpy(bits)
 
     def build_index(self) -> PackedFingerprints:
-        r"""Build the inverted index of the ``inverted`` route now (else on first use).
-
-        At most 2 bytes per set bit (bits set in more than half of a tile's
-        rows are stored by the rows that lack them; ``< 90 B`` per Morgan-2048
-        molecule) and 8 bytes per row, built in tiles of :math:`2^{16}` rows
-        (about 6 to 10 s per million rows on one core). Returns ``self``.
-        """
+        r"""Build the inverted index of the ``inverted`` route now (else on first
+        use): at most 2 bytes per set bit (a bit set in most rows of a tile is
+        stored by the rows that lack it) and 8 per row. Returns ``self``."""
         if self._index is None:
             num_tiles = -(-len(self) // _TILE)
             # One array of postings per tile (uint16 rows within the tile).
@@ -378,28 +263,24 @@ class PackedFingerprints:
     ) -> Tensor:
         r"""Rows of the Tanimoto kernel: :math:`k(\text{lib}[rows], \text{lib}[cols])`.
 
-        Exact: intersections and unions are integer counts and the quotient is
-        rounded once (to ``dtype``), so every route gives the same values, equal
-        to RDKit's ``BulkTanimotoSimilarity``.
+        Exact (integer counts, one rounding of the quotient): every route gives
+        the same values, RDKit's ``BulkTanimotoSimilarity``'s.
 
         Args:
-            rows: Library row indices (``r`` of them), or a
-                :class:`PackedFingerprints` of ``r`` fingerprints of the same
-                width that need not be in this library (e.g. rows held by
-                another part of a sharded library).
-            cols: Library column indices, or a slice (``Z[first:stop]``, the
-                fast case for large libraries); all rows if None.
-            route: ``"auto"`` (default: ``matmul`` on a GPU; on CPU
-                ``inverted`` for a run of at least ``1024 + min(N, 65536) / 32``
-                columns, else ``popcount``), or one
-                of ``"inverted"``, ``"popcount"``, ``"matmul"`` (see the module
-                docstring for their memory).
-            dtype: Floating dtype of the result.
-            device: Device of the result (and of the ``matmul`` route); default
-                that of ``rows`` if it is a tensor, else CPU.
+            rows: ``r`` library row indices, or a :class:`PackedFingerprints` of
+                ``r`` fingerprints of the same width (e.g. another shard's).
+            cols: Library column indices or a slice (the fast case); all if None.
+            route: ``"auto"`` (``matmul`` on a GPU; on CPU ``inverted`` for a run
+                of at least ``1024 + min(N, 65536) / 32`` columns, else
+                ``popcount``), ``"inverted"``, ``"popcount"`` or ``"matmul"``.
+            dtype: Floating dtype of the ``r x c`` result.
+            device: Device of the result and of ``matmul``; default that of
+                ``rows`` if a tensor, else CPU.
 
-        Returns:
-            An ``r x c`` tensor.
+        Example:
+            >>> library = PackedFingerprints.from_bits(torch.eye(3))
+            >>> library.tanimoto([0], slice(0, 2))
+            tensor([[1., 0.]], dtype=torch.float64)
         """
         check_choice("route", route, ROUTES)
         if device is None:
@@ -416,6 +297,7 @@ class PackedFingerprints:
         else:
             row_idx = _index_array(rows, "rows", n)
             row_words, row_pop = self._words[row_idx], self.popcounts[row_idx]
+        # Columns: a run ``span`` (col_idx None) or an index array.
         if cols is None:
             cols = slice(0, n)
         if isinstance(cols, slice):
@@ -427,58 +309,37 @@ class PackedFingerprints:
         else:
             col_idx, span = _index_array(cols, "cols", n), None
             if col_idx.shape[0] > 1 and np.all(np.diff(col_idx) == 1):
-                # A run of items (a batch of candidates in order): a span.
                 col_idx, span = None, (int(col_idx[0]), int(col_idx[-1]) + 1)
         num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
         if route == "auto":
-            if device.type != "cpu":
-                route = "matmul"
-            elif (
-                col_idx is None and num_cols >= _INVERTED_MIN_COLS + min(n, _TILE) // 32
-            ):
-                # The inverted route reads a row's postings over every tile the
-                # columns span: worth it for a span, not for scattered columns.
-                route = "inverted"
-            else:
-                route = "popcount"
+            # The inverted route reads the postings of every tile the columns
+            # span: not worth it for scattered columns.
+            run = _INVERTED_MIN_COLS + min(n, _TILE) // 32
+            inverted = col_idx is None and num_cols >= run
+            route = "inverted" if inverted else "popcount"
+            route = "matmul" if device.type != "cpu" else route
         if route == "matmul":
             return self._matmul(row_words, row_pop, col_idx, span, dtype, device)
         num_rows = row_words.shape[0]
         out = np.empty((num_rows, num_cols), dtype=np.float64)
-        if out.size == 0:
-            pass
-        elif route == "inverted":
+        if out.size and route == "inverted":
             self.build_index()  # once, before any thread reads it
             threads = torch.get_num_threads()
             pop = row_pop.astype(np.float64)
+
+            def rows_of(p: np.ndarray | slice) -> None:
+                p_out = out[p] if isinstance(p, slice) else out[p[0] : p[-1] + 1]
+                self._inverted(row_words[p], pop[p], col_idx, span, p_out)
+
             if threads > 1 and num_rows >= 4 * threads:
-                # Rows are independent and numpy's loops release the GIL: the
-                # rows split over torch's threads (measured 1.45x on two busy
-                # cores), each writing its own rows of `out`.
+                # numpy's loops release the GIL: rows split over torch's threads.
                 parts = np.array_split(np.arange(num_rows), threads)
                 with ThreadPoolExecutor(threads) as pool:
-                    list(
-                        pool.map(
-                            lambda p: self._inverted(
-                                row_words[p],
-                                pop[p],
-                                col_idx,
-                                span,
-                                out[p[0] : p[-1] + 1],
-                            ),
-                            parts,
-                        )
-                    )
+                    list(pool.map(rows_of, parts))
             else:
-                self._inverted(row_words, pop, col_idx, span, out)
-        else:
-            cols_words = self._words[span[0] : span[1]] if col_idx is None else None
-            for r0 in range(0, num_rows, 256):
-                part = (row_words[r0 : r0 + 256], row_pop[r0 : r0 + 256])
-                if col_idx is None:
-                    _popcount_block(self, *part, cols_words, span[0], out[r0:])
-                else:
-                    _popcount_block(self, *part, col_idx, None, out[r0:])
+                rows_of(slice(None))
+        elif out.size:
+            self._popcount_rows(row_words, row_pop, col_idx, span, out)
         return torch.from_numpy(out).to(device=device, dtype=dtype)
 
     def tanimoto_pairs(
@@ -487,13 +348,8 @@ class PackedFingerprints:
         cols: Tensor | np.ndarray,
         dtype: torch.dtype = torch.float64,
     ) -> Tensor:
-        r"""Elementwise :math:`k(\text{lib}[rows_i], \text{lib}[cols_i])` (a diagonal).
-
-        Args:
-            rows: Row indices (a tensor's shape and device are kept).
-            cols: Column indices, broadcastable against ``rows``.
-            dtype: Floating dtype of the result.
-        """
+        r"""Elementwise :math:`k(\text{lib}[rows_i], \text{lib}[cols_i])` for
+        broadcastable indices (a tensor ``rows`` keeps its device)."""
         device = rows.device if isinstance(rows, Tensor) else torch.device("cpu")
         r, c = np.broadcast_arrays(
             _index_array(rows, "rows", len(self), flat=False),
@@ -505,6 +361,32 @@ class PackedFingerprints:
         out = np.empty(r.shape, dtype=np.float64)
         _quotient(inter, self.popcounts[r], self.popcounts[c], out)
         return torch.from_numpy(out).to(device=device, dtype=dtype)
+
+    def _popcount_rows(
+        self,
+        row_words: np.ndarray,
+        row_pop: np.ndarray,
+        col_idx: np.ndarray | None,
+        span: tuple[int, int] | None,
+        out: np.ndarray,
+    ) -> None:
+        # Popcounts of ANDed words, in blocks of rows and columns.
+        words, pop = self._words, self.popcounts
+        num_cols = out.shape[1]
+        for r0 in range(0, row_words.shape[0], 256):
+            a_words, a_pop = row_words[r0 : r0 + 256], row_pop[r0 : r0 + 256]
+            num_rows = a_words.shape[0]
+            step = max(1, _POPCOUNT_WORDS // (num_rows * words.shape[1]))
+            for c0 in range(0, num_cols, step):
+                c1 = min(c0 + step, num_cols)
+                if col_idx is None:
+                    c = slice(span[0] + c0, span[0] + c1)
+                else:
+                    c = col_idx[c0:c1]
+                both = np.bitwise_and(a_words[:, None, :], words[c][None, :, :])
+                inter = _popcount(both).sum(-1, dtype=np.int64)
+                part = out[r0 : r0 + num_rows, c0:c1]
+                _quotient(inter, a_pop[:, None], pop[c][None, :], part)
 
     def _inverted(
         self,
@@ -520,8 +402,7 @@ class PackedFingerprints:
             buffer = np.empty(hi - lo, dtype=np.float64)
         else:
             lo, hi = span
-        # Buffers reused across rows and tiles; the postings are gathered as
-        # intp, which bincount counts without a cast of its own.
+        # Reused buffers; postings gathered as intp, which bincount takes as is.
         hits = np.empty(1 << 17, dtype=np.intp)
         union = np.empty(_TILE, dtype=np.float64)
         for r in range(row_words.shape[0]):
@@ -539,7 +420,7 @@ class PackedFingerprints:
                 t1 = min(t0 + _TILE, len(self))
                 width = t1 - t0
                 # Complemented bits last: their postings are the rows *without*
-                # the bit, counted in a second half of the bincount.
+                # the bit, counted in the second half of the bincount.
                 flip = flipped[tile, bits]
                 num_flipped = int(flip.sum())
                 query = (
@@ -579,11 +460,8 @@ class PackedFingerprints:
                 out[r] = buffer[col_idx - lo]
 
     def _on_device(self, device: torch.device) -> tuple[Tensor, Tensor, Tensor | None]:
-        r"""Words (as int64), bit counts and, where they fit (see
-        ``_DEVICE_BITS_FRACTION``), the unpacked bits on ``device``, copied once
-        in blocks."""
-        if device.type == "cpu":
-            raise ValueError("CPU routes read the words in place.")  # pragma: no cover
+        r"""Words (int64), bit counts and, where they fit, the unpacked bits on
+        ``device``, copied once."""
         if device not in self._devices:
             words = torch.empty(self._words.shape, dtype=torch.int64, device=device)
             for start in range(0, len(self), _TILE):
@@ -591,7 +469,8 @@ class PackedFingerprints:
                 words[start : start + _TILE] = torch.from_numpy(block).to(device)
             pop = torch.from_numpy(self.popcounts.astype(np.int32)).to(device)
             bits, m = None, self.n_bits
-            dtype = _bits_dtype(m)
+            # The narrowest float whose sums of m 0/1 products are exact.
+            dtype = torch.float16 if m <= 2048 else torch.float32
             if device.type == "cuda":
                 free, _ = torch.cuda.mem_get_info(device)
                 if len(self) * m * dtype.itemsize <= _DEVICE_BITS_FRACTION * free:
@@ -613,17 +492,13 @@ class PackedFingerprints:
     ) -> Tensor:
         num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
         out = torch.empty(row_words.shape[0], num_cols, dtype=dtype, device=device)
-        pop_np = self.popcounts
-
         cached = None if device.type == "cpu" else self._on_device(device)[2]
 
         def bits_of(index: np.ndarray | slice) -> tuple[Tensor, Tensor]:
             if device.type == "cpu":
-                block = np.array(self._words[index]).view(np.int64)
-                words = torch.from_numpy(block)
-                return _unpack_torch(words, self.n_bits), torch.from_numpy(
-                    pop_np[index]
-                )
+                words = torch.from_numpy(np.array(self._words[index]).view(np.int64))
+                pop = torch.from_numpy(self.popcounts[index])
+                return _unpack_torch(words, self.n_bits), pop
             words, pop, bits = self._on_device(device)
             if not isinstance(index, slice):
                 index = torch.from_numpy(index).to(device)
@@ -645,9 +520,8 @@ class PackedFingerprints:
             else:
                 index = col_idx[c0:c1]
             c_bits, c_pop = bits_of(index)
-            # Sums of 0/1 products are exact integers: in float32 (also with
-            # TF32 matmuls, where 0 and 1 are exact) up to 2^24, and in
-            # float16 (the cached bits) up to 2048 = the most bits it is used for.
+            # Sums of 0/1 products are exact: float32 (TF32 too) up to 2^24,
+            # float16 (cached bits) up to 2048, the most bits it holds.
             inter = (a_bits @ c_bits.mT).to(dtype)
             union = a_pop.to(dtype).unsqueeze(-1) + c_pop.to(dtype) - inter
             value = inter / union
@@ -656,18 +530,9 @@ class PackedFingerprints:
 
 
 def register_fingerprints(library: PackedFingerprints | Tensor | np.ndarray) -> str:
-    r"""Register a fingerprint library under its content key; returns the key.
-
-    The key replaces the library in :class:`TanimotoKernel`'s arguments, so Ax
-    stores a short string with each generator run instead of the fingerprints.
-    A reloaded experiment finds the library again only if the same content was
-    registered in this process (call this function again, e.g. on
-    ``PackedFingerprints.open(path)``, before generating): a different library
-    has a different key, so a reference never resolves to other molecules. The
-    registry keeps a reference, not a copy.
-
-    Args:
-        library: A :class:`PackedFingerprints`, or ``N x m`` 0/1 bits to pack.
+    r"""Register a library (or ``N x m`` 0/1 bits to pack) under its content
+    key, which Ax stores instead of the fingerprints; returns the key. A
+    reloaded experiment needs the same library registered again in its process.
 
     Example:
         >>> key = register_fingerprints(torch.eye(3))
@@ -677,6 +542,12 @@ def register_fingerprints(library: PackedFingerprints | Tensor | np.ndarray) -> 
     if not isinstance(library, PackedFingerprints):
         library = PackedFingerprints.from_bits(library)
     return _LIBRARIES.add(library.key, library)
+
+
+def registered_fingerprints(key: str) -> PackedFingerprints:
+    """The library registered under ``key`` (:func:`register_fingerprints`);
+    ``ValueError`` if none with that content is registered in this process."""
+    return _LIBRARIES.get(key)
 
 
 class _FingerprintKernel(Kernel):
@@ -698,41 +569,31 @@ class _FingerprintKernel(Kernel):
         last_dim_is_batch: bool = False,
         **params: Any,
     ) -> Any:
-        # GPyTorch compares the widths before `forward` with a message that
-        # names neither argument nor mode; say what was expected instead.
-        name = type(self).__name__
-        if self.active_dims is None and getattr(self, "library", None) is not None:
-            for arg, x in (("x1", x1), ("x2", x1 if x2 is None else x2)):
-                if x.shape[-1] != 1:
-                    raise ValueError(
-                        f"{name} in library mode expects `{arg}` with a single "
-                        "column holding the item index (`... x n x 1`), got shape "
-                        f"{tuple(x.shape)}. For fingerprint inputs, construct it "
-                        "without `library`."
-                    )
-        elif self.active_dims is None and x2 is not None:
-            if x1.shape[-1] != x2.shape[-1]:
-                raise ValueError(
-                    f"{name} inputs `x1` and `x2` must have the same fingerprint "
-                    f"width (last dimension), got {x1.shape[-1]} and "
-                    f"{x2.shape[-1]}."
-                )
+        # GPyTorch's own width check is a RuntimeError naming no argument.
+        if self.active_dims is None and x2 is not None:
+            _same_width(type(self).__name__, x1, x2)
         return super().__call__(x1, x2, diag, last_dim_is_batch, **params)
 
-    def _features(self, x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Inputs as a floating dtype after the checks; raises on bad input."""
+    def forward(
+        self,
+        x1: Tensor,
+        x2: Tensor,
+        diag: bool = False,
+        last_dim_is_batch: bool = False,
+        **params: Any,
+    ) -> Tensor:
+        r"""``batch_shape x n1 x n2`` similarities (``x n1`` if ``diag``) of
+        ``... x n x m`` fingerprints (``... x n x 1`` items in library mode)."""
         name = type(self).__name__
+        if last_dim_is_batch:
+            raise ValueError(f"{name} does not support `last_dim_is_batch`.")
         for arg, x in (("x1", x1), ("x2", x2)):
             if x.dim() < 2 or x.shape[-1] == 0:
                 raise ValueError(
                     f"{name} input `{arg}` must be `... x n x m` fingerprints with "
                     f"m >= 1 bits, got shape {tuple(x.shape)}."
                 )
-        if x1.shape[-1] != x2.shape[-1]:
-            raise ValueError(
-                f"{name} inputs `x1` and `x2` must have the same fingerprint width "
-                f"(last dimension), got {x1.shape[-1]} and {x2.shape[-1]}."
-            )
+        _same_width(name, x1, x2)
         dtype = x1.dtype if x1.is_floating_point() else torch.get_default_dtype()
         x1, x2 = x1.to(dtype), x2.to(dtype)
         if self.validate:
@@ -744,54 +605,37 @@ class _FingerprintKernel(Kernel):
                         f"{name} input `{arg}` must hold {self._values}, got "
                         f"{x[where].item()} at index {where}."
                     )
-        return x1, x2
+        return self._similarity(x1, x2, diag)
 
     def _invalid(self, x: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _similarity(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
+        raise NotImplementedError  # pragma: no cover - abstract
+
 
 class TanimotoKernel(_FingerprintKernel):
-    r"""Tanimoto (Jaccard) kernel of binary fingerprints.
+    r"""Tanimoto (Jaccard) kernel of binary fingerprints :math:`a, b \in \{0, 1\}^m`:
 
     .. math::
 
         k(a, b) = \frac{\langle a, b \rangle}{|a| + |b| - \langle a, b \rangle},
-        \qquad k(0, 0) = 1,
+        \qquad k(0, 0) = 1.
 
-    for :math:`a, b \in \{0, 1\}^m`: the number of bits set in both over the
-    number set in either. Positive semi-definite, :math:`k(a, a) = 1`, no
-    hyperparameters (wrap it in a :class:`~gpytorch.kernels.ScaleKernel` to
-    learn an output scale).
-
-    *Feature mode* (``library=None``): inputs are ``... x n x m`` fingerprints
-    (0/1 in any dtype; batch shapes broadcast; ``diag=True`` supported); the
-    result has the floating dtype and device of ``x1``, and the intersections
-    are one matrix product (exact in float32 for ``m < 2^24``).
-
-    *Library mode*: with a :class:`PackedFingerprints` library (or the key that
-    :func:`register_fingerprints` returned for it), inputs are item indices
-    ``... x n x 1``, or with ``normalized_inputs=True`` Ax's unit-cube
-    normalization of an integer parameter ``0 .. N - 1`` (index
-    ``round(x (N - 1))``), exactly as for
-    :class:`~ax_chaining.kernels.PrecomputedKernel`. Rows against a contiguous
-    range of the library (``kernel(Z[idx], Z[first:stop])`` with ``Z`` the
-    library in order) go through :meth:`PackedFingerprints.tanimoto`'s fast
-    routes; other index sets are reduced to their distinct items first. The
-    kernel is piecewise constant in its index input: optimize over the finite
-    set, not by gradients.
+    Positive semi-definite (Ralaivola et al., 2005), no hyperparameters. In
+    *feature mode* (``library=None``) inputs are ``... x n x m`` 0/1
+    fingerprints of any dtype (checked if ``validate``). In *library mode*
+    inputs are item indices ``... x n x 1`` of a :class:`PackedFingerprints`
+    (or the key :func:`register_fingerprints` returned, what Ax stores), as for
+    :class:`~ax_chaining.kernels.PrecomputedKernel` (``normalized_inputs``,
+    ``active_dims``); rows come from :meth:`PackedFingerprints.tanimoto` by
+    ``route``.
 
     Example:
-        >>> import torch
-        >>> from botorch.models import SingleTaskGP
-        >>> from gpytorch.kernels import ScaleKernel
-        >>> bits = torch.tensor(
-        ...     [[1, 1, 0, 0], [1, 0, 1, 0], [0, 1, 1, 1]], dtype=torch.float64
-        ... )
+        >>> bits = torch.tensor([[1.0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 1, 1]])
         >>> TanimotoKernel()(bits[:1], bits).to_dense()
-        tensor([[1.0000, 0.3333, 0.2500]], dtype=torch.float64)
-        >>> train_Y = torch.tensor([[0.1], [0.3], [-0.2]], dtype=torch.float64)
-        >>> covar_module = ScaleKernel(TanimotoKernel())
-        >>> model = SingleTaskGP(bits, train_Y, covar_module=covar_module)
+        tensor([[1.0000, 0.3333, 0.2500]])
+        >>> model = SingleTaskGP(bits, Y, covar_module=ScaleKernel(TanimotoKernel()))
         >>> key = register_fingerprints(bits)  # library mode, over item indices
         >>> kernel = TanimotoKernel(library=key)
         >>> kernel(torch.tensor([[0.0]]), torch.tensor([[1.0], [2.0]])).to_dense()
@@ -809,31 +653,8 @@ class TanimotoKernel(_FingerprintKernel):
         active_dims: tuple[int, ...] | None = None,
         **kwargs: Any,
     ) -> None:
-        r"""Build a Tanimoto kernel.
-
-        Args:
-            library: None for feature mode (default). For library mode, a
-                :class:`PackedFingerprints` or the key :func:`register_fingerprints`
-                returned (the library is then looked up in this process's
-                registry; Ax stores this key).
-            normalized_inputs: Library mode: inputs in ``[0, 1]`` are mapped to
-                indices ``round(x * (N - 1))`` (Ax's normalization); if False
-                (default) inputs are the indices themselves.
-            route: Library mode: how rows are computed (see
-                :meth:`PackedFingerprints.tanimoto`); ``"auto"`` by default.
-            validate: Feature mode: check on each call that the inputs hold only
-                0 and 1 (one pass over them). Library mode: the library was
-                checked when packed.
-            active_dims: Input columns the kernel acts on (library mode: exactly
-                one, the index).
-            **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`.
-        """
-        if library is not None and active_dims is not None:
-            if len(tuple(active_dims)) != 1:
-                raise ValueError(
-                    "`active_dims` must select exactly one input column (the item "
-                    f"index) in library mode, got {tuple(active_dims)}."
-                )
+        if library is not None:  # one index column; batch_shape left as given
+            check_index_kernel_args("TanimotoKernel", active_dims, {})
         super().__init__(validate=validate, active_dims=active_dims, **kwargs)
         if isinstance(library, str):
             library = registered_fingerprints(library)
@@ -861,40 +682,12 @@ class TanimotoKernel(_FingerprintKernel):
         last_dim_is_batch: bool = False,
         **params: Any,
     ) -> Tensor:
-        r"""Tanimoto similarities of the fingerprints (or items) in ``x1`` and ``x2``.
-
-        Args:
-            x1: ``batch_shape x n1 x m`` fingerprints, or ``batch_shape x n1 x 1``
-                item indices in library mode.
-            x2: ``batch_shape x n2 x m`` (or ``x 1``), batch shapes broadcast.
-            diag: If True, only the diagonal ``k(x1[..., i, :], x2[..., i, :])``.
-            last_dim_is_batch: Not supported; must be False.
-            **params: Ignored.
-
-        Returns:
-            ``batch_shape x n1 x n2`` (``batch_shape x n1`` if ``diag``), with
-            ``x1``'s floating dtype (else the default dtype) on ``x1``'s device.
-        """
-        if last_dim_is_batch:
-            raise ValueError("TanimotoKernel does not support `last_dim_is_batch`.")
-        if self.library is not None:
-            return self._library_forward(x1, x2, diag)
-        x1, x2 = self._features(x1, x2)
-        if diag:
-            inter = (x1 * x2).sum(-1)
-            union = x1.sum(-1) + x2.sum(-1) - inter
-        else:
-            inter = x1 @ x2.mT
-            union = x1.sum(-1).unsqueeze(-1) + x2.sum(-1).unsqueeze(-2) - inter
-        # Integer counts: union is 0 only for two empty fingerprints (k = 1).
-        return torch.where(union > 0, inter / union.clamp_min(1), 1.0)
-
-    def _library_forward(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
+        if self.library is None or last_dim_is_batch:
+            return super().forward(x1, x2, diag, last_dim_is_batch)
         library = self.library
         dtype = x1.dtype if x1.is_floating_point() else torch.get_default_dtype()
         device = x1.device
-        # Batch dimensions that are broadcast copies (the training inputs
-        # expanded over b test points) are mapped and computed once.
+        # Broadcast copies (training inputs expanded over b test points) once.
         x1, x2 = _drop_expanded(x1), _drop_expanded(x2)
         i1 = item_indices(x1, len(library), self.normalized_inputs, "TanimotoKernel")
         i2 = item_indices(x2, len(library), self.normalized_inputs, "TanimotoKernel")
@@ -903,10 +696,8 @@ class TanimotoKernel(_FingerprintKernel):
         kw = {"route": self.route, "dtype": dtype, "device": device}
         if i1.dim() == 1 and i2.dim() == 1:
             return library.tanimoto(i1, _as_range(i2), **kw)
-        # Batches (e.g. BoTorch's posterior over b x q points): the kernel of
-        # the distinct items, then indexed, so the cost does not grow with b^2;
-        # or, when the batch needs fewer entries than that (b points of q = 1,
-        # their test-test blocks), each entry alone.
+        # Batches: the kernel of the distinct items, then indexed (no b^2
+        # growth), or each entry alone where that is fewer (q = 1 test blocks).
         u1, inv1 = torch.unique(i1, return_inverse=True)
         u2, inv2 = torch.unique(i2, return_inverse=True)
         pairs = torch.broadcast_shapes(i1.unsqueeze(-1).shape, i2.unsqueeze(-2).shape)
@@ -918,32 +709,34 @@ class TanimotoKernel(_FingerprintKernel):
         values = library.tanimoto(u1, _as_range(u2), **kw)
         return values[inv1.unsqueeze(-1), inv2.unsqueeze(-2)]
 
+    def _similarity(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
+        if diag:
+            inter = (x1 * x2).sum(-1)
+            union = x1.sum(-1) + x2.sum(-1) - inter
+        else:
+            inter = x1 @ x2.mT
+            union = x1.sum(-1).unsqueeze(-1) + x2.sum(-1).unsqueeze(-2) - inter
+        # Integer counts: union is 0 only for two empty fingerprints (k = 1).
+        return torch.where(union > 0, inter / union.clamp_min(1), 1.0)
+
     def __deepcopy__(self, memo: dict[int, Any]) -> TanimotoKernel:
-        r"""Deep-copy the kernel, sharing (not duplicating) the library."""
         return deepcopy_sharing(self, memo, self.library)
 
 
 class MinMaxKernel(_FingerprintKernel):
-    r"""MinMax (weighted Jaccard) kernel of count fingerprints.
+    r"""MinMax (weighted Jaccard) kernel of non-negative count fingerprints:
 
     .. math::
 
         k(a, b) = \frac{\sum_i \min(a_i, b_i)}{\sum_i \max(a_i, b_i)}
         = \frac{s - d}{s + d}, \qquad k(0, 0) = 1,
 
-    for non-negative :math:`a, b \in \mathbb{R}^m`, with :math:`s = |a|_1 + |b|_1`
-    and :math:`d = |a - b|_1` (as :math:`\min = (a + b - |a - b|) / 2` and
-    :math:`\max = (a + b + |a - b|) / 2`): one ``torch.cdist(p=1)``, which needs
-    no ``n1 x n2 x m`` temporary and is exact for integer counts. Equal to
-    :class:`TanimotoKernel` on binary fingerprints; positive semi-definite;
-    :math:`k(a, a) = 1`; no hyperparameters.
-
-    Feature mode only: inputs are ``... x n x m`` counts (batch shapes
-    broadcast; ``diag=True`` supported), the result has ``x1``'s floating dtype
-    and device.
+    with :math:`s = |a|_1 + |b|_1` and :math:`d = |a - b|_1` (one
+    ``torch.cdist(p=1)``, exact for integer counts): :class:`TanimotoKernel` on
+    binary fingerprints; positive semi-definite; no hyperparameters. Inputs are
+    ``... x n x m`` counts (checked finite and >= 0 if ``validate``).
 
     Example:
-        >>> import torch
         >>> counts = torch.tensor([[2.0, 1.0, 0.0], [1.0, 1.0, 3.0]])
         >>> MinMaxKernel()(counts).to_dense()  # min sums 2, max sums 6
         tensor([[1.0000, 0.3333],
@@ -958,42 +751,12 @@ class MinMaxKernel(_FingerprintKernel):
         active_dims: tuple[int, ...] | None = None,
         **kwargs: Any,
     ) -> None:
-        r"""Build a MinMax kernel.
-
-        Args:
-            validate: Check on each call that the inputs are finite and
-                non-negative (one pass over them).
-            active_dims: Input columns holding the counts.
-            **kwargs: Passed on to :class:`~gpytorch.kernels.Kernel`.
-        """
         super().__init__(validate=validate, active_dims=active_dims, **kwargs)
 
     def _invalid(self, x: Tensor) -> Tensor:
         return ~(torch.isfinite(x) & (x >= 0))
 
-    def forward(
-        self,
-        x1: Tensor,
-        x2: Tensor,
-        diag: bool = False,
-        last_dim_is_batch: bool = False,
-        **params: Any,
-    ) -> Tensor:
-        r"""MinMax similarities of the count fingerprints in ``x1`` and ``x2``.
-
-        Args:
-            x1: ``batch_shape x n1 x m`` counts.
-            x2: ``batch_shape x n2 x m`` counts (batch shapes broadcast).
-            diag: If True, only the diagonal ``k(x1[..., i, :], x2[..., i, :])``.
-            last_dim_is_batch: Not supported; must be False.
-            **params: Ignored.
-
-        Returns:
-            ``batch_shape x n1 x n2`` (``batch_shape x n1`` if ``diag``).
-        """
-        if last_dim_is_batch:
-            raise ValueError("MinMaxKernel does not support `last_dim_is_batch`.")
-        x1, x2 = self._features(x1, x2)
+    def _similarity(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
         tiny = torch.finfo(x1.dtype).tiny
         if diag:
             low = torch.minimum(x1, x2).sum(-1)
@@ -1009,13 +772,12 @@ class MinMaxKernel(_FingerprintKernel):
         return torch.where(high > 0, (total - dist) / high.clamp_min(tiny), 1.0)
 
 
-def registered_fingerprints(key: str) -> PackedFingerprints:
-    """The library registered under ``key`` (:func:`register_fingerprints`).
-
-    Raises:
-        ValueError: No library with that content is registered in this process.
-    """
-    return _LIBRARIES.get(key)
+def _same_width(name: str, x1: Tensor, x2: Tensor) -> None:
+    if x1.shape[-1] != x2.shape[-1]:
+        raise ValueError(
+            f"{name} inputs `x1` and `x2` must have the same fingerprint width "
+            f"(last dimension), got {x1.shape[-1]} and {x2.shape[-1]}."
+        )
 
 
 def _npy_path(path: str | os.PathLike) -> Path:
@@ -1023,26 +785,6 @@ def _npy_path(path: str | os.PathLike) -> Path:
         raise type_error("path", "a str or os.PathLike", path)
     path = Path(path)
     return path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
-
-
-def _numpy(x: Any, arg: str) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return x.detach().cpu().numpy()
-    if isinstance(x, np.ndarray):
-        return x
-    raise type_error(arg, "a torch.Tensor or numpy array", x)
-
-
-def _check_binary(arg: str, array: np.ndarray) -> None:
-    if array.dtype == bool:
-        return
-    bad = (array != 0) & (array != 1)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(
-            f"`{arg}` must hold only 0 and 1 (fingerprint bits), got "
-            f"{array[where].item()} at index {where}."
-        )
 
 
 def _index_array(x: Any, arg: str, n: int, flat: bool = True) -> np.ndarray:
@@ -1067,9 +809,8 @@ def _index_array(x: Any, arg: str, n: int, flat: bool = True) -> np.ndarray:
 
 
 def _drop_expanded(x: Tensor) -> Tensor:
-    """``x`` without its leading batch dimensions that only repeat one slice
-    (the training inputs copied for each of b test points, as GPyTorch's
-    prediction does), which the kernel's output broadcasts back."""
+    """``x`` without leading batch dimensions that only repeat one slice (the
+    training inputs GPyTorch copies for each test point)."""
     while x.dim() > 2 and (
         x.shape[0] == 1 or x.stride(0) == 0 or torch.equal(x, x[:1].expand_as(x))
     ):
@@ -1098,70 +839,26 @@ def _quotient(
     union -= inter
     with np.errstate(invalid="ignore", divide="ignore"):
         np.divide(inter, union, out=out)
-    # Only two empty fingerprints have an empty union (0 / 0 above).
-    if np.any(np.asarray(pop_a) == 0):
+    if np.any(np.asarray(pop_a) == 0):  # only two empty fingerprints give 0 / 0
         np.copyto(out, 1.0, where=union == 0)
-
-
-def _popcount_block(
-    library: PackedFingerprints,
-    a_words: np.ndarray,
-    a_pop: np.ndarray,
-    cols: np.ndarray,
-    first: int | None,
-    out: np.ndarray,
-) -> None:
-    r"""Tanimoto rows (their words ``a_words`` and bit counts ``a_pop``) by
-    popcounts of ANDed words, in bounded column blocks.
-
-    ``cols`` is either an index array (``first`` None) or a block of words
-    starting at library row ``first``.
-    """
-    words, pop = library.words, library.popcounts
-    num_rows = a_words.shape[0]
-    num_cols = cols.shape[0]
-    step = max(1, _POPCOUNT_WORDS // (num_rows * words.shape[1]))
-    for c0 in range(0, num_cols, step):
-        c1 = min(c0 + step, num_cols)
-        if first is None:
-            c_words, c_pop = words[cols[c0:c1]], pop[cols[c0:c1]]
-        else:
-            c_words, c_pop = cols[c0:c1], pop[first + c0 : first + c1]
-        both = np.bitwise_and(a_words[:, None, :], c_words[None, :, :])
-        inter = _popcount(both).sum(-1, dtype=np.int64)
-        _quotient(inter, a_pop[:, None], c_pop[None, :], out[:num_rows, c0:c1])
-
-
-def _set_bits(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r"""(bit, row) of every set bit of a block of packed rows, row-major.
-
-    Only the non-zero bytes are unpacked (a Morgan fingerprint has ~50 of 256).
-    """
-    block = np.ascontiguousarray(words).view(np.uint8)
-    rows, byte = np.nonzero(block)
-    bits = np.unpackbits(block[rows, byte][:, None], axis=1, bitorder="little")
-    which, offset = np.nonzero(bits)
-    bit = byte[which] * 8 + offset
-    # uint16 keys make the stable argsort a radix sort (widths up to 2^16).
-    return bit.astype(np.uint16 if words.shape[1] <= 1024 else np.int64), rows[which]
 
 
 def _tile_postings(
     words: np.ndarray, n_bits: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r"""(bit, row) postings of a tile of packed rows, and which bits are flipped.
-
-    A bit set in more than half of the tile's rows (a few Morgan bits are set
-    in most drug-like molecules) is stored by the rows that *lack* it: at most
-    half the tile, which bounds the postings a row's query reads.
-    """
-    # In sub-blocks, keeping uint16 rows: the int64 temporaries of a whole
-    # tile would take ~150 MB.
+    r"""(bit, row) postings of a tile of packed rows, and which bits are flipped:
+    a bit set in more than half the rows is stored by the rows that lack it."""
+    # Sub-blocks with uint16 rows: a whole tile's int64 temporaries are large.
     bit_parts, row_parts = [], []
+    # uint16 keys make the stable argsort a radix sort (widths up to 2^16).
+    key = np.uint16 if words.shape[1] <= 1024 else np.int64
     for first in range(0, words.shape[0], 8192):
-        bits, rows = _set_bits(words[first : first + 8192])
-        bit_parts.append(bits)
-        row_parts.append((rows + first).astype(np.uint16))
+        block = np.ascontiguousarray(words[first : first + 8192]).view(np.uint8)
+        rows, byte = np.nonzero(block)  # only the non-zero bytes are unpacked
+        bits = np.unpackbits(block[rows, byte][:, None], axis=1, bitorder="little")
+        which, offset = np.nonzero(bits)
+        bit_parts.append((byte[which] * 8 + offset).astype(key))
+        row_parts.append((rows[which] + first).astype(np.uint16))
     bits, rows = np.concatenate(bit_parts), np.concatenate(row_parts)
     counts = np.bincount(bits, minlength=n_bits)
     flip = 2 * counts > words.shape[0]
@@ -1179,17 +876,9 @@ def _tile_postings(
 def _unpack_torch(
     words: Tensor, n_bits: int, dtype: torch.dtype = torch.float32
 ) -> Tensor:
-    r"""Unpack ``k x W`` int64 words into ``k x n_bits`` 0/1 of ``dtype`` (any device).
-
-    Little-endian bytes, as every CUDA and x86/ARM host stores them.
-    """
+    r"""Unpack ``k x W`` int64 words (little-endian bytes, on any device) into
+    ``k x n_bits`` 0/1 of ``dtype``."""
     shifts = torch.arange(8, dtype=torch.uint8, device=words.device)
     bytes_ = words.contiguous().view(torch.uint8)
     bits = (bytes_.unsqueeze(-1) >> shifts) & 1
     return bits.reshape(words.shape[0], -1)[:, :n_bits].to(dtype)
-
-
-def _bits_dtype(n_bits: int) -> torch.dtype:
-    """The narrowest float whose sums of ``n_bits`` 0/1 products are exact in
-    any accumulation order: float16 holds every integer up to 2048."""
-    return torch.float16 if n_bits <= 2048 else torch.float32

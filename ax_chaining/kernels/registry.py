@@ -1,7 +1,6 @@
-"""Content-addressed registries of the large objects an item-index kernel holds
-(a Gram matrix, a fingerprint library), so that Ax stores a short key with
-every generator run instead of the object, and a key can never resolve to
-other content."""
+"""Content-addressed registries of the large objects an item-index kernel holds:
+Ax stores a short key instead of the object, and a key never resolves to other
+content."""
 
 from __future__ import annotations
 
@@ -12,13 +11,13 @@ _T = TypeVar("_T")
 
 
 class ContentRegistry(Generic[_T]):
-    """Objects by content key, for one kernel argument.
+    """Objects by content key (references, not copies) for one kernel argument;
+    ``owner``, ``what`` and ``how`` (to register it again) name them in errors.
 
-    Args:
-        owner: The kernel and its argument, for messages (e.g.
-            ``"PrecomputedKernel argument `gram`"``).
-        what: What is registered, in words (``"Gram matrix"``).
-        how: How to register it again, in words (the functions to call).
+    Example:
+        >>> grams = ContentRegistry("kernel argument `gram`", "Gram matrix", "f()")
+        >>> grams.get(grams.add("sha256:0", [[1.0]]))
+        [[1.0]]
     """
 
     def __init__(self, owner: str, what: str, how: str) -> None:
@@ -31,12 +30,8 @@ class ContentRegistry(Generic[_T]):
         return key
 
     def get(self, key: str) -> _T:
-        """The object registered under ``key``.
-
-        Raises:
-            ValueError: No object with that content is registered in this
-                process (e.g. after loading a saved experiment).
-        """
+        """The object registered under ``key``; ``ValueError`` if none is in this
+        process (e.g. after loading a saved experiment)."""
         obj = self._objects.get(key)
         if obj is None:
             raise ValueError(
@@ -49,9 +44,8 @@ class ContentRegistry(Generic[_T]):
 
 
 def deepcopy_sharing(obj: Any, memo: dict[int, Any], constant: Any) -> Any:
-    """``copy.deepcopy(obj)`` that shares (does not duplicate) ``constant``: a
-    kernel's Gram matrix or library, which BoTorch's fantasies and Ax's model
-    copies would otherwise copy whole."""
+    """``copy.deepcopy(obj)`` sharing, not duplicating, ``constant`` (a kernel's
+    Gram matrix or library, which BoTorch's fantasies would copy whole)."""
     memo[id(constant)] = constant
     cls = obj.__class__
     new = cls.__new__(cls)

@@ -1,24 +1,6 @@
-r"""Molecule libraries with one measured property each, vendored with the package.
-
-Three public datasets ship in ``ax_chaining/test_functions/data`` (provenance,
-licences and checksums in ``PROVENANCE.md`` there):
-
-============  =========  ==========================================  =========
-name          molecules  objective (maximized)                        units
-============  =========  ==========================================  =========
-``esol``      1,128      measured log aqueous solubility              log mol/L
-``freesolv``  642        minus the hydration free energy              kcal/mol
-``lipo``      4,200      logD (octanol/water, pH 7.4)                 log units
-============  =========  ==========================================  =========
-
-FreeSolv is negated so that "maximize" means "most favourable hydration".
-
-Example:
-    >>> from ax_chaining.test_functions.molecules import load_dataset
-    >>> data = load_dataset("freesolv")
-    >>> len(data), float(data.y.max())
-    (642, 25.47)
-"""
+"""Molecule libraries with one measured property each, vendored with the package
+(ESOL, FreeSolv negated, Lipophilicity; provenance, licences and checksums in
+``data/PROVENANCE.md``)."""
 
 from __future__ import annotations
 
@@ -77,15 +59,9 @@ DATASETS: dict[str, _DatasetInfo] = {
 
 @dataclass(frozen=True)
 class MoleculeDataset:
-    """A molecule library with one measured property per molecule.
-
-    Attributes:
-        name: Dataset key (see :data:`DATASETS`).
-        smiles: SMILES strings, in file order.
-        y: ``n`` float64 objective values, to be maximized (the measured
-            property, negated where the dataset's goal is to minimize it).
-        objective: What ``y`` is, in words.
-    """
+    """A molecule library (``smiles``, in file order) with one measured property
+    per molecule: ``y``, ``n`` float64 values to maximize (negated where the
+    property is to be minimized), described in words by ``objective``."""
 
     name: str
     smiles: tuple[str, ...]
@@ -97,16 +73,13 @@ class MoleculeDataset:
 
 
 def load_dataset(name: str) -> MoleculeDataset:
-    """Load one of the vendored datasets, checking its SHA-256.
+    """Load the vendored dataset ``"esol"``, ``"freesolv"`` or ``"lipo"``,
+    checking its SHA-256 (``ValueError`` for another name or a modified file).
 
-    Args:
-        name: ``"esol"``, ``"freesolv"`` or ``"lipo"``.
-
-    Returns:
-        A :class:`MoleculeDataset`.
-
-    Raises:
-        ValueError: Unknown name, or a file whose checksum does not match.
+    Example:
+        >>> data = load_dataset("freesolv")
+        >>> len(data), float(data.y.max())
+        (642, 25.47)
     """
     key, info, rows = vendored_rows(name, DATASETS)
     smiles = tuple(row[info.smiles_column] for row in rows)
@@ -120,23 +93,10 @@ def load_dataset(name: str) -> MoleculeDataset:
 def vendored_rows(
     name: str, registry: Mapping[str, Any]
 ) -> tuple[str, Any, list[dict[str, str]]]:
-    """The rows of a vendored CSV, its SHA-256 checked.
-
-    Args:
-        name: A key of ``registry`` (any case).
-        registry: Dataset key -> entry with ``file`` (the name in
-            ``ax_chaining/test_functions/data``; a ``.gz`` file is decompressed,
-            and the checksum is the decompressed file's, as ``PROVENANCE.md``
-            lists it) and ``sha256`` (the expected hex digest).
-
-    Returns:
-        ``(key, entry, rows)``: the lower-case key, its entry, and the CSV's
-        rows as dicts column -> text.
-
-    Raises:
-        ValueError: Unknown name, or a checksum that does not match (the file
-            was modified).
-    """
+    """``(key, entry, rows)`` of the vendored CSV named ``name`` (any case) in
+    ``registry``: the lower-case key, its entry (``file`` in ``data/``,
+    decompressed if ``.gz``, and its ``sha256``) and the rows as dicts column ->
+    text; ``ValueError`` for an unknown name or a checksum that does not match."""
     key = str(name).lower()
     if key not in registry:
         raise ValueError(
@@ -165,8 +125,13 @@ def vendored_rows(
 def library(
     name: str, radius: int = 2, n_bits: int = 2048
 ) -> tuple[MoleculeDataset, Tensor]:
-    """``(dataset, gram)``: the molecules and their Tanimoto Gram matrix."""
-    from ax_chaining.chem import morgan_fingerprints, tanimoto_gram
+    """``(dataset, gram)``: the molecules and the Tanimoto Gram matrix of their
+    Morgan fingerprints (RDKit; cached per arguments).
+
+    Example:
+        >>> data, gram = library("freesolv")
+    """
+    from ax_chaining.molecules import morgan_fingerprints, tanimoto_gram
 
     data = load_dataset(name)
     gram = tanimoto_gram(morgan_fingerprints(data.smiles, radius, n_bits))

@@ -1,33 +1,11 @@
-r"""Test problems of Contal, Malherbe & Vayatis (2015), Section 4, plus a 1-D toy.
-
-Every problem is a finite search space of ``n`` candidates (``n = 10^4`` in the
-paper) with a known, noise-free objective to **maximize**; observations are
-corrupted by Gaussian noise of standard deviation ``0.05``.
-
-* :func:`se_problem`: an exact sample of a GP with an isotropic 2-D squared
-  exponential kernel (bandwidth 1, variance 1) on a uniform design in
-  :math:`[0, 20]^2`. Cached on disk.
-* :func:`himmelblau_problem`: negated, rescaled Himmelblau function plus a linear
-  trend on a uniform design in :math:`[-5, 5]^2`; the SE bandwidth has to be learned
-  (:func:`fit_isotropic_se_lengthscale`).
-* :func:`graph_problem`: random directed graphs with fewer than 20 nodes, with the
-  normalized shortest-path kernel; the objective is an exact GP sample under it.
-* :func:`toy_1d_problem`: a 1-D GP sample on a grid, for illustrations (Figure 1).
-
-All tensors are float64 and every factory is deterministic given its ``seed`` (it
-uses its own ``torch.Generator`` / ``numpy.random.Generator``, never global RNG
-state).
-"""
+r"""Test problems of Contal, Malherbe & Vayatis (2015), Section 4: random directed
+graphs under the shortest-path kernel, and a GP sample on a grid. Each is a finite
+set of candidates with a noise-free objective to maximize, deterministic given
+its ``seed`` (its own generator, never the global state)."""
 
 from __future__ import annotations
 
-import copy
-import json
-import math
-import os
-import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +14,6 @@ from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from torch import Tensor
 
 from ax_chaining.checks import check_int
-from ax_chaining.io import write_atomic
 from ax_chaining.kernels import PrecomputedKernel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,74 +22,31 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "DEFAULT_NOISE_STD",
     "DiscreteProblem",
-    "JITTERS",
-    "default_cache_dir",
-    "fit_isotropic_se_lengthscale",
     "fixed_se_kernel",
     "graph_problem",
     "grid_problem",
-    "himmelblau",
-    "himmelblau_objective",
-    "himmelblau_problem",
-    "se_problem",
     "shortest_path_features",
-    "toy_1d_problem",
 ]
 
+#: Observation noise standard deviation of every experiment of the paper.
 DEFAULT_NOISE_STD = 0.05
-r"""Observation noise standard deviation used in every experiment of the paper."""
 
 _DTYPE = torch.float64
-
-JITTERS: tuple[float, ...] = (
-    0.0,
-    1e-12,
-    1e-11,
-    1e-10,
-    1e-9,
-    1e-8,
-    1e-7,
-    1e-6,
-    1e-5,
-    1e-4,
-)
-r"""Absolute jitters added to the prior Gram matrix (variance 1), tried in turn
-until its Cholesky factorization succeeds; the one used is ``info["jitter"]``
-of the GP-sample problems."""
-_SE_CACHE_VERSION = 1
-_SE_SIDE = 20.0
-_HIMMELBLAU_SCALE = 100.0
-_HIMMELBLAU_TREND = (0.1, 0.05)
-_HIMMELBLAU_BOUND = 5.0
 
 
 @dataclass
 class DiscreteProblem:
-    r"""A finite-candidate-set maximization problem.
+    r"""A finite-candidate-set maximization problem: ``N x d`` float64 inputs
+    ``X`` of the GP (graphs: ``X[i] = i``), ``N`` float64 noise-free values ``f``
+    to maximize, observed with Gaussian noise of ``noise_std``, the true prior
+    kernel ``covar_module`` (hyperparameters fixed) and a JSON description
+    ``info``; for graphs, features :math:`\Phi` with ``covar_module(X, X) =
+    features @ features.T``, node counts and ``m_i x 2`` edge arrays.
 
-    Attributes:
-        name: Short name of the problem (``"se"``, ``"himmelblau"``, ``"graph"``,
-            ``"toy_1d"``).
-        X: An ``N x d`` float64 tensor of candidate inputs fed to the GP. For graphs
-            ``d = 1`` and ``X[i] = i`` (item index, as float).
-        f: An ``N`` float64 tensor of true (noise-free) objective values, to be
-            maximized.
-        noise_std: Standard deviation of the Gaussian observation noise.
-        covar_module: The true prior kernel with fixed hyperparameters (no
-            parameter requires grad), or ``None`` if it must be learned (then use
-            :meth:`get_covar_module`).
-        learn_hyperparameters: Whether the kernel hyperparameters must be learned
-            (True for Himmelblau).
-        info: JSON-serializable description (seed, domain, trend, generator
-            parameters, jitter, ...).
-        features: Optional ``N x p`` float64 explicit feature map with
-            ``covar_module(X, X) = features @ features.T`` (graphs: normalized
-            shortest-path histograms).
-        graph_num_nodes: For graph problems, an ``N`` int64 numpy array of node
-            counts.
-        graph_edges: For graph problems, a list of ``N`` int64 numpy arrays of
-            shape ``m_i x 2`` holding the directed edges ``(u, v)`` of graph ``i``
-            (nodes are ``0..graph_num_nodes[i] - 1``). See :meth:`graph`.
+    Example:
+        >>> problem = graph_problem(n=100)
+        >>> problem.n, problem.optimum >= problem.f[0].item()
+        (100, True)
     """
 
     name: str
@@ -120,7 +54,6 @@ class DiscreteProblem:
     f: Tensor
     noise_std: float = DEFAULT_NOISE_STD
     covar_module: Kernel | None = None
-    learn_hyperparameters: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     features: Tensor | None = None
     graph_num_nodes: np.ndarray | None = None
@@ -128,95 +61,21 @@ class DiscreteProblem:
 
     @property
     def n(self) -> int:
-        r"""Number of candidates ``N``."""
+        """Number of candidates ``N``."""
         return self.X.shape[0]
 
     @property
-    def dim(self) -> int:
-        r"""Number of input columns ``d``."""
-        return self.X.shape[-1]
-
-    @property
     def optimum(self) -> float:
-        r"""The maximum of ``f`` over the candidate set."""
+        """The maximum of ``f`` over the candidates."""
         return self.f.max().item()
 
     @property
     def argmax(self) -> int:
-        r"""The index of the (first) maximizer of ``f``."""
+        """The index of the (first) maximizer of ``f``."""
         return int(torch.argmax(self.f))
 
-    def observe(
-        self, indices: Tensor | int, generator: torch.Generator | None = None
-    ) -> Tensor:
-        r"""Noisy observations ``f[indices] + noise_std * eps``, ``eps ~ N(0, 1)``.
-
-        Args:
-            indices: Candidate index (or tensor of indices).
-            generator: A CPU ``torch.Generator`` for the noise (pass one for
-                reproducibility).
-
-        Returns:
-            A float64 tensor with the shape of ``indices``.
-        """
-        idx = torch.as_tensor(indices, dtype=torch.long)
-        values = self.f[idx]
-        eps = torch.randn(
-            values.shape, generator=generator, dtype=values.dtype, device="cpu"
-        )
-        return values + self.noise_std * eps.to(values.device)
-
-    def simple_regret(self, indices: Tensor | list[int]) -> float:
-        r"""Simple regret ``max_x f(x) - max_{i in indices} f(x_i)``.
-
-        Args:
-            indices: Indices of the points queried so far (non-empty).
-
-        Returns:
-            The simple regret, a non-negative float.
-        """
-        idx = torch.as_tensor(indices, dtype=torch.long).reshape(-1)
-        return self.optimum - self.f[idx].max().item()
-
-    def get_covar_module(
-        self, n_subset: int = 500, seed: int = 0, noise_std: float | None = None
-    ) -> Kernel:
-        r"""The kernel every method should use on this problem.
-
-        If :attr:`covar_module` is set, a deep copy of it is returned (for a
-        :class:`~ax_chaining.kernels.PrecomputedKernel` the Gram storage is
-        shared, not copied). Otherwise (``learn_hyperparameters=True``), an
-        isotropic SE kernel is fitted by maximum marginal likelihood on noisy
-        observations of ``f`` at ``n_subset`` random candidates, see
-        :func:`fit_isotropic_se_lengthscale`. Deterministic given ``seed``.
-
-        Args:
-            n_subset: Size of the random subset used for the fit.
-            seed: Seed of the subset choice and of the observation noise.
-            noise_std: Noise level of the fit (defaults to :attr:`noise_std`,
-                treated as known).
-
-        Returns:
-            A kernel with fixed (non-trainable) hyperparameters.
-        """
-        if self.covar_module is not None:
-            return copy.deepcopy(self.covar_module)
-        noise_std = self.noise_std if noise_std is None else noise_std
-        gen = torch.Generator().manual_seed(seed)
-        y = self.f + noise_std * torch.randn(self.n, generator=gen, dtype=_DTYPE)
-        return fit_isotropic_se_lengthscale(
-            self.X, y, n_subset=n_subset, seed=seed, noise_std=noise_std
-        )
-
     def graph(self, i: int) -> nx.DiGraph:
-        r"""The ``i``-th candidate as a ``networkx.DiGraph`` (graph problems only).
-
-        Args:
-            i: Candidate index.
-
-        Returns:
-            A directed graph with nodes ``0..graph_num_nodes[i] - 1``.
-        """
+        """Candidate ``i`` of a graph problem as a ``networkx.DiGraph``."""
         import networkx as nx
 
         if self.graph_edges is None or self.graph_num_nodes is None:
@@ -227,29 +86,14 @@ class DiscreteProblem:
         return g
 
 
-# ---------------------------------------------------------------------------
-# Kernels and exact GP sampling
-# ---------------------------------------------------------------------------
-
-
 def fixed_se_kernel(
     lengthscale: float = 1.0, outputscale: float = 1.0, dtype: torch.dtype = _DTYPE
 ) -> ScaleKernel:
-    r"""An isotropic SE kernel with fixed hyperparameters.
-
-    .. math::
-
-        k(x, x') = s \exp\left(-\frac{\lVert x - x' \rVert^2}{2 \ell^2}\right)
-
-    Args:
-        lengthscale: The bandwidth :math:`\ell`.
-        outputscale: The prior variance :math:`s`.
-        dtype: The dtype of the hyperparameters.
-
-    Returns:
-        ``ScaleKernel(RBFKernel())`` with the given values and
-        ``requires_grad=False`` on all its parameters (so ``fit_gpytorch_mll``
-        leaves them alone).
+    r"""An isotropic SE kernel
+    :math:`k(x, x') = s \exp(-\lVert x - x' \rVert^2 / (2 \ell^2))` with fixed
+    hyperparameters: ``ScaleKernel(RBFKernel())`` of ``dtype`` with
+    ``requires_grad=False`` on every parameter (``fit_gpytorch_mll`` leaves
+    them alone).
 
     Example:
         >>> k = fixed_se_kernel(lengthscale=1.0)
@@ -265,425 +109,24 @@ def fixed_se_kernel(
 
 
 def grid_problem(side: int = 30, seed: int = 0) -> tuple[Tensor, Tensor]:
-    r"""``side x side`` grid on :math:`[0, 6]^2` and an exact GP sample on it.
+    r"""``side x side`` grid on :math:`[0, 6]^2` and an exact GP sample on it:
+    :math:`L z`, :math:`L L^\top = K + 10^{-10} I` for the SE kernel of
+    lengthscale 1, ``z`` from ``torch.Generator().manual_seed(seed)``.
 
-    Isotropic SE kernel with lengthscale 1 and variance 1; the sample is
-    :math:`L z`, :math:`L L^\top = K + 10^{-10} I`, ``z`` from
-    ``torch.Generator().manual_seed(seed)``.
+    Example:
+        >>> X, f = grid_problem(side=5)
+        >>> X.shape, f.shape
+        (torch.Size([25, 2]), torch.Size([25]))
     """
-    axis = torch.linspace(0.0, 6.0, side, dtype=torch.float64)
+    axis = torch.linspace(0.0, 6.0, side, dtype=_DTYPE)
     X = torch.cartesian_prod(axis, axis)
-    K = torch.exp(
-        -0.5 * torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist").square()
-    )
-    L = torch.linalg.cholesky(K + 1e-10 * torch.eye(X.shape[0], dtype=torch.float64))
-    z = torch.randn(
-        X.shape[0], generator=torch.Generator().manual_seed(seed), dtype=torch.float64
-    )
-    return X, L @ z
-
-
-def _cholesky_sample(K: Tensor, z: Tensor) -> tuple[Tensor, float]:
-    r"""Return ``L z`` with ``L L^T = K + jitter I`` for the smallest working jitter.
-
-    ``K``'s diagonal is modified in place (the caller discards ``K``). Peak memory
-    is ``K`` plus one Cholesky factor.
-    """
-    diag = K.diagonal().clone()
-    for jitter in JITTERS:
-        K.diagonal().copy_(diag + jitter)
-        L, info = torch.linalg.cholesky_ex(K)
-        if int(info) == 0:
-            # (torch.isfinite(L) would allocate n x n temporaries; check f instead)
-            f = L @ z
-            if bool(torch.isfinite(f).all()):
-                return f, jitter
-        del L
-    raise RuntimeError(  # pragma: no cover - SE Gram with jitter 1e-4 is PD
-        f"Cholesky failed for all jitters up to {JITTERS[-1]}."
-    )
-
-
-def _se_gram(X: Tensor, lengthscale: float) -> Tensor:
-    r"""``exp(-||x - x'||^2 / (2 l^2))`` built in place (one ``N x N`` tensor)."""
     K = torch.cdist(X, X, compute_mode="donot_use_mm_for_euclid_dist")
-    K.pow_(2).mul_(-0.5 / lengthscale**2).exp_()
-    return K
-
-
-# ---------------------------------------------------------------------------
-# SE problem (with on-disk cache)
-# ---------------------------------------------------------------------------
-
-
-def default_cache_dir() -> Path:
-    """Where the test problems and the benchmarks cache what they compute once
-    (SE samples, molecule descriptor tables): ``$AX_CHAINING_CACHE`` if set,
-    else ``~/.cache/ax_chaining``."""
-    env = os.environ.get("AX_CHAINING_CACHE")
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "ax_chaining"
-
-
-def _se_cache_path(cache_dir: Path, n: int, seed: int) -> Path:
-    return cache_dir / f"se_problem_v{_SE_CACHE_VERSION}_n{n}_seed{seed}.pt"
-
-
-def _load_se_cache(path: Path, n: int, seed: int) -> tuple[Tensor, Tensor, dict]:
-    r"""Load and validate a cached SE sample; raise on any inconsistency."""
-    data = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(data, dict) or data.get("version") != _SE_CACHE_VERSION:
-        raise ValueError("unexpected cache format")
-    X, f = data["X"], data["f"]
-    info = json.loads(data["info"])
-    ok = (
-        isinstance(X, Tensor)
-        and isinstance(f, Tensor)
-        and X.dtype == _DTYPE
-        and f.dtype == _DTYPE
-        and X.shape == (n, 2)
-        and f.shape == (n,)
-        and bool(torch.isfinite(X).all())
-        and bool(torch.isfinite(f).all())
-        and info.get("n") == n
-        and info.get("seed") == seed
+    K.pow_(2).mul_(-0.5).exp_()
+    K.diagonal().add_(1e-10)
+    z = torch.randn(
+        X.shape[0], generator=torch.Generator().manual_seed(seed), dtype=_DTYPE
     )
-    if not ok:
-        raise ValueError("cache content does not match (n, seed)")
-    return X, f, info
-
-
-def _save_atomic(obj: dict, path: Path) -> None:
-    write_atomic(path, lambda fh: torch.save(obj, fh), binary=True)
-
-
-def _sample_se(n: int, seed: int) -> tuple[Tensor, Tensor, dict]:
-    gen = torch.Generator().manual_seed(seed)
-    X = _SE_SIDE * torch.rand(n, 2, generator=gen, dtype=_DTYPE)
-    z = torch.randn(n, generator=gen, dtype=_DTYPE)
-    K = _se_gram(X, lengthscale=1.0)
-    f, jitter = _cholesky_sample(K, z)
-    del K
-    info = {
-        "problem": "se",
-        "n": n,
-        "seed": seed,
-        "domain": [[0.0, _SE_SIDE], [0.0, _SE_SIDE]],
-        "design": "uniform i.i.d. in the square [0, 20]^2",
-        "kernel": "isotropic SE exp(-||x - x'||^2 / 2), lengthscale 1, variance 1",
-        "lengthscale": 1.0,
-        "outputscale": 1.0,
-        "sampler": "Cholesky of the float64 prior Gram + jitter * I",
-        "jitter": jitter,
-        "rng": "torch.Generator(cpu).manual_seed(seed): X = 20 * rand(n, 2), "
-        "then z = randn(n); f = L z",
-        "noise_std": DEFAULT_NOISE_STD,
-    }
-    return X, f, info
-
-
-def se_problem(
-    n: int = 10_000,
-    seed: int = 0,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-) -> DiscreteProblem:
-    r"""An exact sample of a 2-D isotropic SE Gaussian process (paper's "SE").
-
-    The design is ``n`` i.i.d. uniform points in :math:`[0, 20]^2` and the
-    objective is an exact draw :math:`f \sim \mathcal{N}(0, K)` with
-
-    .. math::
-
-        k(x, x') = \exp\left(-\frac{\lVert x - x' \rVert^2}{2}\right),
-
-    obtained as :math:`f = L z` where :math:`L L^\top = K + \delta I` is the
-    float64 Cholesky factor with the smallest jitter :math:`\delta` in
-    :data:`JITTERS` (``0, 1e-12, 1e-11, ..., 1e-4``) that succeeds (recorded in
-    ``info["jitter"]``; ``1e-12`` for ``n = 10^4``, seed 0). Building it costs
-    ``O(n^3)`` time and about ``2 n^2`` float64 entries of memory (1.6 GB for
-    ``n = 10^4``), so the result is cached on disk as
-    ``se_problem_v1_n{n}_seed{seed}.pt`` and later calls load it. A cache file that
-    cannot be read or does not match is regenerated (with a warning). The cache
-    is written atomically.
-
-    Args:
-        n: Number of candidates.
-        seed: Seed of the design and of the sample.
-        cache_dir: Cache directory; defaults to ``$AX_CHAINING_CACHE`` or else
-            ``~/.cache/ax_chaining``.
-        use_cache: If False, neither read nor write the cache.
-
-    Returns:
-        A :class:`DiscreteProblem` with ``X`` (``n x 2``), ``f`` (``n``), the true
-        kernel ``fixed_se_kernel(1.0, 1.0)`` as ``covar_module`` and
-        ``learn_hyperparameters=False``.
-
-    Example:
-        >>> problem = se_problem(n=200, seed=0, use_cache=False)
-        >>> problem.X.shape, problem.f.shape
-        (torch.Size([200, 2]), torch.Size([200]))
-    """
-    n, seed = check_int("n", n, 1), check_int("seed", seed, 0)
-    loaded = None
-    path = None
-    if use_cache:
-        path = _se_cache_path(
-            Path(cache_dir) if cache_dir is not None else default_cache_dir(), n, seed
-        )
-        if path.exists():
-            try:
-                loaded = _load_se_cache(path, n, seed)
-            except Exception as e:
-                warnings.warn(
-                    f"Ignoring unreadable SE problem cache file {path} ({e!r}); "
-                    "regenerating it.",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-    if loaded is None:
-        X, f, info = _sample_se(n, seed)
-        if path is not None:
-            try:
-                _save_atomic(
-                    {
-                        "version": _SE_CACHE_VERSION,
-                        "X": X,
-                        "f": f,
-                        "info": json.dumps(info),
-                    },
-                    path,
-                )
-            except OSError as e:
-                warnings.warn(
-                    f"Could not write SE problem cache file {path} ({e!r}).",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-    else:
-        X, f, info = loaded
-    return DiscreteProblem(
-        name="se",
-        X=X,
-        f=f,
-        noise_std=DEFAULT_NOISE_STD,
-        covar_module=fixed_se_kernel(1.0, 1.0),
-        learn_hyperparameters=False,
-        info=info,
-    )
-
-
-# ---------------------------------------------------------------------------
-# Himmelblau problem
-# ---------------------------------------------------------------------------
-
-
-def himmelblau(X: Tensor) -> Tensor:
-    r"""Himmelblau's function :math:`h(x, y) = (x^2 + y - 11)^2 + (x + y^2 - 7)^2`.
-
-    It has four global minima with value 0, at :math:`(3, 2)`, :math:`(-2.805,
-    3.131)`, :math:`(-3.779, -3.283)` and :math:`(3.584, -1.848)`.
-
-    Args:
-        X: A ``... x 2`` tensor.
-
-    Returns:
-        A ``...`` tensor of values.
-    """
-    x, y = X[..., 0], X[..., 1]
-    return (x**2 + y - 11) ** 2 + (x + y**2 - 7) ** 2
-
-
-def himmelblau_objective(X: Tensor) -> Tensor:
-    r"""The Himmelblau benchmark objective (to maximize).
-
-    .. math::
-
-        f(x, y) = -\frac{h(x, y)}{100} + 0.1 x + 0.05 y
-
-    with :math:`h` from :func:`himmelblau`. Dividing by 100 brings the values on
-    :math:`[-5, 5]^2` to the range :math:`[-8.05, 0.41]` (standard deviation about
-    1.17 under the uniform design), so that the noise level 0.05 is meaningful. The
-    linear trend breaks the symmetry of the four maxima: the local maxima are at
-    about :math:`(3.108, 2.078)` (global, value 0.4074), :math:`(3.665, -1.678)`
-    (0.2742), :math:`(-2.639, 3.188)` (-0.1144) and :math:`(-3.665, -3.187)`
-    (-0.5341).
-
-    Args:
-        X: A ``... x 2`` tensor.
-
-    Returns:
-        A ``...`` tensor of values.
-    """
-    a, b = _HIMMELBLAU_TREND
-    return -himmelblau(X) / _HIMMELBLAU_SCALE + a * X[..., 0] + b * X[..., 1]
-
-
-def himmelblau_problem(n: int = 10_000, seed: int = 0) -> DiscreteProblem:
-    r"""Himmelblau's function with a linear trend (paper's "Himmelblau").
-
-    Domain :math:`[-5, 5]^2` with ``n`` i.i.d. uniform design points; objective
-    :func:`himmelblau_objective`, i.e. :math:`-h(x, y) / 100 + 0.1 x + 0.05 y`,
-    whose global maximum on the domain is near :math:`(3.108, 2.078)` (value 0.407)
-    and whose second-best local maximum is near :math:`(3.665, -1.678)` (value
-    0.274). The prior kernel is not given (``covar_module=None``,
-    ``learn_hyperparameters=True``): as in the paper, an isotropic SE bandwidth is
-    learned by maximizing the marginal likelihood on a subset, see
-    :meth:`DiscreteProblem.get_covar_module` and
-    :func:`fit_isotropic_se_lengthscale`.
-
-    Args:
-        n: Number of candidates.
-        seed: Seed of the design (``torch.Generator``).
-
-    Returns:
-        A :class:`DiscreteProblem` with ``X`` (``n x 2``) and ``f`` (``n``).
-
-    Example:
-        >>> problem = himmelblau_problem(n=1000, seed=0)
-        >>> kernel = problem.get_covar_module(n_subset=200, seed=0)
-    """
-    n, seed = check_int("n", n, 1), check_int("seed", seed, 0)
-    gen = torch.Generator().manual_seed(seed)
-    b = _HIMMELBLAU_BOUND
-    X = -b + 2 * b * torch.rand(n, 2, generator=gen, dtype=_DTYPE)
-    f = himmelblau_objective(X)
-    info = {
-        "problem": "himmelblau",
-        "n": n,
-        "seed": seed,
-        "domain": [[-b, b], [-b, b]],
-        "design": "uniform i.i.d. in [-5, 5]^2, X = -5 + 10 * rand(n, 2)",
-        "objective": "f(x, y) = -h(x, y) / 100 + 0.1 * x + 0.05 * y, "
-        "h(x, y) = (x^2 + y - 11)^2 + (x + y^2 - 7)^2",
-        "scale": 1.0 / _HIMMELBLAU_SCALE,
-        "trend": list(_HIMMELBLAU_TREND),
-        "continuous_local_maxima": [
-            [3.1078, 2.0777, 0.407443],
-            [3.6648, -1.6777, 0.274215],
-            [-2.6389, 3.1881, -0.114435],
-            [-3.6654, -3.1867, -0.534128],
-        ],
-        "kernel": "isotropic SE, bandwidth learned by marginal likelihood",
-        "noise_std": DEFAULT_NOISE_STD,
-    }
-    return DiscreteProblem(
-        name="himmelblau",
-        X=X,
-        f=f,
-        noise_std=DEFAULT_NOISE_STD,
-        covar_module=None,
-        learn_hyperparameters=True,
-        info=info,
-    )
-
-
-def fit_isotropic_se_lengthscale(
-    X: Tensor,
-    y: Tensor,
-    n_subset: int = 500,
-    seed: int = 0,
-    noise_std: float | None = DEFAULT_NOISE_STD,
-    learn_outputscale: bool = False,
-    lengthscale_inits: tuple[float, ...] = (1.0,),
-) -> ScaleKernel:
-    r"""Fit an isotropic SE bandwidth by maximum marginal likelihood on a subset.
-
-    Picks ``n_subset`` points of ``(X, y)`` at random (without replacement) and
-    fits a BoTorch ``SingleTaskGP`` with a constant mean and the kernel
-    :math:`s \exp(-\lVert x - x' \rVert^2 / (2 \ell^2))` (no priors, no input or
-    outcome transform, so the values are in the units of ``X`` and ``y``) with
-    ``fit_gpytorch_mll``, from each of ``lengthscale_inits``; the fit with the
-    largest marginal likelihood wins. The fitted constant mean is discarded.
-
-    By default only the bandwidth :math:`\ell` is learned, as in the paper, and
-    the prior variance is fixed to the empirical one,
-    :math:`s = \max(\widehat{\mathrm{Var}}(y) - \sigma^2, 10^{-6})` on the subset.
-    Learning :math:`s` as well (``learn_outputscale=True``) is possible but, on a
-    smooth polynomial such as Himmelblau's function, the likelihood then prefers
-    a huge variance with a bandwidth wider than the domain (e.g.
-    :math:`\ell \approx 14` and :math:`s` of order :math:`10^5` on 200 points of
-    :func:`himmelblau_problem`), a numerically ill-conditioned prior. With the
-    default, :func:`himmelblau_problem` gives :math:`\ell \approx 1.7`,
-    :math:`s \approx 1.3`.
-
-    Args:
-        X: An ``N x d`` tensor of inputs.
-        y: An ``N`` (or ``N x 1``) tensor of (noisy) observations.
-        n_subset: Number of points used for the fit (all if ``>= N``).
-        seed: Seed of the subset choice.
-        noise_std: Known noise standard deviation :math:`\sigma` (fixed noise
-            variance); if ``None``, the noise level is learned (and :math:`\sigma =
-            0` in the variance estimate above).
-        learn_outputscale: Whether to learn the prior variance :math:`s` too.
-        lengthscale_inits: Initial bandwidths of the restarts.
-
-    Returns:
-        ``ScaleKernel(RBFKernel())`` (float64) with the learned lengthscale and the
-        outputscale, all parameters with ``requires_grad=False``.
-
-    Example:
-        >>> problem = himmelblau_problem(n=1000)
-        >>> k = fit_isotropic_se_lengthscale(problem.X, problem.f, n_subset=200)
-    """
-    from botorch.fit import fit_gpytorch_mll
-    from botorch.models import SingleTaskGP
-    from gpytorch.mlls import ExactMarginalLogLikelihood
-
-    X = torch.as_tensor(X, dtype=_DTYPE)
-    y = torch.as_tensor(y, dtype=_DTYPE).reshape(-1)
-    if X.dim() != 2 or X.shape[0] != y.shape[0]:
-        raise ValueError(
-            "fit_isotropic_se_lengthscale expects `X` of shape N x d and `y` of "
-            f"shape N, got {tuple(X.shape)} and {tuple(y.shape)}."
-        )
-    if n_subset < 2:
-        raise ValueError(f"`n_subset` must be at least 2, got {n_subset}.")
-    if not lengthscale_inits:
-        raise ValueError("`lengthscale_inits` must not be empty.")
-    gen = torch.Generator().manual_seed(seed)
-    idx = torch.randperm(X.shape[0], generator=gen)[:n_subset]
-    train_X, train_Y = X[idx], y[idx].unsqueeze(-1)
-    noise_var = 0.0 if noise_std is None else float(noise_std) ** 2
-    train_Yvar = None if noise_std is None else torch.full_like(train_Y, noise_var)
-    scale0 = max(train_Y.var().item() - noise_var, 1e-6)
-    best: tuple[float, float, float] | None = None
-    for ell0 in lengthscale_inits:
-        covar = ScaleKernel(RBFKernel()).to(_DTYPE)
-        covar.base_kernel.lengthscale = ell0
-        covar.outputscale = scale0
-        covar.raw_outputscale.requires_grad_(learn_outputscale)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = SingleTaskGP(
-                train_X,
-                train_Y,
-                train_Yvar=train_Yvar,
-                covar_module=covar,
-                outcome_transform=None,
-                input_transform=None,
-            )
-            mll = ExactMarginalLogLikelihood(model.likelihood, model)
-            try:
-                fit_gpytorch_mll(mll)
-            except Exception:  # pragma: no cover - keep the other restarts
-                continue
-            model.train()
-            with torch.no_grad():
-                value = mll(model(train_X), train_Y.squeeze(-1)).item()
-        ell = covar.base_kernel.lengthscale.item()
-        scale = covar.outputscale.item()
-        if math.isfinite(value) and (best is None or value > best[0]):
-            best = (value, ell, scale)
-    if best is None:  # pragma: no cover
-        raise RuntimeError("All marginal-likelihood fits failed.")
-    return fixed_se_kernel(lengthscale=best[1], outputscale=best[2])
-
-
-# ---------------------------------------------------------------------------
-# Graph problem
-# ---------------------------------------------------------------------------
+    return X, torch.linalg.cholesky(K) @ z
 
 
 def shortest_path_features(
@@ -691,22 +134,10 @@ def shortest_path_features(
 ) -> np.ndarray:
     r"""Shortest-path length histogram of a directed graph (Borgwardt & Kriegel).
 
-    All-pairs shortest path lengths (number of edges) are computed with
-    Floyd-Warshall (``scipy.sparse.csgraph.floyd_warshall``); the feature vector
-    counts, for each length :math:`\ell = 1, \dots, L`, the ordered pairs
-    :math:`(u, v)`, :math:`u \neq v`, whose shortest path from :math:`u` to
-    :math:`v` has length :math:`\ell` (unreachable pairs are ignored). The
-    shortest-path kernel with a delta kernel on path lengths is the dot product of
-    these histograms.
-
-    Args:
-        num_nodes: Number of nodes (nodes are ``0..num_nodes - 1``).
-        edges: Directed edges ``(u, v)``.
-        max_length: Histogram length :math:`L` (at least ``num_nodes - 1``).
-
-    Returns:
-        A float64 array of length ``max_length``; entry ``l - 1`` counts the pairs
-        at distance ``l``.
+    Entry :math:`\ell - 1` counts the ordered pairs :math:`u \ne v` of nodes
+    ``0..num_nodes - 1`` whose shortest path has :math:`\ell = 1..` ``max_length``
+    (at least ``num_nodes - 1``) edges; the shortest-path kernel with a delta
+    kernel on lengths is the dot product of these histograms.
 
     Example:
         >>> shortest_path_features(3, [(0, 1), (1, 2)], max_length=2)
@@ -737,48 +168,14 @@ def graph_problem(
 ) -> DiscreteProblem:
     r"""Random directed graphs with the normalized shortest-path kernel.
 
-    Graph ``i`` has :math:`k_i \sim \mathcal{U}\{2, \dots, 19\}` nodes and is drawn
-    from ``networkx.gnp_random_graph(k_i, p_i, directed=True)`` (each ordered pair
-    of distinct nodes is an edge independently with probability :math:`p_i \sim
-    \mathcal{U}[0.1, 0.5]`, no self-loops), redrawn with the same :math:`(k_i,
-    p_i)` until it has at least one edge, so that no feature vector is zero.
-    Duplicate (or isomorphic) graphs are allowed.
-
-    With :math:`h(g) \in \mathbb{N}^{18}` the shortest-path length histogram of
-    :func:`shortest_path_features` (lengths 1..18, computed by Floyd-Warshall) and
-    :math:`\phi(g) = h(g) / \lVert h(g) \rVert`, the kernel is the normalized
-    shortest-path kernel (Borgwardt & Kriegel, 2005) with a delta kernel on path
-    lengths,
-
-    .. math::
-
-        k(g, g') = \frac{\langle h(g), h(g') \rangle}
-        {\lVert h(g) \rVert \lVert h(g') \rVert} = \langle \phi(g), \phi(g')
-        \rangle, \qquad k(g, g) = 1.
-
-    The Gram :math:`K = \Phi \Phi^\top` is computed exactly from the integer
-    histograms (exactly symmetric, diagonal set to exactly 1) and wrapped in a
-    :class:`~ax_chaining.kernels.PrecomputedKernel` (no ``ScaleKernel``: prior
-    variance 1). Since :math:`K = \Phi \Phi^\top`, the objective
-    :math:`f = \Phi w` with :math:`w \sim \mathcal{N}(0, I_{18})` is an exact
-    sample of :math:`\mathcal{N}(0, K)`, at ``O(n)`` cost (no Cholesky). Note that
-    the kernel has rank at most 18.
-
-    Memory: the Gram is ``n^2`` float64 entries (800 MB for ``n = 10^4``); no other
-    ``n x n`` copy is kept.
-
-    Args:
-        n: Number of graphs.
-        seed: Seed (``numpy.random.default_rng``) of the graphs and of ``w``.
-        max_nodes: Maximum number of nodes (19: "fewer than 20 nodes").
-        min_nodes: Minimum number of nodes (at least 2, so an edge can exist).
-        edge_prob_range: Range of the per-graph edge probability.
-
-    Returns:
-        A :class:`DiscreteProblem` with ``X = arange(n)`` as an ``n x 1`` float64
-        tensor of indices, ``f``, ``covar_module = PrecomputedKernel(K)``,
-        ``features`` :math:`= \Phi` (``n x max_nodes - 1``), ``graph_num_nodes``
-        and ``graph_edges`` (see :meth:`DiscreteProblem.graph`).
+    Graph ``i`` is ``networkx.gnp_random_graph(k_i, p_i, directed=True)`` with
+    :math:`k_i \sim \mathcal{U}\{` ``min_nodes..max_nodes`` :math:`\}` and
+    :math:`p_i \sim \mathcal{U}` ``[edge_prob_range]``, redrawn until it has an
+    edge (all from ``numpy.random.default_rng(seed)``). With :math:`\phi = h /
+    \lVert h \rVert` for its :func:`shortest_path_features` :math:`h`,
+    :math:`k(g, g') = \langle \phi(g), \phi(g') \rangle` (Borgwardt & Kriegel,
+    2005), a :class:`~ax_chaining.kernels.PrecomputedKernel` over the item
+    index, and :math:`f = \Phi w`, :math:`w \sim \mathcal{N}(0, I)`.
 
     Example:
         >>> problem = graph_problem(n=100, seed=0)
@@ -851,71 +248,9 @@ def graph_problem(
         name="graph",
         X=torch.arange(n, dtype=_DTYPE).unsqueeze(-1),
         f=f,
-        noise_std=DEFAULT_NOISE_STD,
         covar_module=PrecomputedKernel(gram),
-        learn_hyperparameters=False,
         info=info,
         features=Phi,
         graph_num_nodes=num_nodes,
         graph_edges=edges_list,
-    )
-
-
-# ---------------------------------------------------------------------------
-# 1-D toy problem
-# ---------------------------------------------------------------------------
-
-
-def toy_1d_problem(
-    n: int = 500, seed: int = 0, lengthscale: float = 0.08
-) -> DiscreteProblem:
-    r"""A 1-D GP sample on a regular grid of :math:`[0, 1]` (Figure 1 style).
-
-    The objective is an exact draw of a GP with kernel
-    :math:`\exp(-(x - x')^2 / (2 \ell^2))` (:math:`\ell = 0.08` by default, which
-    gives a handful of local maxima) on ``n`` equispaced points, sampled by Cholesky
-    with the smallest working jitter (``info["jitter"]``).
-
-    Args:
-        n: Number of grid points.
-        seed: Seed of the sample (``torch.Generator``).
-        lengthscale: SE bandwidth :math:`\ell`.
-
-    Returns:
-        A :class:`DiscreteProblem` with ``X`` (``n x 1``), ``f`` (``n``) and the
-        true kernel as ``covar_module``.
-
-    Example:
-        >>> problem = toy_1d_problem(n=200, seed=1)
-        >>> problem.X.shape
-        torch.Size([200, 1])
-    """
-    n, seed = check_int("n", n, 2), check_int("seed", seed, 0)
-    if not lengthscale > 0:
-        raise ValueError(f"`lengthscale` must be positive, got {lengthscale}.")
-    gen = torch.Generator().manual_seed(seed)
-    X = torch.linspace(0.0, 1.0, n, dtype=_DTYPE).unsqueeze(-1)
-    z = torch.randn(n, generator=gen, dtype=_DTYPE)
-    f, jitter = _cholesky_sample(_se_gram(X, lengthscale), z)
-    info = {
-        "problem": "toy_1d",
-        "n": n,
-        "seed": seed,
-        "domain": [[0.0, 1.0]],
-        "design": "regular grid linspace(0, 1, n)",
-        "kernel": "SE exp(-(x - x')^2 / (2 l^2)), variance 1",
-        "lengthscale": float(lengthscale),
-        "outputscale": 1.0,
-        "sampler": "Cholesky of the float64 prior Gram + jitter * I",
-        "jitter": jitter,
-        "noise_std": DEFAULT_NOISE_STD,
-    }
-    return DiscreteProblem(
-        name="toy_1d",
-        X=X,
-        f=f,
-        noise_std=DEFAULT_NOISE_STD,
-        covar_module=fixed_se_kernel(float(lengthscale), 1.0),
-        learn_hyperparameters=False,
-        info=info,
     )

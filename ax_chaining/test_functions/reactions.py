@@ -1,26 +1,7 @@
-r"""Reaction tables with one measured yield per reaction, vendored with the package.
-
-One public table ships in ``ax_chaining/test_functions/data`` (provenance,
-licence and checksum in ``PROVENANCE.md`` there):
-
-=====================  =========  ===========================================
-name                   reactions  components (distinct)
-=====================  =========  ===========================================
-``buchwald-hartwig``   3,955      ligand (4), additive (22), base (3),
-                                  aryl halide (15)
-=====================  =========  ===========================================
-
-``buchwald-hartwig`` is the Pd-catalysed C-N coupling screen of Ahneman et al.
-(Science, 2018): every combination of the four components, coupled with
-p-toluidine, and its measured yield (%, maximized). Each component column holds
-SMILES strings, the input of :func:`ax_chaining.reactions.component_features`.
-
-Example:
-    >>> from ax_chaining.test_functions.reactions import load_reactions
-    >>> data = load_reactions("buchwald-hartwig")
-    >>> len(data), data.components
-    (3955, ('ligand', 'additive', 'base', 'aryl halide'))
-"""
+"""Reaction tables with one measured yield per reaction, vendored with the package:
+the Buchwald-Hartwig screen of Ahneman et al. (Science, 2018), whose component
+columns hold SMILES for :func:`ax_chaining.molecules.component_features`
+(provenance, licence and checksum in ``data/PROVENANCE.md``)."""
 
 from __future__ import annotations
 
@@ -57,16 +38,9 @@ REACTIONS: dict[str, _ReactionInfo] = {
 
 @dataclass(frozen=True)
 class ReactionDataset:
-    """A table of reactions with one measured yield per reaction.
-
-    Attributes:
-        name: Dataset key (see :data:`REACTIONS`).
-        table: One row per reaction, one column per component (SMILES
-            strings), in file order.
-        components: The component columns of ``table``.
-        y: ``n`` float64 yields, to be maximized.
-        objective: What ``y`` is, in words.
-    """
+    """A table of reactions (one row per reaction, one SMILES column per
+    component, in file order) with ``y``, one measured yield per reaction to
+    maximize, described in words by ``objective``."""
 
     name: str
     table: pd.DataFrame
@@ -79,16 +53,13 @@ class ReactionDataset:
 
 
 def load_reactions(name: str = "buchwald-hartwig") -> ReactionDataset:
-    """Load a vendored reaction table, checking its SHA-256.
+    """Load the vendored reaction table ``"buchwald-hartwig"``, checking its
+    SHA-256 (``ValueError`` for another name or a modified file).
 
-    Args:
-        name: ``"buchwald-hartwig"``.
-
-    Returns:
-        A :class:`ReactionDataset`.
-
-    Raises:
-        ValueError: Unknown name, or a file whose checksum does not match.
+    Example:
+        >>> data = load_reactions("buchwald-hartwig")
+        >>> len(data), data.components
+        (3955, ('ligand', 'additive', 'base', 'aryl halide'))
     """
     key, info, rows = vendored_rows(name, REACTIONS)
     table = pd.DataFrame({c: [row[c] for row in rows] for c in info.components})

@@ -27,7 +27,7 @@ from benchmarks.records import (
     write_packed,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _records() -> list[dict]:
@@ -255,7 +255,11 @@ def test_committed_summary_is_remade_from_the_committed_records(
 @pytest.mark.parametrize(
     ("module", "lines", "page"),
     [
-        ("limit", "docs/results/certificate/limit.jsonl", "docs/certificate.md"),
+        (
+            "limit",
+            "docs/results/certificate/limit.jsonl",
+            "docs/results/certificate.md",
+        ),
         ("bonus", "docs/results/molecules/bonus.jsonl", "docs/results/molecules.md"),
         (
             "bonus",
@@ -265,39 +269,60 @@ def test_committed_summary_is_remade_from_the_committed_records(
         (
             "distributed_bench",
             "docs/results/distributed/steps.jsonl",
-            "docs/distributed.md",
+            "docs/results/distributed.md",
         ),
-        ("speed", "docs/results/speed/step_tanimoto_moses.jsonl", "docs/large-sets.md"),
+        (
+            "speed",
+            "docs/results/speed/step_tanimoto_moses.jsonl",
+            "docs/results/speed.md",
+        ),
         (
             "speed",
             "docs/results/speed/step_tanimoto_moses_r3.jsonl",
-            "docs/large-sets.md",
+            "docs/results/speed.md",
         ),
-        ("speed", "docs/results/speed/step_se_1e4.jsonl", "docs/large-sets.md"),
-        ("speed", "docs/results/speed/floor_se_1e4.jsonl", "docs/large-sets.md"),
+        ("speed", "docs/results/speed/step_se_1e4.jsonl", "docs/results/speed.md"),
+        ("speed", "docs/results/speed/rewrite.jsonl", "docs/results/speed.md"),
+        ("speed", "docs/results/speed/floor_se_1e4.jsonl", "docs/results/speed.md"),
         (
             "speed",
             "docs/results/speed/step_low_rank_pool.jsonl",
-            "docs/large-sets.md",
+            "docs/results/speed.md",
         ),
-        ("tails_bench", "docs/results/certificate/tails.jsonl", "docs/certificate.md"),
-        ("ax_storage", "docs/results/ax_storage.jsonl", "docs/ax-guide.md"),
-        ("speed", "docs/results/speed/gpu_h200_se.jsonl", "docs/large-sets.md"),
-        ("speed", "docs/results/speed/gpu_h200_tanimoto.jsonl", "docs/large-sets.md"),
-        ("speed", "docs/results/speed/gpu_h200_features.jsonl", "docs/large-sets.md"),
+        (
+            "tails_bench",
+            "docs/results/certificate/tails.jsonl",
+            "docs/results/certificate.md",
+        ),
+        ("ax_storage", "docs/results/ax_storage.jsonl", "docs/results/speed.md"),
+        ("speed", "docs/results/speed/gpu_h200_se.jsonl", "docs/results/speed.md"),
+        (
+            "speed",
+            "docs/results/speed/gpu_h200_tanimoto.jsonl",
+            "docs/results/speed.md",
+        ),
+        (
+            "speed",
+            "docs/results/speed/gpu_h200_features.jsonl",
+            "docs/results/speed.md",
+        ),
         (
             "speed",
             "docs/results/speed/gpu_h200_features_before.jsonl",
-            "docs/large-sets.md",
+            "docs/results/speed.md",
         ),
-        ("speed", "docs/results/speed/cpu_time_features.jsonl", "docs/large-sets.md"),
+        (
+            "speed",
+            "docs/results/speed/cpu_time_features.jsonl",
+            "docs/results/speed.md",
+        ),
         (
             "speed",
             "docs/results/speed/gpu_h200_certificate.jsonl",
-            "docs/large-sets.md",
+            "docs/results/speed.md",
         ),
-        ("speed", "docs/results/speed/cpu_certificate.jsonl", "docs/large-sets.md"),
-        ("speed", "docs/results/speed/cpu_union_solver.jsonl", "docs/large-sets.md"),
+        ("speed", "docs/results/speed/cpu_certificate.jsonl", "docs/results/speed.md"),
+        ("speed", "docs/results/speed/cpu_union_solver.jsonl", "docs/results/speed.md"),
     ],
 )
 def test_tables_in_the_docs_are_remade_from_their_committed_lines(
@@ -313,14 +338,14 @@ def test_tables_in_the_docs_are_remade_from_their_committed_lines(
 
 
 def test_certificate_scaling_table_is_remade_from_its_committed_lines() -> None:
-    """The certificate page's union-against-chaining table (two files of
+    """The certificate results page's union-against-chaining table (two files of
     ``--scaling`` lines, sparse and dense domains) is what ``table`` prints."""
     from benchmarks.certificate_bench import table
 
     lines = ROOT / "docs" / "results" / "certificate"
     made = table([str(lines / "scaling.jsonl"), str(lines / "scaling_dense.jsonl")])
     assert made.count("\n") == 7  # header, rule, 3 sizes x 2 domains
-    assert made in (ROOT / "docs" / "certificate.md").read_text()
+    assert made in (ROOT / "docs" / "results" / "certificate.md").read_text()
 
 
 @pytest.mark.parametrize(

@@ -1,37 +1,8 @@
-r"""Tables of several components (reactions): one item feature table from each
-component's own encoding.
-
-A reaction table lists, per row, the SMILES of each component (ligand, base,
-additive, aryl halide, solvent, ...) beside a measured yield. Row :math:`i` is
-one item, encoded as the concatenation of its components' encodings,
-
-.. math::
-
-    x_i = \big[e_1(c_{i,1}),\ e_2(c_{i,2}),\ \dots,\ e_m(c_{i,m})\big],
-
-where :math:`c_{i,j}` is row :math:`i`'s component in column :math:`j` and
-:math:`e_j` column :math:`j`'s encoding, computed once per distinct component:
-
-=============  ==============================================================
-``"onehot"``   one indicator per distinct component of the column
-``"morgan"``   binary Morgan fingerprints (:func:`ax_chaining.chem.morgan_fingerprints`)
-callable       ``encode(smiles) -> (values, names)``: ``len(smiles) x d``
-               values and ``d`` column names, e.g. a descriptor encoding
-               (``partial(encode_molecules, encoding="rdkit2d")``)
-=============  ==============================================================
-
-The table then takes the route of a molecule library behind an item index:
-``candidate_index_parameter(len(table))`` and a surrogate over the rows, e.g.
-for binary rows (one-hot, Morgan bits) the Tanimoto Gram of the concatenation,
-
->>> features = component_features(table, ["ligand", "base", "additive"], "morgan")
->>> gram = tanimoto_gram(torch.as_tensor(features.values))
->>> spec = precomputed_kernel_surrogate_spec(gram)
-
-Real-valued descriptor blocks need the cleaning such descriptors need
-(:func:`~ax_chaining.descriptors.clean_features`: constant and non-finite
-columns dropped, scaling) before a GP with fitted lengthscales sees them
-(:func:`~ax_chaining.ax.surrogates.feature_table_surrogate_spec`).
+r"""Tables of several components (reactions): row :math:`i` (one reaction)
+is the concatenation of its components' encodings, :math:`x_i = [e_1(c_{i,1}),
+\dots, e_m(c_{i,m})]`, each computed once per distinct component. Binary
+blocks (one-hot, Morgan bits) suit a Tanimoto Gram; descriptor blocks need
+cleaning (:func:`~ax_chaining.molecules.clean_features`) before a GP sees them.
 """
 
 from __future__ import annotations
@@ -44,54 +15,26 @@ import numpy as np
 import pandas as pd
 
 from ax_chaining.checks import check_int, type_error
+from ax_chaining.molecules.encodings import morgan_fingerprints
 
 __all__ = ["COMPONENT_ENCODINGS", "ComponentFeatures", "component_features"]
 
-#: The named encodings of :func:`component_features` (a callable is the other).
 COMPONENT_ENCODINGS: tuple[str, ...] = ("onehot", "morgan")
+"""The named encodings of :func:`component_features` (a callable is the other)."""
 
 Encoder = Callable[[list[str]], tuple[Any, Sequence[str]]]
 
 
 @dataclass(frozen=True)
 class ComponentFeatures:
-    """The item feature table of a table of components.
-
-    Attributes:
-        values: ``n x d`` float64 array, row ``i`` for table row ``i``.
-        names: The ``d`` column names, ``"<column>:<name>"``.
-        blocks: Component column -> its slice of ``values``' columns.
-        components: Component column -> its distinct components, in the order
-            of their first row (the rows of its encoding).
-    """
+    """``values`` (``n x d`` float64, row ``i`` for table row ``i``), their
+    ``names`` (``"<column>:<name>"``), each component column's ``blocks``
+    (a slice of columns) and distinct ``components`` (in first-row order)."""
 
     values: np.ndarray
     names: tuple[str, ...]
     blocks: dict[str, slice]
     components: dict[str, tuple[str, ...]]
-
-
-def _onehot(components: list[str]) -> tuple[np.ndarray, list[str]]:
-    return np.eye(len(components)), list(components)
-
-
-def _encoder(encoding: Any, radius: int, n_bits: int) -> Encoder:
-    if callable(encoding):
-        return encoding
-    if encoding == "onehot":
-        return _onehot
-    if encoding == "morgan":
-        from ax_chaining.chem import morgan_fingerprints
-
-        def morgan(smiles: list[str]) -> tuple[np.ndarray, list[str]]:
-            bits = morgan_fingerprints(smiles, radius, n_bits).numpy()
-            return bits, [f"morgan{j}" for j in range(n_bits)]
-
-        return morgan
-    raise ValueError(
-        f"an encoding must be one of {', '.join(COMPONENT_ENCODINGS)} or a "
-        f"callable smiles -> (values, names); got {encoding!r}."
-    )
 
 
 def component_features(
@@ -106,20 +49,11 @@ def component_features(
     Args:
         table: One row per item (a DataFrame, or column -> values).
         columns: The component columns, in the order of their blocks.
-        encoding: ``"onehot"``, ``"morgan"`` or a callable ``smiles -> (values,
-            names)`` for every column, or a mapping column -> one of those.
-        radius: Morgan radius (``"morgan"``).
-        n_bits: Morgan fingerprint length (``"morgan"``).
-
-    Returns:
-        The :class:`ComponentFeatures` of the table.
-
-    Raises:
-        ValueError: No column, a column missing or repeated, a missing or
-            non-string cell (its row and column are named), an unknown
-            encoding, or an encoder whose output is not one finite row per
-            component with one name per column.
-        TypeError: ``columns`` is a string.
+        encoding: For every column, or a mapping column -> its own:
+            ``"onehot"``, ``"morgan"`` (bits of ``radius``, ``n_bits``) or a
+            callable ``smiles -> (values, names)``, e.g.
+            ``partial(encode_molecules, encoding="rdkit2d")``.
+        radius, n_bits: Morgan radius and width.
 
     Example:
         >>> table = {"ligand": ["CP(C)C", "CCP(CC)CC", "CP(C)C"],
@@ -165,8 +99,19 @@ def component_features(
                     "non-empty SMILES string."
                 )
         distinct = list(dict.fromkeys(cells))
-        encode = _encoder(per_column[column], radius, n_bits)
-        values, value_names = encode(distinct)
+        encode = per_column[column]
+        if callable(encode):
+            values, value_names = encode(distinct)
+        elif encode == "onehot":
+            values, value_names = np.eye(len(distinct)), list(distinct)
+        elif encode == "morgan":
+            values = morgan_fingerprints(distinct, radius, n_bits).numpy()
+            value_names = [f"morgan{j}" for j in range(n_bits)]
+        else:
+            raise ValueError(
+                f"an encoding must be one of {', '.join(COMPONENT_ENCODINGS)} or a "
+                f"callable smiles -> (values, names); got {encode!r}."
+            )
         values = np.asarray(values, dtype=np.float64)
         value_names = list(value_names)
         if values.ndim != 2 or values.shape[0] != len(distinct):

@@ -1,4 +1,5 @@
-"""Descriptor encodings, their cleaning and their cache (ax_chaining.descriptors)."""
+"""Molecule encodings, their cleaning and their cache
+(ax_chaining.molecules.encodings), and the vendored molecule datasets."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ax_chaining.descriptors import (
+from ax_chaining.molecules import (
     CLEANING_STEPS,
     clean_features,
     default_cleaning,
     encode_molecules,
+    encodings,
     molecule_features,
+    morgan_fingerprints,
+    tanimoto_gram,
 )
+from ax_chaining.test_functions.molecules import DATASETS, load_dataset
 
 pytest.importorskip("rdkit")
 
@@ -45,8 +50,6 @@ def test_rdkit2d_values_are_rdkits_own() -> None:
 def test_fragment_counts_and_count_fingerprints_by_hand() -> None:
     from rdkit import Chem
     from rdkit.Chem import Fragments
-
-    from ax_chaining.chem import morgan_fingerprints
 
     values, names = encode_molecules(MOLECULES, "fragments")
     assert all(name.startswith("fr_") for name in names) and len(names) == 85
@@ -219,8 +222,8 @@ def test_default_cleaning_of_each_encoding() -> None:
 
 
 def test_worker_processes_give_the_same_features(tmp_path: Path) -> None:
-    """``n_jobs`` splits the encoding over spawned processes: the same raw
-    array (NaNs where they were) and the same cleaned table, a cache made
+    """``n_jobs`` splits the encoding over joblib's worker processes: the same
+    raw array (NaNs where they were) and the same cleaned table, a cache made
     with one worker is reused with two, and a bad ``n_jobs`` is refused
     before anything is computed."""
     library = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "OC(=O)CCN", "CCOC"]
@@ -232,68 +235,63 @@ def test_worker_processes_give_the_same_features(tmp_path: Path) -> None:
     one = molecule_features(library, "rdkit2d", path=path)
     two = molecule_features(library, "rdkit2d", path=path, n_jobs=2)
     assert isinstance(two.values, np.memmap)  # the one-worker cache, reused
-    fresh = molecule_features(library, "rdkit2d", n_jobs=2)
+    fresh = molecule_features(library, "rdkit2d", n_jobs=-1)
     np.testing.assert_array_equal(fresh.values, one.values)
     assert fresh.names == one.names
-    for bad in (0, -2, 1.5, True):
-        with pytest.raises((ValueError, TypeError), match="n_jobs"):
+    for bad in (0, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="`n_jobs` must be None or a non-zero"):
             molecule_features(library, "rdkit2d", n_jobs=bad)
 
 
-def test_a_script_without_a_main_guard_is_told_why(tmp_path: Path) -> None:
-    """A script that encodes with ``n_jobs=2`` at its top level: each spawned
-    worker imports it again and refuses to start workers of its own, so the
-    pool breaks; the script ends with our message naming the main guard, not
-    only ``BrokenProcessPool``."""
+@pytest.mark.slow
+def test_a_script_without_a_main_guard_encodes_in_workers(tmp_path: Path) -> None:
+    """joblib's workers do not import the calling script again: a script
+    that encodes with ``n_jobs=2`` at its top level runs and gets the serial
+    result."""
+    import os
     import subprocess
     import sys
 
+    root = Path(__file__).resolve().parents[1]
     script = tmp_path / "encode.py"
     script.write_text(
-        "from ax_chaining.descriptors import encode_molecules\n"
-        "encode_molecules(['CCO', 'CCN', 'CCC', 'CCCl'], 'fragments', n_jobs=2)\n"
+        "from ax_chaining.molecules import encode_molecules\n"
+        "smiles = ['CCO', 'CCN', 'CCC', 'CCCl']\n"
+        "two = encode_molecules(smiles, 'fragments', n_jobs=2)[0]\n"
+        "print((two == encode_molecules(smiles, 'fragments')[0]).all())\n"
     )
     run = subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])},
     )
-    assert run.returncode != 0
-    last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("RuntimeError: A worker process of the encoding")
-    assert "if __name__ == '__main__':" in last
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True"]
 
 
-def test_an_executor_gives_the_same_features(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``executor`` maps chunks of :data:`EXECUTOR_CHUNK` molecules on a
-    caller's executor (here a Dask cluster's, in this process): the same raw
-    array, in input order over several chunks, and the same cleaned table; a
-    non-executor, or an executor beside ``n_jobs`` above 1, is refused."""
+def test_a_dask_cluster_through_joblib_gives_the_same_features() -> None:
+    """``joblib.parallel_config(backend="dask")`` spreads the chunks over a
+    Dask cluster (here in this process): the same raw array in input order
+    and the same cleaned table as one process makes."""
     distributed = pytest.importorskip("distributed")
-    import ax_chaining.descriptors as descriptors
+    import joblib
 
-    monkeypatch.setattr(descriptors, "EXECUTOR_CHUNK", 2)  # 4 chunks of 7
     library = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "OC(=O)CCN", "CCOC"]
     raw, names = encode_molecules(library, "fragprints", n_bits=64)
+    alone = molecule_features(library, "rdkit2d")
     with distributed.Client(
         processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
-    ) as client:
-        executor = client.get_executor()
-        raw2, names2 = encode_molecules(
-            library, "fragprints", n_bits=64, executor=executor
-        )
-        table = molecule_features(library, "rdkit2d", executor=executor)
-        with pytest.raises(ValueError, match="not both"):
-            encode_molecules(library, "rdkit2d", n_jobs=2, executor=executor)
+    ):
+        with joblib.parallel_config(backend="dask"):
+            raw2, names2 = encode_molecules(library, "fragprints", n_bits=64, n_jobs=-1)
+            table = molecule_features(library, "rdkit2d", n_jobs=-1)
     np.testing.assert_array_equal(raw2, raw)
     assert names2 == names
-    alone = molecule_features(library, "rdkit2d")
     np.testing.assert_array_equal(table.values, alone.values)
     assert table.names == alone.names
-    with pytest.raises(TypeError, match="executor"):
-        molecule_features(library, "rdkit2d", executor=2)
 
 
 def _messy_table(n: int = 50, seed: int = 0) -> np.ndarray:
@@ -313,13 +311,11 @@ def test_cleaning_in_blocks_equals_cleaning_in_memory(
     """A table larger than CLEAN_BLOCK_BYTES is read a block of rows at a time
     (here 7 of 50, from a memory map): the same columns dropped by each step,
     unit scaling bit for bit, standardizing to round-off."""
-    import ax_chaining.descriptors as descriptors
-
     X = _messy_table()
     whole = clean_features(X, scale=scale, max_correlation=0.9)
     np.save(tmp_path / "raw.npy", X)
     mapped = np.load(tmp_path / "raw.npy", mmap_mode="r")
-    monkeypatch.setattr(descriptors, "CLEAN_BLOCK_BYTES", 7 * 8 * X.shape[1])
+    monkeypatch.setattr(encodings, "CLEAN_BLOCK_BYTES", 7 * 8 * X.shape[1])
     blocks = clean_features(mapped, scale=scale, max_correlation=0.9)
     assert blocks.names == whole.names
     assert blocks.dropped == whole.dropped
@@ -344,21 +340,18 @@ def test_a_library_too_large_to_clean_in_memory_goes_through_a_raw_file(
     """With ``path`` and a raw table above CLEAN_BLOCK_BYTES, the raw table is
     written chunk by chunk to the cache directory, cleaned from there block by
     block, and removed: the same cached table as one made in memory."""
-    import ax_chaining.descriptors as descriptors
-
     library = ["CCO", "c1ccccc1O", "CC(=O)N", "CCCl", "c1ccncc1", "OC(=O)CCN", "CCOC"]
     alone = molecule_features(library, "rdkit2d")
     seen = []
-    clean = descriptors.clean_features
+    clean = encodings.clean_features
 
     def spy(values, *args, **kwargs):
         seen.append((type(values), getattr(values, "filename", None)))
         return clean(values, *args, **kwargs)
 
-    monkeypatch.setattr(descriptors, "clean_features", spy)
-    monkeypatch.setattr(descriptors, "EXECUTOR_CHUNK", 3)  # chunks of 3, 3, 1
+    monkeypatch.setattr(encodings, "clean_features", spy)
     width = encode_molecules(library[:1], "rdkit2d")[0].shape[1]
-    monkeypatch.setattr(descriptors, "CLEAN_BLOCK_BYTES", 8 * width * 2)  # 2 rows
+    monkeypatch.setattr(encodings, "CLEAN_BLOCK_BYTES", 8 * width * 2)  # 2 rows
     cached = molecule_features(library, "rdkit2d", path=tmp_path / "cache")
     assert seen[0][0] is np.memmap
     assert Path(seen[0][1]).parent == tmp_path / "cache"
@@ -369,3 +362,98 @@ def test_a_library_too_large_to_clean_in_memory_goes_through_a_raw_file(
     ]
     np.testing.assert_array_equal(cached.values, alone.values)
     assert cached.names == alone.names and cached.dropped == alone.dropped
+
+
+def test_tanimoto_hand_computed():
+    a = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]], dtype=torch.uint8)
+    K = tanimoto_gram(a)
+    # rows 0, 1: one common bit, three bits in the union; empty row: 0 with others.
+    expected = torch.tensor(
+        [[1.0, 1 / 3, 0.0], [1 / 3, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64
+    )
+    torch.testing.assert_close(K, expected)
+    b = torch.tensor([[1, 1, 1, 0]], dtype=torch.bool)
+    torch.testing.assert_close(
+        tanimoto_gram(a, b),
+        torch.tensor([[2 / 3], [2 / 3], [0.0]], dtype=torch.float64),
+    )
+
+
+@given(
+    st.integers(2, 12).flatmap(
+        lambda n: st.lists(
+            st.lists(st.integers(0, 1), min_size=10, max_size=10),
+            min_size=n,
+            max_size=n,
+        )
+    )
+)
+def test_tanimoto_is_a_psd_similarity(rows):
+    x = torch.tensor(rows, dtype=torch.uint8)
+    K = tanimoto_gram(x)
+    torch.testing.assert_close(K, K.T)
+    assert torch.all(K.diagonal() == 1)
+    assert torch.all((K >= 0) & (K <= 1))
+    assert torch.linalg.eigvalsh(K).min() > -1e-10
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (torch.tensor([[0, 2]]), "only 0 and 1"),
+        (torch.tensor([1, 0]), "2-D"),
+        ([[1, 0]], "torch.Tensor"),
+    ],
+)
+def test_tanimoto_rejects_bad_input(bad, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        tanimoto_gram(bad)
+    with pytest.raises(ValueError, match="bits"):
+        tanimoto_gram(torch.ones(2, 3), torch.ones(2, 4))
+
+
+def test_morgan_fingerprints():
+    fp = morgan_fingerprints(["C", "C", "CCO", "c1ccccc1"], radius=2, n_bits=1024)
+    assert fp.shape == (4, 1024) and fp.dtype == torch.uint8
+    assert int(fp[0].sum()) == 1  # methane: one atom environment
+    K = tanimoto_gram(fp)
+    assert K[0, 1] == 1  # same molecule, same fingerprint
+    assert 0 <= K[0, 2] < 1 and 0 <= K[2, 3] < 1
+    assert K[2, 3] == 0  # ethanol and benzene share no atom environment
+
+
+def test_morgan_rejects_bad_input():
+    with pytest.raises(ValueError, match=r"smiles\[1\].*syntax"):
+        morgan_fingerprints(["CCO", "not a molecule"])
+    with pytest.raises(ValueError, match="at least 1"):
+        morgan_fingerprints([])
+    with pytest.raises(TypeError, match="sequence"):
+        morgan_fingerprints("CCO")
+    with pytest.raises(ValueError, match="`n_bits` must be a positive int, got 0"):
+        morgan_fingerprints(["CCO"], n_bits=0)
+    with pytest.raises(ValueError, match="`radius` must be >= 0, got -1"):
+        morgan_fingerprints(["CCO"], radius=-1)
+    with pytest.raises(TypeError, match="`radius` must be an int, got float"):
+        morgan_fingerprints(["CCO"], radius=2.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "n", "first_smiles", "first_y"),
+    [
+        ("esol", 1128, "OCC3OC(OCC2OC(OC(C#N)c1ccccc1)C(O)C(O)C2O)C(O)C(O)C3O", -0.77),
+        ("freesolv", 642, "CN(C)C(=O)c1ccc(cc1)OC", 11.01),  # minus expt
+        ("lipo", 4200, "Cn1c(CN2CCN(CC2)c3ccc(Cl)cc3)nc4ccccc14", 3.54),
+    ],
+)
+def test_load_dataset(name, n, first_smiles, first_y):
+    data = load_dataset(name)
+    assert len(data) == n == data.y.shape[0]
+    assert data.smiles[0] == first_smiles
+    assert float(data.y[0]) == pytest.approx(first_y)
+    assert data.y.dtype == torch.float64 and torch.isfinite(data.y).all()
+
+
+def test_load_dataset_errors():
+    with pytest.raises(ValueError, match="esol"):
+        load_dataset("qm9")
+    assert set(DATASETS) == {"esol", "freesolv", "lipo"}

@@ -122,7 +122,7 @@ def test_results_page_shows_the_table_of_the_committed_lines() -> None:
     committed lines, not an edited copy."""
     from benchmarks.models import table
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     made = table([str(root / "docs" / "results" / "models" / "loo.jsonl")])
     assert made.count("### ") == 7  # 3 libraries x 2 sizes, and the ranks
     assert made in (root / "docs" / "results" / "models.md").read_text()

@@ -120,7 +120,7 @@ def test_default_model_runs_over_its_own_features(tmp_path) -> None:
     library on the default molecule model is reproducible and says which
     model it ran."""
     pytest.importorskip("mordred")
-    from ax_chaining.test_functions.moses import mpo
+    from benchmarks.testbeds import mpo
 
     config = ScreeningConfig(
         queries=2, n_init=3, top_k=(2,), library="esol", model="default"

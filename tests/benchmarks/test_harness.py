@@ -11,9 +11,9 @@ import json
 import pytest
 import torch
 
-from ax_chaining.test_functions.harness import expected_best_of_uniform
 from benchmarks import harness_bench
 from benchmarks.__main__ import main
+from benchmarks.harness_bench import expected_best_of_uniform
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::Warning")]
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import speed
 
 
+@pytest.mark.slow
 def test_speed_small_preset_end_to_end(capsys, tmp_path):
     assert speed.main(["--small"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -84,15 +87,16 @@ def test_certificate_timings_report_the_certificate_they_timed(capsys, tmp_path)
     at most ``certify_model``'s union bound), its ratio from its own seconds,
     and the table shows it."""
     from ax_chaining import ChainingUCB
-    from ax_chaining.certificate import certify_model
+    from ax_chaining.certificate import CertificateOptions, certify_model
 
     argv = ["--certificate", "--sizes", "400", "--repeats", "1", "--label", "here"]
     assert speed.main(argv) == 0
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert row["bench"] == "certificate" and row["engine"] == "here"
     model, C = speed._problem(400, 50, 0)
-    cert = ChainingUCB(model, C).certificate(calibration="none")
-    union = certify_model(model, C, calibration="none")
+    none = CertificateOptions(calibration="none")
+    cert = ChainingUCB(model, C).certificate(options=none)
+    union = certify_model(model, C, options=none)
     assert row["bound"] == float(cert.bound) and row["rank_bound"] == cert.rank_bound
     assert row["model_bound"] == float(union.bound)
     assert row["bound"] <= row["model_bound"] + 1e-12

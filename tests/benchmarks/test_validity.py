@@ -307,7 +307,7 @@ def test_reading_old_records_as_current_agrees_with_a_rerun() -> None:
 
     from benchmarks.records import read_packed
 
-    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     rerun = read_packed(results / "validity_minobs.jsonl.gz")
     old = {
         r["seed"]: as_current(r)
@@ -340,7 +340,7 @@ def test_the_protocol_runs_repeat_the_committed_shorter_loops() -> None:
 
     from benchmarks.records import read_packed
 
-    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     longer = read_packed(results / "validity_protocol.jsonl.gz")
     shorter = {
         (r["problem"], r["method"], r["seed"]): r
@@ -475,7 +475,7 @@ def test_the_documented_calibration_limits_come_from_the_committed_records(
 
     from benchmarks.validity import main
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     assert main(["--records", str(root / records), "--calibration-limits"]) == 0
     table = capsys.readouterr().out
     assert table.count("\n") > 10

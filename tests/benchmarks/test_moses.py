@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ax_chaining.test_functions.moses import mpo, mpo_scores
+from benchmarks.testbeds import mpo, mpo_scores
 
 pytest.importorskip("rdkit")
 
