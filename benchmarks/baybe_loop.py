@@ -110,17 +110,25 @@ def substance_table(smiles: Sequence[str], name: str = "molecule") -> BaybeTable
 
 
 def component_table(
-    table: pd.DataFrame, columns: Sequence[str], encoding: str = "onehot"
+    table: pd.DataFrame,
+    columns: Sequence[str],
+    encoding: str = "onehot",
+    numeric: Sequence[str] = (),
 ) -> BaybeTable:
     """A table of several components (SMILES ``columns``), one parameter per
     column: ``CategoricalParameter`` (``encoding="onehot"``) or
-    ``SubstanceParameter`` (``"substance"``, BayBE's default descriptors)."""
+    ``SubstanceParameter`` (``"substance"``, BayBE's default descriptors); a
+    ``NumericalDiscreteParameter`` per ``numeric`` column."""
     check_choice("encoding", encoding, ENCODINGS)
     _baybe()
-    from baybe.parameters import CategoricalParameter, SubstanceParameter
+    from baybe.parameters import (
+        CategoricalParameter,
+        NumericalDiscreteParameter,
+        SubstanceParameter,
+    )
 
     columns = list(columns)
-    missing = [c for c in columns if c not in table.columns]
+    missing = [c for c in [*columns, *numeric] if c not in table.columns]
     if missing or not columns:
         raise ValueError(
             f"`columns` must name columns of `table` ({list(table.columns)}); "
@@ -139,6 +147,10 @@ def component_table(
         else:
             parameters.append(SubstanceParameter(name=column, data=data))
         rows[column] = labels
+    for column in numeric:
+        values = sorted(set(map(float, table[column])))
+        parameters.append(NumericalDiscreteParameter(name=column, values=values))
+        rows[column] = list(map(float, table[column]))
     return BaybeTable(tuple(parameters), pd.DataFrame(rows))
 
 

@@ -337,11 +337,10 @@ def reaction() -> list[dict[str, Any]]:
     )
     from ax_chaining.molecules import component_features
     from ax_chaining.test_functions.reactions import load_reactions
-    from benchmarks.reactions_bench import descriptor_encoder
 
     data = load_reactions("buchwald-hartwig")
     table = data.table.iloc[:600].reset_index(drop=True)
-    features = component_features(table, data.components, descriptor_encoder)
+    features = component_features(table, data.components, "rdkit2d")
     spec = feature_table_surrogate_spec(
         torch.as_tensor(features.values), kernel="rbf", prior="botorch"
     )

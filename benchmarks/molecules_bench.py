@@ -123,8 +123,9 @@ class TableBenchmark:
     and label: its tables (``datasets``), ``methods``, their ``labels`` and
     ``colors``, the records' ``kind``, what an ``item`` is (records give a
     table's size as ``num_<item>s``), the ``baseline`` of the paired
-    differences, the ``checkpoints`` of the regret, and whether to give each
-    run's result (``per_run``)."""
+    differences, the ``checkpoints`` of the regret, whether to give each
+    run's result (``per_run``), and the method whose seconds per step the
+    others' are divided by (``speed_reference``)."""
 
     datasets: tuple[str, ...]
     methods: tuple[str, ...]
@@ -136,6 +137,7 @@ class TableBenchmark:
     baseline: str = "chaining"
     checkpoints: tuple[int, ...] = (10, 25, 50)
     per_run: bool = False
+    speed_reference: str | None = None
 
     @property
     def size_field(self) -> str:
@@ -516,6 +518,8 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
         T = rows[0]["queries"]
         ks = list(dict.fromkeys(k for k in (*bench.checkpoints, T) if k <= T))
         best = {k: min(r["regret"][str(k)][0] for r in rows) for k in ks}
+        ref = [r for r in rows if r["method"] == bench.speed_reference]
+        per_ref = ref[0]["s_per_step"] if ref and ref[0]["s_per_step"] > 0 else None
         lines += [
             f"**{bench.dataset_labels[dataset]}** ({rows[0][bench.size_field]} "
             f"{item}s, T = {T} queries after the initial points)",
@@ -523,8 +527,8 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
             "| method | "
             + " | ".join(f"S_{k}" for k in ks)
             + " | AUC (sum S_n) | top 1% reached | median queries to top 1% "
-            "| s/step | runs |",
-            "|---|" + "---:|" * (len(ks) + 5),
+            "| s/step |" + (" ÷ ref |" if per_ref else "") + " runs |",
+            "|---|" + "---:|" * (len(ks) + 5 + bool(per_ref)),
         ]
         for r in rows:
             cells = []
@@ -540,6 +544,11 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
                     f"{r['top1_reached']} / {r['runs']}",
                     "> T" if med is None else num(med, 1),
                     num(r["s_per_step"], 3),
+                    *(
+                        [num(r["s_per_step"] / per_ref, 2) if r["s_per_step"] else "-"]
+                        if per_ref
+                        else []
+                    ),
                     r["runs"],
                 )
             )
@@ -592,6 +601,12 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
         + (
             " BayBE's: one `Campaign.recommend` call (fit + acquisition)."
             if baybe
+            else ""
+        )
+        + (
+            f" ÷ ref: s/step over {bench.labels[bench.speed_reference]}'s in "
+            "the same runs."
+            if bench.speed_reference
             else ""
         )
     )

@@ -1,12 +1,8 @@
-r"""Screening a reaction table: per-component encodings beside one-hot, and BayBE.
-
-The Buchwald-Hartwig table (3,955 reactions, yield maximized) in the molecule
-benchmark's loop (:func:`benchmarks.molecules_bench.screen_record`): a GP on
-each reaction's row of its components' encodings
-(:func:`~ax_chaining.molecules.component_features`) through
-:func:`~ax_chaining.ax.feature_table_surrogate_spec` (ARD RBF, BoTorch's
-priors), or BayBE (:mod:`benchmarks.baybe_loop`). Methods and protocol: the
-docs' page ``docs/results/reactions.md``.
+r"""Screening reaction tables: each encoding of
+:func:`~ax_chaining.molecules.reaction_surrogate_spec` under Chaining-UCB and
+qLogNEI, beside BayBE (:mod:`benchmarks.baybe_loop`), in the molecule
+benchmark's loop (:func:`benchmarks.molecules_bench.screen_record`). Methods
+and protocol: the docs' page ``docs/results/reactions.md``.
 """
 
 from __future__ import annotations
@@ -14,8 +10,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
-
-import numpy as np
 
 from ax_chaining.test_functions.reactions import REACTIONS as TABLES
 from ax_chaining.test_functions.reactions import load_reactions
@@ -26,8 +20,10 @@ DATASET_NAMES: tuple[str, ...] = tuple(TABLES)
 LABELS: dict[str, str] = {
     "chaining@onehot": "Chaining-UCB, one-hot",
     "qlognei@onehot": "qLogNEI, one-hot",
-    "chaining@descriptors": "Chaining-UCB, descriptors",
-    "qlognei@descriptors": "qLogNEI, descriptors",
+    "chaining@rdkit2d": "Chaining-UCB, RDKit 2D",
+    "qlognei@rdkit2d": "qLogNEI, RDKit 2D",
+    "chaining@mordred": "Chaining-UCB, Mordred (default model)",
+    "qlognei@mordred": "qLogNEI, Mordred (default model)",
     "baybe@onehot": "BayBE, one-hot",
     "baybe@substance": "BayBE, Mordred (its default)",
     "random": "Random",
@@ -38,8 +34,10 @@ DEFAULT_METHODS: tuple[str, ...] = tuple(m for m in METHODS if "baybe" not in m)
 COLORS = {
     "chaining@onehot": "yellowgreen",
     "qlognei@onehot": "salmon",
-    "chaining@descriptors": "darkgreen",
-    "qlognei@descriptors": "darkred",
+    "chaining@rdkit2d": "olivedrab",
+    "qlognei@rdkit2d": "indianred",
+    "chaining@mordred": "darkgreen",
+    "qlognei@mordred": "darkred",
     "baybe@onehot": "burlywood",
     "baybe@substance": "tab:brown",
     "random": "tab:gray",
@@ -48,13 +46,14 @@ BENCHMARK = mol.TableBenchmark(
     DATASET_NAMES,
     METHODS,
     LABELS,
-    {"buchwald-hartwig": "Buchwald-Hartwig"},
+    {"buchwald-hartwig": "Buchwald-Hartwig", "direct-arylation": "Direct arylation"},
     COLORS,
     kind="reactions",
     item="reaction",
-    baseline="chaining@descriptors",
+    baseline="qlognei@mordred",
     checkpoints=(10, 30),
     per_run=True,
+    speed_reference="baybe@substance",
 )
 
 
@@ -75,37 +74,23 @@ FULL_CONFIG = ReactionConfig()
 SMALL_CONFIG = ReactionConfig(runs=1, queries=2)
 
 
-def descriptor_encoder(smiles: list[str]) -> tuple[np.ndarray, tuple[str, ...]]:
-    """RDKit's 2D descriptors of one column's components, cleaned as the
-    default molecule model cleans a library's (``default_cleaning("rdkit2d")``)."""
-    from ax_chaining.molecules import clean_features, default_cleaning, encode_molecules
-
-    values, names = encode_molecules(smiles, "rdkit2d")
-    cleaned = clean_features(values, names, **default_cleaning("rdkit2d"))
-    return cleaned.values, cleaned.names
-
-
 @functools.cache
 def _surrogate(dataset: str, encoding: str) -> tuple[Any, dict[str, Any]]:
-    """The feature-table surrogate spec of a table (once per process), and
-    what it is."""
-    import torch
-
-    from ax_chaining.ax import feature_table_surrogate_spec
-    from ax_chaining.molecules import component_features
+    """The default reaction model's spec of a table with ``encoding`` (once
+    per process), and what it is."""
+    from ax_chaining.molecules import component_features, reaction_surrogate_spec
 
     data = load_reactions(dataset)
-    encoder = descriptor_encoder if encoding == "descriptors" else "onehot"
-    features = component_features(data.table, data.components, encoder)
-    spec = feature_table_surrogate_spec(
-        torch.as_tensor(features.values), kernel="rbf", prior="botorch"
-    )
+    args = (data.table, data.components, data.numeric, encoding)
+    features = component_features(*args[:2], encoding, numeric=data.numeric)
+    spec = reaction_surrogate_spec(*args)
+    options = spec.model_configs[0].covar_module_options
     return spec, {
         "num_features": len(features.names),
         "features_per_component": {
             c: s.stop - s.start for c, s in features.blocks.items()
         },
-        "model": {"kernel": "rbf", "prior": "botorch"},
+        "model": {"kernel": options["base"], "prior": options["prior"]},
     }
 
 
@@ -116,7 +101,7 @@ def _baybe_table(dataset: str, encoding: str) -> tuple[Any, Any, dict[str, Any]]
     from benchmarks.baybe_loop import component_table
 
     data = load_reactions(dataset)
-    table = component_table(data.table, data.components, encoding)
+    table = component_table(data.table, data.components, encoding, data.numeric)
     space = table.searchspace()
     return table, space, {"num_features": int(space.discrete.comp_rep.shape[1])}
 

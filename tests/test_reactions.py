@@ -89,7 +89,9 @@ def test_morgan_blocks_equal_each_components_fingerprint():
         ({"columns": ["ligand", "solvent"]}, "distinct columns"),
         ({"columns": ["ligand", "ligand"]}, "distinct columns"),
         ({"columns": []}, "distinct columns"),
-        ({"columns": ["ligand"], "encoding": "mordred"}, "an encoding must be"),
+        ({"columns": ["ligand"], "encoding": "ecfp"}, "an encoding must be"),
+        ({"columns": ["ligand"], "numeric": ["ligand"]}, "distinct columns"),
+        ({"columns": ["ligand"], "numeric": ["temperature"]}, "distinct columns"),
         (
             {"columns": ["ligand"], "encoding": {"base": "onehot"}},
             "one encoding per column",
@@ -119,13 +121,97 @@ def test_bad_input_is_refused(kwargs, message):
         component_features(TABLE, **kwargs)
 
 
-def test_missing_cell_is_named():
-    table = TABLE.copy()
-    table.loc[1, "base"] = None
-    with pytest.raises(ValueError, match=r"table\['base'\]` row 1"):
-        component_features(table, ["ligand", "base"])
+# Three components and a numeric condition: row 2's ligand is row 0's molecule
+# spelt another way, row 1 has no base, every solvent is ethanol.
+THREE = pd.DataFrame(
+    {
+        "ligand": ["CP(C)C", "CCP(CC)CC", "P(C)(C)C"],
+        "base": ["CCN(CC)CC", None, "C1CCNCC1"],
+        "solvent": ["CCO", "CCO", "OCC"],
+        "temperature": [60.0, 80.0, 100.0],
+    }
+)
+
+
+def test_three_components_by_hand_duplicates_mapped_and_absent_cells():
+    features = component_features(
+        THREE, ["ligand", "base", "solvent"], numeric=["temperature"]
+    )
+    assert features.values.tolist() == [
+        [1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0],
+        [0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.5],
+        [1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0],
+    ]
+    assert features.names == (
+        "ligand:CP(C)C",
+        "ligand:CCP(CC)CC",
+        "base:CCN(CC)CC",
+        "base:C1CCNCC1",
+        "base:absent",
+        "solvent:CCO",
+        "temperature",
+    )
+    assert features.components == {
+        "ligand": ("CP(C)C", "CCP(CC)CC"),
+        "base": ("CCN(CC)CC", "C1CCNCC1"),
+        "solvent": ("CCO",),
+    }
+    assert features.blocks["base"] == slice(2, 5)
+    assert features.blocks["temperature"] == slice(6, 7)
+    # NaN and a blank string are absent too, as None is.
+    for empty in (float("nan"), "  "):
+        table = THREE.assign(base=["CCN(CC)CC", empty, "C1CCNCC1"])
+        again = component_features(table, ["ligand", "base", "solvent"])
+        np.testing.assert_array_equal(again.values, features.values[:, :6])
+
+
+def test_named_descriptors_are_each_columns_cleaned_encoding():
+    pytest.importorskip("rdkit")
+    from ax_chaining.molecules import clean_features, default_cleaning, encode_molecules
+
+    features = component_features(THREE, ["ligand", "base", "solvent"], "rdkit2d")
+    raw, names = encode_molecules(["CP(C)C", "CCP(CC)CC"], "rdkit2d")
+    ligand = clean_features(raw, names, **default_cleaning("rdkit2d"))
+    np.testing.assert_array_equal(
+        features.values[:, features.blocks["ligand"]], ligand.values[[0, 1, 0]]
+    )
+    base = features.values[:, features.blocks["base"]]
+    assert features.names[features.blocks["base"]][-1] == "base:absent"
+    assert base[1].tolist() == [0.0] * (base.shape[1] - 1) + [1.0]
+    # A single solvent says nothing: its block is empty.
+    assert features.blocks["solvent"].start == features.blocks["solvent"].stop
+
+
+def test_bad_cells_are_named_with_their_row_and_column():
+    pytest.importorskip("rdkit")
+    bad = THREE.assign(base=["CCN(CC)CC", None, "C1CC"])
+    with pytest.raises(ValueError, match=r"table\['base'\]` row 2 is 'C1CC', not a"):
+        component_features(bad, ["ligand", "base"])
+    number = THREE.assign(ligand=["CP(C)C", 3.0, "CP(C)C"])
+    with pytest.raises(ValueError, match=r"table\['ligand'\]` row 1 is 3.0"):
+        component_features(number, ["ligand", "base"])
+    hot = THREE.assign(temperature=[60.0, None, 100.0])
+    with pytest.raises(ValueError, match=r"table\['temperature'\]` row 1"):
+        component_features(hot, ["ligand"], numeric=["temperature"])
     with pytest.raises(TypeError, match="columns"):
         component_features(TABLE, "ligand")
+
+
+def test_reaction_spec_defaults_and_refusals():
+    pytest.importorskip("rdkit")
+    from ax_chaining.molecules import reaction_surrogate_spec
+
+    def options(spec):
+        return spec.model_configs[0].covar_module_options
+
+    spec = reaction_surrogate_spec(THREE, ["ligand", "base"], ["temperature"])
+    assert (options(spec)["base"], options(spec)["prior"]) == ("matern52", "chen")
+    onehot = reaction_surrogate_spec(THREE, ["ligand", "base"], encoding="onehot")
+    assert (options(onehot)["base"], options(onehot)["prior"]) == ("rbf", "botorch")
+    with pytest.raises(ValueError, match="`encoding` must be 'onehot' or"):
+        reaction_surrogate_spec(THREE, ["ligand"], encoding="morgan_counts")
+    with pytest.raises(ValueError, match="do not vary"):
+        reaction_surrogate_spec(THREE, ["solvent"])
 
 
 def test_descriptor_blocks_equal_each_components_encoding():
@@ -142,6 +228,53 @@ def test_descriptor_blocks_equal_each_components_encoding():
             features.values[:, features.blocks[column]], expected
         )
         assert features.names[features.blocks[column]][0] == f"{column}:{names[0]}"
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::Warning")
+def test_default_reaction_model_in_an_ax_loop_on_direct_arylation():
+    """Three steps of qLogNEI over 288 reactions of the direct arylation table
+    (2 solvents, 4 ligands, every base, concentration and temperature) on the
+    default model, and the recommended reaction with its certificate."""
+    pytest.importorskip("rdkit")
+    from ax.api.client import Client
+
+    from ax_chaining.ax import (
+        candidate_index_parameter,
+        qlognei_generation_strategy,
+        recommend,
+    )
+    from ax_chaining.molecules import reaction_surrogate_spec
+    from ax_chaining.test_functions.reactions import load_reactions
+
+    data = load_reactions("direct-arylation")
+    keep = data.table["solvent"].isin(data.table["solvent"].unique()[:2]) & data.table[
+        "ligand"
+    ].isin(data.table["ligand"].unique()[:4])
+    table = data.table[keep].reset_index(drop=True)
+    y = data.y.numpy()[keep.to_numpy()]
+    assert len(table) == 288
+    spec = reaction_surrogate_spec(table, data.components, data.numeric)
+    client = Client(random_seed=0)
+    client.configure_experiment(parameters=[candidate_index_parameter(288, "item")])
+    client.configure_optimization(objective="y")
+    client.set_generation_strategy(
+        qlognei_generation_strategy(
+            init_trials=4, surrogate_spec=spec, exclude_evaluated=True
+        )
+    )
+    tested = []
+    for _ in range(3):
+        for index, params in client.get_next_trials(max_trials=3).items():
+            item = int(params["item"])
+            assert 0 <= item < 288 and item not in tested
+            tested.append(item)
+            client.complete_trial(index, raw_data={"y": float(y[item])})
+    assert len(tested) == 9
+    best = recommend(client)
+    item = int(best["parameters"]["item"])
+    assert item in tested and best["value"] == max(float(y[i]) for i in tested)
+    assert best["certificate"]["delta"] == 0.05
 
 
 @pytest.mark.slow
@@ -228,7 +361,7 @@ def test_reaction_loader_refuses_an_unknown_name_and_a_modified_file(
 
     from ax_chaining.test_functions.reactions import REACTIONS, load_reactions
 
-    with pytest.raises(ValueError, match="must be one of buchwald-hartwig"):
+    with pytest.raises(ValueError, match="must be one of buchwald-hartwig, direct-"):
         load_reactions("suzuki")
     # The vendored file with one yield changed, where the loader reads its data.
     source = resources.files("ax_chaining.test_functions").joinpath("data")

@@ -1,7 +1,8 @@
 """Reaction tables with one measured yield per reaction, vendored with the package:
-the Buchwald-Hartwig screen of Ahneman et al. (Science, 2018), whose component
-columns hold SMILES for :func:`ax_chaining.molecules.component_features`
-(provenance, licence and checksum in ``data/PROVENANCE.md``)."""
+the Buchwald-Hartwig screen of Ahneman et al. (Science, 2018) and the direct
+arylation screen of Shields et al. (Nature, 2021), whose component columns hold
+SMILES for :func:`ax_chaining.molecules.component_features` (provenance,
+licences and checksums in ``data/PROVENANCE.md``)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ __all__ = ["REACTIONS", "ReactionDataset", "load_reactions"]
 class _ReactionInfo:
     file: str
     sha256: str  # of the decompressed file
-    components: tuple[str, ...]
+    columns: dict[str, str]  # table column -> the file's
+    numeric: tuple[str, ...]
     target_column: str
     objective: str
 
@@ -29,32 +31,49 @@ REACTIONS: dict[str, _ReactionInfo] = {
     "buchwald-hartwig": _ReactionInfo(
         file="DreherDoyle.csv.gz",
         sha256="a41de4a1d2f31048ebf37e5dd9a8b11afa30dd86598c44d1fd66752066e4a75a",
-        components=("ligand", "additive", "base", "aryl halide"),
+        columns={c: c for c in ("ligand", "additive", "base", "aryl halide")},
+        numeric=(),
         target_column="yield",
         objective="yield of the C-N coupling (%), maximized",
+    ),
+    "direct-arylation": _ReactionInfo(
+        file="DirectArylation.csv.gz",
+        sha256="0aac33253d799c2e5f978b2962c34f9b57ba4863dae408721cabe8fa815d74ea",
+        columns={
+            "base": "Base_SMILES",
+            "ligand": "Ligand_SMILES",
+            "solvent": "Solvent_SMILES",
+            "concentration": "Concentration",
+            "temperature": "Temp_C",
+        },
+        numeric=("concentration", "temperature"),
+        target_column="yield",
+        objective="yield of the Pd-catalysed direct arylation (%), maximized",
     ),
 }
 
 
 @dataclass(frozen=True)
 class ReactionDataset:
-    """A table of reactions (one row per reaction, one SMILES column per
-    component, in file order) with ``y``, one measured yield per reaction to
-    maximize, described in words by ``objective``."""
+    """A table of reactions (one row per reaction in file order: a SMILES
+    column per component, then the ``numeric`` condition columns) with ``y``,
+    one measured yield per reaction to maximize, described by ``objective``."""
 
     name: str
     table: pd.DataFrame
     components: tuple[str, ...]
     y: Tensor
     objective: str
+    numeric: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.table)
 
 
 def load_reactions(name: str = "buchwald-hartwig") -> ReactionDataset:
-    """Load the vendored reaction table ``"buchwald-hartwig"``, checking its
-    SHA-256 (``ValueError`` for another name or a modified file).
+    """Load a vendored reaction table (``"buchwald-hartwig"`` or
+    ``"direct-arylation"``), checking its SHA-256 (``ValueError`` for another
+    name or a modified file).
 
     Example:
         >>> data = load_reactions("buchwald-hartwig")
@@ -62,14 +81,16 @@ def load_reactions(name: str = "buchwald-hartwig") -> ReactionDataset:
         (3955, ('ligand', 'additive', 'base', 'aryl halide'))
     """
     key, info, rows = vendored_rows(name, REACTIONS)
-    table = pd.DataFrame({c: [row[c] for row in rows] for c in info.components})
+    table = pd.DataFrame({c: [row[f] for row in rows] for c, f in info.columns.items()})
+    table = table.astype(dict.fromkeys(info.numeric, "float64"))
     y = torch.tensor(
         [float(row[info.target_column]) for row in rows], dtype=torch.float64
     )
     return ReactionDataset(
         name=key,
         table=table,
-        components=info.components,
+        components=tuple(c for c in info.columns if c not in info.numeric),
         y=y,
         objective=info.objective,
+        numeric=info.numeric,
     )

@@ -75,18 +75,6 @@ def test_onehot_run_is_a_valid_screen_and_follows_its_seed():
     assert again["items"] == rec["items"]
 
 
-def test_descriptor_encoder_cleans_each_column_to_the_unit_cube():
-    bases = load_reactions().table["base"].unique().tolist()
-    values, names = reactions_bench.descriptor_encoder(bases)
-    assert values.shape == (3, len(names)) and len(names) >= 1
-    # Min-max scaled, no constant column left: every column spans [0, 1].
-    assert values.min(axis=0).tolist() == [0.0] * len(names)
-    assert values.max(axis=0).tolist() == [1.0] * len(names)
-    # Decorrelated: no two kept columns with |correlation| above 0.95.
-    corr = np.corrcoef(values, rowvar=False).reshape(len(names), len(names))
-    assert (np.abs(corr[np.triu_indices(len(names), 1)]) <= 0.95 + 1e-12).all()
-
-
 def test_bad_configs_and_methods_are_refused():
     with pytest.raises(ValueError, match="dataset"):
         reactions_bench.ReactionConfig(datasets=("suzuki",))
@@ -99,8 +87,8 @@ def test_bad_configs_and_methods_are_refused():
         reactions_bench.run_one("buchwald-hartwig", "random", 0, big)
 
 
-def test_summary_pairs_every_method_with_chaining_on_descriptors():
-    def rec(method, seed, regret):
+def test_summary_pairs_every_method_with_the_default_model():
+    def rec(method, seed, regret, step=0.5):
         return {
             "dataset": "buchwald-hartwig",
             "method": method,
@@ -108,27 +96,37 @@ def test_summary_pairs_every_method_with_chaining_on_descriptors():
             "num_reactions": 3955,
             "config": TINY.key(),
             "regret": regret,
-            "step_seconds": [0.5] * (len(regret) - 1),
+            "step_seconds": [step] * (len(regret) - 1),
             "queries_to_top1": None,
         }
 
     records = [
-        rec("chaining@descriptors", 0, [5.0, 1.0, 0.0]),
-        rec("chaining@descriptors", 1, [5.0, 5.0, 2.0]),
-        rec("random", 0, [5.0, 5.0, 3.0]),
-        rec("random", 1, [5.0, 4.0, 4.0]),
+        rec("qlognei@mordred", 0, [5.0, 1.0, 0.0]),
+        rec("qlognei@mordred", 1, [5.0, 5.0, 2.0]),
+        rec("random", 0, [5.0, 5.0, 3.0], step=0.0),
+        rec("random", 1, [5.0, 4.0, 4.0], step=0.0),
+        rec("baybe@substance", 0, [5.0, 0.0, 0.0], step=0.25),
+        rec("baybe@substance", 1, [5.0, 1.0, 1.0], step=0.25),
     ]
     summary = reactions_bench.summarize(records)
-    assert [r["method"] for r in summary["rows"]] == ["chaining@descriptors", "random"]
+    assert [r["method"] for r in summary["rows"]] == [
+        "qlognei@mordred",
+        "baybe@substance",
+        "random",
+    ]
     assert summary["rows"][0]["num_reactions"] == 3955
-    (pair,) = summary["paired"]
-    assert pair["method"] == "random"
+    pair = {p["method"]: p for p in summary["paired"]}["random"]
     assert pair["final"]["mean"] == pytest.approx(((0 - 3) + (2 - 4)) / 2)
     text = reactions_bench.format_markdown(summary)
     assert "**Buchwald-Hartwig** (3955 reactions, T = 2 queries" in text
-    assert "Paired differences, Chaining-UCB, descriptors minus each method" in text
+    assert (
+        "Paired differences, qLogNEI, Mordred (default model) minus each method" in text
+    )
     # Each run's final regret, and "-" for a run that never reached the top 1%.
-    assert "| Chaining-UCB, descriptors | 0.00, 2.00 | -, - |" in text
+    assert "| qLogNEI, Mordred (default model) | 0.00, 2.00 | -, - |" in text
+    # Seconds per step over BayBE's default's in the same runs; random has none.
+    assert "| s/step | ÷ ref | runs |" in text
+    assert "| 0.500 | 2.00 | 2 |" in text and "| 0.000 | - | 2 |" in text
     assert "| Random | 3.00, 4.00 | -, - |" in text
 
 
