@@ -319,6 +319,8 @@ def test_the_default_check_certifies_from_20_observations() -> None:
             assert not h["valid"] and h["bound"] == math.inf
             assert "only" in h["reason"] and "min_observations=20" in h["reason"]
             assert h["rank_bound"] == 225  # a refused one: among all 15 x 15
+            # Missing numbers are float nan, not the strings JSON stores.
+            assert math.isnan(h["share"]) and math.isnan(h["expected_better"])
         else:
             assert h["valid"] and 0 < h["bound"] < math.inf, h["reason"]
     assert certify(client)["valid"]  # 22 observations

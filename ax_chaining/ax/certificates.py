@@ -239,6 +239,12 @@ def _evaluated_in(experiment: Experiment, parameters: dict[str, Any]) -> int | N
     return max(found) if found else None
 
 
+def _number(value: Any) -> float:
+    """A recorded number as a float: JSON stores a non-finite one as its
+    string ("nan", "inf"), and a missing one is nan."""
+    return math.nan if value is None else float(value)
+
+
 def certificate_history(
     source: Source, units: Units = "objective"
 ) -> list[dict[str, Any]]:
@@ -273,13 +279,13 @@ def certificate_history(
                 "bound": bound,
                 "running_min": min([bound] + [c["running_min"] for c in out[-1:]]),
                 "parameters": params,
-                "delta": cert.get("delta"),
-                "share": cert.get("share"),
+                "delta": _number(cert.get("delta")),
+                "share": _number(cert.get("share")),
                 "valid": bool(cert.get("valid", True)),
                 "reason": cert.get("reason", ""),
                 "units": units,
                 "rank_bound": cert.get("rank_bound"),
-                "expected_better": cert.get("expected_better"),
+                "expected_better": _number(cert.get("expected_better")),
                 "num_candidates": meta.get("num_candidates"),
             }
         )
