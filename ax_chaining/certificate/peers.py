@@ -1,0 +1,196 @@
+r"""The literature's stopping rules, computed exactly over a finite candidate set
+from the model's joint posterior there (mean ``m``, covariance ``K``; maximizing):
+Makarova et al.'s UCB-LCB regret bound and Wilson's probabilistic regret bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ax_chaining.checks import check_delta, check_float, check_int
+
+__all__ = [
+    "PeerStatement",
+    "makarova_beta",
+    "probabilistic_regret_bound",
+    "ucb_lcb_bound",
+]
+
+
+@dataclass(frozen=True)
+class PeerStatement:
+    """What a rule says at one step: ``stop`` or not, its ``value`` (a regret
+    bound, or the probability that the regret exceeds ``eps``), and the
+    evaluated candidate it recommends (``index``, a row of the set). PRB also
+    gives the Monte Carlo ``interval`` of its estimate and its ``samples``."""
+
+    rule: str
+    stop: bool
+    value: float
+    index: int
+    interval: tuple[float, float] | None = None
+    samples: int = 0
+
+
+def _checked(mean: Tensor, evaluated: Sequence[int]) -> list[int]:
+    if mean.ndim != 1 or mean.numel() == 0:
+        raise ValueError(f"`mean` must be a non-empty vector; got {tuple(mean.shape)}.")
+    rows = [int(i) for i in evaluated]
+    if not rows or min(rows) < 0 or max(rows) >= mean.numel():
+        last = mean.numel() - 1
+        raise ValueError(
+            f"`evaluated` must be rows of the set (0 .. {last}); got {rows}."
+        )
+    return rows
+
+
+def makarova_beta(
+    num_candidates: int, t: int, delta: float, scale: float = 0.4
+) -> float:
+    r""":math:`\beta_t = c \log(|X| t^2 \pi^2 / (6 \delta))`: Srinivas et al.'s
+    finite-set schedule (Theorem 1) scaled by :math:`c = 2/5`, as Makarova et al.
+    (2022) use it.
+
+    Example:
+        >>> round(makarova_beta(100, 10, 0.05, scale=1.0), 4)
+        12.7038
+    """
+    check_int("num_candidates", num_candidates, 1)
+    check_int("t", t, 1)
+    check_delta(delta)
+    return scale * math.log(num_candidates * (t * math.pi) ** 2 / (6 * delta))
+
+
+def ucb_lcb_bound(
+    mean: Tensor,
+    std: Tensor,
+    evaluated: Sequence[int],
+    t: int,
+    threshold: float,
+    delta: float = 0.05,
+    scale: float = 0.4,
+) -> PeerStatement:
+    r"""Makarova et al. (2022, *Automatic termination for hyperparameter
+    optimization*): with :math:`\beta_t` of :func:`makarova_beta`,
+
+    .. math::
+        \hat r_t = \max_{x \in X} \big(m(x) + \sqrt{\beta_t} s(x)\big)
+        - \max_{x \in E} \big(m(x) - \sqrt{\beta_t} s(x)\big),
+
+    :math:`E` the evaluated candidates; stop when :math:`\hat r_t \le`
+    ``threshold``, recommending the evaluated candidate of largest lower bound.
+    The claim (at ``scale=1``): regret at most :math:`\hat r_t` with
+    probability :math:`1 - \delta`, for :math:`f` a sample of the GP prior.
+
+    Example:
+        >>> m, s = torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0])
+        >>> round(ucb_lcb_bound(m, s, [1], t=1, threshold=0.5).value, 4)
+        0.2941
+    """
+    rows = _checked(mean, evaluated)
+    root = math.sqrt(makarova_beta(mean.numel(), t, delta, scale))
+    lower = mean[rows] - root * std[rows]
+    best = int(lower.argmax())
+    bound = float((mean + root * std).max() - lower[best])
+    return PeerStatement("ucb-lcb", bound <= threshold, bound, rows[best])
+
+
+def _clopper_pearson(failures: Tensor, n: int, risk: float) -> tuple[Tensor, Tensor]:
+    """Two-sided ``1 - risk`` Clopper-Pearson interval of a binomial proportion."""
+    from scipy.stats import beta
+
+    k = failures.double().cpu().numpy()
+    lower = beta.ppf(risk / 2, k, n - k + 1)
+    upper = beta.ppf(1 - risk / 2, k + 1, n - k)
+    lower[k == 0], upper[k == n] = 0.0, 1.0
+    return torch.as_tensor(lower), torch.as_tensor(upper)
+
+
+def probabilistic_regret_bound(
+    mean: Tensor,
+    covariance: Tensor,
+    evaluated: Sequence[int],
+    eps: float,
+    prob: float = 0.025,
+    risk: float = 0.025,
+    test_points: int = 5,
+    max_samples: int = 1000,
+    generator: torch.Generator | None = None,
+) -> PeerStatement:
+    r"""Wilson (2024, *Stopping Bayesian optimization with probabilistic regret
+    bounds*; defaults of his experiments): stop when for an evaluated
+    candidate :math:`x`, :math:`P(\max_{X} f - f(x) > \epsilon) \le` ``prob``
+    under the posterior, the maximum taken over the whole set from joint draws.
+
+    The ``test_points`` evaluated candidates most often best among the
+    evaluated ones in the first draws are tested; each draw tells whether
+    each one's regret exceeds ``eps``. Batches of :math:`16 \cdot 1.5^{k-1}`
+    draws (at most ``max_samples`` in all) grow until one candidate's
+    Clopper-Pearson interval at risk :math:`r_k / |\text{tests}|`, with
+    :math:`r_k = (0.1/1.1)\,\text{risk}\, k^{-1.1}`, lies below ``prob``, or
+    every one lies above it. The statement's value is the best candidate's
+    estimate (Wilson's experiments compare it, converged or not, with ``prob``).
+
+    Args:
+        mean, covariance: The joint posterior over the set (``N``, ``N x N``).
+        evaluated: Rows of the evaluated candidates.
+        eps: The regret tolerance, in the units of ``mean``.
+        prob: The largest failure probability to stop at.
+        risk: The Monte Carlo test's error rate over this step's batches.
+        test_points, max_samples: As above.
+        generator: Seeds the draws.
+    """
+    rows = _checked(mean, evaluated)
+    n = mean.numel()
+    if covariance.shape != (n, n):
+        raise ValueError(
+            f"`covariance` must be {n} x {n}; got {tuple(covariance.shape)}."
+        )
+    check_float("eps", eps, (lambda v: v >= 0, ">= 0"))
+    check_delta(prob, "prob")
+    check_delta(risk, "risk")
+    check_int("test_points", test_points, 1)
+    check_int("max_samples", max_samples, 16)
+    jitter = 1e-9 * float(covariance.diagonal().abs().max().clamp_min(1.0))
+    eye = torch.eye(n, dtype=covariance.dtype, device=covariance.device)
+    # A posterior covariance is PSD up to round-off; the jitter makes it PD.
+    root = torch.linalg.cholesky(covariance + jitter * eye)
+
+    def draw(k: int) -> Tensor:
+        z = torch.randn(n, k, dtype=mean.dtype, generator=generator, device="cpu").to(
+            mean.device
+        )
+        return mean[:, None] + root @ z  # N x k
+
+    first = draw(16)
+    wins = torch.bincount(first[rows].argmax(0), minlength=len(rows)).tolist()
+    # Most often best among the evaluated in the first draws; ties by mean.
+    order = sorted(range(len(rows)), key=lambda j: (-wins[j], -float(mean[rows[j]])))
+    tested = [rows[j] for j in order[:test_points]]
+    failures = torch.zeros(len(tested), dtype=torch.int64)
+    size, k, batch = 0, 0, first
+    while True:
+        k += 1
+        failures += (batch[tested] < batch.max(0).values - eps).sum(1).cpu()
+        size += batch.shape[1]
+        level_risk = (0.1 / 1.1) * risk * k**-1.1 / len(tested)
+        lower, upper = _clopper_pearson(failures, size, level_risk)
+        nxt = min(int(16 * 1.5**k), max_samples) - size
+        if (upper <= prob).any() or (lower >= prob).all() or nxt <= 0:
+            break
+        batch = draw(nxt)
+    estimate = failures.double() / size
+    best = int(estimate.argmin())
+    return PeerStatement(
+        "prb",
+        bool(estimate[best] <= prob),
+        float(estimate[best]),
+        tested[best],
+        (float(lower[best]), float(upper[best])),
+        size,
+    )

@@ -1,0 +1,101 @@
+"""The literature's stopping rules over a finite set (ax_chaining.certificate.peers)
+against their papers' formulas on tiny tables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import multivariate_normal
+
+from ax_chaining.certificate import (
+    makarova_beta,
+    probabilistic_regret_bound,
+    ucb_lcb_bound,
+)
+
+MEAN = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)
+STD = torch.tensor([0.5, 0.1, 1.0], dtype=torch.float64)
+
+
+def test_makarova_beta_by_hand():
+    # log(|X| t^2 pi^2 / (6 delta)) with |X| = 3, t = 4, delta = 0.1, scaled.
+    assert makarova_beta(3, 4, 0.1, scale=1.0) == pytest.approx(
+        math.log(3 * 16 * math.pi**2 / 0.6)
+    )
+    assert makarova_beta(3, 4, 0.1) == pytest.approx(
+        0.4 * makarova_beta(3, 4, 0.1, 1.0)
+    )
+
+
+def test_ucb_lcb_by_hand():
+    root = math.sqrt(makarova_beta(3, 4, 0.1, scale=1.0))
+    # UCBs 1 + 0.5r, 2 + 0.1r, 0.5 + r; the evaluated rows 0 and 1 have LCBs
+    # 1 - 0.5r and 2 - 0.1r, the larger row 1's.
+    ucb = max(1 + 0.5 * root, 2 + 0.1 * root, 0.5 + root)
+    expected = ucb - (2 - 0.1 * root)
+    out = ucb_lcb_bound(MEAN, STD, [0, 1], t=4, threshold=1.0, delta=0.1, scale=1.0)
+    assert out.value == pytest.approx(expected)
+    assert out.index == 1 and out.rule == "ucb-lcb"
+    assert out.stop == (expected <= 1.0)
+    tight = ucb_lcb_bound(
+        MEAN, STD, [0, 1], 4, threshold=expected, delta=0.1, scale=1.0
+    )
+    assert tight.stop
+
+
+def _exact_failure(mean, cov, row, eps):
+    """P(max_j f_j - f_row > eps) for a 3-dim Gaussian: one minus the
+    probability that f_row - f_j >= -eps for both other j (a 2-dim CDF)."""
+    others = [j for j in range(3) if j != row]
+    A = np.zeros((2, 3))
+    for k, j in enumerate(others):
+        A[k, j], A[k, row] = 1.0, -1.0  # f_j - f_row <= eps
+    return multivariate_normal(A @ mean, A @ cov @ A.T).cdf(np.array([eps, eps]))
+
+
+def test_prb_monte_carlo_probability_against_the_exact_value():
+    mean = MEAN.numpy()
+    cov = np.array([[0.25, 0.02, 0.05], [0.02, 0.04, 0.01], [0.05, 0.01, 1.0]])
+    eps = 1.2
+    exact = 1.0 - _exact_failure(mean, cov, 0, eps)
+    assert 0.1 < exact < 0.5  # a probability the level test cannot settle early
+    out = probabilistic_regret_bound(
+        MEAN,
+        torch.as_tensor(cov),
+        [0],
+        eps,
+        prob=exact,
+        max_samples=20_000,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert out.index == 0 and out.samples == 20_000
+    lower, upper = out.interval
+    assert lower <= exact <= upper
+    assert out.value == pytest.approx(
+        exact, abs=4 * math.sqrt(exact * (1 - exact) / 2e4)
+    )
+
+
+def test_prb_stops_on_a_clear_winner_and_refuses_bad_input():
+    cov = 0.01 * torch.eye(3, dtype=torch.float64)
+    mean = torch.tensor([0.0, 5.0, 0.0], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(1)
+    out = probabilistic_regret_bound(mean, cov, [0, 1], eps=0.1, generator=gen)
+    assert out.stop and out.index == 1 and out.value == 0.0
+    assert out.interval[1] <= 0.025 and 16 < out.samples < 1000
+    # Same seed, same statement.
+    again = probabilistic_regret_bound(
+        mean, cov, [0, 1], 0.1, generator=torch.Generator().manual_seed(1)
+    )
+    assert again == out
+    with pytest.raises(ValueError, match="`evaluated` must be rows"):
+        probabilistic_regret_bound(mean, cov, [3], eps=0.1)
+    with pytest.raises(ValueError, match="`covariance` must be 3 x 3"):
+        probabilistic_regret_bound(mean, cov[:2], [0], eps=0.1)
+    with pytest.raises(ValueError, match="`eps` must be >= 0"):
+        probabilistic_regret_bound(mean, cov, [0], eps=-1.0)
+    with pytest.raises(ValueError, match="`prob` must be in"):
+        probabilistic_regret_bound(mean, cov, [0], eps=0.1, prob=1.5)
