@@ -7,6 +7,7 @@ distinct molecule; and the default model of such a table
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -104,6 +105,22 @@ def _distinct(column: str, cells: list[Any]) -> tuple[list[str], np.ndarray]:
     return distinct, rows
 
 
+@functools.lru_cache(maxsize=64)
+def _descriptors(
+    distinct: tuple[str, ...],
+    encoding: str,
+    radius: int,
+    n_bits: int,
+    n_jobs: int | None,
+) -> tuple[np.ndarray, list[str]]:
+    """A column's cleaned descriptors, computed once per process (read-only)."""
+    values, names = encode_molecules(distinct, encoding, radius, n_bits, n_jobs)
+    clean = {**default_cleaning(encoding), **MOLECULE_CLEANING.get(encoding, {})}
+    cleaned = clean_features(values, names, **clean)
+    cleaned.values.setflags(write=False)
+    return cleaned.values, list(cleaned.names)
+
+
 def _encode(
     column: str,
     distinct: list[str],
@@ -120,13 +137,10 @@ def _encode(
     elif encode == "morgan":
         values = morgan_fingerprints(distinct, radius, n_bits).numpy()
         names = [f"morgan{j}" for j in range(n_bits)]
+    elif len(distinct) < 2:  # a constant column says nothing: every one goes
+        return np.zeros((len(distinct), 0)), []
     else:
-        values, names = encode_molecules(distinct, encode, radius, n_bits, n_jobs)
-        if len(distinct) < 2:  # a constant column says nothing: every one goes
-            return np.zeros((len(distinct), 0)), []
-        clean = {**default_cleaning(encode), **MOLECULE_CLEANING.get(encode, {})}
-        cleaned = clean_features(values, names, **clean)
-        values, names = cleaned.values, list(cleaned.names)
+        values, names = _descriptors(tuple(distinct), encode, radius, n_bits, n_jobs)
     values = np.asarray(values, dtype=np.float64)
     names = list(names)
     if values.ndim != 2 or values.shape[0] != len(distinct):
@@ -174,7 +188,8 @@ def component_features(
     numeric columns scaled to [0, 1].
 
     Molecules are compared by canonical SMILES (two spellings of one molecule
-    share a row of their block) and each is encoded once. An empty cell (None,
+    share a row of their block) and each is encoded once (a column's
+    descriptors are cached for the process). An empty cell (None,
     NaN, blank) is an absent component: its block is zero and an indicator
     column ``"<column>:absent"``, added only to a column with such a cell, is 1.
 
