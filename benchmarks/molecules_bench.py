@@ -229,6 +229,12 @@ def make_strategy(method: str, spec: Any, n_init: int, config: Any) -> Any:
         return axc.ucb_generation_strategy(beta=config.beta, **common)
     if method == "qlognei":
         return axc.qlognei_generation_strategy(**common)
+    if method == "logei-table":  # analytic LogEI over the table (BayBE's, q = 1)
+        from botorch.acquisition.analytic import LogExpectedImprovement
+
+        return axc.candidate_set_strategy(
+            LogExpectedImprovement, name="LogEI", **common
+        )
     raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
 
 
