@@ -366,7 +366,7 @@ def test_wheel_holds_the_package_and_its_data_only(tmp_path):
         f"ax_chaining/test_functions/data/{p.name}"
         for p in [*data.glob("*.csv"), *data.glob("*.csv.gz")]
     }
-    assert len(csvs) == 4 and csvs <= set(names)
+    assert len(csvs) == 5 and csvs <= set(names)
     assert not [n for n in names if n.endswith((".jsonl", ".jsonl.gz", ".png"))]
     archive = zipfile.ZipFile(wheel)
     for name in (n for n in names if n.endswith(".py")):

@@ -10,40 +10,28 @@ import pytest
 import torch
 from scipy.stats import multivariate_normal
 
-from ax_chaining.certificate import (
-    makarova_beta,
-    probabilistic_regret_bound,
-    ucb_lcb_bound,
-)
+from ax_chaining.acquisition import gp_ucb_beta
+from ax_chaining.certificate import probabilistic_regret_bound, ucb_lcb_rule
 
 MEAN = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)
 STD = torch.tensor([0.5, 0.1, 1.0], dtype=torch.float64)
 
 
-def test_makarova_beta_by_hand():
-    # log(|X| t^2 pi^2 / (6 delta)) with |X| = 3, t = 4, delta = 0.1, scaled.
-    assert makarova_beta(3, 4, 0.1, scale=1.0) == pytest.approx(
-        math.log(3 * 16 * math.pi**2 / 0.6)
-    )
-    assert makarova_beta(3, 4, 0.1) == pytest.approx(
-        0.4 * makarova_beta(3, 4, 0.1, 1.0)
-    )
-
-
-def test_ucb_lcb_by_hand():
-    root = math.sqrt(makarova_beta(3, 4, 0.1, scale=1.0))
+def test_ucb_lcb_rule_by_hand():
+    # Makarova et al.'s beta: a fifth of GP-UCB's 2 log(|X| t^2 pi^2 / (6 delta)).
+    beta = 0.2 * 2 * math.log(3 * 16 * math.pi**2 / 0.6)
+    assert 0.2 * gp_ucb_beta(3, 4, 0.1) == pytest.approx(beta)
+    root = math.sqrt(beta)
     # UCBs 1 + 0.5r, 2 + 0.1r, 0.5 + r; the evaluated rows 0 and 1 have LCBs
     # 1 - 0.5r and 2 - 0.1r, the larger row 1's.
     ucb = max(1 + 0.5 * root, 2 + 0.1 * root, 0.5 + root)
     expected = ucb - (2 - 0.1 * root)
-    out = ucb_lcb_bound(MEAN, STD, [0, 1], t=4, threshold=1.0, delta=0.1, scale=1.0)
+    out = ucb_lcb_rule(MEAN, STD, [0, 1], t=4, threshold=1.0, delta=0.1)
     assert out.value == pytest.approx(expected)
     assert out.index == 1 and out.rule == "ucb-lcb"
     assert out.stop == (expected <= 1.0)
-    tight = ucb_lcb_bound(
-        MEAN, STD, [0, 1], 4, threshold=expected, delta=0.1, scale=1.0
-    )
-    assert tight.stop
+    assert ucb_lcb_rule(MEAN, STD, [0, 1], 4, threshold=expected, delta=0.1).stop
+    assert not ucb_lcb_rule(MEAN, STD, [0, 1], 4, 0.9 * expected, delta=0.1).stop
 
 
 def _exact_failure(mean, cov, row, eps):

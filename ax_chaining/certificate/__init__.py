@@ -11,18 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ax_chaining.certificate import (
-    bounds,
-    certify,
-    peers,
-    rank,
-    residuals,
-    schedule,
-    tails,
-)
+from ax_chaining.certificate import bounds, certify, rank, residuals, schedule, tails
 from ax_chaining.certificate.bounds import *  # noqa: F403
 from ax_chaining.certificate.certify import *  # noqa: F403
-from ax_chaining.certificate.peers import *  # noqa: F403
 from ax_chaining.certificate.rank import *  # noqa: F403
 from ax_chaining.certificate.residuals import *  # noqa: F403
 from ax_chaining.certificate.schedule import *  # noqa: F403
@@ -34,9 +25,13 @@ _LAZY = dict.fromkeys(
     "loo_residuals".split(),
     "ax_chaining.certificate.calibration",
 )
+_LAZY |= dict.fromkeys(
+    "PeerStatement probabilistic_regret_bound ucb_lcb_rule".split(),
+    "ax_chaining.certificate.peers",
+)
 
 __all__ = [*_LAZY]
-for _module in (bounds, certify, peers, rank, residuals, schedule, tails):
+for _module in (bounds, certify, rank, residuals, schedule, tails):
     __all__ += _module.__all__
 
 

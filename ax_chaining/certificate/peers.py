@@ -1,25 +1,21 @@
 r"""The literature's stopping rules, computed exactly over a finite candidate set
-from the model's joint posterior there (mean ``m``, covariance ``K``; maximizing):
+from the model's posterior there (mean ``m``, covariance ``K``; maximizing):
 Makarova et al.'s UCB-LCB regret bound and Wilson's probabilistic regret bound.
+Loaded on first use (it reads GP-UCB's schedule from the BoTorch layer).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ax_chaining.certificate.bounds import ucb_lcb_bound
 from ax_chaining.checks import check_delta, check_float, check_int
 
-__all__ = [
-    "PeerStatement",
-    "makarova_beta",
-    "probabilistic_regret_bound",
-    "ucb_lcb_bound",
-]
+__all__ = ["PeerStatement", "probabilistic_regret_bound", "ucb_lcb_rule"]
 
 
 @dataclass(frozen=True)
@@ -49,55 +45,44 @@ def _checked(mean: Tensor, evaluated: Sequence[int]) -> list[int]:
     return rows
 
 
-def makarova_beta(
-    num_candidates: int, t: int, delta: float, scale: float = 0.4
-) -> float:
-    r""":math:`\beta_t = c \log(|X| t^2 \pi^2 / (6 \delta))`: Srinivas et al.'s
-    finite-set schedule (Theorem 1) scaled by :math:`c = 2/5`, as Makarova et al.
-    (2022) use it.
-
-    Example:
-        >>> round(makarova_beta(100, 10, 0.05, scale=1.0), 4)
-        12.7038
-    """
-    check_int("num_candidates", num_candidates, 1)
-    check_int("t", t, 1)
-    check_delta(delta)
-    return scale * math.log(num_candidates * (t * math.pi) ** 2 / (6 * delta))
-
-
-def ucb_lcb_bound(
+def ucb_lcb_rule(
     mean: Tensor,
     std: Tensor,
     evaluated: Sequence[int],
     t: int,
     threshold: float,
     delta: float = 0.05,
-    scale: float = 0.4,
+    scale: float = 0.2,
 ) -> PeerStatement:
     r"""Makarova et al. (2022, *Automatic termination for hyperparameter
-    optimization*): with :math:`\beta_t` of :func:`makarova_beta`,
+    optimization*): the UCB-LCB bound of
+    :func:`~ax_chaining.certificate.ucb_lcb_bound` at the evaluated candidates
+    :math:`E`,
 
     .. math::
         \hat r_t = \max_{x \in X} \big(m(x) + \sqrt{\beta_t} s(x)\big)
         - \max_{x \in E} \big(m(x) - \sqrt{\beta_t} s(x)\big),
 
-    :math:`E` the evaluated candidates; stop when :math:`\hat r_t \le`
-    ``threshold``, recommending the evaluated candidate of largest lower bound.
-    The claim (at ``scale=1``): regret at most :math:`\hat r_t` with
-    probability :math:`1 - \delta`, for :math:`f` a sample of the GP prior.
+    with :math:`\beta_t` ``scale`` times GP-UCB's
+    (:func:`~ax_chaining.acquisition.gp_ucb_beta`; Makarova et al. take a
+    fifth of it); stop when :math:`\hat r_t \le` ``threshold``, recommending
+    the evaluated candidate of largest lower bound. The claim (at
+    ``scale=1``): regret at most :math:`\hat r_t` with probability
+    :math:`1 - \delta`, for :math:`f` a sample of the GP prior.
 
     Example:
         >>> m, s = torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0])
-        >>> round(ucb_lcb_bound(m, s, [1], t=1, threshold=0.5).value, 4)
+        >>> round(ucb_lcb_rule(m, s, [1], t=1, threshold=0.5).value, 4)
         0.2941
     """
+    from ax_chaining.acquisition import gp_ucb_beta
+
     rows = _checked(mean, evaluated)
-    root = math.sqrt(makarova_beta(mean.numel(), t, delta, scale))
-    lower = mean[rows] - root * std[rows]
-    best = int(lower.argmax())
-    bound = float((mean + root * std).max() - lower[best])
-    return PeerStatement("ucb-lcb", bound <= threshold, bound, rows[best])
+    beta = scale * gp_ucb_beta(mean.numel(), t, delta)
+    bounds = ucb_lcb_bound(mean, std, torch.tensor(rows), beta)
+    best = int(bounds.argmin())
+    value = float(bounds[best])
+    return PeerStatement("ucb-lcb", value <= threshold, value, rows[best])
 
 
 def _clopper_pearson(failures: Tensor, n: int, risk: float) -> tuple[Tensor, Tensor]:
