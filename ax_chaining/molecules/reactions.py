@@ -26,9 +26,7 @@ from ax_chaining.molecules.encodings import (
     COUNT_ENCODINGS,
     ENCODINGS,
     check_n_jobs,
-    clean_features,
-    default_cleaning,
-    encode_molecules,
+    molecule_features,
     morgan_fingerprints,
     parse_smiles,
 )
@@ -113,12 +111,17 @@ def _descriptors(
     n_bits: int,
     n_jobs: int | None,
 ) -> tuple[np.ndarray, list[str]]:
-    """A column's cleaned descriptors, computed once per process (read-only)."""
-    values, names = encode_molecules(distinct, encoding, radius, n_bits, n_jobs)
-    clean = {**default_cleaning(encoding), **MOLECULE_CLEANING.get(encoding, {})}
-    cleaned = clean_features(values, names, **clean)
-    cleaned.values.setflags(write=False)
-    return cleaned.values, list(cleaned.names)
+    """A column's descriptors cleaned as a library's, once per process."""
+    table = molecule_features(
+        list(distinct),
+        encoding,
+        radius=radius,
+        n_bits=n_bits,
+        cleaning=MOLECULE_CLEANING.get(encoding),
+        n_jobs=n_jobs,
+    )
+    table.values.setflags(write=False)
+    return table.values, list(table.names)
 
 
 def _encode(
