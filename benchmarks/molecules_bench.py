@@ -309,7 +309,8 @@ def screen_record(
     else:
         strategy = make_strategy(family, spec, config.n_init, config)
         name = f"{dataset}_{method}_{seed}"
-        items, steps = run_client(y, items, strategy, config.queries, seed, name)
+        items, steps, certs = run_client(y, items, strategy, config.queries, seed, name)
+        extra["certificate_seconds"] = certs
     return {
         "dataset": dataset,
         "method": method,
@@ -329,14 +330,15 @@ def run_client(
     queries: int,
     seed: int,
     name: str,
-) -> tuple[list[int], list[float]]:
+) -> tuple[list[int], list[float], list[float]]:
     """One Ax ``Client`` loop over the items ``0..len(y)-1`` maximizing ``y``:
     the initial items attached and completed, then ``queries`` trials one at a
-    time. Returns the tested items and the seconds of each
-    ``get_next_trials``."""
+    time. Returns the tested items, the seconds of each ``get_next_trials``
+    and of the certificate each step recorded (within them)."""
     from ax.api.client import Client
 
     from ax_chaining.ax import candidate_index_parameter
+    from ax_chaining.ax.certificates import experiment_of, recorded
 
     client = Client(random_seed=seed)
     client.configure_experiment(
@@ -358,7 +360,9 @@ def run_client(
             for index, params in trials.items():
                 items.append(item := int(params["item"]))
                 client.complete_trial(index, raw_data={"y": float(y[item])})
-    return items, steps
+    experiment, _ = experiment_of(strategy)
+    certs = [m["seconds"]["certificate"] for _, m in recorded(experiment)]
+    return items, steps, certs
 
 
 def outcome(y: np.ndarray, items: Sequence[int], n_init: int) -> dict[str, Any]:
@@ -466,6 +470,7 @@ def summarize(
             hits = [r["queries_to_top1"] for r in recs]
             reached = [h for h in hits if h is not None and h <= T]
             steps = [s for r in recs for s in r["step_seconds"][:T]]
+            certs = [s for r in recs for s in r.get("certificate_seconds", [])[:T]]
             curve_mean, curve_se = mean_se(curves)
             checkpoints = [k for k in (*bench.checkpoints, T) if k <= T]
             rows.append(
@@ -487,6 +492,8 @@ def summarize(
                     "curve_se": curve_se.tolist(),
                 }
             )
+            if certs:  # records from 2026-11-28 on
+                rows[-1]["certificate_s_per_step"] = sum(certs) / len(certs)
             if bench.per_run:
                 rows[-1]["per_run"] = {
                     "seeds": seeds,
@@ -515,6 +522,15 @@ def _censored_median(hits: Sequence[int | None], T: int) -> float | None:
     return None if math.isinf(med) or math.isnan(med) else med
 
 
+def _without_certificate(row: dict[str, Any], per_ref: float) -> list[str]:
+    """A row's certificate seconds per step, and its step without them over
+    the reference's step (``-`` where not recorded)."""
+    c = row.get("certificate_s_per_step")
+    if c is None or not row["s_per_step"]:
+        return ["-", "-"]
+    return [num(c, 3), num((row["s_per_step"] - c) / per_ref, 2)]
+
+
 def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) -> str:
     """Markdown tables of a :func:`summarize` result."""
     labels, item = bench.labels, bench.item
@@ -526,6 +542,8 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
         best = {k: min(r["regret"][str(k)][0] for r in rows) for k in ks}
         ref = [r for r in rows if r["method"] == bench.speed_reference]
         per_ref = ref[0]["s_per_step"] if ref and ref[0]["s_per_step"] > 0 else None
+        # The certificate's share of a step, where the records hold it.
+        cert = per_ref and any(r.get("certificate_s_per_step") for r in rows)
         lines += [
             f"**{bench.dataset_labels[dataset]}** ({rows[0][bench.size_field]} "
             f"{item}s, T = {T} queries after the initial points)",
@@ -533,8 +551,11 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
             "| method | "
             + " | ".join(f"S_{k}" for k in ks)
             + " | AUC (sum S_n) | top 1% reached | median queries to top 1% "
-            "| s/step |" + (" ÷ ref |" if per_ref else "") + " runs |",
-            "|---|" + "---:|" * (len(ks) + 5 + bool(per_ref)),
+            "| s/step |"
+            + (" ÷ ref |" if per_ref else "")
+            + (" certificate s/step | ÷ ref without it |" if cert else "")
+            + " runs |",
+            "|---|" + "---:|" * (len(ks) + 5 + bool(per_ref) + 2 * bool(cert)),
         ]
         for r in rows:
             cells = []
@@ -555,6 +576,7 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
                         if per_ref
                         else []
                     ),
+                    *(_without_certificate(r, per_ref) if cert else []),
                     r["runs"],
                 )
             )
@@ -613,6 +635,13 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
             f" ÷ ref: s/step over {bench.labels[bench.speed_reference]}'s in "
             "the same runs."
             if bench.speed_reference
+            else ""
+        )
+        + (
+            " Certificate s/step: the part of a step that records the certificate"
+            " (every step of the package's strategies does); ÷ ref without it:"
+            " the step less that part, over the reference's step."
+            if any(r.get("certificate_s_per_step") for r in summary["rows"])
             else ""
         )
     )

@@ -351,3 +351,32 @@ def test_engine_rows_equal_those_of_the_same_gp_on_coordinates() -> None:
     torch.testing.assert_close(
         ours.distance.rows(idx), theirs.distance.rows(idx), atol=1e-9, rtol=0
     )
+
+
+@pytest.mark.parametrize("base", ["matern52", "rbf", "minmax"])
+def test_batches_that_repeat_items_equal_each_batch_alone(base: str) -> None:
+    # qLogNEI's shape: a shared baseline of 3 items beside each of 40
+    # candidates (b x 4 x 1), against itself and against the 5 training items.
+    gen = torch.Generator().manual_seed(0)
+    kernel = FeatureTableKernel(
+        torch.rand(50, 4, generator=gen, dtype=torch.float64), base=base
+    )
+    baseline = torch.tensor([3.0, 7.0, 11.0], dtype=torch.float64)
+    rows = [
+        torch.cat([baseline, torch.tensor([c], dtype=torch.float64)])
+        for c in range(10, 50)
+    ]
+    x = torch.stack(rows).unsqueeze(-1)
+    train = torch.tensor([[0.0], [3.0], [5.0], [7.0], [9.0]], dtype=torch.float64)
+    same = baseline.expand(40, 3).unsqueeze(-1)  # the same items in every batch
+    cases = ((x, x), (x, train.expand(40, 5, 1)), (x, train), (same, same))
+    for x1, x2 in cases:
+        batched = kernel(x1, x2).to_dense()
+        alone = torch.stack(
+            [
+                kernel(x1[b], x2 if x2.dim() == 2 else x2[b]).to_dense()
+                for b in range(40)
+            ]
+        )
+        assert batched.shape == alone.shape
+        torch.testing.assert_close(batched, alone, rtol=1e-12, atol=1e-12)

@@ -46,7 +46,9 @@ class FeatureTableKernel(Kernel):
     submodule (``base_kernel``) whose hyperparameters the GP fits. The table is
     a non-persistent buffer, shared, not copied, by :func:`copy.deepcopy`. A
     kernel built from a file pickles as the file's path and content key
-    (unpickling refuses a file whose content changed).
+    (unpickling refuses a file whose content changed). A batch that repeats
+    items (qLogNEI's baseline beside every candidate) is evaluated on its
+    distinct items and gathered: the same values up to float rounding.
 
     Args:
         features: An ``N x d`` floating tensor (``N >= 2``; row ``i`` for item
@@ -121,14 +123,61 @@ class FeatureTableKernel(Kernel):
             raise ValueError(
                 "FeatureTableKernel does not support `last_dim_is_batch=True`."
             )
-        f1 = self._rows(x1)
-        f2 = f1 if x2 is x1 else self._rows(x2)
+        i1 = self._indices(x1)
+        i2 = i1 if x2 is x1 else self._indices(x2)
+        same = x2 is x1 or (i1.shape == i2.shape and torch.equal(i1, i2))
+        if not diag and same and i1.dim() > 1:
+            # Positions holding one item in every batch (qLogNEI's baseline):
+            # their block once, their rows against the others' distinct items.
+            flat = i1.reshape(-1, i1.shape[-1])
+            fixed = (flat == flat[:1]).all(0)
+            if fixed.any() and not fixed.all():
+                return self._fixed_blocks(x1, i1, fixed, **params)
+        if not diag and i1.dim() > 1:
+            # Batches that repeat items (qLogNEI's baseline beside every
+            # candidate, the training rows under every batch): k_0 on the
+            # distinct items, then gathered, where that forms at most half the
+            # entries (so never more memory than the direct route).
+            u1, inv1 = torch.unique(i1, return_inverse=True)
+            u2, inv2 = (u1, inv1) if x2 is x1 else torch.unique(i2, return_inverse=True)
+            batch = torch.broadcast_shapes(i1.shape[:-1], i2.shape[:-1])
+            if (
+                2 * u1.numel() * u2.numel()
+                <= batch.numel() * inv1.shape[-1] * inv2.shape[-1]
+            ):
+                f1 = self._rows(u1, x1)
+                f2 = f1 if u2 is u1 else self._rows(u2, x2)
+                k = _dense(self.base_kernel.forward(f1, f2, **params))
+                return k[inv1.unsqueeze(-1), inv2.unsqueeze(-2)]
+        f1 = self._rows(i1, x1)
+        f2 = f1 if x2 is x1 else self._rows(i2, x2)
         return self.base_kernel.forward(f1, f2, diag=diag, **params)
 
-    def _rows(self, x: Tensor) -> Tensor:
-        idx = item_indices(
+    def _fixed_blocks(
+        self, x: Tensor, idx: Tensor, fixed: Tensor, **params: Any
+    ) -> Tensor:
+        c, v = fixed.nonzero().squeeze(-1), (~fixed).nonzero().squeeze(-1)
+        fc = self._rows(idx.reshape(-1, idx.shape[-1])[0, c], x)
+        uv, inv = torch.unique(idx[..., v], return_inverse=True)
+        fv = self._rows(idx[..., v], x)
+        out = torch.empty(*idx.shape, idx.shape[-1], dtype=fc.dtype, device=fc.device)
+        out[..., c.unsqueeze(-1), c] = _dense(
+            self.base_kernel.forward(fc, fc, **params)
+        )
+        cross = _dense(self.base_kernel.forward(self._rows(uv, x), fc, **params))[inv]
+        out[..., v.unsqueeze(-1), c] = cross
+        out[..., c.unsqueeze(-1), v] = cross.transpose(-1, -2)
+        out[..., v.unsqueeze(-1), v] = _dense(
+            self.base_kernel.forward(fv, fv, **params)
+        )
+        return out
+
+    def _indices(self, x: Tensor) -> Tensor:
+        return item_indices(
             x, self.num_items, self.normalized_inputs, "FeatureTableKernel"
         )
+
+    def _rows(self, idx: Tensor, x: Tensor) -> Tensor:
         rows = self.features[idx.to(self.features.device)]
         dtype = x.dtype if x.is_floating_point() else rows.dtype
         return rows.to(device=x.device, dtype=dtype)
@@ -159,6 +208,10 @@ class FeatureTableKernel(Kernel):
                 f"{now[:19]}...); expected the same table."
             )
         self.features = table
+
+
+def _dense(k: Any) -> Tensor:
+    return k if isinstance(k, Tensor) else k.to_dense()
 
 
 def _check_features(features: Any) -> Tensor:

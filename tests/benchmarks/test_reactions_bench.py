@@ -128,6 +128,13 @@ def test_summary_pairs_every_method_with_the_default_model():
     assert "| s/step | ÷ ref | runs |" in text
     assert "| 0.500 | 2.00 | 2 |" in text and "| 0.000 | - | 2 |" in text
     assert "| Random | 3.00, 4.00 | -, - |" in text
+    # Records that hold each step's certificate seconds: the step without them.
+    for r in records[:2]:
+        r["certificate_seconds"] = [0.1, 0.1]
+    text = reactions_bench.format_markdown(reactions_bench.summarize(records))
+    assert "| ÷ ref | certificate s/step | ÷ ref without it | runs |" in text
+    assert "| 0.500 | 2.00 | 0.100 | 1.60 | 2 |" in text
+    assert "| 0.250 | 1.00 | - | - | 2 |" in text
 
 
 @pytest.mark.slow
