@@ -144,3 +144,51 @@ def test_certify_a_default_ax_loop_over_a_table_it_never_touched() -> None:
     best = max(_score(p) for p in arms.to_dict("records"))
     assert answer["value"] == pytest.approx(best)
     assert answer["row"] is None and answer["id"] is None
+
+
+def test_analysis_card_from_a_client_loop_reads_recommend() -> None:
+    from ax.core.analysis_card import AnalysisCard, NotApplicableStateAnalysisCard
+
+    from ax_chaining.ax import RecommendationAnalysis
+
+    client = Client(random_seed=0)
+    client.configure_experiment(
+        parameters=parameters_from_table(TABLE, ["sku", "note"])
+    )
+    client.configure_optimization(objective="score")
+    client.set_generation_strategy(
+        chaining_generation_strategy(
+            init_trials=3, candidates=TABLE, id_column="sku", exclude_evaluated=True
+        )
+    )
+    # No data yet: Ax's not-applicable card, not an error.
+    (early,) = client.compute_analyses([RecommendationAnalysis()], display=False)
+    assert isinstance(early, NotApplicableStateAnalysisCard)
+    for _ in range(4):
+        for index, p in client.get_next_trials(max_trials=3).items():
+            client.complete_trial(index, raw_data={"score": _score(p)})
+    options = CertificateOptions(min_observations=5)
+    analysis = RecommendationAnalysis(options=options)
+    (card,) = client.compute_analyses([analysis], display=False)
+    answer = recommend(client, options=options)
+    cert = answer["certificate"]
+    assert isinstance(card, AnalysisCard) and len(card.df) == 1
+    row = card.df.iloc[0]
+    assert row["id"] == answer["id"] and row["trial_index"] == answer["trial_index"]
+    # recommend(client) reads the client's JSON snapshot, whose data Ax writes
+    # to 10 significant digits; the card reads the live experiment.
+    assert row["value"] == pytest.approx(answer["value"], rel=1e-9)
+    for key in ("bound", "delta", "expected_better"):
+        assert row[key] == pytest.approx(cert[key], rel=1e-6), key
+    assert (row["rank_bound"], row["num_candidates"]) == (
+        cert["rank_bound"],
+        cert["num_candidates"],
+    )
+    assert {k: row[k] for k in answer["parameters"]} == answer["parameters"]
+    assert f"no candidate is more than {cert['bound']:.4g} better" in card.subtitle
+    assert f"among the best {cert['rank_bound']} of" in card.subtitle
+    # 12 observations under the default check (20): refused, and it says why.
+    (refused,) = client.compute_analyses([RecommendationAnalysis()], display=False)
+    assert "No certificate:" in refused.subtitle
+    assert refused.df.iloc[0]["reason"].rstrip(".") + "." in refused.subtitle
+    assert refused.df.iloc[0]["bound"] == math.inf

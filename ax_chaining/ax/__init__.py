@@ -1,7 +1,8 @@
-"""Chaining-UCB in Ax: candidate sets, nodes and strategies, certificates,
-stopping and storage. Importing it registers this package's classes with Ax's
-JSON storage, as Ax registers its own."""
+"""Chaining-UCB in Ax: candidate sets, nodes and strategies, certificates and
+their analysis card, stopping and storage. Importing it registers this
+package's classes with Ax's JSON storage, as Ax registers its own."""
 
+from ax_chaining.ax.analysis import RecommendationAnalysis
 from ax_chaining.ax.candidates import (
     CandidateSetSpec,
     candidate_parameterizations,
@@ -53,6 +54,7 @@ __all__ = [
     "CandidateSetSpec",
     "CertifiedStop",
     "RankBoundGlobalStoppingStrategy",
+    "RecommendationAnalysis",
     "RegretBoundGlobalStoppingStrategy",
     "SobolCandidateNode",
     "UniformCandidateNode",

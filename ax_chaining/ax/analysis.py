@@ -1,0 +1,124 @@
+"""The recommendation and its certificate as an Ax analysis card, computed by
+``client.compute_analyses`` beside Ax's own cards."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+from ax.adapter.base import Adapter
+from ax.analysis.analysis import Analysis
+from ax.core.analysis_card import AnalysisCard
+from ax.core.experiment import Experiment
+from ax.generation_strategy.generation_strategy import GenerationStrategy
+
+from ax_chaining.ax.candidates import CandidateTable
+from ax_chaining.ax.certificates import Units, recommend
+from ax_chaining.certificate.certify import CertificateOptions
+
+__all__ = ["RecommendationAnalysis"]
+
+#: The certificate's fields the card shows, in order.
+CERTIFICATE_COLUMNS = (
+    "bound",
+    "delta",
+    "rank_bound",
+    "num_candidates",
+    "expected_better",
+    "valid",
+    "reason",
+)
+
+
+class RecommendationAnalysis(Analysis):
+    r"""The evaluated candidate :func:`~ax_chaining.ax.recommend` returns, and
+    its regret certificate, as an Ax ``AnalysisCard``: one row (``id``,
+    ``row``, ``trial_index``, ``value``, the certificate's ``bound``,
+    ``delta``, ``rank_bound``, ``num_candidates``, ``expected_better``,
+    ``valid``, ``reason``, then the candidate's parameters) and a subtitle
+    that reads it out. The numbers are :func:`recommend`'s, under its
+    assumptions (:mod:`ax_chaining.certificate`).
+
+    Example:
+        >>> (card,) = client.compute_analyses([RecommendationAnalysis()])
+        >>> card.df[["id", "value", "bound", "rank_bound"]]
+
+    Args:
+        candidates, delta, options, units: As in :func:`recommend` (default:
+            the strategy's candidate set and the ``delta`` its steps recorded).
+    """
+
+    def __init__(
+        self,
+        candidates: CandidateTable | None = None,
+        delta: float | None = None,
+        options: CertificateOptions | None = None,
+        units: Units = "objective",
+    ) -> None:
+        self.candidates = candidates
+        self.delta = delta
+        self.options = options
+        self.units = units
+
+    def validate_applicable_state(
+        self,
+        experiment: Experiment | None = None,
+        generation_strategy: GenerationStrategy | None = None,
+        adapter: Adapter | None = None,
+    ) -> str | None:
+        if experiment is None and generation_strategy is None:
+            return (
+                "RecommendationAnalysis needs an experiment or a generation strategy."
+            )
+        if experiment is not None and experiment.lookup_data().df.empty:
+            return "No trial has data yet: there is nothing to recommend."
+        return None
+
+    def compute(
+        self,
+        experiment: Experiment | None = None,
+        generation_strategy: GenerationStrategy | None = None,
+        adapter: Adapter | None = None,
+    ) -> AnalysisCard:
+        source = generation_strategy if generation_strategy is not None else experiment
+        if source is None:
+            raise ValueError(
+                "RecommendationAnalysis needs an experiment or a strategy."
+            )
+        answer = recommend(
+            source, self.candidates, self.delta, options=self.options, units=self.units
+        )
+        cert = answer["certificate"]
+        row: dict[str, Any] = {
+            "id": answer["id"],
+            "row": answer["row"],
+            "trial_index": answer["trial_index"],
+            "value": answer["value"],
+            **{k: cert.get(k) for k in CERTIFICATE_COLUMNS},
+            **answer["parameters"],
+        }
+        df = pd.DataFrame([row])
+        return AnalysisCard(
+            name=type(self).__name__,
+            title="Recommended candidate and its regret certificate",
+            subtitle=_reading(answer),
+            df=df,
+            blob=df.to_json(),
+        )
+
+
+def _reading(answer: dict[str, Any]) -> str:
+    """The card's subtitle: the certificate in one or two sentences."""
+    cert = answer["certificate"]
+    name = answer["id"] if answer["id"] is not None else answer["parameters"]
+    head = f"Best evaluated candidate {name} (observed {answer['value']:.4g})."
+    bound = cert.get("bound")
+    if not cert.get("valid", False) or bound is None or not math.isfinite(bound):
+        reason = (cert.get("reason") or "refused").rstrip(".")
+        return f"{head} No certificate: {reason}."
+    return (
+        f"{head} With probability at least {1 - cert['delta']:.3g}, no candidate "
+        f"is more than {bound:.4g} better, and it is among the best "
+        f"{cert['rank_bound']} of {cert['num_candidates']} candidates."
+    )
