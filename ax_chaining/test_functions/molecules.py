@@ -23,36 +23,31 @@ __all__ = ["DATASETS", "MoleculeDataset", "library", "load_dataset", "vendored_r
 class _DatasetInfo:
     file: str
     sha256: str
-    smiles_column: str
     target_column: str
-    sign: float  # +1: maximize the column; -1: minimize it
     objective: str
+    sign: float = 1.0  # +1: maximize the column; -1: minimize it
+    smiles_column: str = "smiles"
 
 
 DATASETS: dict[str, _DatasetInfo] = {
     "esol": _DatasetInfo(
-        file="ESOL.csv",
-        sha256="7af5d09ba78f194df727c346ac777565f53d3581aa997af0e2152894ac507387",
-        smiles_column="smiles",
-        target_column="measured log solubility in mols per litre",
-        sign=1.0,
-        objective="log aqueous solubility (mol/L), maximized",
+        "ESOL.csv",
+        "7af5d09ba78f194df727c346ac777565f53d3581aa997af0e2152894ac507387",
+        "measured log solubility in mols per litre",
+        "log aqueous solubility (mol/L), maximized",
     ),
     "freesolv": _DatasetInfo(
-        file="FreeSolv.csv",
-        sha256="a4fbf3b28fe2e604d6bd7ea0e20b4494ff732400a80f58d1b393677cfbc1b06c",
-        smiles_column="smiles",
-        target_column="expt",
+        "FreeSolv.csv",
+        "a4fbf3b28fe2e604d6bd7ea0e20b4494ff732400a80f58d1b393677cfbc1b06c",
+        "expt",
+        "minus the hydration free energy (kcal/mol), maximized",
         sign=-1.0,
-        objective="minus the hydration free energy (kcal/mol), maximized",
     ),
     "lipo": _DatasetInfo(
-        file="Lipophilicity.csv",
-        sha256="3d2a409dc8bdf620876bb7257faf4996df29a19dd0244d0b4a6a8064c306cded",
-        smiles_column="smiles",
-        target_column="exp",
-        sign=1.0,
-        objective="logD at pH 7.4, maximized",
+        "Lipophilicity.csv",
+        "3d2a409dc8bdf620876bb7257faf4996df29a19dd0244d0b4a6a8064c306cded",
+        "exp",
+        "logD at pH 7.4, maximized",
     ),
 }
 
@@ -104,11 +99,7 @@ def vendored_rows(
         )
     info = registry[key]
     file = info.file
-    data = (
-        resources.files("ax_chaining.test_functions")
-        .joinpath("data", file)
-        .read_bytes()
-    )
+    data = resources.files(__package__).joinpath("data", file).read_bytes()
     if file.endswith(".gz"):
         data = gzip.decompress(data)
     digest = hashlib.sha256(data).hexdigest()
