@@ -689,8 +689,7 @@ def molecule_features(
         read_manifest(path, _FORMAT, _WHAT, _OWN)  # no cache of another kind
         for name, array in ((_FEATURES, values), (_FIRST_ROW, first_row)):
             write_atomic(path / name, lambda fh, a=array: np.save(fh, a), binary=True)
-        dropped = {k: list(v) for k, v in result.dropped.items()}
         manifest = {"format": _FORMAT, "version": 1, **wanted, "rdkit": rdkit_version}
-        manifest.update(names=list(result.names), dropped=dropped, complete=True)
+        manifest.update(names=result.names, dropped=result.dropped, complete=True)
         write_json(path / MANIFEST, manifest)  # last: no manifest, no cache
     return result

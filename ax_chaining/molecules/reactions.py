@@ -320,9 +320,7 @@ def reaction_surrogate_spec(
     """
     from ax_chaining.ax.surrogates import feature_table_surrogate_spec
 
-    choices = tuple(
-        e for e in COMPONENT_ENCODINGS if e not in ("morgan", *COUNT_ENCODINGS)
-    )
+    choices = [e for e in COMPONENT_ENCODINGS if e not in ("morgan", *COUNT_ENCODINGS)]
     check_choice("encoding", encoding, choices)
     if prior is None:
         prior = "botorch" if encoding == "onehot" else DEFAULT_MOLECULE_PRIOR

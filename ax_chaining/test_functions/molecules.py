@@ -54,9 +54,8 @@ DATASETS: dict[str, _DatasetInfo] = {
 
 @dataclass(frozen=True)
 class MoleculeDataset:
-    """A molecule library (``smiles``, in file order) with one measured property
-    per molecule: ``y``, ``n`` float64 values to maximize (negated where the
-    property is to be minimized), described in words by ``objective``."""
+    """A molecule library (``smiles``, in file order) with ``y``, one measured
+    property per molecule to maximize, described by ``objective``."""
 
     name: str
     smiles: tuple[str, ...]
@@ -88,10 +87,9 @@ def load_dataset(name: str) -> MoleculeDataset:
 def vendored_rows(
     name: str, registry: Mapping[str, Any]
 ) -> tuple[str, Any, list[dict[str, str]]]:
-    """``(key, entry, rows)`` of the vendored CSV named ``name`` (any case) in
-    ``registry``: the lower-case key, its entry (``file`` in ``data/``,
-    decompressed if ``.gz``, and its ``sha256``) and the rows as dicts column ->
-    text; ``ValueError`` for an unknown name or a checksum that does not match."""
+    """``(key, entry, rows)`` of the vendored CSV ``name`` (any case) of
+    ``registry`` (entries with a ``file`` in ``data/`` and its ``sha256``), the
+    rows as dicts; ``ValueError`` for an unknown name or a wrong checksum."""
     key = str(name).lower()
     if key not in registry:
         raise ValueError(
@@ -116,8 +114,8 @@ def vendored_rows(
 def library(
     name: str, radius: int = 2, n_bits: int = 2048
 ) -> tuple[MoleculeDataset, Tensor]:
-    """``(dataset, gram)``: the molecules and the Tanimoto Gram matrix of their
-    Morgan fingerprints (RDKit; cached per arguments).
+    """``(dataset, gram)``: the molecules and their Morgan fingerprints' Tanimoto
+    Gram matrix (cached).
 
     Example:
         >>> data, gram = library("freesolv")
