@@ -77,8 +77,7 @@ class DiscreteProblem:
 
         if self.graph_edges is None or self.graph_num_nodes is None:
             raise ValueError(f"Problem {self.name!r} has no graphs.")
-        g = nx.DiGraph()
-        g.add_nodes_from(range(int(self.graph_num_nodes[i])))
+        g = nx.empty_graph(int(self.graph_num_nodes[i]), create_using=nx.DiGraph)
         g.add_edges_from(map(tuple, self.graph_edges[i].tolist()))
         return g
 
