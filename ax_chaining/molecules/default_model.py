@@ -30,19 +30,16 @@ __all__ = [
 ]
 
 MOLECULE_ENCODINGS = (*ENCODINGS, "morgan_bits")
-"""The encodings of :func:`molecule_surrogate_spec`: those of
-:data:`~ax_chaining.molecules.ENCODINGS`, and ``"morgan_bits"`` (Tanimoto on
-binary Morgan fingerprints)."""
+""":data:`~ax_chaining.molecules.ENCODINGS` and ``"morgan_bits"`` (Tanimoto)."""
 
 DEFAULT_MOLECULE_ENCODING = "mordred"
-"""Mordred's 2D descriptors, as BayBE encodes a ``SubstanceParameter``."""
+"""Mordred's 2D descriptors, as BayBE's ``SubstanceParameter``."""
 
 DEFAULT_MOLECULE_PRIOR = "chen"
 """BayBE 0.15's ``CHEN`` preset, which BayBE fits to a molecule parameter."""
 
 MOLECULE_CLEANING: dict[str, dict[str, Any]] = {"mordred": {"max_correlation": 0.7}}
-"""Cleaning options replacing :func:`~ax_chaining.molecules.default_cleaning`'s
-per encoding: Mordred decorrelated at 0.7, BayBE's threshold."""
+"""Per encoding, options replacing :func:`~ax_chaining.molecules.default_cleaning`'s."""
 
 
 def molecule_surrogate_spec(
@@ -58,28 +55,21 @@ def molecule_surrogate_spec(
     r"""The Ax surrogate spec of a molecule library behind an item index.
 
     Item ``i`` of :func:`~ax_chaining.ax.candidate_index_parameter`
-    ``(len(smiles))`` is ``smiles[i]``. By default, BayBE 0.15's model of a
-    molecule: Mordred's 2D descriptors cleaned to the unit cube and
-    decorrelated at 0.7, under an ARD Matern-5/2 kernel with an output scale
-    and the ``CHEN`` priors. Descriptor encodings get an ARD kernel on the
-    cleaned table (:func:`~ax_chaining.ax.feature_table_surrogate_spec`),
-    count encodings MinMax on the counts, ``morgan_bits`` Tanimoto on
-    2,048-bit radius-2 fingerprints
-    (:func:`~ax_chaining.ax.fingerprint_kernel_surrogate_spec`).
+    ``(len(smiles))`` is ``smiles[i]``. By default, BayBE 0.15's model:
+    Mordred's 2D descriptors cleaned to the unit cube and decorrelated at 0.7,
+    under an ARD Matern-5/2 kernel with an output scale and the ``CHEN``
+    priors. Count encodings get MinMax, ``morgan_bits`` Tanimoto.
 
     Args:
         encoding: One of :data:`MOLECULE_ENCODINGS`.
         prior: One of :data:`~ax_chaining.kernels.priors.PRIORS`, or None:
-            :data:`DEFAULT_MOLECULE_PRIOR` (``"botorch"``, the only one, with
-            ``morgan_bits``: its one hyperparameter is the noise).
+            :data:`DEFAULT_MOLECULE_PRIOR` (``"botorch"`` with ``morgan_bits``).
         kernel: ``"rbf"`` or ``"matern52"`` for descriptors (else None);
-            default RBF under ``"botorch"`` (BoTorch's), else Matern-5/2 (BayBE's).
+            default RBF under ``"botorch"``, else Matern-5/2.
         path, duplicates, n_jobs: As in
-            :func:`~ax_chaining.molecules.molecule_features` (a cached table
-            goes to Ax's JSON as its path). None with ``morgan_bits``.
+            :func:`~ax_chaining.molecules.molecule_features`.
         cleaning: :func:`~ax_chaining.molecules.clean_features` options
-            replacing the encoding's (None: :data:`MOLECULE_CLEANING`'s, if
-            any). None with ``morgan_bits``.
+            (None: :data:`MOLECULE_CLEANING`'s, if any).
 
     Example:
         >>> client.configure_experiment([candidate_index_parameter(len(smiles))])
@@ -104,11 +94,8 @@ def molecule_surrogate_spec(
     if kernel is not None:
         check_choice("kernel", kernel, ("rbf", "matern52"))
     if encoding == "morgan_bits":
-        for name, value in {
-            "cleaning": cleaning,
-            "path": path,
-            "n_jobs": n_jobs,
-        }.items():
+        options = {"cleaning": cleaning, "path": path, "n_jobs": n_jobs}
+        for name, value in options.items():
             if value is not None:
                 raise ValueError(
                     f"`{name}` must be None with encoding='morgan_bits' (raw bits, "

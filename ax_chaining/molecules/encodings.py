@@ -64,8 +64,7 @@ def read_manifest(
     path: Path, fmt: str, what: str, own: tuple[str, ...] = ()
 ) -> dict[str, Any] | None:
     """The manifest of the ``fmt`` cache at ``path``; None for a new directory
-    or one holding only files named ``own*`` (an unfinished write, to redo).
-    Anything else is refused, naming ``what`` the cache is."""
+    or one holding only files named ``own*`` (an unfinished write); else refused."""
     file = path / MANIFEST
     if file.is_file():
         manifest = json.loads(file.read_text())
@@ -88,9 +87,8 @@ def read_manifest(
 def check_manifest(
     path: Path, manifest: dict[str, Any], wanted: dict[str, Any], what: str
 ) -> None:
-    """Refuse a cache of another library or other options, or an unfinished
-    one of another rdkit (its parts would mix versions); warn of a finished
-    one made with another rdkit."""
+    """Refuse a cache of other inputs, or an unfinished one of another rdkit;
+    warn of a finished one of another rdkit."""
     from rdkit import __version__ as rdkit
 
     differ = [k for k in wanted if manifest.get(k) != wanted[k]]
@@ -158,7 +156,7 @@ def _parse(Chem: Any, s: Any) -> tuple[Any, str]:
 
 def parse_smiles(items: Sequence[Any]) -> list[tuple[Any, str]]:
     """For each item, ``(molecule, "")`` if rdkit parses and sanitizes it, else
-    ``(None, reason)`` (rdkit's log silenced: the reason says it).
+    ``(None, reason)`` (rdkit's log silenced).
 
     Example:
         >>> parse_smiles(["CCO", "C1CC"])[1]
@@ -183,8 +181,7 @@ def _molecules(smiles: Sequence[Any]) -> list[Any]:
 
 
 def smiles_sha256(items: Sequence[Any]) -> str:
-    """SHA-256 (hex) of a SMILES list (its length and entries, in order): what
-    a cache records of its library."""
+    """SHA-256 (hex) of a SMILES list (its length and entries, in order)."""
     digest = hashlib.sha256(f"{len(items)}\n".encode())
     text = "\n".join(s if isinstance(s, str) else repr(s) for s in items)
     digest.update(text.encode("utf-8", "surrogatepass"))
@@ -201,24 +198,27 @@ def _smiles_list(smiles: Any, least: int) -> list[Any]:
     return list(smiles)
 
 
-def morgan_bits(mols: Sequence[Any], radius: int, n_bits: int) -> np.ndarray:
-    """``len(mols) x n_bits`` uint8 Morgan bits (a row of 0 for a None)."""
+def morgan_bits(
+    mols: Sequence[Any], radius: int, n_bits: int, counts: bool = False
+) -> np.ndarray:
+    """``len(mols) x n_bits`` Morgan bits as uint8, or ``counts`` as float64 (a
+    row of 0 for a None)."""
     from rdkit.Chem import rdFingerprintGenerator
 
-    generator = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
-    bits = np.zeros((len(mols), n_bits), dtype=np.uint8)
+    gen = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
+    encode = gen.GetCountFingerprintAsNumPy if counts else gen.GetFingerprintAsNumPy
+    out = np.zeros((len(mols), n_bits), dtype=np.float64 if counts else np.uint8)
     for i, mol in enumerate(mols):
         if mol is not None:
-            bits[i] = generator.GetFingerprintAsNumPy(mol)
-    return bits
+            out[i] = encode(mol)
+    return out
 
 
 def morgan_fingerprints(
     smiles: Sequence[str], radius: int = 2, n_bits: int = 2048
 ) -> Tensor:
-    """Binary Morgan (ECFP-like; radius 2 is ECFP4) fingerprints, folded to
-    ``n_bits``: a ``len(smiles) x n_bits`` ``torch.uint8`` tensor of 0/1.
-    A ``ValueError`` for no SMILES or an invalid one (its index named).
+    """Binary Morgan fingerprints (radius 2: ECFP4) folded to ``n_bits``, a
+    ``len(smiles) x n_bits`` ``torch.uint8`` tensor; ``ValueError`` for a bad SMILES.
 
     Example:
         >>> morgan_fingerprints(["C", "CCO"], n_bits=64).sum(1).tolist()
@@ -233,8 +233,7 @@ def morgan_fingerprints(
 def tanimoto_gram(fingerprints: Tensor, other: Tensor | None = None) -> Tensor:
     r"""Tanimoto similarity :math:`\langle a, b\rangle / (|a| + |b| - \langle a,
     b\rangle)` (1 for two empty rows) of ``n x m`` and ``p x m`` 0/1 tensors
-    (``other`` default ``fingerprints``): ``n x p`` float64, computed exactly by
-    :meth:`~ax_chaining.kernels.PackedFingerprints.tanimoto`.
+    (``other`` default ``fingerprints``): ``n x p`` float64, exact.
 
     Example:
         >>> tanimoto_gram(torch.tensor([[1, 1, 0], [1, 0, 1]]))[0, 1].item()
@@ -270,11 +269,8 @@ def _descriptors(mols: list[Any], prefix: str) -> tuple[np.ndarray, list[str]]:
 
 
 def _morgan_counts(mols: list[Any], radius: int, n_bits: int) -> Any:
-    from rdkit.Chem import rdFingerprintGenerator
-
-    gen = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
-    counts = np.stack([gen.GetCountFingerprintAsNumPy(m) for m in mols])
-    return counts.astype(np.float64), [f"morgan{j}" for j in range(n_bits)]
+    names = [f"morgan{j}" for j in range(n_bits)]
+    return morgan_bits(mols, radius, n_bits, counts=True), names
 
 
 def _mordred(mols: list[Any], radius: int, n_bits: int) -> Any:
@@ -305,12 +301,11 @@ _ENCODERS: dict[str, tuple[Encoder, ...]] = {
 }
 
 ENCODINGS = tuple(_ENCODERS)
-"""``rdkit2d`` (all of RDKit's 2D descriptors), ``mordred`` (Mordred's 2D
-descriptors), ``fragments`` (RDKit's ``fr_*`` counts), ``morgan_counts`` (the
-count Morgan fingerprint), ``fragprints`` (fragments, then Morgan counts)."""
+"""RDKit's 2D descriptors, Mordred's, RDKit's ``fr_*`` counts, count Morgan
+fingerprints, and ``fragprints`` (fragments, then Morgan counts)."""
 
 COUNT_ENCODINGS = ("fragments", "morgan_counts", "fragprints")
-"""The encodings of non-negative counts (for the MinMax kernel, uncleaned)."""
+"""The encodings of counts (for the MinMax kernel, uncleaned)."""
 
 
 def _encode_chunk(
@@ -325,8 +320,8 @@ def _encode_chunk(
 def _encode(
     smiles: list[str], args: tuple[str, int, int], n_jobs: int | None, spill: Any
 ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """The raw table from contiguous chunks over joblib, in order, into memory
-    or into the file ``spill`` (a Path, or None) if above :data:`CLEAN_BLOCK_BYTES`."""
+    """The raw table, chunks run by joblib, into memory or (above
+    :data:`CLEAN_BLOCK_BYTES`) into the file ``spill`` if not None."""
     from joblib import Parallel, delayed, effective_n_jobs
 
     jobs = max(1, effective_n_jobs(n_jobs))
@@ -357,14 +352,14 @@ def encode_molecules(
     n_bits: int = 2048,
     n_jobs: int | None = None,
 ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """The raw encoding ``(values, names)`` of the SMILES (all parsed before
-    any is encoded): ``N x d`` float64 (NaN where a descriptor fails).
+    """The raw encoding ``(values, names)``: ``N x d`` float64 (NaN where a
+    descriptor fails).
 
     Args:
         encoding: One of :data:`ENCODINGS`.
         radius, n_bits: Morgan radius and width (``morgan_counts``, ``fragprints``).
-        n_jobs: joblib workers over contiguous chunks (None: 1, or the enclosing
-            ``joblib.parallel_config``'s; -1: every core); the result is the same.
+        n_jobs: joblib workers (None: 1, or ``joblib.parallel_config``'s; -1:
+            every core); the result is the same.
 
     Example:
         >>> values, names = encode_molecules(["CCO", "CCN"], "fragments")
@@ -381,9 +376,8 @@ def encode_molecules(
 
 
 def checked_first_rows(smiles: Sequence[str], duplicates: str) -> np.ndarray:
-    """For each item the first item with its molecule (canonical SMILES);
-    ``duplicates="refuse"`` refuses a repeated molecule (both items named),
-    ``"map"`` keeps it.
+    """For each item the first item with its molecule (canonical SMILES); a
+    repeat is refused (``duplicates="refuse"``) or kept (``"map"``).
 
     Example:
         >>> checked_first_rows(["CCO", "OCC", "CCN"], "map").tolist()
@@ -412,9 +406,8 @@ def checked_first_rows(smiles: Sequence[str], duplicates: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CleanedFeatures:
-    """What :func:`clean_features` kept: ``values`` (``N x d`` float64, the
-    kept columns scaled, ``(x - offset) / scale``) and their ``names``, and
-    for each step that ran the names it ``dropped``."""
+    """What :func:`clean_features` kept: ``values`` (``(x - offset) / scale``
+    of the kept columns), their ``names``, and the names each step ``dropped``."""
 
     values: np.ndarray
     names: tuple[str, ...]
@@ -424,8 +417,8 @@ class CleanedFeatures:
 
 
 def default_cleaning(encoding: str) -> dict[str, Any]:
-    """The :func:`clean_features` options for ``encoding``: every step for
-    descriptors; for counts, which MinMax needs raw, only constant columns go.
+    """The :func:`clean_features` options for ``encoding`` (counts: only
+    constant columns go).
 
     Example:
         >>> default_cleaning("morgan_counts")
@@ -462,8 +455,7 @@ def clean_features(
        ``max_correlation`` (None: no step; it needs ``constant``).
 
     ``values`` (``N x d``, ``N >= 2``; default ``names`` ``x0, x1, ...``) is
-    read :data:`CLEAN_BLOCK_BYTES` at a time, so a memory map larger than
-    memory is never copied whole (blocks change only round-off).
+    read :data:`CLEAN_BLOCK_BYTES` at a time (a memory map is never copied whole).
 
     Example:
         >>> X = np.array([[1.0, 5.0, 2.0, np.nan], [3.0, 5.0, 6.0, 1.0]])
@@ -583,11 +575,9 @@ def clean_features(
 
 @dataclass(frozen=True)
 class MoleculeFeatures:
-    """A cleaned encoding of a library: row ``i`` of ``values`` (``N x d``
-    float64; a copy-on-write memory map from a cache) is ``smiles[i]``, the
-    item index of :func:`~ax_chaining.ax.candidate_index_parameter`.
-    ``first_row[i]`` is the first item with the molecule of item ``i``;
-    ``options`` made it, ``path`` caches it (or None)."""
+    """A library's cleaned encoding: row ``i`` of ``values`` (a copy-on-write
+    memory map from a cache) is ``smiles[i]``; ``first_row[i]`` the first item
+    with its molecule; ``options`` made it, ``path`` caches it (or None)."""
 
     values: np.ndarray
     names: tuple[str, ...]
@@ -605,8 +595,7 @@ class MoleculeFeatures:
 
     @property
     def file(self) -> Path | None:
-        """The cached table's ``.npy`` file (what
-        :func:`~ax_chaining.kernels.open_features` maps), or None."""
+        """The cached table's ``.npy`` file, or None."""
         return None if self.path is None else self.path / _FEATURES
 
 
@@ -623,18 +612,15 @@ def molecule_features(
     r"""A molecule library's cleaned encoding, computed once (cached at ``path``).
 
     With ``path`` (a new or empty directory, or this function's cache) the
-    table is stored there beside the :func:`smiles_sha256` of the library and
-    every option: called again alike it is mapped, not recomputed; with
-    another library or options it is refused, naming what differs. A raw
-    table above :data:`CLEAN_BLOCK_BYTES` is then written there chunk by chunk
-    and cleaned from disk; without ``path`` it must fit in memory.
+    table is stored there with its library's :func:`smiles_sha256` and options:
+    called again alike it is mapped; otherwise refused, naming what differs. A
+    raw table above :data:`CLEAN_BLOCK_BYTES` is then spilled there.
 
     Args:
         smiles: The library (at least 2); item ``i`` is ``smiles[i]``.
         encoding, radius, n_bits, n_jobs: As in :func:`encode_molecules`
             (``n_jobs`` is no option of the cache).
-        duplicates: ``"refuse"`` (an error names two items with one canonical
-            SMILES) or ``"map"`` (they share one row, computed once).
+        duplicates: ``"refuse"`` a repeated molecule, or ``"map"`` it to one row.
         cleaning: :func:`clean_features` options replacing :func:`default_cleaning`'s.
 
     Example:
@@ -703,8 +689,7 @@ def molecule_features(
         read_manifest(path, _FORMAT, _WHAT, _OWN)  # no cache of another kind
         for name, array in ((_FEATURES, values), (_FIRST_ROW, first_row)):
             write_atomic(path / name, lambda fh, a=array: np.save(fh, a), binary=True)
-        dropped = {k: list(v) for k, v in result.dropped.items()}
         manifest = {"format": _FORMAT, "version": 1, **wanted, "rdkit": rdkit_version}
-        manifest.update(names=list(result.names), dropped=dropped, complete=True)
+        manifest.update(names=result.names, dropped=result.dropped, complete=True)
         write_json(path / MANIFEST, manifest)  # last: no manifest, no cache
     return result

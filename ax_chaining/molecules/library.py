@@ -1,7 +1,5 @@
 r"""A SMILES library of any size as packed Morgan fingerprints, computed once
-into a memory-mapped :class:`~ax_chaining.kernels.PackedFingerprints`, which
-:class:`~ax_chaining.kernels.TanimotoKernel` reads without a Gram matrix.
-"""
+into a memory-mapped :class:`~ax_chaining.kernels.PackedFingerprints`."""
 
 from __future__ import annotations
 
@@ -39,10 +37,9 @@ _WHAT = "featurization"
 
 @dataclass(frozen=True)
 class FeaturizedLibrary:
-    """A library cached by :func:`featurize_library`: the ``fingerprints`` of
-    the valid molecules (memory-mapped), library row ``i`` being input row
-    ``rows[i]`` (increasing); the invalid input rows in ``skipped`` (columns
-    ``input_row``, ``smiles``, ``reason``), and the parameters."""
+    """A :func:`featurize_library` cache: the valid molecules' ``fingerprints``,
+    row ``i`` being input row ``rows[i]``; the invalid ones in ``skipped``
+    (``input_row``, ``smiles``, ``reason``), and the parameters."""
 
     fingerprints: PackedFingerprints
     rows: np.ndarray
@@ -57,8 +54,7 @@ class FeaturizedLibrary:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> FeaturizedLibrary:
-        """Open a finished cache without its input (nothing is recomputed); a
-        ``ValueError`` if ``path`` is not one."""
+        """Open a finished cache (``ValueError`` if ``path`` is not one)."""
         path = Path(path)
         manifest = read_manifest(path, _FORMAT, _WHAT)
         if manifest is None or not manifest.get("complete"):
@@ -96,21 +92,18 @@ def featurize_library(
 ) -> FeaturizedLibrary:
     r"""Morgan fingerprints of a SMILES library, computed once into ``path``.
 
-    ``n_jobs`` joblib workers featurize chunks of ``chunk_size`` SMILES
-    straight into a memory-mapped file and record each one: an interrupted
-    run resumes from the recorded chunks (with its first chunk size). The
-    valid rows are kept in input order; the bits equal
-    :func:`~ax_chaining.molecules.morgan_fingerprints`'. A finished cache is
-    reopened; one of another input or other parameters is refused. Invalid
-    SMILES are skipped with a warning and listed with rdkit's reason.
+    ``n_jobs`` joblib workers featurize chunks of ``chunk_size`` SMILES into a
+    memory-mapped file; an interrupted run resumes from the recorded chunks. The
+    bits equal :func:`~ax_chaining.molecules.morgan_fingerprints`'. A finished
+    cache is reopened; one of other inputs is refused. Invalid SMILES are
+    skipped with a warning and listed with rdkit's reason.
 
     Args:
         smiles: SMILES strings, or a ``.csv`` / ``.csv.gz`` file whose
             ``column`` holds them (default: the one named ``smiles``, any
             case, or the only one).
         path: The cache directory (new, empty, or a cache).
-        callback: ``callback(chunks_done, chunks_total)`` after each chunk; an
-            exception it raises stops the run (resumable).
+        callback: ``callback(chunks_done, chunks_total)`` after each chunk.
 
     Example:
         >>> library = featurize_library("train.csv.gz", "cache/moses")

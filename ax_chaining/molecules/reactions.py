@@ -1,8 +1,6 @@
-r"""Reaction tables: row :math:`i` (one reaction) is the concatenation of its
-components' encodings and its scaled numeric conditions, :math:`x_i =
-[e_1(c_{i,1}), \dots, e_m(c_{i,m}), u_i]`, each component encoded once per
-distinct molecule; and the default model of such a table
-(:func:`reaction_surrogate_spec`).
+r"""Reaction tables: row :math:`i` is :math:`x_i = [e_1(c_{i,1}), \dots,
+e_m(c_{i,m}), u_i]`, its components' encodings and scaled numeric conditions;
+and the default model of such a table (:func:`reaction_surrogate_spec`).
 """
 
 from __future__ import annotations
@@ -43,24 +41,20 @@ __all__ = [
 ]
 
 COMPONENT_ENCODINGS: tuple[str, ...] = ("onehot", "morgan", *ENCODINGS)
-"""The named encodings of :func:`component_features` (a callable is the other):
-one-hot, Morgan bits, or an encoding of
-:func:`~ax_chaining.molecules.encode_molecules`, cleaned as the default
-molecule model cleans a library."""
+"""The named encodings of :func:`component_features`: one-hot, Morgan bits, or
+a cleaned encoding of :func:`~ax_chaining.molecules.encode_molecules`."""
 
 DEFAULT_REACTION_ENCODING = "mordred"
-"""Mordred's 2D descriptors per component, as BayBE encodes a
-``SubstanceParameter``."""
+"""Mordred's 2D descriptors per component, as BayBE's ``SubstanceParameter``."""
 
 Encoder = Callable[[list[str]], tuple[Any, Sequence[str]]]
 
 
 @dataclass(frozen=True)
 class ComponentFeatures:
-    """``values`` (``n x d`` float64, row ``i`` for table row ``i``), their
-    ``names`` (``"<column>:<name>"``, a numeric column by its own name), each
-    column's ``blocks`` (a slice of columns) and each component column's
-    distinct ``components`` (one spelling per molecule, in first-row order)."""
+    """``values`` (row ``i`` for table row ``i``), their ``names``
+    (``"<column>:<name>"``; a numeric column its own), each column's ``blocks``
+    (a slice) and each component column's distinct ``components``."""
 
     values: np.ndarray
     names: tuple[str, ...]
@@ -76,9 +70,8 @@ def _absent(cell: Any) -> bool:
 
 
 def _distinct(column: str, cells: list[Any]) -> tuple[list[str], np.ndarray]:
-    """The distinct molecules of a column (first spelling, first-row order) and
-    each row's position among them (-1: absent), molecules compared by
-    canonical SMILES; a bad cell is an error naming its row and column."""
+    """A column's distinct molecules (canonical SMILES; first spelling) and each
+    row's position among them (-1: absent)."""
     from rdkit import Chem
 
     present = [i for i, c in enumerate(cells) if not _absent(c)]
@@ -190,24 +183,19 @@ def component_features(
     """One row per reaction: each component column's encoding, then the
     numeric columns scaled to [0, 1].
 
-    Molecules are compared by canonical SMILES (two spellings of one molecule
-    share a row of their block) and each is encoded once (a column's
-    descriptors are cached for the process). An empty cell (None,
-    NaN, blank) is an absent component: its block is zero and an indicator
-    column ``"<column>:absent"``, added only to a column with such a cell, is 1.
+    Each molecule (canonical SMILES) is encoded once. An empty cell (None, NaN,
+    blank) is an absent component: a zero block and an indicator column
+    ``"<column>:absent"`` (only in a column with such a cell).
 
     Args:
         table: One row per reaction (a DataFrame, or column -> values).
         columns: The component columns (SMILES), in the order of their blocks.
         encoding: For every column, or a mapping column -> its own: one of
-            :data:`COMPONENT_ENCODINGS` (``"morgan"``: bits of ``radius``,
-            ``n_bits``; an encoding of
-            :func:`~ax_chaining.molecules.encode_molecules`: cleaned per column
-            as :func:`~ax_chaining.molecules.molecule_surrogate_spec` cleans a
+            :data:`COMPONENT_ENCODINGS` (descriptors cleaned per column as
+            :func:`~ax_chaining.molecules.molecule_surrogate_spec` cleans a
             library) or a callable ``smiles -> (values, names)``.
         radius, n_bits: Morgan radius and width.
-        numeric: Numeric condition columns (temperature, concentration, ...),
-            a finite number in every row.
+        numeric: Numeric condition columns, a finite number in every row.
         n_jobs: joblib workers of the descriptor encodings.
 
     Example:
@@ -306,12 +294,10 @@ def reaction_surrogate_spec(
     r"""The Ax surrogate spec of a reaction table behind an item index.
 
     Item ``i`` of :func:`~ax_chaining.ax.candidate_index_parameter`
-    ``(len(table))`` is row ``i``. By default, BayBE 0.15's model of a table
-    of ``SubstanceParameter``\ s: each component's Mordred 2D descriptors
-    cleaned to the unit cube and decorrelated at 0.7, the numeric columns
-    min-max scaled, under an ARD Matern-5/2 kernel with an output scale and
-    the ``CHEN`` priors (:func:`component_features` builds the rows; an empty
-    cell is an absent component).
+    ``(len(table))`` is row ``i`` (:func:`component_features`). By default,
+    BayBE 0.15's model: Mordred descriptors per component cleaned to the unit
+    cube and decorrelated at 0.7, under an ARD Matern-5/2 kernel with an
+    output scale and the ``CHEN`` priors.
 
     Args:
         table: One row per reaction.
@@ -321,8 +307,7 @@ def reaction_surrogate_spec(
             :data:`~ax_chaining.molecules.ENCODINGS` (counts excepted), for
             every component.
         prior: One of :data:`~ax_chaining.kernels.priors.PRIORS`, or None:
-            ``"chen"`` for descriptors, ``"botorch"`` for one-hot (BayBE's
-            choices, the latter its dimension-scaled prior's BoTorch original).
+            ``"chen"`` for descriptors, ``"botorch"`` for one-hot.
         kernel: ``"rbf"`` or ``"matern52"``; None: RBF under ``"botorch"``,
             else Matern-5/2.
         n_jobs: joblib workers of the descriptor encodings.
@@ -335,9 +320,7 @@ def reaction_surrogate_spec(
     """
     from ax_chaining.ax.surrogates import feature_table_surrogate_spec
 
-    choices = tuple(
-        e for e in COMPONENT_ENCODINGS if e not in ("morgan", *COUNT_ENCODINGS)
-    )
+    choices = [e for e in COMPONENT_ENCODINGS if e not in ("morgan", *COUNT_ENCODINGS)]
     check_choice("encoding", encoding, choices)
     if prior is None:
         prior = "botorch" if encoding == "onehot" else DEFAULT_MOLECULE_PRIOR

@@ -23,45 +23,39 @@ __all__ = ["DATASETS", "MoleculeDataset", "library", "load_dataset", "vendored_r
 class _DatasetInfo:
     file: str
     sha256: str
-    smiles_column: str
     target_column: str
-    sign: float  # +1: maximize the column; -1: minimize it
     objective: str
+    sign: float = 1.0  # +1: maximize the column; -1: minimize it
+    smiles_column: str = "smiles"
 
 
 DATASETS: dict[str, _DatasetInfo] = {
     "esol": _DatasetInfo(
-        file="ESOL.csv",
-        sha256="7af5d09ba78f194df727c346ac777565f53d3581aa997af0e2152894ac507387",
-        smiles_column="smiles",
-        target_column="measured log solubility in mols per litre",
-        sign=1.0,
-        objective="log aqueous solubility (mol/L), maximized",
+        "ESOL.csv",
+        "7af5d09ba78f194df727c346ac777565f53d3581aa997af0e2152894ac507387",
+        "measured log solubility in mols per litre",
+        "log aqueous solubility (mol/L), maximized",
     ),
     "freesolv": _DatasetInfo(
-        file="FreeSolv.csv",
-        sha256="a4fbf3b28fe2e604d6bd7ea0e20b4494ff732400a80f58d1b393677cfbc1b06c",
-        smiles_column="smiles",
-        target_column="expt",
+        "FreeSolv.csv",
+        "a4fbf3b28fe2e604d6bd7ea0e20b4494ff732400a80f58d1b393677cfbc1b06c",
+        "expt",
+        "minus the hydration free energy (kcal/mol), maximized",
         sign=-1.0,
-        objective="minus the hydration free energy (kcal/mol), maximized",
     ),
     "lipo": _DatasetInfo(
-        file="Lipophilicity.csv",
-        sha256="3d2a409dc8bdf620876bb7257faf4996df29a19dd0244d0b4a6a8064c306cded",
-        smiles_column="smiles",
-        target_column="exp",
-        sign=1.0,
-        objective="logD at pH 7.4, maximized",
+        "Lipophilicity.csv",
+        "3d2a409dc8bdf620876bb7257faf4996df29a19dd0244d0b4a6a8064c306cded",
+        "exp",
+        "logD at pH 7.4, maximized",
     ),
 }
 
 
 @dataclass(frozen=True)
 class MoleculeDataset:
-    """A molecule library (``smiles``, in file order) with one measured property
-    per molecule: ``y``, ``n`` float64 values to maximize (negated where the
-    property is to be minimized), described in words by ``objective``."""
+    """A molecule library (``smiles``, in file order) with ``y``, one measured
+    property per molecule to maximize, described by ``objective``."""
 
     name: str
     smiles: tuple[str, ...]
@@ -93,10 +87,9 @@ def load_dataset(name: str) -> MoleculeDataset:
 def vendored_rows(
     name: str, registry: Mapping[str, Any]
 ) -> tuple[str, Any, list[dict[str, str]]]:
-    """``(key, entry, rows)`` of the vendored CSV named ``name`` (any case) in
-    ``registry``: the lower-case key, its entry (``file`` in ``data/``,
-    decompressed if ``.gz``, and its ``sha256``) and the rows as dicts column ->
-    text; ``ValueError`` for an unknown name or a checksum that does not match."""
+    """``(key, entry, rows)`` of the vendored CSV ``name`` (any case) of
+    ``registry`` (entries with a ``file`` in ``data/`` and its ``sha256``), the
+    rows as dicts; ``ValueError`` for an unknown name or a wrong checksum."""
     key = str(name).lower()
     if key not in registry:
         raise ValueError(
@@ -104,11 +97,7 @@ def vendored_rows(
         )
     info = registry[key]
     file = info.file
-    data = (
-        resources.files("ax_chaining.test_functions")
-        .joinpath("data", file)
-        .read_bytes()
-    )
+    data = resources.files(__package__).joinpath("data", file).read_bytes()
     if file.endswith(".gz"):
         data = gzip.decompress(data)
     digest = hashlib.sha256(data).hexdigest()
@@ -125,8 +114,8 @@ def vendored_rows(
 def library(
     name: str, radius: int = 2, n_bits: int = 2048
 ) -> tuple[MoleculeDataset, Tensor]:
-    """``(dataset, gram)``: the molecules and the Tanimoto Gram matrix of their
-    Morgan fingerprints (RDKit; cached per arguments).
+    """``(dataset, gram)``: the molecules and their Morgan fingerprints' Tanimoto
+    Gram matrix (cached).
 
     Example:
         >>> data, gram = library("freesolv")

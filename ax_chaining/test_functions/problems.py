@@ -1,7 +1,6 @@
 r"""Test problems of Contal, Malherbe & Vayatis (2015), Section 4: random directed
-graphs under the shortest-path kernel, and a GP sample on a grid. Each is a finite
-set of candidates with a noise-free objective to maximize, deterministic given
-its ``seed`` (its own generator, never the global state)."""
+graphs under the shortest-path kernel, and a GP sample on a grid; deterministic
+given ``seed`` (never the global random state)."""
 
 from __future__ import annotations
 
@@ -36,12 +35,10 @@ _DTYPE = torch.float64
 
 @dataclass
 class DiscreteProblem:
-    r"""A finite-candidate-set maximization problem: ``N x d`` float64 inputs
-    ``X`` of the GP (graphs: ``X[i] = i``), ``N`` float64 noise-free values ``f``
-    to maximize, observed with Gaussian noise of ``noise_std``, the true prior
-    kernel ``covar_module`` (hyperparameters fixed) and a JSON description
-    ``info``; for graphs, features :math:`\Phi` with ``covar_module(X, X) =
-    features @ features.T``, node counts and ``m_i x 2`` edge arrays.
+    r"""A finite-candidate maximization problem: ``N x d`` inputs ``X`` (graphs:
+    ``X[i] = i``), noise-free values ``f`` observed with noise ``noise_std``,
+    the true kernel ``covar_module`` and a JSON ``info``; for graphs, features
+    :math:`\Phi` (``covar_module(X, X) = features @ features.T``) and the graphs.
 
     Example:
         >>> problem = graph_problem(n=100)
@@ -80,8 +77,7 @@ class DiscreteProblem:
 
         if self.graph_edges is None or self.graph_num_nodes is None:
             raise ValueError(f"Problem {self.name!r} has no graphs.")
-        g = nx.DiGraph()
-        g.add_nodes_from(range(int(self.graph_num_nodes[i])))
+        g = nx.empty_graph(int(self.graph_num_nodes[i]), create_using=nx.DiGraph)
         g.add_edges_from(map(tuple, self.graph_edges[i].tolist()))
         return g
 
@@ -89,11 +85,8 @@ class DiscreteProblem:
 def fixed_se_kernel(
     lengthscale: float = 1.0, outputscale: float = 1.0, dtype: torch.dtype = _DTYPE
 ) -> ScaleKernel:
-    r"""An isotropic SE kernel
-    :math:`k(x, x') = s \exp(-\lVert x - x' \rVert^2 / (2 \ell^2))` with fixed
-    hyperparameters: ``ScaleKernel(RBFKernel())`` of ``dtype`` with
-    ``requires_grad=False`` on every parameter (``fit_gpytorch_mll`` leaves
-    them alone).
+    r"""The SE kernel :math:`s \exp(-\lVert x - x' \rVert^2 / (2 \ell^2))` as
+    ``ScaleKernel(RBFKernel())``, its hyperparameters fixed (no gradient).
 
     Example:
         >>> k = fixed_se_kernel(lengthscale=1.0)
@@ -109,9 +102,8 @@ def fixed_se_kernel(
 
 
 def grid_problem(side: int = 30, seed: int = 0) -> tuple[Tensor, Tensor]:
-    r"""``side x side`` grid on :math:`[0, 6]^2` and an exact GP sample on it:
-    :math:`L z`, :math:`L L^\top = K + 10^{-10} I` for the SE kernel of
-    lengthscale 1, ``z`` from ``torch.Generator().manual_seed(seed)``.
+    r"""``side x side`` grid on :math:`[0, 6]^2` and the GP sample :math:`L z`,
+    :math:`L L^\top = K + 10^{-10} I` (SE kernel, lengthscale 1), ``z ~ N(0, I)``.
 
     Example:
         >>> X, f = grid_problem(side=5)
@@ -134,10 +126,9 @@ def shortest_path_features(
 ) -> np.ndarray:
     r"""Shortest-path length histogram of a directed graph (Borgwardt & Kriegel).
 
-    Entry :math:`\ell - 1` counts the ordered pairs :math:`u \ne v` of nodes
-    ``0..num_nodes - 1`` whose shortest path has :math:`\ell = 1..` ``max_length``
-    (at least ``num_nodes - 1``) edges; the shortest-path kernel with a delta
-    kernel on lengths is the dot product of these histograms.
+    Entry :math:`\ell - 1` counts the ordered pairs :math:`u \ne v` whose
+    shortest path has :math:`\ell = 1..` ``max_length`` (``>= num_nodes - 1``)
+    edges.
 
     Example:
         >>> shortest_path_features(3, [(0, 1), (1, 2)], max_length=2)
@@ -168,14 +159,13 @@ def graph_problem(
 ) -> DiscreteProblem:
     r"""Random directed graphs with the normalized shortest-path kernel.
 
-    Graph ``i`` is ``networkx.gnp_random_graph(k_i, p_i, directed=True)`` with
-    :math:`k_i \sim \mathcal{U}\{` ``min_nodes..max_nodes`` :math:`\}` and
+    Graph ``i`` is ``networkx.gnp_random_graph(k_i, p_i, directed=True)``,
+    :math:`k_i \sim \mathcal{U}\{` ``min_nodes..max_nodes`` :math:`\}`,
     :math:`p_i \sim \mathcal{U}` ``[edge_prob_range]``, redrawn until it has an
-    edge (all from ``numpy.random.default_rng(seed)``). With :math:`\phi = h /
-    \lVert h \rVert` for its :func:`shortest_path_features` :math:`h`,
-    :math:`k(g, g') = \langle \phi(g), \phi(g') \rangle` (Borgwardt & Kriegel,
-    2005), a :class:`~ax_chaining.kernels.PrecomputedKernel` over the item
-    index, and :math:`f = \Phi w`, :math:`w \sim \mathcal{N}(0, I)`.
+    edge. With :math:`\phi = h / \lVert h \rVert` for its
+    :func:`shortest_path_features` :math:`h`, :math:`k(g, g') = \langle
+    \phi(g), \phi(g') \rangle` and :math:`f = \Phi w`, :math:`w \sim
+    \mathcal{N}(0, I)`.
 
     Example:
         >>> problem = graph_problem(n=100, seed=0)

@@ -1,8 +1,6 @@
 """Reaction tables with one measured yield per reaction, vendored with the package:
-the Buchwald-Hartwig screen of Ahneman et al. (Science, 2018) and the direct
-arylation screen of Shields et al. (Nature, 2021), whose component columns hold
-SMILES for :func:`ax_chaining.molecules.component_features` (provenance,
-licences and checksums in ``data/PROVENANCE.md``)."""
+the Buchwald-Hartwig screen of Ahneman et al. (2018) and the direct arylation
+screen of Shields et al. (2021) (provenance in ``data/PROVENANCE.md``)."""
 
 from __future__ import annotations
 
@@ -55,9 +53,8 @@ REACTIONS: dict[str, _ReactionInfo] = {
 
 @dataclass(frozen=True)
 class ReactionDataset:
-    """A table of reactions (one row per reaction in file order: a SMILES
-    column per component, then the ``numeric`` condition columns) with ``y``,
-    one measured yield per reaction to maximize, described by ``objective``."""
+    """A table of reactions (a SMILES column per component, then the ``numeric``
+    ones) with ``y``, one yield per reaction to maximize, described by ``objective``."""
 
     name: str
     table: pd.DataFrame
@@ -71,9 +68,8 @@ class ReactionDataset:
 
 
 def load_reactions(name: str = "buchwald-hartwig") -> ReactionDataset:
-    """Load a vendored reaction table (``"buchwald-hartwig"`` or
-    ``"direct-arylation"``), checking its SHA-256 (``ValueError`` for another
-    name or a modified file).
+    """Load ``"buchwald-hartwig"`` or ``"direct-arylation"``, checking its SHA-256
+    (``ValueError`` for another name or a modified file).
 
     Example:
         >>> data = load_reactions("buchwald-hartwig")
