@@ -1,13 +1,7 @@
-r"""Soundness and usefulness of the regret certificates on GP samples.
-
-Chaining-UCB runs on samples of the GP prior it uses (``grid``: a 30 x 30
-grid on [0, 6]^2; ``se``: the paper's SE problem), and at every step every
-variant of :data:`VARIANTS` certifies the evaluated candidates, beside UCB -
-LCB and the paper's Eq. (ucb) at the query (:data:`OTHERS`); recorded are
-each bound and the true regret of its point. One record per (problem, run),
-resumable; ``summary.md`` and ``summary.json``; ``--table`` prints the table
-of the finished runs; ``--scaling`` compares union and chaining bounds as
-``N`` grows. Protocol and reading: the docs' page ``docs/certificate.md``.
+r"""Soundness and usefulness of the regret certificates on GP samples: at every
+Chaining-UCB step each variant of :data:`VARIANTS` and of :data:`OTHERS`
+certifies its point beside the true regret; ``--scaling`` compares union and
+chaining bounds as ``N`` grows (``docs/certificate.md``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-r"""One Chaining-UCB step on candidates sharded over a Dask ``LocalCluster``,
-against the single-machine step in the same run.
-
-The problem is the speed benchmark's (``--kernel tanimoto``, default, or
-``se``). Per ``N`` one JSON line: the median seconds of ``--repeats`` steps
-on one machine (``ChainingUCB(model, candidates, path="low_rank")``, the
-route the shards compute) and on the shards (``ShardedCandidates``, Dask
-actors), whether the picks agree, the shards' seconds, the round trips and
-bytes of a step; a last line fits the time model of ``docs/distributed.md``.
-``--round-trips CALLS`` times one round trip instead; ``--table`` renders the
-lines. Progress goes to stderr; stdout holds only JSON lines, the first one
-the command and the machine.
+r"""One Chaining-UCB step on candidates sharded over a Dask ``LocalCluster``
+against the single-machine step, one JSON line per ``N`` (the first line the
+command and machine, the last the time model of ``docs/distributed.md``);
+progress goes to stderr.
 """
 
 from __future__ import annotations
