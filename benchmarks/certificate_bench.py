@@ -400,14 +400,14 @@ def scaling(
     return rows
 
 
-def format_scaling_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown table of :func:`scaling` rows (the certificate page's)."""
+def table(paths: list[str]) -> str:
+    """The markdown table of the :func:`scaling` rows saved in ``paths``."""
     lines = [
         "| N | side | obs | path | cover sizes | union | pairwise | chaining | "
         "chaining (radius) | chaining / union |",
         "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
+    for r in (r for r in json_lines(paths) if "cover_sizes" in r):
         sizes = ", ".join(
             f"{s}*" if b else str(s)
             for s, b in zip(r["cover_sizes"], r["bounded"], strict=True)
@@ -418,11 +418,6 @@ def format_scaling_table(rows: list[dict[str, Any]]) -> str:
             f"{r['chaining-radius']:.3f} | {r['chaining'] / r['union']:.2f} |"
         )
     return "\n".join(lines)
-
-
-def table(paths: list[str]) -> str:
-    """The ``--scaling`` table of the JSON lines saved in ``paths``."""
-    return format_scaling_table([r for r in json_lines(paths) if "cover_sizes" in r])
 
 
 def _json_safe(x: Any) -> Any:
