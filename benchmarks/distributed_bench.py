@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.speed import _median_s, random_fingerprints
 from benchmarks.speed import _problem as speed_problem
-from benchmarks.speed import random_fingerprints
 
 #: The one backend of ``ShardedCandidates`` (the package had "futures" and
 #: "local" too, whose records stay in the docs).
@@ -269,12 +269,7 @@ def round_trips(client: Any, workers: int, rows: int, calls: int) -> list[dict]:
 
     def timed(fn: Any) -> float:
         fn()  # warm up: the first call places or compiles
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return _median(times)
+        return _median_s(fn, calls)
 
     actors = [
         client.submit(_Echo, x, workers=[w], actor=True).result()
