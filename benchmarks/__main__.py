@@ -1,10 +1,5 @@
-"""Command line of the benchmarks: ``python -m benchmarks SUBCOMMAND ...``.
-
-``paper``, ``figure1``, ``harness``, ``molecules``, ``reactions``, ``pack`` and
-``unpack`` are parsed here; every other subcommand (``speed``, ``validity``,
-``screening``, ...) is a module of this package that parses its own arguments.
-``python -m benchmarks --help`` lists them all; each results page of the docs
-gives the commands behind its tables.
+"""Command line of the benchmarks: ``python -m benchmarks SUBCOMMAND ...``;
+the subcommands of :data:`DELEGATED` parse their own arguments.
 """
 
 from __future__ import annotations

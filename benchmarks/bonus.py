@@ -1,11 +1,6 @@
-r"""Why does Chaining-UCB explore less than GP-UCB on a molecule library?
-
-An Ax ``Client`` loop with Chaining-UCB on a vendored library (Tanimoto Gram,
-or ``--model`` a descriptor model of the molecule benchmark); at the chosen
-steps, from the step's fitted model, one JSON line with the engine's scale,
-levels and covers, the Chaining-UCB bonus against GP-UCB's, each rule's pick
-and the rank of the library's best molecule under each. ``--table``
-tabulates them (the docs' page ``docs/results/molecules.md``).
+r"""Why does Chaining-UCB explore less than GP-UCB on a molecule library? At the
+chosen steps of an Ax ``Client`` loop, one JSON line with the engine's covers,
+the bonus against GP-UCB's and the best molecule's rank under each rule.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-r"""Soundness and usefulness of the regret certificates on GP samples.
-
-Chaining-UCB runs on samples of the GP prior it uses (``grid``: a 30 x 30
-grid on [0, 6]^2; ``se``: the paper's SE problem), and at every step every
-variant of :data:`VARIANTS` certifies the evaluated candidates, beside UCB -
-LCB and the paper's Eq. (ucb) at the query (:data:`OTHERS`); recorded are
-each bound and the true regret of its point. One record per (problem, run),
-resumable; ``summary.md`` and ``summary.json``; ``--table`` prints the table
-of the finished runs; ``--scaling`` compares union and chaining bounds as
-``N`` grows. Protocol and reading: the docs' page ``docs/certificate.md``.
+r"""Soundness and usefulness of the regret certificates on GP samples: at every
+Chaining-UCB step each variant of :data:`VARIANTS` and of :data:`OTHERS`
+certifies its point beside the true regret; ``--scaling`` compares union and
+chaining bounds as ``N`` grows (``docs/certificate.md``).
 """
 
 from __future__ import annotations
@@ -406,14 +400,14 @@ def scaling(
     return rows
 
 
-def format_scaling_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown table of :func:`scaling` rows (the certificate page's)."""
+def table(paths: list[str]) -> str:
+    """The markdown table of the :func:`scaling` rows saved in ``paths``."""
     lines = [
         "| N | side | obs | path | cover sizes | union | pairwise | chaining | "
         "chaining (radius) | chaining / union |",
         "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
+    for r in (r for r in json_lines(paths) if "cover_sizes" in r):
         sizes = ", ".join(
             f"{s}*" if b else str(s)
             for s, b in zip(r["cover_sizes"], r["bounded"], strict=True)
@@ -424,11 +418,6 @@ def format_scaling_table(rows: list[dict[str, Any]]) -> str:
             f"{r['chaining-radius']:.3f} | {r['chaining'] / r['union']:.2f} |"
         )
     return "\n".join(lines)
-
-
-def table(paths: list[str]) -> str:
-    """The ``--scaling`` table of the JSON lines saved in ``paths``."""
-    return format_scaling_table([r for r in json_lines(paths) if "cover_sizes" in r])
 
 
 def _json_safe(x: Any) -> Any:

@@ -1,15 +1,7 @@
-r"""One Chaining-UCB step on candidates sharded over a Dask ``LocalCluster``,
-against the single-machine step in the same run.
-
-The problem is the speed benchmark's (``--kernel tanimoto``, default, or
-``se``). Per ``N`` one JSON line: the median seconds of ``--repeats`` steps
-on one machine (``ChainingUCB(model, candidates, path="low_rank")``, the
-route the shards compute) and on the shards (``ShardedCandidates``, Dask
-actors), whether the picks agree, the shards' seconds, the round trips and
-bytes of a step; a last line fits the time model of ``docs/distributed.md``.
-``--round-trips CALLS`` times one round trip instead; ``--table`` renders the
-lines. Progress goes to stderr; stdout holds only JSON lines, the first one
-the command and the machine.
+r"""One Chaining-UCB step on candidates sharded over a Dask ``LocalCluster``
+against the single-machine step, one JSON line per ``N`` (the first line the
+command and machine, the last the time model of ``docs/distributed.md``);
+progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -27,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.speed import _median_s, random_fingerprints
 from benchmarks.speed import _problem as speed_problem
-from benchmarks.speed import random_fingerprints
 
 #: The one backend of ``ShardedCandidates`` (the package had "futures" and
 #: "local" too, whose records stay in the docs).
@@ -277,12 +269,7 @@ def round_trips(client: Any, workers: int, rows: int, calls: int) -> list[dict]:
 
     def timed(fn: Any) -> float:
         fn()  # warm up: the first call places or compiles
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return _median(times)
+        return _median_s(fn, calls)
 
     actors = [
         client.submit(_Echo, x, workers=[w], actor=True).result()

@@ -1,13 +1,7 @@
-r"""Speed and memory of rows of the Tanimoto kernel over a fingerprint library.
-
-Per route of :meth:`ax_chaining.kernels.PackedFingerprints.tanimoto`
-(``inverted``, ``popcount``, ``matmul``) and, as the baseline in the same run,
-RDKit's ``BulkTanimotoSimilarity`` on the same rows (``rdkit``): rows per
-second (wall and CPU), setup seconds and memory, blocks of ``--block`` rows
-against all ``N`` columns of random fingerprints (or the first ``N`` rows of
-``--library``), each (route, N) in a fresh subprocess so that its peak memory
-is its own. Equal ``checksum``s mean bit-identical values. One JSON line per
-measurement; ``--quick``: ``N = 2000``, 32 rows, one repeat (a test)::
+r"""Speed and memory of Tanimoto kernel rows per route of
+:meth:`ax_chaining.kernels.PackedFingerprints.tanimoto` against RDKit's
+``BulkTanimotoSimilarity``, each (route, N) in a fresh subprocess; one JSON
+line per measurement (``--quick``: a test)::
 
     python -m benchmarks.kernel_rows --sizes 10000 100000 1000000
 """

@@ -1,11 +1,6 @@
-r"""How far is the certificate from the best any bound could be under the model?
-
-For a fitted GP (``--obs`` random observations) and the evaluated point with
-the smallest union bound, the Monte Carlo quantile of the regret under the
-exact joint posterior of the ``N`` candidates, beside the union bound at the
-same level and at the shares of ``delta`` that checks at every step or on a
-geometric schedule get. One JSON line per (problem, seed); ``--table``
-tabulates them (the docs' page ``docs/certificate.md``).
+r"""How far is the certificate from the best bound under the model? The Monte
+Carlo regret quantile under the exact joint posterior beside the union bound;
+one JSON line per (problem, seed), ``--table`` tabulates them.
 """
 
 from __future__ import annotations

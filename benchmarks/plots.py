@@ -7,7 +7,6 @@ matplotlib figure, drawn off-screen unless a backend was chosen (notebooks).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -22,15 +21,13 @@ def _curve_panels(
     key: str,
     ylabel: str,
     start: int,
-    problems: Sequence[str] | None,
-    title: str | None,
     path: str | os.PathLike | None,
     logy: bool = False,
 ) -> Any:
     from benchmarks.runner import METHOD_LABELS, PROBLEM_LABELS
 
     curves = summary["curves"]
-    problems = [p for p in (problems or list(curves)) if p in curves]
+    problems = list(curves)
     if not problems:
         raise ValueError("The summary holds no curves to plot.")
     rows = {r["problem"]: r for r in reversed(summary.get("rows", []))}
@@ -56,8 +53,6 @@ def _curve_panels(
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(ylabel)
     axes[0][-1].legend(fontsize=8, loc="upper right")
-    if title:
-        fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     if path is not None:
         save_figure(fig, path, dpi=130, close=False)
@@ -67,8 +62,6 @@ def _curve_panels(
 def plot_simple_regret(
     summary: dict[str, Any],
     path: str | os.PathLike | None = None,
-    problems: Sequence[str] | None = None,
-    title: str | None = None,
     logy: bool = False,
 ) -> Any:
     r"""Figure 2: the mean simple regret :math:`S_n` (``n = 0``: the initial
@@ -80,20 +73,16 @@ def plot_simple_regret(
         >>> fig = plot_simple_regret(summarize(records), "results/fig2.png")
     """
     label = "mean simple regret $S_n$"
-    return _curve_panels(
-        summary, "simple_regret", label, 0, problems, title, path, logy
-    )
+    return _curve_panels(summary, "simple_regret", label, 0, path, logy)
 
 
 def plot_cumulative_regret(
     summary: dict[str, Any],
     path: str | os.PathLike | None = None,
-    problems: Sequence[str] | None = None,
-    title: str | None = None,
 ) -> Any:
     r"""The mean cumulative regret :math:`R_n`, as :func:`plot_simple_regret`."""
     label = "mean cumulative regret $R_n$"
-    return _curve_panels(summary, "cumulative_regret", label, 1, problems, title, path)
+    return _curve_panels(summary, "cumulative_regret", label, 1, path)
 
 
 def figure1_data(
@@ -161,19 +150,15 @@ def figure1_data(
 
 
 def plot_figure1(
-    path: str | os.PathLike | None = None,
-    data: dict[str, Any] | None = None,
-    show_truth: bool = True,
-    **kwargs: Any,
+    path: str | os.PathLike | None = None, data: dict[str, Any] | None = None
 ) -> Any:
-    r"""Draw Figure 1 from ``data`` (or :func:`figure1_data` of ``kwargs``):
-    observations, posterior mean, both targets and their maximizers, and the
-    true function when ``show_truth``; saved to ``path`` if given."""
-    data = data if data is not None else figure1_data(**kwargs)
+    r"""Draw Figure 1 from ``data`` (default :func:`figure1_data`):
+    observations, true function, posterior mean, both targets and their
+    maximizers; saved to ``path`` if given."""
+    data = data if data is not None else figure1_data()
     x = data["x"]
     fig, ax = pyplot().subplots(figsize=(8.2, 3.6))
-    if show_truth:
-        ax.plot(x, data["f"], color="0.75", lw=1.0, label="true f")
+    ax.plot(x, data["f"], color="0.75", lw=1.0, label="true f")
     ax.plot(x, data["mean"], "k-", lw=1.6, label=r"posterior mean $\mu_t$")
     ax.plot(x, data["chaining"], "--", color="tab:green", lw=1.8, label="Chaining-UCB")
     ax.plot(x, data["gp_ucb"], ":", color="tab:blue", lw=1.8, label="GP-UCB")

@@ -1,10 +1,7 @@
-"""Run records: per-run JSON files while a benchmark runs, one packed file after.
-
-A runner writes one JSON file per run into its working directory (``--out``)
-as soon as the run is complete, so an interrupted command resumes where it
-stopped. What is committed is the packed file of a finished directory
-(``benchmarks/results/<benchmark>.jsonl.gz``): the same records, one per line,
-sorted by run, with the same bytes for the same records.
+"""Run records: one JSON file per finished run in the working directory
+(``--out``, so an interrupted command resumes), one packed, sorted
+``.jsonl.gz`` file per benchmark once finished; and the shared command-line
+plumbing of the benchmarks.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-r"""Speed and memory of one Chaining-UCB step, against stock UCB in the same run.
-
-One JSON line per result: by default one step (and a ``q = 5`` batch) per
-size, each in a fresh subprocess so that its peak memory is its own;
-``--cpu-time``, ``--certificate``, ``--rows``, ``--floor`` and
-``--compare-covers`` measure other things in one process; ``--table`` renders
-the lines as the docs' tables (``docs/large-sets.md`` gives every command).
-The problems: the paper's SE setting, a fingerprint library (``--kernel
-tanimoto``) or a feature table under the default molecule model's GP
-(``--kernel features``). This file imports nothing of ``benchmarks``, so that
-``python benchmarks/speed.py`` measures whichever ``ax_chaining`` comes first
-on ``PYTHONPATH`` (an earlier commit's, for a comparison).
+r"""Speed and memory of one Chaining-UCB step against stock UCB (SE, Tanimoto or
+feature-table problems); one JSON line per result, ``--table`` renders the
+docs' tables. Imports nothing of ``benchmarks``, so ``python
+benchmarks/speed.py`` measures whichever ``ax_chaining`` is on ``PYTHONPATH``.
 """
 
 from __future__ import annotations

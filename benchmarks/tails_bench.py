@@ -1,13 +1,6 @@
 r"""Which Student-t tails should the default certificate use? Refits of the
-validity benchmark's loops, one tail law at a time.
-
-For every committed validity run and every ``--stride``-th step, the model is
-refitted to the same observations and the evaluated candidate with the
-smallest bound is certified with each tail law of ``--dofs`` (``n-1``;
-``auto``: the default; ``gaussian``; or a number of degrees of freedom);
-``--problems grid-true`` runs the certificate benchmark's grid with the true
-prior instead. One JSON line per run; ``--table`` summarizes them (the docs'
-page ``docs/certificate.md`` gives the commands and the reading).
+validity benchmark's loops certified with each tail law of ``--dofs``; one
+JSON line per run, ``--table`` summarizes them (``docs/certificate.md``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-r"""Do the certificates hold when the hyperparameters are fitted, and can a user
-stop on them? Ax ``Client`` loops on molecule libraries and GP samples.
-
-Each step records the strategy's own certificate and, from the same model,
-the variants of :data:`RECORDED`, the UCB - LCB rule and Ax's improvement
-stopping rule, beside the true regret; the summary gives violations,
-tightness (against the oracle bound), ranks and stopping rules. The protocol
-and the measures are on the docs' page ``docs/results/validity.md``;
-``--calibration-limits`` gives :func:`calibration_limits` instead.
+r"""Do the certificates hold with fitted hyperparameters, and can a user stop
+on them? Ax ``Client`` loops on molecule libraries and GP samples, each step
+recording the certificate variants of :data:`RECORDED` beside the true regret
+(protocol and measures: ``docs/results/validity.md``).
 """
 
 from __future__ import annotations
