@@ -94,6 +94,21 @@ def common_seed_groups(
             )
 
 
+def initial_items(n: int, n_init: int, seed: int) -> list[int]:
+    """A run's ``n_init`` distinct initial items of ``0..n-1`` (the same for
+    every method)."""
+    rng = np.random.default_rng(seed)
+    return [int(i) for i in rng.choice(n, size=n_init, replace=False)]
+
+
+def random_queries(n: int, items: Sequence[int], queries: int, seed: int) -> list[int]:
+    """Random search: ``queries`` items of ``0..n-1`` drawn uniformly without
+    replacement among those not in ``items``."""
+    rest = np.setdiff1d(np.arange(n), np.array(items))
+    order = np.random.default_rng(1_000_000 + seed).permutation(rest)
+    return [int(i) for i in order[:queries]]
+
+
 def check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> list[str]:
     """``names`` without repeats, in order; refuses none, or names outside
     ``allowed``."""

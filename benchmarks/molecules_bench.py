@@ -1,12 +1,8 @@
 r"""Screening a molecule library with Chaining-UCB in an Ax ``Client`` loop.
 
-Each molecule is an item index; the GP's prior is the Tanimoto similarity of
-Morgan fingerprints as a precomputed Gram, or (``method@variant``) a
-descriptor model of :func:`~ax_chaining.molecules.molecule_surrogate_spec`;
-BayBE runs beside them (:mod:`benchmarks.baybe_loop`). The methods, protocol
-and measures are on the docs' page ``docs/results/molecules.md``. The loops,
-records and summaries here (:class:`TableBenchmark`) serve the reaction
-benchmark too.
+Each molecule is an item index (methods, protocol and measures:
+``docs/results/molecules.md``); the loops, records and summaries here
+(:class:`TableBenchmark`) serve the reaction benchmark too.
 """
 
 from __future__ import annotations
@@ -29,12 +25,14 @@ from benchmarks._tables import (
     band,
     check_names,
     common_seed_groups,
+    initial_items,
     md_row,
     mean_se,
     num,
     paired,
     pm,
     pyplot,
+    random_queries,
     save_figure,
 )
 from benchmarks.records import run_resumable
@@ -238,12 +236,6 @@ def make_strategy(method: str, spec: Any, n_init: int, config: Any) -> Any:
     raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
 
 
-def initial_items(n: int, n_init: int, seed: int) -> list[int]:
-    """The run's initial items (the same for every method)."""
-    rng = np.random.default_rng(seed)
-    return [int(i) for i in rng.choice(n, size=n_init, replace=False)]
-
-
 def run_one(
     dataset: str, method: str, seed: int, config: MoleculeConfig
 ) -> dict[str, Any]:
@@ -301,10 +293,8 @@ def screen_record(
         table, space = baybe  # type: ignore[misc]
         items, steps = run_campaign(table, y, items, config.queries, seed, space)
         extra["baybe_version"] = baybe_version()
-    elif family == "random":  # uniform without replacement among the untested
-        rest = np.setdiff1d(np.arange(n), np.array(items))
-        order = np.random.default_rng(1_000_000 + seed).permutation(rest)
-        drawn = [int(i) for i in order[: config.queries]]
+    elif family == "random":
+        drawn = random_queries(n, items, config.queries, seed)
         items, steps = [*items, *drawn], [0.0] * len(drawn)
     else:
         strategy = make_strategy(family, spec, config.n_init, config)

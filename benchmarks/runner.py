@@ -159,9 +159,10 @@ def fixed_model(
     return model.eval()
 
 
-def _acquisition(
+def acquisition(
     method: str, model: SingleTaskGP, candidates: Tensor, config: BenchmarkConfig
 ) -> AcquisitionFunction:
+    """The acquisition function of a model-based ``method`` of :data:`METHODS`."""
     if method == "chaining":
         return ChainingUCB(model, candidates, delta=config.delta)
     if method == "chaining-continuous":
@@ -244,7 +245,7 @@ def run_method(
             model = fixed_model(
                 X[idx], train_Y, setup.kernel, config.noise_std, setup.prior_mean
             )
-            acqf = _acquisition(method, model, X, config)
+            acqf = acquisition(method, model, X, config)
             with torch.no_grad():
                 x, _ = optimize_acqf_discrete(acqf, q=1, choices=X, unique=False)
             nxt = int((X == x[0].reshape(1, -1)).all(dim=-1).nonzero()[0, 0])
