@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import product
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ from torch import Tensor
 from ax_chaining.acquisition import GPUCB, ChainingUCB
 from ax_chaining.test_functions.problems import DEFAULT_NOISE_STD
 from benchmarks._tables import check_names, md_row, mean_se, paired, pm
-from benchmarks.records import LAYOUTS, load_records, run_resumable
+from benchmarks.records import run_resumable
 from benchmarks.testbeds import BenchmarkProblem as DiscreteProblem
 from benchmarks.testbeds import graph_problem, himmelblau_problem, se_problem
 
@@ -304,11 +303,6 @@ def run_method(
 _ENGINE = _engine_fingerprint()
 
 
-def result_path(out: str | os.PathLike, problem: str, method: str, seed: int) -> Path:
-    """Where the record of ``(problem, method, seed)`` is stored under ``out``."""
-    return LAYOUTS["paper"].path(out, problem, method, seed)
-
-
 @functools.lru_cache(maxsize=1)
 def _instance(
     name: str, seed: int, config: BenchmarkConfig
@@ -404,16 +398,6 @@ def select_results(
         filter(keep, records),
         key=lambda r: (order[(r["problem"], r["method"])], r["seed"]),
     )
-
-
-def load_results(
-    out: str | os.PathLike,
-    problems: Sequence[str] = PROBLEMS,
-    methods: Sequence[str] = METHODS,
-    config: BenchmarkConfig | None = None,
-) -> list[dict[str, Any]]:
-    """:func:`select_results` of the records stored under ``out``."""
-    return select_results(load_records(out, "paper"), problems, methods, config)
 
 
 def summarize(

@@ -468,9 +468,7 @@ def moses_smiles(cache_dir: str | Path) -> list[str]:
             wheels = sorted(cache.glob("molsets-0.3.1-*.whl"))
         with zipfile.ZipFile(wheels[0]) as wheel:
             data = wheel.read(_MEMBER)
-        partial = csv_path.with_suffix(".part")
-        partial.write_bytes(data)
-        partial.rename(csv_path)
+        write_atomic(csv_path, lambda fh: fh.write(data), binary=True)
     with gzip.open(csv_path, "rt") as fh:
         text = fh.read()
     lines = text.splitlines()
@@ -513,14 +511,6 @@ def mpo(smiles: str) -> float:
 
 def _chunk(smiles: Sequence[str]) -> np.ndarray:
     return np.array([mpo(s) for s in smiles], dtype=np.float64)
-
-
-def _save_npy(array: np.ndarray, path: Path) -> None:
-    """Write atomically: a reader sees the old file or the whole new one."""
-    partial = path.with_name(path.name + ".tmp")
-    with open(partial, "wb") as fh:
-        np.save(fh, array)
-    partial.replace(path)
 
 
 def mpo_scores(
@@ -574,15 +564,15 @@ def mpo_scores(
         for start, values in zip(todo, pool.map(_chunk, chunks), strict=True):
             done[start] = values
             if path is not None:
-                _save_npy(values, parts / f"{start:012d}.npy")
+                part = parts / f"{start:012d}.npy"
+                write_atomic(part, lambda fh, v=values: np.save(fh, v), binary=True)
             if bar is not None:
                 bar.update(len(values))
     if bar is not None:
         bar.close()
     result = np.concatenate([done[s] for s in starts]) if starts else np.zeros(0)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _save_npy(result, path)
+        write_atomic(path, lambda fh: np.save(fh, result), binary=True)
         path.with_suffix(".json").write_text(json.dumps(meta))
         shutil.rmtree(parts)
     return result
