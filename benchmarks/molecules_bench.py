@@ -50,10 +50,8 @@ DEFAULT_METHODS: tuple[str, ...] = (
     "qlognei",
     "random",
 )
-#: The descriptor models a method can run on (``method@variant``): keywords of
-#: ``molecule_surrogate_spec``, each in full so that a record keeps its meaning
-#: when the package's default changes; ``mordred-chen`` is BayBE 0.15's own
-#: model of a molecule, ``rdkit2d-botorch`` the package's earlier default.
+#: The descriptor models of ``method@variant``: ``molecule_surrogate_spec``
+#: keywords in full, so that a record keeps its meaning when defaults change.
 MODEL_VARIANTS: dict[str, dict[str, Any]] = {
     "rdkit2d-botorch": {"encoding": "rdkit2d", "prior": "botorch"},
     "rdkit2d-baybe": {"encoding": "rdkit2d", "prior": "baybe"},
@@ -117,13 +115,11 @@ LABELS: dict[str, str] = {m: method_label(m) for m in METHODS}
 
 @dataclass(frozen=True)
 class TableBenchmark:
-    """What the summaries of a benchmark over lookup tables of items name, order
-    and label: its tables (``datasets``), ``methods``, their ``labels`` and
-    ``colors``, the records' ``kind``, what an ``item`` is (records give a
-    table's size as ``num_<item>s``), the ``baseline`` of the paired
-    differences, the ``checkpoints`` of the regret, whether to give each
-    run's result (``per_run``), and the method whose seconds per step the
-    others' are divided by (``speed_reference``)."""
+    """A benchmark over lookup tables of items, as its summaries name, order and
+    label it: records of ``kind`` give a table's size as ``num_<item>s``;
+    ``baseline``: the reference of the paired differences; ``per_run`` adds
+    each run's result, ``speed_reference`` the seconds per step over that
+    method's."""
 
     datasets: tuple[str, ...]
     methods: tuple[str, ...]
@@ -272,12 +268,10 @@ def screen_record(
     baybe: tuple[Any, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One run ``(dataset, method, seed)`` over the items ``0..len(y)-1``
-    (maximizing ``y``): the initial items, then ``config.queries`` queries of
-    ``family`` (``"baybe"`` on ``baybe``, a table and its search space;
-    ``"random"``; or a :func:`make_strategy` method on ``spec``). Returns the
-    record: names, ``config.key()``, table size, :func:`outcome`,
-    ``step_seconds``, then ``extra``."""
+    """The record of one run ``(dataset, method, seed)`` maximizing ``y`` over
+    items ``0..len(y)-1``: ``config.queries`` queries of ``family`` after the
+    initial items (``"baybe"`` on ``baybe``, a table and its search space;
+    ``"random"``; or a :func:`make_strategy` method on ``spec``), then ``extra``."""
     dataset, method, seed = run
     n = len(y)
     if config.n_init + config.queries > n:
