@@ -29,6 +29,7 @@ from benchmarks._tables import (
     md_row,
     mean_se,
     num,
+    package_strategy,
     paired,
     pm,
     pyplot,
@@ -214,21 +215,16 @@ def make_strategy(method: str, spec: Any, n_init: int, config: Any) -> Any:
         node = GenerationNode(name="LogEI", generator_specs=[spec])
         return GenerationStrategy(name="LogEI", nodes=[node])
     common = {"init_trials": n_init, "surrogate_spec": spec, "exclude_evaluated": True}
-    if method in ("chaining", "chaining-continuous"):
-        bonus = {"bonus": "continuous"} if method != "chaining" else {}
-        return axc.chaining_generation_strategy(delta=config.delta, **bonus, **common)
-    if method == "gp-ucb":
-        return axc.gp_ucb_generation_strategy(delta=config.delta, **common)
-    if method == "ucb":
-        return axc.ucb_generation_strategy(beta=config.beta, **common)
-    if method == "qlognei":
-        return axc.qlognei_generation_strategy(**common)
     if method == "logei-table":  # analytic LogEI over the table (BayBE's, q = 1)
         from botorch.acquisition.analytic import LogExpectedImprovement
 
         return axc.candidate_set_strategy(
             LogExpectedImprovement, name="LogEI", **common
         )
+    beta = getattr(config, "beta", None)
+    strategy = package_strategy(method, config.delta, beta, **common)
+    if strategy is not None:
+        return strategy
     raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
 
 

@@ -30,6 +30,7 @@ from benchmarks._tables import (
     initial_items,
     md_row,
     num,
+    package_strategy,
     parse_names,
     pyplot,
     random_queries,
@@ -227,13 +228,9 @@ def _strategy(method: str, spec: Any, config: ScreeningConfig, size: int) -> Any
     if config.checks == "geometric":
         schedule = CheckSchedule("geometric", start=10)
         common["certificate"] = CertificateOptions(schedule=schedule)
-    if method == "chaining":
-        return axc.chaining_generation_strategy(delta=config.delta, **common)
-    if method == "gp-ucb":
-        return axc.gp_ucb_generation_strategy(delta=config.delta, **common)
-    if method == "qlognei":
-        return axc.qlognei_generation_strategy(**common)
-    return axc.candidate_set_strategy(PosteriorMean, None, name="greedy", **common)
+    if method == "greedy":
+        return axc.candidate_set_strategy(PosteriorMean, None, name="greedy", **common)
+    return package_strategy(method, config.delta, **common)
 
 
 def run_one(
