@@ -1,4 +1,5 @@
-"""Statistics, number formatting, name checks and figures shared by the benchmarks."""
+"""Statistics, formatting, name checks, figures and Ax strategies shared by the
+benchmarks."""
 
 from __future__ import annotations
 
@@ -92,6 +93,41 @@ def common_seed_groups(
                 seeds,
                 {m: [by[name][m][s] for s in seeds] for m in present},
             )
+
+
+def initial_items(n: int, n_init: int, seed: int) -> list[int]:
+    """A run's ``n_init`` distinct initial items of ``0..n-1`` (the same for
+    every method)."""
+    rng = np.random.default_rng(seed)
+    return [int(i) for i in rng.choice(n, size=n_init, replace=False)]
+
+
+def random_queries(n: int, items: Sequence[int], queries: int, seed: int) -> list[int]:
+    """Random search: ``queries`` items of ``0..n-1`` drawn uniformly without
+    replacement among those not in ``items``."""
+    rest = np.setdiff1d(np.arange(n), np.array(items))
+    order = np.random.default_rng(1_000_000 + seed).permutation(rest)
+    return [int(i) for i in order[:queries]]
+
+
+def package_strategy(
+    method: str, delta: float, beta: float | None = None, **common: Any
+) -> Any:
+    """The package's Ax ``GenerationStrategy`` of ``method`` (``chaining``,
+    ``chaining-continuous``, ``gp-ucb``, ``ucb`` with ``beta``, ``qlognei`` or
+    ``qlognei-table``) with the options ``common``; None for another name."""
+    from ax_chaining import ax as axc
+
+    if method in ("chaining", "chaining-continuous"):
+        bonus = {"bonus": "continuous"} if method != "chaining" else {}
+        return axc.chaining_generation_strategy(delta=delta, **bonus, **common)
+    if method == "gp-ucb":
+        return axc.gp_ucb_generation_strategy(delta=delta, **common)
+    if method == "ucb":
+        return axc.ucb_generation_strategy(beta=beta, **common)
+    if method in ("qlognei", "qlognei-table"):
+        return axc.qlognei_generation_strategy(**common)
+    return None
 
 
 def check_names(names: Sequence[str], allowed: Sequence[str], what: str) -> list[str]:

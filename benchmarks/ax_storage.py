@@ -1,11 +1,8 @@
 r"""Saved-experiment size and save/load time with a precomputed kernel.
 
-An ``ax.api.Client`` loop with Chaining-UCB over ``--items`` items whose prior
-is a precomputed Gram matrix, saved to JSON at each ``--trials`` count: one
-JSON line per save (size, save and load time, and as the baseline the size
-of one JSON copy of the Gram), checking that the loaded client suggests what
-the original does. ``--small``: 40 items, 4 trials (a test); ``--table``
-renders the lines (the docs' ``docs/ax-guide.md``).
+One JSON line per save of an ``ax.api.Client`` Chaining-UCB loop over a
+precomputed Gram (size, times, and whether the loaded client suggests the
+same); ``--table`` renders the lines (``docs/ax-guide.md``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 r"""BayBE as a benchmark method: its ``Campaign`` and default recommender over a
-lookup table of items, asked for one recommendation at a time, as its
-documentation shows (needs ``ax-chaining[baybe]``; its chemistry encodings
-``baybe[chem]``). How it is set up is on the docs' page
-``docs/results/molecules.md``.
+lookup table of items, one recommendation at a time (needs ``ax-chaining[baybe]``,
+``baybe[chem]`` for molecules; set-up: ``docs/results/molecules.md``).
 """
 
 from __future__ import annotations

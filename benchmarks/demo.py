@@ -1,11 +1,7 @@
 r"""The README's demo: Chaining-UCB beside GP-UCB, stock UCB, LogEI and random search.
 
-The paper's first experiment at small size (exact SE GP samples on ``N``
-random points, noise sd 0.05, 10 initial points, the true prior for every
-method, paired runs): mean simple regret at a few checkpoints, the paired
-difference of the final regret against Chaining-UCB with one sentence
-reading it, and Chaining-UCB's certificate for its recommended point beside
-that point's true regret. ``make demo`` or ``python -m benchmarks.demo``.
+The paper's SE experiment at small size (paired runs, true prior): regret,
+paired differences and Chaining-UCB's certificate. ``make demo``.
 """
 
 from __future__ import annotations
@@ -14,44 +10,31 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable
 
 import torch
-from botorch.acquisition import (
-    AcquisitionFunction,
-    LogExpectedImprovement,
-    UpperConfidenceBound,
-)
 from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf_discrete
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
-from ax_chaining.acquisition import GPUCB, ChainingUCB
+from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.certificate import CertificateOptions
 from benchmarks._tables import fill_preset, mean_se, paired
+from benchmarks.runner import BenchmarkConfig, acquisition
 
 DTYPE = torch.float64
 NOISE_STD = 0.05
-
-Policy = Callable[[SingleTaskGP, Tensor], AcquisitionFunction]
 #: The README's run (``make demo``) and the ``--small`` preset.
 FULL = {"n": 500, "runs": 40, "iters": 30}
 SMALL = {"n": 60, "runs": 2, "iters": 3}
 
 
-def _logei(model: SingleTaskGP, C: Tensor) -> AcquisitionFunction:
-    # best_f: the largest posterior mean at the observed points (noisy data).
-    with torch.no_grad():
-        best = model.posterior(model.train_inputs[0]).mean.max()
-    return LogExpectedImprovement(model, best_f=best)
-
-
-POLICIES: dict[str, Policy] = {
-    "Chaining-UCB": lambda model, C: ChainingUCB(model, C, delta=0.05),
-    "GP-UCB": lambda model, C: GPUCB(model, num_candidates=C.shape[0], delta=0.05),
-    "UCB(beta=0.2)": lambda model, C: UpperConfidenceBound(model, beta=0.2),
-    "LogEI": _logei,
+#: Each policy's method of :func:`benchmarks.runner.acquisition` (delta 0.05).
+POLICIES: dict[str, str] = {
+    "Chaining-UCB": "chaining",
+    "GP-UCB": "gp-ucb",
+    "UCB(beta=0.2)": "ucb",
+    "LogEI": "logei",
 }
 
 
@@ -99,7 +82,7 @@ def run(
             nxt = int(torch.randint(n, (1,), generator=rand))
         else:
             model = fixed_model(C[idx], torch.tensor(y, dtype=DTYPE).unsqueeze(-1))
-            acqf = POLICIES[policy](model, C)
+            acqf = acquisition(POLICIES[policy], model, C, BenchmarkConfig())
             x, _ = optimize_acqf_discrete(acqf, q=1, choices=C)
             nxt = int((C == x).all(dim=-1).nonzero()[0])
         idx.append(nxt)

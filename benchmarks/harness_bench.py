@@ -25,6 +25,7 @@ from benchmarks._tables import (
     md_row,
     mean_se,
     num,
+    package_strategy,
     paired,
     pm,
     pyplot,
@@ -193,21 +194,11 @@ def get_method(name: str, config: HarnessConfig) -> Any:
             num_sobol_trials=config.init_trials,
         )
     else:
-        from ax_chaining import ax as axc
-
-        # seed None: the candidate set and initial points follow the harness.
+        # seed None: the candidate set and initial points follow the harness;
+        # exclude_evaluated: noise-free problems.
         common = {"init_trials": config.init_trials, "seed": None}
-        common["exclude_evaluated"] = True  # noise-free problems
-        delta = {"delta": config.delta}
-        gs = {
-            "chaining": lambda: axc.chaining_generation_strategy(**delta, **common),
-            "chaining-continuous": lambda: axc.chaining_generation_strategy(
-                **delta, bonus="continuous", **common
-            ),
-            "gp-ucb": lambda: axc.gp_ucb_generation_strategy(**delta, **common),
-            "qlognei-table": lambda: axc.qlognei_generation_strategy(**common),
-            "ucb": lambda: axc.ucb_generation_strategy(beta=config.beta, **common),
-        }[name]()
+        common["exclude_evaluated"] = True
+        gs = package_strategy(name, config.delta, config.beta, **common)
     return BenchmarkMethod(name=LABELS[name], generation_strategy=gs)
 
 

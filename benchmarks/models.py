@@ -1,12 +1,8 @@
 r"""Which model for molecule libraries? Leave-one-out fit of every encoding x prior.
 
-For each library, subset size and seed, each model of :data:`MODELS`
-(``encoding:prior[:rbf][:std][:corr0.7]``) is fitted as Ax fits it to a
-random subset and scored by its closed-form leave-one-out predictions
-(:func:`loo_predictions`): mean log predictive density, RMSE and mean squared
-standardized residual. One JSON line per fit, appended to ``--out`` (a run
-resumes); ``--table FILE`` writes ``summary.md`` beside it (the docs' page
-``docs/results/models.md``).
+Each model of :data:`MODELS` is fitted as Ax fits it to a random subset and
+scored by :func:`loo_predictions`; one JSON line per fit, appended to ``--out``
+(a run resumes); ``--table FILE`` writes ``summary.md`` (``docs/results/models.md``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 r"""Screening a molecule library with Chaining-UCB in an Ax ``Client`` loop.
 
-Each molecule is an item index; the GP's prior is the Tanimoto similarity of
-Morgan fingerprints as a precomputed Gram, or (``method@variant``) a
-descriptor model of :func:`~ax_chaining.molecules.molecule_surrogate_spec`;
-BayBE runs beside them (:mod:`benchmarks.baybe_loop`). The methods, protocol
-and measures are on the docs' page ``docs/results/molecules.md``. The loops,
-records and summaries here (:class:`TableBenchmark`) serve the reaction
-benchmark too.
+Each molecule is an item index (methods, protocol and measures:
+``docs/results/molecules.md``); the loops, records and summaries here
+(:class:`TableBenchmark`) serve the reaction benchmark too.
 """
 
 from __future__ import annotations
@@ -29,12 +25,15 @@ from benchmarks._tables import (
     band,
     check_names,
     common_seed_groups,
+    initial_items,
     md_row,
     mean_se,
     num,
+    package_strategy,
     paired,
     pm,
     pyplot,
+    random_queries,
     save_figure,
 )
 from benchmarks.records import run_resumable
@@ -52,10 +51,8 @@ DEFAULT_METHODS: tuple[str, ...] = (
     "qlognei",
     "random",
 )
-#: The descriptor models a method can run on (``method@variant``): keywords of
-#: ``molecule_surrogate_spec``, each in full so that a record keeps its meaning
-#: when the package's default changes; ``mordred-chen`` is BayBE 0.15's own
-#: model of a molecule, ``rdkit2d-botorch`` the package's earlier default.
+#: The descriptor models of ``method@variant``: ``molecule_surrogate_spec``
+#: keywords in full, so that a record keeps its meaning when defaults change.
 MODEL_VARIANTS: dict[str, dict[str, Any]] = {
     "rdkit2d-botorch": {"encoding": "rdkit2d", "prior": "botorch"},
     "rdkit2d-baybe": {"encoding": "rdkit2d", "prior": "baybe"},
@@ -119,13 +116,11 @@ LABELS: dict[str, str] = {m: method_label(m) for m in METHODS}
 
 @dataclass(frozen=True)
 class TableBenchmark:
-    """What the summaries of a benchmark over lookup tables of items name, order
-    and label: its tables (``datasets``), ``methods``, their ``labels`` and
-    ``colors``, the records' ``kind``, what an ``item`` is (records give a
-    table's size as ``num_<item>s``), the ``baseline`` of the paired
-    differences, the ``checkpoints`` of the regret, whether to give each
-    run's result (``per_run``), and the method whose seconds per step the
-    others' are divided by (``speed_reference``)."""
+    """A benchmark over lookup tables of items, as its summaries name, order and
+    label it: records of ``kind`` give a table's size as ``num_<item>s``;
+    ``baseline``: the reference of the paired differences; ``per_run`` adds
+    each run's result, ``speed_reference`` the seconds per step over that
+    method's."""
 
     datasets: tuple[str, ...]
     methods: tuple[str, ...]
@@ -220,28 +215,17 @@ def make_strategy(method: str, spec: Any, n_init: int, config: Any) -> Any:
         node = GenerationNode(name="LogEI", generator_specs=[spec])
         return GenerationStrategy(name="LogEI", nodes=[node])
     common = {"init_trials": n_init, "surrogate_spec": spec, "exclude_evaluated": True}
-    if method in ("chaining", "chaining-continuous"):
-        bonus = {"bonus": "continuous"} if method != "chaining" else {}
-        return axc.chaining_generation_strategy(delta=config.delta, **bonus, **common)
-    if method == "gp-ucb":
-        return axc.gp_ucb_generation_strategy(delta=config.delta, **common)
-    if method == "ucb":
-        return axc.ucb_generation_strategy(beta=config.beta, **common)
-    if method == "qlognei":
-        return axc.qlognei_generation_strategy(**common)
     if method == "logei-table":  # analytic LogEI over the table (BayBE's, q = 1)
         from botorch.acquisition.analytic import LogExpectedImprovement
 
         return axc.candidate_set_strategy(
             LogExpectedImprovement, name="LogEI", **common
         )
+    beta = getattr(config, "beta", None)
+    strategy = package_strategy(method, config.delta, beta, **common)
+    if strategy is not None:
+        return strategy
     raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
-
-
-def initial_items(n: int, n_init: int, seed: int) -> list[int]:
-    """The run's initial items (the same for every method)."""
-    rng = np.random.default_rng(seed)
-    return [int(i) for i in rng.choice(n, size=n_init, replace=False)]
 
 
 def run_one(
@@ -280,12 +264,10 @@ def screen_record(
     baybe: tuple[Any, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One run ``(dataset, method, seed)`` over the items ``0..len(y)-1``
-    (maximizing ``y``): the initial items, then ``config.queries`` queries of
-    ``family`` (``"baybe"`` on ``baybe``, a table and its search space;
-    ``"random"``; or a :func:`make_strategy` method on ``spec``). Returns the
-    record: names, ``config.key()``, table size, :func:`outcome`,
-    ``step_seconds``, then ``extra``."""
+    """The record of one run ``(dataset, method, seed)`` maximizing ``y`` over
+    items ``0..len(y)-1``: ``config.queries`` queries of ``family`` after the
+    initial items (``"baybe"`` on ``baybe``, a table and its search space;
+    ``"random"``; or a :func:`make_strategy` method on ``spec``), then ``extra``."""
     dataset, method, seed = run
     n = len(y)
     if config.n_init + config.queries > n:
@@ -301,10 +283,8 @@ def screen_record(
         table, space = baybe  # type: ignore[misc]
         items, steps = run_campaign(table, y, items, config.queries, seed, space)
         extra["baybe_version"] = baybe_version()
-    elif family == "random":  # uniform without replacement among the untested
-        rest = np.setdiff1d(np.arange(n), np.array(items))
-        order = np.random.default_rng(1_000_000 + seed).permutation(rest)
-        drawn = [int(i) for i in order[: config.queries]]
+    elif family == "random":
+        drawn = random_queries(n, items, config.queries, seed)
         items, steps = [*items, *drawn], [0.0] * len(drawn)
     else:
         strategy = make_strategy(family, spec, config.n_init, config)

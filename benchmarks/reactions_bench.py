@@ -1,8 +1,6 @@
-r"""Screening reaction tables: each encoding of
-:func:`~ax_chaining.molecules.reaction_surrogate_spec` under Chaining-UCB and
-qLogNEI, beside BayBE (:mod:`benchmarks.baybe_loop`), in the molecule
-benchmark's loop (:func:`benchmarks.molecules_bench.screen_record`). Methods
-and protocol: the docs' page ``docs/results/reactions.md``.
+r"""Screening reaction tables: each encoding of ``reaction_surrogate_spec`` under
+Chaining-UCB and qLogNEI, beside BayBE, in the molecule benchmark's loop
+(protocol: ``docs/results/reactions.md``).
 """
 
 from __future__ import annotations

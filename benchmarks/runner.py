@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import product
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ from torch import Tensor
 from ax_chaining.acquisition import GPUCB, ChainingUCB
 from ax_chaining.test_functions.problems import DEFAULT_NOISE_STD
 from benchmarks._tables import check_names, md_row, mean_se, paired, pm
-from benchmarks.records import LAYOUTS, load_records, run_resumable
+from benchmarks.records import run_resumable
 from benchmarks.testbeds import BenchmarkProblem as DiscreteProblem
 from benchmarks.testbeds import graph_problem, himmelblau_problem, se_problem
 
@@ -159,9 +158,10 @@ def fixed_model(
     return model.eval()
 
 
-def _acquisition(
+def acquisition(
     method: str, model: SingleTaskGP, candidates: Tensor, config: BenchmarkConfig
 ) -> AcquisitionFunction:
+    """The acquisition function of a model-based ``method`` of :data:`METHODS`."""
     if method == "chaining":
         return ChainingUCB(model, candidates, delta=config.delta)
     if method == "chaining-continuous":
@@ -244,7 +244,7 @@ def run_method(
             model = fixed_model(
                 X[idx], train_Y, setup.kernel, config.noise_std, setup.prior_mean
             )
-            acqf = _acquisition(method, model, X, config)
+            acqf = acquisition(method, model, X, config)
             with torch.no_grad():
                 x, _ = optimize_acqf_discrete(acqf, q=1, choices=X, unique=False)
             nxt = int((X == x[0].reshape(1, -1)).all(dim=-1).nonzero()[0, 0])
@@ -301,11 +301,6 @@ def run_method(
 
 # Hashed once per process, when this module is imported (the code that runs).
 _ENGINE = _engine_fingerprint()
-
-
-def result_path(out: str | os.PathLike, problem: str, method: str, seed: int) -> Path:
-    """Where the record of ``(problem, method, seed)`` is stored under ``out``."""
-    return LAYOUTS["paper"].path(out, problem, method, seed)
 
 
 @functools.lru_cache(maxsize=1)
@@ -403,16 +398,6 @@ def select_results(
         filter(keep, records),
         key=lambda r: (order[(r["problem"], r["method"])], r["seed"]),
     )
-
-
-def load_results(
-    out: str | os.PathLike,
-    problems: Sequence[str] = PROBLEMS,
-    methods: Sequence[str] = METHODS,
-    config: BenchmarkConfig | None = None,
-) -> list[dict[str, Any]]:
-    """:func:`select_results` of the records stored under ``out``."""
-    return select_results(load_records(out, "paper"), problems, methods, config)
 
 
 def summarize(

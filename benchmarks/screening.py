@@ -1,14 +1,8 @@
-r"""Screening a large real library in Ax loops: MolPAL's top-k metric.
+r"""Screening nested MOSES libraries in Ax loops: MolPAL's top-k metric.
 
-Nested libraries of ``N`` MOSES molecules (the first ``N`` of one fixed
-permutation), Morgan fingerprints, an MPO objective computed with RDKit;
-Chaining-UCB, GP-UCB, qLogNEI, the posterior mean and random search in
-``ax.api.Client`` loops over item indices, on the Tanimoto kernel or
-(``--model default``) the package's default molecule model. Reported: the
-fraction of the library's top-k molecules found after each query, the
-seconds of each step's parts and each run's peak memory (each run in a fresh
-process). ``--small`` runs the same code on vendored ESOL molecules. The
-docs' page ``docs/results/screening.md`` gives the protocol and commands.
+Each run screens the first ``N`` molecules of a fixed permutation for an RDKit
+MPO objective, in a fresh process; protocol and commands:
+``docs/results/screening.md``.
 """
 
 from __future__ import annotations
@@ -33,10 +27,13 @@ from benchmarks._tables import (
     band,
     check_names,
     fill_preset,
+    initial_items,
     md_row,
     num,
+    package_strategy,
     parse_names,
     pyplot,
+    random_queries,
     save_figure,
 )
 from benchmarks.records import (
@@ -231,13 +228,9 @@ def _strategy(method: str, spec: Any, config: ScreeningConfig, size: int) -> Any
     if config.checks == "geometric":
         schedule = CheckSchedule("geometric", start=10)
         common["certificate"] = CertificateOptions(schedule=schedule)
-    if method == "chaining":
-        return axc.chaining_generation_strategy(delta=config.delta, **common)
-    if method == "gp-ucb":
-        return axc.gp_ucb_generation_strategy(delta=config.delta, **common)
-    if method == "qlognei":
-        return axc.qlognei_generation_strategy(**common)
-    return axc.candidate_set_strategy(PosteriorMean, None, name="greedy", **common)
+    if method == "greedy":
+        return axc.candidate_set_strategy(PosteriorMean, None, name="greedy", **common)
+    return package_strategy(method, config.delta, **common)
 
 
 def run_one(
@@ -273,13 +266,10 @@ def run_one(
         make_spec = functools.partial(fingerprint_kernel_surrogate_spec, bits)
     y = np.load(scores)[_in_first(total, size, max_size)]
     y = np.where(np.isnan(y), -np.inf, y)  # an unscorable molecule is never top
-    rng = np.random.default_rng(seed)
-    items = [int(i) for i in rng.choice(size, size=config.n_init, replace=False)]
+    items = initial_items(size, config.n_init, seed)
     steps: list[dict[str, float]] = []
     if method == "random":
-        rest = np.setdiff1d(np.arange(size), np.array(items))
-        order = np.random.default_rng(1_000_000 + seed).permutation(rest)
-        items += [int(i) for i in order[: config.queries]]
+        items += random_queries(size, items, config.queries, seed)
     else:
         set_stderr_log_level(30)  # Ax logs every trial at INFO
         client = Client(random_seed=seed)

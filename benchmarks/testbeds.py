@@ -1,8 +1,6 @@
-r"""The benchmarks' problems and objectives, kept beside the benchmarks that use
-them: the paper's SE and Himmelblau problems and the Figure 1 toy (Section 4 of
-Contal, Malherbe & Vayatis, 2015), the MOSES library and its multi-property
-objective (the screening benchmark and tutorial 06), and the likelihood that
-goes with a feature table's priors (the model benchmarks).
+r"""The benchmarks' problems and objectives: the paper's SE, Himmelblau and Figure 1
+problems (Contal, Malherbe & Vayatis, 2015, Section 4), the MOSES library and its
+multi-property objective, and the likelihood of a feature table's priors.
 """
 
 from __future__ import annotations
@@ -38,24 +36,6 @@ from ax_chaining.test_functions.problems import (
     DiscreteProblem,
     fixed_se_kernel,
 )
-
-__all__ = [
-    "JITTERS",
-    "MOSES_REQUIREMENT",
-    "BenchmarkProblem",
-    "default_cache_dir",
-    "feature_table_likelihood",
-    "fit_isotropic_se_lengthscale",
-    "graph_problem",
-    "himmelblau",
-    "himmelblau_objective",
-    "himmelblau_problem",
-    "moses_smiles",
-    "mpo",
-    "mpo_scores",
-    "se_problem",
-    "toy_1d_problem",
-]
 
 _DTYPE = torch.float64
 
@@ -337,19 +317,16 @@ def fit_isotropic_se_lengthscale(
     n_subset: int = 500,
     seed: int = 0,
     noise_std: float | None = DEFAULT_NOISE_STD,
-    learn_outputscale: bool = False,
-    lengthscale_inits: tuple[float, ...] = (1.0,),
 ) -> ScaleKernel:
     r"""Fit an isotropic SE bandwidth by maximum marginal likelihood on a subset.
 
     A ``SingleTaskGP`` with a constant mean (discarded) and the kernel
     :math:`s \exp(-\lVert x - x' \rVert^2 / (2 \ell^2))`, no priors and no
     transforms, is fitted by ``fit_gpytorch_mll`` to ``n_subset`` random points of
-    ``(X, y)`` (``seed``) from each of ``lengthscale_inits``; the largest
-    marginal likelihood wins. As in the paper only :math:`\ell` is learned by
-    default, with :math:`s = \max(\widehat{\mathrm{Var}}(y) - \sigma^2,
-    10^{-6})` on the subset; ``learn_outputscale=True`` learns :math:`s` too.
-    ``noise_std=None`` learns the noise (and :math:`\sigma = 0` above).
+    ``(X, y)`` (``seed``) from :math:`\ell = 1`. As in the paper only :math:`\ell`
+    is learned, with :math:`s = \max(\widehat{\mathrm{Var}}(y) - \sigma^2,
+    10^{-6})` on the subset. ``noise_std=None`` learns the noise (and
+    :math:`\sigma = 0` above).
 
     Returns:
         ``ScaleKernel(RBFKernel())`` (float64) with every parameter fixed.
@@ -371,45 +348,39 @@ def fit_isotropic_se_lengthscale(
         )
     if n_subset < 2:
         raise ValueError(f"`n_subset` must be at least 2, got {n_subset}.")
-    if not lengthscale_inits:
-        raise ValueError("`lengthscale_inits` must not be empty.")
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randperm(X.shape[0], generator=gen)[:n_subset]
     train_X, train_Y = X[idx], y[idx].unsqueeze(-1)
     noise_var = 0.0 if noise_std is None else float(noise_std) ** 2
     train_Yvar = None if noise_std is None else torch.full_like(train_Y, noise_var)
-    scale0 = max(train_Y.var().item() - noise_var, 1e-6)
-    best: tuple[float, float, float] | None = None
-    for ell0 in lengthscale_inits:
-        covar = ScaleKernel(RBFKernel()).to(_DTYPE)
-        covar.base_kernel.lengthscale = ell0
-        covar.outputscale = scale0
-        covar.raw_outputscale.requires_grad_(learn_outputscale)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = SingleTaskGP(
-                train_X,
-                train_Y,
-                train_Yvar=train_Yvar,
-                covar_module=covar,
-                outcome_transform=None,
-                input_transform=None,
-            )
-            mll = ExactMarginalLogLikelihood(model.likelihood, model)
-            try:
-                fit_gpytorch_mll(mll)
-            except Exception:  # pragma: no cover - keep the other restarts
-                continue
+    covar = ScaleKernel(RBFKernel()).to(_DTYPE)
+    covar.base_kernel.lengthscale = 1.0
+    covar.outputscale = max(train_Y.var().item() - noise_var, 1e-6)
+    covar.raw_outputscale.requires_grad_(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = SingleTaskGP(
+            train_X,
+            train_Y,
+            train_Yvar=train_Yvar,
+            covar_module=covar,
+            outcome_transform=None,
+            input_transform=None,
+        )
+        mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        try:
+            fit_gpytorch_mll(mll)
             model.train()
             with torch.no_grad():
                 value = mll(model(train_X), train_Y.squeeze(-1)).item()
-        ell = covar.base_kernel.lengthscale.item()
-        scale = covar.outputscale.item()
-        if math.isfinite(value) and (best is None or value > best[0]):
-            best = (value, ell, scale)
-    if best is None:  # pragma: no cover
+        except Exception:  # pragma: no cover
+            value = math.nan
+    if not math.isfinite(value):  # pragma: no cover
         raise RuntimeError("All marginal-likelihood fits failed.")
-    return fixed_se_kernel(lengthscale=best[1], outputscale=best[2])
+    return fixed_se_kernel(
+        lengthscale=covar.base_kernel.lengthscale.item(),
+        outputscale=covar.outputscale.item(),
+    )
 
 
 def toy_1d_problem(
@@ -497,9 +468,7 @@ def moses_smiles(cache_dir: str | Path) -> list[str]:
             wheels = sorted(cache.glob("molsets-0.3.1-*.whl"))
         with zipfile.ZipFile(wheels[0]) as wheel:
             data = wheel.read(_MEMBER)
-        partial = csv_path.with_suffix(".part")
-        partial.write_bytes(data)
-        partial.rename(csv_path)
+        write_atomic(csv_path, lambda fh: fh.write(data), binary=True)
     with gzip.open(csv_path, "rt") as fh:
         text = fh.read()
     lines = text.splitlines()
@@ -542,14 +511,6 @@ def mpo(smiles: str) -> float:
 
 def _chunk(smiles: Sequence[str]) -> np.ndarray:
     return np.array([mpo(s) for s in smiles], dtype=np.float64)
-
-
-def _save_npy(array: np.ndarray, path: Path) -> None:
-    """Write atomically: a reader sees the old file or the whole new one."""
-    partial = path.with_name(path.name + ".tmp")
-    with open(partial, "wb") as fh:
-        np.save(fh, array)
-    partial.replace(path)
 
 
 def mpo_scores(
@@ -603,15 +564,15 @@ def mpo_scores(
         for start, values in zip(todo, pool.map(_chunk, chunks), strict=True):
             done[start] = values
             if path is not None:
-                _save_npy(values, parts / f"{start:012d}.npy")
+                part = parts / f"{start:012d}.npy"
+                write_atomic(part, lambda fh, v=values: np.save(fh, v), binary=True)
             if bar is not None:
                 bar.update(len(values))
     if bar is not None:
         bar.close()
     result = np.concatenate([done[s] for s in starts]) if starts else np.zeros(0)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _save_npy(result, path)
+        write_atomic(path, lambda fh: np.save(fh, result), binary=True)
         path.with_suffix(".json").write_text(json.dumps(meta))
         shutil.rmtree(parts)
     return result

@@ -14,13 +14,13 @@ import pytest
 
 from benchmarks import runner
 from benchmarks.__main__ import main
+from benchmarks.records import LAYOUTS, load_records
 from benchmarks.runner import (
     METHODS,
     BenchmarkConfig,
     format_summary_markdown,
-    load_results,
-    result_path,
     run_benchmark,
+    select_results,
     summarize,
 )
 
@@ -56,7 +56,7 @@ def test_output_files_are_well_formed(graph_job):
     assert len(records) == RUNS * len(METHODS)
     for method in METHODS:
         for seed in range(RUNS):
-            path = result_path(out, "graph", method, seed)
+            path = LAYOUTS["paper"].path(out, "graph", method, seed)
             record = json.loads(path.read_text())
             assert record["complete"] is True
             assert (record["problem"], record["method"]) == ("graph", method)
@@ -148,7 +148,7 @@ def test_resume_skips_finished_runs(tmp_path, monkeypatch):
     )
     run_benchmark(methods=["random", "ucb"], **kwargs)
     paths = [
-        result_path(tmp_path, "himmelblau", m, s)
+        LAYOUTS["paper"].path(tmp_path, "himmelblau", m, s)
         for m in ("random", "ucb")
         for s in (0, 1)
     ]
@@ -176,7 +176,16 @@ def test_resume_skips_finished_runs(tmp_path, monkeypatch):
     # Another configuration in the same directory is refused, not overwritten.
     with pytest.raises(ValueError, match="another configuration"):
         run_benchmark(methods=["random"], **{**kwargs, "iters": 4})
-    assert len(load_results(tmp_path, ["himmelblau"], ["random", "ucb", "logei"])) == 6
+    assert (
+        len(
+            select_results(
+                load_records(tmp_path, "paper"),
+                ["himmelblau"],
+                ["random", "ucb", "logei"],
+            )
+        )
+        == 6
+    )
 
 
 def test_same_seed_same_result(tmp_path):
@@ -208,7 +217,11 @@ def test_cli_paper_small_with_overrides(
     record = json.loads((out / "se" / "random" / "run001.json").read_text())
     rows = {r["method"]: r for r in summary["rows"]}
     assert rows["random"]["S_3_mean"] == pytest.approx(
-        sum(r["simple_regret"][-1] for r in load_results(out, ["se"], ["random"])) / 2
+        sum(
+            r["simple_regret"][-1]
+            for r in select_results(load_records(out, "paper"), ["se"], ["random"])
+        )
+        / 2
     )
     assert record["seed"] == 1 and len(record["simple_regret"]) == 3
 
