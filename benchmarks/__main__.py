@@ -28,6 +28,7 @@ DELEGATED = {
     "screening": "screening",
     "distributed": "distributed_bench",
     "certificate": "certificate_bench",
+    "stopping": "stopping",
 }
 
 

@@ -67,6 +67,10 @@ LAYOUTS: dict[str, Layout] = {
         ("problem", "method", "seed"), "{problem}/{method}/seed_{seed}.json"
     ),
     "screening": Layout(("size", "method", "seed"), "{size}/{method}/seed_{seed}.json"),
+    "stopping": Layout(
+        ("dataset", "acquisition", "n_init", "seed"),
+        "{dataset}/{acquisition}/init{n_init}/seed_{seed}.json",
+    ),
 }
 
 

@@ -1,0 +1,372 @@
+r"""When to stop: every stopping rule evaluated at every step of the same Ax
+loops, and how often each rule's claim was true when it said stop. Protocol
+and tables: the docs' page ``docs/results/stopping.md``.
+
+A run is an ordinary Ax ``Client`` loop over a table's rows (the molecule
+benchmark's loop, :func:`benchmarks.molecules_bench.make_strategy`) on the
+default model. After every query the GP is refitted on all the data (Ax's
+modular generator, the strategy's surrogate spec) and each rule states, from
+that fit, whether to stop and which evaluated row to keep:
+
+* ``certificate``: this package's regret bound of the best observed row
+  (:func:`~ax_chaining.certificate.certify_model`, default options); it
+  claims the row is within the bound of the best, so it stops at a tolerance
+  ``eps`` when the bound is at most ``eps``.
+* ``rank``: the same certificate's rank bound; stops at ``R`` when it is at
+  most ``R`` and claims the row is among the ``R`` best.
+* ``ucb-lcb``: Makarova et al. (2022), :func:`~ax_chaining.certificate.peers.
+  ucb_lcb_rule` at its defaults; claims regret at most its bound.
+* ``prb``: Wilson (2024), :func:`~ax_chaining.certificate.peers.
+  probabilistic_regret_bound` at each ``eps``; claims regret at most ``eps``.
+* ``ax-improvement``: Ax's ``ImprovementGlobalStoppingStrategy`` as Ax ships
+  it (``min_trials`` the initial rows plus 5); keeps the best observed row.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchmarks import molecules_bench as mol
+
+#: Regret tolerances as fractions of the table's range, and top-R fractions.
+EPS_FRACTIONS = (0.01, 0.05, 0.1)
+TOP_FRACTIONS = (0.01, 0.05)
+RULES = ("certificate", "rank", "ucb-lcb", "prb", "ax-improvement")
+
+
+@dataclass(frozen=True)
+class StoppingConfig:
+    """Size of a stopping benchmark: ``runs`` per (dataset, acquisition,
+    ``n_init``), ``queries`` each."""
+
+    datasets: tuple[str, ...] = ("freesolv", "esol", "lipo", "buchwald-hartwig")
+    acquisitions: tuple[str, ...] = ("chaining", "qlognei")
+    n_inits: tuple[int, ...] = (5, 10)
+    runs: int = 20
+    queries: int = 40
+    delta: float = 0.05
+    eps_fractions: tuple[float, ...] = EPS_FRACTIONS
+    top_fractions: tuple[float, ...] = TOP_FRACTIONS
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> dict[str, Any]:
+        return {"queries": self.queries, "delta": self.delta, **self.extra}
+
+
+SMALL_CONFIG = StoppingConfig(
+    datasets=("freesolv",), acquisitions=("qlognei",), n_inits=(5,), runs=1, queries=3
+)
+
+
+@functools.cache
+def table(dataset: str) -> tuple[Any, np.ndarray]:
+    """The default model's surrogate spec of a molecule library or a reaction
+    table (features cached for the process), and its outcomes."""
+    if dataset in mol.DATASET_LABELS:
+        from ax_chaining.molecules import molecule_surrogate_spec
+        from benchmarks.testbeds import default_cache_dir
+
+        data = mol.load_dataset(dataset)
+        path = default_cache_dir() / "features" / f"{dataset}-default"
+        spec = molecule_surrogate_spec(data.smiles, duplicates="map", path=path)
+        return spec, data.y.numpy()
+    from ax_chaining.molecules import reaction_surrogate_spec
+    from ax_chaining.test_functions.reactions import load_reactions
+
+    data = load_reactions(dataset)
+    spec = reaction_surrogate_spec(data.table, data.components, data.numeric)
+    return spec, data.y.numpy()
+
+
+def fitted_posterior(experiment: Any, spec: Any, n: int) -> tuple[Any, Any, float]:
+    """Ax's GP refitted on all of ``experiment``'s data (the modular generator on
+    ``spec``, as the strategy fits), its posterior over the ``n`` rows (mean
+    and covariance, in the objective's units up to a shift) and the factor
+    from model to objective units."""
+    from ax.adapter.registry import Generators
+    from ax.core.observation import ObservationFeatures
+
+    from ax_chaining.ax.certificates import objective_scale
+
+    adapter = Generators.BOTORCH_MODULAR(
+        experiment=experiment, data=experiment.lookup_data(), surrogate_spec=spec
+    )
+    X = adapter.transform_observation_features(
+        [ObservationFeatures(parameters={"item": i}) for i in range(n)]
+    )
+    model = adapter.generator.surrogate.model
+    weights = torch.ones(1, dtype=X.dtype)
+    scale = objective_scale(adapter, experiment, weights) or 1.0
+    with torch.no_grad():
+        post = model.posterior(X)
+        mean = post.mean.squeeze(-1) * scale
+        cov = post.distribution.covariance_matrix * scale**2
+    return (model, X), (mean, cov), scale
+
+
+def step_statements(
+    experiment: Any,
+    spec: Any,
+    y: np.ndarray,
+    tested: list[int],
+    config: StoppingConfig,
+    min_trials: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Every rule's statement after the queries so far: values and kept rows
+    (the stop decisions follow from them at each tolerance)."""
+    from ax.global_stopping.strategies.improvement import (
+        ImprovementGlobalStoppingStrategy,
+    )
+
+    from ax_chaining.certificate import certify_model
+    from ax_chaining.certificate.peers import (
+        probabilistic_regret_bound,
+        ucb_lcb_rule,
+    )
+
+    (model, X), (mean, cov), scale = fitted_posterior(experiment, spec, len(y))
+    evaluated = sorted(set(tested))
+    best = max(evaluated, key=lambda i: y[i])  # the best observed row
+    cert = certify_model(model, X, [best], delta=config.delta)
+    std = cov.diagonal().clamp_min(0).sqrt()
+    t = len(tested)
+    span = float(y.max() - y.min())
+    ucb = ucb_lcb_rule(mean, std, evaluated, t, threshold=0.0, delta=config.delta)
+    gen = torch.Generator().manual_seed(seed * 100_003 + t)
+    prb = {
+        str(f): probabilistic_regret_bound(
+            mean, cov, evaluated, f * span, generator=gen
+        )
+        for f in config.eps_fractions
+    }
+    ax_rule = ImprovementGlobalStoppingStrategy(min_trials=min_trials)
+    ax_stop, _ = ax_rule.should_stop_optimization(experiment)
+    return {
+        "t": t,
+        "best_observed": best,
+        "certificate": {
+            "bound": float(cert.bound) * scale,
+            "rank_bound": int(cert.rank_bound),
+            "valid": bool(cert.valid),
+        },
+        "ucb-lcb": {"bound": ucb.value, "index": ucb.index},
+        "prb": {
+            k: {"stop": s.stop, "value": s.value, "index": s.index}
+            for k, s in prb.items()
+        },
+        "ax-improvement": bool(ax_stop),
+    }
+
+
+def run_one(
+    dataset: str, acquisition: str, n_init: int, seed: int, config: StoppingConfig
+) -> dict[str, Any]:
+    """One loop: ``n_init`` initial rows (the molecule benchmark's draw), then
+    ``config.queries`` queries of ``acquisition``, every rule's statements
+    after each query; the record."""
+    import warnings
+
+    from ax.api.client import Client
+
+    from ax_chaining.ax import candidate_index_parameter
+    from ax_chaining.ax.certificates import experiment_of
+
+    spec, y = table(dataset)
+    strategy = mol.make_strategy(acquisition, spec, n_init, config)
+    client = Client(random_seed=seed)
+    client.configure_experiment(
+        parameters=[candidate_index_parameter(len(y), name="item")],
+        name=f"{dataset}_{acquisition}_{n_init}_{seed}",
+    )
+    client.configure_optimization(objective="y")
+    client.set_generation_strategy(strategy)
+    tested = mol.initial_items(len(y), n_init, seed)
+    for i in tested:
+        index = client.attach_trial(parameters={"item": i})
+        client.complete_trial(index, raw_data={"y": float(y[i])})
+    steps = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(config.queries):
+            for index, p in client.get_next_trials(max_trials=1).items():
+                tested.append(item := int(p["item"]))
+                client.complete_trial(index, raw_data={"y": float(y[item])})
+            experiment, _ = experiment_of(strategy)
+            steps.append(
+                step_statements(experiment, spec, y, tested, config, n_init + 5, seed)
+            )
+    return {
+        "dataset": dataset,
+        "acquisition": acquisition,
+        "n_init": n_init,
+        "seed": seed,
+        "config": config.key(),
+        "num_items": len(y),
+        "span": float(y.max() - y.min()),
+        "items": tested,
+        # Each tested row's regret and rank (1: the best; ties share the
+        # better rank), what the rules' claims are checked against.
+        "truth": {str(i): truth(y, i) for i in sorted(set(tested))},
+        "steps": steps,
+    }
+
+
+def truth(y: np.ndarray, index: int) -> tuple[float, int]:
+    """A row's regret and its rank (1: the best; ties share the better rank)."""
+    return float(y.max() - y[index]), int((y > y[index]).sum()) + 1
+
+
+def decision(step: dict[str, Any], rule: str, level: float) -> tuple[bool, int]:
+    """Whether ``rule`` says stop at ``step`` for the tolerance ``level`` (a
+    regret in the objective's units, or ``R`` for ``rank``), and the row it
+    keeps."""
+    kept = step["best_observed"]
+    if rule == "certificate":
+        return step["certificate"]["bound"] <= level, kept
+    if rule == "rank":
+        return step["certificate"]["rank_bound"] <= level, kept
+    if rule == "ucb-lcb":
+        return step["ucb-lcb"]["bound"] <= level, step["ucb-lcb"]["index"]
+    if rule == "ax-improvement":
+        return step["ax-improvement"], kept
+    raise ValueError(f"unknown rule {rule!r}")
+
+
+def first_stops(record: dict[str, Any], config: StoppingConfig) -> list[dict[str, Any]]:
+    """For each rule and tolerance: the first query at which the rule says
+    stop (None: never) and whether its claim then held (the kept row within
+    ``eps`` of the best, or among the ``R`` best)."""
+    span, n = record["span"], record["num_items"]
+    regret = {int(i): r for i, (r, _) in record["truth"].items()}
+    rank = {int(i): k for i, (_, k) in record["truth"].items()}
+    out = []
+    for rule in RULES:
+        if rule == "rank":
+            levels = [(f"top {f:g}", math.ceil(f * n)) for f in config.top_fractions]
+        else:
+            levels = [(f"eps {f:g}", f * span) for f in config.eps_fractions]
+        for name, level in levels:
+            stop, query, true = None, None, None
+            for step in record["steps"]:
+                if rule == "prb":
+                    s = step["prb"][str(float(name.split()[1]))]
+                    stop, kept = s["stop"], s["index"]
+                else:
+                    stop, kept = decision(step, rule, level)
+                if stop:
+                    query = step["t"] - record["n_init"]
+                    claim = (
+                        rank[kept] <= level if rule == "rank" else regret[kept] <= level
+                    )
+                    true = bool(claim)
+                    break
+            out.append({"rule": rule, "tolerance": name, "query": query, "true": true})
+    return out
+
+
+def summarize(
+    records: list[dict[str, Any]], config: StoppingConfig
+) -> list[dict[str, Any]]:
+    """Per dataset, acquisition, initial rows, rule and tolerance: runs, the
+    runs that stopped, the median query at the stop, and the stops whose
+    claim held."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for rec in records:
+        key = (rec["dataset"], rec["acquisition"], rec["n_init"])
+        for stop in first_stops(rec, config):
+            groups.setdefault((*key, stop["rule"], stop["tolerance"]), []).append(stop)
+    rows = []
+    for (dataset, acq, n_init, rule, tol), stops in groups.items():
+        stopped = [s for s in stops if s["query"] is not None]
+        rows.append(
+            {
+                "dataset": dataset,
+                "acquisition": acq,
+                "n_init": n_init,
+                "rule": rule,
+                "tolerance": tol,
+                "runs": len(stops),
+                "stopped": len(stopped),
+                "median_query": (
+                    float(np.median([s["query"] for s in stopped])) if stopped else None
+                ),
+                "true": sum(bool(s["true"]) for s in stopped),
+            }
+        )
+    return rows
+
+
+def format_markdown(rows: list[dict[str, Any]]) -> str:
+    """One table per dataset, acquisition and initial rows."""
+    lines: list[str] = []
+    for key in dict.fromkeys(
+        (r["dataset"], r["acquisition"], r["n_init"]) for r in rows
+    ):
+        dataset, acq, n_init = key
+        lines += [
+            f"**{dataset}**, {acq}, {n_init} initial rows",
+            "",
+            "| rule | tolerance | stopped | median query at stop | claim true |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for r in rows:
+            if (r["dataset"], r["acquisition"], r["n_init"]) != key:
+                continue
+            med = "-" if r["median_query"] is None else f"{r['median_query']:g}"
+            true = f"{r['true']} / {r['stopped']}" if r["stopped"] else "-"
+            lines.append(
+                f"| {r['rule']} | {r['tolerance']} | {r['stopped']} / {r['runs']} "
+                f"| {med} | {true} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks stopping [--small] [--runs R] [--queries T]
+    [--dataset ...] [--out DIR] [--jobs J]``: run (or resume) the loops and
+    print the tables."""
+    import argparse
+    from dataclasses import replace
+
+    from benchmarks.records import run_resumable
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks stopping")
+    parser.add_argument("--small", action="store_true", help="a test's size")
+    parser.add_argument("--runs", type=int)
+    parser.add_argument("--queries", type=int)
+    parser.add_argument("--dataset", nargs="+")
+    parser.add_argument("--acquisition", nargs="+")
+    parser.add_argument("--init", type=int, nargs="+")
+    parser.add_argument("--out", default="results/stopping")
+    parser.add_argument("--jobs", type=int, default=1)
+    args = parser.parse_args(argv)
+    config = SMALL_CONFIG if args.small else StoppingConfig()
+    changes = {
+        "runs": args.runs,
+        "queries": args.queries,
+        "datasets": tuple(args.dataset) if args.dataset else None,
+        "acquisitions": tuple(args.acquisition) if args.acquisition else None,
+        "n_inits": tuple(args.init) if args.init else None,
+    }
+    config = replace(config, **{k: v for k, v in changes.items() if v is not None})
+    tasks = [
+        (d, a, i, s)
+        for s in range(config.runs)
+        for d in config.datasets
+        for a in config.acquisitions
+        for i in config.n_inits
+    ]
+    run = functools.partial(run_one, config=config)
+    records = run_resumable(
+        tasks, args.out, "stopping", config.key(), run, jobs=args.jobs
+    )
+    print(format_markdown(summarize(records, config)))
+    return 0

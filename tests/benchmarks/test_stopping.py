@@ -1,0 +1,89 @@
+"""The stopping benchmark's bookkeeping, by hand: each rule's first stop, the
+row it keeps, and whether its claim held."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks import stopping
+
+CONFIG = stopping.StoppingConfig(eps_fractions=(0.1,), top_fractions=(0.2,))
+
+
+def _step(t, bound, rank_bound, ucb, ucb_index, prb_stop, prb_index, ax_stop):
+    return {
+        "t": t,
+        "best_observed": 3,
+        "certificate": {"bound": bound, "rank_bound": rank_bound, "valid": True},
+        "ucb-lcb": {"bound": ucb, "index": ucb_index},
+        "prb": {"0.1": {"stop": prb_stop, "value": 0.0, "index": prb_index}},
+        "ax-improvement": ax_stop,
+    }
+
+
+def test_truth_ranks_ties_together():
+    y = np.array([1.0, 3.0, 3.0, 2.0])
+    assert stopping.truth(y, 1) == (0.0, 1) and stopping.truth(y, 2) == (0.0, 1)
+    assert stopping.truth(y, 3) == (1.0, 3)
+
+
+def test_first_stops_and_their_claims_by_hand():
+    # 10 rows, range 10: eps 0.1 -> regret 1.0; top 0.2 -> the 2 best rows.
+    # Row 3: regret 0.5, rank 2 (kept by the certificate, rank and Ax's
+    # rule); row 7: regret 4.0, rank 6 (kept by UCB-LCB and PRB).
+    record = {
+        "dataset": "toy",
+        "acquisition": "qlognei",
+        "n_init": 5,
+        "num_items": 10,
+        "span": 10.0,
+        "items": [0, 1, 2, 3, 4, 7],
+        "truth": {"3": [0.5, 2], "7": [4.0, 6]},
+        "steps": [
+            _step(6, 2.0, 5, 3.0, 7, False, 3, False),
+            _step(7, 1.0, 2, 0.9, 7, True, 7, False),  # bound <= 1.0 stops
+            _step(8, 0.5, 1, 0.1, 3, True, 3, True),
+        ],
+    }
+    stops = {
+        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(record, CONFIG)
+    }
+    assert stops["certificate", "eps 0.1"] == {
+        "rule": "certificate",
+        "tolerance": "eps 0.1",
+        "query": 2,
+        "true": True,
+    }
+    assert stops["rank", "top 0.2"]["query"] == 2 and stops["rank", "top 0.2"]["true"]
+    # UCB-LCB and PRB stop at query 2 too, keeping row 7: 4.0 away, false.
+    assert (
+        stops["ucb-lcb", "eps 0.1"]["query"],
+        stops["ucb-lcb", "eps 0.1"]["true"],
+    ) == (2, False)
+    assert (stops["prb", "eps 0.1"]["query"], stops["prb", "eps 0.1"]["true"]) == (
+        2,
+        False,
+    )
+    assert (
+        stops["ax-improvement", "eps 0.1"]["query"],
+        stops["ax-improvement", "eps 0.1"]["true"],
+    ) == (3, True)
+    never = dict(record, steps=record["steps"][:1])
+    assert all(s["query"] is None for s in stopping.first_stops(never, CONFIG))
+
+    rows = stopping.summarize([record, dict(never, seed=1)], CONFIG)
+    cert = next(r for r in rows if r["rule"] == "certificate")
+    assert (cert["runs"], cert["stopped"], cert["median_query"], cert["true"]) == (
+        2,
+        1,
+        2.0,
+        1,
+    )
+    text = stopping.format_markdown(rows)
+    assert "| ucb-lcb | eps 0.1 | 1 / 2 | 2 | 0 / 1 |" in text
+
+
+def test_unknown_rule_is_refused():
+    with pytest.raises(ValueError, match="unknown rule"):
+        stopping.decision(_step(1, 0, 0, 0, 0, False, 0, False), "oracle", 1.0)
