@@ -348,11 +348,7 @@ def to_model(model: Model, X: Tensor) -> Tensor:
         if tensor.is_floating_point():
             dtype = tensor.dtype
             break
-    if (device is not None and X.device != device) or (
-        dtype is not None and X.dtype != dtype
-    ):
-        X = X.to(device=device, dtype=dtype)
-    return X
+    return X.to(device=device, dtype=dtype)  # X itself where they match
 
 
 def model_inputs(model: Model, X: Tensor, name: str = "candidates") -> Tensor:
@@ -445,13 +441,12 @@ class KernelRows:
 
 
 class SERows:
-    r"""Rows of a plain SE kernel, :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`, in
-    three passes (GPyTorch's ``RBFKernel`` makes about eight): the exponent is one
-    product of :math:`[z_a, 1, \log c - \tfrac12\|z_a\|^2]` and :math:`[z_b,
-    -\tfrac12\|z_b\|^2, 1]`, inputs scaled by the lengthscales and centred on the
-    scaled training inputs' mean (the same bits for any part of the candidates).
-    Equal to ``covar_module``'s to round-off; :meth:`of` returns None for other
-    kernels, batch shapes or ``active_dims``."""
+    r"""Rows of a plain SE kernel :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`:
+    the exponent is one product of :math:`[z_a, 1, \log c - \tfrac12\|z_a\|^2]`
+    and :math:`[z_b, -\tfrac12\|z_b\|^2, 1]`, inputs scaled by the lengthscales
+    and centred on the scaled training inputs' mean. Equal to ``covar_module``'s
+    to round-off; :meth:`of` returns None for other kernels, batch shapes or
+    ``active_dims``."""
 
     exact = False
 
@@ -526,15 +521,14 @@ class SERows:
 
 
 class FeatureRows:
-    r"""Rows of a :class:`~ax_chaining.kernels.FeatureTableKernel` with an RBF or a
-    Matern-3/2 or 5/2 base (ARD or not, optionally in ``ScaleKernel``\ s), in a
-    few passes instead of GPyTorch's dozen: with :math:`z = F / \ell - c` (table
-    rows scaled, centred on the scaled training rows' mean), a block is
-    :math:`s\,\kappa(\|z_a - z_b\|)` from one ``addmm`` clamped at 0, made per
-    block of :func:`~ax_chaining.distances.column_blocks` from the table. Equal
-    to ``covar_module``'s to round-off; :meth:`of` returns None for other bases
-    (Matern-1/2 would turn the round-off of :math:`r^2 \approx 0` into its
-    square root's), batch shapes and ``active_dims``."""
+    r"""Rows of a :class:`~ax_chaining.kernels.FeatureTableKernel` with an RBF or
+    Matern-3/2 or 5/2 base (ARD or not, optionally in ``ScaleKernel``\ s): with
+    :math:`z = F / \ell - c` (rows scaled, centred on the scaled training rows'
+    mean), a block is :math:`s\,\kappa(\|z_a - z_b\|)` from one ``addmm``
+    clamped at 0, per block of :func:`~ax_chaining.distances.column_blocks`.
+    Equal to ``covar_module``'s to round-off; :meth:`of` returns None for other
+    bases (Matern-1/2 would amplify the round-off of :math:`r^2 \approx 0`),
+    batch shapes and ``active_dims``."""
 
     exact = False
 
@@ -1030,11 +1024,7 @@ def candidate_posterior(
                 # eps_1 = the largest prior standard deviation (the default scale).
                 first_radius = float(prior_var.max().clamp_min(0).sqrt())
         else:  # any Gaussian posterior: its covariance, pending points included
-            Z = (
-                candidates
-                if not p
-                else torch.cat([candidates, X_pending.to(candidates)])
-            )
+            Z = torch.cat([candidates, X_pending.to(candidates)]) if p else candidates
             # Only the mean: GPyTorch would otherwise build a chunk x chunk
             # covariance.
             with gpytorch.settings.skip_posterior_variances():
@@ -1082,11 +1072,4 @@ def candidate_posterior(
                         f"({edges:,} pairs within eps_{counted + 1}), above "
                         f"memory_budget={format_bytes(memory_budget)}"
                     )
-    return CandidatePosterior(
-        mean=mean,
-        distance=distance,
-        path=route,
-        prior_variance=prior_var,
-        pending_noise=noise,
-        reason=reason,
-    )
+    return CandidatePosterior(mean, distance, route, prior_var, noise, reason)

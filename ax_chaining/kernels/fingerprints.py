@@ -695,7 +695,7 @@ class TanimotoKernel(_FingerprintKernel):
             return library.tanimoto_pairs(i1, i2, dtype=dtype)
         kw = {"route": self.route, "dtype": dtype, "device": device}
         if i1.dim() == 1 and i2.dim() == 1:
-            return library.tanimoto(i1, _as_range(i2), **kw)
+            return library.tanimoto(i1, i2, **kw)
         # Batches: the kernel of the distinct items, then indexed (no b^2
         # growth), or each entry alone where that is fewer (q = 1 test blocks).
         u1, inv1 = torch.unique(i1, return_inverse=True)
@@ -706,7 +706,7 @@ class TanimotoKernel(_FingerprintKernel):
                 i1.unsqueeze(-1), i2.unsqueeze(-2), dtype=dtype
             )
             return out.to(x1.device)
-        values = library.tanimoto(u1, _as_range(u2), **kw)
+        values = library.tanimoto(u1, u2, **kw)
         return values[inv1.unsqueeze(-1), inv2.unsqueeze(-2)]
 
     def _similarity(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
@@ -744,14 +744,6 @@ class MinMaxKernel(_FingerprintKernel):
     """
 
     _values = "non-negative finite counts"
-
-    def __init__(
-        self,
-        validate: bool = True,
-        active_dims: tuple[int, ...] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(validate=validate, active_dims=active_dims, **kwargs)
 
     def _invalid(self, x: Tensor) -> Tensor:
         return ~(torch.isfinite(x) & (x >= 0))
@@ -816,19 +808,6 @@ def _drop_expanded(x: Tensor) -> Tensor:
     ):
         x = x[0]
     return x
-
-
-def _as_range(idx: Tensor) -> Tensor | slice:
-    r"""A slice when ``idx`` is ``first, first + 1, ...`` (the fast case)."""
-    n = idx.shape[-1]
-    if idx.dim() != 1 or n == 0:
-        return idx
-    first = int(idx[0])
-    if int(idx[-1]) - first != n - 1:
-        return idx
-    if n > 1 and not bool((idx.diff() == 1).all()):
-        return idx
-    return slice(first, first + n)
 
 
 def _quotient(
