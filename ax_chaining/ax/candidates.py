@@ -43,9 +43,8 @@ class CandidateSetSpec:
     """Definition of the finite candidate set :math:`X` (stored in JSON).
 
     Args:
-        candidates: Optional table of candidates (finite values): a column per
-            parameter, and any other columns (an ID, a name, a price) as
-            metadata that travels with the arm. One row per candidate.
+        candidates: Optional table of candidates: a column per parameter, and
+            any other columns as metadata. One row per candidate.
         num_candidates: Size of the Sobol design of continuous or mixed spaces.
         seed: Seed of the design, the uniform initialization and the audits;
             None: drawn from the global torch RNG (which Ax's ``Client``
@@ -56,16 +55,12 @@ class CandidateSetSpec:
         id_column: A column of ``candidates`` (not a parameter) whose unique
             values name the arms; default ``"row_<i>"``.
         retry_failed: Propose a candidate again after its trial failed.
-        num_items: The number of items of an item-index kernel (set from the
-            surrogate spec or the sharded candidates by the strategy
-            builders): the search space is then one integer parameter
-            ``0 .. num_items - 1``.
+        num_items: The number of items of an item-index kernel: the search
+            space is then one integer parameter ``0 .. num_items - 1``.
         audit_every: Spend every ``audit_every``-th model-based query on a
-            candidate drawn uniformly from the unexplored ones (neither
-            evaluated nor pending), whose forecast residual calibrates the
-            certificate (``calibration="audit"``); None: no audit.
-        row_labels: The table's row labels, which errors name the rows by (a
-            ``DataFrame``'s index labels; None for a sequence of dicts).
+            candidate drawn uniformly from the unexplored ones, whose forecast
+            residual calibrates the certificate; None: no audit.
+        row_labels: The table's row labels, which errors name the rows by.
     """
 
     candidates: list[dict[str, TParamValue]] | None = None
@@ -145,13 +140,11 @@ def parameters_from_table(
     """Ax parameter configs that span a table's columns, for
     ``Client.configure_experiment(parameters=...)``.
 
-    A numeric column becomes a range parameter over its smallest and largest
-    values (``"int"`` if every value is an int), a string or bool column a
-    choice parameter over its values. Columns in ``exclude`` (an ID, a name)
-    and columns with a single value are left out. Refused, naming the column:
-    numbers stored as strings, and a string column with a different value in
-    every row when the other columns already tell the rows apart (an ID or
-    free text, which would only add levels).
+    A numeric column becomes a range parameter over its values, a string or
+    bool column a choice parameter. Columns in ``exclude`` and columns with a
+    single value are left out. Refused, naming the column: numbers stored as
+    strings, and a string column unique per row when the other columns
+    already tell the rows apart (an ID or free text).
 
     Example:
         >>> table = [{"id": "a", "x": 1, "s": "u"}, {"id": "b", "x": 4, "s": "v"}]

@@ -265,10 +265,8 @@ class _CandidateNode:
 
 class UniformCandidateNode(_CandidateNode, ExternalGenerationNode):
     """Initialization: the next candidate of a seeded permutation of :math:`X`
-    not yet in a trial, then the least used (``SearchSpaceExhausted`` with
-    ``exclude_evaluated=True``). A candidate whose trial failed is not proposed
-    again unless ``retry_failed``; failed and abandoned trials free their
-    candidate and do not count towards ``init_trials``."""
+    not yet in a trial, then the least used. A candidate whose trial failed is
+    not proposed again unless ``retry_failed``."""
 
     def __init__(
         self,
