@@ -56,10 +56,9 @@ def recorded(experiment: Experiment) -> Iterator[tuple[int, dict[str, Any]]]:
 def objective_scale(
     adapter: Adapter, experiment: Experiment, weights: Tensor | None
 ) -> float | None:
-    r"""The factor from the model's objective to the user's objective units:
-    :math:`|c_i s_i / w_i|` (objective weights :math:`c_i`, Ax's
-    ``StandardizeY`` scales :math:`s_i`, model weights :math:`w_i`) when that
-    is one number for all metrics; None otherwise."""
+    r"""The factor :math:`|c_i s_i / w_i|` from the model's objective to the
+    user's (objective weights :math:`c_i`, ``StandardizeY`` scales :math:`s_i`,
+    model weights :math:`w_i`) when one for all metrics; None otherwise."""
     opt = experiment.optimization_config
     if opt is None or weights is None:
         return None

@@ -45,8 +45,7 @@ _RESERVED |= {"posterior_transform", "maximize"}
 def _checked_options(
     acqf_class: type[AcquisitionFunction], options: Any
 ) -> dict[str, Any]:
-    """``options`` of ``acqf_class``: known names, and this package's values
-    checked (ChainingUCB's by :class:`~ax_chaining.ChainingOptions`)."""
+    """``options`` of ``acqf_class``, names and this package's values checked."""
     options = {} if options is None else options
     if not isinstance(options, Mapping):
         raise type_error("botorch_acqf_options", "a mapping", options)
@@ -66,8 +65,7 @@ def _checked_options(
 
 
 def _num_items(surrogate_spec: SurrogateSpec | None, sharded: Any) -> int | None:
-    """The item count of an item-index kernel in ``surrogate_spec`` (a Gram
-    matrix or fingerprint library), or of sharded candidates."""
+    """The item count of an item-index kernel or of sharded candidates."""
     if sharded is not None:
         if sharded.library is None or sharded.normalized_inputs:
             raise ValueError(
@@ -109,9 +107,8 @@ def candidate_set_node(
 
     Args:
         botorch_acqf_class: A single-objective BoTorch acquisition function
-            class that scores a set of points, with a registered input
-            constructor: ``ChainingUCB``, ``GPUCB``, ``UCB``, or BoTorch's own
-            (``LogExpectedImprovement``, ``qLogNoisyExpectedImprovement``, ...).
+            class with a registered input constructor (``ChainingUCB``,
+            ``GPUCB``, ``qLogNoisyExpectedImprovement``, ...).
         botorch_acqf_options: Its options, checked here.
         name: Default the class name.
         candidate_spec: Default ``CandidateSetSpec(seed=None)``.
