@@ -34,8 +34,7 @@ CandidateTable = pd.DataFrame | Sequence[Mapping[str, TParamValue]]
 EVALUATED = (TrialStatus.COMPLETED, TrialStatus.EARLY_STOPPED)
 #: Trials whose arms are not evaluated and do not count as used.
 DROPPED = (TrialStatus.FAILED, TrialStatus.ABANDONED)
-#: The random stream of the audits (beside the design's and the uniform
-#: initialization's, 1, from the same seed).
+#: The random stream of the audits (the uniform initialization's is 1).
 AUDIT_STREAM = 2
 
 
@@ -44,9 +43,8 @@ class CandidateSetSpec:
     """Definition of the finite candidate set :math:`X` (stored in JSON).
 
     Args:
-        candidates: Optional table of candidates (finite values): a column per
-            parameter, and any other columns (an ID, a name, a price) as
-            metadata that travels with the arm. One row per candidate.
+        candidates: Optional table of candidates: a column per parameter, and
+            any other columns as metadata. One row per candidate.
         num_candidates: Size of the Sobol design of continuous or mixed spaces.
         seed: Seed of the design, the uniform initialization and the audits;
             None: drawn from the global torch RNG (which Ax's ``Client``
@@ -57,16 +55,12 @@ class CandidateSetSpec:
         id_column: A column of ``candidates`` (not a parameter) whose unique
             values name the arms; default ``"row_<i>"``.
         retry_failed: Propose a candidate again after its trial failed.
-        num_items: The number of items of an item-index kernel (set from the
-            surrogate spec or the sharded candidates by the strategy
-            builders): the search space is then one integer parameter
-            ``0 .. num_items - 1``.
+        num_items: The number of items of an item-index kernel: the search
+            space is then one integer parameter ``0 .. num_items - 1``.
         audit_every: Spend every ``audit_every``-th model-based query on a
-            candidate drawn uniformly from the unexplored ones (neither
-            evaluated nor pending), whose forecast residual calibrates the
-            certificate (``calibration="audit"``); None: no audit.
-        row_labels: The table's row labels, which errors name the rows by (a
-            ``DataFrame``'s index labels; None for a sequence of dicts).
+            candidate drawn uniformly from the unexplored ones, whose forecast
+            residual calibrates the certificate; None: no audit.
+        row_labels: The table's row labels, which errors name the rows by.
     """
 
     candidates: list[dict[str, TParamValue]] | None = None
@@ -146,13 +140,11 @@ def parameters_from_table(
     """Ax parameter configs that span a table's columns, for
     ``Client.configure_experiment(parameters=...)``.
 
-    A numeric column becomes a range parameter over its smallest and largest
-    values (``"int"`` if every value is an int), a string or bool column a
-    choice parameter over its values. Columns in ``exclude`` (an ID, a name)
-    and columns with a single value are left out. Refused, naming the column:
-    numbers stored as strings, and a string column with a different value in
-    every row when the other columns already tell the rows apart (an ID or
-    free text, which would only add levels).
+    A numeric column becomes a range parameter over its values, a string or
+    bool column a choice parameter. Columns in ``exclude`` and columns with a
+    single value are left out. Refused, naming the column: numbers stored as
+    strings, and a string column unique per row when the other columns
+    already tell the rows apart (an ID or free text).
 
     Example:
         >>> table = [{"id": "a", "x": 1, "s": "u"}, {"id": "b", "x": 4, "s": "v"}]
@@ -210,9 +202,8 @@ def parameters_from_table(
 def candidate_parameterizations(
     search_space: SearchSpace, spec: CandidateSetSpec | None = None
 ) -> list[TParameterization]:
-    r"""The finite candidate set :math:`X` of ``search_space``: ``N >= 1``
-    distinct, complete parameterizations, in a fixed order. A user table, every
-    combination of a fully discrete space, or a design of Ax's Sobol generator.
+    r"""The finite candidate set :math:`X` of ``search_space``: a user table,
+    every combination of a fully discrete space, or an Ax Sobol design.
 
     Example:
         >>> ss = SearchSpace([ChoiceParameter("a", ParameterType.INT, [1, 2, 3])])
@@ -234,9 +225,7 @@ def candidate_parameterizations(
     ):
         rows = _enumerate_discrete(search_space, free, spec.max_candidates)
     else:  # a seed of None is drawn here, and stored in the spec
-        # Ax's Sobol generator (log/logit scales, choices, constraints by
-        # rejection); its rounding under constraints draws from the global RNGs,
-        # seeded here.
+        # Ax's Sobol rounding under constraints draws from the global RNGs.
         seed = spec.resolve_seed()
         try:
             with with_rng_seed(seed):
@@ -305,8 +294,7 @@ def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> lis
 
 
 def _check_item_index(search_space: SearchSpace, num_items: int) -> str:
-    """The name of the one integer parameter ``0 .. num_items - 1`` an
-    item-index kernel (or sharded library) maps onto its ``num_items`` items."""
+    """The name of the one integer parameter ``0 .. num_items - 1``."""
     free = list(search_space.tunable_parameters.values())
     p = free[0] if len(free) == 1 else None
     ok = p is not None and p.parameter_type == ParameterType.INT
@@ -324,8 +312,7 @@ def _check_item_index(search_space: SearchSpace, num_items: int) -> str:
 
 
 def _validate_table(search_space: SearchSpace, spec: CandidateSetSpec) -> list[dict]:
-    """Ax's own membership check (names, domains, constraints) and casting of the
-    parameter columns; other columns are metadata. One row per candidate."""
+    """The table's parameter columns, checked and cast by Ax."""
     names = set(search_space.parameters)
     table = spec.candidates or []
 
@@ -356,8 +343,8 @@ def _validate_table(search_space: SearchSpace, spec: CandidateSetSpec) -> list[d
 
 
 def row_key(row: Mapping[str, TParamValue], names: Sequence[str]) -> tuple:
-    """A hashable key of a parameterization; floats rounded to 9 decimals, since
-    Ax's arms and the table's rows may differ in int/float type and last bits."""
+    """A hashable key of a parameterization; floats rounded to 9 decimals (Ax's
+    arms and the table's rows may differ in int/float type and last bits)."""
     return tuple(
         v if v is None or isinstance(v, bool | str) else round(float(v), 9)
         for v in (row.get(n) for n in names)
@@ -365,10 +352,9 @@ def row_key(row: Mapping[str, TParamValue], names: Sequence[str]) -> tuple:
 
 
 class CandidateSet:
-    """The candidates of one search space under a spec, as the nodes use them:
-    ``n``, row ``i``, the index of an arm's parameters, arm names and the
-    table's metadata. An item index (``spec.num_items`` without a table) is
-    never listed: row ``i`` is the item ``i``."""
+    """The candidates of one search space under a spec, as the nodes use them.
+    An item index (``spec.num_items`` without a table) is never listed: row
+    ``i`` is the item ``i``."""
 
     def __init__(self, search_space: SearchSpace, spec: CandidateSetSpec) -> None:
         self.search_space, self.spec = search_space, spec
@@ -459,14 +445,12 @@ class SelectableCandidates:
         selectable: Boolean mask (``N``) of the candidates that may be proposed.
         evaluated: Sorted indices of the candidates in a completed (or early
             stopped) trial.
-        pending: Sorted indices of the candidates in pending trials.
         audit: The audited candidate of an audit step (the one selectable
             candidate then), else None.
     """
 
     selectable: np.ndarray
     evaluated: np.ndarray
-    pending: np.ndarray
     audit: int | None = None
 
 
@@ -521,4 +505,4 @@ def selectable_candidates(
             rng = np.random.default_rng([spec.resolve_seed(), AUDIT_STREAM, audit_step])
             audit = int(choices[rng.integers(choices.size)])
             mask = np.arange(n) == audit
-    return SelectableCandidates(mask, evaluated, pending, audit)
+    return SelectableCandidates(mask, evaluated, audit)

@@ -1,7 +1,6 @@
-"""Regret certificates of an Ax experiment: what each step records (its
-certificate and forecasts, in ``gen_metadata[GEN_METADATA_KEY]``), the
-certificates the steps recorded, a fresh one for any loop (:func:`certify`),
-and the answer at the end of a loop (:func:`recommend`)."""
+"""Regret certificates of an Ax experiment: those the steps record in
+``gen_metadata[GEN_METADATA_KEY]``, a fresh one (:func:`certify`), and the
+answer at the end of a loop (:func:`recommend`)."""
 
 import json
 import math
@@ -57,10 +56,9 @@ def recorded(experiment: Experiment) -> Iterator[tuple[int, dict[str, Any]]]:
 def objective_scale(
     adapter: Adapter, experiment: Experiment, weights: Tensor | None
 ) -> float | None:
-    r"""The factor from the model's objective to the user's objective units:
-    :math:`|c_i s_i / w_i|` (objective weights :math:`c_i`, Ax's
-    ``StandardizeY`` scales :math:`s_i`, model weights :math:`w_i`) when that
-    is one number for all metrics; None otherwise."""
+    r"""The factor :math:`|c_i s_i / w_i|` from the model's objective to the
+    user's (objective weights :math:`c_i`, ``StandardizeY`` scales :math:`s_i`,
+    model weights :math:`w_i`) when one for all metrics; None otherwise."""
     opt = experiment.optimization_config
     if opt is None or weights is None:
         return None
@@ -82,10 +80,8 @@ def certificate_record(
     options: CertificateOptions | None,
 ) -> dict[str, Any] | None:
     """A step's certificate among candidates ``among`` as JSON, from the
-    acquisition's own model, whatever the acquisition (``ChainingUCB``'s
-    covers, or :func:`~ax_chaining.certificate.certify_model`); None when the
-    step is not one of the schedule's checks, or ``options`` is None.
-    ``bound`` is in the objective's units (None without a single ``scale``),
+    acquisition's model; None off the schedule's checks or when ``options`` is
+    None. ``bound`` is in the objective's units (None without a ``scale``),
     ``bound_model_units`` in Ax's."""
     acqf = acquisition.acqf
     n = num_training_points(acqf.model) or 0
@@ -106,8 +102,7 @@ def certificate_record(
             ),
         )
     record = cert.as_dict()
-    # Lean JSON: every step's record would otherwise grow with the evaluated
-    # candidates (their indices and bounds), quadratically over a loop.
+    # Lean JSON: otherwise the records grow quadratically over a loop.
     record["num_certified"] = len(record.pop("certified"))
     record.pop("bounds")
     model_units = float(cert.bound)
@@ -122,10 +117,9 @@ def certificate_record(
 def forecast_record(
     adapter: Adapter, experiment: Experiment, arms: Sequence[Arm]
 ) -> list[dict[str, Any]]:
-    """Per arm proposed by a step: ``parameters``, and the model's predictive
-    ``mean`` and ``sd`` of the objective (noise included, in the objective's
-    units) before it is evaluated, with the metric ``weights`` that make the
-    objective; :func:`recorded_residuals` compares them with the outcome."""
+    """Per arm proposed by a step: ``parameters``, the model's predictive
+    ``mean`` and ``sd`` of the objective (noise included, objective units) and
+    the metric ``weights`` that make the objective."""
     opt = experiment.optimization_config
     if opt is None or not arms:
         return []
@@ -155,9 +149,8 @@ def recorded_residuals(
     experiment: Experiment, source: ResidualSource = "forecast"
 ) -> np.ndarray:
     r"""The standardized residuals :math:`(y - \mu) / s` of the recorded
-    forecasts whose trials are complete, in trial order (``"audit"``: of the
-    audit steps only); a forecast without every weighted metric's value, or
-    with ``sd`` 0, gives none."""
+    forecasts of evaluated trials, in trial order (``"audit"``: of the audit
+    steps only)."""
     df = experiment.lookup_data().df
     names = list(experiment.search_space.parameters)
     out: list[float] = []
@@ -186,8 +179,7 @@ def recorded_residuals(
 def residual_calibration(
     experiment: Experiment, source: ResidualSource = "forecast", **options: Any
 ) -> ResidualCalibration:
-    """A :class:`~ax_chaining.certificate.residuals.ResidualCalibration` on the
-    experiment's recorded residuals (``options``: its other fields)."""
+    """A ``ResidualCalibration`` on the experiment's recorded residuals."""
     z = recorded_residuals(experiment, source)
     return ResidualCalibration(tuple(z.tolist()), source=source, **options)
 
@@ -195,8 +187,7 @@ def residual_calibration(
 def calibrated(
     options: CertificateOptions, experiment: Experiment
 ) -> CertificateOptions:
-    """``options`` with ``"forecast"`` or ``"audit"`` calibration resolved to
-    the experiment's recorded residuals."""
+    """``options`` with ``"forecast"``/``"audit"`` calibration resolved."""
     if options.calibration in ("forecast", "audit"):
         residuals = residual_calibration(experiment, options.calibration)
         return replace(options, calibration=residuals)
@@ -205,7 +196,7 @@ def calibrated(
 
 def experiment_of(source: Source) -> tuple[Experiment, GenerationStrategy | None]:
     """The experiment (and generation strategy, if any) behind ``source``; a
-    ``Client`` through its public JSON snapshot (it has no public accessor)."""
+    ``Client``'s through its public JSON snapshot."""
     if isinstance(source, Experiment):
         return source, None
     if isinstance(source, GenerationStrategy):
@@ -240,8 +231,7 @@ def _evaluated_in(experiment: Experiment, parameters: dict[str, Any]) -> int | N
 
 
 def _number(value: Any) -> float:
-    """A recorded number as a float: JSON stores a non-finite one as its
-    string ("nan", "inf"), and a missing one is nan."""
+    """A recorded number (JSON stores "nan", "inf" as strings; None is nan)."""
     return math.nan if value is None else float(value)
 
 
@@ -321,13 +311,11 @@ def certify(
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
-    Fits Ax's GP (the strategy's surrogate spec if it has one) to the data and
-    certifies the evaluated point with the smallest bound: with probability at
-    least :math:`1 - \delta` over the schedule's checks, no point of the set
-    is more than ``bound`` better than ``parameters``, under the assumptions
-    of :mod:`ax_chaining.certificate`. The set: ``candidates`` (else the
-    strategy's candidate set, a fully discrete space or a Sobol design of
-    1,024 points) with every evaluated point.
+    Fits Ax's GP (the strategy's surrogate spec if any) and certifies the
+    evaluated point with the smallest bound: with probability at least
+    :math:`1 - \delta`, no point of the set is more than ``bound`` better than
+    ``parameters`` (assumptions: :mod:`ax_chaining.certificate`). The set:
+    ``candidates`` (else the strategy's candidate set) and the evaluated points.
 
     Example:
         >>> certify(client)["bound"]
@@ -349,8 +337,7 @@ def certify(
         ``reason``, ``checks``, ``rank_bound``, ``expected_better``,
         ``num_candidates``.
     """
-    check_choice("units", units, get_args(Units))
-    fitted = _fit(source, candidates)
+    fitted = _fit(source, candidates, units)
     return _certificate(fitted, None, delta, options, units)
 
 
@@ -381,8 +368,7 @@ def recommend(
         label in the candidate table, None off the table); ``value`` (its
         observed objective); ``certificate`` (as :func:`certify` returns).
     """
-    check_choice("units", units, get_args(Units))
-    fitted = _fit(source, candidates)
+    fitted = _fit(source, candidates, units)
     arm, value = _best_observed(fitted.experiment)
     names = list(fitted.experiment.search_space.parameters)
     key = row_key(arm.parameters, names)
@@ -419,7 +405,8 @@ class _Fitted:
     scale: float | None
 
 
-def _fit(source: Source, candidates: CandidateTable | None) -> _Fitted:
+def _fit(source: Source, candidates: CandidateTable | None, units: Units) -> _Fitted:
+    check_choice("units", units, get_args(Units))
     experiment, gs = experiment_of(source)
     data = experiment.lookup_data()
     if data.df.empty:
@@ -447,9 +434,7 @@ def _fit(source: Source, candidates: CandidateTable | None) -> _Fitted:
     ]
     if not arms:
         raise ValueError("No trial is completed yet; nothing to certify.")
-    # The candidates and every evaluated point, under one posterior: a point
-    # evaluated off the candidates (Ax's default strategy on a continuous
-    # space, attached trials) may be certified, and may be the best.
+    # The candidates and every evaluated point: one off the candidates may be best.
     rows = candidate_parameterizations(ss, spec)
     known = {row_key(r, names) for r in rows}
     extra = {row_key(r, names): r for r in arms if row_key(r, names) not in known}
@@ -522,11 +507,9 @@ def _certificate(
 
 
 def _best_observed(experiment: Experiment) -> tuple[Any, float]:
-    """The evaluated arm whose mean observed objective is best, and that mean
-    (the metric's, or the expression's for a scalarized objective)."""
+    """The evaluated arm whose mean observed objective is best, and that mean."""
     objective = experiment.optimization_config.objective
-    # The objective's expression as weights (negative ones minimize): its value
-    # is maximized whatever the direction.
+    # Weights (negative ones minimize): the utility is maximized in any direction.
     name_of = {v: k for k, v in objective.metric_name_to_signature.items()}
     weights = {name_of[s]: w for s, w in objective.metric_weights}
     df = experiment.lookup_data().df
@@ -534,7 +517,6 @@ def _best_observed(experiment: Experiment) -> tuple[Any, float]:
     df = df[df["trial_index"].isin(done) & df["metric_name"].isin(weights)]
     weight = df["metric_name"].map(weights)
     df = df.assign(utility=df["mean"] * weight, value=df["mean"] * weight.abs())
-    # One value per (trial, arm): the weighted sum over metrics; then per arm.
     per_trial = df.groupby(["trial_index", "arm_name"], sort=False)[
         ["utility", "value"]
     ].sum()

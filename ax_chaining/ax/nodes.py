@@ -1,6 +1,5 @@
 r"""Generation nodes over a finite candidate set :math:`X`, and selection over
-it in Ax's modular BoTorch generator. Only Ax's public ``GenerationNode.gen``
-and ``Acquisition.optimize`` are overridden."""
+it in Ax's modular BoTorch generator."""
 
 import time
 from collections.abc import Callable, Sequence
@@ -70,10 +69,8 @@ def takes_candidates(acqf_class: type) -> bool:
         raise type_error("botorch_acqf_class", what, acqf_class)
     why = None
     if issubclass(acqf_class, OneShotAcquisitionFunction):
-        # Its points carry fantasy solutions optimized jointly with the batch.
         why = "a one-shot acquisition, which cannot be selected over a table"
-    # BoTorch's multi-objective package also holds classes that derive from
-    # AcquisitionFunction directly (its entropy searches).
+    # Some of BoTorch's multi-objective classes derive from AcquisitionFunction.
     multi = (
         MultiObjectiveMCAcquisitionFunction,
         MultiObjectiveAnalyticAcquisitionFunction,
@@ -105,12 +102,10 @@ def takes_candidates(acqf_class: type) -> bool:
 
 class CandidateSetAcquisition(Acquisition):
     """Ax ``Acquisition`` over a finite candidate set, for any BoTorch
-    acquisition function: ``optimize`` selects with Ax's
-    ``select_from_candidate_set`` (sequential greedy with pending points), or
+    acquisition function, selecting with Ax's ``select_from_candidate_set`` or
     on the shards. ``options`` carry ``candidates`` (``N x d`` in Ax's model
-    space, or :class:`~ax_chaining.distributed.ShardedCandidates`),
-    ``selectable`` (a boolean mask) and ``record`` (called with this object
-    once it has selected), as the node gives them."""
+    space, or ``ShardedCandidates``), ``selectable`` (a boolean mask) and
+    ``record`` (called with this object once it has selected)."""
 
     def __init__(
         self,
@@ -131,8 +126,7 @@ class CandidateSetAcquisition(Acquisition):
         if issubclass(acqf_class, AnalyticAcquisitionFunction) and not getattr(
             acqf_class, "takes_candidates", False
         ):
-            # BoTorch's analytic functions refuse pending points (their batch is
-            # the n best values); pending candidates are excluded from the set.
+            # Analytic functions refuse pending points; the set excludes them.
             config = kwargs["torch_opt_config"]
             kwargs["torch_opt_config"] = replace(config, pending_observations=None)
         if takes_candidates(acqf_class):
@@ -183,8 +177,7 @@ class CandidateSetAcquisition(Acquisition):
         if not self.sharded:
             n = min(int(n), len(candidate_set))
             if n > 1 and isinstance(self.acqf, AnalyticAcquisitionFunction):
-                # Analytic functions cannot condition on the batch's own picks
-                # (Ax's greedy path needs X_pending): the batch is the n best.
+                # Analytic functions cannot condition on X_pending: the n best.
                 with torch.no_grad():
                     values, best = torch.topk(self.acqf(candidate_set[:, None]), n)
                 selected, weights = candidate_set[best], torch.ones_like(values)
@@ -197,20 +190,18 @@ class CandidateSetAcquisition(Acquisition):
         return selected, values, weights
 
 
-#: Rows transformed again at each step to check that the cached model-space
-#: candidates still hold (:meth:`CandidateSetNode.model_space_candidates`).
+#: Rows transformed again at each step to check the cached model-space rows.
 PROBE_ROWS = 256
 
 
 def _transform(adapter: Adapter, rows: list[TParameterization]) -> Tensor:
-    """Parameterizations in the adapter's model space (Ax's public route)."""
+    """Parameterizations in the adapter's model space."""
     feats = [ObservationFeatures(parameters=dict(r)) for r in rows]
     return adapter.transform_observation_features(feats)
 
 
 class _CandidateNode:
-    """A node over the candidate set of its experiment's search space: the
-    set, its seed, its arms' names, and JSON storage of the spec."""
+    """A node over the candidate set of its experiment's search space."""
 
     candidate_spec: CandidateSetSpec
 
@@ -226,7 +217,7 @@ class _CandidateNode:
         spec = self.candidate_spec
         if spec.seed is None:
             # A reloaded strategy's nodes hold copies of the spec: a sibling's
-            # seed first, so that all use one design; then a recorded one.
+            # seed first, then a recorded one.
             try:
                 nodes = self.generation_strategy.nodes_by_name.values()  # type: ignore[attr-defined]
             except ValueError:  # not attached to a strategy
@@ -274,10 +265,8 @@ class _CandidateNode:
 
 class UniformCandidateNode(_CandidateNode, ExternalGenerationNode):
     """Initialization: the next candidate of a seeded permutation of :math:`X`
-    not yet in a trial, then the least used (``SearchSpaceExhausted`` with
-    ``exclude_evaluated=True``). A candidate whose trial failed is not proposed
-    again unless ``retry_failed``; failed and abandoned trials free their
-    candidate and do not count towards ``init_trials``."""
+    not yet in a trial, then the least used. A candidate whose trial failed is
+    not proposed again unless ``retry_failed``."""
 
     def __init__(
         self,
@@ -292,8 +281,7 @@ class UniformCandidateNode(_CandidateNode, ExternalGenerationNode):
         self._fixed: ObservationFeatures | None = None
 
     def gen(self, *, experiment: Experiment, **kwargs: Any) -> GeneratorRun | None:
-        """Ax's ``gen``, keeping ``fixed_features`` for :meth:`get_next_candidate`;
-        a table's arms are named after their rows."""
+        """Ax's ``gen``, keeping ``fixed_features``; arms named after rows."""
         self._fixed = kwargs.get("fixed_features")
         # Ax resets this counter to the int 0 after each generation; an int fit
         # time then fails Ax's SQL storage's copy of database ids.
@@ -341,9 +329,8 @@ class UniformCandidateNode(_CandidateNode, ExternalGenerationNode):
 
 
 class SobolCandidateNode(_CandidateNode, GenerationNode):
-    """Initialization with Ax's Sobol generator over the search space
-    (``init="sobol"``), after checking the experiment against the candidate
-    set, so that a mismatch fails before any trial.
+    """Initialization with Ax's Sobol generator (``init="sobol"``), after
+    checking the experiment against the candidate set.
 
     Args:
         name: The node's name.
@@ -375,9 +362,9 @@ class SobolCandidateNode(_CandidateNode, GenerationNode):
 
 
 class CandidateSetNode(_CandidateNode, GenerationNode):
-    """A ``GenerationNode`` that optimizes any BoTorch acquisition function over
-    a finite candidate set and records each step (its candidate set, forecasts,
-    certificate and seconds, under ``gen_metadata[GEN_METADATA_KEY]``); built by
+    """A ``GenerationNode`` that optimizes a BoTorch acquisition function over
+    a finite candidate set and records each step under
+    ``gen_metadata[GEN_METADATA_KEY]``; built by
     :func:`~ax_chaining.ax.strategies.candidate_set_node`.
 
     Args:
@@ -443,9 +430,7 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
         chosen: list = []
         X = self.sharded or self.model_space_candidates(adapter, cset.rows)
         given = {"candidates": X, "selectable": torch.tensor(selection.selectable)}
-        # The step's model_gen_options (else the generator's own), with these for
-        # the acquisition. Ax deep-copies options; `deepcopy` keeps a function
-        # (here list.append).
+        # Ax deep-copies options; `deepcopy` keeps a function (list.append).
         own = self.generator_spec.generator_gen_kwargs.get("model_gen_options")
         options = dict(kwargs.pop("model_gen_options", None) or own or {})
         acq = Keys.AX_ACQUISITION_KWARGS.value
@@ -461,22 +446,16 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
         if gr is not None:
             self._name_arms(experiment, gr)
             meta = self._record(chosen, adapter, experiment, selection, gr, seconds)
-            # `gen_metadata` is the run's own dict (Ax adds "trial_type" the
-            # same way); pinned in tests/test_ax_contract.py.
+            # As Ax adds "trial_type"; pinned in tests/test_ax_contract.py.
             gr.gen_metadata[GEN_METADATA_KEY] = meta  # type: ignore[index]
         return gr
 
     def model_space_candidates(
         self, adapter: Adapter, rows: list[TParameterization]
     ) -> Tensor:
-        """The candidate rows in the adapter's model space.
-
-        Ax's transforms run row by row (about 0.2 ms a row), and a refit
-        adapter transforms the same rows the same way as long as its input
-        transforms do not change; so the last step's tensor is reused when
-        :data:`PROBE_ROWS` rows spread over the set transform to the same
-        values now, and every row is transformed again otherwise.
-        """
+        """The candidate rows in the adapter's model space; the last step's
+        tensor is reused when :data:`PROBE_ROWS` rows spread over the set
+        transform to the same values now (Ax transforms row by row)."""
         cached = self._model_space
         if cached is not None and cached[0] is rows:
             probe = torch.linspace(0, len(rows) - 1, min(len(rows), PROBE_ROWS))
@@ -500,8 +479,7 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
         seconds: dict[str, float],
     ) -> dict[str, Any]:
         """JSON-safe facts of the step, its certificate among the evaluated
-        candidates, and the seconds of its parts (the fit, the acquisition with
-        Ax's work around it, the certificate)."""
+        candidates, and the seconds of its parts."""
         cset = self._set
         meta: dict[str, Any] = {"seed": self.candidate_spec.seed}
         meta["num_candidates"] = cset.n
@@ -536,13 +514,3 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
                     meta["certificate"] = cert
         meta["seconds"] = {**seconds, "certificate": time.perf_counter() - started}
         return meta
-
-
-def refuse_to_store(node: Any) -> dict[str, Any]:
-    """Ax's JSON encoder for a node holding sharded candidates: it refuses."""
-    raise TypeError(
-        f"{type(node).__name__} holds sharded candidates (a live Dask cluster) and "
-        "is not stored in Ax's JSON; save the experiment instead "
-        "(ax.storage.json_store.save.save_experiment), and read certificates "
-        "from the generation strategy (certificate_history(gs))."
-    )

@@ -1,7 +1,5 @@
-"""Stop an Ax optimization when the current (last recorded) certificate is small
-enough: its regret bound (:class:`RegretBoundGlobalStoppingStrategy`, also a
-node's ``stop_tolerance``) or its rank statement
-(:class:`RankBoundGlobalStoppingStrategy`)."""
+"""Stop an Ax optimization when the current certificate's regret bound or rank
+statement is small enough."""
 
 from typing import Any, Literal, get_args
 
@@ -38,10 +36,8 @@ class RegretBoundGlobalStoppingStrategy(_CertificateStop):
         tolerance: Stop once the bound (see ``use``) is at most this.
         min_trials, inactive_when_pending_trials: Ax's arguments.
         units: ``"objective"`` or ``"model"``.
-        use: ``"current"`` (default; the union over checks covers a stop at
-            any one) or ``"running_min"`` (valid only when every step's model
-            is right: refitted hyperparameters would keep an early,
-            overconfident bound forever).
+        use: ``"current"`` (default) or ``"running_min"`` (valid only when
+            every step's model is right).
     """
 
     def __init__(

@@ -25,7 +25,6 @@ from ax_chaining.ax.nodes import (
     CandidateSetNode,
     SobolCandidateNode,
     UniformCandidateNode,
-    refuse_to_store,
 )
 from ax_chaining.ax.stopping import (
     RankBoundGlobalStoppingStrategy,
@@ -65,7 +64,12 @@ _DATACLASSES = (
 
 def _node_to_dict(node: Any) -> dict[str, Any]:
     if getattr(node, "sharded", None) is not None:
-        return refuse_to_store(node)
+        raise TypeError(
+            f"{type(node).__name__} holds sharded candidates (a live Dask cluster) "
+            "and is not stored in Ax's JSON; save the experiment instead "
+            "(ax.storage.json_store.save.save_experiment), and read certificates "
+            "from the generation strategy (certificate_history(gs))."
+        )
     extra = {"candidate_spec": node.candidate_spec}
     if isinstance(node, CandidateSetNode):
         extra |= {"stop_tolerance": node.stop_tolerance}
@@ -74,12 +78,8 @@ def _node_to_dict(node: Any) -> dict[str, Any]:
 
 
 def register_storage() -> None:
-    """Register this package's classes with Ax's JSON storage (idempotent).
-
-    Importing :mod:`ax_chaining.ax` calls it, as Ax registers its own classes
-    at import. Not a ``RegistryBundle``: the BoTorch classes resolve through
-    Ax's global BoTorch-modular registries, which a bundle does not carry.
-    """
+    """Register this package's classes with Ax's JSON storage (idempotent;
+    importing :mod:`ax_chaining.ax` calls it)."""
     register_acquisition(CandidateSetAcquisition)
     for acqf_class in (ChainingUCB, GPUCB, UCB):
         register_acquisition_function(acqf_class)
@@ -99,11 +99,10 @@ def register_storage() -> None:
 
 
 def load_client(filepath: str | os.PathLike[str]) -> Client:
-    """Ax's ``Client.load_from_json_file`` of a snapshot (written by
-    ``Client.save_to_json_file``), once this package's classes are registered
-    (reachable from ``import ax_chaining`` alone). A Gram matrix, fingerprint
-    library or feature table is stored by content key: register it again
-    (e.g. the same ``*_surrogate_spec`` call) before generating.
+    """Ax's ``Client.load_from_json_file``, once this package's classes are
+    registered. A Gram matrix, fingerprint library or feature table is stored
+    by content key: register it again (e.g. the same ``*_surrogate_spec``
+    call) before generating.
 
     Raises:
         ValueError: The snapshot names a class Ax's storage does not know (one
@@ -131,9 +130,8 @@ def load_client(filepath: str | os.PathLike[str]) -> Client:
 
 def storage_config(url: str) -> StorageConfig:
     """An Ax ``StorageConfig`` for the SQL database at ``url`` (a SQLAlchemy
-    URL: ``"sqlite:///file.db"``, or another database with its driver): Ax's
-    engine initialized, missing tables created and this package's classes
-    registered, so a new database and an existing one open the same way.
+    URL): Ax's engine initialized, missing tables created and this package's
+    classes registered.
 
     Raises:
         ImportError: SQLAlchemy or ``tabulate`` is missing (the ``sql`` extra).
@@ -175,10 +173,9 @@ def storage_config(url: str) -> StorageConfig:
 def load_client_from_database(
     experiment_name: str, storage: str | StorageConfig
 ) -> Client:
-    """Ax's ``Client.load_from_database`` of the experiment named
-    ``experiment_name`` in ``storage`` (a URL or a :func:`storage_config`),
-    once this package's classes are registered (the SQL counterpart of
-    :func:`load_client`).
+    """Ax's ``Client.load_from_database`` of ``experiment_name`` in ``storage``
+    (a URL or a :func:`storage_config`), once this package's classes are
+    registered.
 
     Example:
         >>> client = ax_chaining.load_client_from_database("catalogue", url)

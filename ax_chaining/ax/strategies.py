@@ -1,7 +1,6 @@
 """Generation nodes and strategies over a finite candidate set: one builder,
-:func:`candidate_set_strategy`, and one-line wrappers for Chaining-UCB,
-GP-UCB, BoTorch's stock UCB and Ax's qLogNEI, so that a comparison is one line
-each. Every argument is checked here, before any trial."""
+:func:`candidate_set_strategy`, and wrappers for Chaining-UCB, GP-UCB, UCB and
+qLogNEI. Every argument is checked here, before any trial."""
 
 import inspect
 from collections.abc import Mapping, Sequence
@@ -46,8 +45,7 @@ _RESERVED |= {"posterior_transform", "maximize"}
 def _checked_options(
     acqf_class: type[AcquisitionFunction], options: Any
 ) -> dict[str, Any]:
-    """``options`` of ``acqf_class``: known names, and this package's values
-    checked (ChainingUCB's by :class:`~ax_chaining.ChainingOptions`)."""
+    """``options`` of ``acqf_class``, names and this package's values checked."""
     options = {} if options is None else options
     if not isinstance(options, Mapping):
         raise type_error("botorch_acqf_options", "a mapping", options)
@@ -67,8 +65,7 @@ def _checked_options(
 
 
 def _num_items(surrogate_spec: SurrogateSpec | None, sharded: Any) -> int | None:
-    """The item count of an item-index kernel in ``surrogate_spec`` (a Gram
-    matrix or fingerprint library), or of sharded candidates."""
+    """The item count of an item-index kernel or of sharded candidates."""
     if sharded is not None:
         if sharded.library is None or sharded.normalized_inputs:
             raise ValueError(
@@ -110,9 +107,8 @@ def candidate_set_node(
 
     Args:
         botorch_acqf_class: A single-objective BoTorch acquisition function
-            class that scores a set of points, with a registered input
-            constructor: ``ChainingUCB``, ``GPUCB``, ``UCB``, or BoTorch's own
-            (``LogExpectedImprovement``, ``qLogNoisyExpectedImprovement``, ...).
+            class with a registered input constructor (``ChainingUCB``,
+            ``GPUCB``, ``qLogNoisyExpectedImprovement``, ...).
         botorch_acqf_options: Its options, checked here.
         name: Default the class name.
         candidate_spec: Default ``CandidateSetSpec(seed=None)``.
@@ -122,12 +118,8 @@ def candidate_set_node(
             is at most this.
         certificate: The options of the certificate each step records among
             the evaluated candidates
-            (:class:`~ax_chaining.certificate.CertificateOptions`; its
-            ``schedule`` says at which steps, ``delta`` being spent on those
-            alone; ``calibration="forecast"`` or ``"audit"`` calibrates on the
-            residuals of the forecasts the loop recorded). None records none
-            (a step then costs the acquisition alone). The trials do not
-            depend on it.
+            (:class:`~ax_chaining.certificate.CertificateOptions`); None
+            records none. The trials do not depend on it.
         sharded: :class:`~ax_chaining.distributed.ShardedCandidates` of a
             fingerprint library (``ChainingUCB`` only): the step runs on them.
     """
@@ -158,8 +150,7 @@ def candidate_set_node(
             botorch_acqf_class, botorch_acqf_options
         ),
         "acquisition_class": CandidateSetAcquisition,
-        # Refit from scratch: a suggestion is then a function of the data and
-        # seeds alone, so a reloaded client suggests the same.
+        # Refit from scratch, so that a reloaded client suggests the same.
         "warm_start_refit": False,
         "surrogate_spec": surrogate_spec,
         "torch_device": None if torch_device is None else torch.device(torch_device),
@@ -189,21 +180,19 @@ def candidate_set_strategy(
     **kwargs: Any,
 ) -> GenerationStrategy:
     r"""Initialization, then ``botorch_acqf_class`` over the candidate set, as
-    a strategy. Initialization leaves after ``init_trials`` trials once one of
-    them has data; failed and abandoned trials do not count (as in Ax's
-    default strategy).
+    a strategy. Initialization leaves after ``init_trials`` trials (failed and
+    abandoned ones not counted) once one of them has data.
 
     Example:
         >>> gs = candidate_set_strategy(GPUCB, {"delta": 0.1}, init_trials=5)
 
     Args:
         botorch_acqf_class, botorch_acqf_options: As in :func:`candidate_set_node`.
-        init_trials: Initial trials, uniform over the candidates (at most one per
-            row of a table) or Ax's Sobol; 0 for none (e.g. with ``attach_trial``).
+        init_trials: Initial trials, uniform over the candidates or Ax's Sobol;
+            0 for none (e.g. with ``attach_trial``).
         candidates: A table (DataFrame or list of dicts; default the whole
-            discrete space or a fixed Sobol design), or a fingerprint library
-            sharded over a Dask cluster
-            (:class:`~ax_chaining.distributed.ShardedCandidates`).
+            discrete space or a fixed Sobol design), or
+            :class:`~ax_chaining.distributed.ShardedCandidates`.
         init: ``"uniform"`` or ``"sobol"``.
         name: Default the class name.
         kwargs: :class:`~ax_chaining.ax.candidates.CandidateSetSpec` fields
@@ -237,8 +226,6 @@ def candidate_set_strategy(
     name = name or botorch_acqf_class.__name__
     if init_trials == 0:
         return GenerationStrategy(name=name, nodes=[main])
-    # As Ax's default strategy: leave the initialization after `init_trials`
-    # trials (failed/abandoned not counted) once one of them has data.
     common = {"transition_to": main.name, "use_all_trials_in_exp": True}
     with_data = {"only_in_statuses": [TrialStatus.COMPLETED], **common}
     criteria = [
@@ -332,10 +319,8 @@ def qlognei_generation_strategy(
     name: str = "qLogNEI",
     **kwargs: Any,
 ) -> GenerationStrategy:
-    """Ax's default acquisition over the candidate set: initialization, then
-    BoTorch's ``qLogNoisyExpectedImprovement`` on Ax's default GP (or the given
-    ``surrogate_spec``), proposing only candidates; every step records a
-    certificate, as for Chaining-UCB.
+    """As :func:`chaining_generation_strategy`, with Ax's default acquisition,
+    BoTorch's ``qLogNoisyExpectedImprovement``.
 
     Example:
         >>> client.set_generation_strategy(qlognei_generation_strategy(5, table))

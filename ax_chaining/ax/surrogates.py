@@ -1,8 +1,7 @@
 r"""Surrogate specs for a finite library behind one item-index parameter
-(:func:`candidate_index_parameter`): what the GP sees of item ``i`` (a Gram
-matrix's row, packed fingerprints, a feature table's row). Large objects are
-registered by content key, so Ax's JSON stores the key only; call the same
-function again after loading an experiment in a new process."""
+(:func:`candidate_index_parameter`). Large objects are registered by content
+key, so Ax's JSON stores the key only; call the same function again after
+loading an experiment in a new process."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ def candidate_index_parameter(
     num_items: int, name: str = "item"
 ) -> RangeParameterConfig:
     """An Ax parameter config for an item index ``0 .. num_items - 1``
-    (``num_items >= 2``): any finite set of objects (graphs, strings,
-    molecules) behind one of this module's surrogate specs.
+    (``num_items >= 2``).
 
     Example:
         >>> client.configure_experiment(parameters=[candidate_index_parameter(100)])
@@ -90,17 +88,13 @@ def feature_table_surrogate_spec(
     prior: str = "botorch",
 ) -> SurrogateSpec:
     r"""An Ax ``SurrogateSpec`` whose GP sees each item's row of a feature
-    table: :class:`~ax_chaining.kernels.FeatureTableKernel` (an ARD kernel
-    whose lengthscales Ax fits) with the noise prior of ``prior``. A tensor is
-    stored by content key, a ``.npy`` file by its path (memory-mapped, read
-    in the blocks the engine asks for, and pickled as its path).
+    table through :class:`~ax_chaining.kernels.FeatureTableKernel`, with the
+    noise prior of ``prior``. A tensor is stored by content key, a ``.npy``
+    file by its path (memory-mapped).
 
     Args:
-        features: ``N x d`` floating table, row ``i`` for item ``i``, cleaned
-            (finite; in the unit cube for the priors' scale, as
-            :func:`~ax_chaining.molecules.clean_features` gives by default);
-            or the path of such a table saved with ``numpy.save`` (``.npy``),
-            memory-mapped (:func:`~ax_chaining.kernels.open_features`).
+        features: ``N x d`` finite table in the unit cube, row ``i`` for item
+            ``i``, or the path of such a table saved with ``numpy.save``.
         kernel: ``"matern52"``, ``"rbf"`` or ``"minmax"`` (counts).
         prior: ``"botorch"`` (BoTorch's dimension-scaled priors),
             ``"baybe"`` (BayBE's EDBO-smoothed Gamma priors) or ``"chen"``

@@ -1,6 +1,4 @@
-"""Trials evaluated on the cluster that holds the shards: an Ax runner and
-metric (``IRunner``, ``IMetric``), so that ``Client.run_trials`` keeps several
-trials running there while the strategy's steps run on the shards."""
+"""An Ax runner and metric that evaluate trials on a Dask cluster."""
 
 from __future__ import annotations
 
@@ -18,10 +16,8 @@ __all__ = ["DaskMetric", "DaskRunner"]
 class DaskRunner(IRunner):
     """An Ax runner that evaluates each trial as a task on a Dask cluster.
 
-    ``run_trial`` submits ``evaluate(parameters)`` and records the task's key in
-    the trial's metadata; ``poll_trial`` reports the task's state (failed if it
-    raised); :class:`DaskMetric` reads the result. With ``Client.run_trials(...,
-    parallelism=k)`` Ax keeps ``k`` trials running on the cluster.
+    The task's key is recorded in the trial's metadata, where
+    :class:`DaskMetric` finds its result; a task that raised fails its trial.
 
     Example:
         >>> client.configure_runner(DaskRunner(dask_client, evaluate))
