@@ -315,7 +315,8 @@ def certify(
     evaluated point with the smallest bound: with probability at least
     :math:`1 - \delta`, no point of the set is more than ``bound`` better than
     ``parameters`` (assumptions: :mod:`ax_chaining.certificate`). The set:
-    ``candidates`` (else the strategy's candidate set) and the evaluated points.
+    ``candidates`` (else the strategy's candidate set, a fully discrete space
+    or a Sobol design of 1,024 points) and the evaluated points.
 
     Example:
         >>> certify(client)["bound"]
