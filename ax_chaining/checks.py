@@ -1,5 +1,5 @@
 """Argument checks (each error names the argument, what it got and what it
-expected) and the index helpers every layer shares; torch and numpy only."""
+expected) and the index helpers every layer shares."""
 
 from __future__ import annotations
 
@@ -128,8 +128,8 @@ def as_index(
 
 def nearest_rows(X: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     """For each row of ``X``, the Euclidean distance to the nearest row of
-    ``rows`` (at least one) and that row's index (the first among ties), in
-    ``rows``' dtype without a matrix-product shortcut (:func:`match_rows`)."""
+    ``rows`` (at least one) and its index (the first among ties), in ``rows``'
+    dtype."""
     X = X.detach().reshape(-1, rows.shape[-1]).to(rows)
     parts = [
         torch.cdist(
@@ -146,8 +146,7 @@ def nearest_rows(X: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def match_tolerance(scale: float, rtol: float = 1e-9) -> float:
-    """The distance within which :func:`match_rows` takes a point for a row of
-    a table whose largest absolute entry is ``scale``: ``rtol * (1 + scale)``."""
+    """:func:`match_rows`' tolerance for a table of largest entry ``scale``."""
     return rtol * (1.0 + float(scale))
 
 
@@ -214,8 +213,7 @@ def row_name(
     row: Mapping[str, Any] | None = None,
     id_column: str | None = None,
 ) -> str:
-    """How an error names row ``i`` of the table ``name``: by its DataFrame index
-    label (else its position) and ``id_column`` value, e.g. ``"`t[3]`"`` or
+    """How an error names row ``i`` of the table ``name``, e.g. ``"`t[3]`"`` or
     ``"`t` row with index label 180 (sku='P-180')"``."""
     where = f"`{name}[{i}]`"
     if labels is not None:

@@ -13,8 +13,7 @@ __all__ = ["write_atomic"]
 
 def write_atomic(path: Path, write: Callable[[IO[Any]], None], binary: bool) -> None:
     """Write ``path`` (its folder created if needed) through ``write(file)`` into
-    a temporary file, then rename it: an interrupted write never leaves a
-    truncated file. The file gets ``open(path, "w")``'s permissions.
+    a temporary file, then rename it: an interrupted write leaves no truncated file.
 
     Example:
         >>> write_atomic(Path("out.txt"), lambda fh: fh.write("done"), binary=False)

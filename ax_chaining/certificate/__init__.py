@@ -1,9 +1,8 @@
 r"""Regret certificates valid at any candidate chosen from the data: with
-probability at least :math:`1 - \delta`, jointly over all steps (or the
-declared checks), :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for
-the certified point :math:`x`, when the objective is a sample of the model's GP
-prior. Imports torch alone; the BoTorch layer (:mod:`.calibration`) loads on
-first use of one of its names. Derivations: docs/certificate-derivations.md.
+probability at least :math:`1 - \delta`, jointly over all steps (or declared
+checks), :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for the
+certified point :math:`x`, when the objective is a sample of the GP prior.
+The BoTorch layer (:mod:`.calibration`, :mod:`.peers`) loads on first use.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from ax_chaining.certificate.residuals import *  # noqa: F403
 from ax_chaining.certificate.schedule import *  # noqa: F403
 from ax_chaining.certificate.tails import *  # noqa: F403
 
-# The BoTorch layer's names, loaded on first use.
 _LAZY = dict.fromkeys(
     "LooCheck among_index calibrate certify_model issue_certificate loo_check "
     "loo_residuals".split(),

@@ -1,8 +1,6 @@
 r"""Regret bounds :math:`B_t(x)`: with probability at least :math:`1 - \delta`
 jointly over all steps, :math:`\max_{x^\star} f(x^\star) - f(x) \le B_t(x)` at
-any :math:`x` fixed by the data, when :math:`f` is a sample of the model's GP
-prior. Each is computed a block of certified points at a time within
-``memory_budget``; the blocks change no number."""
+any :math:`x` fixed by the data, for :math:`f` a sample of the GP prior."""
 
 from __future__ import annotations
 
@@ -48,10 +46,9 @@ Method = Literal["combined", "union", "pairwise", "chaining"]
 #: How the certified point is recommended (:func:`recommend`).
 Rule = Literal["min_bound", "max_mean"]
 
-#: Bytes of temporaries per (certified point, candidate) pair of
-#: :func:`union_bound` (gaps, distances, six arrays of a tail sum).
+#: Bytes of temporaries per (certified point, candidate) pair of :func:`union_bound`.
 UNION_PAIR_BYTES = 8 * 8
-#: The same for :func:`pairwise_bound`: a row of gaps, its product and sum.
+#: The same for :func:`pairwise_bound`.
 PAIRWISE_PAIR_BYTES = 8 * 4
 #: The most bytes a block's temporaries take on the CPU (a GPU: the budget only).
 BLOCK_BYTES = 16 * 2**20
@@ -75,26 +72,18 @@ def certified_block(
     n: int, pair_bytes: int, memory_budget: int, *, largest: int | None = BLOCK_BYTES
 ) -> int:
     """Certified points per block (at least one) of ``pair_bytes`` for each of
-    ``n`` candidates within :func:`certificate_share` of ``memory_budget``.
-
-    Example:
-        >>> certified_block(1000, 64, 2**22)  # 256 kB: 4 points of 64 kB
-        4
-    """
+    ``n`` candidates within :func:`certificate_share` of ``memory_budget``."""
     share = certificate_share(memory_budget, largest=largest)
     return max(1, share // max(1, pair_bytes * n))
 
 
 def certificate_share(memory_budget: int, *, largest: int | None = BLOCK_BYTES) -> int:
-    """Bytes a certificate's temporaries may take: a sixteenth of
-    ``memory_budget`` (the posterior is held meanwhile), at most ``largest``
-    (None: no cap)."""
+    """A sixteenth of ``memory_budget``, at most ``largest`` (None: no cap)."""
     share = check_int("memory_budget", memory_budget, 1) // 16
     return share if largest is None else min(share, largest)
 
 
 def _step(n: int, pair_bytes: int, memory_budget: int, device: torch.device) -> int:
-    """:func:`certified_block`, capped by :data:`BLOCK_BYTES` on the CPU only."""
     largest = BLOCK_BYTES if device.type == "cpu" else None
     return certified_block(n, pair_bytes, memory_budget, largest=largest)
 
@@ -119,12 +108,6 @@ def pairwise_bound(
         mean: ``N`` posterior means.
         dist: ``m x N`` pseudo-distances :math:`d(x, \cdot)` (not squared) of the
             ``m`` certified points ``index``.
-
-    Example:
-        >>> mean = torch.tensor([0.0, 1.0], dtype=torch.float64)
-        >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
-        >>> pairwise_bound(mean, dist, torch.tensor([0]), delta_t=0.05)
-        tensor([1.8224], dtype=torch.float64)
     """
     mean, index = _check_rows(mean, dist, index)
     n = mean.numel()
@@ -150,23 +133,11 @@ def union_bound(
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> Tensor:
-    r"""Union bound with the budget spread over the pairs as the data allow:
-    the smallest :math:`B \ge 0` with
-
-    .. math::
-
-        \sum_{x^\star:\, d(x, x^\star) > 0} \bar\Phi\Big(\frac{B - (\mu(x^\star)
-            - \mu(x))}{d(x, x^\star)}\Big) \le \delta_t
-
+    r"""Union bound: the smallest :math:`B \ge 0` with :math:`\sum_{x^\star:\,
+    d > 0} \bar\Phi((B - \mu(x^\star) + \mu(x)) / d(x, x^\star)) \le \delta_t`
     (and :math:`B \ge \mu(x^\star) - \mu(x)` where :math:`d = 0`), solved to
-    ``rtol`` from above by :func:`solve_tail_budget`, capped by
+    ``rtol`` from above (:func:`solve_tail_budget`), capped by
     :func:`pairwise_bound`. Arguments as there.
-
-    Example:
-        >>> mean = torch.tensor([0.0, 1.0], dtype=torch.float64)
-        >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
-        >>> union_bound(mean, dist, torch.tensor([0]), delta_t=0.05)  # 1 + z(0.05) / 2
-        tensor([1.8224], dtype=torch.float64)
     """
     mean, index = _check_rows(mean, dist, index)
     out = torch.empty(index.numel(), dtype=torch.float64, device=mean.device)
@@ -184,8 +155,7 @@ def union_bound(
         solved = solve_tail_budget(
             lambda b, gap=gap, d=d: tail_sum(b, gap, d, tail), lo, hi, delta_t, rtol
         )
-        # The pairwise bound is valid by construction: it caps a search that
-        # round-off in its tail sum would push past it.
+        # The valid pairwise bound caps a search that round-off could push past it.
         out[rows] = torch.minimum(solved, hi)
     return out
 
@@ -201,16 +171,13 @@ def solve_tail_budget(
     ``tail_sum(b) <= delta_t``, per entry, for a non-increasing ``tail_sum``.
 
     ``hi`` is grown until within budget, then the bracket is closed by
-    Illinois regula falsi on ``log tail_sum(b) - log delta_t`` (bisection
-    where the logs do not bracket the root); every decision compares
-    ``tail_sum`` with ``delta_t`` itself, so the result is valid. Each entry
-    depends on its own values alone: blocks of any size give the same results.
+    Illinois regula falsi on ``log tail_sum(b) - log delta_t`` (else bisection);
+    every decision compares ``tail_sum`` with ``delta_t`` itself.
     """
     log_delta = math.log(delta_t)
     tiny = torch.finfo(torch.float64).tiny
 
     def evaluate(b: Tensor) -> tuple[Tensor, Tensor]:
-        # The sum decides; the log of its ratio to delta_t only places points.
         s = tail_sum(b).to(torch.float64)
         return s, s.clamp_min(tiny).log() - log_delta
 
@@ -253,10 +220,9 @@ class ChainingTree:
 
     Attributes:
         level: ``N`` levels at which each point enters, in ``1 .. K = L + 1``.
-        parent: ``N`` parents (-1 for the points of :math:`T_1`).
-        link: ``N`` pseudo-distances :math:`d(c, p(c))` (0 for roots).
+        parent, link: ``N`` parents (-1 in :math:`T_1`) and :math:`d(c, p(c))`.
         ancestors: ``K x N``; row ``i - 1`` holds :math:`p_i(x^\star)`.
-        sizes: ``K`` sizes :math:`|T_i|`; ``new``: :math:`|T_i \setminus T_{i-1}|`.
+        sizes, new: ``K`` sizes :math:`|T_i|` and :math:`|T_i \setminus T_{i-1}|`.
         eps: ``K`` radii :math:`\epsilon_i` (then :math:`\epsilon_L / 2`).
         radius_levels: Leading levels that are proper covers at their radius.
     """
@@ -272,7 +238,6 @@ class ChainingTree:
 
     @property
     def num_levels(self) -> int:
-        """``K = L + 1``."""
         return self.sizes.numel()
 
     def num_pairs(self, levels: int | None = None) -> Tensor:
@@ -301,9 +266,7 @@ def chaining_tree(
     r"""The chaining tree of nested sets ``covers`` (plus :math:`X`).
 
     :math:`T_i` is the union of ``covers[:i]``; each point of :math:`T_i
-    \setminus T_{i-1}` gets its nearest point of :math:`T_{i-1}` as parent
-    (from the rows of :math:`d` of :math:`T_L`, or each pair once where the
-    distance has upper blocks and :math:`T_L` holds over half the points), or
+    \setminus T_{i-1}` gets its nearest point of :math:`T_{i-1}` as parent, or
     the one ``parents`` gives.
 
     Args:
@@ -335,8 +298,7 @@ def chaining_tree(
         parent = torch.full((n,), -1, dtype=torch.long, device=device)
         sources = (level < k).nonzero().squeeze(-1)
         if distance.upper_blocks and 2 * sources.numel() > n:
-            # Each pair of the upper blocks offered both ways (the same parents up
-            # to round-off between d^2(a, c) and d^2(c, a)).
+            # Each pair of the upper blocks offered both ways.
             step = chunk_rows(n, 8, distance.block_bytes)
             for start in range(0, n, step):
                 stop = min(n, start + step)
@@ -425,8 +387,7 @@ def chaining_bound(
     of ``tree`` and :math:`z_j = \bar\Phi^{-1}(\delta_t w_j / m_j)`:
     :math:`w_j \propto j^{-2}`, :math:`m_j` the pairs at level :math:`j`
     (:meth:`ChainingTree.num_pairs`). ``links="radius"`` bounds every link by
-    its radius :math:`\epsilon_{j-1}`, as the paper does. Other arguments as
-    in :func:`pairwise_bound`.
+    its radius :math:`\epsilon_{j-1}`. Other arguments as in :func:`pairwise_bound`.
     """
     check_choice("links", links, get_args(Links))
     mean, index = _check_rows(mean, dist, index)
@@ -444,14 +405,12 @@ def chaining_bound(
     z = upper_quantile(delta_t * w / pairs, tail).to(num_pairs.device)
     if links == "radius":
         eps = tree.eps[:k]
-        # Chain link into level j (j >= 2) is at most eps_{j-1}.
         radius = torch.zeros_like(eps)
         radius[1:] = eps[:-1]
         # tail_r[i]: sum of the link radii below level i (bound on d(x*, p_i(x*)));
         # tail_c[i]: sum of z_j times those radii.
         tail_r = radius.flip(0).cumsum(0).flip(0) - radius
         tail_c = (z * radius).flip(0).cumsum(0).flip(0) - z * radius
-        # Per pair: the k levels' sums (three arrays of them), gap and row.
         step = _step(n, 8 * (3 * k + 3), memory_budget, mean.device)
         for rows in _blocks(index.numel(), step):
             gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
@@ -467,8 +426,7 @@ def chaining_bound(
         moved = anc[i + 1] != anc[i]
         step_cost = z[i + 1] * tree.link[anc[i + 1]]
         cost[i] = cost[i + 1] + torch.where(moved, step_cost, 0.0)
-    # One certified point at a time, over blocks of candidates of K x width
-    # (a gather, a product and a sum of K levels each; max and min are exact).
+    # One certified point at a time, over blocks of K x width candidates.
     width = min(n, _step(1, 3 * 8 * k, memory_budget, mean.device))
     for r in range(index.numel()):
         row = dist[r].to(mean)
@@ -529,7 +487,6 @@ def certificate_bounds(
     tree: ChainingTree | None = None,
     links: Links = "actual",
     tail: TailLaw = GAUSSIAN,
-    dist: Tensor | None = None,
     split_delta: bool = False,
     share: float | None = None,
     *,
@@ -537,19 +494,17 @@ def certificate_bounds(
 ) -> dict[str, Tensor]:
     r"""Certificates of the points ``index`` at step ``t``.
 
+    Example:
+        >>> certificate_bounds(mean, distance, torch.tensor([0]), t=5, tree=tree)
+
     Args:
         mean: ``N`` posterior means (objective units, larger is better).
         t, delta: The step's failure probability is :func:`step_delta`
-            ``(delta, t)``, unless ``share`` gives it (a declared
-            :class:`~ax_chaining.certificate.schedule.CheckSchedule`).
+            ``(delta, t)``, unless ``share`` gives it.
         method: ``"combined"`` (the smaller of ``"union"`` and ``"chaining"``),
             ``"union"``, ``"pairwise"`` or ``"chaining"`` (these need ``tree``).
-        dist: The ``m x N`` rows :math:`d(x, \cdot)` (not squared) if computed;
-            default from ``distance``, in its batches of ``row_batch``.
-        split_delta: With ``"combined"``, ``delta / 2`` for each part (not
-            needed for validity).
-        memory_budget: Bytes the rows of :math:`d` and the temporaries may
-            take; the bounds are the same for any budget.
+        split_delta: With ``"combined"``, ``delta / 2`` for each part.
+        memory_budget: Bytes the temporaries may take (no effect on the bounds).
 
     Returns:
         ``{"bound": m bounds, <part>: m bounds, ...}`` with the part(s) computed.
@@ -564,26 +519,20 @@ def certificate_bounds(
         raise ValueError(f"method={method!r} needs the chaining tree (tree=).")
     share = step_delta(delta, t) if share is None else share
     share = share / len(parts) if split_delta else share
-    if dist is not None:
-        _check_rows(mean, dist, index)
     m, n = index.numel(), mean.numel()
     out = {
         part: torch.empty(m, dtype=torch.float64, device=mean.device) for part in parts
     }
-    # Rows come in the distance's own batches, whatever the budget: a row
-    # computed beside others in one matrix product can round differently.
+    # Rows in the distance's own batches: a matrix product's rounding depends on them.
     batch = max(1, int(distance.row_batch))
     step = _step(n, 2 * 8 + UNION_PAIR_BYTES, memory_budget, mean.device)
     step = max(batch, step - step % batch)
     for rows in _blocks(m, step):
         idx = index[rows]
-        if dist is None:
-            d = torch.empty(idx.numel(), n, dtype=torch.float64, device=mean.device)
-            for a in range(0, idx.numel(), batch):
-                d[a : a + batch] = distance.rows(idx[a : a + batch])
-            d.clamp_min_(0.0).sqrt_()
-        else:
-            d = dist[rows]
+        d = torch.empty(idx.numel(), n, dtype=torch.float64, device=mean.device)
+        for a in range(0, idx.numel(), batch):
+            d[a : a + batch] = distance.rows(idx[a : a + batch])
+        d.clamp_min_(0.0).sqrt_()
         for part in parts:
             if part == "chaining":
                 got = chaining_bound(

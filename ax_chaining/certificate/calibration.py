@@ -1,7 +1,6 @@
 r"""From a BoTorch model to its certificate: the model's calibration check
-first (:func:`calibrate`), then the bound (:func:`issue_certificate`). The
-check is a heuristic safeguard, not a guarantee: it can only widen a bound or
-refuse it, and cannot see a misfit the data do not show."""
+(:func:`calibrate`, a heuristic that can only widen or refuse a bound), then
+the bound (:func:`issue_certificate`)."""
 
 from __future__ import annotations
 
@@ -31,13 +30,7 @@ from ax_chaining.certificate.tails import (
     acting_calibration,
     resolve_tail,
 )
-from ax_chaining.checks import (
-    as_index,
-    check_choice,
-    check_delta,
-    check_float,
-    check_int,
-)
+from ax_chaining.checks import as_index, check_choice, check_delta, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET
 from ax_chaining.posterior import (
     candidate_posterior,
@@ -63,10 +56,9 @@ __all__ = [
 @dataclass(frozen=True)
 class LooCheck:
     """The outcome of :func:`loo_check`: the ``scale`` on the posterior
-    standard deviations, whether it is ``valid`` (else the ``reason`` it
-    refuses) and its ``stats``: ``n``, ``mean_z2`` (mean squared LOO
-    residual), ``p_overdispersed`` (chi-square p-value), ``max_z`` and
-    ``max_z_threshold`` (``n`` and ``min_observations`` alone for too few)."""
+    standard deviations, whether it is ``valid`` (else the ``reason``) and its
+    ``stats`` (``n``, ``mean_z2``, ``p_overdispersed``, ``max_z``,
+    ``max_z_threshold``)."""
 
     scale: float
     valid: bool
@@ -78,8 +70,7 @@ def loo_residuals(model: Model) -> Tensor | None:
     r"""Leave-one-out standardized residuals of an exact single-output GP,
     :math:`z_i = [K^{-1} r]_i / \sqrt{[K^{-1}]_{ii}}` (:math:`K` the training
     covariance plus noise, :math:`r` the centred targets; Rasmussen and
-    Williams, 2006, eq. 5.12), or None for models without that form.
-    """
+    Williams, 2006, eq. 5.12), or None for models without that form."""
     if not supports_low_rank(model, None):
         return None
     model.eval()
@@ -111,9 +102,8 @@ def loo_check(
     \chi^2_{n, \gamma}})` widens every posterior standard deviation, with
     :math:`\chi^2_{n, \gamma}` the ``scale_level`` quantile :math:`\gamma`
     (the variance's upper confidence limit), or :math:`\max(1,
-    \sqrt{\overline{z^2}})` for ``scale_level=None``. A heuristic: the
-    residuals are not independent. A model without closed-form LOO residuals
-    (and enough observations) passes with scale 1 and no ``stats``.
+    \sqrt{\overline{z^2}})` for ``scale_level=None``. A model without
+    closed-form LOO residuals passes with scale 1 and no ``stats``.
 
     Example:
         >>> check = loo_check(model)
@@ -121,11 +111,10 @@ def loo_check(
     """
     from scipy.stats import chi2, norm
 
-    in_01 = (lambda v: 0 < v < 1, "in (0, 1)")
-    alpha = check_float("alpha", alpha, in_01)
+    alpha = check_delta(alpha, "alpha")
     min_observations = check_int("min_observations", min_observations, 1)
     if scale_level is not None:
-        scale_level = check_float("scale_level", scale_level, in_01)
+        scale_level = check_delta(scale_level, "scale_level")
     n_obs = num_training_points(model) or 0
     if n_obs < min_observations:
         why = (
@@ -180,9 +169,8 @@ def calibrate(
 ) -> LooCheck:
     """The calibration ``calibration`` of ``model``: :func:`loo_check`, none, or
     the fit of a :class:`~ax_chaining.certificate.residuals.ResidualCalibration`
-    (``stats`` prefixed ``forecast_`` or ``audit_``); where the residuals are
-    missing or too few, :func:`loo_check` with ``fallback_loo = 1`` and
-    ``<source>_residuals`` (their number) in its stats."""
+    (``stats`` prefixed by its source); without enough residuals,
+    :func:`loo_check` with ``fallback_loo`` and ``<source>_residuals`` stats."""
     acting = acting_calibration(calibration)
     if isinstance(acting, ResidualCalibration):
         fit = acting.fit()
@@ -211,16 +199,13 @@ def issue_certificate(
     sign: float = 1.0,
 ) -> Certificate:
     """The certificate among candidates ``index`` of ``candidates``, whose
-    posterior is ``model``'s: its calibration (:func:`calibrate`: refused, or
-    the spread widened), the bound, the recommended point and its rank
-    statement. The one place where a certificate is issued.
+    posterior is ``model``'s: its calibration (:func:`calibrate`), the bound,
+    the recommended point and its rank statement.
 
     Args:
         t: Step (observations + 1).
-        share: The check's share of ``delta``; default
-            :func:`~ax_chaining.certificate.schedule.step_delta` ``(delta, t)``.
-        sign: ``-1`` where the set's means are the negated model's
-            (minimization), so that the reported ``mean`` is the model's.
+        share: The check's share of ``delta``; default ``step_delta(delta, t)``.
+        sign: ``-1`` where the set's means are the negated model's.
     """
     opts = check_options(options)
     method = opts.method or candidates.methods[0]
@@ -290,8 +275,7 @@ def among_index(
     detail: str = "",
 ) -> Tensor:
     """Indices of the candidates that may be recommended: the ``evaluated``
-    mask's (``among=None``; ``detail`` adds to the error when none is), every
-    candidate (``"all"``), a boolean mask or indices."""
+    mask's (``among=None``), every candidate (``"all"``), a mask or indices."""
     if among is None:
         if evaluated is None or not bool(evaluated.any()):
             raise ValueError(
@@ -326,9 +310,7 @@ def certify_model(
     With probability at least :math:`1 - \delta` over all checks of
     ``options.schedule``, :math:`\max_{x^\star} f(x^\star) - f(x) \le`
     ``bound`` for the recommended candidate ``x``, under the assumptions of
-    :mod:`ax_chaining.certificate` (the model's calibration checked first).
-    The union (default) or pairwise bound: the chaining bound needs the
-    covers of :class:`~ax_chaining.ChainingUCB`.
+    :mod:`ax_chaining.certificate`; the union or pairwise bound.
 
     Example:
         >>> cert = certify_model(model, candidates)  # the evaluated candidates

@@ -1,11 +1,10 @@
 r"""The certificate a user receives, its options, and the candidates it is
-computed over (pure torch; from a BoTorch model:
-:mod:`ax_chaining.certificate.calibration`)."""
+computed over (pure torch)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, get_args
 
 from torch import Tensor
@@ -30,7 +29,7 @@ from ax_chaining.certificate.tails import (
 from ax_chaining.checks import (
     check_bool,
     check_choice,
-    check_float,
+    check_delta,
     check_int,
     type_error,
 )
@@ -46,17 +45,26 @@ __all__ = [
     "check_options",
 ]
 
-#: The fewest observations from which ``calibration="loo"`` certifies (a
-#: heuristic: fewer rarely show a tail heavier than the model's).
+#: The fewest observations from which ``calibration="loo"`` certifies.
 LOO_MIN_OBSERVATIONS = 20
-#: The ``"loo"`` check's default ``scale_level``: the residuals' scale at its
-#: one-sided upper 95% confidence limit (a heuristic).
+#: The ``"loo"`` check's default ``scale_level`` (upper 95% confidence limit).
 DEFAULT_SCALE_LEVEL = 0.05
 
 
 def _json_float(value: float) -> float | str:
     value = float(value)
     return value if math.isfinite(value) else str(value)
+
+
+def _json(value: Any) -> Any:
+    """A field as JSON: tensors and tuples as lists, non-finite floats as strings."""
+    if isinstance(value, Tensor):
+        return [_json_float(v) for v in value.detach().reshape(-1).tolist()]
+    if isinstance(value, dict):
+        return {str(k): _json_float(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    return _json_float(value) if isinstance(value, float) else value
 
 
 @dataclass(frozen=True)
@@ -68,20 +76,18 @@ class CertificateOptions:
         'union'
 
     Args:
-        method: ``"combined"`` (the smaller of the union and the chaining
-            bound), ``"union"``, ``"pairwise"`` or ``"chaining"``
+        method: ``"combined"``, ``"union"``, ``"pairwise"`` or ``"chaining"``
             (:func:`~ax_chaining.certificate.bounds.certificate_bounds`);
-            None: ``"combined"`` where the chaining tree is at hand (a
-            :class:`~ax_chaining.ChainingUCB` on a tensor), else ``"union"``.
+            None: ``"combined"`` where the chaining tree is at hand, else
+            ``"union"``.
         rule, links: As in :mod:`~ax_chaining.certificate.bounds`.
         tail: A :class:`~ax_chaining.certificate.tails.TailLaw`, or None: the
             calibration's default (:func:`~ax_chaining.certificate.tails.resolve_tail`).
         schedule: The declared checks over which ``delta`` is spent; None:
             every step.
-        calibration: ``"loo"`` (the model's leave-one-out check; for fitted
-            hyperparameters), ``"none"`` (the model taken as true),
-            ``"forecast"`` or ``"audit"`` (the loop's residuals, in an Ax loop;
-            without them ``"loo"``), or a
+        calibration: ``"loo"`` (leave-one-out check), ``"none"`` (the model
+            taken as true), ``"forecast"`` or ``"audit"`` (the loop's
+            residuals, in an Ax loop), or a
             :class:`~ax_chaining.certificate.residuals.ResidualCalibration`.
         alpha, min_observations, scale_level: The ``"loo"`` check's
             (:func:`~ax_chaining.certificate.calibration.loo_check`).
@@ -113,12 +119,11 @@ class CertificateOptions:
                 raise type_error(name, f"a {kind.__name__} or None", value)
         if not isinstance(self.calibration, ResidualCalibration):
             check_choice("calibration", self.calibration, get_args(Calibration))
-        in_01 = (lambda v: 0 < v < 1, "in (0, 1)")
-        object.__setattr__(self, "alpha", check_float("alpha", self.alpha, in_01))
+        object.__setattr__(self, "alpha", check_delta(self.alpha, "alpha"))
         least = check_int("min_observations", self.min_observations, 1)
         object.__setattr__(self, "min_observations", least)
         if self.scale_level is not None:
-            level = check_float("scale_level", self.scale_level, in_01)
+            level = check_delta(self.scale_level, "scale_level")
             object.__setattr__(self, "scale_level", level)
 
 
@@ -136,9 +141,7 @@ class Certificate:
     r"""A regret certificate for one recommended candidate.
 
     With probability at least :math:`1 - \delta` (jointly over all steps or
-    declared checks, under the assumptions of
-    :mod:`ax_chaining.certificate`), :math:`\max_{x^\star} f(x^\star) - f(x)
-    \le` ``bound``.
+    declared checks), :math:`\max_{x^\star} f(x^\star) - f(x) \le` ``bound``.
 
     Attributes:
         index: Index of the recommended point ``x`` in the candidate set.
@@ -152,9 +155,8 @@ class Certificate:
         valid: False when a model check refused to certify (``bound`` is then
             ``inf``, ``reason`` says why); ``checks``: the checks' statistics.
         rank_bound: With probability at least ``1 - share``, the point is
-            among the ``rank_bound`` best (the number of candidates when
-            refused, None where not computed); ``expected_better``,
-            ``rank_tolerance``, ``rank_method``: as in
+            among the ``rank_bound`` best (None where not computed); the other
+            ``rank_*`` fields and ``expected_better``: as in
             :class:`~ax_chaining.certificate.rank.RankStatement`.
     """
 
@@ -183,69 +185,39 @@ class Certificate:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe dict (floats, ints, strings and lists only)."""
-        return {
-            "index": int(self.index),
-            "x": [_json_float(v) for v in self.x.detach().reshape(-1).tolist()],
-            "bound": _json_float(self.bound),
-            "delta": float(self.delta),
-            "t": int(self.t),
-            "method": str(self.method),
-            "rule": str(self.rule),
-            "links": str(self.links),
-            "tail": str(self.tail),
-            "mean": _json_float(self.mean),
-            "components": {str(k): _json_float(v) for k, v in self.components.items()},
-            "certified": [int(i) for i in self.certified],
-            "bounds": [_json_float(b) for b in self.bounds],
-            "split_delta": bool(self.split_delta),
-            "share": _json_float(self.share),
-            "valid": bool(self.valid),
-            "reason": str(self.reason),
-            "checks": {str(k): _json_float(v) for k, v in self.checks.items()},
-            "rank_bound": None if self.rank_bound is None else int(self.rank_bound),
-            "expected_better": _json_float(self.expected_better),
-            "rank_tolerance": float(self.rank_tolerance),
-            "rank_method": str(self.rank_method),
-        }
+        return {f.name: _json(getattr(self, f.name)) for f in fields(self)}
 
 
 class CertifiedSet(Protocol):
-    """The ``n`` candidates a certificate is computed over, as
-    :func:`~ax_chaining.certificate.calibration.issue_certificate` reads
-    them: a posterior over a tensor (:class:`PosteriorSet`), or sharded
-    candidates (:class:`~ax_chaining.distributed.store.ShardedStore`).
-    ``methods`` are the bounds it computes (the first is the default);
-    ``ranks``, whether it gives a rank statement."""
+    """The ``n`` candidates a certificate is computed over
+    (:class:`PosteriorSet`, :class:`~ax_chaining.distributed.store.ShardedStore`):
+    ``methods``, the bounds it computes (the first is the default); ``ranks``,
+    whether it gives a rank statement."""
 
     n: int
     methods: tuple[Method, ...]
     ranks: bool
 
     def values(self, index: Tensor) -> tuple[Tensor, Tensor]:
-        """The objective's means at ``index`` (float64, larger is better)
-        and the candidates' rows there."""
+        """The objective's means (float64) and the candidates at ``index``."""
 
     def bind(self, law: TailLaw) -> TailLaw:
         """``law`` bound to the candidates where it depends on them."""
 
     def bounds(self, index: Tensor, **options: Any) -> dict[str, Tensor]:
         """:func:`~ax_chaining.certificate.bounds.certificate_bounds` at
-        ``index`` in objective units (options ``scale``, ``tail``, ``share``,
-        ``method``, ``links``, ``split_delta``)."""
+        ``index`` in objective units."""
 
     def rank(self, index: int, **options: Any) -> RankStatement:
-        """The rank statement of candidate ``index`` (options ``share``,
-        ``tail``, ``scale``, ``options``)."""
+        """The rank statement of candidate ``index``."""
 
 
 @dataclass
 class PosteriorSet:
-    """A posterior over ``N`` candidates held in memory: the
-    :class:`CertifiedSet` of :func:`~ax_chaining.certificate.calibration.certify_model`
-    and of a :class:`~ax_chaining.ChainingUCB` on a tensor: the objective's
-    ``mean`` (float64, larger is better), the pseudo-distance :math:`d_t`, the
-    ``N x d`` candidates, their prior variances in the posterior's units, and
-    the chaining tree (None: no chaining bound)."""
+    """A :class:`CertifiedSet` of ``N`` candidates held in memory: the
+    objective's ``mean`` (float64, larger is better), the pseudo-distance
+    :math:`d_t`, the candidates, their prior variances and the chaining tree
+    (None: no chaining bound)."""
 
     mean: Tensor
     distance: PseudoDistance

@@ -1,8 +1,6 @@
-r"""The literature's stopping rules, computed exactly over a finite candidate set
-from the model's posterior there (mean ``m``, covariance ``K``; maximizing):
-Makarova et al.'s UCB-LCB regret bound and Wilson's probabilistic regret bound.
-Loaded on first use (it reads GP-UCB's schedule from the BoTorch layer).
-"""
+r"""The literature's stopping rules over a finite candidate set, from the
+posterior there (maximizing): Makarova et al.'s UCB-LCB regret bound and
+Wilson's probabilistic regret bound."""
 
 from __future__ import annotations
 
@@ -21,9 +19,9 @@ __all__ = ["PeerStatement", "probabilistic_regret_bound", "ucb_lcb_rule"]
 @dataclass(frozen=True)
 class PeerStatement:
     """What a rule says at one step: ``stop`` or not, its ``value`` (a regret
-    bound, or the probability that the regret exceeds ``eps``), and the
-    evaluated candidate it recommends (``index``, a row of the set). PRB also
-    gives the Monte Carlo ``interval`` of its estimate and its ``samples``."""
+    bound, or the probability that the regret exceeds ``eps``), the evaluated
+    candidate it recommends (``index``) and, for PRB, the Monte Carlo
+    ``interval`` of its estimate and its ``samples``."""
 
     rule: str
     stop: bool
@@ -64,11 +62,9 @@ def ucb_lcb_rule(
         - \max_{x \in E} \big(m(x) - \sqrt{\beta_t} s(x)\big),
 
     with :math:`\beta_t` ``scale`` times GP-UCB's
-    (:func:`~ax_chaining.acquisition.gp_ucb_beta`; Makarova et al. take a
-    fifth of it); stop when :math:`\hat r_t \le` ``threshold``, recommending
-    the evaluated candidate of largest lower bound. The claim (at
-    ``scale=1``): regret at most :math:`\hat r_t` with probability
-    :math:`1 - \delta`, for :math:`f` a sample of the GP prior.
+    (:func:`~ax_chaining.acquisition.gp_ucb_beta`); stop when :math:`\hat r_t
+    \le` ``threshold``, recommending the evaluated candidate of largest lower
+    bound.
 
     Example:
         >>> m, s = torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0])
@@ -112,14 +108,11 @@ def probabilistic_regret_bound(
     candidate :math:`x`, :math:`P(\max_{X} f - f(x) > \epsilon) \le` ``prob``
     under the posterior, the maximum taken over the whole set from joint draws.
 
-    The ``test_points`` evaluated candidates most often best among the
-    evaluated ones in the first draws are tested; each draw tells whether
-    each one's regret exceeds ``eps``. Batches of :math:`16 \cdot 1.5^{k-1}`
-    draws (at most ``max_samples`` in all) grow until one candidate's
-    Clopper-Pearson interval at risk :math:`r_k / |\text{tests}|`, with
-    :math:`r_k = (0.1/1.1)\,\text{risk}\, k^{-1.1}`, lies below ``prob``, or
-    every one lies above it. The statement's value is the best candidate's
-    estimate (Wilson's experiments compare it, converged or not, with ``prob``).
+    The ``test_points`` evaluated candidates most often best in the first
+    draws are tested, in batches of :math:`16 \cdot 1.5^{k-1}` draws (at most
+    ``max_samples`` in all), until one candidate's Clopper-Pearson interval at
+    risk :math:`(0.1/1.1)\,\text{risk}\, k^{-1.1} / |\text{tests}|` lies below
+    ``prob``, or every one lies above it. The value is the best estimate.
 
     Args:
         mean, covariance: The joint posterior over the set (``N``, ``N x N``).

@@ -1,9 +1,7 @@
 r"""The rank statement of a certificate: with probability at least
 :math:`1 - \delta`, the certified candidate is among the ``rank_bound`` best,
-by Markov's inequality beyond the likeliest candidates (``"union"``) or from
-seeded joint posterior draws (``"monte_carlo"``); derivation in
-docs/certificate-derivations.md.
-"""
+by Markov's inequality (``"union"``) or from seeded joint posterior draws
+(``"monte_carlo"``)."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ax_chaining.certificate.tails import GAUSSIAN, TailLaw, check_tail
-from ax_chaining.checks import check_choice, check_float, check_int
+from ax_chaining.checks import check_choice, check_delta, check_float, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
 
 __all__ = [
@@ -34,9 +32,9 @@ __all__ = [
 RankMethod = Literal["auto", "union", "monte_carlo"]
 
 #: ``"auto"`` takes the Monte Carlo route only where ``samples * share`` is at
-#: least this (the count's quantile is not the draws' maximum) ...
+#: least this ...
 MC_MIN_TAIL = 10.0
-#: ... and ``samples * N^2`` (the draws' multiply-adds) at most this.
+#: ... and ``samples * N^2`` at most this.
 MC_MAX_WORK = 2e10
 
 
@@ -80,14 +78,7 @@ def better_probabilities(
     r""":math:`p_j = P[f(j) - f(x) > \tau]` from the mean differences ``gap``
     and their (scaled) standard deviations ``dist`` under ``tail``'s
     :meth:`~ax_chaining.certificate.tails.TailLaw.probability`;
-    :math:`1[m_j > \tau]` where the deviation is 0.
-
-    Example:
-        >>> gap = torch.tensor([0.0, 1.0, -1.0], dtype=torch.float64)
-        >>> dist = torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64)
-        >>> better_probabilities(gap, dist).round(decimals=4)
-        tensor([0.0000, 0.8413, 0.1587], dtype=torch.float64)
-    """
+    :math:`1[m_j > \tau]` where the deviation is 0."""
     gap, dist = gap.to(torch.float64), dist.to(torch.float64)
     pos = dist > 0
     z = (tolerance - gap) / torch.where(pos, dist, torch.ones_like(dist))
@@ -99,14 +90,8 @@ def better_probabilities(
 def union_rank_bound(p: Tensor, share: float) -> int:
     r"""``rank_bound`` of the union route from the :math:`p_j` of the other
     candidates: :math:`\min_m [m + \max(1, \lceil T_m / \delta_t \rceil)]`,
-    :math:`T_m` the sum of all but the :math:`m` largest :math:`p_j`.
-
-    Example:
-        >>> p = torch.tensor([0.5, 0.3, 0.01, 0.01, 0.01])
-        >>> union_rank_bound(p, 0.05)  # the two likeliest, then 0.03 <= 0.05
-        3
-    """
-    share = check_float("share", share, (lambda v: 0 < v < 1, "in (0, 1)"))
+    :math:`T_m` the sum of all but the :math:`m` largest :math:`p_j`."""
+    share = check_delta(share, "share")
     ps = torch.sort(p.to(torch.float64).reshape(-1).clamp(0, 1), descending=True)[0]
     # tails[m] = sum of ps[m:], m = 0 .. len(ps).
     tails = torch.cat([ps.flip(0).cumsum(0).flip(0), ps.new_zeros(1)])
@@ -154,7 +139,7 @@ def monte_carlo_rank_bound(
     cov = 0.5 * (var.unsqueeze(0) + var.unsqueeze(1) - d2)
     del d2
     cov = 0.5 * (cov + cov.T)
-    # root root^T = cov: jittered Cholesky, else eigenvalues clamped at 0.
+    # Jittered Cholesky, else eigenvalues clamped at 0.
     jitter = 1e-10 * float(cov.diagonal().max().clamp_min(1e-300))
     eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
     root, info = torch.linalg.cholesky_ex(cov + jitter * eye)
@@ -195,12 +180,7 @@ def rank_statement(
     else the union route: sizes decide, never values.
 
     Example:
-        >>> from ax_chaining.distances import DenseDistance
-        >>> mean = torch.tensor([0.0, 1.0, -3.0], dtype=torch.float64)
-        >>> cov = torch.diag(torch.tensor([0.0, 1.0, 1.0], dtype=torch.float64))
-        >>> stmt = rank_statement(mean, DenseDistance(cov), 0, share=0.05)
-        >>> stmt.rank_bound, round(stmt.expected_better, 3)  # P = .841, .001
-        (2, 0.843)
+        >>> rank_statement(mean, DenseDistance(cov), 0, share=0.05).rank_bound
 
     Args:
         share: The check's failure probability (the certificate's ``share``).
@@ -208,7 +188,7 @@ def rank_statement(
         scale: The calibration's factor on the standard deviations.
     """
     options = options or RankOptions()
-    share = check_float("share", share, (lambda v: 0 < v < 1, "in (0, 1)"))
+    share = check_delta(share, "share")
     scale = check_float("scale", scale, (lambda v: v > 0, "> 0"))
     n = distance.n
     index = int(index)

@@ -1,8 +1,6 @@
 r"""Calibration of the certificate from the loop's own residuals
-:math:`z_i = (y_i - \mu_{i-1}(x_i)) / s_{i-1}(x_i)`, forecasts made before each
-observation: the loop's queries (``"forecast"``) or random audits (``"audit"``).
-The estimator and what it guarantees: docs/certificate-derivations.md.
-"""
+:math:`z_i = (y_i - \mu_{i-1}(x_i)) / s_{i-1}(x_i)` at its queries
+(``"forecast"``) or at random audits (``"audit"``)."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from ax_chaining.checks import check_choice, check_float, check_int
+from ax_chaining.checks import check_choice, check_delta, check_float, check_int
 
 __all__ = [
     "DOF_GRID",
@@ -29,21 +27,14 @@ ResidualSource = Literal["forecast", "audit"]
 #: Degrees of freedom tried, lightest tail first (``inf``: Gaussian).
 DOF_GRID: tuple[float, ...] = (math.inf, 100, 50, 30, 20, 15, 10, 7, 5, 4, 3, 2, 1)
 
-_IN_01 = (lambda v: 0 < v < 1, "in (0, 1)")
-
 
 def conformal_quantile(scores: Sequence[float] | np.ndarray, level: float) -> float:
     r"""The split-conformal quantile: the :math:`\lceil (n + 1)\,
     \texttt{level} \rceil`-th smallest of the ``n`` finite ``scores``
     (``inf`` beyond ``n``). If they and a further score :math:`s_{n+1}` are
     exchangeable, :math:`P(s_{n+1} \le q) \ge \texttt{level}` (Vovk et al.,
-    2005; Lei et al., 2018).
-
-    Example:
-        >>> conformal_quantile([0.1, 0.5, 0.2, 0.9], level=0.6)  # 3rd smallest
-        0.5
-    """
-    level = check_float("level", level, _IN_01)
+    2005; Lei et al., 2018)."""
+    level = check_delta(level, "level")
     s = np.sort(np.asarray(scores, dtype=np.float64).reshape(-1))
     if not np.isfinite(s).all():
         raise ValueError("`scores` must be finite.")
@@ -55,12 +46,7 @@ def upper_quantile_rank(n: int, level: float, confidence: float) -> int:
     r"""The smallest rank :math:`k` with :math:`P[\mathrm{Bin}(n, \texttt{level})
     \le k - 1] \ge \texttt{confidence}` (``n + 1`` if none): the :math:`k`-th
     smallest of ``n`` i.i.d. scores is at least the ``level`` quantile of their
-    law with probability at least ``confidence``.
-
-    Example:
-        >>> upper_quantile_rank(40, 0.8, 0.9)
-        36
-    """
+    law with probability at least ``confidence``."""
     from scipy.stats import binom
 
     n = check_int("n", n, 0)
@@ -71,9 +57,8 @@ def upper_quantile_rank(n: int, level: float, confidence: float) -> int:
 
 @dataclass(frozen=True)
 class FittedCalibration:
-    """What :meth:`ResidualCalibration.fit` gives: the ``scale`` on every
-    posterior standard deviation, the tails' ``dof`` (``inf``: Gaussian) and
-    ``stats`` (``dof`` -1 for Gaussian, as JSON has no ``inf``)."""
+    """What :meth:`ResidualCalibration.fit` gives: the ``scale`` on the
+    standard deviations, the tails' ``dof`` (``inf``: Gaussian), ``stats``."""
 
     scale: float
     dof: float
@@ -85,9 +70,7 @@ class ResidualCalibration:
     r"""Calibrate a certificate from standardized residuals: the scale of the
     ``level`` quantile of :math:`|z|` and the lightest Student-t law (of
     :data:`DOF_GRID`) under which the largest :math:`|z|` is not surprising
-    at level ``alpha``. Pass it as ``CertificateOptions(calibration=...)``;
-    in an Ax loop :func:`~ax_chaining.ax.certify` builds it from the
-    recorded forecasts.
+    at level ``alpha``. Pass it as ``CertificateOptions(calibration=...)``.
 
     Example:
         >>> z = [0.3, -1.1, 0.8, 0.1, -0.4, 1.9, -0.7, 0.2, 0.5, -0.9, 1.2, 0.05]
@@ -100,7 +83,7 @@ class ResidualCalibration:
             (:func:`upper_quantile_rank` at ``confidence``) or ``"auto"``
             (``"upper"`` for forecasts, ``"conformal"`` for audits).
         min_residuals: With fewer, :meth:`usable` is False (the certificate
-            falls back to the leave-one-out check, and says so).
+            falls back to the leave-one-out check).
         min_scale: The smallest scale.
     """
 
@@ -119,10 +102,10 @@ class ResidualCalibration:
             raise ValueError("`residuals` must be finite.")
         object.__setattr__(self, "residuals", tuple(float(v) for v in z))
         check_choice("source", self.source, get_args(ResidualSource))
-        check_float("level", self.level, _IN_01)
+        check_delta(self.level, "level")
         check_choice("quantile", self.quantile, ("auto", "conformal", "upper"))
-        check_float("confidence", self.confidence, _IN_01)
-        check_float("alpha", self.alpha, _IN_01)
+        check_delta(self.confidence, "confidence")
+        check_delta(self.alpha, "alpha")
         check_int("min_residuals", self.min_residuals, 2)
         check_float("min_scale", self.min_scale, (lambda v: v > 0, "> 0"))
 
@@ -162,7 +145,7 @@ class ResidualCalibration:
         for dof in DOF_GRID:
             law = norm if math.isinf(dof) else t(dof)
             scale = max(self.min_scale, q / float(law.isf(upper)))
-            # P(max of n |T| >= top / scale), in the complement's log for accuracy.
+            # P(max of n |T| >= top / scale).
             tail = 2.0 * float(law.sf(top / scale))
             p_max = -math.expm1(n * math.log1p(-min(tail, 1.0 - 1e-16)))
             if p_max >= self.alpha:

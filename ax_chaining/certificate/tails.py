@@ -1,8 +1,6 @@
 r"""The tail laws of the certificate: for a pair :math:`(x, x^\star)` fixed by
-the data, the law of :math:`(g(x^\star) - g(x)) / d_t(x, x^\star)`. Each law is
-exact or errs on the safe side; which one holds is an assumption (Gaussian
-under the model; the Student-t defaults are heuristics for fitted
-hyperparameters, docs/certificate-derivations.md).
+the data, the law of :math:`(g(x^\star) - g(x)) / d_t(x, x^\star)` (Gaussian
+under the model; Student-t defaults, a heuristic, for fitted hyperparameters).
 """
 
 from __future__ import annotations
@@ -40,18 +38,16 @@ __all__ = [
     "upper_quantile",
 ]
 
-#: The model check a certificate runs first; it decides the default tails
-#: (:func:`resolve_tail`). ``"forecast"`` and ``"audit"`` need the loop's
-#: residuals, which a plain model does not keep: alone, they act as ``"loo"``.
+#: The model check a certificate runs first; it decides the default tails.
+#: Without the loop's residuals, ``"forecast"`` and ``"audit"`` act as ``"loo"``.
 Calibration = Literal["loo", "none", "forecast", "audit"]
 #: ``calibration`` of the certificates: a named one or residuals to calibrate on.
 CalibrationChoice = Calibration | ResidualCalibration
 
 
 class TailLaw:
-    """The standardized law of one pair's difference: its ``name`` in a
-    certificate's record, and ``dof``, the degrees of freedom of the joint law
-    the rank statement draws from (``inf``: Gaussian; None: none)."""
+    """The standardized law of one pair's difference: its ``name``, and
+    ``dof`` of the rank statement's joint law (``inf``: Gaussian; None: none)."""
 
     name: str = "law"
     dof: float | None = None
@@ -71,12 +67,7 @@ class TailLaw:
 
 @dataclass(frozen=True)
 class GaussianTail(TailLaw):
-    r"""Standard Gaussian tails, exact under the model.
-
-    Example:
-        >>> round(float(GAUSSIAN.isf(torch.tensor(0.025))), 4)
-        1.96
-    """
+    r"""Standard Gaussian tails, exact under the model."""
 
     name, dof = "gaussian", math.inf
 
@@ -90,12 +81,7 @@ class GaussianTail(TailLaw):
 @dataclass(frozen=True)
 class ChernoffTail(TailLaw):
     r"""The paper's Chernoff bound :math:`\bar\Phi(z) \le e^{-z^2/2}`,
-    :math:`z = \sqrt{2 \log(1/p)}`; probabilities are Gaussian.
-
-    Example:
-        >>> round(float(CHERNOFF.isf(torch.tensor(0.025))), 4)
-        2.716
-    """
+    :math:`z = \sqrt{2 \log(1/p)}`; probabilities are Gaussian."""
 
     name, dof = "chernoff", math.inf
 
@@ -133,20 +119,13 @@ def upper_quantile(p: Tensor | float, tail: TailLaw = GAUSSIAN) -> Tensor:
 
 def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
     r"""The union bound's tail sum :math:`\sum_{x^\star:\, d > 0} P[f(x^\star) -
-    f(x) > b]` (or its bound) per row, over fixed blocks of candidates (a row's
-    sum does not depend on the rows beside it).
+    f(x) > b]` (or its bound) per row, over fixed blocks of candidates.
 
     Args:
         b: The levels, one per row (``...``).
         gap: ``... x N`` differences of the means :math:`\mu(x^\star) - \mu(x)`.
         dist: ``... x N`` pseudo-distances :math:`d(x, x^\star)`.
         tail: The law, bound to the ``N`` candidates (:func:`bind_tail`).
-
-    Example:
-        >>> gap = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
-        >>> dist = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
-        >>> tail_sum(torch.tensor([1.0], dtype=torch.float64), gap, dist, GAUSSIAN)
-        tensor([0.5000], dtype=torch.float64)
     """
     check_tail(tail, default=False)
     pos = dist > 0
@@ -162,10 +141,8 @@ def tail_sum(b: Tensor, gap: Tensor, dist: Tensor, tail: TailLaw) -> Tensor:
 class StudentTail(TailLaw):
     r"""Student-t tails with ``dof`` degrees of freedom.
 
-    ``isf`` is SciPy's ``stdtrit``. ``sf`` rounds ``z`` down to a grid uniform
-    in :math:`\operatorname{asinh} z` (step :data:`GRID_STEP`, over :math:`|z|
-    \le 10^8`): never below the exact value, so bounds stay valid and grow by
-    at most about :math:`10^{-3} \sqrt{1 + z^2}\, d` (``exact=True``: none).
+    ``sf`` rounds ``z`` down to a grid uniform in :math:`\operatorname{asinh} z`
+    (step :data:`GRID_STEP`): never below the exact value (``exact=True``: exact).
 
     Example:
         >>> round(float(StudentTail(5).isf(torch.tensor(0.025))), 4)
@@ -213,11 +190,9 @@ def _student_sf_table(dof: float) -> Tensor:
     return torch.as_tensor(stdtr(dof, -np.sinh(u)), dtype=torch.float64)
 
 
-#: The most degrees of freedom of the default tails for unexplored candidates
-#: (:func:`resolve_tail`; a heuristic).
+#: The most degrees of freedom of the default tails for unexplored candidates.
 AUTO_DOF_CAP = 10
-#: A candidate whose posterior variance is at most this fraction of its prior
-#: variance counts as explored for the default tails (:func:`resolve_tail`).
+#: Posterior over prior variance at which a candidate counts as explored.
 EXPLORED_RATIO = 0.5
 
 
@@ -226,15 +201,8 @@ class ExplorationTail(TailLaw):
     r"""Student-t tails that depend on how far the data have reached: the
     pair :math:`(x, x')` gets ``light_dof`` degrees of freedom if
     :math:`s_t^2(x') \le` ``ratio`` :math:`k(x', x')` (explored), else
-    ``heavy_dof`` (``>=`` ``light_dof``); ``isf`` is the heavy law's. Bind
-    it to the candidates (:func:`bind_tail`) before summing tails over them.
-
-    Example:
-        >>> law = ExplorationTail(heavy_dof=10, light_dof=49)
-        >>> bound = law.bind(torch.tensor([0.1, 0.9]))  # explored, unexplored
-        >>> z = torch.tensor([[6.0, 6.0]])
-        >>> bool(bound.sf(z)[0, 1] > bound.sf(z)[0, 0])
-        True
+    ``heavy_dof`` (``<=`` ``light_dof``); ``isf`` is the heavy law's. Bind it
+    to the candidates (:func:`bind_tail`) before summing tails over them.
     """
 
     heavy_dof: float
@@ -259,7 +227,6 @@ class ExplorationTail(TailLaw):
         return _BoundExplorationTail(self, variance_ratio > self.ratio)
 
     def sf(self, z: Tensor) -> Tensor:
-        """The heavy law's (candidates unknown: the conservative side)."""
         return self.heavy.sf(z)
 
     def isf(self, p: Tensor) -> Tensor:
@@ -300,11 +267,11 @@ def acting_calibration(
 def resolve_tail(
     tail: TailLaw | None, calibration: CalibrationChoice, num_observations: int
 ) -> TailLaw:
-    """The tail law a certificate uses: ``tail``, or for None the default of
-    the acting calibration: under ``"loo"`` (fitted hyperparameters) an
-    :class:`ExplorationTail` with ``n - 1`` degrees of freedom for explored
-    candidates and ``min(n - 1,`` :data:`AUTO_DOF_CAP` ``)`` for the others
-    (at least 1); under ``"none"`` Gaussian; under residuals their fitted law.
+    """The tail law a certificate uses: ``tail``, or for None the acting
+    calibration's default: under ``"loo"`` an :class:`ExplorationTail` with
+    ``n - 1`` degrees of freedom (explored) and ``min(n - 1,``
+    :data:`AUTO_DOF_CAP` ``)`` (at least 1); under ``"none"`` Gaussian; under
+    residuals their fitted law.
 
     Example:
         >>> resolve_tail(None, "loo", 50).name
