@@ -1,8 +1,5 @@
-r"""Candidate sets sharded over a Dask cluster, with the answers of one machine
-(the optional extra ``pip install ax-chaining[distributed]``): build
-:class:`ShardedCandidates` and pass it to ``ChainingUCB(model, sharded)``;
-Ax's strategies take it as ``candidates``, and :mod:`ax_chaining.distributed.ax`
-evaluates trials on the same cluster. See "Distributed candidates".
+r"""Candidate sets sharded over a Dask cluster, with one machine's answers
+(extra ``ax-chaining[distributed]``): ``ChainingUCB(model, ShardedCandidates(...))``.
 """
 
 try:

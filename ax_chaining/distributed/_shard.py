@@ -1,9 +1,6 @@
-r"""The worker side of sharded candidates: one contiguous shard and its part
-of every step (no Dask here; a Dask actor holds a :class:`Shard`). Per step it
-keeps, for its own candidates only, all that is ``O(shard)``: the factor
-``[W; \sigma_t^2; 1]``, mean and prior variance, the traversal's distances to
-the centres, and a certificate block's rows; it returns a few numbers, indices
-and "left data" (:class:`Left`), or a chunk of rows at a pool of points."""
+r"""The worker side of sharded candidates: a :class:`Shard` (held by a Dask
+actor) keeps all that is ``O(shard)`` of a step and returns a few numbers,
+indices, "left data" (:class:`Left`) or rows at a pool of points."""
 
 from __future__ import annotations
 
@@ -45,8 +42,7 @@ class StaleShardError(RuntimeError):
 
 @dataclass(frozen=True)
 class LibraryKernel:
-    """A library-mode ``TanimotoKernel`` as sent to the shards: its
-    parameters, never the library (each shard holds its own rows)."""
+    """A library-mode ``TanimotoKernel``'s parameters, without its library."""
 
     scale: float
     route: str
@@ -56,9 +52,8 @@ class LibraryKernel:
 
 @dataclass(frozen=True)
 class PendingFactors:
-    """Pending points as sent to the shards: their kernel features, their
-    ``r x p`` factor ``W_p`` and the ``p x p`` factor ``A``
-    (:meth:`~ax_chaining.posterior.ModelFactors.pending`)."""
+    """Pending points' kernel features and factors ``W_p`` (``r x p``) and
+    ``A`` (``p x p``) of :meth:`~ax_chaining.posterior.ModelFactors.pending`."""
 
     features: Any
     W_p: Tensor
@@ -71,11 +66,9 @@ class StepFactors:
 
     Attributes:
         step: The step's number; every later call names it.
-        base_key: Identifies the model: a shard that holds its factor for this
-            key reuses it.
+        base_key: Identifies the model (a shard reuses its factor for it).
         kernel: The model's ``covar_module``, or a :class:`LibraryKernel`.
-        train_features: Transformed training inputs, or their fingerprints'
-            words (library).
+        train_features: Transformed training inputs, or their words (library).
         L, whitened, out_var: As :class:`~ax_chaining.posterior.ModelFactors`.
         flip: ``(w, b)`` of a posterior transform ``w y + b``, or None.
     """
@@ -97,8 +90,8 @@ class StepFactors:
 
 @dataclass
 class Left:
-    """What a shard needs to compute rows of points held elsewhere: their
-    global indices, kernel features and factor columns ``[w; s^2; 1]``."""
+    """Points' global indices, kernel features and factor columns
+    ``[w; s^2; 1]``: what a shard needs for their rows."""
 
     index: list[int]
     features: Any
@@ -118,18 +111,14 @@ class Left:
     def take(self, positions: list[int]) -> Left:
         """The points at ``positions`` (in that order)."""
         pos = torch.tensor(positions, dtype=torch.long)
-        feats = self.features
-        if isinstance(feats, np.ndarray):
-            feats = feats[np.asarray(positions, dtype=np.int64)]
-        else:
-            feats = feats[pos]
+        numpy = isinstance(self.features, np.ndarray)
+        feats = self.features[np.asarray(positions, dtype=np.int64) if numpy else pos]
         return Left([self.index[p] for p in positions], feats, self.columns[pos])
 
 
 class _ShardLibraryKernel(KernelRows):
-    """A library-mode Tanimoto kernel over a shard's rows, points given by
-    their fingerprint words; exact, so equal to one machine's whatever the
-    columns; in float64 ``as_rows`` (as ``LibraryRows``), else the model's."""
+    """A library-mode Tanimoto kernel over a shard's rows (points given by
+    their words); float64 ``as_rows`` (as ``LibraryRows``), else the model's."""
 
     def __init__(
         self,
@@ -158,10 +147,7 @@ class _ShardLibraryKernel(KernelRows):
         return out.mul_(self.scale) if self.scale != 1.0 else out
 
     def diag(self, first: int, stop: int) -> Tensor:
-        dtype = self.Zt.dtype
-        return torch.ones(stop - first, dtype=dtype) * torch.tensor(
-            self.scale, dtype=dtype
-        )
+        return torch.full((stop - first,), self.scale, dtype=self.Zt.dtype)
 
 
 class Shard:
@@ -226,12 +212,10 @@ class Shard:
         if self.start <= index < self.stop:
             x[index - self.start] = 0.0
 
-    # ------------------------------------------------------------------ prepare
     @torch.no_grad()
     def prepare(self, f: StepFactors) -> dict[str, Any]:
         """Posterior mean, variance and factor over the shard for step ``f``;
-        the smallest variance, its first index and left data, the largest
-        prior variance, and whether every variance is finite."""
+        a summary: smallest variance (left data), largest prior, finiteness."""
         self.step = None  # a failure below leaves no half-prepared step
         if self._base_key != f.base_key:
             self._prepare_base(f)
@@ -345,8 +329,8 @@ class Shard:
 
     @torch.no_grad()
     def _rows(self, left: Left) -> Tensor:
-        r"""Rows of :math:`d_t^2` of the points ``left`` over the shard, by
-        ``LowRankDistance.rows``' operations."""
+        r"""Rows of :math:`d_t^2` of ``left`` over the shard (as
+        ``LowRankDistance.rows``)."""
         prior = self.rows_source(left.features, self.size, 0).to(self.dtype)
         cols = left.columns.clone()
         cols[:, :-2].mul_(2.0)
@@ -358,7 +342,6 @@ class Shard:
             d2[torch.tensor(pos), torch.tensor(local)] = 0.0
         return d2
 
-    # ------------------------------------------------------- farthest-first
     def _ff_reset(self) -> None:
         self.mind2: Tensor | None = None
         self._tmp: Tensor | None = None
@@ -367,8 +350,7 @@ class Shard:
         self._far: Tensor | None = None
 
     def _commit(self, keep: int | None) -> None:
-        """Keep the first ``keep`` speculative centres (all: the copy they
-        were applied to; fewer: applied again to the committed distances)."""
+        """Keep the first ``keep`` speculative centres (None: no change)."""
         if keep is None:
             return
         if keep == len(self._seq) and self._tmp is not None:
@@ -416,8 +398,8 @@ class Shard:
     def ff_pool(
         self, step: int, positions: list[int], extra: list[int]
     ) -> dict[str, Any]:
-        """The far points at ``positions`` of the kept far set and the owned
-        points of ``extra``: global indices, distances, left data."""
+        """Indices, distances and left data of the kept far set's
+        ``positions`` and the owned points of ``extra``."""
         self._check(step)
         far = self._far[torch.tensor(positions, dtype=torch.long)].tolist()
         local = far + self._local(extra)[1]
@@ -438,9 +420,8 @@ class Shard:
         left: Left,
         apply: tuple[int, int],
     ) -> dict[str, Any]:
-        """Commit; with ``pool``, start a new pool; the rows of pool positions
-        ``chunk`` (points ``left``) at the owned pool points; then apply
-        centre ``apply = (position, index)`` speculatively."""
+        """Commit; start ``pool`` if given; rows of pool positions ``chunk``
+        (``left``) at the owned pool points; apply centre ``apply``."""
         self._check(step)
         self._commit(commit)
         if pool is not None:
@@ -454,7 +435,7 @@ class Shard:
         return {"positions": self._pool_pos, "values": values, "prefixes": prefixes}
 
     def ff_apply(self, step: int, seq: list[tuple[int, int]]) -> list[dict[str, Any]]:
-        """Apply more centres speculatively (:meth:`_prefixes`)."""
+        """Apply more centres speculatively."""
         self._check(step)
         return self._prefixes(seq)
 
@@ -463,7 +444,6 @@ class Shard:
         self._commit(commit)
         self._ff_reset()
 
-    # ------------------------------------------------------------- selection
     def best(
         self,
         step: int,
@@ -474,8 +454,8 @@ class Shard:
         maximize: bool,
         excluded: list[int],
     ) -> dict[str, Any] | None:
-        r"""The shard's largest :math:`\pm\mu_t + b_t(\sigma_t)`: its first
-        index, value, mean, sigma and raw row (None if all are excluded)."""
+        r"""The shard's first largest :math:`\pm\mu_t + b_t(\sigma_t)` (None
+        if all are excluded)."""
         self._check(step)
         sigma = self.variance.sqrt()
         bonus = chaining_bonus(sigma, eps, H, sigma_min_used, shape)
@@ -495,24 +475,21 @@ class Shard:
         }
 
     def evaluated(self, train: Tensor, transform: Any, *dtypes: Any) -> list[int]:
-        """Global indices of the shard's candidates that are training inputs
-        (:func:`~ax_chaining.posterior.training_mask`)."""
+        """Global indices of the shard's candidates among the training inputs."""
         hit = training_mask(self.Z.to(train.dtype), train, transform, *dtypes)
         return (hit.nonzero().squeeze(-1) + self.start).tolist()
 
     def nearest(self, X: Tensor) -> tuple[Tensor, Tensor, float]:
-        """Per row of ``X``, the distance to the shard's nearest candidate and
-        its global index; and the shard's largest absolute entry."""
+        """Per row of ``X``, the nearest candidate's distance and index; and
+        the shard's largest absolute entry."""
         dist, index = nearest_rows(X, self.Z)
         return dist, index + self.start, float(self.Z.abs().max())
 
-    # ----------------------------------------------------------- certificate
     def cert_rows(
         self, step: int, left: Left, mean_rows: Tensor, scale: float, sign: float, z
     ) -> dict[str, Tensor]:
-        r"""Rows of :math:`d_t` of certified points (``left``), kept for
-        :meth:`cert_tail`; per row the largest gap where :math:`d = 0` and,
-        given ``z``, the pairwise bound's largest term."""
+        r"""Keep rows of :math:`d_t` of ``left`` for :meth:`cert_tail`; per row
+        the largest gap where :math:`d = 0` and the pairwise term (``z``)."""
         self._check(step)
         mean = (sign * self.mean).to(torch.float64) / scale
         d = self._rows(left).to(torch.float64).clamp_min(0.0).sqrt()
@@ -525,8 +502,7 @@ class Shard:
         return out
 
     def cert_tail(self, step: int, b: Tensor, tail: Any) -> Tensor:
-        """The shard's part of the union bound's tail sum at levels ``b``
-        (the law bound to the shard's own variances)."""
+        """The shard's part of the union bound's tail sum at levels ``b``."""
         self._check(step)
         gap, d = self._cert
         return tail_sum(b, gap, d, bind_tail(tail, self.variance, self.prior_var))

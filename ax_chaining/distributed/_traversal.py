@@ -1,13 +1,11 @@
-r"""The client side of the sharded farthest-first traversal: the decisions of
-:func:`~ax_chaining.covers.farthest_first_order`, from the shards' maxima,
-counts and rows at pool points. Picks from rows already computed are taken
-speculatively (applied to a copy of the shards' distances, radii returned in
-one call), then checked against the break rules and committed up to the first
-break: exactly the picks one machine takes, in fewer round trips."""
+r"""The client side of the sharded farthest-first traversal: exactly the picks
+of :func:`~ax_chaining.covers.farthest_first_order`, taken speculatively from
+rows already computed and committed up to the first break."""
 
 from __future__ import annotations
 
 import bisect
+from itertools import accumulate
 from typing import Any
 
 import torch
@@ -69,8 +67,8 @@ class ShardedTraversal:
         return POOL_RATIO2 * self.radii2[-1]
 
     def _draw(self) -> tuple[list[int], Tensor, Left]:
-        """A pool: the farthest point and a seeded random sample of the far set
-        (positions in global candidate order), their distances and left data."""
+        """A pool (the farthest point and a seeded sample of the far set), its
+        distances and left data."""
         if self.pool_size == 1:
             mind2 = torch.tensor([self.radii2[-1]], dtype=self.dtype)
             return [self.top["argmax"]], mind2, self.top_left
@@ -78,9 +76,7 @@ class ShardedTraversal:
             "ff_count", (self.step, self.commit, self._threshold())
         )
         self.commit = None
-        cum = [0]
-        for c in counts:
-            cum.append(cum[-1] + c)
+        cum = [0, *accumulate(counts)]
         pick = sample_without_replacement(cum[-1], self.pool_size - 1, self.gen)
         where = [bisect.bisect_right(cum, p) - 1 for p in pick.tolist()]
         wanted: list[list[int]] = [[] for _ in counts]

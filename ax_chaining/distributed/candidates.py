@@ -1,9 +1,6 @@
-r"""Candidates sharded over a Dask cluster: :class:`ShardedCandidates`.
-
-Contiguous shards, each starting at a multiple of
-:data:`~ax_chaining.distances.COLUMN_BLOCK` (so that every product over a
-shard's candidates is one machine's, bit for bit), each held by a Dask actor.
-"""
+r"""Candidates sharded over a Dask cluster (:class:`ShardedCandidates`): Dask
+actors holding contiguous shards that start at multiples of
+:data:`~ax_chaining.distances.COLUMN_BLOCK`, so that products are one machine's."""
 
 from __future__ import annotations
 
@@ -51,19 +48,16 @@ def shard_bounds(n: int, parts: int, block: int = COLUMN_BLOCK) -> list[int]:
 
 
 def cluster_workers(client: Any) -> list[str]:
-    """The sorted addresses of the workers the scheduler holds now
-    (``Client.nthreads``; ``scheduler_info()`` may return a cached view that
-    lists no workers, which would call every shard lost)."""
+    """The sorted addresses of the scheduler's workers now (``Client.nthreads``:
+    ``scheduler_info()`` may be a stale view listing none)."""
     return sorted(client.nthreads())
 
 
 class ShardedCandidates:
-    """A finite candidate set split over the workers of a Dask cluster, held
-    (one shard per worker by default) until :meth:`close`: pass it as
-    ``candidates`` to :class:`~ax_chaining.ChainingUCB` (whose step then runs on
-    the workers) and select with :meth:`optimize`, or give it to
-    :func:`~ax_chaining.ax.chaining_generation_strategy`. Every call names its
-    step and a shard that does not hold it refuses: a lost worker gives
+    """A finite candidate set split over a Dask cluster's workers (one shard
+    each) until :meth:`close`: the ``candidates`` of
+    :class:`~ax_chaining.ChainingUCB` (select with :meth:`optimize`) or of
+    :func:`~ax_chaining.ax.chaining_generation_strategy`. A lost worker gives
     :class:`ShardLostError` or, with ``retries``, the step run again on rebuilt
     shards, never a silently wrong answer.
 
@@ -154,16 +148,16 @@ class ShardedCandidates:
         """Create shard ``s`` on ``worker``; its handle."""
         a, b = self.bounds[s], self.bounds[s + 1]
         kw: dict[str, Any] = {"normalized_inputs": self.normalized_inputs}
-        data = None  # large arrays travel once, straight to their worker
+        scatter = self.client.scatter  # large arrays travel once, to their worker
         if isinstance(self.source, Tensor):
-            data = {"candidates": self.source[a:b].clone()}
+            data = self.source[a:b].clone()
+            kw["candidates"] = scatter(data, workers=[worker], direct=True)
         elif isinstance(self.source, PackedFingerprints):
-            data = {"library_words": np.ascontiguousarray(self.source.words[a:b])}
+            data = np.ascontiguousarray(self.source.words[a:b])
+            kw["library_words"] = scatter(data, workers=[worker], direct=True)
             kw["n_bits"] = self.source.n_bits
         else:
             kw["library_path"] = self.source
-        for k, v in (data or {}).items():
-            kw[k] = self.client.scatter(v, workers=[worker], direct=True)
         opts = {"workers": [worker], "allow_other_workers": False, "pure": False}
         future = self.client.submit(
             self.shard_class, a, b, self.n, actor=True, **kw, **opts
@@ -193,8 +187,11 @@ class ShardedCandidates:
         self, method: str, args: Any, shards: list[int] | None = None
     ) -> list[Any]:
         """``method`` of the shards (all, or ``shards``), results in shard order;
-        ``args``: one tuple for all, or a list of tuples, one per shard. Raises
-        :class:`ShardLostError` if a shard's worker left (or its state is gone)."""
+        ``args``: one tuple for all, or one per shard.
+
+        Raises:
+            ShardLostError: A shard's worker left (or its state is gone).
+        """
         which = list(range(self.num_shards)) if shards is None else list(shards)
         per = args if isinstance(args, list) else [args] * len(which)
         with self._lock:
@@ -233,10 +230,8 @@ class ShardedCandidates:
         return [s for s in which if self.workers[s] not in alive]
 
     def restore(self) -> list[int]:
-        """Rebuild the shards whose worker left on the remaining workers
-        (round robin) from the candidates' source; returns them. Dask does
-        not restart an actor whose worker left, so its state is rebuilt here;
-        the next call to a step prepares every shard for it again."""
+        """Rebuild the shards whose worker left on the remaining workers (round
+        robin; Dask does not restart actors); returns them."""
         alive = cluster_workers(self.client)
         lost = [s for s, w in enumerate(self.workers) if w not in alive]
         if lost and not alive:
@@ -248,8 +243,7 @@ class ShardedCandidates:
         return lost
 
     def retrying(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)``, run again (up to ``retries`` times) after a lost
-        worker once :meth:`restore` has rebuilt its shards."""
+        """``fn(*args)``, run again up to ``retries`` times after :meth:`restore`."""
         for _ in range(self.retries):
             try:
                 return fn(*args)
@@ -269,12 +263,10 @@ class ShardedCandidates:
         exclude: Sequence[int] | None = None,
         return_indices: bool = False,
     ) -> tuple[Tensor, ...]:
-        r"""The ``q`` best candidates of a :class:`~ax_chaining.ChainingUCB` on these
-        shards: each shard's first maximum of :math:`\pm\mu_t(x) +
-        b_t(\sigma_t(x))` (``acqf.candidate_mean`` and ``acqf.candidate_sigma`` on
-        one machine), then the first of those. For ``q > 1``, BoTorch's sequential
-        greedy: each pick is set as a pending point and not picked again; the
-        pending points are restored at the end. ``exclude``: indices never picked.
+        r"""The ``q`` best candidates (first maxima of :math:`\pm\mu_t(x) +
+        b_t(\sigma_t(x))`) of a :class:`~ax_chaining.ChainingUCB` on these shards;
+        for ``q > 1`` BoTorch's sequential greedy over pending points.
+        ``exclude``: indices never picked.
 
         Returns:
             ``(X, values)`` (``q x d`` and ``q``), and the indices if
@@ -314,8 +306,8 @@ class ShardedCandidates:
         return X, vals
 
     def chaining_store(self, acqf: Any) -> ShardedStore:
-        """The :class:`~ax_chaining.acquisition.CandidateStore` through which
-        ``ChainingUCB(model, sharded)`` runs its step on these shards."""
+        """The :class:`~ax_chaining.acquisition.CandidateStore` of
+        ``ChainingUCB(model, sharded)``."""
         return ShardedStore(acqf, self)
 
     def close(self) -> None:

@@ -1,8 +1,6 @@
 r"""The step of a :class:`~ax_chaining.ChainingUCB` over sharded candidates
-(:class:`ShardedStore`): the client sends the model's small factors once, the
-shards compute the posterior and hold the traversal's distances, and the
-client computes covers, :math:`H_i` and the bonus from the traversal's order
-and radii, exactly as one machine. Nothing ``N``-long crosses the network."""
+(:class:`ShardedStore`), exactly as one machine's: the shards compute the
+posterior and distances, the client the covers and bonus from the traversal."""
 
 from __future__ import annotations
 
@@ -11,6 +9,7 @@ import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
 from types import SimpleNamespace
 from typing import Any
 
@@ -62,8 +61,7 @@ _STEPS = itertools.count(1)
 
 @dataclass
 class ShardedStep:
-    """One build of Algorithm 1 on the shards: the levels and covers, the
-    factors sent, and the noise variances given to the pending points."""
+    """One step on the shards: its chaining, factors and pending noise."""
 
     chaining: ChainingResult
     factors: StepFactors
@@ -80,11 +78,8 @@ class ShardedStep:
 class ShardedStore:
     r"""The :class:`~ax_chaining.acquisition.CandidateStore` of
     :class:`~ax_chaining.distributed.ShardedCandidates`: one machine's
-    low-rank step with farthest-first covers, run on the shards.
-
-    Not distributed: the dense route's greedy covers (``path="dense"`` or
-    ``cover="greedy"`` raise) and the chaining certificate (the union bound is
-    the default). ``memory_budget`` bounds each worker's share.
+    low-rank step with farthest-first covers (``path="dense"`` and
+    ``cover="greedy"`` raise), ``memory_budget`` bounding each worker's share.
     """
 
     def __init__(self, acqf: Any, sharded: Any) -> None:
@@ -131,8 +126,8 @@ class ShardedStore:
         return self._model_factors
 
     def _kernel_message(self, mf: ModelFactors) -> tuple[Any, Any, Any]:
-        """The kernel as sent to the shards, the training points' features,
-        and the function giving other points' features (None: the points)."""
+        """The kernel sent, training features, and other points' features
+        function (None: the points)."""
         parts = library_kernel_parts(mf.covar_module)
         if parts is None:
             return mf.covar_module, mf.train_X, None
@@ -160,8 +155,7 @@ class ShardedStore:
         mf = self._factors_of_model()
         dtype = self.candidate_dtype
         itemsize = torch.finfo(dtype).bits // 8
-        # Each worker's share: one machine's estimate for the largest shard,
-        # with a pool of 2 * batch_size rows of it where that is larger.
+        # The largest shard's share, with a pool of 2 * batch_size rows.
         largest, pool_bytes = max(sharded.sizes), row_budgets(opts.memory_budget)[1]
         if sharded.batch_size is not None:
             pool_bytes = max(pool_bytes, 2 * sharded.batch_size * largest * itemsize)
@@ -251,9 +245,8 @@ class ShardedStore:
             self.sharded.prepare(step.factors)
 
     def best_candidate(self, exclude: Sequence[int] = ()) -> dict[str, Any]:
-        r"""The candidate of largest :math:`\pm\mu_t + b_t(\sigma_t)` given the
-        current pending points (first index among ties): ``index``, ``value``,
-        ``x`` (its raw row), ``mean`` and ``sigma``."""
+        r"""The first candidate of largest :math:`\pm\mu_t + b_t(\sigma_t)`:
+        ``index``, ``value``, ``x``, ``mean`` and ``sigma``."""
         excluded = sorted({int(i) for i in exclude})
 
         def run() -> dict[str, Any]:
@@ -282,9 +275,7 @@ class ShardedStore:
         self, index: Sequence[int], step: ShardedStep | None = None
     ) -> dict[str, Tensor]:
         """Posterior mean (objective), standard deviation and raw rows at
-        candidates ``index`` under ``step`` (default: the current one), from
-        the shards: one machine's ``candidate_mean`` and ``candidate_sigma``
-        there."""
+        candidates ``index`` under ``step`` (default: the current one)."""
         index = [int(i) for i in index]
 
         def run() -> dict[str, Tensor]:
@@ -332,15 +323,13 @@ class ShardedStore:
         return ShardedSet(self, base)
 
     def match(self, X: Tensor) -> Tensor:
-        """Global indices of the candidates equal to the rows of ``X``, as
-        :func:`~ax_chaining.checks.match_rows` over all shards (each shard's
-        nearest row, the nearest of those, the whole set's tolerance)."""
+        """Global indices of the candidates equal to the rows of ``X`` (as
+        :func:`~ax_chaining.checks.match_rows`)."""
         parts = self.sharded.call("nearest", (X,))
         tol = match_tolerance(max(p[2] for p in parts))
         vals = torch.stack([p[0] for p in parts])
         args = torch.stack([p[1] for p in parts])
-        best = vals.argmin(dim=0)  # first shard among ties: lowest index
-        dist = vals.gather(0, best.unsqueeze(0))[0]
+        dist, best = vals.min(dim=0)  # first shard among ties: lowest index
         index = args.gather(0, best.unsqueeze(0))[0]
         if bool((dist > tol).any()):
             bad = int((dist > tol).nonzero()[0])
@@ -353,9 +342,8 @@ class ShardedStore:
 
 class ShardedSet:
     """The :class:`~ax_chaining.certificate.certify.CertifiedSet` of sharded
-    candidates: the union (or pairwise) bound by one machine's root search,
-    with the tail sums added over the shards (in another order: equal to the
-    search's relative tolerance ``1e-6``). No chaining bound, no rank."""
+    candidates: union or pairwise bounds (tail sums added over the shards, equal
+    to the root search's tolerance ``1e-6``); no chaining bound, no rank."""
 
     methods = ("union", "pairwise")
     ranks = False
@@ -382,14 +370,13 @@ class ShardedSet:
             self.values(index)
         mean = self._values[1]  # type: ignore[index]
         scale, method = options["scale"], options["method"]
-        run = self._bound
-        bounds = self.store.sharded.retrying(run, idx, mean / scale, options) * scale
+        bounds = self.store.sharded.retrying(self._bound, idx, mean / scale, options)
+        bounds = bounds * scale
         return {"bound": bounds, method: bounds}
 
     def _bound(self, idx: list[int], mean_rows: Tensor, options: dict) -> Tensor:
-        """One machine's union (or pairwise) bound of the points ``idx``
-        (means ``mean_rows``, in units of ``scale``), a block of points at a
-        time (as many as the largest shard's rows of them hold in the budget)."""
+        """The union (or pairwise) bound of the points ``idx`` (means
+        ``mean_rows`` in units of ``scale``), a budget's block at a time."""
         store, step = self.store, self.base.factors.step
         calls, delta_t, tail = store.sharded, options["share"], options["tail"]
         store._prepare(self.base)
@@ -419,11 +406,7 @@ class ShardedSet:
                 hi = torch.maximum(pairwise, lo)
 
                 def tail_sum(b: Tensor) -> Tensor:
-                    parts = calls.call("cert_tail", (step, b, tail))
-                    total = parts[0].clone()
-                    for p in parts[1:]:
-                        total += p
-                    return total
+                    return reduce(torch.add, calls.call("cert_tail", (step, b, tail)))
 
                 solved = solve_tail_budget(tail_sum, lo, hi, delta_t, 1e-6)
                 # As one machine: the pairwise bound, where computed, caps it.
