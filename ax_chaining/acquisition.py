@@ -229,14 +229,8 @@ class ChainingUCB(AcquisitionFunction):
     with radii :math:`\epsilon_i = s\, 2^{1-i}`, nested greedy covers
     :math:`T_i` (Algorithms 1 and 2 of the paper), :math:`\sigma_t^{\min} =
     \min_{x \in X} \sigma_t(x)`, and :math:`\mu_t, \sigma_t, k_t` the posterior of
-    the latent function. For ``maximize=False`` the mean enters with a minus
-    sign. The covers are built at construction and again when pending points
-    change; ``forward`` evaluates at any ``X``, not only at candidates.
-    :meth:`certificate` and :meth:`regret_bound` give a regret certificate valid
-    at any candidate chosen from the data. On
-    :class:`~ax_chaining.distributed.ShardedCandidates` the step (low-rank,
-    farthest-first covers, union-bound certificate) runs on the workers, and
-    ``sharded.optimize(acqf, q)`` selects.
+    the latent function (the mean negated for ``maximize=False``). The covers
+    are rebuilt when pending points change; ``forward`` evaluates at any ``X``.
 
     Example:
         >>> acqf = ChainingUCB(SingleTaskGP(train_X, train_Y), candidates)
@@ -301,8 +295,7 @@ class ChainingUCB(AcquisitionFunction):
         pending_covers: PendingCovers = "rebuild",
         bonus: BonusShape = "paper",
     ) -> None:
-        """Check the arguments and build the first step (see the class's Args):
-        bad input and memory errors surface here, not at the first query."""
+        """Check the arguments and build the first step (see the class's Args)."""
         given = locals()
         super().__init__(model=model)
         names = (f.name for f in fields(ChainingOptions))
@@ -363,10 +356,8 @@ class ChainingUCB(AcquisitionFunction):
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
         r"""Condition on ``p x d`` pending points (or None), treated as observed at
         their posterior mean: :math:`\mu_t` unchanged, :math:`k_t` shrunk as by a
-        real observation (GP-BUCB, Desautels et al., 2014). The covers follow on the
-        next evaluation or read of :attr:`chaining`, not here:
-        ``optimize_acqf_discrete`` sets pending points once more after its last
-        pick, then restores the original ones, whose covers are kept."""
+        real observation (GP-BUCB, Desautels et al., 2014); the covers are rebuilt
+        lazily, on the next evaluation or read of :attr:`chaining`."""
         if X_pending is not None:
             X_pending = self.store.pending_inputs(X_pending)
         self.X_pending = X_pending
@@ -457,13 +448,10 @@ class ChainingUCB(AcquisitionFunction):
 
         With probability at least :math:`1 - \delta`, jointly over all steps (or
         ``options.schedule``'s checks), :math:`\max_{x^\star \in X} f(x^\star) -
-        f(\texttt{x}) \le \texttt{bound}`, assuming the model's GP prior and
-        hyperparameters are the true ones; from the posterior given the
-        observations only and the covers without pending points (on a tensor the
-        smaller of the union and chaining bounds; on shards the union bound). The
-        default calibration runs the model's leave-one-out check first: the
-        certificate is refused or widened where the data show it overconfident
-        (:mod:`ax_chaining.certificate.calibration`).
+        f(\texttt{x}) \le \texttt{bound}` if the model's GP prior is the true one,
+        from the posterior and covers without pending points; the default
+        leave-one-out calibration refuses or widens it where the data show the
+        model overconfident (:mod:`ax_chaining.certificate.calibration`).
 
         Example:
             >>> cert = acqf.certificate()  # the evaluated candidate with least bound
