@@ -183,11 +183,9 @@ def positive_scale(scale: float) -> float:
 
 
 class CandidateStore(Protocol):
-    """Where a :class:`ChainingUCB`'s candidates are held and how a step of
-    Algorithm 1 is built on them: an ``N x d`` tensor, or the shards of
-    :class:`~ax_chaining.distributed.ShardedCandidates` (its
-    ``chaining_store(acqf)``). A step has a ``chaining``
-    (:class:`~ax_chaining.chaining.ChainingResult`) and a ``posterior``."""
+    """Where a :class:`ChainingUCB`'s candidates are held (a tensor, or the
+    shards of :class:`~ax_chaining.distributed.ShardedCandidates`) and how a step
+    of Algorithm 1, with a ``chaining`` and a ``posterior``, is built on them."""
 
     candidates: Any
 

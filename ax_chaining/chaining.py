@@ -273,10 +273,9 @@ def chaining_covers(
             :func:`~ax_chaining.covers.greedy_dominating_set_lazy` (the same
             picks wherever :math:`d_t^2` is symmetric as computed).
         graph: How greedy covers hold the :math:`\epsilon_i`-graphs (the same
-            covers): ``"lists"`` (neighbour lists, numpy on the CPU),
-            ``"matrix"`` (an ``N x N`` uint8 level matrix, any device) or
-            ``"auto"`` (lists, or the matrix where only it fits
-            ``memory_budget``).
+            covers): ``"lists"`` (numpy neighbour lists), ``"matrix"`` (an
+            ``N x N`` uint8 level matrix) or ``"auto"`` (lists, or the matrix
+            where only it fits ``memory_budget``).
 
     Example:
         >>> from ax_chaining.distances import DenseDistance
@@ -483,10 +482,8 @@ def _greedy_levels(
     memory_budget: int | None = None,
     lazy: bool = True,
 ) -> tuple[list[Tensor], list[int], list[bool]]:
-    """Greedy nested covers from neighbour lists or the level matrix (the same
-    covers), within ``memory_budget``: lists take ``GRAPH_PEAK_EDGE_BYTES`` per
-    pair within the first radius kept (estimated from rows before anything is
-    allocated), the matrix ``2 N^2`` bytes."""
+    """Greedy nested covers from neighbour lists (``GRAPH_PEAK_EDGE_BYTES`` per
+    estimated edge) or the level matrix (``2 N^2`` bytes), within ``memory_budget``."""
     n = distance.n
     auto = graph == "auto"
     if auto:
