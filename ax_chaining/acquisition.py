@@ -247,10 +247,8 @@ class ChainingUCB(AcquisitionFunction):
         maximize: If True, consider the problem a maximization problem.
         X_pending: ``p x d`` points chosen but not yet observed, conditioned on
             at their posterior mean (GP-BUCB).
-        scale: :math:`s`; the paper's kernel has :math:`k(x, x) \le 1` and
-            :math:`s = 1`; default the largest prior standard deviation over
-            the candidates, so that scaling the objective by :math:`c > 0`
-            scales every :math:`H_i` by :math:`c` and keeps the selected point.
+        scale: :math:`s` (the paper's :math:`s = 1` for :math:`k(x, x) \le 1`);
+            default the largest prior standard deviation over the candidates.
         sigma_floor: Floor on :math:`\sigma_t^{\min}`, relative to ``scale``
             (noise-free data give :math:`\sigma_t^{\min} = 0`).
         h_radius: ``"algorithm"`` writes :math:`H_i` with :math:`\epsilon_i`
@@ -266,9 +264,8 @@ class ChainingUCB(AcquisitionFunction):
         pending_covers: With pending points, ``"rebuild"`` runs Algorithm 1
             again given them; ``"reuse"`` keeps the covers built without them
             (still covers: pending points only shrink :math:`d_t`).
-        bonus: ``"paper"``, the staircase above, or ``"continuous"``, its
-            piecewise-linear envelope, never below the staircase and never above
-            it at :math:`2\sigma_t(x)` (:func:`~ax_chaining.chaining.chaining_bonus`).
+        bonus: ``"paper"`` (the staircase above) or ``"continuous"``
+            (:func:`~ax_chaining.chaining.chaining_bonus`).
     """
 
     #: Its input constructor takes the candidate set (Ax's candidate-set nodes).

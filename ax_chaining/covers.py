@@ -39,10 +39,8 @@ def _check_dist2(dist2: Tensor) -> None:
 
 def greedy_dominating_set(adjacency: Tensor) -> Tensor:
     r"""Algorithm 2 on an ``m x m`` (``m >= 1``) symmetric boolean adjacency
-    :math:`d(x, x') \le \epsilon` with a true diagonal: while points are
-    uncovered, pick the uncovered point whose ball holds the most uncovered
-    points (ties to the lowest index) and cover its ball; once every ball holds
-    only its centre, the rest in index order. Returns the picks in order."""
+    with a true diagonal (:func:`greedy_cover`); once every ball holds only its
+    centre, the rest in index order. Returns the picks in order."""
     m = adjacency.shape[0]
     device = adjacency.device
     uncovered = torch.ones(m, dtype=torch.bool, device=device)
