@@ -183,11 +183,9 @@ def positive_scale(scale: float) -> float:
 
 
 class CandidateStore(Protocol):
-    """Where a :class:`ChainingUCB`'s candidates are held and how a step of
-    Algorithm 1 is built on them: an ``N x d`` tensor, or the shards of
-    :class:`~ax_chaining.distributed.ShardedCandidates` (its
-    ``chaining_store(acqf)``). A step has a ``chaining``
-    (:class:`~ax_chaining.chaining.ChainingResult`) and a ``posterior``."""
+    """Where a :class:`ChainingUCB`'s candidates are held (a tensor, or the
+    shards of :class:`~ax_chaining.distributed.ShardedCandidates`) and how a step
+    of Algorithm 1, with a ``chaining`` and a ``posterior``, is built on them."""
 
     candidates: Any
 
@@ -229,14 +227,8 @@ class ChainingUCB(AcquisitionFunction):
     with radii :math:`\epsilon_i = s\, 2^{1-i}`, nested greedy covers
     :math:`T_i` (Algorithms 1 and 2 of the paper), :math:`\sigma_t^{\min} =
     \min_{x \in X} \sigma_t(x)`, and :math:`\mu_t, \sigma_t, k_t` the posterior of
-    the latent function. For ``maximize=False`` the mean enters with a minus
-    sign. The covers are built at construction and again when pending points
-    change; ``forward`` evaluates at any ``X``, not only at candidates.
-    :meth:`certificate` and :meth:`regret_bound` give a regret certificate valid
-    at any candidate chosen from the data. On
-    :class:`~ax_chaining.distributed.ShardedCandidates` the step (low-rank,
-    farthest-first covers, union-bound certificate) runs on the workers, and
-    ``sharded.optimize(acqf, q)`` selects.
+    the latent function (the mean negated for ``maximize=False``). The covers
+    are rebuilt when pending points change; ``forward`` evaluates at any ``X``.
 
     Example:
         >>> acqf = ChainingUCB(SingleTaskGP(train_X, train_Y), candidates)
@@ -255,10 +247,8 @@ class ChainingUCB(AcquisitionFunction):
         maximize: If True, consider the problem a maximization problem.
         X_pending: ``p x d`` points chosen but not yet observed, conditioned on
             at their posterior mean (GP-BUCB).
-        scale: :math:`s`; the paper's kernel has :math:`k(x, x) \le 1` and
-            :math:`s = 1`; default the largest prior standard deviation over
-            the candidates, so that scaling the objective by :math:`c > 0`
-            scales every :math:`H_i` by :math:`c` and keeps the selected point.
+        scale: :math:`s` (the paper's :math:`s = 1` for :math:`k(x, x) \le 1`);
+            default the largest prior standard deviation over the candidates.
         sigma_floor: Floor on :math:`\sigma_t^{\min}`, relative to ``scale``
             (noise-free data give :math:`\sigma_t^{\min} = 0`).
         h_radius: ``"algorithm"`` writes :math:`H_i` with :math:`\epsilon_i`
@@ -274,9 +264,8 @@ class ChainingUCB(AcquisitionFunction):
         pending_covers: With pending points, ``"rebuild"`` runs Algorithm 1
             again given them; ``"reuse"`` keeps the covers built without them
             (still covers: pending points only shrink :math:`d_t`).
-        bonus: ``"paper"``, the staircase above, or ``"continuous"``, its
-            piecewise-linear envelope, never below the staircase and never above
-            it at :math:`2\sigma_t(x)` (:func:`~ax_chaining.chaining.chaining_bonus`).
+        bonus: ``"paper"`` (the staircase above) or ``"continuous"``
+            (:func:`~ax_chaining.chaining.chaining_bonus`).
     """
 
     #: Its input constructor takes the candidate set (Ax's candidate-set nodes).
@@ -301,8 +290,7 @@ class ChainingUCB(AcquisitionFunction):
         pending_covers: PendingCovers = "rebuild",
         bonus: BonusShape = "paper",
     ) -> None:
-        """Check the arguments and build the first step (see the class's Args):
-        bad input and memory errors surface here, not at the first query."""
+        """Check the arguments and build the first step (see the class's Args)."""
         given = locals()
         super().__init__(model=model)
         names = (f.name for f in fields(ChainingOptions))
@@ -363,10 +351,8 @@ class ChainingUCB(AcquisitionFunction):
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
         r"""Condition on ``p x d`` pending points (or None), treated as observed at
         their posterior mean: :math:`\mu_t` unchanged, :math:`k_t` shrunk as by a
-        real observation (GP-BUCB, Desautels et al., 2014). The covers follow on the
-        next evaluation or read of :attr:`chaining`, not here:
-        ``optimize_acqf_discrete`` sets pending points once more after its last
-        pick, then restores the original ones, whose covers are kept."""
+        real observation (GP-BUCB, Desautels et al., 2014); the covers are rebuilt
+        lazily, on the next evaluation or read of :attr:`chaining`."""
         if X_pending is not None:
             X_pending = self.store.pending_inputs(X_pending)
         self.X_pending = X_pending
@@ -457,13 +443,10 @@ class ChainingUCB(AcquisitionFunction):
 
         With probability at least :math:`1 - \delta`, jointly over all steps (or
         ``options.schedule``'s checks), :math:`\max_{x^\star \in X} f(x^\star) -
-        f(\texttt{x}) \le \texttt{bound}`, assuming the model's GP prior and
-        hyperparameters are the true ones; from the posterior given the
-        observations only and the covers without pending points (on a tensor the
-        smaller of the union and chaining bounds; on shards the union bound). The
-        default calibration runs the model's leave-one-out check first: the
-        certificate is refused or widened where the data show it overconfident
-        (:mod:`ax_chaining.certificate.calibration`).
+        f(\texttt{x}) \le \texttt{bound}` if the model's GP prior is the true one,
+        from the posterior and covers without pending points; the default
+        leave-one-out calibration refuses or widens it where the data show the
+        model overconfident (:mod:`ax_chaining.certificate.calibration`).
 
         Example:
             >>> cert = acqf.certificate()  # the evaluated candidate with least bound

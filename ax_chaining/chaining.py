@@ -195,10 +195,8 @@ class ChainingResult:
             \qquad \epsilon_{i-1} = 2 \epsilon_i,
 
         with :math:`|T_i| \le N` beyond the ``L`` levels, summed until the tail
-        is below :math:`2^{-64}` of the sum, with the shape of ``sigma``. For
-        comparison with the paper only (``docs/certificate.md``):
-        :mod:`ax_chaining.certificate` gives a certificate valid at any point
-        chosen from the data.
+        is below :math:`2^{-64}` of the sum; for comparison with the paper only
+        (:mod:`ax_chaining.certificate` is valid at points chosen from the data).
         """
         dtype = torch.float64
         sig = sigma.to(dtype)
@@ -275,10 +273,9 @@ def chaining_covers(
             :func:`~ax_chaining.covers.greedy_dominating_set_lazy` (the same
             picks wherever :math:`d_t^2` is symmetric as computed).
         graph: How greedy covers hold the :math:`\epsilon_i`-graphs (the same
-            covers): ``"lists"`` (neighbour lists, numpy on the CPU),
-            ``"matrix"`` (an ``N x N`` uint8 level matrix, any device) or
-            ``"auto"`` (lists, or the matrix where only it fits
-            ``memory_budget``).
+            covers): ``"lists"`` (numpy neighbour lists), ``"matrix"`` (an
+            ``N x N`` uint8 level matrix) or ``"auto"`` (lists, or the matrix
+            where only it fits ``memory_budget``).
 
     Example:
         >>> from ax_chaining.distances import DenseDistance
@@ -412,13 +409,10 @@ def reuse_covers(
 ) -> ChainingResult:
     r"""Algorithm 1's terms on a smaller pseudo-distance, with the covers of ``base``.
 
-    A deviation for batches (``pending_covers="reuse"`` of
-    :class:`~ax_chaining.ChainingUCB`): a pending point only shrinks :math:`d_t`,
-    so the covers of ``base`` (built by :func:`chaining_covers` on a
-    pseudo-distance that ``distance`` nowhere exceeds) stay nested
-    :math:`\epsilon_i`-covers. The levels are recounted from the new
-    :math:`\sigma^{\min}` (a level deeper than ``base``'s uses
-    :math:`|T_i| \le N`) and :math:`H_i` recomputed with ``t``;
+    A deviation for batches (``pending_covers="reuse"``): the covers of ``base``
+    stay :math:`\epsilon_i`-covers of a ``distance`` nowhere above ``base``'s.
+    The levels are recounted from the new :math:`\sigma^{\min}` (deeper ones use
+    :math:`|T_i| \le N`), :math:`H_i` recomputed with ``t``, and
     ``info["covers_from"] == "reused"``.
 
     Example:
@@ -464,10 +458,8 @@ def reuse_covers(
     return result
 
 
-#: A coarse level is covered by the lazy greedy (its degrees kept, its edges
-#: not) while its estimated edge count exceeds ``LAZY_EDGE_FACTOR * N^1.5``:
-#: about where the rows the lazy picks read (some multiple of the cover size
-#: ``~N^2 / E`` times ``N``) cost less than keeping and updating ``E`` edges.
+#: Coarse levels use the lazy greedy (degrees kept, edges not) while their
+#: estimated edge count exceeds ``LAZY_EDGE_FACTOR * N^1.5``.
 LAZY_EDGE_FACTOR = 4.0
 
 
@@ -490,10 +482,8 @@ def _greedy_levels(
     memory_budget: int | None = None,
     lazy: bool = True,
 ) -> tuple[list[Tensor], list[int], list[bool]]:
-    """Greedy nested covers from neighbour lists or the level matrix (the same
-    covers), within ``memory_budget``: lists take ``GRAPH_PEAK_EDGE_BYTES`` per
-    pair within the first radius kept (estimated from rows before anything is
-    allocated), the matrix ``2 N^2`` bytes."""
+    """Greedy nested covers from neighbour lists (``GRAPH_PEAK_EDGE_BYTES`` per
+    estimated edge) or the level matrix (``2 N^2`` bytes), within ``memory_budget``."""
     n = distance.n
     auto = graph == "auto"
     if auto:

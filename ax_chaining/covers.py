@@ -39,10 +39,8 @@ def _check_dist2(dist2: Tensor) -> None:
 
 def greedy_dominating_set(adjacency: Tensor) -> Tensor:
     r"""Algorithm 2 on an ``m x m`` (``m >= 1``) symmetric boolean adjacency
-    :math:`d(x, x') \le \epsilon` with a true diagonal: while points are
-    uncovered, pick the uncovered point whose ball holds the most uncovered
-    points (ties to the lowest index) and cover its ball; once every ball holds
-    only its centre, the rest in index order. Returns the picks in order."""
+    with a true diagonal (:func:`greedy_cover`); once every ball holds only its
+    centre, the rest in index order. Returns the picks in order."""
     m = adjacency.shape[0]
     device = adjacency.device
     uncovered = torch.ones(m, dtype=torch.bool, device=device)
@@ -98,6 +96,13 @@ def run_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
+def _then_rest(picks: list[int], uncovered: np.ndarray) -> np.ndarray:
+    """The picks (int64, in order), then the uncovered points in index order."""
+    return np.concatenate(
+        [np.asarray(picks, dtype=np.int64), np.flatnonzero(uncovered)]
+    )
+
+
 def greedy_dominating_set_csr(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     r"""Algorithm 2 on neighbour lists (``indices[indptr[a]:indptr[a + 1]]``
     the out-neighbours of ``a``, ``a`` included, ``m >= 1`` points): the picks
@@ -124,9 +129,7 @@ def greedy_dominating_set_csr(indptr: np.ndarray, indices: np.ndarray) -> np.nda
                 np.subtract.at(masked, hit, 1)
             else:
                 masked -= np.bincount(hit, minlength=m)
-    return np.concatenate(
-        [np.asarray(picks, dtype=np.int64), np.flatnonzero(uncovered)]
-    )
+    return _then_rest(picks, uncovered)
 
 
 def greedy_dominating_set_lazy(
@@ -180,9 +183,7 @@ def greedy_dominating_set_lazy(
         newly = ball & uncovered
         uncovered &= ~ball
         bound[newly] = -1
-    return np.concatenate(
-        [np.asarray(picks, dtype=np.int64), np.flatnonzero(uncovered)]
-    )
+    return _then_rest(picks, uncovered)
 
 
 def greedy_cover(dist2: Tensor, eps: float, candidates: Tensor | None = None) -> Tensor:
@@ -269,11 +270,9 @@ def farthest_first_order(
     Starting from ``start``, repeatedly add the point farthest from the points
     chosen so far: the prefix ``order[:k]`` covers all ``n`` points with radius
     ``radii[k - 1]``, within a factor 2 of the optimal ``k``-centre radius.
-    With ``batch_size = b > 1`` (rows cost a fixed amount per call), a pool of
-    the farthest point and a seeded random sample of the points at least 3/4 of
-    the current radius away gives up to ``b`` centres, each the pool point
-    farthest from the centres so far while still 3/4 of the radius away; the
-    radii stay exact, only the order may differ. Memory ``O(n)``.
+    With ``batch_size = b > 1``, up to ``b`` centres per block of rows come from
+    a pool (the farthest point and a seeded sample of those at least 3/4 of the
+    radius away); the radii stay exact, only the order may differ.
 
     Args:
         dist2_rows: Maps a 1-D index tensor of length ``b`` to the ``b x n``
@@ -363,9 +362,8 @@ class NearestCentres:
     is at most :math:`\epsilon_i` (the whole traversal where none is). A point
     entering at level :math:`j \ge 2` (:math:`j = L + 1` for none) gets its
     nearest point of :math:`T_{j-1}` as parent, as in
-    :func:`~ax_chaining.certificate.chaining_tree`, but among equally near
-    centres the earliest taken. :attr:`sizes` records each level's cover size.
-    ``O(N)`` work per centre and ``O(N)`` memory.
+    :func:`~ax_chaining.certificate.chaining_tree` (ties to the earliest
+    centre). :attr:`sizes` records each level's cover size.
 
     Example:
         >>> tracker = NearestCentres(n, eps)  # eps: decreasing radii

@@ -36,11 +36,8 @@ __all__ = [
 #: Default memory budget for the engine's largest allocations, in bytes (4 GiB).
 DEFAULT_MEMORY_BUDGET: int = 4 * 2**30
 
-#: Columns per block of every matrix product over the candidates on the
-#: low-rank route. BLAS rounds the last columns of a call differently, so
-#: products are taken over the same blocks of *global* candidate indices,
-#: ``[k B, (k + 1) B)``: a shard that starts at a multiple of ``B`` computes the
-#: same bits as the whole set.
+#: Columns per block of the low-rank route's matrix products, over blocks of
+#: *global* candidate indices so that a shard computes the whole set's bits.
 COLUMN_BLOCK: int = 4096
 
 
