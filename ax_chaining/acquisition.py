@@ -248,7 +248,9 @@ class ChainingUCB(AcquisitionFunction):
         X_pending: ``p x d`` points chosen but not yet observed, conditioned on
             at their posterior mean (GP-BUCB).
         scale: :math:`s` (the paper's :math:`s = 1` for :math:`k(x, x) \le 1`);
-            default the largest prior standard deviation over the candidates.
+            default the largest prior standard deviation over the candidates,
+            so that scaling the objective by :math:`c > 0` scales every
+            :math:`H_i` by :math:`c` and keeps the selected point.
         sigma_floor: Floor on :math:`\sigma_t^{\min}`, relative to ``scale``
             (noise-free data give :math:`\sigma_t^{\min} = 0`).
         h_radius: ``"algorithm"`` writes :math:`H_i` with :math:`\epsilon_i`
