@@ -28,7 +28,7 @@ DELEGATED = {
     "screening": "screening",
     "distributed": "distributed_bench",
     "certificate": "certificate_bench",
-    "stopping": "stopping",
+    "stopping": "stopping_bench",
 }
 
 

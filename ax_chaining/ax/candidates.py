@@ -445,12 +445,14 @@ class SelectableCandidates:
         selectable: Boolean mask (``N``) of the candidates that may be proposed.
         evaluated: Sorted indices of the candidates in a completed (or early
             stopped) trial.
+        pending: Sorted indices of the candidates in pending trials.
         audit: The audited candidate of an audit step (the one selectable
             candidate then), else None.
     """
 
     selectable: np.ndarray
     evaluated: np.ndarray
+    pending: np.ndarray
     audit: int | None = None
 
 
@@ -505,4 +507,4 @@ def selectable_candidates(
             rng = np.random.default_rng([spec.resolve_seed(), AUDIT_STREAM, audit_step])
             audit = int(choices[rng.integers(choices.size)])
             mask = np.arange(n) == audit
-    return SelectableCandidates(mask, evaluated, audit)
+    return SelectableCandidates(mask, evaluated, pending, audit)

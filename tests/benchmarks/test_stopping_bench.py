@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import stopping
+from benchmarks import stopping_bench as stopping
 
 CONFIG = stopping.StoppingConfig(eps_fractions=(0.1,), top_fractions=(0.2,))
 

@@ -1,6 +1,5 @@
 r"""When to stop: every stopping rule evaluated at every step of the same Ax
-loops, and how often each rule's claim was true when it said stop. Protocol
-and tables: the docs' page ``docs/results/stopping.md``.
+loops, and how often each rule's claim was true when it said stop.
 
 A run is an ordinary Ax ``Client`` loop over a table's rows (the molecule
 benchmark's loop, :func:`benchmarks.molecules_bench.make_strategy`) on the
