@@ -310,11 +310,13 @@ def run_client(
     queries: int,
     seed: int,
     name: str,
+    after_step: Callable[[list[int]], None] | None = None,
 ) -> tuple[list[int], list[float], list[float]]:
     """One Ax ``Client`` loop over the items ``0..len(y)-1`` maximizing ``y``:
     the initial items attached and completed, then ``queries`` trials one at a
-    time. Returns the tested items, the seconds of each ``get_next_trials``
-    and of the certificate each step recorded (within them)."""
+    time, ``after_step(tested items)`` after each. Returns the tested items,
+    the seconds of each ``get_next_trials`` and of the certificate each step
+    recorded (within them)."""
     from ax.api.client import Client
 
     from ax_chaining.ax import candidate_index_parameter
@@ -340,6 +342,8 @@ def run_client(
             for index, params in trials.items():
                 items.append(item := int(params["item"]))
                 client.complete_trial(index, raw_data={"y": float(y[item])})
+            if after_step is not None:
+                after_step(items)
     experiment, _ = experiment_of(strategy)
     certs = [m["seconds"]["certificate"] for _, m in recorded(experiment)]
     return items, steps, certs

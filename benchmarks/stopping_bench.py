@@ -83,35 +83,26 @@ def table(dataset: str) -> tuple[Any, np.ndarray]:
     return spec, data.y.numpy()
 
 
-def fitted_posterior(experiment: Any, spec: Any, n: int) -> tuple[Any, Any, float]:
-    """Ax's GP refitted on all of ``experiment``'s data (the modular generator on
-    ``spec``, as the strategy fits), its posterior over the ``n`` rows (mean
-    and covariance, in the objective's units up to a shift) and the factor
-    from model to objective units."""
-    from ax.adapter.registry import Generators
-    from ax.core.observation import ObservationFeatures
+def fitted_posterior(strategy: Any, n: int) -> tuple[Any, Any, float]:
+    """Ax's GP refitted on all the data of ``strategy``'s experiment, as
+    :func:`~ax_chaining.ax.certify` fits it; its posterior over the ``n`` items
+    in item order (mean and covariance, in the objective's units up to a
+    shift) and the factor from model to objective units."""
+    from ax_chaining.ax.certificates import fit_candidates
 
-    from ax_chaining.ax.certificates import objective_scale
-
-    adapter = Generators.BOTORCH_MODULAR(
-        experiment=experiment, data=experiment.lookup_data(), surrogate_spec=spec
-    )
-    X = adapter.transform_observation_features(
-        [ObservationFeatures(parameters={"item": i}) for i in range(n)]
-    )
-    model = adapter.generator.surrogate.model
-    weights = torch.ones(1, dtype=X.dtype)
-    scale = objective_scale(adapter, experiment, weights) or 1.0
+    fitted = fit_candidates(strategy)
+    order = torch.tensor([int(r["item"]) for r in fitted.rows]).argsort()
+    X = fitted.X[order]
+    scale = fitted.scale or 1.0
     with torch.no_grad():
-        post = model.posterior(X)
+        post = fitted.model.posterior(X)
         mean = post.mean.squeeze(-1) * scale
         cov = post.distribution.covariance_matrix * scale**2
-    return (model, X), (mean, cov), scale
+    return (fitted.model, X), (mean, cov), scale
 
 
 def step_statements(
-    experiment: Any,
-    spec: Any,
+    strategy: Any,
     y: np.ndarray,
     tested: list[int],
     config: StoppingConfig,
@@ -124,13 +115,14 @@ def step_statements(
         ImprovementGlobalStoppingStrategy,
     )
 
+    from ax_chaining.ax.certificates import experiment_of
     from ax_chaining.certificate import certify_model
     from ax_chaining.certificate.peers import (
         probabilistic_regret_bound,
         ucb_lcb_rule,
     )
 
-    (model, X), (mean, cov), scale = fitted_posterior(experiment, spec, len(y))
+    (model, X), (mean, cov), scale = fitted_posterior(strategy, len(y))
     evaluated = sorted(set(tested))
     best = max(evaluated, key=lambda i: y[i])  # the best observed row
     cert = certify_model(model, X, [best], delta=config.delta)
@@ -146,7 +138,7 @@ def step_statements(
         for f in config.eps_fractions
     }
     ax_rule = ImprovementGlobalStoppingStrategy(min_trials=min_trials)
-    ax_stop, _ = ax_rule.should_stop_optimization(experiment)
+    ax_stop, _ = ax_rule.should_stop_optimization(experiment_of(strategy)[0])
     return {
         "t": t,
         "best_observed": best,
@@ -170,37 +162,19 @@ def run_one(
     """One loop: ``n_init`` initial rows (the molecule benchmark's draw), then
     ``config.queries`` queries of ``acquisition``, every rule's statements
     after each query; the record."""
-    import warnings
-
-    from ax.api.client import Client
-
-    from ax_chaining.ax import candidate_index_parameter
-    from ax_chaining.ax.certificates import experiment_of
-
     spec, y = table(dataset)
     strategy = mol.make_strategy(acquisition, spec, n_init, config)
-    client = Client(random_seed=seed)
-    client.configure_experiment(
-        parameters=[candidate_index_parameter(len(y), name="item")],
-        name=f"{dataset}_{acquisition}_{n_init}_{seed}",
+    steps: list[dict[str, Any]] = []
+
+    def after_step(tested: list[int]) -> None:
+        statements = step_statements(strategy, y, tested, config, n_init + 5, seed)
+        steps.append(statements)
+
+    initial = mol.initial_items(len(y), n_init, seed)
+    name = f"{dataset}_{acquisition}_{n_init}_{seed}"
+    tested, _, _ = mol.run_client(
+        y, initial, strategy, config.queries, seed, name, after_step
     )
-    client.configure_optimization(objective="y")
-    client.set_generation_strategy(strategy)
-    tested = mol.initial_items(len(y), n_init, seed)
-    for i in tested:
-        index = client.attach_trial(parameters={"item": i})
-        client.complete_trial(index, raw_data={"y": float(y[i])})
-    steps = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for _ in range(config.queries):
-            for index, p in client.get_next_trials(max_trials=1).items():
-                tested.append(item := int(p["item"]))
-                client.complete_trial(index, raw_data={"y": float(y[item])})
-            experiment, _ = experiment_of(strategy)
-            steps.append(
-                step_statements(experiment, spec, y, tested, config, n_init + 5, seed)
-            )
     return {
         "dataset": dataset,
         "acquisition": acquisition,

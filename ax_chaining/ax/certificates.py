@@ -338,7 +338,8 @@ def certify(
         ``reason``, ``checks``, ``rank_bound``, ``expected_better``,
         ``num_candidates``.
     """
-    fitted = _fit(source, candidates, units)
+    check_choice("units", units, get_args(Units))
+    fitted = fit_candidates(source, candidates)
     return _certificate(fitted, None, delta, options, units)
 
 
@@ -369,7 +370,8 @@ def recommend(
         label in the candidate table, None off the table); ``value`` (its
         observed objective); ``certificate`` (as :func:`certify` returns).
     """
-    fitted = _fit(source, candidates, units)
+    check_choice("units", units, get_args(Units))
+    fitted = fit_candidates(source, candidates)
     arm, value = _best_observed(fitted.experiment)
     names = list(fitted.experiment.search_space.parameters)
     key = row_key(arm.parameters, names)
@@ -393,8 +395,11 @@ def recommend(
 
 
 @dataclass
-class _Fitted:
-    """Ax's GP fitted to an experiment's data, and the set it certifies over."""
+class FittedCandidates:
+    """Ax's GP fitted to an experiment's data, and the finite set it is read
+    over: ``rows`` (the candidates, then evaluated points off them), their
+    model inputs ``X``, the ``evaluated`` mask, the objective's ``weights``
+    and ``scale`` (model to objective units; None without one)."""
 
     experiment: Experiment
     spec: CandidateSetSpec
@@ -406,8 +411,18 @@ class _Fitted:
     scale: float | None
 
 
-def _fit(source: Source, candidates: CandidateTable | None, units: Units) -> _Fitted:
-    check_choice("units", units, get_args(Units))
+def fit_candidates(
+    source: Source, candidates: CandidateTable | None = None
+) -> FittedCandidates:
+    """Ax's GP (the strategy's surrogate spec if any) fitted to all the data,
+    over the set :func:`certify` uses: ``candidates``, else the strategy's
+    candidate set, a fully discrete space or a Sobol design of 1,024 points,
+    with every evaluated point.
+
+    Example:
+        >>> fitted = fit_candidates(client)
+        >>> fitted.model.posterior(fitted.X).mean
+    """
     experiment, gs = experiment_of(source)
     data = experiment.lookup_data()
     if data.df.empty:
@@ -450,7 +465,7 @@ def _fit(source: Source, candidates: CandidateTable | None, units: Units) -> _Fi
     opt = experiment.optimization_config
     sign = -1.0 if opt is not None and opt.objective.minimize else 1.0
     weights = torch.tensor([sign], dtype=X.dtype)
-    return _Fitted(
+    return FittedCandidates(
         experiment=experiment,
         spec=spec,
         rows=rows,
@@ -463,7 +478,7 @@ def _fit(source: Source, candidates: CandidateTable | None, units: Units) -> _Fi
 
 
 def _certificate(
-    fitted: _Fitted,
+    fitted: FittedCandidates,
     among: list[int] | None,
     delta: float | None,
     options: CertificateOptions | None,
