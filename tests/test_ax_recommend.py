@@ -57,19 +57,25 @@ BEST_LABEL = TABLE.index[-2]
 BEST = (TABLE.loc[BEST_LABEL, "a"], TABLE.loc[BEST_LABEL, "b"])
 
 
-def test_recommend_after_a_batch_loop_names_the_best_row_of_the_last_batch() -> None:
-    table = TABLE
-    assert list(table.index) != list(range(len(table)))  # labels, not positions
+def _client() -> Client:
+    """A Client over the catalogue with Chaining-UCB, 3 initial rows."""
     client = Client(random_seed=0)
     client.configure_experiment(
-        parameters=parameters_from_table(table, ["sku", "note"])
+        parameters=parameters_from_table(TABLE, ["sku", "note"])
     )
     client.configure_optimization(objective="score")
     client.set_generation_strategy(
         chaining_generation_strategy(
-            init_trials=3, candidates=table, id_column="sku", exclude_evaluated=True
+            init_trials=3, candidates=TABLE, id_column="sku", exclude_evaluated=True
         )
     )
+    return client
+
+
+def test_recommend_after_a_batch_loop_names_the_best_row_of_the_last_batch() -> None:
+    table = TABLE
+    assert list(table.index) != list(range(len(table)))  # labels, not positions
+    client = _client()
     for _ in range(3):  # batches of 3
         for index, p in client.get_next_trials(max_trials=3).items():
             client.complete_trial(index, raw_data={"score": _score(p)})
@@ -151,16 +157,7 @@ def test_analysis_card_from_a_client_loop_reads_recommend() -> None:
 
     from ax_chaining.ax import RecommendationAnalysis
 
-    client = Client(random_seed=0)
-    client.configure_experiment(
-        parameters=parameters_from_table(TABLE, ["sku", "note"])
-    )
-    client.configure_optimization(objective="score")
-    client.set_generation_strategy(
-        chaining_generation_strategy(
-            init_trials=3, candidates=TABLE, id_column="sku", exclude_evaluated=True
-        )
-    )
+    client = _client()
     # No data yet: Ax's not-applicable card, not an error.
     (early,) = client.compute_analyses([RecommendationAnalysis()], display=False)
     assert isinstance(early, NotApplicableStateAnalysisCard)

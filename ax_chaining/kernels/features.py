@@ -139,7 +139,7 @@ class FeatureTableKernel(Kernel):
             # distinct items, then gathered, where that forms at most half the
             # entries (so never more memory than the direct route).
             u1, inv1 = torch.unique(i1, return_inverse=True)
-            u2, inv2 = (u1, inv1) if x2 is x1 else torch.unique(i2, return_inverse=True)
+            u2, inv2 = (u1, inv1) if same else torch.unique(i2, return_inverse=True)
             batch = torch.broadcast_shapes(i1.shape[:-1], i2.shape[:-1])
             if (
                 2 * u1.numel() * u2.numel()
