@@ -399,7 +399,9 @@ class ChainingUCB(AcquisitionFunction):
         probability at least :math:`1 - \delta` (jointly over all steps),
         :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for any ``x``
         chosen from the data; :meth:`certificate`'s default (``"loo"`` calibration,
-        ``inf`` where that refuses).
+        ``inf`` where that check rejects the model, and the model's own numbers,
+        which :meth:`certificate` marks unchecked, below its minimum of
+        observations).
 
         Args:
             X: Rows of ``candidates``: ``N x d`` (as ``optimize_acqf_discrete``
@@ -417,7 +419,7 @@ class ChainingUCB(AcquisitionFunction):
         shape = X.shape[:-1] if X.ndim == 2 or X.shape[-2] != 1 else X.shape[:-2]
         index = self.store.match(X.reshape(-1, X.shape[-1]))
         check = calibrate(self.model, "loo")
-        if not check.valid:
+        if not check.valid and not check.unchecked:
             return torch.full(shape, math.inf, dtype=X.dtype, device=X.device)
         base = self._base_step()
         certified = self.store.certified(base)

@@ -129,9 +129,10 @@ def test_certify_a_default_ax_loop_over_a_table_it_never_touched() -> None:
     arms = client.summarize()[["a", "b"]]
     assert not set(map(tuple, arms.values)) & set(map(tuple, table.values))
 
-    # 5 observations: the default check refuses, and says why.
-    refused = certify(client, candidates=table)
-    assert not refused["valid"] and "min_observations=20" in refused["reason"]
+    # 5 observations: the default check cannot run yet, and says so.
+    unchecked = certify(client, candidates=table)
+    assert not unchecked["valid"] and "min_observations=20" in unchecked["reason"]
+    assert 0 < unchecked["bound"] < math.inf
     cert = certify(
         client, candidates=table, options=CertificateOptions(min_observations=3)
     )
@@ -184,8 +185,25 @@ def test_analysis_card_from_a_client_loop_reads_recommend() -> None:
     assert {k: row[k] for k in answer["parameters"]} == answer["parameters"]
     assert f"no candidate is more than {cert['bound']:.4g} better" in card.subtitle
     assert f"among the best {cert['rank_bound']} of" in card.subtitle
-    # 12 observations under the default check (20): refused, and it says why.
-    (refused,) = client.compute_analyses([RecommendationAnalysis()], display=False)
+    # 12 observations under the default check (20): the model's own numbers,
+    # marked unchecked, as recommend gives them.
+    (unchecked,) = client.compute_analyses([RecommendationAnalysis()], display=False)
+    plain = recommend(client)["certificate"]
+    row = unchecked.df.iloc[0]
+    assert not row["valid"] and not plain["valid"]
+    assert row["reason"].startswith("unchecked: only 12 observations")
+    assert math.isfinite(row["bound"])
+    assert row["bound"] == pytest.approx(plain["bound"], rel=1e-6)
+    assert "(observed " in unchecked.subtitle
+    assert ". Unchecked: only 12 observations" in unchecked.subtitle
+    assert (
+        f"no candidate is more than {plain['bound']:.4g} better" in unchecked.subtitle
+    )
+    # A check that rejects the model: no numbers, and the card says why.
+    strict = CertificateOptions(min_observations=5, alpha=0.99)
+    (refused,) = client.compute_analyses(
+        [RecommendationAnalysis(options=strict)], display=False
+    )
     assert "No certificate:" in refused.subtitle
     assert refused.df.iloc[0]["reason"].rstrip(".") + "." in refused.subtitle
     assert refused.df.iloc[0]["bound"] == math.inf

@@ -267,9 +267,10 @@ def test_the_check_refuses_a_lengthscale_ten_times_too_long() -> None:
 
 def test_the_check_certifies_from_its_minimum_number_of_observations() -> None:
     """Below ``min_observations`` (default LOO_MIN_OBSERVATIONS = 20) the
-    check refuses, whatever the residuals, and says why; at the minimum the
-    same model is checked as usual. A bad option of the bound is an error
-    even where the check refuses."""
+    check cannot run, whatever the residuals, and says so: the certificate
+    holds the model's own numbers (scale 1, the same tail), marked not valid;
+    at the minimum the same model is checked as usual. A bad option of the
+    bound is an error even where the check cannot run."""
     X, _, idx, y = _grid_data(0, n=19)
     model = _se_model(X[idx], y, 1.0)
     check = loo_check(model)
@@ -279,9 +280,14 @@ def test_the_check_certifies_from_its_minimum_number_of_observations() -> None:
     assert LOO_MIN_OBSERVATIONS == 20
     at = loo_check(model, min_observations=19)
     assert at.valid and at.stats["n"] == 19.0 and 1.0 <= at.scale < 1.5
+    assert check.unchecked and check.reason.startswith("unchecked: ")
     cert = certify_model(model, X)
-    assert not cert.valid and cert.bound == math.inf and cert.reason == check.reason
-    assert cert.rank_bound == X.shape[0]  # refused: among all N
+    assert not cert.valid and cert.reason == check.reason
+    as_true = CertificateOptions(calibration="none", tail=resolve_tail(None, "loo", 19))
+    model_own = certify_model(model, X, options=as_true)
+    assert model_own.valid and cert.index == model_own.index
+    assert cert.bound == model_own.bound < math.inf
+    assert cert.rank_bound == model_own.rank_bound <= X.shape[0]
 
     def least(n):
         return CertificateOptions(min_observations=n)

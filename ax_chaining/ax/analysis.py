@@ -114,11 +114,14 @@ def _reading(answer: dict[str, Any]) -> str:
     name = answer["id"] if answer["id"] is not None else answer["parameters"]
     head = f"Best evaluated candidate {name} (observed {answer['value']:.4g})."
     bound = cert.get("bound")
-    if not cert.get("valid", False) or bound is None or not math.isfinite(bound):
-        reason = (cert.get("reason") or "refused").rstrip(".")
+    reason = (cert.get("reason") or "refused").rstrip(".")
+    if bound is None or not math.isfinite(bound):
         return f"{head} No certificate: {reason}."
-    return (
-        f"{head} With probability at least {1 - cert['delta']:.3g}, no candidate "
-        f"is more than {bound:.4g} better, and it is among the best "
-        f"{cert['rank_bound']} of {cert['num_candidates']} candidates."
+    claim = (
+        f"With probability at least {1 - cert['delta']:.3g}, no candidate is more "
+        f"than {bound:.4g} better, and it is among the best {cert['rank_bound']} "
+        f"of {cert['num_candidates']} candidates."
     )
+    if not cert.get("valid", False):  # the model's own numbers, not yet checked
+        return f"{head} {reason[0].upper()}{reason[1:]}. {claim}"
+    return f"{head} {claim}"

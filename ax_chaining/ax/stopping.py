@@ -67,7 +67,7 @@ class RegretBoundGlobalStoppingStrategy(_CertificateStop):
         what += f"{best['parameters']} (evaluated in trial {best['trial_index']}) is "
         tol = f"the tolerance {self.tolerance:.4g}"
         if not best["valid"]:
-            return False, f"{what}refused: {best['reason']}"
+            return False, f"{what}not certified: {best['reason']}"
         if best["bound"] > self.tolerance:
             return False, f"{what}above {tol}."
         sure = f"with probability at least 1 - {best['delta']}, these parameters are"
@@ -85,7 +85,7 @@ class RankBoundGlobalStoppingStrategy(_CertificateStop):
     certificate's ``rank_bound`` (with probability at least :math:`1 -
     \delta`, the point is among the ``rank_bound`` best candidates) is at most
     ``max_rank``, or at most ``max_fraction`` of the candidates (one of the
-    two). A refused certificate never stops.
+    two). A certificate that is not valid (refused or unchecked) never stops.
 
     Example:
         >>> stopping = RankBoundGlobalStoppingStrategy(max_fraction=0.01)
@@ -136,7 +136,7 @@ class RankBoundGlobalStoppingStrategy(_CertificateStop):
         what = f"The certified rank bound {rank} of {n} candidates (recorded at trial "
         what += f"{best['recorded_at']}) for {best['parameters']} is "
         if not best["valid"]:
-            return False, f"{what}refused: {best['reason']}"
+            return False, f"{what}not certified: {best['reason']}"
         if rank > limit:
             return False, f"{what}above the limit {limit}."
         sure = f"with probability at least 1 - {best['delta']}, these parameters are"

@@ -56,14 +56,16 @@ __all__ = [
 @dataclass(frozen=True)
 class LooCheck:
     """The outcome of :func:`loo_check`: the ``scale`` on the posterior
-    standard deviations, whether it is ``valid`` (else the ``reason``) and its
+    standard deviations, whether it is ``valid`` (else the ``reason``), its
     ``stats`` (``n``, ``mean_z2``, ``p_overdispersed``, ``max_z``,
-    ``max_z_threshold``)."""
+    ``max_z_threshold``) and whether it could not run for want of observations
+    (``unchecked``: the model is neither confirmed nor rejected)."""
 
     scale: float
     valid: bool
     reason: str
     stats: dict[str, float]
+    unchecked: bool = False
 
 
 def loo_residuals(model: Model) -> Tensor | None:
@@ -95,10 +97,10 @@ def loo_check(
 
     Under the model each residual :math:`z_i` (:func:`loo_residuals`) is
     :math:`N(0, 1)`. The check refuses (``valid=False``) with fewer than
-    ``min_observations`` observations, when the residuals are overdispersed
-    (:math:`\sum_i z_i^2` against :math:`\chi^2_n` at level ``alpha``) or when
-    one lies beyond :math:`\bar\Phi^{-1}(\alpha / (2n))` (Bonferroni);
-    otherwise its ``scale`` :math:`c = \max(1, \sqrt{\sum_i z_i^2 /
+    ``min_observations`` observations (``unchecked``), when the residuals are
+    overdispersed (:math:`\sum_i z_i^2` against :math:`\chi^2_n` at level
+    ``alpha``) or when one lies beyond :math:`\bar\Phi^{-1}(\alpha / (2n))`
+    (Bonferroni); otherwise its ``scale`` :math:`c = \max(1, \sqrt{\sum_i z_i^2 /
     \chi^2_{n, \gamma}})` widens every posterior standard deviation, with
     :math:`\chi^2_{n, \gamma}` the ``scale_level`` quantile :math:`\gamma`
     (the variance's upper confidence limit), or :math:`\max(1,
@@ -118,14 +120,13 @@ def loo_check(
     n_obs = num_training_points(model) or 0
     if n_obs < min_observations:
         why = (
-            f"only {n_obs} observations: the leave-one-out check certifies from "
-            f"min_observations={min_observations} on (with fewer it cannot see "
-            "a tail heavier than the model's). Lower `min_observations` at your "
-            "own risk, or pass calibration='none' to certify under the model "
-            "as true."
+            f"unchecked: only {n_obs} observations, and the leave-one-out check "
+            f"needs min_observations={min_observations} (with fewer it cannot "
+            "see a tail heavier than the model's). The numbers hold if the "
+            "model is right."
         )
         stats = {"n": float(n_obs), "min_observations": float(min_observations)}
-        return LooCheck(1.0, False, why, stats)
+        return LooCheck(1.0, False, why, stats, unchecked=True)
     z = loo_residuals(model)
     if z is None or z.numel() < 3:
         return LooCheck(1.0, True, "", {})
@@ -200,7 +201,10 @@ def issue_certificate(
 ) -> Certificate:
     """The certificate among candidates ``index`` of ``candidates``, whose
     posterior is ``model``'s: its calibration (:func:`calibrate`), the bound,
-    the recommended point and its rank statement.
+    the recommended point and its rank statement. Where the check could not run
+    for want of observations, the numbers are the model's own (scale 1),
+    marked ``valid=False`` with the ``reason``; where it rejected the model,
+    ``bound`` is ``inf`` and the point is among all ``N``.
 
     Args:
         t: Step (observations + 1).
@@ -219,7 +223,7 @@ def issue_certificate(
     mean = mean.to(torch.float64)
     common = {"delta": float(delta), "t": int(t), "certified": tuple(index.tolist())}
     common["checks"] = dict(check.stats)
-    if not check.valid:  # no rank statement: the point is among all N
+    if not check.valid and not check.unchecked:  # no rank statement: among all N
         pos = int(torch.argmax(mean))
         rank = {"rank_bound": candidates.n, "rank_method": "refused"}
         return Certificate(
@@ -261,6 +265,8 @@ def issue_certificate(
         components={k: float(v[pos]) for k, v in parts.items()},
         bounds=tuple(float(b) for b in bounds.tolist()),
         share=float(share),
+        valid=check.valid,
+        reason=check.reason,
         **chosen,
         **rank,
         **common,

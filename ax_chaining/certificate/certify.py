@@ -152,8 +152,11 @@ class Certificate:
         mean: Posterior mean at the point; ``components``: each part's bound.
         certified: Indices of the candidates certified; ``bounds``: theirs.
         share: The failure probability spent on this check.
-        valid: False when a model check refused to certify (``bound`` is then
-            ``inf``, ``reason`` says why); ``checks``: the checks' statistics.
+        valid: False when a model check rejected the model (``bound`` is then
+            ``inf``) or could not run for want of observations (the bound and
+            rank statement then hold only if the model is right; ``reason``
+            starts with "unchecked"); ``reason`` says why; ``checks``: the
+            checks' statistics.
         rank_bound: With probability at least ``1 - share``, the point is
             among the ``rank_bound`` best (None where not computed); the other
             ``rank_*`` fields and ``expected_better``: as in
