@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,14 +123,20 @@ def step_statements(
         ucb_lcb_rule,
     )
 
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter
+    start = clock()
     (model, X), (mean, cov), scale = fitted_posterior(strategy, len(y))
+    seconds["fit"], start = clock() - start, clock()
     evaluated = sorted(set(tested))
     best = max(evaluated, key=lambda i: y[i])  # the best observed row
     cert = certify_model(model, X, [best], delta=config.delta)
+    seconds["certificate"], start = clock() - start, clock()
     std = cov.diagonal().clamp_min(0).sqrt()
     t = len(tested)
     span = float(y.max() - y.min())
     ucb = ucb_lcb_rule(mean, std, evaluated, t, threshold=0.0, delta=config.delta)
+    seconds["ucb-lcb"], start = clock() - start, clock()
     gen = torch.Generator().manual_seed(seed * 100_003 + t)
     prb = {
         str(f): probabilistic_regret_bound(
@@ -137,8 +144,10 @@ def step_statements(
         )
         for f in config.eps_fractions
     }
+    seconds["prb"], start = clock() - start, clock()
     ax_rule = ImprovementGlobalStoppingStrategy(min_trials=min_trials)
     ax_stop, _ = ax_rule.should_stop_optimization(experiment_of(strategy)[0])
+    seconds["ax-improvement"] = clock() - start
     return {
         "t": t,
         "best_observed": best,
@@ -153,6 +162,7 @@ def step_statements(
             for k, s in prb.items()
         },
         "ax-improvement": bool(ax_stop),
+        "seconds": seconds,
     }
 
 
@@ -172,7 +182,7 @@ def run_one(
 
     initial = mol.initial_items(len(y), n_init, seed)
     name = f"{dataset}_{acquisition}_{n_init}_{seed}"
-    tested, _, _ = mol.run_client(
+    tested, step_seconds, _ = mol.run_client(
         y, initial, strategy, config.queries, seed, name, after_step
     )
     return {
@@ -188,6 +198,8 @@ def run_one(
         # better rank), what the rules' claims are checked against.
         "truth": {str(i): truth(y, i) for i in sorted(set(tested))},
         "steps": steps,
+        # Each query's get_next_trials, beside the rules' seconds in steps.
+        "step_seconds": step_seconds,
     }
 
 
@@ -201,10 +213,13 @@ def decision(step: dict[str, Any], rule: str, level: float) -> tuple[bool, int]:
     regret in the objective's units, or ``R`` for ``rank``), and the row it
     keeps."""
     kept = step["best_observed"]
+    cert = step["certificate"]
+    # Only a checked certificate stops; an unchecked one states the model's
+    # own numbers (fewer observations than the check needs).
     if rule == "certificate":
-        return step["certificate"]["bound"] <= level, kept
+        return cert["valid"] and cert["bound"] <= level, kept
     if rule == "rank":
-        return step["certificate"]["rank_bound"] <= level, kept
+        return cert["valid"] and cert["rank_bound"] <= level, kept
     if rule == "ucb-lcb":
         return step["ucb-lcb"]["bound"] <= level, step["ucb-lcb"]["index"]
     if rule == "ax-improvement":
@@ -276,6 +291,44 @@ def summarize(
     return rows
 
 
+def cost_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per dataset and acquisition, the median seconds per query of the step
+    (``get_next_trials``), of the rules' refit, and of each rule, over the
+    records that timed them."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for rec in records:
+        if "step_seconds" in rec:
+            groups.setdefault((rec["dataset"], rec["acquisition"]), []).append(rec)
+    rows = []
+    for (dataset, acq), recs in groups.items():
+        row: dict[str, Any] = {"dataset": dataset, "acquisition": acq}
+        row["runs"] = len(recs)
+        row["step"] = float(np.median([s for r in recs for s in r["step_seconds"]]))
+        for part in ("fit", "certificate", "ucb-lcb", "prb", "ax-improvement"):
+            values = [s["seconds"][part] for r in recs for s in r["steps"]]
+            row[part] = float(np.median(values))
+        rows.append(row)
+    return rows
+
+
+def format_costs(rows: list[dict[str, Any]]) -> str:
+    """The cost table, or nothing where no record was timed."""
+    if not rows:
+        return ""
+    parts = ("step", "fit", "certificate", "ucb-lcb", "prb", "ax-improvement")
+    lines = [
+        "**Seconds per query** (median; the step is `get_next_trials`, the fit "
+        "the rules' shared refit; prb: all its tolerances)",
+        "",
+        "| dataset | acquisition | runs | " + " | ".join(parts) + " |",
+        "|---|---|---:|" + "---:|" * len(parts),
+    ]
+    for r in rows:
+        cells = " | ".join(f"{r[p]:.3g}" for p in parts)
+        lines.append(f"| {r['dataset']} | {r['acquisition']} | {r['runs']} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
 def format_markdown(rows: list[dict[str, Any]]) -> str:
     """One table per dataset, acquisition and initial rows."""
     lines: list[str] = []
@@ -304,22 +357,29 @@ def format_markdown(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks stopping [--small] [--runs R] [--queries T]
-    [--dataset ...] [--out DIR] [--jobs J]``: run (or resume) the loops and
-    print the tables."""
+    [--dataset ...] [--acquisition ...] [--init ...] [--out DIR] [--jobs J]``:
+    run (or resume) the loops, or with ``--summary-only`` read the stored
+    records; print the tables and write ``summary.md`` and ``summary.json``
+    under ``--out``."""
     import argparse
-    from dataclasses import replace
+    import sys
+    from dataclasses import asdict, replace
 
-    from benchmarks.records import run_resumable
+    from benchmarks.records import (
+        add_record_options,
+        command_line,
+        records_of,
+        run_resumable,
+        write_summary,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks stopping")
-    parser.add_argument("--small", action="store_true", help="a test's size")
+    add_record_options(parser, "results/stopping", "a test's size", plot=False)
     parser.add_argument("--runs", type=int)
     parser.add_argument("--queries", type=int)
     parser.add_argument("--dataset", nargs="+")
     parser.add_argument("--acquisition", nargs="+")
     parser.add_argument("--init", type=int, nargs="+")
-    parser.add_argument("--out", default="results/stopping")
-    parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args(argv)
     config = SMALL_CONFIG if args.small else StoppingConfig()
     changes = {
@@ -338,8 +398,25 @@ def main(argv: list[str] | None = None) -> int:
         for i in config.n_inits
     ]
     run = functools.partial(run_one, config=config)
-    records = run_resumable(
-        tasks, args.out, "stopping", config.key(), run, jobs=args.jobs
+    records = records_of(
+        args,
+        "stopping",
+        lambda: run_resumable(
+            tasks,
+            args.out,
+            "stopping",
+            config.key(),
+            run,
+            force=args.force,
+            progress=not args.no_progress,
+            jobs=args.jobs,
+        ),
     )
-    print(format_markdown(summarize(records, config)))
+    rows, costs = summarize(records, config), cost_rows(records)
+    markdown = format_markdown(rows) + "\n" + format_costs(costs)
+    print(markdown)
+    command = command_line(["stopping", *(sys.argv[1:] if argv is None else argv)])
+    config_json = {**asdict(config), "extra": None}
+    summary = {"config": config_json, "rows": rows, "costs": costs}
+    write_summary(args.out, command, markdown, summary)
     return 0

@@ -87,3 +87,47 @@ def test_first_stops_and_their_claims_by_hand():
 def test_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="unknown rule"):
         stopping.decision(_step(1, 0, 0, 0, 0, False, 0, False), "oracle", 1.0)
+
+
+def test_an_unchecked_certificate_never_stops():
+    # Below the check's minimum the certificate holds the model's own numbers,
+    # marked not valid: neither the bound nor the rank rule acts on them.
+    step = _step(6, 0.0, 1, 3.0, 7, False, 3, False)
+    step["certificate"]["valid"] = False
+    assert stopping.decision(step, "certificate", 1.0) == (False, 3)
+    assert stopping.decision(step, "rank", 2) == (False, 3)
+    step["certificate"]["valid"] = True
+    assert stopping.decision(step, "certificate", 1.0) == (True, 3)
+
+
+def test_cost_table_takes_medians_of_the_timed_records():
+    def timed(step_seconds, prb):
+        parts = {"fit": 1.0, "certificate": 0.5, "ucb-lcb": 0.0, "ax-improvement": 0}
+        steps = [{"seconds": {**parts, "prb": p}} for p in prb]
+        return {
+            "dataset": "toy",
+            "acquisition": "qlognei",
+            "steps": steps,
+            "step_seconds": step_seconds,
+        }
+
+    untimed = {"dataset": "toy", "acquisition": "chaining", "steps": [{}]}
+    rows = stopping.cost_rows(
+        [timed([1.0, 3.0], [0.1, 0.2]), timed([2.0], [0.6]), untimed]
+    )
+    assert rows == [
+        {
+            "dataset": "toy",
+            "acquisition": "qlognei",
+            "runs": 2,
+            "step": 2.0,
+            "fit": 1.0,
+            "certificate": 0.5,
+            "ucb-lcb": 0.0,
+            "prb": 0.2,
+            "ax-improvement": 0.0,
+        }
+    ]
+    text = stopping.format_costs(rows)
+    assert "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0 |" in text
+    assert stopping.format_costs([]) == ""
