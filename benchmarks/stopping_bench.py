@@ -64,8 +64,21 @@ SMALL_CONFIG = StoppingConfig(
 )
 
 
+def table(dataset: str, seed: int) -> tuple[Any, np.ndarray]:
+    """The surrogate spec and outcomes of run ``seed`` on ``dataset``: on
+    ``"grid"`` a GP sample on a 30 x 30 grid (a new sample each seed) under a
+    fitted RBF feature-table model, otherwise :func:`library_table`."""
+    if dataset == "grid":
+        from ax_chaining.ax import feature_table_surrogate_spec
+        from ax_chaining.test_functions.problems import grid_problem
+
+        X, f = grid_problem(30, seed)
+        return feature_table_surrogate_spec(X / 6.0, kernel="rbf"), f.numpy()
+    return library_table(dataset)
+
+
 @functools.cache
-def table(dataset: str) -> tuple[Any, np.ndarray]:
+def library_table(dataset: str) -> tuple[Any, np.ndarray]:
     """The default model's surrogate spec of a molecule library or a reaction
     table (features cached for the process), and its outcomes."""
     if dataset in mol.DATASET_LABELS:
@@ -172,7 +185,7 @@ def run_one(
     """One loop: ``n_init`` initial rows (the molecule benchmark's draw), then
     ``config.queries`` queries of ``acquisition``, every rule's statements
     after each query; the record."""
-    spec, y = table(dataset)
+    spec, y = table(dataset, seed)
     strategy = mol.make_strategy(acquisition, spec, n_init, config)
     steps: list[dict[str, Any]] = []
 
@@ -289,6 +302,69 @@ def summarize(
             }
         )
     return rows
+
+
+def final_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per dataset, acquisition and initial rows, the default statement after
+    the last query: the runs that hold the best row, the median bound as a
+    fraction of the range and rank bound as a fraction of the rows (a refused
+    or unchecked one counts as the whole range and all rows), how many of the
+    runs holding the best row read "usable" (checked, bound at most 20% of the
+    range, rank within the best 10%), and how many statements were false."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for rec in records:
+        key = (rec["dataset"], rec["acquisition"], rec["n_init"])
+        groups.setdefault(key, []).append(rec)
+    rows = []
+    for (dataset, acq, n_init), recs in groups.items():
+        bounds, ranks, usable, holding, false = [], [], 0, 0, 0
+        for rec in recs:
+            step = rec["steps"][-1]
+            cert, kept = step["certificate"], str(step["best_observed"])
+            regret, rank = rec["truth"][kept]
+            valid = bool(cert["valid"])
+            bound = cert["bound"] / rec["span"] if valid else 1.0
+            share = cert["rank_bound"] / rec["num_items"] if valid else 1.0
+            bounds.append(bound)
+            ranks.append(share)
+            false += valid and (regret > cert["bound"] or rank > cert["rank_bound"])
+            if regret == 0:
+                holding += 1
+                usable += bound <= 0.2 and share <= 0.1
+        rows.append(
+            {
+                "dataset": dataset,
+                "acquisition": acq,
+                "n_init": n_init,
+                "runs": len(recs),
+                "holding_best": holding,
+                "usable": usable,
+                "median_bound_fraction": float(np.median(bounds)),
+                "median_rank_fraction": float(np.median(ranks)),
+                "false": int(false),
+            }
+        )
+    return rows
+
+
+def format_final(rows: list[dict[str, Any]]) -> str:
+    """The last-query table."""
+    lines = [
+        "**After the last query**: the default statement about the best observed "
+        "row (bound / range, rank bound / rows; refused or unchecked: 1)",
+        "",
+        "| dataset | acquisition | initial rows | runs | hold the best row | of "
+        "those, usable | median bound / range | median rank / rows | false |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['dataset']} | {r['acquisition']} | {r['n_init']} | {r['runs']} "
+            f"| {r['holding_best']} | {r['usable']} | "
+            f"{r['median_bound_fraction']:.2f} | {r['median_rank_fraction']:.3f} "
+            f"| {r['false']} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def cost_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -413,10 +489,13 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     rows, costs = summarize(records, config), cost_rows(records)
-    markdown = format_markdown(rows) + "\n" + format_costs(costs)
+    final = final_rows(records)
+    markdown = "\n".join(
+        [format_markdown(rows), format_final(final), format_costs(costs)]
+    )
     print(markdown)
     command = command_line(["stopping", *(sys.argv[1:] if argv is None else argv)])
     config_json = {**asdict(config), "extra": None}
-    summary = {"config": config_json, "rows": rows, "costs": costs}
+    summary = {"config": config_json, "rows": rows, "final": final, "costs": costs}
     write_summary(args.out, command, markdown, summary)
     return 0

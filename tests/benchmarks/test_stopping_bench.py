@@ -131,3 +131,46 @@ def test_cost_table_takes_medians_of_the_timed_records():
     text = stopping.format_costs(rows)
     assert "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0 |" in text
     assert stopping.format_costs([]) == ""
+
+
+def test_final_statement_table_by_hand():
+    # Range 10, 10 rows. Run 0 holds the best row with a usable statement
+    # (bound 1.5 <= 2.0, rank 1 <= 1); run 1 holds row 7 with a false bound;
+    # run 2 holds the best row under an unchecked statement (counts as 1).
+    def run(kept, bound, rank_bound, valid, truth):
+        step = _step(40, bound, rank_bound, 0.0, kept, False, kept, False)
+        step["best_observed"] = kept
+        step["certificate"]["valid"] = valid
+        return {
+            "dataset": "toy",
+            "acquisition": "qlognei",
+            "n_init": 5,
+            "num_items": 10,
+            "span": 10.0,
+            "truth": truth,
+            "steps": [step],
+        }
+
+    rows = stopping.final_rows(
+        [
+            run(3, 1.5, 1, True, {"3": [0.0, 1]}),
+            run(7, 2.0, 3, True, {"7": [4.0, 6]}),
+            run(3, 0.1, 1, False, {"3": [0.0, 1]}),
+        ]
+    )
+    assert rows == [
+        {
+            "dataset": "toy",
+            "acquisition": "qlognei",
+            "n_init": 5,
+            "runs": 3,
+            "holding_best": 2,
+            "usable": 1,
+            "median_bound_fraction": 0.2,
+            "median_rank_fraction": 0.3,
+            "false": 1,
+        }
+    ]
+    assert "| toy | qlognei | 5 | 3 | 2 | 1 | 0.20 | 0.300 | 1 |" in (
+        stopping.format_final(rows)
+    )
