@@ -185,6 +185,32 @@ def test_analysis_card_from_a_client_loop_reads_recommend() -> None:
     assert {k: row[k] for k in answer["parameters"]} == answer["parameters"]
     assert f"no candidate is more than {cert['bound']:.4g} better" in card.subtitle
     assert f"among the best {cert['rank_bound']} of" in card.subtitle
+    # The probability that a better candidate remains, by a margin in the
+    # objective's units: Markov's bound on the rank statement's expected count,
+    # the same in the model's units; at the bound's own margin it is within
+    # delta, as the bound says.
+    scale = cert["bound"] / cert["bound_model_units"]
+    margin = 0.5 * cert["bound"]
+    asked = RecommendationAnalysis(options=options, tolerance=margin)
+    (card,) = client.compute_analyses([asked], display=False)
+    got = recommend(client, options=options, tolerance=margin)["certificate"]
+    row = card.df.iloc[0]
+    assert row["tolerance"] == pytest.approx(margin) == got["tolerance"]
+    assert row["p_better"] == pytest.approx(got["p_better"], rel=1e-6)
+    assert got["p_better"] == pytest.approx(min(1.0, got["expected_better"]))
+    assert got["expected_better"] <= cert["expected_better"]  # tolerance 0 there
+    model = recommend(client, options=options, units="model", tolerance=margin / scale)[
+        "certificate"
+    ]
+    assert model["expected_better"] == pytest.approx(got["expected_better"])
+    assert (
+        f"The probability that a candidate more than {margin:.4g} better remains "
+        f"is at most {got['p_better']:.2g}." in card.subtitle
+    )
+    at_bound = recommend(client, options=options, tolerance=cert["bound"])
+    assert at_bound["certificate"]["p_better"] <= cert["delta"]
+    with pytest.raises(ValueError, match="`tolerance` must be >= 0, got -1"):
+        recommend(client, options=options, tolerance=-1.0)
     # 12 observations under the default check (20): the model's own numbers,
     # marked unchecked, as recommend gives them.
     (unchecked,) = client.compute_analyses([RecommendationAnalysis()], display=False)

@@ -26,6 +26,8 @@ CERTIFICATE_COLUMNS = (
     "rank_bound",
     "num_candidates",
     "expected_better",
+    "p_better",
+    "tolerance",
     "valid",
     "reason",
 )
@@ -36,17 +38,21 @@ class RecommendationAnalysis(Analysis):
     its regret certificate, as an Ax ``AnalysisCard``: one row (``id``,
     ``row``, ``trial_index``, ``value``, the certificate's ``bound``,
     ``delta``, ``rank_bound``, ``num_candidates``, ``expected_better``,
-    ``valid``, ``reason``, then the candidate's parameters) and a subtitle
-    that reads it out. The numbers are :func:`recommend`'s, under its
-    assumptions (:mod:`ax_chaining.certificate`).
+    ``p_better``, ``tolerance``, ``valid``, ``reason``, then the candidate's
+    parameters) and a subtitle that reads it out: the bound, the rank and the
+    probability that a candidate more than ``tolerance`` better remains. The
+    numbers are :func:`recommend`'s, under its assumptions
+    (:mod:`ax_chaining.certificate`).
 
     Example:
-        >>> (card,) = client.compute_analyses([RecommendationAnalysis()])
-        >>> card.df[["id", "value", "bound", "rank_bound"]]
+        >>> analysis = RecommendationAnalysis(tolerance=0.5)
+        >>> (card,) = client.compute_analyses([analysis])
+        >>> card.df[["id", "value", "bound", "rank_bound", "p_better"]]
 
     Args:
-        candidates, delta, options, units: As in :func:`recommend` (default:
-            the strategy's candidate set and the ``delta`` its steps recorded).
+        candidates, delta, options, units, tolerance: As in :func:`recommend`
+            (default: the strategy's candidate set and the ``delta`` its steps
+            recorded).
     """
 
     def __init__(
@@ -55,11 +61,13 @@ class RecommendationAnalysis(Analysis):
         delta: float | None = None,
         options: CertificateOptions | None = None,
         units: Units = "objective",
+        tolerance: float | None = None,
     ) -> None:
         self.candidates = candidates
         self.delta = delta
         self.options = options
         self.units = units
+        self.tolerance = tolerance
 
     def validate_applicable_state(
         self,
@@ -87,7 +95,12 @@ class RecommendationAnalysis(Analysis):
                 "RecommendationAnalysis needs an experiment or a strategy."
             )
         answer = recommend(
-            source, self.candidates, self.delta, options=self.options, units=self.units
+            source,
+            self.candidates,
+            self.delta,
+            options=self.options,
+            units=self.units,
+            tolerance=self.tolerance,
         )
         cert = answer["certificate"]
         row: dict[str, Any] = {
@@ -122,6 +135,13 @@ def _reading(answer: dict[str, Any]) -> str:
         f"than {bound:.4g} better, and it is among the best {cert['rank_bound']} "
         f"of {cert['num_candidates']} candidates."
     )
+    if math.isfinite(cert.get("p_better", math.nan)):
+        margin = cert["tolerance"]
+        better = f"more than {margin:.4g} better" if margin > 0 else "better"
+        claim += (
+            f" The probability that a candidate {better} remains is at most "
+            f"{cert['p_better']:.2g}."
+        )
     if not cert.get("valid", False):  # the model's own numbers, not yet checked
         return f"{head} {reason[0].upper()}{reason[1:]}. {claim}"
     return f"{head} {claim}"

@@ -32,9 +32,10 @@ from ax_chaining.ax.candidates import (
 )
 from ax_chaining.certificate.calibration import certify_model
 from ax_chaining.certificate.certify import CertificateOptions, check_options
+from ax_chaining.certificate.rank import RankOptions
 from ax_chaining.certificate.residuals import ResidualCalibration, ResidualSource
 from ax_chaining.certificate.schedule import DEFAULT_DELTA, EVERY_STEP
-from ax_chaining.checks import check_choice, check_delta, type_error
+from ax_chaining.checks import check_choice, check_delta, check_float, type_error
 from ax_chaining.posterior import num_training_points
 
 Units = Literal["objective", "model"]
@@ -308,6 +309,7 @@ def certify(
     *,
     options: CertificateOptions | None = None,
     units: Units = "objective",
+    tolerance: float | None = None,
 ) -> dict[str, Any]:
     r"""A regret certificate for the best evaluated candidate of any Ax loop.
 
@@ -330,17 +332,23 @@ def certify(
         options: :class:`~ax_chaining.certificate.CertificateOptions`
             (``calibration="forecast"`` or ``"audit"``: the residuals the
             steps recorded).
-        units: ``"objective"`` or ``"model"`` for ``bound``.
+        units: ``"objective"`` or ``"model"`` for ``bound`` and ``tolerance``.
+        tolerance: The margin :math:`\tau` of ``expected_better`` and
+            ``p_better`` (default 0, or ``options.rank``'s).
 
     Returns:
         ``parameters``, ``bound`` (None without a single objective scale),
         ``bound_model_units``, ``trial_index``, ``delta``, ``share``, ``valid``,
-        ``reason``, ``checks``, ``rank_bound``, ``expected_better``,
-        ``num_candidates``.
+        ``reason``, ``checks``, ``rank_bound``, ``expected_better`` (the
+        expected number of candidates more than :math:`\tau` better),
+        ``p_better`` (at most this probability that one is:
+        :math:`\min(1,` ``expected_better``:math:`)`, Markov's inequality),
+        ``tolerance``, ``num_candidates``. Numbers are floats (``nan`` where
+        not computed), ``rank_bound`` an int or None.
     """
     check_choice("units", units, get_args(Units))
     fitted = fit_candidates(source, candidates)
-    return _certificate(fitted, None, delta, options, units)
+    return _certificate(fitted, None, delta, options, units, tolerance)
 
 
 def recommend(
@@ -350,6 +358,7 @@ def recommend(
     *,
     options: CertificateOptions | None = None,
     units: Units = "objective",
+    tolerance: float | None = None,
 ) -> dict[str, Any]:
     r"""The answer at the end of a loop: the evaluated row with the best observed
     objective, and its certificate over the set of :func:`certify` (with
@@ -361,7 +370,8 @@ def recommend(
         >>> answer["id"], answer["value"], answer["certificate"]["bound"]
 
     Args:
-        source, candidates, delta, options, units: As in :func:`certify`.
+        source, candidates, delta, options, units, tolerance: As in
+            :func:`certify`.
 
     Returns:
         ``parameters``; ``arm_name`` and ``trial_index`` (the last trial that
@@ -376,7 +386,7 @@ def recommend(
     names = list(fitted.experiment.search_space.parameters)
     key = row_key(arm.parameters, names)
     index = next(i for i, r in enumerate(fitted.rows) if row_key(r, names) == key)
-    certificate = _certificate(fitted, [index], delta, options, units)
+    certificate = _certificate(fitted, [index], delta, options, units, tolerance)
     # The table's rows come first in ``fitted.rows``, in the table's order.
     row, ident, spec = None, None, fitted.spec
     if spec.candidates is not None and index < len(spec.candidates):
@@ -483,6 +493,7 @@ def _certificate(
     delta: float | None,
     options: CertificateOptions | None,
     units: Units,
+    tolerance: float | None = None,
 ) -> dict[str, Any]:
     if delta is None:  # the last recorded certificate's, else 0.05
         deltas = [
@@ -493,6 +504,17 @@ def _certificate(
         delta = float(deltas[-1]) if deltas else DEFAULT_DELTA
     delta = check_delta(delta)
     options = calibrated(check_options(options), fitted.experiment)
+    # Model units to the asked ones (None: no single objective scale).
+    factor = 1.0 if units == "model" else fitted.scale
+    if tolerance is not None:
+        tolerance = check_float("tolerance", tolerance, (lambda v: v >= 0, ">= 0"))
+        if factor is None:
+            raise ValueError(
+                "`tolerance` in objective units needs a single objective scale; "
+                "pass units='model' and a tolerance in the model's units."
+            )
+        rank = replace(options.rank or RankOptions(), tolerance=tolerance / factor)
+        options = replace(options, rank=rank)
     cert = certify_model(
         fitted.model,
         fitted.X,
@@ -503,9 +525,8 @@ def _certificate(
     )
     parameters = dict(fitted.rows[cert.index])
     model_units = float(cert.bound)
-    bound = model_units if units == "model" else None
-    if units == "objective" and fitted.scale is not None:
-        bound = model_units * fitted.scale
+    bound = None if factor is None else model_units * factor
+    expected = float(cert.expected_better)
     return {
         "parameters": parameters,
         "bound": bound,
@@ -517,7 +538,11 @@ def _certificate(
         "reason": cert.reason,
         "checks": dict(cert.checks),
         "rank_bound": cert.rank_bound,
-        "expected_better": cert.expected_better,
+        "expected_better": expected,
+        "p_better": min(1.0, expected) if math.isfinite(expected) else math.nan,
+        "tolerance": (
+            math.nan if factor is None else float(cert.rank_tolerance) * factor
+        ),
         "num_candidates": len(fitted.rows),
     }
 
