@@ -187,9 +187,8 @@ def parameters_from_table(
     kept = [p.name for p in out]
     for p in out:
         others = [c for c in kept if c != p.name]
-        unique = len({tuple(r[c] for c in others) for r in rows}) == len(rows)
         if isinstance(p, ChoiceParameterConfig) and len(p.values) == len(rows) > 2:
-            if others and unique:
+            if others and len({tuple(r[c] for c in others) for r in rows}) == len(rows):
                 raise ValueError(
                     f"Column {p.name!r} holds a different value in each of the "
                     f"{len(rows)} rows, which the other columns ({others}) already "

@@ -432,12 +432,8 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
         options = dict(kwargs.pop("model_gen_options", None) or own or {})
         acq = Keys.AX_ACQUISITION_KWARGS.value
         options[acq] = {**options.get(acq, {}), **given, "record": chosen.append}
-        gr = GenerationNode.gen(
-            self,
-            experiment=experiment,
-            skip_fit=True,
-            model_gen_options=options,
-            **kwargs,
+        gr = super().gen(
+            experiment=experiment, skip_fit=True, model_gen_options=options, **kwargs
         )
         seconds = {"fit": fitted - started, "acquisition": time.perf_counter() - fitted}
         if gr is not None:
@@ -501,9 +497,7 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
                 ]
             if len(selection.evaluated):
                 scale = objective_scale(adapter, experiment, weights)
-                options = self.certificate
-                if options is not None:
-                    options = calibrated(options, experiment)
+                options = self.certificate and calibrated(self.certificate, experiment)
                 among = torch.as_tensor(selection.evaluated, dtype=torch.long)
                 cert = certificate_record(acquisition, among, scale, options)
                 if cert is not None:
