@@ -498,10 +498,8 @@ def selectable_candidates(
     audit = None
     every = spec.audit_every
     if audit_step is not None and every is not None and audit_step % every == 0:
-        unexplored = mask.copy()
-        unexplored[evaluated] = False
-        unexplored[pending] = False
-        choices = np.flatnonzero(unexplored)
+        explored = np.concatenate([evaluated, pending])
+        choices = np.setdiff1d(np.flatnonzero(mask), explored)
         if choices.size:
             rng = np.random.default_rng([spec.resolve_seed(), AUDIT_STREAM, audit_step])
             audit = int(choices[rng.integers(choices.size)])

@@ -229,11 +229,10 @@ def candidate_set_strategy(
         MinTrials(threshold=1, count_only_trials_with_data=True, **with_data),
     ]
     # Either node checks the experiment against `spec` before its first trial.
-    first: Any = (
-        UniformCandidateNode("UniformCandidates", spec, criteria)
-        if init == "uniform"
-        else SobolCandidateNode("Sobol", spec, criteria)
-    )
+    if init == "uniform":
+        first: Any = UniformCandidateNode("UniformCandidates", spec, criteria)
+    else:
+        first = SobolCandidateNode("Sobol", spec, criteria)
     return GenerationStrategy(name=name, nodes=[first, main])
 
 
