@@ -187,9 +187,8 @@ def parameters_from_table(
     kept = [p.name for p in out]
     for p in out:
         others = [c for c in kept if c != p.name]
-        unique = len({tuple(r[c] for c in others) for r in rows}) == len(rows)
         if isinstance(p, ChoiceParameterConfig) and len(p.values) == len(rows) > 2:
-            if others and unique:
+            if others and len({tuple(r[c] for c in others) for r in rows}) == len(rows):
                 raise ValueError(
                     f"Column {p.name!r} holds a different value in each of the "
                     f"{len(rows)} rows, which the other columns ({others}) already "
@@ -499,10 +498,8 @@ def selectable_candidates(
     audit = None
     every = spec.audit_every
     if audit_step is not None and every is not None and audit_step % every == 0:
-        unexplored = mask.copy()
-        unexplored[evaluated] = False
-        unexplored[pending] = False
-        choices = np.flatnonzero(unexplored)
+        explored = np.concatenate([evaluated, pending])
+        choices = np.setdiff1d(np.flatnonzero(mask), explored)
         if choices.size:
             rng = np.random.default_rng([spec.resolve_seed(), AUDIT_STREAM, audit_step])
             audit = int(choices[rng.integers(choices.size)])

@@ -123,13 +123,12 @@ class CandidateSetAcquisition(Acquisition):
         self.sharded = hasattr(candidates, "chaining_store")
         self.candidates = candidates if self.sharded else torch.as_tensor(candidates)
         acqf_class = kwargs["botorch_acqf_class"]
-        if issubclass(acqf_class, AnalyticAcquisitionFunction) and not getattr(
-            acqf_class, "takes_candidates", False
-        ):
+        takes = takes_candidates(acqf_class)
+        if issubclass(acqf_class, AnalyticAcquisitionFunction) and not takes:
             # Analytic functions refuse pending points; the set excludes them.
             config = kwargs["torch_opt_config"]
             kwargs["torch_opt_config"] = replace(config, pending_observations=None)
-        if takes_candidates(acqf_class):
+        if takes:
             acqf_options["candidates"] = self.candidates
         else:  # e.g. qLogNoisyExpectedImprovement: selection alone uses the set
             acqf_options.pop("candidates", None)
@@ -200,6 +199,10 @@ def _transform(adapter: Adapter, rows: list[TParameterization]) -> Tensor:
     return adapter.transform_observation_features(feats)
 
 
+#: The fields this package adds to Ax's JSON of its nodes.
+NODE_FIELDS = ("candidate_spec", "stop_tolerance", "certificate")
+
+
 class _CandidateNode:
     """A node over the candidate set of its experiment's search space."""
 
@@ -248,19 +251,15 @@ class _CandidateNode:
     ) -> dict[str, Any]:
         # Ax's own GenerationNode decoding, re-wrapped in this class.
         args = dict(args)
-        spec = object_from_json(args.pop("candidate_spec"), **registries)
-        extra = {}
-        if cls is CandidateSetNode:
-            extra["stop_tolerance"] = args.pop("stop_tolerance", None)
-            raw = args.pop("certificate", None)
-            extra["certificate"] = object_from_json(raw, **registries)
+        fields = [k for k in NODE_FIELDS if k in args]
+        extra = {k: object_from_json(args.pop(k), **registries) for k in fields}
         node = generation_node_from_json(generation_node_json=args, **registries)
         kwargs = {"name": node.name, "transition_criteria": node.transition_criteria}
         if cls is not UniformCandidateNode:  # its generator is itself
             keys = ("generator_specs", "pausing_criteria", "should_deduplicate")
             kwargs |= {k: getattr(node, k) for k in keys}
             kwargs["previous_node_name"] = args.get("previous_node_name")
-        return {**kwargs, **extra, "candidate_spec": spec}
+        return {**kwargs, **extra}
 
 
 class UniformCandidateNode(_CandidateNode, ExternalGenerationNode):
@@ -307,15 +306,13 @@ class UniformCandidateNode(_CandidateNode, ExternalGenerationNode):
         use = self._used + cset.counts(pending_parameters)
         allowed = cset.matches(self._fixed)
         best = None
-        for i in self._order:  # the first unused in the order, else the least used
-            i = int(i)
+        for i in map(int, self._order):  # the first unused, else the least used
             if i in self._failed or (allowed is not None and not allowed[i]):
                 continue
-            if use[i] == 0:
-                best = i
-                break
             if best is None or use[i] < use[best]:
                 best = i
+            if use[i] == 0:
+                break
         if best is None:
             raise SearchSpaceExhausted(
                 "Every candidate left failed before (`retry_failed=False`)."
@@ -435,12 +432,8 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
         options = dict(kwargs.pop("model_gen_options", None) or own or {})
         acq = Keys.AX_ACQUISITION_KWARGS.value
         options[acq] = {**options.get(acq, {}), **given, "record": chosen.append}
-        gr = GenerationNode.gen(
-            self,
-            experiment=experiment,
-            skip_fit=True,
-            model_gen_options=options,
-            **kwargs,
+        gr = super().gen(
+            experiment=experiment, skip_fit=True, model_gen_options=options, **kwargs
         )
         seconds = {"fit": fitted - started, "acquisition": time.perf_counter() - fitted}
         if gr is not None:
@@ -504,9 +497,7 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
                 ]
             if len(selection.evaluated):
                 scale = objective_scale(adapter, experiment, weights)
-                options = self.certificate
-                if options is not None:
-                    options = calibrated(options, experiment)
+                options = self.certificate and calibrated(self.certificate, experiment)
                 among = torch.as_tensor(selection.evaluated, dtype=torch.long)
                 cert = certificate_record(acquisition, among, scale, options)
                 if cert is not None:

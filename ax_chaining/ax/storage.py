@@ -21,6 +21,7 @@ from ax.storage.json_store.registry import CORE_DECODER_REGISTRY, CORE_ENCODER_R
 from ax_chaining.acquisition import GPUCB, UCB, ChainingUCB
 from ax_chaining.ax.candidates import CandidateSetSpec
 from ax_chaining.ax.nodes import (
+    NODE_FIELDS,
     CandidateSetAcquisition,
     CandidateSetNode,
     SobolCandidateNode,
@@ -70,10 +71,7 @@ def _node_to_dict(node: Any) -> dict[str, Any]:
             "(ax.storage.json_store.save.save_experiment), and read certificates "
             "from the generation strategy (certificate_history(gs))."
         )
-    extra = {"candidate_spec": node.candidate_spec}
-    if isinstance(node, CandidateSetNode):
-        extra |= {"stop_tolerance": node.stop_tolerance}
-        extra |= {"certificate": node.certificate}
+    extra = {k: getattr(node, k) for k in NODE_FIELDS if hasattr(node, k)}
     return {**generation_node_to_dict(node), **extra}
 
 
@@ -86,13 +84,10 @@ def register_storage() -> None:
     for kernel in (PrecomputedKernel, TanimotoKernel, MinMaxKernel, FeatureTableKernel):
         register_kernel(kernel)
     # Ax's generic encoder of init arguments fits both stopping classes.
-    encoders = {
-        CandidateSetNode: _node_to_dict,
-        SobolCandidateNode: _node_to_dict,
-        UniformCandidateNode: _node_to_dict,
-        RegretBoundGlobalStoppingStrategy: transition_criterion_to_dict,
-        RankBoundGlobalStoppingStrategy: transition_criterion_to_dict,
-    }
+    nodes = (CandidateSetNode, SobolCandidateNode, UniformCandidateNode)
+    stops = (RegretBoundGlobalStoppingStrategy, RankBoundGlobalStoppingStrategy)
+    encoders = dict.fromkeys(nodes, _node_to_dict)
+    encoders |= dict.fromkeys(stops, transition_criterion_to_dict)
     CORE_ENCODER_REGISTRY.update(encoders)
     for cls in (*_DATACLASSES, *encoders):
         CORE_DECODER_REGISTRY[cls.__name__] = cls

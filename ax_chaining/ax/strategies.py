@@ -205,14 +205,10 @@ def candidate_set_strategy(
     table = None if sharded is not None else candidates
     spec = CandidateSetSpec(**{"candidates": table, "seed": None, **spec_args})
     check_int("init_trials", init_trials, 0)
-    if sharded is not None and init_trials > sharded.n:
-        what = f"the {sharded.n} sharded candidates"
-    elif spec.candidates is not None and init_trials > len(spec.candidates):
-        what = f"the {len(spec.candidates)} rows of `candidates`"
-    else:
-        what = None
-    if what:
-        raise ValueError(f"`init_trials`={init_trials} exceeds {what}.")
+    rows = sharded.n if sharded is not None else len(spec.candidates or ())
+    if (sharded is not None or spec.candidates is not None) and init_trials > rows:
+        what = "sharded candidates" if sharded is not None else "rows of `candidates`"
+        raise ValueError(f"`init_trials`={init_trials} exceeds the {rows} {what}.")
     check_choice("init", init, ("uniform", "sobol"))
     if init == "sobol" and (spec.candidates or sharded is not None):
         raise ValueError("`init='sobol'` ignores `candidates`; use init='uniform'.")
@@ -233,11 +229,10 @@ def candidate_set_strategy(
         MinTrials(threshold=1, count_only_trials_with_data=True, **with_data),
     ]
     # Either node checks the experiment against `spec` before its first trial.
-    first: Any = (
-        UniformCandidateNode("UniformCandidates", spec, criteria)
-        if init == "uniform"
-        else SobolCandidateNode("Sobol", spec, criteria)
-    )
+    if init == "uniform":
+        first: Any = UniformCandidateNode("UniformCandidates", spec, criteria)
+    else:
+        first = SobolCandidateNode("Sobol", spec, criteria)
     return GenerationStrategy(name=name, nodes=[first, main])
 
 
