@@ -273,14 +273,17 @@ def first_stops(record: dict[str, Any], config: StoppingConfig) -> list[dict[str
 
 
 def summarize(
-    records: list[dict[str, Any]], config: StoppingConfig
+    records: list[dict[str, Any]], config: StoppingConfig, pool: bool = False
 ) -> list[dict[str, Any]]:
-    """Per dataset, acquisition, initial rows, rule and tolerance: runs, the
+    """Per dataset, acquisition, initial rows (with ``pool``: per dataset, as
+    acquisition and initial rows ``"all"``), rule and tolerance: runs, the
     runs that stopped, the median query at the stop, and the stops whose
     claim held."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for rec in records:
         key = (rec["dataset"], rec["acquisition"], rec["n_init"])
+        if pool:
+            key = (rec["dataset"], "all", "all")
         for stop in first_stops(rec, config):
             groups.setdefault((*key, stop["rule"], stop["tolerance"]), []).append(stop)
     rows = []
@@ -413,7 +416,9 @@ def format_markdown(rows: list[dict[str, Any]]) -> str:
     ):
         dataset, acq, n_init = key
         lines += [
-            f"**{dataset}**, {acq}, {n_init} initial rows",
+            f"**{dataset}**, {acq}, {n_init} initial rows"
+            if acq != "all"
+            else f"**{dataset}**, all runs (both acquisitions, every start)",
             "",
             "| rule | tolerance | stopped | median query at stop | claim true |",
             "|---|---|---:|---:|---:|",
@@ -489,13 +494,25 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     rows, costs = summarize(records, config), cost_rows(records)
+    pooled = summarize(records, config, pool=True)
     final = final_rows(records)
     markdown = "\n".join(
-        [format_markdown(rows), format_final(final), format_costs(costs)]
+        [
+            format_markdown(pooled),
+            format_markdown(rows),
+            format_final(final),
+            format_costs(costs),
+        ]
     )
     print(markdown)
     command = command_line(["stopping", *(sys.argv[1:] if argv is None else argv)])
     config_json = {**asdict(config), "extra": None}
-    summary = {"config": config_json, "rows": rows, "final": final, "costs": costs}
+    summary = {
+        "config": config_json,
+        "pooled": pooled,
+        "rows": rows,
+        "final": final,
+        "costs": costs,
+    }
     write_summary(args.out, command, markdown, summary)
     return 0

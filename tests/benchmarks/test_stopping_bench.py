@@ -82,6 +82,14 @@ def test_first_stops_and_their_claims_by_hand():
     )
     text = stopping.format_markdown(rows)
     assert "| ucb-lcb | eps 0.1 | 1 / 2 | 2 | 0 / 1 |" in text
+    # Pooled over acquisitions and starts: one group per dataset.
+    other = dict(record, acquisition="chaining", n_init=10, seed=2)
+    pooled = stopping.summarize([record, dict(never, seed=1), other], CONFIG, True)
+    cert = next(r for r in pooled if r["rule"] == "certificate")
+    assert (cert["acquisition"], cert["n_init"], cert["runs"]) == ("all", "all", 3)
+    # The same steps from 10 initial rows stop 5 queries earlier in the count.
+    assert (cert["stopped"], cert["median_query"], cert["true"]) == (2, -0.5, 2)
+    assert "**toy**, all runs" in stopping.format_markdown(pooled)
 
 
 def test_unknown_rule_is_refused():
