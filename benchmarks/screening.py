@@ -12,8 +12,6 @@ import functools
 import math
 import resource
 import sys
-import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -244,15 +242,11 @@ def run_one(
 ) -> dict[str, Any]:
     """One run: ``n_init`` molecules, then ``config.queries`` queries;
     ``library`` and ``scores``: what :func:`prepare` returned."""
-    from ax.api.client import Client
     from ax.utils.common.logger import set_stderr_log_level
 
-    from ax_chaining.ax import (
-        GEN_METADATA_KEY,
-        candidate_index_parameter,
-        fingerprint_kernel_surrogate_spec,
-    )
+    from ax_chaining.ax import GEN_METADATA_KEY, fingerprint_kernel_surrogate_spec
     from ax_chaining.kernels import PackedFingerprints
+    from benchmarks.molecules_bench import run_client
 
     if config.model == "default":
         smiles = source_smiles(library, config)
@@ -272,31 +266,21 @@ def run_one(
         items += random_queries(size, items, config.queries, seed)
     else:
         set_stderr_log_level(30)  # Ax logs every trial at INFO
-        client = Client(random_seed=seed)
-        client.configure_experiment(
-            parameters=[candidate_index_parameter(size, name="item")],
-            name=f"screening_{size}_{method}_{seed}",
-        )
-        client.configure_optimization(objective="mpo")
         gs = _strategy(method, make_spec(), config, size)
-        client.set_generation_strategy(gs)
-        for i in items:
-            index = client.attach_trial(parameters={"item": i})
-            client.complete_trial(index, raw_data={"mpo": float(y[i])})
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for _ in range(config.queries):
-                start = time.perf_counter()
-                ((index, params),) = client.get_next_trials(max_trials=1).items()
-                total = time.perf_counter() - start
-                gr = gs.experiment.trials[index].generator_runs[0]
-                meta = (gr.gen_metadata or {}).get(GEN_METADATA_KEY, {})
-                step = {"total": total, **meta.get("seconds", {})}
-                step["checked"] = "certificate" in meta
-                steps.append(step)
-                item = int(params["item"])
-                items.append(item)
-                client.complete_trial(index, raw_data={"mpo": float(y[item])})
+        metas: list[dict[str, Any]] = []
+
+        def after_step(tested: list[int]) -> None:
+            gr = gs.experiment.trials[len(tested) - 1].generator_runs[0]
+            metas.append((gr.gen_metadata or {}).get(GEN_METADATA_KEY, {}))
+
+        name = f"screening_{size}_{method}_{seed}"
+        items, totals, _ = run_client(
+            y, items, gs, config.queries, seed, name, after_step
+        )
+        steps = [
+            {"total": t, **m.get("seconds", {}), "checked": "certificate" in m}
+            for t, m in zip(totals, metas, strict=True)
+        ]
     order = np.argsort(-y, kind="stable")
     found = {}
     for k in config.top_k:
