@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import math
 import resource
 import sys
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from benchmarks._tables import (
     fill_preset,
     initial_items,
     md_row,
+    mean_se,
     num,
     package_strategy,
     parse_names,
@@ -358,14 +358,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for k in runs[0]["config"]["top_k"]:
             denom = min(k, size)
             curves = np.array([r["found"][str(k)][: n_init + T] for r in runs]) / denom
-            found[str(k)] = {
-                "mean": curves.mean(0)[n_init - 1 :].tolist(),
-                "se": (
-                    curves.std(0, ddof=1)[n_init - 1 :] / math.sqrt(len(runs))
-                    if len(runs) > 1
-                    else np.zeros(T + 1)
-                ).tolist(),
-            }
+            mean, se = mean_se(curves[:, n_init - 1 :])
+            found[str(k)] = {"mean": mean.tolist(), "se": se.tolist()}
         seconds: dict[str, float | None] = {}
         for part in ("total", "fit", "acquisition", "certificate"):
             # A certificate's seconds at the steps that checked one (every

@@ -540,9 +540,9 @@ def format_calibration_limits(
                 CALIBRATION_STATISTICS[r["statistic"]],
                 PROBLEM_LABELS[r["problem"]],
                 LABELS[r["method"]],
-                _fmt(r["oracle"]),
-                *(_fmt(_at(r["median_over_oracle"], q)) for q in queries),
-                _fmt(r["best_constant_over_oracle"]),
+                num(r["oracle"]),
+                *(num(_at(r["median_over_oracle"], q)) for q in queries),
+                num(r["best_constant_over_oracle"]),
             )
         )
     return "\n".join(lines) + "\n"
@@ -660,14 +660,11 @@ def _rule_row(
         any_viol += viol_run
         rank_viol += rank_run
 
-        def ok(s: dict, frac: float, rng: float = rng) -> bool:
-            bound = s.get(f"{rule}_bound")
-            valid = rule == "plain" or s.get(f"{rule}_valid")
-            return bound is not None and bool(valid) and bound <= frac * rng
-
-        k10, s10 = _first(r["steps"], lambda s, ok=ok: ok(s, 0.10))
+        k10, s10 = _first(r["steps"], lambda s, at=0.10 * rng: _within(rule, s, at))
         first10.append(k10)
-        first5.append(_first(r["steps"], lambda s, ok=ok: ok(s, 0.05))[0])
+        first5.append(
+            _first(r["steps"], lambda s, at=0.05 * rng: _within(rule, s, at))[0]
+        )
         if s10 is not None:
             regret10.append(s10[f"{rule}_regret"] / rng)
     return {
@@ -688,22 +685,23 @@ def _rule_row(
     }
 
 
-def _regret_rule(rule: str) -> Any:
-    def stops(s: dict, r: dict) -> bool:
-        bound = s.get(f"{rule}_bound")
-        valid = bool(s.get(f"{rule}_valid"))
-        return bound is not None and valid and bound <= 0.10 * r["f_range"]
+def _within(rule: str, s: dict, limit: float, bound: str = "bound") -> bool:
+    """Whether step ``s`` holds a valid ``rule`` bound (the plain one and UCB -
+    LCB are never refused) whose ``bound`` (or ``rank_bound``) is at most
+    ``limit``."""
+    value = s.get(f"{rule}_{bound}")
+    valid = rule in ("plain", "ucb_lcb") or s.get(f"{rule}_valid")
+    return value is not None and bool(valid) and value <= limit
 
-    return stops
+
+def _regret_rule(rule: str) -> Any:
+    return lambda s, r: _within(rule, s, 0.10 * r["f_range"])
 
 
 def _rank_rule(rule: str) -> Any:
-    def stops(s: dict, r: dict) -> bool:
-        rb = s.get(f"{rule}_rank_bound")
-        limit = int(TOP_FRACTION * r["num_candidates"])
-        return rb is not None and bool(s.get(f"{rule}_valid")) and rb <= limit
-
-    return stops
+    return lambda s, r: _within(
+        rule, s, int(TOP_FRACTION * r["num_candidates"]), "rank_bound"
+    )
 
 
 _DEFAULT = "LOO scale's upper limit, default"
@@ -715,13 +713,7 @@ _RULES = (
     ("certificate (geometric checks)", _regret_rule("geometric"), None),
     (f"certificate ({_DEFAULT})", _regret_rule("loo_upper"), None),
     ("certificate (running minimum, plain)", None, None),
-    (
-        "UCB - LCB",
-        lambda s, r: (
-            s["ucb_lcb_bound"] is not None and s["ucb_lcb_bound"] <= 0.10 * r["f_range"]
-        ),
-        None,
-    ),
+    ("UCB - LCB", _regret_rule("ucb_lcb"), None),
     (
         "Ax ImprovementGlobalStoppingStrategy",
         lambda s, r: s["ax_improvement_stop"],
@@ -796,10 +788,6 @@ def _at(medians: dict, k: int) -> float | None:
     return medians.get(k, medians.get(str(k)))
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else num(value, digits)
-
-
 def format_markdown(summary: dict[str, Any]) -> str:
     """The oracle factors, the certificates' table and the stopping rules'."""
     lines = [
@@ -812,7 +800,7 @@ def format_markdown(summary: dict[str, Any]) -> str:
     oracle = summary.get("oracle", [])
     factors = {(o["problem"], o["method"]): o["factor"] for o in oracle}
     for (problem, method), factor in sorted(factors.items()):
-        lines.append(md_row(PROBLEM_LABELS[problem], LABELS[method], _fmt(factor)))
+        lines.append(md_row(PROBLEM_LABELS[problem], LABELS[method], num(factor)))
     end = max((r.get("queries", 100) for r in summary["rows"]), default=100)
     half = max(1, end // 2)
     lines += [
@@ -840,8 +828,8 @@ def format_markdown(summary: dict[str, Any]) -> str:
                 "-" if ranked is None else f"{ranked}/{r['runs']}",
                 num(r["step_violation_rate"], 3),
                 num(r["refused_rate"], 3),
-                *(_fmt(_at(m, k)) for m in (med, ora, rank) for k in (half, end)),
-                _fmt(_at(real, end)),
+                *(num(_at(m, k)) for m in (med, ora, rank) for k in (half, end)),
+                num(_at(real, end)),
                 _fmt_firsts(r["first_10pct"], r["runs"]),
                 _fmt_firsts(r["first_5pct"], r["runs"]),
                 num(float(np.median(regret10)), 3) if regret10 else "-",
