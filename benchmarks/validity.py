@@ -705,14 +705,15 @@ def _rank_rule(rule: str) -> Any:
 
 
 _DEFAULT = "LOO scale's upper limit, default"
-#: Stopping rules: name, when it stops (None: the plain bound's running
-#: minimum), and the variant whose realized rank a rank rule reports.
+#: Stopping rules: name, when it stops, and the variant whose realized rank a
+#: rank rule reports. The plain bound's running minimum first reaches 10% of
+#: the range at the first step whose plain bound does.
 _RULES = (
     ("certificate (LOO point estimate)", _regret_rule("robust"), None),
     ("certificate (forecast residuals)", _regret_rule("forecast"), None),
     ("certificate (geometric checks)", _regret_rule("geometric"), None),
     (f"certificate ({_DEFAULT})", _regret_rule("loo_upper"), None),
-    ("certificate (running minimum, plain)", None, None),
+    ("certificate (running minimum, plain)", _regret_rule("plain"), None),
     ("UCB - LCB", _regret_rule("ucb_lcb"), None),
     (
         "Ax ImprovementGlobalStoppingStrategy",
@@ -740,16 +741,7 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
         queries, regrets, above, fired, top = [], [], 0, 0, 0
         for r in runs:
             tol, steps = 0.10 * r["f_range"], r["steps"]
-            if stops is None:  # running minimum of the plain bound
-                low, k_stop = math.inf, None
-                for k, s in enumerate(steps, start=1):
-                    if s["plain_bound"] is not None:
-                        low = min(low, s["plain_bound"])
-                    if low <= tol:
-                        k_stop = k
-                        break
-            else:
-                k_stop = next((k for k, s in enumerate(steps, 1) if stops(s, r)), None)
+            k_stop = next((k for k, s in enumerate(steps, 1) if stops(s, r)), None)
             fired += k_stop is not None
             if k_stop is not None and rank_of is not None:
                 rank = steps[k_stop - 1].get(f"{rank_of}_rank")
