@@ -504,21 +504,9 @@ def main(argv: list[str] | None = None) -> int:
         check_int("--sizes", size, 1)
     changes = {k: getattr(args, k) for k in ("queries", "n_init", "checks", "model")}
     config = ScreeningConfig(**{**asdict(preset), **changes})
-    options = {"progress": not args.no_progress, "force": args.force}
-    records = records_of(
-        args,
-        "screening",
-        lambda: run_screening(
-            args.sizes,
-            methods,
-            args.seeds,
-            config,
-            args.out,
-            args.cache,
-            args.jobs,
-            **options,
-        ),
-    )
+    options = {"progress": not args.no_progress, "force": args.force, "jobs": args.jobs}
+    tasks = (args.sizes, methods, args.seeds, config, args.out, args.cache)
+    records = records_of(args, "screening", lambda: run_screening(*tasks, **options))
     summary = summarize(records)
     text = format_markdown(summary)
     write_summary(args.out, command_line(["screening", *argv]), text, summary)

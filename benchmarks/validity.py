@@ -14,7 +14,7 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -879,8 +879,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.methods:
         methods = (*METHODS, "chaining_audit")
         changes["methods"] = tuple(parse_names(args.methods, methods, "method"))
-    config = SMALL_CONFIG if args.small else FULL_CONFIG
-    config = ValidityConfig(**{**asdict(config), **changes})
+    config = replace(SMALL_CONFIG if args.small else FULL_CONFIG, **changes)
     if args.calibration_limits:
         if not args.records:
             parser.error("--calibration-limits reads --records (a packed file)")
