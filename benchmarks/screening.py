@@ -207,12 +207,6 @@ def library_rows(total: int, size: int) -> np.ndarray:
     return np.sort(perm[:size])
 
 
-def _in_first(total: int, size: int, big: int) -> np.ndarray:
-    """Positions of the size-``size`` library's rows within the size-``big`` one."""
-    small, large = library_rows(total, size), library_rows(total, big)
-    return np.searchsorted(large, small)
-
-
 def _strategy(method: str, spec: Any, config: ScreeningConfig, size: int) -> Any:
     from botorch.acquisition.analytic import PosteriorMean
 
@@ -258,7 +252,9 @@ def run_one(
         rows = library_rows(total, size)
         bits = PackedFingerprints(np.asarray(full.words[rows]), full.n_bits)
         make_spec = functools.partial(fingerprint_kernel_surrogate_spec, bits)
-    y = np.load(scores)[_in_first(total, size, max_size)]
+    # The scores of the size-`max_size` library at this library's rows.
+    at = np.searchsorted(library_rows(total, max_size), library_rows(total, size))
+    y = np.load(scores)[at]
     y = np.where(np.isnan(y), -np.inf, y)  # an unscorable molecule is never top
     items = initial_items(size, config.n_init, seed)
     steps: list[dict[str, float]] = []

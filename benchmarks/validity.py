@@ -15,7 +15,6 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -338,17 +337,6 @@ def run_one(
         "items": items,
         "steps": steps,
     }
-
-
-def run_validity(
-    config: ValidityConfig, out: str | Path, **options: Any
-) -> list[dict[str, Any]]:
-    """Run (or resume) every (problem, method, seed); ``options`` of
-    :func:`~benchmarks.records.run_resumable`."""
-    seeds = range(config.first_seed, config.first_seed + config.runs)
-    tasks = [(p, m, s) for s in seeds for p in config.problems for m in config.methods]
-    run = functools.partial(run_one, config=config)
-    return run_resumable(tasks, out, "validity", config.key(), run, **options)
 
 
 # ---------------------------------------------------------------------------
@@ -891,9 +879,17 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(format_calibration_limits(rows), end="")
         return 0
+    # Every (problem, method, seed), seed by seed.
+    seeds = range(config.first_seed, config.first_seed + config.runs)
+    tasks = [(p, m, s) for s in seeds for p in config.problems for m in config.methods]
+    run = functools.partial(run_one, config=config)
     options = {"jobs": args.jobs, "force": args.force, "progress": not args.no_progress}
     records = records_of(
-        args, "validity", lambda: run_validity(config, args.out, **options)
+        args,
+        "validity",
+        lambda: run_resumable(
+            tasks, args.out, "validity", config.key(), run, **options
+        ),
     )
     summary = summarize(records)
     text = format_markdown(summary)
