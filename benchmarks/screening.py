@@ -170,35 +170,31 @@ def prepare(
     sizes = [sizes] if isinstance(sizes, int) else list(sizes)
     max_size = max(sizes)
     smiles, prefix = source_smiles(cache, config), _prefix(config)
+    # The fingerprint library's molecules are the input rows it kept.
     if config.model == "default":
-        if max_size > len(smiles):
-            raise ValueError(
-                f"`sizes` go up to {max_size}; the library has {len(smiles)} molecules."
-            )
+        library, inputs, suffix = cache, np.arange(len(smiles)), "_smiles"
+    else:
+        from ax_chaining.molecules import featurize_library
+
+        lib = featurize_library(
+            smiles,
+            cache / f"{prefix}morgan{config.radius}_{config.n_bits}",
+            radius=config.radius,
+            n_bits=config.n_bits,
+            progress=progress,
+        )
+        library, inputs, suffix = lib.path / "fingerprints.npy", lib.rows, ""
+    if max_size > len(inputs):
+        raise ValueError(
+            f"`sizes` go up to {max_size}; the library has {len(inputs)} molecules."
+        )
+    if config.model == "default":
         for size in sorted(sizes):
             default_model_spec(smiles, cache, config, size, jobs if jobs > 1 else None)
-        scores_path = cache / f"{prefix}mpo_{max_size}_smiles.npy"
-        rows = library_rows(len(smiles), max_size)
-        mpo_scores([smiles[i] for i in rows], scores_path, progress=progress)
-        return cache, scores_path
-    from ax_chaining.molecules import featurize_library
-
-    lib = featurize_library(
-        smiles,
-        cache / f"{prefix}morgan{config.radius}_{config.n_bits}",
-        radius=config.radius,
-        n_bits=config.n_bits,
-        progress=progress,
-    )
-    if max_size > len(lib):
-        raise ValueError(
-            f"`sizes` go up to {max_size}; the library has {len(lib)} molecules."
-        )
-    rows = library_rows(len(lib), max_size)
-    scores_path = cache / f"{prefix}mpo_{max_size}.npy"
-    inputs = np.asarray(lib.rows)[rows]
-    mpo_scores([smiles[i] for i in inputs], scores_path, progress=progress)
-    return lib.path / "fingerprints.npy", scores_path
+    scores_path = cache / f"{prefix}mpo_{max_size}{suffix}.npy"
+    rows = np.asarray(inputs)[library_rows(len(inputs), max_size)]
+    mpo_scores([smiles[i] for i in rows], scores_path, progress=progress)
+    return library, scores_path
 
 
 def library_rows(total: int, size: int) -> np.ndarray:
