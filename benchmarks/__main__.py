@@ -5,6 +5,7 @@ the subcommands of :data:`DELEGATED` parse their own arguments.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import sys
@@ -149,11 +150,12 @@ def _ax_benchmark(
     names: list[str],
     config: Any,
     run: Callable[..., list[dict[str, Any]]],
-    figure: Callable[[dict[str, Any], Path], Path],
+    plot: Callable[..., Path],
+    png: str,
     **bench: Any,
 ) -> int:
     """Run (or read) the records of ``harness``, ``molecules`` or ``reactions``,
-    then write its summary and figure."""
+    then write its summary and its figure ``png`` (drawn by ``plot``)."""
     import logging
 
     from ax.utils.common.logger import set_stderr_log_level
@@ -187,7 +189,7 @@ def _ax_benchmark(
         module.format_markdown(summary, **bench),
         {"summary_only": True} if args.summary_only else asdict(config),
         start,
-        lambda s, out: [figure(s, out, **bench)],
+        lambda s, out: [plot(s, out / png, **bench)],
     )
     return 0
 
@@ -201,14 +203,10 @@ def _harness(args: argparse.Namespace, argv: list[str]) -> int:
     config = _check(lambda: h.HarnessConfig(args.trials, args.init, args.replications))
     default = h.SMALL_PROBLEMS if args.small else h.PROBLEMS
     problems = parse_names(args.problem or ",".join(default), h.PROBLEMS, "problem")
-
-    def run(methods: list[str], config: Any, out: str, **kw: Any) -> list[dict]:
-        return h.run_harness(problems, methods, config, out, **kw)
-
-    def figure(summary: dict[str, Any], out: Path) -> Path:
-        return h.plot_scores(summary, out / "scores.png")
-
-    return _ax_benchmark(args, argv, h, "problem", problems, config, run, figure)
+    run = functools.partial(h.run_harness, problems)
+    return _ax_benchmark(
+        args, argv, h, "problem", problems, config, run, h.plot_scores, "scores.png"
+    )
 
 
 def _lookup_tables(args: argparse.Namespace, argv: list[str], module: Any) -> int:
@@ -228,12 +226,9 @@ def _lookup_tables(args: argparse.Namespace, argv: list[str], module: Any) -> in
                 f"got {baseline!r}"
             )
         bench["bench"] = replace(module.BENCHMARK, baseline=baseline)
-
-    def figure(summary: dict[str, Any], out: Path, **kw: Any) -> Path:
-        return module.plot_regret(summary, out / "simple_regret.png", **kw)
-
+    plot, png = module.plot_regret, "simple_regret.png"
     return _ax_benchmark(
-        args, argv, module, "dataset", datasets, config, module.run, figure, **bench
+        args, argv, module, "dataset", datasets, config, module.run, plot, png, **bench
     )
 
 

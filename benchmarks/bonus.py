@@ -9,7 +9,6 @@ import argparse
 import json
 import logging
 import sys
-import warnings
 
 import numpy as np
 
@@ -49,7 +48,6 @@ def run(
     """One loop; a record at each of ``steps`` (queries made so far), on the
     Tanimoto Gram or the molecule benchmark's ``model`` variant."""
     import torch
-    from ax.api.client import Client
     from ax.core import ObservationFeatures
     from ax.utils.common.logger import set_stderr_log_level
     from botorch.acquisition.objective import ScalarizedPosteriorTransform
@@ -58,37 +56,30 @@ def run(
     from ax_chaining import ax as axc
     from ax_chaining.acquisition import gp_ucb_beta
     from ax_chaining.test_functions.molecules import library
+    from benchmarks._tables import initial_items
+    from benchmarks.molecules_bench import model_variant, run_client
 
     set_stderr_log_level(logging.WARNING)
     data, gram = library(dataset)
     y = data.y.numpy()
     n = len(y)
-    rng = np.random.default_rng(seed)
-    client = Client(random_seed=seed)
-    client.configure_experiment(parameters=[axc.candidate_index_parameter(n)])
-    client.configure_optimization(objective="y")
     if model is None:
         spec = axc.precomputed_kernel_surrogate_spec(gram)
     else:
-        from benchmarks.molecules_bench import model_variant
-
         spec = model_variant(dataset, model)[0]
     gs = axc.chaining_generation_strategy(
         init_trials=n_init, surrogate_spec=spec, exclude_evaluated=True
     )
-    client.set_generation_strategy(gs)
-    tested = np.zeros(n, dtype=bool)
-    for i in rng.choice(n, size=n_init, replace=False):
-        trial = client.attach_trial(parameters={"item": int(i)})
-        client.complete_trial(trial, raw_data={"y": float(y[i])})
-        tested[i] = True
+    initial = initial_items(n, n_init, seed)
     best = int(np.argmax(y))
-    out = []
-    for q in range(1, max(steps) + 1):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ((trial, p),) = client.get_next_trials(max_trials=1).items()
+    out: list[dict] = []
+
+    def after_step(items: list[int]) -> None:
+        # The model that chose the last item, before it was observed.
+        q = len(items) - n_init
         if q in steps:
+            tested = np.zeros(n, dtype=bool)
+            tested[items[:-1]] = True
             adapter = gs.adapter
             gp = adapter.generator.surrogate.model
             X = adapter.transform_observation_features(
@@ -128,7 +119,7 @@ def run(
                     "bonus_over_gp_ucb": _quantiles(ratio),
                     "mean": _quantiles(mean),
                     "pick_chaining": pick,
-                    "loop_pick": int(p["item"]),
+                    "loop_pick": items[-1],
                     "pick_mean": greedy,
                     "posterior_at_chaining_pick": {
                         "mean": float(mean[pick]),
@@ -146,8 +137,9 @@ def run(
                     "best_value": float(y[best]),
                 }
             )
-        client.complete_trial(trial, raw_data={"y": float(y[int(p["item"])])})
-        tested[int(p["item"])] = True
+
+    name = f"bonus_{dataset}_{seed}"
+    run_client(y, initial, gs, max(steps), seed, name, after_step)
     return out
 
 

@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -228,18 +227,6 @@ def select(
         and r["seed"] < config.runs
     ]
     return sorted(keep, key=lambda r: (problems.index(r["problem"]), r["seed"]))
-
-
-def run_all(
-    problems: list[str], config: CertificateConfig, out: Path, **options: Any
-) -> list[dict[str, Any]]:
-    """Run (or load) every ``(problem, seed)``; a run of another configuration
-    under ``out`` is refused."""
-    tasks = [(p, s) for p in problems for s in range(config.runs)]
-    run = functools.partial(run_one, config=config)
-    options |= {"refuse_other": True}
-    options["complete"] = functools.partial(_is_complete, config=config)
-    return run_resumable(tasks, out, "certificate", config.key(), run, **options)
 
 
 def _median(values: list[float]) -> float:
@@ -474,11 +461,18 @@ def main(argv: list[str] | None = None) -> int:
         )
     start = time.perf_counter()
     args.summary_only = args.summary_only or args.table
+    # Every (problem, seed); a run of another configuration is refused.
+    tasks = [(p, s) for p in problems for s in range(config.runs)]
+    run = functools.partial(run_one, config=config)
     options = {"force": args.force, "jobs": args.jobs, "progress": not args.no_progress}
+    options |= {"refuse_other": True}
+    options["complete"] = functools.partial(_is_complete, config=config)
     records = records_of(
         args,
         "certificate",
-        lambda: run_all(problems, config, Path(args.out), **options),
+        lambda: run_resumable(
+            tasks, args.out, "certificate", config.key(), run, **options
+        ),
     )
     rows = summarize(select(records, problems, config), config.delta)
     text = format_table(rows)

@@ -14,11 +14,11 @@ import time
 import torch
 from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf_discrete
-from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
 from ax_chaining.acquisition import ChainingUCB
 from ax_chaining.certificate import CertificateOptions
+from ax_chaining.test_functions.problems import fixed_se_kernel
 from benchmarks._tables import fill_preset, mean_se, paired
 from benchmarks.runner import BenchmarkConfig, acquisition
 
@@ -38,28 +38,22 @@ POLICIES: dict[str, str] = {
 }
 
 
-def se_kernel() -> ScaleKernel:
-    """The true prior: isotropic SE, bandwidth 1, variance 1."""
-    kernel = ScaleKernel(RBFKernel()).to(DTYPE)
-    kernel.base_kernel.lengthscale = 1.0
-    kernel.outputscale = 1.0
-    return kernel
-
-
 def make_problem(n: int, seed: int) -> tuple[Tensor, Tensor]:
     """Candidates ``n x 2`` and an exact GP sample ``f`` over them."""
     g = torch.Generator().manual_seed(seed)
     side = 20.0 * math.sqrt(n / 10_000)
     C = side * torch.rand(n, 2, generator=g, dtype=DTYPE)
     with torch.no_grad():
-        K = se_kernel()(C).to_dense()
+        K = fixed_se_kernel(1.0, 1.0)(C).to_dense()
     L = torch.linalg.cholesky(K + 1e-6 * torch.eye(n, dtype=DTYPE))
     f = L @ torch.randn(n, generator=g, dtype=DTYPE)
     return C, f
 
 
 def fixed_model(X: Tensor, Y: Tensor) -> SingleTaskGP:
-    model = SingleTaskGP(X, Y, covar_module=se_kernel(), outcome_transform=None)
+    model = SingleTaskGP(
+        X, Y, covar_module=fixed_se_kernel(1.0, 1.0), outcome_transform=None
+    )
     model.likelihood.noise = NOISE_STD**2
     return model.eval()
 

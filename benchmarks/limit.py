@@ -40,10 +40,8 @@ def _fit(name: str, X, y, extra):
 
     from ax_chaining.kernels import PrecomputedKernel
 
-    if name == "grid":
-        model = SingleTaskGP(X, y.unsqueeze(-1))
-    else:
-        model = SingleTaskGP(X, y.unsqueeze(-1), covar_module=PrecomputedKernel(extra))
+    covar = None if name == "grid" else PrecomputedKernel(extra)
+    model = SingleTaskGP(X, y.unsqueeze(-1), covar_module=covar)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     return model.eval()
 

@@ -107,9 +107,8 @@ def figure1_data(
         >>> float(data["chaining"].max() - data["mean"].max()) >= 0
         True
     """
-    from botorch.models import SingleTaskGP
-
     from ax_chaining.acquisition import GPUCB, ChainingUCB
+    from benchmarks.runner import fixed_model
     from benchmarks.testbeds import toy_1d_problem
 
     problem = toy_1d_problem(n=n, seed=seed)
@@ -118,14 +117,8 @@ def figure1_data(
     noise = torch.randn(num_obs, generator=gen, dtype=torch.float64)
     y = problem.f[idx] + problem.noise_std * noise
     X = problem.X
-    model = SingleTaskGP(
-        X[idx],
-        y.unsqueeze(-1),
-        train_Yvar=torch.full((num_obs, 1), problem.noise_std**2, dtype=torch.float64),
-        covar_module=problem.get_covar_module(),
-        outcome_transform=None,
-        input_transform=None,
-    ).eval()
+    kernel, noise_std = problem.get_covar_module(), problem.noise_std
+    model = fixed_model(X[idx], y.unsqueeze(-1), kernel, noise_std, mean=0.0)
     chaining = ChainingUCB(model, X, delta=delta)
     gp_ucb = GPUCB(model, num_candidates=problem.n, delta=delta)
     with torch.no_grad():

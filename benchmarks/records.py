@@ -187,16 +187,6 @@ def unpack(kind: str, path: str | Path, out: str | Path) -> int:
     return written
 
 
-def stored_records(records: str | None, out: str | Path, kind: str) -> list[Any]:
-    """The packed file ``records`` if given, else the run files under ``out``."""
-    if records is None:
-        return load_records(out, kind)
-    try:
-        return read_packed(records)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"error: --records: {e}") from None
-
-
 # ---------------------------------------------------------------------------
 # Command lines, running and resuming.
 # ---------------------------------------------------------------------------
@@ -228,9 +218,15 @@ def add_record_options(
 def records_of(
     args: argparse.Namespace, kind: str, run: Callable[[], list[dict[str, Any]]]
 ) -> list[dict[str, Any]]:
-    """The stored records (``--summary-only``), or those of ``run()``."""
+    """The stored records (``--summary-only``: the packed file ``--records`` if
+    given, else the run files under ``--out``), or those of ``run()``."""
+    if args.summary_only and args.records is None:
+        return load_records(args.out, kind)
     if args.summary_only:
-        return stored_records(args.records, args.out, kind)
+        try:
+            return read_packed(args.records)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"error: --records: {e}") from None
     if args.records is not None:
         raise SystemExit(
             f"error: --records {args.records} is read by --summary-only, which "

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import math
 import resource
 import sys
-import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,6 +26,7 @@ from benchmarks._tables import (
     fill_preset,
     initial_items,
     md_row,
+    mean_se,
     num,
     package_strategy,
     parse_names,
@@ -172,47 +170,37 @@ def prepare(
     sizes = [sizes] if isinstance(sizes, int) else list(sizes)
     max_size = max(sizes)
     smiles, prefix = source_smiles(cache, config), _prefix(config)
+    # The fingerprint library's molecules are the input rows it kept.
     if config.model == "default":
-        if max_size > len(smiles):
-            raise ValueError(
-                f"`sizes` go up to {max_size}; the library has {len(smiles)} molecules."
-            )
+        library, inputs, suffix = cache, np.arange(len(smiles)), "_smiles"
+    else:
+        from ax_chaining.molecules import featurize_library
+
+        lib = featurize_library(
+            smiles,
+            cache / f"{prefix}morgan{config.radius}_{config.n_bits}",
+            radius=config.radius,
+            n_bits=config.n_bits,
+            progress=progress,
+        )
+        library, inputs, suffix = lib.path / "fingerprints.npy", lib.rows, ""
+    if max_size > len(inputs):
+        raise ValueError(
+            f"`sizes` go up to {max_size}; the library has {len(inputs)} molecules."
+        )
+    if config.model == "default":
         for size in sorted(sizes):
             default_model_spec(smiles, cache, config, size, jobs if jobs > 1 else None)
-        scores_path = cache / f"{prefix}mpo_{max_size}_smiles.npy"
-        rows = library_rows(len(smiles), max_size)
-        mpo_scores([smiles[i] for i in rows], scores_path, progress=progress)
-        return cache, scores_path
-    from ax_chaining.molecules import featurize_library
-
-    lib = featurize_library(
-        smiles,
-        cache / f"{prefix}morgan{config.radius}_{config.n_bits}",
-        radius=config.radius,
-        n_bits=config.n_bits,
-        progress=progress,
-    )
-    if max_size > len(lib):
-        raise ValueError(
-            f"`sizes` go up to {max_size}; the library has {len(lib)} molecules."
-        )
-    rows = library_rows(len(lib), max_size)
-    scores_path = cache / f"{prefix}mpo_{max_size}.npy"
-    inputs = np.asarray(lib.rows)[rows]
-    mpo_scores([smiles[i] for i in inputs], scores_path, progress=progress)
-    return lib.path / "fingerprints.npy", scores_path
+    scores_path = cache / f"{prefix}mpo_{max_size}{suffix}.npy"
+    rows = np.asarray(inputs)[library_rows(len(inputs), max_size)]
+    mpo_scores([smiles[i] for i in rows], scores_path, progress=progress)
+    return library, scores_path
 
 
 def library_rows(total: int, size: int) -> np.ndarray:
     """Rows (increasing) of the library of ``size`` molecules among ``total``."""
     perm = np.random.default_rng(LIBRARY_SEED).permutation(total)
     return np.sort(perm[:size])
-
-
-def _in_first(total: int, size: int, big: int) -> np.ndarray:
-    """Positions of the size-``size`` library's rows within the size-``big`` one."""
-    small, large = library_rows(total, size), library_rows(total, big)
-    return np.searchsorted(large, small)
 
 
 def _strategy(method: str, spec: Any, config: ScreeningConfig, size: int) -> Any:
@@ -244,15 +232,11 @@ def run_one(
 ) -> dict[str, Any]:
     """One run: ``n_init`` molecules, then ``config.queries`` queries;
     ``library`` and ``scores``: what :func:`prepare` returned."""
-    from ax.api.client import Client
     from ax.utils.common.logger import set_stderr_log_level
 
-    from ax_chaining.ax import (
-        GEN_METADATA_KEY,
-        candidate_index_parameter,
-        fingerprint_kernel_surrogate_spec,
-    )
+    from ax_chaining.ax import GEN_METADATA_KEY, fingerprint_kernel_surrogate_spec
     from ax_chaining.kernels import PackedFingerprints
+    from benchmarks.molecules_bench import run_client
 
     if config.model == "default":
         smiles = source_smiles(library, config)
@@ -264,7 +248,9 @@ def run_one(
         rows = library_rows(total, size)
         bits = PackedFingerprints(np.asarray(full.words[rows]), full.n_bits)
         make_spec = functools.partial(fingerprint_kernel_surrogate_spec, bits)
-    y = np.load(scores)[_in_first(total, size, max_size)]
+    # The scores of the size-`max_size` library at this library's rows.
+    at = np.searchsorted(library_rows(total, max_size), library_rows(total, size))
+    y = np.load(scores)[at]
     y = np.where(np.isnan(y), -np.inf, y)  # an unscorable molecule is never top
     items = initial_items(size, config.n_init, seed)
     steps: list[dict[str, float]] = []
@@ -272,31 +258,21 @@ def run_one(
         items += random_queries(size, items, config.queries, seed)
     else:
         set_stderr_log_level(30)  # Ax logs every trial at INFO
-        client = Client(random_seed=seed)
-        client.configure_experiment(
-            parameters=[candidate_index_parameter(size, name="item")],
-            name=f"screening_{size}_{method}_{seed}",
-        )
-        client.configure_optimization(objective="mpo")
         gs = _strategy(method, make_spec(), config, size)
-        client.set_generation_strategy(gs)
-        for i in items:
-            index = client.attach_trial(parameters={"item": i})
-            client.complete_trial(index, raw_data={"mpo": float(y[i])})
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for _ in range(config.queries):
-                start = time.perf_counter()
-                ((index, params),) = client.get_next_trials(max_trials=1).items()
-                total = time.perf_counter() - start
-                gr = gs.experiment.trials[index].generator_runs[0]
-                meta = (gr.gen_metadata or {}).get(GEN_METADATA_KEY, {})
-                step = {"total": total, **meta.get("seconds", {})}
-                step["checked"] = "certificate" in meta
-                steps.append(step)
-                item = int(params["item"])
-                items.append(item)
-                client.complete_trial(index, raw_data={"mpo": float(y[item])})
+        metas: list[dict[str, Any]] = []
+
+        def after_step(tested: list[int]) -> None:
+            gr = gs.experiment.trials[len(tested) - 1].generator_runs[0]
+            metas.append((gr.gen_metadata or {}).get(GEN_METADATA_KEY, {}))
+
+        name = f"screening_{size}_{method}_{seed}"
+        items, totals, _ = run_client(
+            y, items, gs, config.queries, seed, name, after_step
+        )
+        steps = [
+            {"total": t, **m.get("seconds", {}), "checked": "certificate" in m}
+            for t, m in zip(totals, metas, strict=True)
+        ]
     order = np.argsort(-y, kind="stable")
     found = {}
     for k in config.top_k:
@@ -374,14 +350,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for k in runs[0]["config"]["top_k"]:
             denom = min(k, size)
             curves = np.array([r["found"][str(k)][: n_init + T] for r in runs]) / denom
-            found[str(k)] = {
-                "mean": curves.mean(0)[n_init - 1 :].tolist(),
-                "se": (
-                    curves.std(0, ddof=1)[n_init - 1 :] / math.sqrt(len(runs))
-                    if len(runs) > 1
-                    else np.zeros(T + 1)
-                ).tolist(),
-            }
+            mean, se = mean_se(curves[:, n_init - 1 :])
+            found[str(k)] = {"mean": mean.tolist(), "se": se.tolist()}
         seconds: dict[str, float | None] = {}
         for part in ("total", "fit", "acquisition", "certificate"):
             # A certificate's seconds at the steps that checked one (every
@@ -526,21 +496,9 @@ def main(argv: list[str] | None = None) -> int:
         check_int("--sizes", size, 1)
     changes = {k: getattr(args, k) for k in ("queries", "n_init", "checks", "model")}
     config = ScreeningConfig(**{**asdict(preset), **changes})
-    options = {"progress": not args.no_progress, "force": args.force}
-    records = records_of(
-        args,
-        "screening",
-        lambda: run_screening(
-            args.sizes,
-            methods,
-            args.seeds,
-            config,
-            args.out,
-            args.cache,
-            args.jobs,
-            **options,
-        ),
-    )
+    options = {"progress": not args.no_progress, "force": args.force, "jobs": args.jobs}
+    tasks = (args.sizes, methods, args.seeds, config, args.out, args.cache)
+    records = records_of(args, "screening", lambda: run_screening(*tasks, **options))
     summary = summarize(records)
     text = format_markdown(summary)
     write_summary(args.out, command_line(["screening", *argv]), text, summary)

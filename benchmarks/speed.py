@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from inspect import signature
 from pathlib import Path
 from typing import Any
 
@@ -245,13 +246,6 @@ def _median_s(
     return statistics.median(times)
 
 
-def _has_reuse(cls: type) -> bool:
-    # An earlier engine (measured with the same script) may lack the option.
-    import inspect
-
-    return "pending_covers" in inspect.signature(cls).parameters
-
-
 def _cpu_time_rows(n: int, args: argparse.Namespace) -> list[dict]:
     """CPU seconds of UCB, a ChainingUCB step and batches, one thread."""
     from botorch.acquisition import UpperConfidenceBound
@@ -276,20 +270,11 @@ def _cpu_time_rows(n: int, args: argparse.Namespace) -> list[dict]:
             chaining = lambda: ChainingUCB(model, C)  # noqa: E731
             row[f"q{q}_cpu_s"] = cpu(chaining, q, args.repeats if q == 1 else 1)
             row[f"q{q}_ratio_to_ucb"] = row[f"q{q}_cpu_s"] / row["ucb_cpu_s"]
-            if q > 1 and _has_reuse(ChainingUCB):
+            # An earlier engine (measured with this script) may lack the option.
+            if q > 1 and "pending_covers" in signature(ChainingUCB).parameters:
                 reuse = lambda: ChainingUCB(model, C, pending_covers="reuse")  # noqa: E731
                 row[f"q{q}_reuse_cpu_s"] = cpu(reuse, q, 1)
     return [row]
-
-
-def _plain_certificate_options() -> dict[str, Any]:
-    """The plain certificate's keywords in the spelling of whichever
-    ``ax_chaining`` is measured (its options became one object)."""
-    try:
-        from ax_chaining.certificate import CertificateOptions
-    except ImportError:
-        return {"calibration": "none"}
-    return {"options": CertificateOptions(calibration="none")}
 
 
 def _certificate_rows(n: int, args: argparse.Namespace) -> list[dict]:
@@ -305,7 +290,13 @@ def _certificate_rows(n: int, args: argparse.Namespace) -> list[dict]:
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
-    plain = _plain_certificate_options()
+    # The plain certificate in the spelling of whichever engine is measured.
+    try:
+        from ax_chaining.certificate import CertificateOptions
+
+        plain: dict[str, Any] = {"options": CertificateOptions(calibration="none")}
+    except ImportError:  # an earlier engine: no CertificateOptions yet
+        plain = {"calibration": "none"}
 
     def wall(fn: Callable[[], object]) -> tuple[float, object]:
         if cuda:

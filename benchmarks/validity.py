@@ -14,8 +14,7 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -340,17 +339,6 @@ def run_one(
     }
 
 
-def run_validity(
-    config: ValidityConfig, out: str | Path, **options: Any
-) -> list[dict[str, Any]]:
-    """Run (or resume) every (problem, method, seed); ``options`` of
-    :func:`~benchmarks.records.run_resumable`."""
-    seeds = range(config.first_seed, config.first_seed + config.runs)
-    tasks = [(p, m, s) for s in seeds for p in config.problems for m in config.methods]
-    run = functools.partial(run_one, config=config)
-    return run_resumable(tasks, out, "validity", config.key(), run, **options)
-
-
 # ---------------------------------------------------------------------------
 # Summary.
 # ---------------------------------------------------------------------------
@@ -540,9 +528,9 @@ def format_calibration_limits(
                 CALIBRATION_STATISTICS[r["statistic"]],
                 PROBLEM_LABELS[r["problem"]],
                 LABELS[r["method"]],
-                _fmt(r["oracle"]),
-                *(_fmt(_at(r["median_over_oracle"], q)) for q in queries),
-                _fmt(r["best_constant_over_oracle"]),
+                num(r["oracle"]),
+                *(num(_at(r["median_over_oracle"], q)) for q in queries),
+                num(r["best_constant_over_oracle"]),
             )
         )
     return "\n".join(lines) + "\n"
@@ -660,14 +648,11 @@ def _rule_row(
         any_viol += viol_run
         rank_viol += rank_run
 
-        def ok(s: dict, frac: float, rng: float = rng) -> bool:
-            bound = s.get(f"{rule}_bound")
-            valid = rule == "plain" or s.get(f"{rule}_valid")
-            return bound is not None and bool(valid) and bound <= frac * rng
-
-        k10, s10 = _first(r["steps"], lambda s, ok=ok: ok(s, 0.10))
+        k10, s10 = _first(r["steps"], lambda s, at=0.10 * rng: _within(rule, s, at))
         first10.append(k10)
-        first5.append(_first(r["steps"], lambda s, ok=ok: ok(s, 0.05))[0])
+        first5.append(
+            _first(r["steps"], lambda s, at=0.05 * rng: _within(rule, s, at))[0]
+        )
         if s10 is not None:
             regret10.append(s10[f"{rule}_regret"] / rng)
     return {
@@ -688,40 +673,36 @@ def _rule_row(
     }
 
 
-def _regret_rule(rule: str) -> Any:
-    def stops(s: dict, r: dict) -> bool:
-        bound = s.get(f"{rule}_bound")
-        valid = bool(s.get(f"{rule}_valid"))
-        return bound is not None and valid and bound <= 0.10 * r["f_range"]
+def _within(rule: str, s: dict, limit: float, bound: str = "bound") -> bool:
+    """Whether step ``s`` holds a valid ``rule`` bound (the plain one and UCB -
+    LCB are never refused) whose ``bound`` (or ``rank_bound``) is at most
+    ``limit``."""
+    value = s.get(f"{rule}_{bound}")
+    valid = rule in ("plain", "ucb_lcb") or s.get(f"{rule}_valid")
+    return value is not None and bool(valid) and value <= limit
 
-    return stops
+
+def _regret_rule(rule: str) -> Any:
+    return lambda s, r: _within(rule, s, 0.10 * r["f_range"])
 
 
 def _rank_rule(rule: str) -> Any:
-    def stops(s: dict, r: dict) -> bool:
-        rb = s.get(f"{rule}_rank_bound")
-        limit = int(TOP_FRACTION * r["num_candidates"])
-        return rb is not None and bool(s.get(f"{rule}_valid")) and rb <= limit
-
-    return stops
+    return lambda s, r: _within(
+        rule, s, int(TOP_FRACTION * r["num_candidates"]), "rank_bound"
+    )
 
 
 _DEFAULT = "LOO scale's upper limit, default"
-#: Stopping rules: name, when it stops (None: the plain bound's running
-#: minimum), and the variant whose realized rank a rank rule reports.
+#: Stopping rules: name, when it stops, and the variant whose realized rank a
+#: rank rule reports. The plain bound's running minimum first reaches 10% of
+#: the range at the first step whose plain bound does.
 _RULES = (
     ("certificate (LOO point estimate)", _regret_rule("robust"), None),
     ("certificate (forecast residuals)", _regret_rule("forecast"), None),
     ("certificate (geometric checks)", _regret_rule("geometric"), None),
     (f"certificate ({_DEFAULT})", _regret_rule("loo_upper"), None),
-    ("certificate (running minimum, plain)", None, None),
-    (
-        "UCB - LCB",
-        lambda s, r: (
-            s["ucb_lcb_bound"] is not None and s["ucb_lcb_bound"] <= 0.10 * r["f_range"]
-        ),
-        None,
-    ),
+    ("certificate (running minimum, plain)", _regret_rule("plain"), None),
+    ("UCB - LCB", _regret_rule("ucb_lcb"), None),
     (
         "Ax ImprovementGlobalStoppingStrategy",
         lambda s, r: s["ax_improvement_stop"],
@@ -748,16 +729,7 @@ def _stopping(problem: str, method: str, runs: list[dict]) -> list[dict]:
         queries, regrets, above, fired, top = [], [], 0, 0, 0
         for r in runs:
             tol, steps = 0.10 * r["f_range"], r["steps"]
-            if stops is None:  # running minimum of the plain bound
-                low, k_stop = math.inf, None
-                for k, s in enumerate(steps, start=1):
-                    if s["plain_bound"] is not None:
-                        low = min(low, s["plain_bound"])
-                    if low <= tol:
-                        k_stop = k
-                        break
-            else:
-                k_stop = next((k for k, s in enumerate(steps, 1) if stops(s, r)), None)
+            k_stop = next((k for k, s in enumerate(steps, 1) if stops(s, r)), None)
             fired += k_stop is not None
             if k_stop is not None and rank_of is not None:
                 rank = steps[k_stop - 1].get(f"{rank_of}_rank")
@@ -796,10 +768,6 @@ def _at(medians: dict, k: int) -> float | None:
     return medians.get(k, medians.get(str(k)))
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else num(value, digits)
-
-
 def format_markdown(summary: dict[str, Any]) -> str:
     """The oracle factors, the certificates' table and the stopping rules'."""
     lines = [
@@ -812,7 +780,7 @@ def format_markdown(summary: dict[str, Any]) -> str:
     oracle = summary.get("oracle", [])
     factors = {(o["problem"], o["method"]): o["factor"] for o in oracle}
     for (problem, method), factor in sorted(factors.items()):
-        lines.append(md_row(PROBLEM_LABELS[problem], LABELS[method], _fmt(factor)))
+        lines.append(md_row(PROBLEM_LABELS[problem], LABELS[method], num(factor)))
     end = max((r.get("queries", 100) for r in summary["rows"]), default=100)
     half = max(1, end // 2)
     lines += [
@@ -840,8 +808,8 @@ def format_markdown(summary: dict[str, Any]) -> str:
                 "-" if ranked is None else f"{ranked}/{r['runs']}",
                 num(r["step_violation_rate"], 3),
                 num(r["refused_rate"], 3),
-                *(_fmt(_at(m, k)) for m in (med, ora, rank) for k in (half, end)),
-                _fmt(_at(real, end)),
+                *(num(_at(m, k)) for m in (med, ora, rank) for k in (half, end)),
+                num(_at(real, end)),
                 _fmt_firsts(r["first_10pct"], r["runs"]),
                 _fmt_firsts(r["first_5pct"], r["runs"]),
                 num(float(np.median(regret10)), 3) if regret10 else "-",
@@ -899,8 +867,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.methods:
         methods = (*METHODS, "chaining_audit")
         changes["methods"] = tuple(parse_names(args.methods, methods, "method"))
-    config = SMALL_CONFIG if args.small else FULL_CONFIG
-    config = ValidityConfig(**{**asdict(config), **changes})
+    config = replace(SMALL_CONFIG if args.small else FULL_CONFIG, **changes)
     if args.calibration_limits:
         if not args.records:
             parser.error("--calibration-limits reads --records (a packed file)")
@@ -912,9 +879,17 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(format_calibration_limits(rows), end="")
         return 0
+    # Every (problem, method, seed), seed by seed.
+    seeds = range(config.first_seed, config.first_seed + config.runs)
+    tasks = [(p, m, s) for s in seeds for p in config.problems for m in config.methods]
+    run = functools.partial(run_one, config=config)
     options = {"jobs": args.jobs, "force": args.force, "progress": not args.no_progress}
     records = records_of(
-        args, "validity", lambda: run_validity(config, args.out, **options)
+        args,
+        "validity",
+        lambda: run_resumable(
+            tasks, args.out, "validity", config.key(), run, **options
+        ),
     )
     summary = summarize(records)
     text = format_markdown(summary)
