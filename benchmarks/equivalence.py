@@ -2,7 +2,11 @@
 certificates must not change when the package's code is reorganized.
 
 ``python -m benchmarks.equivalence [CASE ...] > out.jsonl``, then ``diff``
-against ``docs/results/equivalence/before.jsonl``: one line per case, floats
+against ``docs/results/equivalence/current.jsonl`` (``before.jsonl``: the
+output before the reorganization; ``current.jsonl`` differs from it only
+where certificates below the leave-one-out check's minimum now state the
+model's own numbers, and where ``recommend`` adds ``p_better`` and
+``tolerance``): one line per case, floats
 exact, long vectors as a SHA-256 of their float64 bytes beside their sum; one
 torch thread, so that sums are taken in one order. Cases: ``botorch``,
 ``ax``, ``dask`` (a 2-worker ``LocalCluster``), ``freesolv`` (the default
