@@ -182,3 +182,38 @@ def test_final_statement_table_by_hand():
     assert "| toy | qlognei | 5 | 3 | 2 | 1 | 0.20 | 0.300 | 1 |" in (
         stopping.format_final(rows)
     )
+
+
+def test_unchecked_statements_table_by_hand():
+    # Two unchecked steps (finite, not valid): one bound false (regret 4.0 >
+    # 2.0), no rank false; a refused (inf) and a checked step are not counted.
+    def step(bound, rank_bound, valid, kept):
+        out = _step(6, bound, rank_bound, 0.0, kept, False, kept, False)
+        out["best_observed"] = kept
+        out["certificate"]["valid"] = valid
+        return out
+
+    record = {
+        "dataset": "toy",
+        "acquisition": "qlognei",
+        "truth": {"3": [0.5, 2], "7": [4.0, 6]},
+        "steps": [
+            step(1.0, 2, False, 3),
+            step(2.0, 8, False, 7),
+            step(float("inf"), 10, False, 7),
+            step(0.1, 1, True, 7),
+        ],
+    }
+    rows = stopping.unchecked_rows([record, dict(record, steps=[])])
+    assert rows == [
+        {
+            "dataset": "toy",
+            "acquisition": "qlognei",
+            "runs": 1,
+            "steps": 2,
+            "bound_false": 1,
+            "rank_false": 0,
+        }
+    ]
+    assert "| toy | qlognei | 1 | 2 | 1 | 0 |" in stopping.format_unchecked(rows)
+    assert stopping.format_unchecked([]) == ""
