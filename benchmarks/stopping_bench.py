@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from benchmarks import molecules_bench as mol
+from benchmarks._tables import md_row
 
 #: Regret tolerances as fractions of the table's range, and top-R fractions.
 EPS_FRACTIONS = (0.01, 0.05, 0.1)
@@ -361,12 +362,12 @@ def format_final(rows: list[dict[str, Any]]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(
-            f"| {r['dataset']} | {r['acquisition']} | {r['n_init']} | {r['runs']} "
-            f"| {r['holding_best']} | {r['usable']} | "
-            f"{r['median_bound_fraction']:.2f} | {r['median_rank_fraction']:.3f} "
-            f"| {r['false']} |"
+        fractions = (
+            f"{r['median_bound_fraction']:.2f}",
+            f"{r['median_rank_fraction']:.3f}",
         )
+        keys = ("dataset", "acquisition", "n_init", "runs", "holding_best", "usable")
+        lines.append(md_row(*(r[k] for k in keys), *fractions, r["false"]))
     return "\n".join(lines) + "\n"
 
 
@@ -413,11 +414,8 @@ def format_unchecked(rows: list[dict[str, Any]]) -> str:
         "| dataset | acquisition | runs | steps | bound false | rank false |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['dataset']} | {r['acquisition']} | {r['runs']} | {r['steps']} "
-            f"| {r['bound_false']} | {r['rank_false']} |"
-        )
+    keys = ("dataset", "acquisition", "runs", "steps", "bound_false", "rank_false")
+    lines += [md_row(*(r[k] for k in keys)) for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -450,12 +448,12 @@ def format_costs(rows: list[dict[str, Any]]) -> str:
         "**Seconds per query** (median; the step is `get_next_trials`, the fit "
         "the rules' shared refit; prb: all its tolerances)",
         "",
-        "| dataset | acquisition | runs | " + " | ".join(parts) + " |",
+        md_row("dataset", "acquisition", "runs", *parts),
         "|---|---|---:|" + "---:|" * len(parts),
     ]
     for r in rows:
-        cells = " | ".join(f"{r[p]:.3g}" for p in parts)
-        lines.append(f"| {r['dataset']} | {r['acquisition']} | {r['runs']} | {cells} |")
+        cells = (f"{r[p]:.3g}" for p in parts)
+        lines.append(md_row(r["dataset"], r["acquisition"], r["runs"], *cells))
     return "\n".join(lines) + "\n"
 
 
@@ -479,10 +477,8 @@ def format_markdown(rows: list[dict[str, Any]]) -> str:
                 continue
             med = "-" if r["median_query"] is None else f"{r['median_query']:g}"
             true = f"{r['true']} / {r['stopped']}" if r["stopped"] else "-"
-            lines.append(
-                f"| {r['rule']} | {r['tolerance']} | {r['stopped']} / {r['runs']} "
-                f"| {med} | {true} |"
-            )
+            stopped = f"{r['stopped']} / {r['runs']}"
+            lines.append(md_row(r["rule"], r["tolerance"], stopped, med, true))
         lines.append("")
     return "\n".join(lines)
 
