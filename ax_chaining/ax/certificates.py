@@ -167,8 +167,7 @@ def recorded_residuals(
             sd = float(entry["sd"])
             if arm is None or not sd > 0:
                 continue
-            values = rows[rows["arm_name"] == arm].groupby("metric_name")["mean"]
-            values = values.last()
+            values = rows[rows["arm_name"] == arm].groupby("metric_name")["mean"].last()
             weights = entry["weights"]
             if any(m not in values.index for m in weights):
                 continue
@@ -205,14 +204,11 @@ def experiment_of(source: Source) -> tuple[Experiment, GenerationStrategy | None
     if not isinstance(source, Client):
         what = "an ax Client, Experiment or GenerationStrategy"
         raise type_error("source", what, source)
-    handle, path = tempfile.mkstemp(suffix=".json")
-    os.close(handle)
-    try:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "client.json")
         source.save_to_json_file(path)
         with open(path) as fh:
             snapshot = json.load(fh)
-    finally:
-        os.remove(path)
     experiment = object_from_json(snapshot["experiment"])
     gs = snapshot.get("generation_strategy")
     return experiment, None if gs is None else object_from_json(gs)
@@ -315,10 +311,9 @@ def certify(
 
     Fits Ax's GP (the strategy's surrogate spec if any) and certifies the
     evaluated point with the smallest bound: with probability at least
-    :math:`1 - \delta`, no point of the set is more than ``bound`` better than
-    ``parameters`` (assumptions: :mod:`ax_chaining.certificate`). The set:
-    ``candidates`` (else the strategy's candidate set, a fully discrete space
-    or a Sobol design of 1,024 points) and the evaluated points.
+    :math:`1 - \delta`, no point of the set (:func:`fit_candidates`) is more
+    than ``bound`` better than ``parameters`` (assumptions:
+    :mod:`ax_chaining.certificate`).
 
     Example:
         >>> certify(client)["bound"]
@@ -348,7 +343,7 @@ def certify(
     """
     check_choice("units", units, get_args(Units))
     fitted = fit_candidates(source, candidates)
-    return _certificate(fitted, None, delta, options, units, tolerance)
+    return _certificate(fitted, fitted.evaluated, delta, options, units, tolerance)
 
 
 def recommend(
@@ -444,29 +439,25 @@ def fit_candidates(
             surrogate_spec = (
                 gen_spec.generator_kwargs.get("surrogate_spec") or surrogate_spec
             )
-    if candidates is not None:
+    if candidates is not None or spec is None:
         spec = CandidateSetSpec(candidates=candidates)
-    if spec is None:
-        spec = CandidateSetSpec(seed=0)
     if spec.seed is None:
-        spec = CandidateSetSpec(**{**spec.__dict__, "seed": 0})
+        spec = replace(spec, seed=0)
     ss = experiment.search_space
     names = list(ss.parameters)
-    arms = [
-        dict(a.parameters)
+    arms = {
+        row_key(a.parameters, names): dict(a.parameters)
         for t in experiment.trials.values()
         if t.status in EVALUATED
         for a in t.arms
-    ]
+    }
     if not arms:
         raise ValueError("No trial is completed yet; nothing to certify.")
     # The candidates and every evaluated point: one off the candidates may be best.
     rows = candidate_parameterizations(ss, spec)
     known = {row_key(r, names) for r in rows}
-    extra = {row_key(r, names): r for r in arms if row_key(r, names) not in known}
-    rows = rows + list(extra.values())
-    keys = {row_key(r, names) for r in arms}
-    evaluated = torch.tensor([row_key(r, names) in keys for r in rows])
+    rows = rows + [r for key, r in arms.items() if key not in known]
+    evaluated = torch.tensor([row_key(r, names) in arms for r in rows])
     kwargs = {} if surrogate_spec is None else {"surrogate_spec": surrogate_spec}
     adapter = Generators.BOTORCH_MODULAR(experiment=experiment, data=data, **kwargs)
     X = adapter.transform_observation_features(
@@ -489,18 +480,15 @@ def fit_candidates(
 
 def _certificate(
     fitted: FittedCandidates,
-    among: list[int] | None,
+    among: Tensor | list[int],
     delta: float | None,
     options: CertificateOptions | None,
     units: Units,
-    tolerance: float | None = None,
+    tolerance: float | None,
 ) -> dict[str, Any]:
     if delta is None:  # the last recorded certificate's, else 0.05
-        deltas = [
-            m["certificate"]["delta"]
-            for _, m in recorded(fitted.experiment)
-            if (m.get("certificate") or {}).get("delta") is not None
-        ]
+        certs = [m.get("certificate") or {} for _, m in recorded(fitted.experiment)]
+        deltas = [c["delta"] for c in certs if c.get("delta") is not None]
         delta = float(deltas[-1]) if deltas else DEFAULT_DELTA
     delta = check_delta(delta)
     options = calibrated(check_options(options), fitted.experiment)
@@ -518,7 +506,7 @@ def _certificate(
     cert = certify_model(
         fitted.model,
         fitted.X,
-        among=fitted.evaluated if among is None else among,
+        among=among,
         delta=delta,
         options=options,
         posterior_transform=ScalarizedPosteriorTransform(weights=fitted.weights),
