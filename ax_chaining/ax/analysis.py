@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -33,6 +34,7 @@ CERTIFICATE_COLUMNS = (
 )
 
 
+@dataclass(eq=False, repr=False)
 class RecommendationAnalysis(Analysis):
     r"""The evaluated candidate :func:`~ax_chaining.ax.recommend` returns, and
     its regret certificate, as an Ax ``AnalysisCard``: one row (``id``,
@@ -55,19 +57,11 @@ class RecommendationAnalysis(Analysis):
             recorded).
     """
 
-    def __init__(
-        self,
-        candidates: CandidateTable | None = None,
-        delta: float | None = None,
-        options: CertificateOptions | None = None,
-        units: Units = "objective",
-        tolerance: float | None = None,
-    ) -> None:
-        self.candidates = candidates
-        self.delta = delta
-        self.options = options
-        self.units = units
-        self.tolerance = tolerance
+    candidates: CandidateTable | None = None
+    delta: float | None = None
+    options: CertificateOptions | None = None
+    units: Units = "objective"
+    tolerance: float | None = None
 
     def validate_applicable_state(
         self,
