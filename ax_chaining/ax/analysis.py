@@ -38,13 +38,10 @@ CERTIFICATE_COLUMNS = (
 class RecommendationAnalysis(Analysis):
     r"""The evaluated candidate :func:`~ax_chaining.ax.recommend` returns, and
     its regret certificate, as an Ax ``AnalysisCard``: one row (``id``,
-    ``row``, ``trial_index``, ``value``, the certificate's ``bound``,
-    ``delta``, ``rank_bound``, ``num_candidates``, ``expected_better``,
-    ``p_better``, ``tolerance``, ``valid``, ``reason``, then the candidate's
-    parameters) and a subtitle that reads it out: the bound, the rank and the
-    probability that a candidate more than ``tolerance`` better remains. The
-    numbers are :func:`recommend`'s, under its assumptions
-    (:mod:`ax_chaining.certificate`).
+    ``row``, ``trial_index``, ``value``, the certificate's
+    ``CERTIFICATE_COLUMNS``, then the candidate's parameters) and a subtitle
+    that reads out the bound, the rank and ``p_better``, under
+    :func:`recommend`'s assumptions (:mod:`ax_chaining.certificate`).
 
     Example:
         >>> analysis = RecommendationAnalysis(tolerance=0.5)
