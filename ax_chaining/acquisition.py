@@ -374,11 +374,8 @@ class ChainingUCB(AcquisitionFunction):
 
     def _current(self) -> Any:
         if self._step is None:
-            self._step = (
-                self._base_step()
-                if self.X_pending is None
-                else self._build(self.X_pending)
-            )
+            pending = self.X_pending
+            self._step = self._base_step() if pending is None else self._build(pending)
         return self._step
 
     def _base_step(self) -> Any:
