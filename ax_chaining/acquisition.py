@@ -577,15 +577,12 @@ class TensorCandidates:
         return index
 
     def among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
+        c, given = self.candidates, self.given_dtype
         evaluated = None
         if among is None:
-            evaluated = evaluated_candidates(
-                self.acqf.model, self.candidates, self.given_dtype
-            )
-        given, used = self.given_dtype, self.candidates.dtype
-        detail = f" (candidates given in {given}, compared in the model's {used})"
-        n, device = self.candidates.shape[0], self.candidates.device
-        return among_index(among, n, evaluated, device, detail)
+            evaluated = evaluated_candidates(self.acqf.model, c, given)
+        detail = f" (candidates given in {given}, compared in the model's {c.dtype})"
+        return among_index(among, c.shape[0], evaluated, c.device, detail)
 
     def certified(self, base: ChainingStep) -> PosteriorSet:
         if base.tree is None:
@@ -606,16 +603,25 @@ class TensorCandidates:
         )
 
 
-class _UpperConfidenceBound(UpperConfidenceBound):
-    """BoTorch's ``UpperConfidenceBound`` at points converted to the model's dtype
-    and device (GPyTorch fails on, or caches in, the first points' dtype)."""
+class UCB(UpperConfidenceBound):
+    r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
+    an input constructor that ignores the ``X_pending`` Ax passes and the set,
+    evaluated at points converted to the model's dtype and device (GPyTorch
+    fails on, or caches in, the first points' dtype).
+
+    Example:
+        >>> acqf = UCB(model, beta=0.2)
+    """
+
+    #: Its input constructor accepts (and ignores) the candidate set.
+    takes_candidates = True
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
         return super().forward(to_model(self.model, X)).to(X.dtype)
 
 
-class GPUCB(_UpperConfidenceBound):
+class GPUCB(UCB):
     r"""GP-UCB with the schedule of Srinivas et al. (2010) for a finite set, the
     competitor of Chaining-UCB in Contal et al. (2015):
 
@@ -635,9 +641,6 @@ class GPUCB(_UpperConfidenceBound):
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
         X_pending: Pending points; they count in the default ``t`` only.
     """
-
-    #: Its input constructor takes the candidate set (for ``num_candidates``).
-    takes_candidates = True
 
     def __init__(
         self,
@@ -661,18 +664,6 @@ class GPUCB(_UpperConfidenceBound):
         self.num_candidates = int(num_candidates)
         self.delta = float(delta)
         self.t = t
-
-
-class UCB(_UpperConfidenceBound):
-    r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
-    an input constructor that ignores the ``X_pending`` Ax passes and the set.
-
-    Example:
-        >>> acqf = UCB(model, beta=0.2)
-    """
-
-    #: Its input constructor accepts (and ignores) the candidate set.
-    takes_candidates = True
 
 
 @acqf_input_constructor(UCB)

@@ -178,9 +178,7 @@ class ChainingResult:
         return self.eps.numel()
 
     def bonus(self, sigma: Tensor, shape: BonusShape = "paper") -> Tensor:
-        r"""Exploration bonus at posterior standard deviations ``sigma``
-        (:func:`chaining_bonus`): ``"paper"`` is Algorithm 1's
-        :math:`\sum_{i:\,\sigma^{\min}\le\epsilon_i<\sigma} H_i`."""
+        """:func:`chaining_bonus` at posterior standard deviations ``sigma``."""
         return chaining_bonus(sigma, self.eps, self.H, self.sigma_min_used, shape)
 
     def regret_bound(self, sigma: Tensor) -> Tensor:

@@ -403,14 +403,13 @@ class NearestCentres:
         self._best[centre] = 0.0
         self._taken[centre] = True
         self._taken_count += 1
-        closed = False
+        first = self._next
         # The radius, not its square, as prefix_covers compares it.
         radius = math.sqrt(radius2)
         while self._next < len(self._radii) and radius <= self._radii[self._next]:
             self._next += 1
             self.sizes.append(self._taken_count)
-            closed = True
-        if closed:
+        if self._next > first:
             self._close()
 
     def _close(self) -> None:
