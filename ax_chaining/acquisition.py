@@ -654,10 +654,9 @@ class GPUCB(UCB):
     ) -> None:
         p = 0 if X_pending is None else int(X_pending.shape[0])
         t = check_int("t", t, 1) if t is not None else default_t(model, p)
-        beta = gp_ucb_beta(num_candidates, t, delta)
         super().__init__(
             model=model,
-            beta=beta,
+            beta=gp_ucb_beta(num_candidates, t, delta),
             posterior_transform=posterior_transform,
             maximize=maximize,
         )

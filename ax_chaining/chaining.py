@@ -643,13 +643,8 @@ def prefix_covers(
     covers, sizes, bounded = [], [], []
     for e in eps:
         within = (radii <= e).nonzero()
-        if within.numel():
-            k = int(within[0]) + 1
-            covers.append(order[:k])
-            sizes.append(k)
-            bounded.append(False)
-        else:
-            covers.append(order)
-            sizes.append(n)
-            bounded.append(True)
+        bounded.append(within.numel() == 0)
+        k = n if bounded[-1] else int(within[0]) + 1
+        covers.append(order if bounded[-1] else order[:k])
+        sizes.append(k)
     return covers, sizes, bounded

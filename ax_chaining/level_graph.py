@@ -266,9 +266,8 @@ def _numpy_level_graph(
         for i in range(counted):
             degrees[i, start:stop] = np.count_nonzero(d2 <= eps2[i], axis=1)
         flat = np.flatnonzero(d2 <= kept)  # row-major: rows in turn
-        vals = d2.ravel()[flat]
         bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
-        q = levels_np(vals, eps2[counted:], counted)
+        q = levels_np(d2.ravel()[flat], eps2[counted:], counted)
         return start, stop, np.diff(bounds), (flat % n).astype(np.int32), q
 
     for start, stop, b_counts, b_cols, b_levels in map_ordered(
