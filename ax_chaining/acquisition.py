@@ -374,11 +374,8 @@ class ChainingUCB(AcquisitionFunction):
 
     def _current(self) -> Any:
         if self._step is None:
-            self._step = (
-                self._base_step()
-                if self.X_pending is None
-                else self._build(self.X_pending)
-            )
+            pending = self.X_pending
+            self._step = self._base_step() if pending is None else self._build(pending)
         return self._step
 
     def _base_step(self) -> Any:
@@ -580,15 +577,12 @@ class TensorCandidates:
         return index
 
     def among(self, among: Tensor | Sequence[int] | str | None) -> Tensor:
+        c, given = self.candidates, self.given_dtype
         evaluated = None
         if among is None:
-            evaluated = evaluated_candidates(
-                self.acqf.model, self.candidates, self.given_dtype
-            )
-        given, used = self.given_dtype, self.candidates.dtype
-        detail = f" (candidates given in {given}, compared in the model's {used})"
-        n, device = self.candidates.shape[0], self.candidates.device
-        return among_index(among, n, evaluated, device, detail)
+            evaluated = evaluated_candidates(self.acqf.model, c, given)
+        detail = f" (candidates given in {given}, compared in the model's {c.dtype})"
+        return among_index(among, c.shape[0], evaluated, c.device, detail)
 
     def certified(self, base: ChainingStep) -> PosteriorSet:
         if base.tree is None:
@@ -609,16 +603,25 @@ class TensorCandidates:
         )
 
 
-class _UpperConfidenceBound(UpperConfidenceBound):
-    """BoTorch's ``UpperConfidenceBound`` at points converted to the model's dtype
-    and device (GPyTorch fails on, or caches in, the first points' dtype)."""
+class UCB(UpperConfidenceBound):
+    r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
+    an input constructor that ignores the ``X_pending`` Ax passes and the set,
+    evaluated at points converted to the model's dtype and device (GPyTorch
+    fails on, or caches in, the first points' dtype).
+
+    Example:
+        >>> acqf = UCB(model, beta=0.2)
+    """
+
+    #: Its input constructor accepts (and ignores) the candidate set.
+    takes_candidates = True
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
         return super().forward(to_model(self.model, X)).to(X.dtype)
 
 
-class GPUCB(_UpperConfidenceBound):
+class GPUCB(UCB):
     r"""GP-UCB with the schedule of Srinivas et al. (2010) for a finite set, the
     competitor of Chaining-UCB in Contal et al. (2015):
 
@@ -639,9 +642,6 @@ class GPUCB(_UpperConfidenceBound):
         X_pending: Pending points; they count in the default ``t`` only.
     """
 
-    #: Its input constructor takes the candidate set (for ``num_candidates``).
-    takes_candidates = True
-
     def __init__(
         self,
         model: Model,
@@ -654,28 +654,15 @@ class GPUCB(_UpperConfidenceBound):
     ) -> None:
         p = 0 if X_pending is None else int(X_pending.shape[0])
         t = check_int("t", t, 1) if t is not None else default_t(model, p)
-        beta = gp_ucb_beta(num_candidates, t, delta)
         super().__init__(
             model=model,
-            beta=beta,
+            beta=gp_ucb_beta(num_candidates, t, delta),
             posterior_transform=posterior_transform,
             maximize=maximize,
         )
         self.num_candidates = int(num_candidates)
         self.delta = float(delta)
         self.t = t
-
-
-class UCB(_UpperConfidenceBound):
-    r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
-    an input constructor that ignores the ``X_pending`` Ax passes and the set.
-
-    Example:
-        >>> acqf = UCB(model, beta=0.2)
-    """
-
-    #: Its input constructor accepts (and ignores) the candidate set.
-    takes_candidates = True
 
 
 @acqf_input_constructor(UCB)

@@ -110,8 +110,7 @@ def chaining_bonus(
         tensor([2.])
     """
     check_choice("shape", shape, get_args(BonusShape))
-    eps = eps.to(sigma)
-    H = H.to(sigma)
+    eps, H = eps.to(sigma), H.to(sigma)
     active = eps >= sigma_min_used
     if shape == "paper":
         on = active & (eps < sigma.unsqueeze(-1))
@@ -123,13 +122,11 @@ def chaining_bonus(
     B = torch.flip(torch.cumsum(torch.flip(H, (0,)), 0), (0,))
     knots_x = torch.cat([eps[-1:] / 2, torch.flip(eps, (0,))])
     knots_y = torch.cat([B.new_zeros(1), torch.flip(B, (0,))])
-    s = sigma.clamp(min=float(knots_x[0]), max=float(knots_x[-1]))
-    right = torch.searchsorted(knots_x, s.reshape(-1).contiguous()).clamp(
-        1, knots_x.numel() - 1
-    )
+    flat = sigma.clamp(min=float(knots_x[0]), max=float(knots_x[-1])).reshape(-1)
+    right = torch.searchsorted(knots_x, flat.contiguous())
+    right = right.clamp(1, knots_x.numel() - 1)
     x0, x1 = knots_x[right - 1], knots_x[right]
     y0, y1 = knots_y[right - 1], knots_y[right]
-    flat = s.reshape(-1)
     value = y0 + (y1 - y0) * (flat - x0) / (x1 - x0)
     return value.reshape(sigma.shape)
 
@@ -181,9 +178,7 @@ class ChainingResult:
         return self.eps.numel()
 
     def bonus(self, sigma: Tensor, shape: BonusShape = "paper") -> Tensor:
-        r"""Exploration bonus at posterior standard deviations ``sigma``
-        (:func:`chaining_bonus`): ``"paper"`` is Algorithm 1's
-        :math:`\sum_{i:\,\sigma^{\min}\le\epsilon_i<\sigma} H_i`."""
+        """:func:`chaining_bonus` at posterior standard deviations ``sigma``."""
         return chaining_bonus(sigma, self.eps, self.H, self.sigma_min_used, shape)
 
     def regret_bound(self, sigma: Tensor) -> Tensor:
@@ -485,14 +480,11 @@ def _greedy_levels(
     """Greedy nested covers from neighbour lists (``GRAPH_PEAK_EDGE_BYTES`` per
     estimated edge) or the level matrix (``2 N^2`` bytes), within ``memory_budget``."""
     n = distance.n
-    auto = graph == "auto"
-    if auto:
-        graph = "lists"
     matrix_bytes = 2 * n * n  # level matrix plus one boolean adjacency
     counted = 0
-    if graph == "lists" and lazy:
+    if graph != "matrix" and lazy:
         counted, edges = lazy_levels(distance, eps)
-    if graph == "lists" and memory_budget is not None:
+    if graph != "matrix" and memory_budget is not None:
         # Only when even a complete graph might not fit is it worth sampling.
         if GRAPH_PEAK_EDGE_BYTES * n * n <= memory_budget:
             edges = n * n
@@ -500,7 +492,7 @@ def _greedy_levels(
             edges = distance.estimate_edges(eps[0])
         lists_bytes = GRAPH_PEAK_EDGE_BYTES * edges
         if lists_bytes > memory_budget:
-            if auto and matrix_bytes <= memory_budget:
+            if graph == "auto" and matrix_bytes <= memory_budget:
                 graph = "matrix"
             else:
                 raise MemoryBudgetError(
@@ -651,13 +643,8 @@ def prefix_covers(
     covers, sizes, bounded = [], [], []
     for e in eps:
         within = (radii <= e).nonzero()
-        if within.numel():
-            k = int(within[0]) + 1
-            covers.append(order[:k])
-            sizes.append(k)
-            bounded.append(False)
-        else:
-            covers.append(order)
-            sizes.append(n)
-            bounded.append(True)
+        bounded.append(within.numel() == 0)
+        k = n if bounded[-1] else int(within[0]) + 1
+        covers.append(order if bounded[-1] else order[:k])
+        sizes.append(k)
     return covers, sizes, bounded

@@ -41,8 +41,7 @@ def greedy_dominating_set(adjacency: Tensor) -> Tensor:
     r"""Algorithm 2 on an ``m x m`` (``m >= 1``) symmetric boolean adjacency
     with a true diagonal (:func:`greedy_cover`); once every ball holds only its
     centre, the rest in index order. Returns the picks in order."""
-    m = adjacency.shape[0]
-    device = adjacency.device
+    m, device = adjacency.shape[0], adjacency.device
     uncovered = torch.ones(m, dtype=torch.bool, device=device)
     # degree[x]: uncovered points in the ball of x. The graph is symmetric, so
     # the degrees that drop when R is covered are read off the rows of R. Rows
@@ -326,10 +325,9 @@ def farthest_first_order(
         rows: dict[int, Tensor] = {}
         for _ in range(min(batch_size, max_size - len(order))):
             j = int(torch.argmax(pool_mind2))
+            top = float(pool_mind2[j])
             # A pool point only while nearly as far as the farthest overall.
-            if float(pool_mind2[j]) < POOL_RATIO2 * radii2[-1] or not (
-                float(pool_mind2[j]) > 0.0
-            ):
+            if top < POOL_RATIO2 * radii2[-1] or not top > 0.0:
                 break
             far = int(pool[j])
             order.append(far)
@@ -403,14 +401,13 @@ class NearestCentres:
         self._best[centre] = 0.0
         self._taken[centre] = True
         self._taken_count += 1
-        closed = False
+        first = self._next
         # The radius, not its square, as prefix_covers compares it.
         radius = math.sqrt(radius2)
         while self._next < len(self._radii) and radius <= self._radii[self._next]:
             self._next += 1
             self.sizes.append(self._taken_count)
-            closed = True
-        if closed:
+        if self._next > first:
             self._close()
 
     def _close(self) -> None:

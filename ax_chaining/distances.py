@@ -64,11 +64,11 @@ class MemoryBudgetError(ValueError):
 
 def format_bytes(n: float) -> str:
     """A human-readable size, e.g. ``'1.5 GiB'``."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
+    return f"{n:.1f} TiB"
 
 
 def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
@@ -268,11 +268,11 @@ class LowRankDistance(PseudoDistance):
         self._right = torch.cat([factor, self.variance.unsqueeze(0), ones])
 
     def rows(self, idx: Tensor) -> Tensor:
-        return self._rows(idx.to(device=self.device, dtype=torch.long), clamp=True)
+        return self._rows(idx.to(device=self.device, dtype=torch.long)).clamp_(min=0.0)
 
     def row_range(self, start: int, stop: int) -> Tensor:
         # Only compared with positive radii: a negative acts as its clamp 0.
-        return self._rows(torch.arange(start, stop, device=self.device), clamp=False)
+        return self._rows(torch.arange(start, stop, device=self.device))
 
     def _left(self, idx: Tensor) -> Tensor:
         # d^2(a, b) = -2 c k(a, b) + [2 w_a; 1; s_a^2] . [w_b; s_b^2; 1]
@@ -290,11 +290,9 @@ class LowRankDistance(PseudoDistance):
         d2[square, square] = 0.0
         return d2
 
-    def _rows(self, idx: Tensor, clamp: bool) -> Tensor:
+    def _rows(self, idx: Tensor) -> Tensor:
         d2 = low_rank_rows(
             self.prior_rows(idx), self._left(idx), self._right, self.prior_scale
         )
-        if clamp:
-            d2.clamp_(min=0.0)
         d2[torch.arange(idx.numel(), device=self.device), idx] = 0.0
         return d2

@@ -245,7 +245,7 @@ def _symmetric_level_graph(
 
 
 def _numpy_level_graph(
-    source: RowSource, eps2: list[float], counted: int, counts: Tensor, step: int
+    source: RowSource, eps2: list[float], counted: int, step: int
 ) -> LevelGraph:
     """:func:`build_level_graph` on CPU, in numpy: blocks made on ``row_workers``
     threads, written in row order into arrays sized from a sample of rows."""
@@ -255,6 +255,7 @@ def _numpy_level_graph(
     cols = np.empty(capacity, dtype=np.int32)
     levels = np.empty(capacity, dtype=np.uint8)
     degrees = np.empty((counted, n), dtype=np.int64)
+    counts = torch.empty(n, dtype=torch.int64, device=source.device)
     filled = 0
 
     def block(start: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
@@ -265,9 +266,8 @@ def _numpy_level_graph(
         for i in range(counted):
             degrees[i, start:stop] = np.count_nonzero(d2 <= eps2[i], axis=1)
         flat = np.flatnonzero(d2 <= kept)  # row-major: rows in turn
-        vals = d2.ravel()[flat]
         bounds = np.searchsorted(flat, np.arange(stop - start + 1) * n)
-        q = levels_np(vals, eps2[counted:], counted)
+        q = levels_np(d2.ravel()[flat], eps2[counted:], counted)
         return start, stop, np.diff(bounds), (flat % n).astype(np.int32), q
 
     for start, stop, b_counts, b_cols, b_levels in map_ordered(
@@ -314,15 +314,12 @@ def build_level_graph(
         raise ValueError(
             f"counted must be in [0, {len(eps2)}) for {len(eps2)} radii, got {counted}."
         )
-    n = source.n
-    device = source.device
-    counts = torch.empty(n, dtype=torch.int64, device=device)
-    on_cpu = device.type == "cpu"
+    n, device = source.n, source.device
     step = chunk_rows(n, source.variance.element_size(), source.block_bytes)
-    if on_cpu and eps2 and source.upper_blocks:
-        return _symmetric_level_graph(source, eps2, counted, step)
-    if on_cpu and eps2:
-        return _numpy_level_graph(source, eps2, counted, counts, step)
+    if device.type == "cpu" and eps2:
+        graph = _symmetric_level_graph if source.upper_blocks else _numpy_level_graph
+        return graph(source, eps2, counted, step)
+    counts = torch.empty(n, dtype=torch.int64, device=device)
     cols: list[Tensor] = []
     levels: list[Tensor] = []
     degrees = torch.empty(counted, n, dtype=torch.int64, device=device)
