@@ -12,7 +12,7 @@ from typing import Literal, get_args
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate.schedule import step_delta
+from ax_chaining.certificate.schedule import DEFAULT_DELTA, step_delta
 from ax_chaining.certificate.tails import GAUSSIAN, TailLaw, tail_sum, upper_quantile
 from ax_chaining.checks import check_choice, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
@@ -145,9 +145,7 @@ def union_bound(
     for rows in _blocks(index.numel(), step):
         gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
         d = dist[rows].to(mean)
-        exact = torch.where(d > 0, -math.inf, gap)
-        lo = exact.amax(dim=-1).clamp_min(0.0)
-        del exact
+        lo = torch.where(d > 0, -math.inf, gap).amax(dim=-1).clamp_min(0.0)
         hi = pairwise_bound(
             mean, d, index[rows], delta_t, tail, memory_budget=memory_budget
         )
@@ -482,7 +480,7 @@ def certificate_bounds(
     distance: PseudoDistance,
     index: Tensor,
     t: int,
-    delta: float = 0.05,
+    delta: float = DEFAULT_DELTA,
     method: Method = "combined",
     tree: ChainingTree | None = None,
     links: Links = "actual",
@@ -544,7 +542,5 @@ def certificate_bounds(
             out[part][rows] = got
         del d
     bound = out[parts[0]]
-    for part in parts[1:]:
-        bound = torch.minimum(bound, out[part])
-    out["bound"] = bound
+    out["bound"] = torch.minimum(bound, out[parts[1]]) if len(parts) > 1 else bound
     return out
