@@ -243,15 +243,12 @@ class ChainingTree:
         :math:`j \ge 2`) of the tree cut after ``levels`` levels, closed by X."""
         k = self.num_levels if levels is None else int(levels)
         n = int(self.level.numel())
-        sizes = self.sizes[:k].clone()
-        new = self.new[:k].clone()
-        if k < self.num_levels:
+        sizes, new = self.sizes[:k].clone(), self.new[:k].clone()
+        if k < self.num_levels:  # the cut's last level is X
             below = int(sizes[k - 2]) if k >= 2 else 0
-            sizes[k - 1] = n
-            new[k - 1] = n - below
-        links = new.clone()
-        links[0] = 0
-        return sizes + links
+            sizes[k - 1], new[k - 1] = n, n - below
+        new[0] = 0  # no link into T_1
+        return sizes + new
 
 
 def chaining_tree(
