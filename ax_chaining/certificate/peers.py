@@ -132,10 +132,8 @@ def probabilistic_regret_bound(
     root = torch.linalg.cholesky(covariance + jitter * eye)
 
     def draw(k: int) -> Tensor:
-        z = torch.randn(n, k, dtype=mean.dtype, generator=generator, device="cpu").to(
-            mean.device
-        )
-        return mean[:, None] + root @ z  # N x k
+        z = torch.randn(n, k, dtype=mean.dtype, generator=generator, device="cpu")
+        return mean[:, None] + root @ z.to(mean.device)  # N x k
 
     first = draw(16)
     wins = torch.bincount(first[rows].argmax(0), minlength=len(rows)).tolist()
