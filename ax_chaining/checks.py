@@ -135,14 +135,9 @@ def nearest_rows(X: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
         torch.cdist(
             X[start : start + 4096], rows, compute_mode="donot_use_mm_for_euclid_dist"
         ).min(dim=-1)
-        for start in range(0, X.shape[0], 4096)
+        for start in range(0, max(1, X.shape[0]), 4096)  # one empty part for no X
     ]
-    if not parts:
-        empty = X.new_empty(0)
-        return empty, empty.long()
-    dist = torch.cat([p.values for p in parts])
-    index = torch.cat([p.indices for p in parts])
-    return dist, index
+    return torch.cat([p.values for p in parts]), torch.cat([p.indices for p in parts])
 
 
 def match_tolerance(scale: float, rtol: float = 1e-9) -> float:

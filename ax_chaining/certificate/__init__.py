@@ -36,9 +36,7 @@ for _module in (bounds, certify, rank, residuals, schedule, tails):
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(
-            f"module 'ax_chaining.certificate' has no attribute {name!r}"
-        )
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -4,6 +4,7 @@ any :math:`x` fixed by the data, for :math:`f` a sample of the GP prior."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from typing import Literal, get_args
 import torch
 from torch import Tensor
 
-from ax_chaining.certificate.schedule import step_delta
+from ax_chaining.certificate.schedule import DEFAULT_DELTA, step_delta
 from ax_chaining.certificate.tails import GAUSSIAN, TailLaw, tail_sum, upper_quantile
 from ax_chaining.checks import check_choice, check_int
 from ax_chaining.distances import DEFAULT_MEMORY_BUDGET, PseudoDistance
@@ -145,9 +146,7 @@ def union_bound(
     for rows in _blocks(index.numel(), step):
         gap = mean.unsqueeze(0) - mean[index[rows]].unsqueeze(-1)
         d = dist[rows].to(mean)
-        exact = torch.where(d > 0, -math.inf, gap)
-        lo = exact.amax(dim=-1).clamp_min(0.0)
-        del exact
+        lo = torch.where(d > 0, -math.inf, gap).amax(dim=-1).clamp_min(0.0)
         hi = pairwise_bound(
             mean, d, index[rows], delta_t, tail, memory_budget=memory_budget
         )
@@ -245,15 +244,12 @@ class ChainingTree:
         :math:`j \ge 2`) of the tree cut after ``levels`` levels, closed by X."""
         k = self.num_levels if levels is None else int(levels)
         n = int(self.level.numel())
-        sizes = self.sizes[:k].clone()
-        new = self.new[:k].clone()
-        if k < self.num_levels:
+        sizes, new = self.sizes[:k].clone(), self.new[:k].clone()
+        if k < self.num_levels:  # the cut's last level is X
             below = int(sizes[k - 2]) if k >= 2 else 0
-            sizes[k - 1] = n
-            new[k - 1] = n - below
-        links = new.clone()
-        links[0] = 0
-        return sizes + links
+            sizes[k - 1], new[k - 1] = n, n - below
+        new[0] = 0  # no link into T_1
+        return sizes + new
 
 
 def chaining_tree(
@@ -305,10 +301,9 @@ def chaining_tree(
                 d2 = distance.upper_block(start, stop).to(torch.float64).clamp_min_(0.0)
                 row_level = level[start:stop].unsqueeze(-1)
                 col_level = level[start:].unsqueeze(0)
-                inf = torch.full_like(d2, math.inf)
-                val, arg = torch.where(row_level < col_level, d2, inf).min(dim=0)
+                val, arg = torch.where(row_level < col_level, d2, math.inf).min(dim=0)
                 _offer(best, parent, start, n, val, start + arg)
-                val, arg = torch.where(col_level < row_level, d2, inf).min(dim=1)
+                val, arg = torch.where(col_level < row_level, d2, math.inf).min(dim=1)
                 _offer(best, parent, start, stop, val, start + arg)
         else:  # rows of the points of T_L (the only possible parents), in blocks
             step = max(1, distance.block_bytes // max(1, 8 * n))
@@ -316,8 +311,7 @@ def chaining_tree(
                 src = sources[start : start + step]
                 d2 = distance.rows(src).to(torch.float64)
                 allowed = level[src].unsqueeze(-1) < level.unsqueeze(0)
-                d2 = torch.where(allowed, d2, torch.full_like(d2, math.inf))
-                val, arg = d2.min(dim=0)
+                val, arg = torch.where(allowed, d2, math.inf).min(dim=0)
                 _offer(best, parent, 0, n, val, src[arg])
     else:  # as given, checked against the levels
         parent = torch.as_tensor(parents[0], device=device).to(torch.long).reshape(-1)
@@ -482,7 +476,7 @@ def certificate_bounds(
     distance: PseudoDistance,
     index: Tensor,
     t: int,
-    delta: float = 0.05,
+    delta: float = DEFAULT_DELTA,
     method: Method = "combined",
     tree: ChainingTree | None = None,
     links: Links = "actual",
@@ -519,6 +513,8 @@ def certificate_bounds(
         raise ValueError(f"method={method!r} needs the chaining tree (tree=).")
     share = step_delta(delta, t) if share is None else share
     share = share / len(parts) if split_delta else share
+    chained = functools.partial(chaining_bound, tree=tree, links=links)
+    bound_of = {"union": union_bound, "pairwise": pairwise_bound, "chaining": chained}
     m, n = index.numel(), mean.numel()
     out = {
         part: torch.empty(m, dtype=torch.float64, device=mean.device) for part in parts
@@ -534,17 +530,10 @@ def certificate_bounds(
             d[a : a + batch] = distance.rows(idx[a : a + batch])
         d.clamp_min_(0.0).sqrt_()
         for part in parts:
-            if part == "chaining":
-                got = chaining_bound(
-                    mean, d, idx, tree, share, links, tail, memory_budget=memory_budget
-                )
-            else:
-                bound_of = union_bound if part == "union" else pairwise_bound
-                got = bound_of(mean, d, idx, share, tail, memory_budget=memory_budget)
-            out[part][rows] = got
+            out[part][rows] = bound_of[part](
+                mean, d, idx, delta_t=share, tail=tail, memory_budget=memory_budget
+            )
         del d
     bound = out[parts[0]]
-    for part in parts[1:]:
-        bound = torch.minimum(bound, out[part])
-    out["bound"] = bound
+    out["bound"] = torch.minimum(bound, out[parts[1]]) if len(parts) > 1 else bound
     return out

@@ -222,7 +222,7 @@ def issue_certificate(
     mean, x = candidates.values(index)
     mean = mean.to(torch.float64)
     common = {"delta": float(delta), "t": int(t), "certified": tuple(index.tolist())}
-    common["checks"] = dict(check.stats)
+    common |= {"checks": dict(check.stats), "reason": check.reason}
     if not check.valid and not check.unchecked:  # no rank statement: among all N
         pos = int(torch.argmax(mean))
         rank = {"rank_bound": candidates.n, "rank_method": "refused"}
@@ -234,7 +234,6 @@ def issue_certificate(
             rule="max_mean",
             mean=float(mean[pos]) * sign,
             valid=False,
-            reason=check.reason,
             **(rank if candidates.ranks else {}),
             **common,
         )
@@ -266,7 +265,6 @@ def issue_certificate(
         bounds=tuple(float(b) for b in bounds.tolist()),
         share=float(share),
         valid=check.valid,
-        reason=check.reason,
         **chosen,
         **rank,
         **common,

@@ -236,9 +236,7 @@ class PosteriorSet:
 
     @property
     def methods(self) -> tuple[Method, ...]:
-        if self.tree is None:
-            return ("union", "pairwise")
-        return ("combined", "union", "pairwise", "chaining")
+        return ("union", "pairwise") if self.tree is None else get_args(Method)
 
     def values(self, index: Tensor) -> tuple[Tensor, Tensor]:
         return self.mean[index], self.candidates[index]

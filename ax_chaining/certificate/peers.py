@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from ax_chaining.certificate.bounds import ucb_lcb_bound
+from ax_chaining.certificate.schedule import DEFAULT_DELTA
 from ax_chaining.checks import check_delta, check_float, check_int
 
 __all__ = ["PeerStatement", "probabilistic_regret_bound", "ucb_lcb_rule"]
@@ -49,7 +50,7 @@ def ucb_lcb_rule(
     evaluated: Sequence[int],
     t: int,
     threshold: float,
-    delta: float = 0.05,
+    delta: float = DEFAULT_DELTA,
     scale: float = 0.2,
 ) -> PeerStatement:
     r"""Makarova et al. (2022, *Automatic termination for hyperparameter
@@ -79,17 +80,6 @@ def ucb_lcb_rule(
     best = int(bounds.argmin())
     value = float(bounds[best])
     return PeerStatement("ucb-lcb", value <= threshold, value, rows[best])
-
-
-def _clopper_pearson(failures: Tensor, n: int, risk: float) -> tuple[Tensor, Tensor]:
-    """Two-sided ``1 - risk`` Clopper-Pearson interval of a binomial proportion."""
-    from scipy.stats import beta
-
-    k = failures.double().cpu().numpy()
-    lower = beta.ppf(risk / 2, k, n - k + 1)
-    upper = beta.ppf(1 - risk / 2, k + 1, n - k)
-    lower[k == 0], upper[k == n] = 0.0, 1.0
-    return torch.as_tensor(lower), torch.as_tensor(upper)
 
 
 def probabilistic_regret_bound(
@@ -123,6 +113,8 @@ def probabilistic_regret_bound(
         test_points, max_samples: As above.
         generator: Seeds the draws.
     """
+    from scipy.stats import beta
+
     rows = _checked(mean, evaluated)
     n = mean.numel()
     if covariance.shape != (n, n):
@@ -140,10 +132,8 @@ def probabilistic_regret_bound(
     root = torch.linalg.cholesky(covariance + jitter * eye)
 
     def draw(k: int) -> Tensor:
-        z = torch.randn(n, k, dtype=mean.dtype, generator=generator, device="cpu").to(
-            mean.device
-        )
-        return mean[:, None] + root @ z  # N x k
+        z = torch.randn(n, k, dtype=mean.dtype, generator=generator, device="cpu")
+        return mean[:, None] + root @ z.to(mean.device)  # N x k
 
     first = draw(16)
     wins = torch.bincount(first[rows].argmax(0), minlength=len(rows)).tolist()
@@ -157,7 +147,11 @@ def probabilistic_regret_bound(
         failures += (batch[tested] < batch.max(0).values - eps).sum(1).cpu()
         size += batch.shape[1]
         level_risk = (0.1 / 1.1) * risk * k**-1.1 / len(tested)
-        lower, upper = _clopper_pearson(failures, size, level_risk)
+        # The two-sided 1 - level_risk Clopper-Pearson interval of each rate.
+        f = failures.double().cpu().numpy()
+        lower = beta.ppf(level_risk / 2, f, size - f + 1)
+        upper = beta.ppf(1 - level_risk / 2, f + 1, size - f)
+        lower[f == 0], upper[f == size] = 0.0, 1.0
         nxt = min(int(16 * 1.5**k), max_samples) - size
         if (upper <= prob).any() or (lower >= prob).all() or nxt <= 0:
             break

@@ -109,17 +109,10 @@ class ResidualCalibration:
         check_int("min_residuals", self.min_residuals, 2)
         check_float("min_scale", self.min_scale, (lambda v: v > 0, "> 0"))
 
-    @property
-    def name(self) -> str:
-        return self.source
-
     def rank(self) -> int:
         """The rank of the scale's quantile among the ``n`` residuals."""
-        n = len(self.residuals)
-        rule = self.quantile
-        if rule == "auto":
-            rule = "conformal" if self.source == "audit" else "upper"
-        if rule == "conformal":
+        n, rule = len(self.residuals), self.quantile
+        if rule == "conformal" or (rule == "auto" and self.source == "audit"):
             return math.ceil((n + 1) * self.level)
         return upper_quantile_rank(n, self.level, self.confidence)
 

@@ -99,12 +99,12 @@ class ChernoffTail(TailLaw):
 GAUSSIAN, CHERNOFF = GaussianTail(), ChernoffTail()
 
 
-def check_tail(tail: object, name: str = "tail", default: bool = True) -> Any:
+def check_tail(tail: object, default: bool = True) -> Any:
     """``tail`` if a :class:`TailLaw`, or None where ``default``; else a
-    ``TypeError`` naming ``name``."""
+    ``TypeError``."""
     if (tail is None and not default) or not isinstance(tail, TailLaw | None):
         expected = "a TailLaw (GAUSSIAN, CHERNOFF, StudentTail(dof), ...)"
-        raise type_error(name, expected + (" or None" if default else ""), tail)
+        raise type_error("tail", expected + (" or None" if default else ""), tail)
     return tail
 
 
@@ -185,8 +185,7 @@ GRID_STEP, GRID_MAX = 1e-3, math.asinh(1e8)
 def _student_sf_table(dof: float) -> Tensor:
     from scipy.special import stdtr
 
-    h, top = GRID_STEP, GRID_MAX
-    u = np.arange(int(math.ceil(2 * top / h)) + 1) * h - top
+    u = np.arange(int(math.ceil(2 * GRID_MAX / GRID_STEP)) + 1) * GRID_STEP - GRID_MAX
     return torch.as_tensor(stdtr(dof, -np.sinh(u)), dtype=torch.float64)
 
 
