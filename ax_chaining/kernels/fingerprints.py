@@ -536,10 +536,11 @@ def registered_fingerprints(key: str) -> PackedFingerprints:
 
 
 class _FingerprintKernel(Kernel):
-    r"""Shared checks of the fingerprint kernels (no hyperparameters)."""
+    r"""Shared checks of the fingerprint kernels (no hyperparameters); a
+    subclass defines ``_invalid(x)`` (a mask of invalid entries) and
+    ``_similarity(x1, x2, diag)``."""
 
     has_lengthscale = False
-    is_stationary = False
     _values = ""  # what the features hold, for error messages
 
     def __init__(self, validate: bool = True, **kwargs: Any) -> None:
@@ -591,12 +592,6 @@ class _FingerprintKernel(Kernel):
                         f"{x[where].item()} at index {where}."
                     )
         return self._similarity(x1, x2, diag)
-
-    def _invalid(self, x: Tensor) -> Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _similarity(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
-        raise NotImplementedError  # pragma: no cover - abstract
 
 
 class TanimotoKernel(_FingerprintKernel):
