@@ -5,20 +5,19 @@ nothing ``N x N`` is formed, and :math:`F` may be a memory map or a saved path."
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from gpytorch.kernels import Kernel
+from linear_operator import to_dense
 from torch import Tensor
 
 from ax_chaining.checks import check_choice, type_error
-from ax_chaining.kernels.precomputed import check_index_kernel_args, item_indices
+from ax_chaining.kernels.precomputed import ItemIndexKernel
 from ax_chaining.kernels.priors import PRIORS, base_kernel
-from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
+from ax_chaining.kernels.registry import ContentRegistry, content_key
 
 __all__ = [
     "BASES",
@@ -39,16 +38,16 @@ _FEATURES: ContentRegistry[Tensor] = ContentRegistry(
 )
 
 
-class FeatureTableKernel(Kernel):
+class FeatureTableKernel(ItemIndexKernel):
     r"""A kernel on item indices through each item's row of a feature table.
 
     :math:`k(i, j) = k_0(F_i, F_j)`, with the base kernel :math:`k_0` a
     submodule (``base_kernel``) whose hyperparameters the GP fits. The table is
-    a non-persistent buffer, shared, not copied, by :func:`copy.deepcopy`. A
-    kernel built from a file pickles as the file's path and content key
-    (unpickling refuses a file whose content changed). A batch that repeats
-    items (qLogNEI's baseline beside every candidate) is evaluated on its
-    distinct items and gathered: the same values up to float rounding.
+    a non-persistent buffer (a reference). A kernel built from a file pickles
+    as the file's path and content key (unpickling refuses a file whose
+    content changed). A batch that repeats items (qLogNEI's baseline beside
+    every candidate) is evaluated on its distinct items and gathered: the same
+    values up to float rounding.
 
     Args:
         features: An ``N x d`` floating tensor (``N >= 2``; row ``i`` for item
@@ -67,11 +66,11 @@ class FeatureTableKernel(Kernel):
         >>> features = torch.rand(100, 5, dtype=torch.float64)
         >>> kernel = FeatureTableKernel(features, base="matern52", prior="baybe")
         >>> x = torch.tensor([[0.0], [7.0]], dtype=torch.float64)
-        >>> kernel(x, x).to_dense().shape
+        >>> kernel(x, x).toto_dense().shape
         torch.Size([2, 2])
     """
 
-    has_lengthscale = False
+    _table = "features"
 
     def __init__(
         self,
@@ -82,7 +81,6 @@ class FeatureTableKernel(Kernel):
         active_dims: tuple[int, ...] | None = None,
         **kwargs: Any,
     ) -> None:
-        check_index_kernel_args("FeatureTableKernel", active_dims, kwargs)
         super().__init__(active_dims=active_dims, **kwargs)
         #: The absolute path of the table's file, or None (a tensor or a key).
         self.features_file: str | None = None
@@ -111,20 +109,9 @@ class FeatureTableKernel(Kernel):
         """The number of items ``N`` (rows of the table)."""
         return self.features.shape[0]
 
-    def forward(
-        self,
-        x1: Tensor,
-        x2: Tensor,
-        diag: bool = False,
-        last_dim_is_batch: bool = False,
-        **params: Any,
+    def _items(
+        self, x1: Tensor, x2: Tensor, i1: Tensor, i2: Tensor, diag: bool, **params: Any
     ) -> Tensor:
-        if last_dim_is_batch:
-            raise ValueError(
-                "FeatureTableKernel does not support `last_dim_is_batch=True`."
-            )
-        i1 = self._indices(x1)
-        i2 = i1 if x2 is x1 else self._indices(x2)
         same = x2 is x1 or (i1.shape == i2.shape and torch.equal(i1, i2))
         if not diag and same and i1.dim() > 1:
             # Positions holding one item in every batch (qLogNEI's baseline):
@@ -147,7 +134,7 @@ class FeatureTableKernel(Kernel):
             ):
                 f1 = self._rows(u1, x1)
                 f2 = f1 if u2 is u1 else self._rows(u2, x2)
-                k = _dense(self.base_kernel.forward(f1, f2, **params))
+                k = to_dense(self.base_kernel.forward(f1, f2, **params))
                 return k[inv1.unsqueeze(-1), inv2.unsqueeze(-2)]
         f1 = self._rows(i1, x1)
         f2 = f1 if x2 is x1 else self._rows(i2, x2)
@@ -161,29 +148,21 @@ class FeatureTableKernel(Kernel):
         uv, inv = torch.unique(idx[..., v], return_inverse=True)
         fv = self._rows(idx[..., v], x)
         out = torch.empty(*idx.shape, idx.shape[-1], dtype=fc.dtype, device=fc.device)
-        out[..., c.unsqueeze(-1), c] = _dense(
+        out[..., c.unsqueeze(-1), c] = to_dense(
             self.base_kernel.forward(fc, fc, **params)
         )
-        cross = _dense(self.base_kernel.forward(self._rows(uv, x), fc, **params))[inv]
+        cross = to_dense(self.base_kernel.forward(self._rows(uv, x), fc, **params))[inv]
         out[..., v.unsqueeze(-1), c] = cross
         out[..., c.unsqueeze(-1), v] = cross.transpose(-1, -2)
-        out[..., v.unsqueeze(-1), v] = _dense(
+        out[..., v.unsqueeze(-1), v] = to_dense(
             self.base_kernel.forward(fv, fv, **params)
         )
         return out
-
-    def _indices(self, x: Tensor) -> Tensor:
-        return item_indices(
-            x, self.num_items, self.normalized_inputs, "FeatureTableKernel"
-        )
 
     def _rows(self, idx: Tensor, x: Tensor) -> Tensor:
         rows = self.features[idx.to(self.features.device)]
         dtype = x.dtype if x.is_floating_point() else rows.dtype
         return rows.to(device=x.device, dtype=dtype)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> FeatureTableKernel:
-        return deepcopy_sharing(self, memo, self.features)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -208,10 +187,6 @@ class FeatureTableKernel(Kernel):
                 f"{now[:19]}...); expected the same table."
             )
         self.features = table
-
-
-def _dense(k: Any) -> Tensor:
-    return k if isinstance(k, Tensor) else k.to_dense()
 
 
 def _check_features(features: Any) -> Tensor:
@@ -289,15 +264,8 @@ def open_features(path: str | os.PathLike) -> Tensor:
 def _file_key(path: str) -> str:
     fid = _file_id(path)
     if fid not in _FILE_KEYS:
-        _FILE_KEYS[fid] = _content_key(open_features(path))
+        _FILE_KEYS[fid] = content_key(open_features(path))
     return _FILE_KEYS[fid]
-
-
-def _content_key(features: Tensor) -> str:
-    digest = hashlib.sha256(f"{features.dtype}|{tuple(features.shape)}|".encode())
-    for block in _row_blocks(features):
-        digest.update(block.detach().cpu().contiguous().numpy().tobytes())
-    return _KEY_PREFIX + digest.hexdigest()
 
 
 def register_features(features: Tensor) -> str:
@@ -310,7 +278,7 @@ def register_features(features: Tensor) -> str:
         'sha256:'
     """
     features = _check_features(features)
-    return _FEATURES.add(_content_key(features), features)
+    return _FEATURES.add(content_key(features), features)
 
 
 def registered_features(key: str) -> Tensor:

@@ -297,29 +297,29 @@ class PackedFingerprints:
         else:
             row_idx = _index_array(rows, "rows", n)
             row_words, row_pop = self._words[row_idx], self.popcounts[row_idx]
-        # Columns: a run ``span`` (col_idx None) or an index array.
+        # Columns: a run (a slice of step 1) or an index array.
         if cols is None:
             cols = slice(0, n)
         if isinstance(cols, slice):
             start, stop, step = cols.indices(n)
             if step != 1:
-                col_idx, span = np.arange(start, stop, step), None
+                cols = np.arange(start, stop, step)
             else:
-                col_idx, span = None, (start, max(start, stop))
+                cols = slice(start, max(start, stop))
         else:
-            col_idx, span = _index_array(cols, "cols", n), None
-            if col_idx.shape[0] > 1 and np.all(np.diff(col_idx) == 1):
-                col_idx, span = None, (int(col_idx[0]), int(col_idx[-1]) + 1)
-        num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
+            cols = _index_array(cols, "cols", n)
+            if cols.shape[0] > 1 and np.all(np.diff(cols) == 1):
+                cols = slice(int(cols[0]), int(cols[-1]) + 1)
+        run = isinstance(cols, slice)
+        num_cols = cols.stop - cols.start if run else cols.shape[0]
         if route == "auto":
             # The inverted route reads the postings of every tile the columns
             # span: not worth it for scattered columns.
-            run = _INVERTED_MIN_COLS + min(n, _TILE) // 32
-            inverted = col_idx is None and num_cols >= run
+            inverted = run and num_cols >= _INVERTED_MIN_COLS + min(n, _TILE) // 32
             route = "inverted" if inverted else "popcount"
             route = "matmul" if device.type != "cpu" else route
         if route == "matmul":
-            return self._matmul(row_words, row_pop, col_idx, span, dtype, device)
+            return self._matmul(row_words, row_pop, cols, num_cols, dtype, device)
         num_rows = row_words.shape[0]
         out = np.empty((num_rows, num_cols), dtype=np.float64)
         if out.size and route == "inverted":
@@ -329,7 +329,7 @@ class PackedFingerprints:
 
             def rows_of(p: np.ndarray | slice) -> None:
                 p_out = out[p] if isinstance(p, slice) else out[p[0] : p[-1] + 1]
-                self._inverted(row_words[p], pop[p], col_idx, span, p_out)
+                self._inverted(row_words[p], pop[p], cols, p_out)
 
             if threads > 1 and num_rows >= 4 * threads:
                 # numpy's loops release the GIL: rows split over torch's threads.
@@ -339,7 +339,7 @@ class PackedFingerprints:
             else:
                 rows_of(slice(None))
         elif out.size:
-            self._popcount_rows(row_words, row_pop, col_idx, span, out)
+            self._popcount_rows(row_words, row_pop, cols, out)
         return torch.from_numpy(out).to(device=device, dtype=dtype)
 
     def tanimoto_pairs(
@@ -366,8 +366,7 @@ class PackedFingerprints:
         self,
         row_words: np.ndarray,
         row_pop: np.ndarray,
-        col_idx: np.ndarray | None,
-        span: tuple[int, int] | None,
+        cols: slice | np.ndarray,
         out: np.ndarray,
     ) -> None:
         # Popcounts of ANDed words, in blocks of rows and columns.
@@ -379,10 +378,7 @@ class PackedFingerprints:
             step = max(1, _POPCOUNT_WORDS // (num_rows * words.shape[1]))
             for c0 in range(0, num_cols, step):
                 c1 = min(c0 + step, num_cols)
-                if col_idx is None:
-                    c = slice(span[0] + c0, span[0] + c1)
-                else:
-                    c = col_idx[c0:c1]
+                c = _columns(cols, c0, c1)
                 both = np.bitwise_and(a_words[:, None, :], words[c][None, :, :])
                 inter = _popcount(both).sum(-1, dtype=np.int64)
                 part = out[r0 : r0 + num_rows, c0:c1]
@@ -392,21 +388,21 @@ class PackedFingerprints:
         self,
         row_words: np.ndarray,
         row_pop: np.ndarray,
-        col_idx: np.ndarray | None,
-        span: tuple[int, int] | None,
+        cols: slice | np.ndarray,
         out: np.ndarray,
     ) -> None:
         pointers, postings, flipped, pop = self.build_index()._index
-        if span is None:  # arbitrary columns: rows over the tiles they span
-            lo, hi = int(col_idx.min()), int(col_idx.max()) + 1
+        run = isinstance(cols, slice)
+        if run:
+            lo, hi = cols.start, cols.stop
+        else:  # arbitrary columns: rows over the tiles they span
+            lo, hi = int(cols.min()), int(cols.max()) + 1
             buffer = np.empty(hi - lo, dtype=np.float64)
-        else:
-            lo, hi = span
         # Reused buffers; postings gathered as intp, which bincount takes as is.
         hits = np.empty(1 << 17, dtype=np.intp)
         union = np.empty(_TILE, dtype=np.float64)
         for r in range(row_words.shape[0]):
-            target = out[r] if span is not None else buffer
+            target = out[r] if run else buffer
             pop_r = row_pop[r]
             bits = np.flatnonzero(
                 np.unpackbits(
@@ -448,16 +444,11 @@ class PackedFingerprints:
                 else:
                     counts = np.bincount(hits[:total], minlength=width)
                 a, b = max(lo, t0), min(hi, t1)
-                inter, u = counts[a - t0 : b - t0], union[: b - a]
-                # union = |a| + |b| - inter, exact integers in float64.
-                np.add(pop[a:b], pop_r, out=u)
-                np.subtract(u, inter, out=u)
-                with np.errstate(invalid="ignore"):
-                    np.divide(inter, u, out=target[a - lo : b - lo])
-                if pop_r == 0:  # two empty fingerprints: 0 / 0 above, k = 1
-                    np.copyto(target[a - lo : b - lo], 1.0, where=u == 0)
-            if span is None:
-                out[r] = buffer[col_idx - lo]
+                # Exact integers in float64, in a reused union buffer.
+                inter, part = counts[a - t0 : b - t0], target[a - lo : b - lo]
+                _quotient(inter, pop_r, pop[a:b], part, union[: b - a])
+            if not run:
+                out[r] = buffer[cols - lo]
 
     def _on_device(self, device: torch.device) -> tuple[Tensor, Tensor, Tensor | None]:
         r"""Words (int64), bit counts and, where they fit, the unpacked bits on
@@ -485,12 +476,11 @@ class PackedFingerprints:
         self,
         row_words: np.ndarray,
         row_pop: np.ndarray,
-        col_idx: np.ndarray | None,
-        span: tuple[int, int] | None,
+        cols: slice | np.ndarray,
+        num_cols: int,
         dtype: torch.dtype,
         device: torch.device,
     ) -> Tensor:
-        num_cols = span[1] - span[0] if col_idx is None else col_idx.shape[0]
         out = torch.empty(row_words.shape[0], num_cols, dtype=dtype, device=device)
         cached = None if device.type == "cpu" else self._on_device(device)[2]
 
@@ -515,17 +505,12 @@ class PackedFingerprints:
         block = max(1, budget // (4 * self.n_bits))
         for c0 in range(0, num_cols, block):
             c1 = min(c0 + block, num_cols)
-            if col_idx is None:
-                index = slice(span[0] + c0, span[0] + c1)
-            else:
-                index = col_idx[c0:c1]
-            c_bits, c_pop = bits_of(index)
+            c_bits, c_pop = bits_of(_columns(cols, c0, c1))
             # Sums of 0/1 products are exact: float32 (TF32 too) up to 2^24,
             # float16 (cached bits) up to 2048, the most bits it holds.
             inter = (a_bits @ c_bits.mT).to(dtype)
             union = a_pop.to(dtype).unsqueeze(-1) + c_pop.to(dtype) - inter
-            value = inter / union
-            out[:, c0:c1] = torch.where(union > 0, value, torch.ones_like(value))
+            out[:, c0:c1] = _ratio(inter, union)
         return out
 
 
@@ -551,10 +536,11 @@ def registered_fingerprints(key: str) -> PackedFingerprints:
 
 
 class _FingerprintKernel(Kernel):
-    r"""Shared checks of the fingerprint kernels (no hyperparameters)."""
+    r"""Shared checks of the fingerprint kernels (no hyperparameters); a
+    subclass defines ``_invalid(x)`` (a mask of invalid entries) and
+    ``_similarity(x1, x2, diag)``."""
 
     has_lengthscale = False
-    is_stationary = False
     _values = ""  # what the features hold, for error messages
 
     def __init__(self, validate: bool = True, **kwargs: Any) -> None:
@@ -606,12 +592,6 @@ class _FingerprintKernel(Kernel):
                         f"{x[where].item()} at index {where}."
                     )
         return self._similarity(x1, x2, diag)
-
-    def _invalid(self, x: Tensor) -> Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _similarity(self, x1: Tensor, x2: Tensor, diag: bool) -> Tensor:
-        raise NotImplementedError  # pragma: no cover - abstract
 
 
 class TanimotoKernel(_FingerprintKernel):
@@ -716,8 +696,7 @@ class TanimotoKernel(_FingerprintKernel):
         else:
             inter = x1 @ x2.mT
             union = x1.sum(-1).unsqueeze(-1) + x2.sum(-1).unsqueeze(-2) - inter
-        # Integer counts: union is 0 only for two empty fingerprints (k = 1).
-        return torch.where(union > 0, inter / union.clamp_min(1), 1.0)
+        return _ratio(inter, union)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TanimotoKernel:
         return deepcopy_sharing(self, memo, self.library)
@@ -810,11 +789,29 @@ def _drop_expanded(x: Tensor) -> Tensor:
     return x
 
 
+def _columns(cols: slice | np.ndarray, c0: int, c1: int) -> slice | np.ndarray:
+    """Columns ``c0:c1`` of ``cols``, a run (a slice) or an index array."""
+    if isinstance(cols, slice):
+        return slice(cols.start + c0, cols.start + c1)
+    return cols[c0:c1]
+
+
+def _ratio(inter: Tensor, union: Tensor) -> Tensor:
+    """``inter / union`` of integer counts, 1 where ``union`` is 0 (two empty
+    fingerprints)."""
+    return torch.where(union > 0, inter / union.clamp_min(1), 1.0)
+
+
 def _quotient(
-    inter: np.ndarray, pop_a: np.ndarray | int, pop_b: np.ndarray, out: np.ndarray
+    inter: np.ndarray,
+    pop_a: np.ndarray | int,
+    pop_b: np.ndarray,
+    out: np.ndarray,
+    union: np.ndarray | None = None,
 ) -> None:
-    r"""``out = inter / (pop_a + pop_b - inter)`` in float64, 1 where both empty."""
-    union = pop_a + pop_b
+    r"""``out = inter / (pop_a + pop_b - inter)`` in float64, 1 where both empty
+    (``union``: a buffer for the denominator)."""
+    union = np.add(pop_a, pop_b, out=union)
     union -= inter
     with np.errstate(invalid="ignore", divide="ignore"):
         np.divide(inter, union, out=out)

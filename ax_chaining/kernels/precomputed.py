@@ -1,9 +1,9 @@
 r"""A kernel over a finite set of items (graphs, strings, molecules) that looks up
-a precomputed Gram matrix by item index, as the paper's graph problem needs."""
+a precomputed Gram matrix by item index, as the paper's graph problem needs; and
+the base of every item-index kernel."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any
 
@@ -11,9 +11,15 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from ax_chaining.kernels.registry import ContentRegistry, deepcopy_sharing
+from ax_chaining.kernels.registry import ContentRegistry, content_key, deepcopy_sharing
 
-__all__ = ["PrecomputedKernel", "gram_key", "register_gram", "registered_gram"]
+__all__ = [
+    "ItemIndexKernel",
+    "PrecomputedKernel",
+    "gram_key",
+    "register_gram",
+    "registered_gram",
+]
 
 _GRAMS: ContentRegistry[Tensor] = ContentRegistry(
     "PrecomputedKernel argument `gram`",
@@ -24,7 +30,51 @@ _GRAMS: ContentRegistry[Tensor] = ContentRegistry(
 _CHECK_BLOCK = 512  # block side when validating a Gram matrix
 
 
-class PrecomputedKernel(Kernel):
+class ItemIndexKernel(Kernel):
+    r"""Base of the kernels on item indices: ``... x q x 1`` inputs (see
+    :func:`item_indices`) over the ``num_items`` items of a table shared by all
+    batches (one ``active_dims`` column, no ``batch_shape``), held in the
+    attribute ``_table`` names and shared, not copied, by :func:`copy.deepcopy`
+    (BoTorch's fantasies). Subclasses set ``normalized_inputs`` and define
+    ``num_items`` and ``_items(x1, x2, i1, i2, diag, **params)``, ``i1`` and
+    ``i2`` the inputs' indices."""
+
+    has_lengthscale = False
+    _table = ""
+
+    def __init__(
+        self, active_dims: tuple[int, ...] | None = None, **kwargs: Any
+    ) -> None:
+        check_index_kernel_args(type(self).__name__, active_dims, kwargs)
+        super().__init__(active_dims=active_dims, **kwargs)
+
+    def forward(
+        self,
+        x1: Tensor,
+        x2: Tensor,
+        diag: bool = False,
+        last_dim_is_batch: bool = False,
+        **params: Any,
+    ) -> Tensor:
+        """``k(x1, x2)``, ``batch_shape x n1 x n2`` (``x n1`` if ``diag``)."""
+        if last_dim_is_batch:
+            raise ValueError(
+                f"{type(self).__name__} does not support `last_dim_is_batch=True`."
+            )
+        i1 = self._indices(x1)
+        i2 = i1 if x2 is x1 else self._indices(x2)
+        return self._items(x1, x2, i1, i2, diag, **params)
+
+    def _indices(self, x: Tensor) -> Tensor:
+        return item_indices(
+            x, self.num_items, self.normalized_inputs, type(self).__name__
+        )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ItemIndexKernel:
+        return deepcopy_sharing(self, memo, getattr(self, self._table))
+
+
+class PrecomputedKernel(ItemIndexKernel):
     r"""A kernel that looks up a precomputed Gram matrix by item index:
 
     .. math::
@@ -33,9 +83,8 @@ class PrecomputedKernel(Kernel):
 
     for a symmetric PSD :math:`K \in \mathbb{R}^{n \times n}` over items
     :math:`g_0, \dots, g_{n-1}` and ``... x q x 1`` inputs (see
-    :func:`item_indices`). No hyperparameters. The Gram is the buffer ``gram``,
-    kept by reference and shared, not copied, by :func:`copy.deepcopy`
-    (BoTorch's fantasies). Piecewise constant: optimize over the finite set.
+    :func:`item_indices`). No hyperparameters. The Gram is the buffer ``gram``
+    (a reference). Piecewise constant: optimize over the finite set.
 
     Args:
         gram: ``n x n`` symmetric PSD Gram matrix (integer and boolean tensors
@@ -59,8 +108,7 @@ class PrecomputedKernel(Kernel):
         >>> model = SingleTaskGP(train_X, train_Y, covar_module=ScaleKernel(kernel))
     """
 
-    has_lengthscale = False
-    is_stationary = False
+    _table = "gram"
 
     def __init__(
         self,
@@ -73,13 +121,10 @@ class PrecomputedKernel(Kernel):
         active_dims: tuple[int, ...] | None = None,
         **kwargs: Any,
     ) -> None:
-        check_index_kernel_args("PrecomputedKernel", active_dims, kwargs)
         super().__init__(active_dims=active_dims, **kwargs)
         if isinstance(gram, str):
             gram, validate = registered_gram(gram), False
-        gram = _as_float_gram(gram)
-        if validate:
-            _validate_gram(gram, rtol=rtol, atol=atol, check_psd=check_psd)
+        gram = _float_gram(gram, validate, check_psd, rtol, atol)
         self.normalized_inputs = bool(normalized_inputs)
         self.register_buffer("gram", gram)
 
@@ -88,24 +133,10 @@ class PrecomputedKernel(Kernel):
         """The number of items ``n``."""
         return self.gram.shape[-1]
 
-    def forward(
-        self,
-        x1: Tensor,
-        x2: Tensor,
-        diag: bool = False,
-        last_dim_is_batch: bool = False,
-        **params: Any,
+    def _items(
+        self, x1: Tensor, x2: Tensor, i1: Tensor, i2: Tensor, diag: bool, **params: Any
     ) -> Tensor:
-        """``K[x1, x2]``, ``batch_shape x n1 x n2`` (``x n1`` if ``diag``)."""
-        if last_dim_is_batch:
-            raise ValueError(
-                "PrecomputedKernel does not support `last_dim_is_batch=True`."
-            )
         gram = self.gram
-        i1, i2 = (
-            item_indices(x, self.num_items, self.normalized_inputs, "PrecomputedKernel")
-            for x in (x1, x2)
-        )
         i1, i2 = i1.to(gram.device), i2.to(gram.device)
         if diag:
             if i1.shape[-1] != i2.shape[-1]:
@@ -118,9 +149,6 @@ class PrecomputedKernel(Kernel):
             res = gram[i1.unsqueeze(-1), i2.unsqueeze(-2)]
         dtype = x1.dtype if x1.is_floating_point() else gram.dtype
         return res.to(device=x1.device, dtype=dtype)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> PrecomputedKernel:
-        return deepcopy_sharing(self, memo, self.gram)
 
 
 def check_index_kernel_args(
@@ -208,10 +236,7 @@ def gram_key(gram: Tensor) -> str:
         >>> gram_key(torch.eye(2, dtype=torch.float64))[:7]
         'sha256:'
     """
-    gram = _as_float_gram(gram).detach()
-    digest = hashlib.sha256(f"{gram.dtype}|{tuple(gram.shape)}|".encode())
-    digest.update(gram.cpu().contiguous().numpy().tobytes())
-    return "sha256:" + digest.hexdigest()
+    return content_key(_float_gram(gram))
 
 
 def register_gram(gram: Tensor, validate: bool = True, check_psd: bool = True) -> str:
@@ -224,9 +249,7 @@ def register_gram(gram: Tensor, validate: bool = True, check_psd: bool = True) -
         >>> PrecomputedKernel(register_gram(torch.eye(3))).num_items
         3
     """
-    gram = _as_float_gram(gram)
-    if validate:
-        _validate_gram(gram, rtol=1e-5, atol=1e-8, check_psd=check_psd)
+    gram = _float_gram(gram, validate, check_psd)
     return _GRAMS.add(gram_key(gram), gram)
 
 
@@ -236,33 +259,35 @@ def registered_gram(key: str) -> Tensor:
     return _GRAMS.get(key)
 
 
-def _as_float_gram(gram: Tensor) -> Tensor:
+def _float_gram(
+    gram: Tensor,
+    validate: bool = False,
+    check_psd: bool = True,
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+) -> Tensor:
+    """``gram`` as a floating tensor, checked as :class:`PrecomputedKernel`
+    describes if ``validate``."""
+    must = "PrecomputedKernel argument `gram` must"
     if not isinstance(gram, Tensor):
         try:
             gram = torch.as_tensor(gram)
         except Exception as e:  # pragma: no cover - exotic input types
             raise ValueError(
-                "PrecomputedKernel argument `gram` must be a tensor (or array-like),"
-                f" got {type(gram).__name__}."
+                f"{must} be a tensor (or array-like), got {type(gram).__name__}."
             ) from e
     if gram.is_complex():
-        raise ValueError(
-            f"PrecomputedKernel argument `gram` must be real, got dtype {gram.dtype}."
-        )
-    return gram if gram.is_floating_point() else gram.to(torch.get_default_dtype())
-
-
-def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> None:
-    what = "PrecomputedKernel argument `gram` must be"
+        raise ValueError(f"{must} be real, got dtype {gram.dtype}.")
+    if not gram.is_floating_point():
+        gram = gram.to(torch.get_default_dtype())
+    if not validate:
+        return gram
     if gram.dim() != 2 or gram.shape[0] != gram.shape[1]:
         shape = tuple(gram.shape)
-        raise ValueError(f"{what} a square n x n matrix, got shape {shape}.")
+        raise ValueError(f"{must} be a square n x n matrix, got shape {shape}.")
     n = gram.shape[0]
     if n == 0:
-        raise ValueError(
-            "PrecomputedKernel argument `gram` must have at least one item, got an "
-            "empty 0 x 0 matrix."
-        )
+        raise ValueError(f"{must} have at least one item, got an empty 0 x 0 matrix.")
     # Row sums are finite iff all entries are (barring overflow): one cheap pass.
     if not bool(torch.isfinite(gram.sum(dim=-1)).all()):
         for start in range(0, n, _CHECK_BLOCK):
@@ -270,7 +295,7 @@ def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> N
             if not bool(torch.isfinite(rows).all()):
                 bad = (~torch.isfinite(rows)).nonzero()[0]
                 raise ValueError(
-                    f"{what} finite, got gram[{start + int(bad[0])}, "
+                    f"{must} be finite, got gram[{start + int(bad[0])}, "
                     f"{int(bad[1])}] = {rows[bad[0], bad[1]].item()}."
                 )
     # Symmetry, comparing block (i, j) with block (j, i)^T for j >= i.
@@ -286,7 +311,7 @@ def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> N
             tol = atol + rtol * torch.maximum(upper.abs(), lower.abs())
             if bool((diff > tol).any()):
                 raise ValueError(
-                    f"{what} symmetric, got max |gram - gram.T| = "
+                    f"{must} be symmetric, got max |gram - gram.T| = "
                     f"{diff.max().item():.3g} (rtol={rtol}, atol={atol}) in the "
                     f"block gram[{i0}:{i1}, {j0}:{j1}]."
                 )
@@ -294,11 +319,11 @@ def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> N
     if (diagonal < -atol).any():
         i = int(torch.argmin(diagonal))
         raise ValueError(
-            f"{what} positive semi-definite, got a negative diagonal entry "
+            f"{must} be positive semi-definite, got a negative diagonal entry "
             f"gram[{i}, {i}] = {diagonal[i].item()}."
         )
     if not check_psd:
-        return
+        return gram
     # Rounding a PSD matrix's entries to a dtype of epsilon eps moves its
     # eigenvalues by at most n eps / 2 max |diag|, and random errors by about
     # 2 sqrt(n) times an entry's: the tolerance covers the first for n <= 4 / eps
@@ -313,8 +338,9 @@ def _validate_gram(gram: Tensor, rtol: float, atol: float, check_psd: bool) -> N
     if failed:
         min_eig = torch.linalg.eigvalsh(gram.to(torch.float64)).min().item()
         raise ValueError(
-            f"{what} positive semi-definite, got smallest eigenvalue {min_eig:.3g}, "
-            f"below the tolerance -{tol:.3g} (sqrt(n * eps) * max |diagonal|, eps "
-            f"of {gram.dtype}). Expected a valid kernel matrix; pass "
-            "check_psd=False only for a matrix known to be PSD."
+            f"{must} be positive semi-definite, got smallest eigenvalue "
+            f"{min_eig:.3g}, below the tolerance -{tol:.3g} (sqrt(n * eps) * max "
+            f"|diagonal|, eps of {gram.dtype}). Expected a valid kernel matrix; "
+            "pass check_psd=False only for a matrix known to be PSD."
         )
+    return gram

@@ -79,26 +79,24 @@ def base_kernel(base: str, prior: str, num_dims: int) -> Kernel:
         8.0
     """
     check_choice("prior", prior, PRIORS)
-    if base == "minmax":
-        kernel: Kernel = MinMaxKernel()
-    elif prior == "botorch":
+    if prior == "botorch":
+        if base == "minmax":
+            return MinMaxKernel()
         return get_covar_module_with_dim_scaled_prior(
             ard_num_dims=num_dims, use_rbf_kernel=base == "rbf"
         )
+    gammas = _PRESETS[prior](num_dims)
+    if base == "minmax":
+        kernel: Kernel = MinMaxKernel()
     else:
-        concentration, rate, initial = _PRESETS[prior](num_dims)["lengthscale"]
-        lengthscale = {
-            "ard_num_dims": num_dims,
-            "lengthscale_prior": GammaPrior(concentration, rate),
-        }
+        concentration, rate, initial = gammas["lengthscale"]
+        prior_kw = {"lengthscale_prior": GammaPrior(concentration, rate)}
         if base == "rbf":
-            kernel = RBFKernel(**lengthscale)
+            kernel = RBFKernel(ard_num_dims=num_dims, **prior_kw)
         else:
-            kernel = MaternKernel(nu=2.5, **lengthscale)
+            kernel = MaternKernel(nu=2.5, ard_num_dims=num_dims, **prior_kw)
         kernel.lengthscale = initial
-    if prior == "botorch":
-        return kernel
-    concentration, rate, initial = _PRESETS[prior](num_dims)["outputscale"]
+    concentration, rate, initial = gammas["outputscale"]
     scaled = ScaleKernel(kernel, outputscale_prior=GammaPrior(concentration, rate))
     scaled.outputscale = initial
     return scaled

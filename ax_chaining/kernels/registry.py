@@ -5,7 +5,10 @@ content."""
 from __future__ import annotations
 
 import copy
+import hashlib
 from typing import Any, Generic, TypeVar
+
+from torch import Tensor
 
 _T = TypeVar("_T")
 
@@ -53,3 +56,12 @@ def deepcopy_sharing(obj: Any, memo: dict[int, Any], constant: Any) -> Any:
     for key, value in obj.__dict__.items():
         new.__dict__[key] = copy.deepcopy(value, memo)
     return new
+
+
+def content_key(table: Tensor) -> str:
+    """Content hash of a tensor: ``"sha256:<hex>"`` over dtype, shape and bytes,
+    read block by block (a memory-mapped table is never copied whole)."""
+    digest = hashlib.sha256(f"{table.dtype}|{tuple(table.shape)}|".encode())
+    for block in table.split(1 << 16):
+        digest.update(block.detach().cpu().contiguous().numpy().tobytes())
+    return "sha256:" + digest.hexdigest()
