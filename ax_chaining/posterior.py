@@ -6,8 +6,10 @@ routes ``"dense"`` and ``"low_rank"`` are described on "Large candidate sets".""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import gpytorch
@@ -631,27 +633,20 @@ class LibraryRows(_Rows):
 
     exact = True
 
-    def __init__(
-        self, library, items: Tensor, scale: float, route: str, device: torch.device
-    ) -> None:
-        self.library, self.items, self.scale, self.route = library, items, scale, route
-        self.n, self.device = items.numel(), device
+    def __init__(self, base, scale: float, Zt: Tensor) -> None:
+        self.library, self.scale, self.route = base.library, scale, base.route
+        n = len(base.library)
+        items = item_indices(Zt, n, base.normalized_inputs, "TanimotoKernel").cpu()
+        self.items, self.n, self.device = items, items.numel(), Zt.device
         # Contiguous items: a slice of the library's columns (the fast case).
-        self.start = None
-        if self.n and torch.equal(
-            items, torch.arange(int(items[0]), int(items[0]) + self.n)
-        ):
-            self.start = int(items[0])
+        start = int(items[0]) if self.n else 0
+        contiguous = self.n and torch.equal(items, torch.arange(start, start + self.n))
+        self.start = start if contiguous else None
 
     @classmethod
     def of(cls, covar_module, Zt: Tensor) -> LibraryRows | None:
         parts = library_kernel_parts(covar_module)
-        if parts is None or Zt.ndim != 2:
-            return None
-        base, scale = parts
-        n = len(base.library)
-        items = item_indices(Zt, n, base.normalized_inputs, "TanimotoKernel").cpu()
-        return cls(base.library, items, scale, base.route, Zt.device)
+        return None if parts is None or Zt.ndim != 2 else cls(*parts, Zt)
 
     def features(self, idx: Tensor) -> Tensor:
         return self.items[idx.cpu()]
@@ -692,20 +687,17 @@ def factor_blocks(
     posterior means (outcome units, returned) over ``kernel``'s candidates, per
     block of :func:`~ax_chaining.distances.column_blocks`: the one place one
     machine and a shard compute them."""
-    n, r = kernel.n, L.shape[-1]
-    mean = torch.empty(n, dtype=out.dtype, device=out.device)
-    root = out_var.sqrt()
-    for a0, b0 in kernel.ranges(0, n):
-        cross = kernel(train_features, b0, a0)
-        for a, b in column_blocks(a0, b0, kernel.offset):
-            W = torch.linalg.solve_triangular(L, cross[:, a - a0 : b - a0], upper=False)
-            # m(z) + w(z)^T L^{-1} (y - m(X_n)) from the same factor: no
-            # predictive covariance, which model.posterior would build.
-            m = mean_module(kernel.Zt[a:b]) + (W.T @ whitened).squeeze(-1)
-            if outcome_transform is not None:
-                m = outcome_transform.untransform(m.unsqueeze(-1))[0].squeeze(-1)
-            mean[a:b] = m
-            out[:r, a:b] = W.mul_(root)
+    r, root = L.shape[-1], out_var.sqrt()
+    mean = torch.empty(kernel.n, dtype=out.dtype, device=out.device)
+    for cross, a, b in _kernel_blocks(kernel, train_features):
+        W = torch.linalg.solve_triangular(L, cross, upper=False)
+        # m(z) + w(z)^T L^{-1} (y - m(X_n)) from the same factor: no
+        # predictive covariance, which model.posterior would build.
+        m = mean_module(kernel.Zt[a:b]) + (W.T @ whitened).squeeze(-1)
+        if outcome_transform is not None:
+            m = outcome_transform.untransform(m.unsqueeze(-1))[0].squeeze(-1)
+        mean[a:b] = m
+        out[:r, a:b] = W.mul_(root)
     return mean
 
 
@@ -722,13 +714,20 @@ def pending_factor_blocks(
     into ``out`` (``p x m``), per block: :math:`k_t(P, z) = c\, k(P, z) -
     W_P^\top w(z)` (``W``: the candidates' factor; ``W_p``, ``A``:
     :meth:`ModelFactors.pending`)."""
-    n = kernel.n
-    for a0, b0 in kernel.ranges(0, n):
-        cov = kernel(pending_features, b0, a0)
+    for cov, a, b in _kernel_blocks(kernel, pending_features):
+        block = cov.clone().addmm_(W_p.T, W[:, a:b], beta=float(out_var), alpha=-1.0)
+        out[:, a:b] = torch.linalg.solve_triangular(A, block, upper=False)
+
+
+def _kernel_blocks(
+    kernel: KernelRows, feats: Tensor
+) -> Iterator[tuple[Tensor, int, int]]:
+    """``(k(feats, Z[a:b]), a, b)`` per block of
+    :func:`~ax_chaining.distances.column_blocks`, computed per ``kernel.ranges``."""
+    for a0, b0 in kernel.ranges(0, kernel.n):
+        cross = kernel(feats, b0, a0)
         for a, b in column_blocks(a0, b0, kernel.offset):
-            block = cov[:, a - a0 : b - a0].clone()
-            block.addmm_(W_p.T, W[:, a:b], beta=float(out_var), alpha=-1.0)
-            out[:, a:b] = torch.linalg.solve_triangular(A, block, upper=False)
+            yield cross[:, a - a0 : b - a0], a, b
 
 
 class ModelFactors:
@@ -792,16 +791,11 @@ class _LowRankFactors:
 
     def __init__(self, model: ExactGP, Z: Tensor) -> None:
         self.model_factors = mf = ModelFactors(model, Z)
-        self.Zt = model.transform_inputs(Z)
+        self.Zt = Zt = model.transform_inputs(Z)
         self.out_var = mf.out_var
-        self._library = LibraryRows.of(mf.covar_module, self.Zt)
-        self.kernel = KernelRows(
-            mf.covar_module, self.Zt, exact=self._library is not None
-        )
-        r = mf.train_X.shape[-2]
-        self.factor = torch.empty(
-            r, self.Zt.shape[-2], dtype=self.Zt.dtype, device=self.Zt.device
-        )
+        self._library = LibraryRows.of(mf.covar_module, Zt)
+        self.kernel = KernelRows(mf.covar_module, Zt, exact=self._library is not None)
+        self.factor = Zt.new_empty(mf.train_X.shape[-2], Zt.shape[-2])
         self.mean = factor_blocks(
             self.kernel,
             mf.train_X,
@@ -812,39 +806,31 @@ class _LowRankFactors:
             mf.out_var,
             self.factor,
         )
-        self._prior_variance: Tensor | None = None
-        self._fast_rows: SERows | FeatureRows | LibraryRows | bool | None = None
 
-    def prior_rows(
-        self, idx: Tensor, cols: int | None = None, first: int = 0
-    ) -> Tensor:
-        """Model-space prior covariance of ``Z[idx]`` and ``Z[first:cols]``, by the
-        fastest rows that apply."""
-        if self._fast_rows is None:
-            mf = self.model_factors
-            self._fast_rows = (
-                SERows.of(mf.covar_module, self.Zt, mf.train_X)
-                or FeatureRows.of(mf.covar_module, self.Zt, mf.train_X)
-                or self._library
-                or False
-            )
-        rows = self._fast_rows or self.kernel
-        out = rows(rows.features(idx), cols, first)
-        return out.to(device=self.Zt.device, dtype=self.Zt.dtype)
+    @cached_property
+    def rows(self) -> _Rows:
+        """The fastest rows that apply (computed on first use)."""
+        mf = self.model_factors
+        return (
+            SERows.of(mf.covar_module, self.Zt, mf.train_X)
+            or FeatureRows.of(mf.covar_module, self.Zt, mf.train_X)
+            or self._library
+            or self.kernel
+        )
 
+    def prior_rows(self, idx: Tensor, first: int = 0) -> Tensor:
+        """Model-space prior covariance of ``Z[idx]`` and ``Z[first:]``."""
+        return self.rows(self.rows.features(idx), None, first).to(self.Zt)
+
+    @cached_property
     def prior_variance(self) -> Tensor:
-        if self._prior_variance is None:
-            var = self.kernel.diag(0, self.Zt.shape[-2])
-            self._prior_variance = var * self.out_var
-        return self._prior_variance
+        return self.kernel.diag(0, self.Zt.shape[-2]) * self.out_var
 
     def condition(self, X_pending: Tensor, noise: Tensor) -> Tensor:
         """The ``(r + p) x N`` factor given pending points (:func:`pending_rows`)."""
         Pt, W_p, A = self.model_factors.pending(X_pending, noise)
         r, n = self.factor.shape
-        out = torch.empty(
-            r + Pt.shape[-2], n, dtype=self.factor.dtype, device=self.factor.device
-        )
+        out = self.factor.new_empty(r + Pt.shape[-2], n)
         out[:r] = self.factor
         pending_factor_blocks(
             self.kernel, Pt, W_p, A, self.factor, self.out_var, out[r:]
@@ -960,29 +946,24 @@ def candidate_posterior(
     prior_var = reason = None
     with torch.no_grad():
         if low_rank_form:
-            if cache is None:
-                factors = _LowRankFactors(model, candidates)
-            else:
-                factors = cache.factors_for(model, candidates)
+            factors = (cache or PosteriorCache()).factors_for(model, candidates)
             flip = sign_flip(model, posterior_transform)
-            mean = factors.mean
-            if flip is not None:
-                mean = flip[0] * mean + flip[1]
+            mean = factors.mean if flip is None else flip[0] * factors.mean + flip[1]
             factor = factors.factor
             if p:
                 factor = factors.condition(X_pending.to(candidates), noise)
             # Both routes read rows of d_t on demand: the dense one into the
             # graphs of the exact greedy covers, a block at a time.
+            prior_var = factors.prior_variance
             distance = LowRankDistance(
-                lambda idx: factors.prior_rows(idx, n),
-                factors.prior_variance(),
+                factors.prior_rows,
+                prior_var,
                 factor,
                 block_bytes=block_bytes,
                 prior_scale=float(factors.out_var),
-                prior_block=lambda idx, first: factors.prior_rows(idx, n, first),
+                prior_block=factors.prior_rows,
             )
             distance.row_batch = low_rank_row_batch(n, itemsize, memory_budget)
-            prior_var = factors.prior_variance()
             if not first_radius:
                 # eps_1 = the largest prior standard deviation (the default scale).
                 first_radius = float(prior_var.max().clamp_min(0).sqrt())
