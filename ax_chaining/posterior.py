@@ -402,10 +402,11 @@ class _Rows:
     r"""The protocol of a row source: prior covariance rows :math:`k(a,
     Z[\text{first}:\text{stop}])` over the ``n`` candidates ``Z`` (global column
     ``offset + column``), the points ``a`` given as :meth:`features` (a shard
-    asks for rows of points held elsewhere). A source fills each block of
-    :func:`~ax_chaining.distances.column_blocks` (:meth:`_fill`) or overrides
-    :meth:`_rows`; the rows are then multiplied by ``scale``. ``exact`` sources
-    equal ``covar_module``'s values, the others to round-off."""
+    asks for rows of points held elsewhere). A source defines ``_fill(block,
+    left, a, b)``, called per block of
+    :func:`~ax_chaining.distances.column_blocks`, or overrides ``_rows``; the
+    rows are then multiplied by ``scale``. ``exact`` sources equal
+    ``covar_module``'s values, the others to round-off."""
 
     exact = False
     offset = 0
@@ -425,9 +426,6 @@ class _Rows:
         for a, b in column_blocks(first, stop, self.offset):
             self._fill(out[:, a - first : b - first], left, a, b)
         return out
-
-    def _fill(self, block: Tensor, left: Tensor, a: int, b: int) -> None:
-        raise NotImplementedError
 
 
 class KernelRows(_Rows):
@@ -744,10 +742,9 @@ class ModelFactors:
         self.mean_module = model.mean_module
         self.outcome_transform = getattr(model, "outcome_transform", None)
         self.out_var = _outcome_variance_scale(model, like)[0]
-        noise = model.likelihood.noise.reshape(-1)
         K_train = covar_module(train_X).to_dense()
-        K_train = K_train + torch.diag_embed(noise.expand(train_X.shape[0]))
-        self.L = L = psd_safe_cholesky(K_train)
+        noise = model.likelihood.noise.reshape(-1).expand(train_X.shape[0])
+        self.L = L = psd_safe_cholesky(K_train + torch.diag_embed(noise))
         residual = (model.train_targets - model.mean_module(train_X)).unsqueeze(-1)
         self.whitened = torch.linalg.solve_triangular(L, residual, upper=False)
         self._pending: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
@@ -996,8 +993,7 @@ def candidate_posterior(
             distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
         route = path
         if path == "auto":
-            route = "dense"
-            need = low_rank_need
+            route, need = "dense", low_rank_need
             if low_rank_form and n > AUTO_EXACT_MAX_N:
                 route = "low_rank"
             elif low_rank_form and GRAPH_PEAK_EDGE_BYTES * n * n + need > memory_budget:
