@@ -566,12 +566,10 @@ class FeatureRows(_Rows):
         if type(kernel) is not FeatureTableKernel or Zt.ndim != 2 or train_X.ndim != 2:
             return None
         inner, base = _unscale(kernel.base_kernel)
-        if type(base) is RBFKernel:
-            profile = "rbf"
-        elif type(base) is MaternKernel and base.nu in (1.5, 2.5):
-            profile = f"matern{base.nu}"
-        else:
+        matern = type(base) is MaternKernel and base.nu in (1.5, 2.5)
+        if type(base) is not RBFKernel and not matern:
             return None
+        profile = f"matern{base.nu}" if matern else "rbf"
         lengthscale = base.lengthscale.detach()
         plain = _plain(covar_module, kernel, kernel.base_kernel, base)
         if not plain or lengthscale.shape[:-1] != (1,):
@@ -615,13 +613,11 @@ def _profile(sq: Tensor, profile: str) -> None:
     r = sq.sqrt_()
     root = math.sqrt(3.0) if profile == "matern1.5" else math.sqrt(5.0)
     decay = torch.exp(r * -root)
-    if profile == "matern1.5":
-        r.mul_(root).add_(1.0)
-    else:
+    r.mul_(root)
+    if profile == "matern2.5":
         # 1 + sqrt5 r + 5/3 r^2, from r: (sqrt5 r) + (sqrt5 r)^2 / 3 + 1.
-        r.mul_(root)
-        r.add_(r.square().div_(3.0)).add_(1.0)
-    r.mul_(decay)
+        r.add_(r.square().div_(3.0))
+    r.add_(1.0).mul_(decay)
 
 
 class LibraryRows(_Rows):
