@@ -6,8 +6,10 @@ routes ``"dense"`` and ``"low_rank"`` are described on "Large candidate sets".""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import gpytorch
@@ -21,6 +23,7 @@ from botorch.exceptions import UnsupportedError
 from botorch.models import ModelListGP
 from botorch.models.model import Model
 from botorch.models.transforms.outcome import Standardize
+from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
 from gpytorch.models import ExactGP
 from linear_operator.utils.cholesky import psd_safe_cholesky
@@ -39,6 +42,7 @@ from ax_chaining.distances import (
     dense_memory_bytes,
     format_bytes,
 )
+from ax_chaining.kernels import FeatureTableKernel, TanimotoKernel
 from ax_chaining.kernels.precomputed import item_indices
 from ax_chaining.level_graph import GRAPH_PEAK_EDGE_BYTES
 
@@ -394,25 +398,49 @@ def check_posterior_transform(
         )
 
 
-class KernelRows:
-    r"""Prior covariance rows :math:`k(a, Z[\text{first}:\text{stop}])` through any
-    ``covar_module``, the points ``a`` given as :meth:`features` (a shard asks
-    for rows of points held elsewhere); columns per block of
-    :func:`~ax_chaining.distances.column_blocks` (global index ``offset +
-    column``), or, for an ``exact`` kernel, in ranges of up to ``chunk``."""
+class _Rows:
+    r"""The protocol of a row source: prior covariance rows :math:`k(a,
+    Z[\text{first}:\text{stop}])` over the ``n`` candidates ``Z`` (global column
+    ``offset + column``), the points ``a`` given as :meth:`features` (a shard
+    asks for rows of points held elsewhere). A source defines ``_fill(block,
+    left, a, b)``, called per block of
+    :func:`~ax_chaining.distances.column_blocks`, or overrides ``_rows``; the
+    rows are then multiplied by ``scale``. ``exact`` sources equal
+    ``covar_module``'s values, the others to round-off."""
+
+    exact = False
+    offset = 0
+    scale = 1.0
+    n: int
+
+    def __call__(
+        self, feats: Tensor, cols: int | None = None, first: int = 0
+    ) -> Tensor:
+        out = self._rows(feats, first, self.n if cols is None else cols)
+        return out.mul_(self.scale) if self.scale != 1.0 else out
+
+    def _rows(self, left: Tensor, first: int, stop: int) -> Tensor:
+        out = torch.empty(
+            left.shape[0], stop - first, dtype=left.dtype, device=left.device
+        )
+        for a, b in column_blocks(first, stop, self.offset):
+            self._fill(out[:, a - first : b - first], left, a, b)
+        return out
+
+
+class KernelRows(_Rows):
+    """Rows through any ``covar_module`` (``Zt``: the candidates in model space),
+    per block of :func:`~ax_chaining.distances.column_blocks`, or, for an
+    ``exact`` kernel, in ranges of up to ``chunk``."""
 
     def __init__(
         self, covar_module, Zt: Tensor, offset: int = 0, exact: bool = False
     ) -> None:
         self.covar_module, self.Zt, self.offset = covar_module, Zt, int(offset)
-        self.exact = exact
+        self.n, self.exact = Zt.shape[-2], exact
         # A tile of a fingerprint library's inverted index: a smaller range
         # would read a whole tile for a part.
         self.chunk = 2**16 if exact else COLUMN_BLOCK
-
-    @property
-    def n(self) -> int:
-        return self.Zt.shape[-2]
 
     def features(self, idx: Tensor) -> Tensor:
         return self.Zt[idx]
@@ -420,10 +448,7 @@ class KernelRows:
     def ranges(self, first: int, stop: int) -> list[tuple[int, int]]:
         return list(column_blocks(first, stop, self.offset, self.chunk))
 
-    def __call__(
-        self, feats: Tensor, cols: int | None = None, first: int = 0
-    ) -> Tensor:
-        stop = self.n if cols is None else cols
+    def _rows(self, feats: Tensor, first: int, stop: int) -> Tensor:
         parts = [
             self.covar_module(feats, self.Zt[a:b]).to_dense()
             for a, b in self.ranges(first, stop)
@@ -440,21 +465,28 @@ class KernelRows:
         )
 
 
-class SERows:
+def _unscale(kernel) -> tuple[Tensor | None, object]:
+    """``(outputscale, base_kernel)`` of a ``ScaleKernel``, else ``(None, kernel)``."""
+    if type(kernel) is ScaleKernel:
+        return kernel.outputscale.detach(), kernel.base_kernel
+    return None, kernel
+
+
+def _plain(*kernels) -> bool:
+    """Whether none of ``kernels`` has ``active_dims`` or a batch shape."""
+    return all(k.active_dims is None and k.batch_shape == torch.Size() for k in kernels)
+
+
+class SERows(_Rows):
     r"""Rows of a plain SE kernel :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`:
     the exponent is one product of :math:`[z_a, 1, \log c - \tfrac12\|z_a\|^2]`
     and :math:`[z_b, -\tfrac12\|z_b\|^2, 1]`, inputs scaled by the lengthscales
-    and centred on the scaled training inputs' mean. Equal to ``covar_module``'s
-    to round-off; :meth:`of` returns None for other kernels, batch shapes or
-    ``active_dims``."""
-
-    exact = False
+    and centred on the scaled training inputs' mean. :meth:`of` returns None for
+    other kernels, batch shapes or ``active_dims``."""
 
     def __init__(self, Zs: Tensor, log_scale: float, offset: int = 0) -> None:
-        self.Zs = Zs
-        self.half_norm = half_norm = 0.5 * Zs.square().sum(dim=-1)
-        self.log_scale = log_scale
-        self.offset = int(offset)
+        self.n, self.log_scale, self.offset = Zs.shape[0], log_scale, int(offset)
+        half_norm = 0.5 * Zs.square().sum(dim=-1)
         ones = torch.ones_like(half_norm).unsqueeze(-1)
         self._right = torch.cat([Zs, -half_norm.unsqueeze(-1), ones], dim=-1)
 
@@ -462,169 +494,113 @@ class SERows:
     def of(
         cls, covar_module, Zt: Tensor, train_X: Tensor, offset: int = 0
     ) -> SERows | None:
-        from gpytorch.kernels import RBFKernel, ScaleKernel
-
-        scale = torch.ones((), dtype=Zt.dtype, device=Zt.device)
-        base = covar_module
-        if type(covar_module) is ScaleKernel:
-            scale = covar_module.outputscale
-            base = covar_module.base_kernel
+        scale, base = _unscale(covar_module)
         if type(base) is not RBFKernel or Zt.ndim != 2 or train_X.ndim != 2:
             return None
-        if any(k.active_dims is not None for k in (covar_module, base)):
-            return None
-        if covar_module.batch_shape != torch.Size() or base.batch_shape != torch.Size():
-            return None
         lengthscale = base.lengthscale.detach()
-        if scale.numel() != 1 or lengthscale.shape[:-1] != (1,):
+        if not _plain(covar_module, base) or lengthscale.shape[:-1] != (1,):
             return None
         lengthscale = lengthscale.reshape(-1)
         centre = (train_X.detach() / lengthscale).mean(dim=0)
         Zs = Zt.detach() / lengthscale - centre
-        return cls(Zs, math.log(float(scale.detach())), offset)
-
-    @property
-    def n(self) -> int:
-        return self.Zs.shape[0]
+        return cls(Zs, 0.0 if scale is None else math.log(float(scale)), offset)
 
     def features(self, idx: Tensor) -> Tensor:
         return self._right[idx].clone()
 
-    def __call__(
-        self, feats: Tensor, cols: int | None = None, first: int = 0
-    ) -> Tensor:
-        stop = self.n if cols is None else cols
+    def _rows(self, feats: Tensor, first: int, stop: int) -> Tensor:
         left = feats.clone()
         half = -left[:, -2]
         left[:, -2] = 1.0
         left[:, -1] = self.log_scale - half
         # Round-off may leave the exponent a few ulps above log c on the
         # diagonal; d_t^2 is clamped at 0 downstream, so no clamp here.
-        out = torch.empty(
-            left.shape[0], stop - first, dtype=left.dtype, device=left.device
-        )
-        for a, b in column_blocks(first, stop, self.offset):
-            out[:, a - first : b - first] = left @ self._right[a:b].T
-        if out.device.type == "cpu":
-            # numpy's exp is faster than torch's on CPU float64 (same memory),
-            # but single-threaded: split a large block over torch's threads.
-            array = out.numpy()
-            threads = torch.get_num_threads()
-            if array.size < _SPLIT_EXP or threads < 2:
-                np.exp(array, out=array)
-                return out
-            views = np.array_split(array, threads)  # views of row ranges
-            with ThreadPoolExecutor(threads) as pool:
-                list(pool.map(lambda v: np.exp(v, out=v), views))
+        out = super()._rows(left, first, stop)
+        if out.device.type != "cpu":
+            return out.exp_()
+        # numpy's exp is faster than torch's on CPU float64 (same memory),
+        # but single-threaded: split a large block over torch's threads.
+        array, threads = out.numpy(), torch.get_num_threads()
+        if array.size < _SPLIT_EXP or threads < 2:
+            np.exp(array, out=array)
             return out
-        return out.exp_()
+        views = np.array_split(array, threads)  # views of row ranges
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda v: np.exp(v, out=v), views))
+        return out
+
+    def _fill(self, block: Tensor, left: Tensor, a: int, b: int) -> None:
+        block.copy_(left @ self._right[a:b].T)
 
 
-class FeatureRows:
+class FeatureRows(_Rows):
     r"""Rows of a :class:`~ax_chaining.kernels.FeatureTableKernel` with an RBF or
     Matern-3/2 or 5/2 base (ARD or not, optionally in ``ScaleKernel``\ s): with
     :math:`z = F / \ell - c` (rows scaled, centred on the scaled training rows'
     mean), a block is :math:`s\,\kappa(\|z_a - z_b\|)` from one ``addmm``
-    clamped at 0, per block of :func:`~ax_chaining.distances.column_blocks`.
-    Equal to ``covar_module``'s to round-off; :meth:`of` returns None for other
-    bases (Matern-1/2 would amplify the round-off of :math:`r^2 \approx 0`),
-    batch shapes and ``active_dims``."""
-
-    exact = False
+    clamped at 0. :meth:`of` returns None for other bases (Matern-1/2 would
+    amplify the round-off of :math:`r^2 \approx 0`), batch shapes and
+    ``active_dims``."""
 
     def __init__(
         self,
         table: Tensor,
         items: Tensor,
         inv_lengthscale: Tensor,
-        centre: Tensor,
+        train: Tensor,
         scale: float,
         profile: str,
         offset: int = 0,
     ) -> None:
-        self.table, self.items = table, items
-        self.inv_lengthscale, self.centre = inv_lengthscale, centre
+        self.table, self.items, self.inv_lengthscale = table, items, inv_lengthscale
         self.scale, self.profile, self.offset = scale, profile, int(offset)
+        self.n = items.shape[0]
+        self.centre = self._gather(train).mul_(inv_lengthscale).mean(dim=0)
 
     @classmethod
     def of(
         cls, covar_module, Zt: Tensor, train_X: Tensor, offset: int = 0
     ) -> FeatureRows | None:
-        from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
-
-        from ax_chaining.kernels.features import FeatureTableKernel
-
-        scale = 1.0
-        kernel = covar_module
-        if type(kernel) is ScaleKernel:
-            scale *= float(kernel.outputscale.detach())
-            kernel = kernel.base_kernel
+        outer, kernel = _unscale(covar_module)
+        scale = 1.0 if outer is None else float(outer)
         if type(kernel) is not FeatureTableKernel or Zt.ndim != 2 or train_X.ndim != 2:
             return None
-        base = kernel.base_kernel
-        outer = [covar_module, kernel, base]
-        if type(base) is ScaleKernel:
-            if base.outputscale.numel() != 1:
-                return None
-            scale *= float(base.outputscale.detach())
-            base = base.base_kernel
-        if type(base) is RBFKernel:
-            profile = "rbf"
-        elif type(base) is MaternKernel and base.nu in (1.5, 2.5):
-            profile = f"matern{base.nu}"
-        else:
+        inner, base = _unscale(kernel.base_kernel)
+        matern = type(base) is MaternKernel and base.nu in (1.5, 2.5)
+        if type(base) is not RBFKernel and not matern:
             return None
-        modules = [*outer, base]
-        if any(k.active_dims is not None for k in modules):
-            return None
-        if any(k.batch_shape != torch.Size() for k in modules):
-            return None
+        profile = f"matern{base.nu}" if matern else "rbf"
         lengthscale = base.lengthscale.detach()
-        if lengthscale.shape[:-1] != (1,):
+        plain = _plain(covar_module, kernel, kernel.base_kernel, base)
+        if not plain or lengthscale.shape[:-1] != (1,):
             return None
-        table = kernel.features
-        dtype, device = Zt.dtype, Zt.device
-        inv = 1.0 / lengthscale.reshape(-1).to(device=device, dtype=dtype)
-        n = kernel.num_items
-        items = item_indices(Zt, n, kernel.normalized_inputs, "FeatureTableKernel")
-        train = item_indices(train_X, n, kernel.normalized_inputs, "FeatureTableKernel")
-        centre = (cls._gather(table, train, dtype, device) * inv).mean(dim=0)
-        return cls(table, items, inv, centre, scale, profile, offset)
+        if inner is not None:
+            scale *= float(inner)
+        inv = 1.0 / lengthscale.reshape(-1).to(device=Zt.device, dtype=Zt.dtype)
+        items, train = (
+            item_indices(
+                X, kernel.num_items, kernel.normalized_inputs, "FeatureTableKernel"
+            )
+            for X in (Zt, train_X)
+        )
+        return cls(kernel.features, items, inv, train, scale, profile, offset)
 
-    @staticmethod
-    def _gather(table: Tensor, items: Tensor, dtype, device) -> Tensor:
-        rows = table[items.to(table.device)]
-        return rows.to(device=device, dtype=dtype)
+    def _gather(self, items: Tensor) -> Tensor:
+        return self.table[items.to(self.table.device)].to(self.inv_lengthscale)
 
     def _scaled(self, items: Tensor) -> tuple[Tensor, Tensor]:
-        dtype, device = self.centre.dtype, self.centre.device
-        z = self._gather(self.table, items, dtype, device).mul_(self.inv_lengthscale)
-        z.sub_(self.centre)
+        z = self._gather(items).mul_(self.inv_lengthscale).sub_(self.centre)
         return z, z.square().sum(dim=-1)
-
-    @property
-    def n(self) -> int:
-        return self.items.shape[0]
 
     def features(self, idx: Tensor) -> Tensor:
         z, sq = self._scaled(self.items[idx.to(self.items.device)])
         return torch.cat([z, sq.unsqueeze(-1)], dim=-1)
 
-    def __call__(
-        self, feats: Tensor, cols: int | None = None, first: int = 0
-    ) -> Tensor:
-        stop = self.n if cols is None else cols
-        z_a, sq_a = feats[:, :-1], feats[:, -1:]
-        out = torch.empty(
-            feats.shape[0], stop - first, dtype=feats.dtype, device=feats.device
-        )
-        for a, b in column_blocks(first, stop, self.offset):
-            z_b, sq_b = self._scaled(self.items[a:b])
-            block = out[:, a - first : b - first]
-            block.copy_(torch.addmm(sq_b, z_a, z_b.T, alpha=-2.0))
-            block.add_(sq_a).clamp_(min=0.0)
-            _profile(block, self.profile)
-        return out.mul_(self.scale) if self.scale != 1.0 else out
+    def _fill(self, block: Tensor, feats: Tensor, a: int, b: int) -> None:
+        z_b, sq_b = self._scaled(self.items[a:b])
+        block.copy_(torch.addmm(sq_b, feats[:, :-1], z_b.T, alpha=-2.0))
+        block.add_(feats[:, -1:]).clamp_(min=0.0)
+        _profile(block, self.profile)
 
 
 def _profile(sq: Tensor, profile: str) -> None:
@@ -637,77 +613,53 @@ def _profile(sq: Tensor, profile: str) -> None:
     r = sq.sqrt_()
     root = math.sqrt(3.0) if profile == "matern1.5" else math.sqrt(5.0)
     decay = torch.exp(r * -root)
-    if profile == "matern1.5":
-        r.mul_(root).add_(1.0)
-    else:
+    r.mul_(root)
+    if profile == "matern2.5":
         # 1 + sqrt5 r + 5/3 r^2, from r: (sqrt5 r) + (sqrt5 r)^2 / 3 + 1.
-        r.mul_(root)
-        r.add_(r.square().div_(3.0)).add_(1.0)
-    r.mul_(decay)
+        r.add_(r.square().div_(3.0))
+    r.add_(1.0).mul_(decay)
 
 
-class LibraryRows:
+class LibraryRows(_Rows):
     """Rows of a library-mode ``TanimotoKernel`` (optionally in a ``ScaleKernel``)
     straight from :meth:`~ax_chaining.kernels.PackedFingerprints.tanimoto`, one
-    call per block, no GPyTorch call; exact, so equal to ``covar_module``'s."""
+    call per block, no GPyTorch call, computed where the candidates live."""
 
     exact = True
 
-    def __init__(
-        self,
-        library,
-        items: Tensor,
-        scale: float,
-        route: str,
-        device: torch.device | None = None,
-    ) -> None:
-        self.library, self.items, self.scale, self.route = library, items, scale, route
-        # Rows are computed where the candidates live.
-        self.device = torch.device("cpu") if device is None else device
-        n = items.numel()
-        self.contiguous = n > 0 and bool(
-            torch.equal(items, torch.arange(int(items[0]), int(items[0]) + n))
-        )
+    def __init__(self, base, scale: float, Zt: Tensor) -> None:
+        self.library, self.scale, self.route = base.library, scale, base.route
+        n = len(base.library)
+        items = item_indices(Zt, n, base.normalized_inputs, "TanimotoKernel").cpu()
+        self.items, self.n, self.device = items, items.numel(), Zt.device
+        # Contiguous items: a slice of the library's columns (the fast case).
+        start = int(items[0]) if self.n else 0
+        contiguous = self.n and torch.equal(items, torch.arange(start, start + self.n))
+        self.start = start if contiguous else None
 
     @classmethod
     def of(cls, covar_module, Zt: Tensor) -> LibraryRows | None:
         parts = library_kernel_parts(covar_module)
-        if parts is None or Zt.ndim != 2:
-            return None
-        base, scale = parts
-        n = len(base.library)
-        items = item_indices(Zt, n, base.normalized_inputs, "TanimotoKernel").cpu()
-        return cls(base.library, items, scale, base.route, Zt.device)
+        return None if parts is None or Zt.ndim != 2 else cls(*parts, Zt)
 
     def features(self, idx: Tensor) -> Tensor:
         return self.items[idx.cpu()]
 
-    def __call__(
-        self, feats: Tensor, cols: int | None = None, first: int = 0
-    ) -> Tensor:
-        stop = self.items.numel() if cols is None else cols
-        if self.contiguous:
-            start = int(self.items[0])
-            columns = slice(start + first, start + stop)
-        else:
+    def _rows(self, feats: Tensor, first: int, stop: int) -> Tensor:
+        if self.start is None:
             columns = self.items[first:stop]
-        out = self.library.tanimoto(
+        else:
+            columns = slice(self.start + first, self.start + stop)
+        return self.library.tanimoto(
             feats, columns, route=self.route, device=self.device
         )
-        return out.mul_(self.scale) if self.scale != 1.0 else out
 
 
 def library_kernel_parts(covar_module) -> tuple[object, float] | None:
     """``(TanimotoKernel, output scale)`` of a library-mode Tanimoto kernel
     (optionally in a ``ScaleKernel``, no ``active_dims``), else None."""
-    from gpytorch.kernels import ScaleKernel
-
-    from ax_chaining.kernels import TanimotoKernel
-
-    scale, base = 1.0, covar_module
-    if type(covar_module) is ScaleKernel:
-        scale = float(covar_module.outputscale.detach())
-        base = covar_module.base_kernel
+    scale, base = _unscale(covar_module)
+    scale = 1.0 if scale is None else float(scale)
     if type(base) is not TanimotoKernel or base.library is None:
         return None
     if base.active_dims is not None or covar_module.active_dims is not None:
@@ -729,20 +681,17 @@ def factor_blocks(
     posterior means (outcome units, returned) over ``kernel``'s candidates, per
     block of :func:`~ax_chaining.distances.column_blocks`: the one place one
     machine and a shard compute them."""
-    n, r = kernel.n, L.shape[-1]
-    mean = torch.empty(n, dtype=out.dtype, device=out.device)
-    root = out_var.sqrt()
-    for a0, b0 in kernel.ranges(0, n):
-        cross = kernel(train_features, b0, a0)
-        for a, b in column_blocks(a0, b0, kernel.offset):
-            W = torch.linalg.solve_triangular(L, cross[:, a - a0 : b - a0], upper=False)
-            # m(z) + w(z)^T L^{-1} (y - m(X_n)) from the same factor: no
-            # predictive covariance, which model.posterior would build.
-            m = mean_module(kernel.Zt[a:b]) + (W.T @ whitened).squeeze(-1)
-            if outcome_transform is not None:
-                m = outcome_transform.untransform(m.unsqueeze(-1))[0].squeeze(-1)
-            mean[a:b] = m
-            out[:r, a:b] = W.mul_(root)
+    r, root = L.shape[-1], out_var.sqrt()
+    mean = torch.empty(kernel.n, dtype=out.dtype, device=out.device)
+    for cross, a, b in _kernel_blocks(kernel, train_features):
+        W = torch.linalg.solve_triangular(L, cross, upper=False)
+        # m(z) + w(z)^T L^{-1} (y - m(X_n)) from the same factor: no
+        # predictive covariance, which model.posterior would build.
+        m = mean_module(kernel.Zt[a:b]) + (W.T @ whitened).squeeze(-1)
+        if outcome_transform is not None:
+            m = outcome_transform.untransform(m.unsqueeze(-1))[0].squeeze(-1)
+        mean[a:b] = m
+        out[:r, a:b] = W.mul_(root)
     return mean
 
 
@@ -759,13 +708,20 @@ def pending_factor_blocks(
     into ``out`` (``p x m``), per block: :math:`k_t(P, z) = c\, k(P, z) -
     W_P^\top w(z)` (``W``: the candidates' factor; ``W_p``, ``A``:
     :meth:`ModelFactors.pending`)."""
-    n = kernel.n
-    for a0, b0 in kernel.ranges(0, n):
-        cov = kernel(pending_features, b0, a0)
+    for cov, a, b in _kernel_blocks(kernel, pending_features):
+        block = cov.clone().addmm_(W_p.T, W[:, a:b], beta=float(out_var), alpha=-1.0)
+        out[:, a:b] = torch.linalg.solve_triangular(A, block, upper=False)
+
+
+def _kernel_blocks(
+    kernel: KernelRows, feats: Tensor
+) -> Iterator[tuple[Tensor, int, int]]:
+    """``(k(feats, Z[a:b]), a, b)`` per block of
+    :func:`~ax_chaining.distances.column_blocks`, computed per ``kernel.ranges``."""
+    for a0, b0 in kernel.ranges(0, kernel.n):
+        cross = kernel(feats, b0, a0)
         for a, b in column_blocks(a0, b0, kernel.offset):
-            block = cov[:, a - a0 : b - a0].clone()
-            block.addmm_(W_p.T, W[:, a:b], beta=float(out_var), alpha=-1.0)
-            out[:, a:b] = torch.linalg.solve_triangular(A, block, upper=False)
+            yield cross[:, a - a0 : b - a0], a, b
 
 
 class ModelFactors:
@@ -782,10 +738,9 @@ class ModelFactors:
         self.mean_module = model.mean_module
         self.outcome_transform = getattr(model, "outcome_transform", None)
         self.out_var = _outcome_variance_scale(model, like)[0]
-        noise = model.likelihood.noise.reshape(-1)
         K_train = covar_module(train_X).to_dense()
-        K_train = K_train + torch.diag_embed(noise.expand(train_X.shape[0]))
-        self.L = L = psd_safe_cholesky(K_train)
+        noise = model.likelihood.noise.reshape(-1).expand(train_X.shape[0])
+        self.L = L = psd_safe_cholesky(K_train + torch.diag_embed(noise))
         residual = (model.train_targets - model.mean_module(train_X)).unsqueeze(-1)
         self.whitened = torch.linalg.solve_triangular(L, residual, upper=False)
         self._pending: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
@@ -829,16 +784,11 @@ class _LowRankFactors:
 
     def __init__(self, model: ExactGP, Z: Tensor) -> None:
         self.model_factors = mf = ModelFactors(model, Z)
-        self.Zt = model.transform_inputs(Z)
+        self.Zt = Zt = model.transform_inputs(Z)
         self.out_var = mf.out_var
-        self._library = LibraryRows.of(mf.covar_module, self.Zt)
-        self.kernel = KernelRows(
-            mf.covar_module, self.Zt, exact=self._library is not None
-        )
-        r = mf.train_X.shape[-2]
-        self.factor = torch.empty(
-            r, self.Zt.shape[-2], dtype=self.Zt.dtype, device=self.Zt.device
-        )
+        self._library = LibraryRows.of(mf.covar_module, Zt)
+        self.kernel = KernelRows(mf.covar_module, Zt, exact=self._library is not None)
+        self.factor = Zt.new_empty(mf.train_X.shape[-2], Zt.shape[-2])
         self.mean = factor_blocks(
             self.kernel,
             mf.train_X,
@@ -849,39 +799,31 @@ class _LowRankFactors:
             mf.out_var,
             self.factor,
         )
-        self._prior_variance: Tensor | None = None
-        self._fast_rows: SERows | FeatureRows | LibraryRows | bool | None = None
 
-    def prior_rows(
-        self, idx: Tensor, cols: int | None = None, first: int = 0
-    ) -> Tensor:
-        """Model-space prior covariance of ``Z[idx]`` and ``Z[first:cols]``, by the
-        fastest rows that apply."""
-        if self._fast_rows is None:
-            mf = self.model_factors
-            self._fast_rows = (
-                SERows.of(mf.covar_module, self.Zt, mf.train_X)
-                or FeatureRows.of(mf.covar_module, self.Zt, mf.train_X)
-                or self._library
-                or False
-            )
-        rows = self._fast_rows or self.kernel
-        out = rows(rows.features(idx), cols, first)
-        return out.to(device=self.Zt.device, dtype=self.Zt.dtype)
+    @cached_property
+    def rows(self) -> _Rows:
+        """The fastest rows that apply (computed on first use)."""
+        mf = self.model_factors
+        return (
+            SERows.of(mf.covar_module, self.Zt, mf.train_X)
+            or FeatureRows.of(mf.covar_module, self.Zt, mf.train_X)
+            or self._library
+            or self.kernel
+        )
 
+    def prior_rows(self, idx: Tensor, first: int = 0) -> Tensor:
+        """Model-space prior covariance of ``Z[idx]`` and ``Z[first:]``."""
+        return self.rows(self.rows.features(idx), None, first).to(self.Zt)
+
+    @cached_property
     def prior_variance(self) -> Tensor:
-        if self._prior_variance is None:
-            var = self.kernel.diag(0, self.Zt.shape[-2])
-            self._prior_variance = var * self.out_var
-        return self._prior_variance
+        return self.kernel.diag(0, self.Zt.shape[-2]) * self.out_var
 
     def condition(self, X_pending: Tensor, noise: Tensor) -> Tensor:
         """The ``(r + p) x N`` factor given pending points (:func:`pending_rows`)."""
         Pt, W_p, A = self.model_factors.pending(X_pending, noise)
         r, n = self.factor.shape
-        out = torch.empty(
-            r + Pt.shape[-2], n, dtype=self.factor.dtype, device=self.factor.device
-        )
+        out = self.factor.new_empty(r + Pt.shape[-2], n)
         out[:r] = self.factor
         pending_factor_blocks(
             self.kernel, Pt, W_p, A, self.factor, self.out_var, out[r:]
@@ -997,29 +939,24 @@ def candidate_posterior(
     prior_var = reason = None
     with torch.no_grad():
         if low_rank_form:
-            if cache is None:
-                factors = _LowRankFactors(model, candidates)
-            else:
-                factors = cache.factors_for(model, candidates)
+            factors = (cache or PosteriorCache()).factors_for(model, candidates)
             flip = sign_flip(model, posterior_transform)
-            mean = factors.mean
-            if flip is not None:
-                mean = flip[0] * mean + flip[1]
+            mean = factors.mean if flip is None else flip[0] * factors.mean + flip[1]
             factor = factors.factor
             if p:
                 factor = factors.condition(X_pending.to(candidates), noise)
             # Both routes read rows of d_t on demand: the dense one into the
             # graphs of the exact greedy covers, a block at a time.
+            prior_var = factors.prior_variance
             distance = LowRankDistance(
-                lambda idx: factors.prior_rows(idx, n),
-                factors.prior_variance(),
+                factors.prior_rows,
+                prior_var,
                 factor,
                 block_bytes=block_bytes,
                 prior_scale=float(factors.out_var),
-                prior_block=lambda idx, first: factors.prior_rows(idx, n, first),
+                prior_block=factors.prior_rows,
             )
             distance.row_batch = low_rank_row_batch(n, itemsize, memory_budget)
-            prior_var = factors.prior_variance()
             if not first_radius:
                 # eps_1 = the largest prior standard deviation (the default scale).
                 first_radius = float(prior_var.max().clamp_min(0).sqrt())
@@ -1052,8 +989,7 @@ def candidate_posterior(
             distance = DenseDistance(cov, inplace=True, block_bytes=block_bytes)
         route = path
         if path == "auto":
-            route = "dense"
-            need = low_rank_need
+            route, need = "dense", low_rank_need
             if low_rank_form and n > AUTO_EXACT_MAX_N:
                 route = "low_rank"
             elif low_rank_form and GRAPH_PEAK_EDGE_BYTES * n * n + need > memory_budget:
