@@ -149,7 +149,6 @@ class CandidateSetAcquisition(Acquisition):
         *,
         fixed_features: dict[int, float] | None = None,
         candidate_set: Tensor | None = None,
-        sampling_strategy: Any = None,
         **kwargs: Any,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Select ``min(n, #selectable)`` candidates (points, values, weights);
@@ -330,11 +329,10 @@ class SobolCandidateNode(_CandidateNode, GenerationNode):
     checking the experiment against the candidate set.
 
     Args:
-        name: The node's name.
+        name, transition_criteria, kwargs: ``GenerationNode``'s (default
+            ``should_deduplicate=True``).
         candidate_spec: The candidate set of the nodes that follow.
-        transition_criteria: Ax's.
         generator_specs: Default Ax's Sobol generator with the spec's seed.
-        kwargs: ``GenerationNode``'s (default ``should_deduplicate=True``).
     """
 
     def __init__(
@@ -395,8 +393,7 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
     def gen(  # type: ignore[override]
         self, *, experiment: Experiment, skip_fit: bool = False, **kwargs: Any
     ) -> GeneratorRun | None:
-        """Ax's ``gen`` over the selectable candidates, given to the acquisition
-        in ``model_gen_options``; records the step.
+        """Ax's ``gen`` over the selectable candidates; records the step.
 
         Raises:
             CertifiedStop: The bound reached ``stop_tolerance``.

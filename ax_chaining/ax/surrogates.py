@@ -3,8 +3,6 @@ r"""Surrogate specs for a finite library behind one item-index parameter
 key, so Ax's JSON stores the key only; call the same function again after
 loading an experiment in a new process."""
 
-from __future__ import annotations
-
 import os
 
 from ax.api.configs import RangeParameterConfig

@@ -1,7 +1,5 @@
 """An Ax runner and metric that evaluate trials on a Dask cluster."""
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from typing import Any
 
