@@ -293,10 +293,8 @@ class UniformCandidateNode(_CandidateNode, ExternalGenerationNode):
         rng = np.random.default_rng([self.candidate_spec.seed, 1])
         self._order = rng.permutation(cset.n)
         self._used = cset.counts(cset.in_trials(experiment, DROPPED, within=False))
-        self._failed = set()
-        if not self.candidate_spec.retry_failed:
-            failed = cset.in_trials(experiment, [TrialStatus.FAILED])
-            self._failed = set(cset.indices(failed).tolist())
+        failed = [] if self.candidate_spec.retry_failed else [TrialStatus.FAILED]
+        self._failed = set(cset.indices(cset.in_trials(experiment, failed)).tolist())
 
     def get_next_candidate(
         self, pending_parameters: list[TParameterization]
