@@ -43,23 +43,21 @@ class CandidateSetSpec:
     """Definition of the finite candidate set :math:`X` (stored in JSON).
 
     Args:
-        candidates: Optional table of candidates: a column per parameter, and
-            any other columns as metadata. One row per candidate.
+        candidates: Table of candidates, one row each: a column per parameter,
+            other columns kept as metadata.
         num_candidates: Size of the Sobol design of continuous or mixed spaces.
         seed: Seed of the design, the uniform initialization and the audits;
-            None: drawn from the global torch RNG (which Ax's ``Client``
-            seeds) at the first generation, then stored.
+            None: drawn at the first generation (see :meth:`resolve_seed`).
         max_candidates: Largest allowed ``N`` (a guard on ``N^2`` distance work).
         exclude_evaluated: Never propose an evaluated candidate (noise-free).
         exclude_pending: Avoid pending candidates while others remain.
-        id_column: A column of ``candidates`` (not a parameter) whose unique
-            values name the arms; default ``"row_<i>"``.
+        id_column: A column of ``candidates`` whose unique values name the
+            arms; default ``"row_<i>"``.
         retry_failed: Propose a candidate again after its trial failed.
-        num_items: The number of items of an item-index kernel: the search
-            space is then one integer parameter ``0 .. num_items - 1``.
+        num_items: Items of an item-index kernel (the search space is one
+            integer parameter ``0 .. num_items - 1``).
         audit_every: Spend every ``audit_every``-th model-based query on a
-            candidate drawn uniformly from the unexplored ones, whose forecast
-            residual calibrates the certificate; None: no audit.
+            uniformly drawn unexplored candidate; None: no audit.
         row_labels: The table's row labels, which errors name the rows by.
     """
 
@@ -89,8 +87,24 @@ class CandidateSetSpec:
                 check_int(name, getattr(self, name), low)
         for name in ("exclude_evaluated", "exclude_pending", "retry_failed"):
             check_bool(name, getattr(self, name))
-        if self.id_column is not None:
-            _check_id_column(self.candidates, self.id_column, self.row_labels)
+        if (column := self.id_column) is not None:
+            if self.candidates is None:
+                msg = "`id_column` names a column of `candidates`; got no table."
+                raise ValueError(msg)
+            if not isinstance(column, str) or any(
+                column not in row for row in self.candidates
+            ):
+                msg = f"`id_column`={column!r} is not a column of every row."
+                raise ValueError(msg)
+            seen: dict[str, int] = {}
+            for i, row in enumerate(self.candidates):
+                label = str(row[column])
+                if (first := seen.setdefault(label, i)) != i:
+                    a, b = (
+                        row_name("candidates", j, self.row_labels) for j in (first, i)
+                    )
+                    msg = f"{a} and {b} both have {column}={label!r}"
+                    raise ValueError(f"`id_column` values must be unique: {msg}.")
         table = self.candidates is not None
         size = len(self.candidates or ()) if table else self.num_candidates
         if size > most:
@@ -102,29 +116,12 @@ class CandidateSetSpec:
 
     def resolve_seed(self, known: Iterable[Any] = ()) -> int:
         """The seed; if None, the first of ``known``, else a draw from the global
-        torch RNG (which Ax seeds around generation); stored."""
+        torch RNG (which Ax seeds); stored."""
         if self.seed is None:
             self.seed = next((int(s) for s in known if s is not None), None)
         if self.seed is None:
             self.seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
         return self.seed
-
-
-def _check_id_column(
-    table: list[dict] | None, column: Any, labels: list | None
-) -> None:
-    if table is None:
-        raise ValueError("`id_column` names a column of `candidates`; got no table.")
-    if not isinstance(column, str) or any(column not in row for row in table):
-        raise ValueError(f"`id_column`={column!r} is not a column of every row.")
-    seen: dict[str, int] = {}
-    for i, row in enumerate(table):
-        label = str(row[column])
-        if label in seen:
-            rows = [row_name("candidates", j, labels) for j in (seen[label], i)]
-            msg = f"{rows[0]} and {rows[1]} both have {column}={label!r}"
-            raise ValueError(f"`id_column` values must be unique: {msg}.")
-        seen[label] = i
 
 
 def _number(value: str) -> float | None:
@@ -137,14 +134,12 @@ def _number(value: str) -> float | None:
 def parameters_from_table(
     table: CandidateTable, exclude: Sequence[str] = ()
 ) -> list[RangeParameterConfig | ChoiceParameterConfig]:
-    """Ax parameter configs that span a table's columns, for
-    ``Client.configure_experiment(parameters=...)``.
+    """Ax parameter configs that span a table's columns (numeric: a range; str
+    or bool: a choice), for ``Client.configure_experiment(parameters=...)``.
 
-    A numeric column becomes a range parameter over its values, a string or
-    bool column a choice parameter. Columns in ``exclude`` and columns with a
-    single value are left out. Refused, naming the column: numbers stored as
-    strings, and a string column unique per row when the other columns
-    already tell the rows apart (an ID or free text).
+    Columns in ``exclude`` or with a single value are left out. Refused,
+    naming the column: numbers stored as strings, and a string column unique
+    per row when the other columns already tell the rows apart (an ID).
 
     Example:
         >>> table = [{"id": "a", "x": 1, "s": "u"}, {"id": "b", "x": 4, "s": "v"}]
@@ -223,7 +218,7 @@ def candidate_parameterizations(
         for p in free
     ):
         rows = _enumerate_discrete(search_space, free, spec.max_candidates)
-    else:  # a seed of None is drawn here, and stored in the spec
+    else:
         # Ax's Sobol rounding under constraints draws from the global RNGs.
         seed = spec.resolve_seed()
         try:
@@ -263,7 +258,7 @@ def _no_candidate(search_space: SearchSpace, what: str) -> ValueError:
 
 
 def _enumerate_discrete(search_space: SearchSpace, free: list, most: int) -> list:
-    # `itertools.product` in search-space order, as Ax's discrete optimizer.
+    # In search-space order, as Ax's discrete optimizer.
     values = [
         list(p.values)
         if isinstance(p, ChoiceParameter)
@@ -351,9 +346,8 @@ def row_key(row: Mapping[str, TParamValue], names: Sequence[str]) -> tuple:
 
 
 class CandidateSet:
-    """The candidates of one search space under a spec, as the nodes use them.
-    An item index (``spec.num_items`` without a table) is never listed: row
-    ``i`` is the item ``i``."""
+    """The candidates of one search space under a spec. An item index
+    (``spec.num_items`` without a table) is never listed: row ``i`` is item ``i``."""
 
     def __init__(self, search_space: SearchSpace, spec: CandidateSetSpec) -> None:
         self.search_space, self.spec = search_space, spec
@@ -395,7 +389,6 @@ class CandidateSet:
             value = parameters.get(self.item)
             ok = value is not None and float(value).is_integer()
             return int(value) if ok and 0 <= int(value) < self.n else None
-        self.rows  # noqa: B018 (lists the rows and their index)
         return self._index.get(row_key(parameters, self.names))
 
     def indices(self, parameterizations: Iterable[Mapping[str, Any]]) -> np.ndarray:
@@ -421,11 +414,8 @@ class CandidateSet:
         no fixed feature)."""
         if fixed is None or not fixed.parameters:
             return None
-        if self.item is not None:
-            mask = np.zeros(self.n, dtype=bool)
-            found = self.index_of(fixed.parameters)
-            if found is not None:
-                mask[found] = True
+        if self.item is not None:  # None (not an item) matches no index
+            mask = np.arange(self.n) == self.index_of(fixed.parameters)
         else:
             names = list(fixed.parameters)
             want = row_key(fixed.parameters, names)
@@ -442,11 +432,9 @@ class SelectableCandidates:
 
     Attributes:
         selectable: Boolean mask (``N``) of the candidates that may be proposed.
-        evaluated: Sorted indices of the candidates in a completed (or early
-            stopped) trial.
+        evaluated: Sorted indices of the candidates in evaluated trials.
         pending: Sorted indices of the candidates in pending trials.
-        audit: The audited candidate of an audit step (the one selectable
-            candidate then), else None.
+        audit: The audited candidate of an audit step, else None.
     """
 
     selectable: np.ndarray
@@ -463,14 +451,11 @@ def selectable_candidates(
     allowed: np.ndarray | None = None,
     audit_step: int | None = None,
 ) -> SelectableCandidates:
-    """The candidates a node may propose, under the spec's rules.
-
-    A candidate may be proposed if ``allowed``, unless its trial failed
-    (``retry_failed=False``) or it is evaluated (``exclude_evaluated=True``);
-    pending candidates are avoided (``exclude_pending=True``) while others
-    remain. At an audit step (``spec.audit_every``) the one selectable
-    candidate is drawn uniformly, from the seed and the step, among the
-    allowed ones neither evaluated nor pending.
+    """The candidates a node may propose: ``allowed`` ones, less failed
+    (``retry_failed=False``) and evaluated (``exclude_evaluated=True``) ones,
+    and less pending ones while others remain (``exclude_pending=True``). At an
+    audit step the one selectable candidate is drawn, from the seed and the
+    step, among the allowed ones neither evaluated nor pending.
 
     Raises:
         SearchSpaceExhausted: No allowed candidate is left (naming the rule).

@@ -149,7 +149,6 @@ class CandidateSetAcquisition(Acquisition):
         *,
         fixed_features: dict[int, float] | None = None,
         candidate_set: Tensor | None = None,
-        sampling_strategy: Any = None,
         **kwargs: Any,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Select ``min(n, #selectable)`` candidates (points, values, weights);
@@ -294,10 +293,8 @@ class UniformCandidateNode(_CandidateNode, ExternalGenerationNode):
         rng = np.random.default_rng([self.candidate_spec.seed, 1])
         self._order = rng.permutation(cset.n)
         self._used = cset.counts(cset.in_trials(experiment, DROPPED, within=False))
-        self._failed = set()
-        if not self.candidate_spec.retry_failed:
-            failed = cset.in_trials(experiment, [TrialStatus.FAILED])
-            self._failed = set(cset.indices(failed).tolist())
+        failed = [] if self.candidate_spec.retry_failed else [TrialStatus.FAILED]
+        self._failed = set(cset.indices(cset.in_trials(experiment, failed)).tolist())
 
     def get_next_candidate(
         self, pending_parameters: list[TParameterization]
@@ -330,11 +327,10 @@ class SobolCandidateNode(_CandidateNode, GenerationNode):
     checking the experiment against the candidate set.
 
     Args:
-        name: The node's name.
+        name, transition_criteria, kwargs: ``GenerationNode``'s (default
+            ``should_deduplicate=True``).
         candidate_spec: The candidate set of the nodes that follow.
-        transition_criteria: Ax's.
         generator_specs: Default Ax's Sobol generator with the spec's seed.
-        kwargs: ``GenerationNode``'s (default ``should_deduplicate=True``).
     """
 
     def __init__(
@@ -395,8 +391,7 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
     def gen(  # type: ignore[override]
         self, *, experiment: Experiment, skip_fit: bool = False, **kwargs: Any
     ) -> GeneratorRun | None:
-        """Ax's ``gen`` over the selectable candidates, given to the acquisition
-        in ``model_gen_options``; records the step.
+        """Ax's ``gen`` over the selectable candidates; records the step.
 
         Raises:
             CertifiedStop: The bound reached ``stop_tolerance``.

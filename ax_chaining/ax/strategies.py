@@ -114,12 +114,9 @@ def candidate_set_node(
         candidate_spec: Default ``CandidateSetSpec(seed=None)``.
         surrogate_spec, torch_device, transition_criteria: Ax's.
         stop_tolerance: Stop (:class:`~ax_chaining.ax.stopping.CertifiedStop`)
-            once the current certified regret bound, in the objective's units,
-            is at most this.
-        certificate: The options of the certificate each step records among
-            the evaluated candidates
-            (:class:`~ax_chaining.certificate.CertificateOptions`); None
-            records none. The trials do not depend on it.
+            once the certified regret bound (objective's units) is at most this.
+        certificate: Options of the certificate each step records among the
+            evaluated candidates (``CertificateOptions``); None records none.
         sharded: :class:`~ax_chaining.distributed.ShardedCandidates` of a
             fingerprint library (``ChainingUCB`` only): the step runs on them.
     """

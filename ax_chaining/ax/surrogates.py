@@ -3,8 +3,6 @@ r"""Surrogate specs for a finite library behind one item-index parameter
 key, so Ax's JSON stores the key only; call the same function again after
 loading an experiment in a new process."""
 
-from __future__ import annotations
-
 import os
 
 from ax.api.configs import RangeParameterConfig
@@ -49,14 +47,11 @@ def candidate_index_parameter(
 
 
 def precomputed_kernel_surrogate_spec(gram: Tensor) -> SurrogateSpec:
-    """An Ax ``SurrogateSpec`` whose GP covariance is ``gram`` (``n x n``,
-    symmetric PSD; the paper has ``k(g, g) = 1``) over an item index, as the
-    prior covariance of the standardized objective.
+    """An Ax ``SurrogateSpec`` whose GP covariance over an item index is
+    ``gram`` (``n x n``, symmetric PSD), the prior of the standardized objective.
 
     Example:
-        >>> gs = chaining_generation_strategy(
-        ...     surrogate_spec=precomputed_kernel_surrogate_spec(gram)
-        ... )
+        >>> spec = precomputed_kernel_surrogate_spec(gram)
     """
     if not isinstance(gram, Tensor):
         raise type_error("gram", "a torch.Tensor", gram)
@@ -96,10 +91,8 @@ def feature_table_surrogate_spec(
         features: ``N x d`` finite table in the unit cube, row ``i`` for item
             ``i``, or the path of such a table saved with ``numpy.save``.
         kernel: ``"matern52"``, ``"rbf"`` or ``"minmax"`` (counts).
-        prior: ``"botorch"`` (BoTorch's dimension-scaled priors),
-            ``"baybe"`` (BayBE's EDBO-smoothed Gamma priors) or ``"chen"``
-            (BayBE 0.15's default for molecules; see
-            :mod:`ax_chaining.kernels.priors`).
+        prior: A preset of :mod:`ax_chaining.kernels.priors`: ``"botorch"``,
+            ``"baybe"`` or ``"chen"``.
 
     Example:
         >>> table = molecule_features(smiles, "rdkit2d", path="cache/library")

@@ -1,7 +1,5 @@
 """An Ax runner and metric that evaluate trials on a Dask cluster."""
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -76,9 +74,8 @@ class DaskMetric(IMetric):
     ) -> tuple[int, float | tuple[float, float]]:
         from distributed import Future
 
-        key = trial_metadata["dask_key"]
-        result = Future(key, client=self.client).result()
-        value = result[self.name]
+        future = Future(trial_metadata["dask_key"], client=self.client)
+        value = future.result()[self.name]
         if isinstance(value, tuple | list):
             return 0, (float(value[0]), float(value[1]))
         return 0, float(value)
