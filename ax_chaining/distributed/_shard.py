@@ -110,10 +110,8 @@ class Left:
 
     def take(self, positions: list[int]) -> Left:
         """The points at ``positions`` (in that order)."""
-        pos = torch.tensor(positions, dtype=torch.long)
-        numpy = isinstance(self.features, np.ndarray)
-        feats = self.features[np.asarray(positions, dtype=np.int64) if numpy else pos]
-        return Left([self.index[p] for p in positions], feats, self.columns[pos])
+        index = [self.index[p] for p in positions]
+        return Left(index, self.features[positions], self.columns[positions])
 
 
 class _ShardLibraryKernel(KernelRows):

@@ -17,10 +17,10 @@ from ax_chaining.distributed._shard import Left
 __all__ = ["ShardedTraversal", "combine_max"]
 
 
-def combine_max(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The global maximum and its first index from the shards' (in order)."""
-    best = max(p["max"] for p in parts)
-    return next(p for p in parts if p["max"] == best)
+def combine_max(parts: list[dict[str, Any]], key: str = "max") -> dict[str, Any]:
+    """The shards' part (in order) holding the first largest ``key``."""
+    best = max(p[key] for p in parts)
+    return next(p for p in parts if p[key] == best)
 
 
 def _prefixes(per_shard: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -86,19 +86,16 @@ class ShardedTraversal:
         parts = self.calls.call(
             "ff_pool", [(self.step, wanted[s], extra) for s in range(len(counts))]
         )
-        values: dict[int, float] = {}
-        lefts: dict[int, Left] = {}
-        for part in parts:
-            for k, g in enumerate(part["far"] + part["extra"]):
-                values[g] = float(part["mind2"][k])
-                lefts[g] = part["left"].take([k])
-        taken = [0] * len(parts)
-        pool = [self.top["argmax"]]
-        for s in where:  # the far points in the order drawn
-            pool.append(parts[s]["far"][taken[s]])
-            taken[s] += 1
-        mind2 = torch.tensor([values[g] for g in pool], dtype=self.dtype)
-        return pool, mind2, Left.cat([lefts[g] for g in pool])
+        found = {  # each point's part and position in it
+            g: (part, k)
+            for part in parts
+            for k, g in enumerate(part["far"] + part["extra"])
+        }
+        far = [iter(part["far"]) for part in parts]
+        pool = [self.top["argmax"], *(next(far[s]) for s in where)]  # as drawn
+        mind2 = [float(found[g][0]["mind2"][found[g][1]]) for g in pool]
+        lefts = [found[g][0]["left"].take([found[g][1]]) for g in pool]
+        return pool, torch.tensor(mind2, dtype=self.dtype), Left.cat(lefts)
 
     def _pool(self) -> None:
         """One pool of :func:`~ax_chaining.covers.farthest_first_order`."""

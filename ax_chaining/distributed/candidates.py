@@ -171,8 +171,7 @@ class ShardedCandidates:
     @property
     def dtype(self) -> torch.dtype:
         """The dtype of the raw candidates (float64 for a library's items)."""
-        is_tensor = isinstance(self.source, Tensor)
-        return self.source.dtype if is_tensor else torch.float64
+        return getattr(self.source, "dtype", torch.float64)
 
     def __len__(self) -> int:
         return self.n

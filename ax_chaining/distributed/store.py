@@ -265,9 +265,7 @@ class ShardedStore:
             parts = [p for p in self.sharded.call("best", args) if p is not None]
             if not parts:
                 raise ValueError("Every candidate is excluded; nothing to select.")
-            top = combine_max([{**p, "max": p["value"]} for p in parts])
-            del top["max"]
-            return top
+            return combine_max(parts, "value")
 
         return self.sharded.retrying(run)
 
@@ -395,11 +393,10 @@ class ShardedSet:
             args = (lefts.take(block), mean_rows[block], options["scale"], self.sign)
             parts = calls.call("cert_rows", (step, *args, z))
             lo = torch.stack([p["exact"] for p in parts]).amax(dim=0).clamp_min(0.0)
-            if z is None:
-                pairwise = torch.zeros_like(lo)
-            else:
-                pairwise = torch.stack([p["pairwise"] for p in parts]).amax(dim=0)
-                pairwise = pairwise.clamp_min(0.0)
+            # No pairwise term (z is None): zeros.
+            zero = torch.zeros_like(lo)
+            pairwise = torch.stack([p.get("pairwise", zero) for p in parts])
+            pairwise = pairwise.amax(dim=0).clamp_min(0.0)
             if options["method"] == "pairwise":
                 out[block] = pairwise
             else:
