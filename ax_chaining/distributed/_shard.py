@@ -262,12 +262,11 @@ class Shard:
         Zt = Z if f.input_transform is None else f.input_transform(Z)
         if isinstance(f.kernel, LibraryKernel):
             normalized, n_items = f.kernel.normalized_inputs, f.kernel.num_items
-            if n_items != self.n or self.library is None:
+            if self.library is None:  # the store checked the library's size
                 raise ValueError(
                     f"The model's TanimotoKernel holds a library of {n_items} items, "
-                    f"the sharded candidates are {self.n}"
-                    + ("" if self.library is not None else " points, not a library")
-                    + "; expected the same library, item i at candidate i."
+                    f"the sharded candidates are {self.n} points, not a library; "
+                    "expected the same library, item i at candidate i."
                 )
             items = item_indices(Zt, n_items, normalized, "TanimotoKernel")
             if not torch.equal(items.cpu(), torch.arange(self.start, self.stop)):

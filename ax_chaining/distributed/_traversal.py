@@ -55,7 +55,6 @@ class ShardedTraversal:
         self.top = combine_max(self.calls.call("ff_begin", (self.step, start_left)))
         self.order = [start]
         self.radii2 = [self.top["max"]]
-        self.top_left: Left | None = self.top["left"]
         self.gen = torch.Generator().manual_seed(start)
         while self.radii2[-1] > self.stop2 and len(self.order) < self.max_size:
             self._pool()
@@ -71,7 +70,7 @@ class ShardedTraversal:
         distances and left data."""
         if self.pool_size == 1:
             mind2 = torch.tensor([self.radii2[-1]], dtype=self.dtype)
-            return [self.top["argmax"]], mind2, self.top_left
+            return [self.top["argmax"]], mind2, self.top.get("left")
         counts = self.calls.call(
             "ff_count", (self.step, self.commit, self._threshold())
         )
@@ -160,7 +159,6 @@ class ShardedTraversal:
             self.order.append(e["far"])
             self.radii2.append(e["info"]["max"])
             self.top = e["info"]
-            self.top_left = e["info"].get("left")
             kept += 1
             if self.radii2[-1] <= self.stop2 or len(self.order) >= self.max_size:
                 going = False

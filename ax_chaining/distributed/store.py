@@ -84,6 +84,7 @@ class ShardedStore:
 
     def __init__(self, acqf: Any, sharded: Any) -> None:
         self.acqf, self.model, self.sharded = acqf, acqf.model, sharded
+        self.candidates = sharded
         self.options = opts = acqf.options
         self.posterior_transform = acqf.posterior_transform
         if opts.path == "dense":
@@ -103,10 +104,6 @@ class ShardedStore:
         self.candidate_dtype = to_model(self.model, like).dtype
         self._model_factors: ModelFactors | None = None
         self._base_key = uuid.uuid4().hex
-
-    @property
-    def candidates(self) -> Any:
-        return self.sharded
 
     def pending_inputs(self, X_pending: Tensor) -> Tensor:
         X_pending = X_pending.detach().to(self.candidate_dtype)
