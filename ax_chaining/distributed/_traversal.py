@@ -108,6 +108,7 @@ class ShardedTraversal:
                 break  # the picks so far are checked below
             if not self.spec and value < self._threshold():
                 break
+            info = None
             if j not in known:
                 # Rows are the cost: check the picks so far before a chunk.
                 if self.spec and (not self._flush() or value < self._threshold()):
@@ -131,8 +132,6 @@ class ShardedTraversal:
                         rows[:, part["positions"]] = part["values"].to(self.dtype)
                 known.update(zip(chunk, rows, strict=True))
                 info = _prefixes([part["prefixes"] for part in parts])[0]
-            else:
-                info = None
             self.spec.append({"j": j, "far": pool[j], "value": value, "info": info})
             row = known.pop(j)
             pool_mind2 = torch.minimum(pool_mind2, row)
@@ -151,18 +150,14 @@ class ShardedTraversal:
             infos = _prefixes(self.calls.call("ff_apply", (self.step, seq)))
             for e, info in zip(todo, infos, strict=True):
                 e["info"] = info
-        kept, going = 0, True
-        for e in self.spec:
+        spec, self.spec, self.commit = self.spec, [], 0
+        for e in spec:
             if e["value"] < self._threshold():
-                going = False
-                break
+                return False
             self.order.append(e["far"])
             self.radii2.append(e["info"]["max"])
             self.top = e["info"]
-            kept += 1
+            self.commit += 1
             if self.radii2[-1] <= self.stop2 or len(self.order) >= self.max_size:
-                going = False
-                break
-        self.commit = kept
-        self.spec = []
-        return going
+                return False
+        return True
