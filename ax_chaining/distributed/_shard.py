@@ -110,10 +110,8 @@ class Left:
 
     def take(self, positions: list[int]) -> Left:
         """The points at ``positions`` (in that order)."""
-        pos = torch.tensor(positions, dtype=torch.long)
-        numpy = isinstance(self.features, np.ndarray)
-        feats = self.features[np.asarray(positions, dtype=np.int64) if numpy else pos]
-        return Left([self.index[p] for p in positions], feats, self.columns[pos])
+        index = [self.index[p] for p in positions]
+        return Left(index, self.features[positions], self.columns[positions])
 
 
 class _ShardLibraryKernel(KernelRows):
@@ -264,12 +262,11 @@ class Shard:
         Zt = Z if f.input_transform is None else f.input_transform(Z)
         if isinstance(f.kernel, LibraryKernel):
             normalized, n_items = f.kernel.normalized_inputs, f.kernel.num_items
-            if n_items != self.n or self.library is None:
+            if self.library is None:  # the store checked the library's size
                 raise ValueError(
                     f"The model's TanimotoKernel holds a library of {n_items} items, "
-                    f"the sharded candidates are {self.n}"
-                    + ("" if self.library is not None else " points, not a library")
-                    + "; expected the same library, item i at candidate i."
+                    f"the sharded candidates are {self.n} points, not a library; "
+                    "expected the same library, item i at candidate i."
                 )
             items = item_indices(Zt, n_items, normalized, "TanimotoKernel")
             if not torch.equal(items.cpu(), torch.arange(self.start, self.stop)):

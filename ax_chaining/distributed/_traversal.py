@@ -17,10 +17,10 @@ from ax_chaining.distributed._shard import Left
 __all__ = ["ShardedTraversal", "combine_max"]
 
 
-def combine_max(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The global maximum and its first index from the shards' (in order)."""
-    best = max(p["max"] for p in parts)
-    return next(p for p in parts if p["max"] == best)
+def combine_max(parts: list[dict[str, Any]], key: str = "max") -> dict[str, Any]:
+    """The shards' part (in order) holding the first largest ``key``."""
+    best = max(p[key] for p in parts)
+    return next(p for p in parts if p[key] == best)
 
 
 def _prefixes(per_shard: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -55,7 +55,6 @@ class ShardedTraversal:
         self.top = combine_max(self.calls.call("ff_begin", (self.step, start_left)))
         self.order = [start]
         self.radii2 = [self.top["max"]]
-        self.top_left: Left | None = self.top["left"]
         self.gen = torch.Generator().manual_seed(start)
         while self.radii2[-1] > self.stop2 and len(self.order) < self.max_size:
             self._pool()
@@ -71,7 +70,7 @@ class ShardedTraversal:
         distances and left data."""
         if self.pool_size == 1:
             mind2 = torch.tensor([self.radii2[-1]], dtype=self.dtype)
-            return [self.top["argmax"]], mind2, self.top_left
+            return [self.top["argmax"]], mind2, self.top.get("left")
         counts = self.calls.call(
             "ff_count", (self.step, self.commit, self._threshold())
         )
@@ -86,19 +85,16 @@ class ShardedTraversal:
         parts = self.calls.call(
             "ff_pool", [(self.step, wanted[s], extra) for s in range(len(counts))]
         )
-        values: dict[int, float] = {}
-        lefts: dict[int, Left] = {}
-        for part in parts:
-            for k, g in enumerate(part["far"] + part["extra"]):
-                values[g] = float(part["mind2"][k])
-                lefts[g] = part["left"].take([k])
-        taken = [0] * len(parts)
-        pool = [self.top["argmax"]]
-        for s in where:  # the far points in the order drawn
-            pool.append(parts[s]["far"][taken[s]])
-            taken[s] += 1
-        mind2 = torch.tensor([values[g] for g in pool], dtype=self.dtype)
-        return pool, mind2, Left.cat([lefts[g] for g in pool])
+        found = {  # each point's part and position in it
+            g: (part, k)
+            for part in parts
+            for k, g in enumerate(part["far"] + part["extra"])
+        }
+        far = [iter(part["far"]) for part in parts]
+        pool = [self.top["argmax"], *(next(far[s]) for s in where)]  # as drawn
+        mind2 = [float(found[g][0]["mind2"][found[g][1]]) for g in pool]
+        lefts = [found[g][0]["left"].take([found[g][1]]) for g in pool]
+        return pool, torch.tensor(mind2, dtype=self.dtype), Left.cat(lefts)
 
     def _pool(self) -> None:
         """One pool of :func:`~ax_chaining.covers.farthest_first_order`."""
@@ -112,6 +108,7 @@ class ShardedTraversal:
                 break  # the picks so far are checked below
             if not self.spec and value < self._threshold():
                 break
+            info = None
             if j not in known:
                 # Rows are the cost: check the picks so far before a chunk.
                 if self.spec and (not self._flush() or value < self._threshold()):
@@ -135,8 +132,6 @@ class ShardedTraversal:
                         rows[:, part["positions"]] = part["values"].to(self.dtype)
                 known.update(zip(chunk, rows, strict=True))
                 info = _prefixes([part["prefixes"] for part in parts])[0]
-            else:
-                info = None
             self.spec.append({"j": j, "far": pool[j], "value": value, "info": info})
             row = known.pop(j)
             pool_mind2 = torch.minimum(pool_mind2, row)
@@ -155,19 +150,14 @@ class ShardedTraversal:
             infos = _prefixes(self.calls.call("ff_apply", (self.step, seq)))
             for e, info in zip(todo, infos, strict=True):
                 e["info"] = info
-        kept, going = 0, True
-        for e in self.spec:
+        spec, self.spec, self.commit = self.spec, [], 0
+        for e in spec:
             if e["value"] < self._threshold():
-                going = False
-                break
+                return False
             self.order.append(e["far"])
             self.radii2.append(e["info"]["max"])
             self.top = e["info"]
-            self.top_left = e["info"].get("left")
-            kept += 1
+            self.commit += 1
             if self.radii2[-1] <= self.stop2 or len(self.order) >= self.max_size:
-                going = False
-                break
-        self.commit = kept
-        self.spec = []
-        return going
+                return False
+        return True

@@ -37,14 +37,8 @@ def shard_bounds(n: int, parts: int, block: int = COLUMN_BLOCK) -> list[int]:
         [0, 8192, 10000]
     """
     blocks = -(-n // block)
-    out = [0]
-    for k in range(1, parts):
-        edge = min(n, round(k * blocks / parts) * block)
-        if edge > out[-1]:
-            out.append(edge)
-    if out[-1] < n:
-        out.append(n)
-    return out
+    edges = {min(n, round(k * blocks / parts) * block) for k in range(parts)}
+    return sorted({0, n, *edges})
 
 
 def cluster_workers(client: Any) -> list[str]:
@@ -120,6 +114,8 @@ class ShardedCandidates:
             )
             raise type_error("candidates", what, candidates)
         self.source = candidates
+        #: The dtype of the raw candidates (float64 for a library's items).
+        self.dtype: torch.dtype = getattr(candidates, "dtype", torch.float64)
         self.client = client
         self.retries = check_int("retries", retries, 0)
         self.batch_size = (
@@ -140,6 +136,7 @@ class ShardedCandidates:
         self.starts = self.bounds[:-1]
         self.sizes = [b - a for a, b in zip(self.bounds, self.bounds[1:], strict=False)]
         self.workers = addresses[: len(self.starts)]
+        self.num_shards = len(self.starts)
         #: The factors of the step the shards hold (None: prepare it again).
         self.prepared: StepFactors | None = None
         self._handles = [self._place(s, w) for s, w in enumerate(self.workers)]
@@ -163,16 +160,6 @@ class ShardedCandidates:
             self.shard_class, a, b, self.n, actor=True, **kw, **opts
         )
         return future.result(timeout=self.timeout)
-
-    @property
-    def num_shards(self) -> int:
-        return len(self.starts)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The dtype of the raw candidates (float64 for a library's items)."""
-        is_tensor = isinstance(self.source, Tensor)
-        return self.source.dtype if is_tensor else torch.float64
 
     def __len__(self) -> int:
         return self.n

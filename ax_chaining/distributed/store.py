@@ -84,6 +84,7 @@ class ShardedStore:
 
     def __init__(self, acqf: Any, sharded: Any) -> None:
         self.acqf, self.model, self.sharded = acqf, acqf.model, sharded
+        self.candidates = sharded
         self.options = opts = acqf.options
         self.posterior_transform = acqf.posterior_transform
         if opts.path == "dense":
@@ -103,10 +104,6 @@ class ShardedStore:
         self.candidate_dtype = to_model(self.model, like).dtype
         self._model_factors: ModelFactors | None = None
         self._base_key = uuid.uuid4().hex
-
-    @property
-    def candidates(self) -> Any:
-        return self.sharded
 
     def pending_inputs(self, X_pending: Tensor) -> Tensor:
         X_pending = X_pending.detach().to(self.candidate_dtype)
@@ -265,9 +262,7 @@ class ShardedStore:
             parts = [p for p in self.sharded.call("best", args) if p is not None]
             if not parts:
                 raise ValueError("Every candidate is excluded; nothing to select.")
-            top = combine_max([{**p, "max": p["value"]} for p in parts])
-            del top["max"]
-            return top
+            return combine_max(parts, "value")
 
         return self.sharded.retrying(run)
 
@@ -395,11 +390,10 @@ class ShardedSet:
             args = (lefts.take(block), mean_rows[block], options["scale"], self.sign)
             parts = calls.call("cert_rows", (step, *args, z))
             lo = torch.stack([p["exact"] for p in parts]).amax(dim=0).clamp_min(0.0)
-            if z is None:
-                pairwise = torch.zeros_like(lo)
-            else:
-                pairwise = torch.stack([p["pairwise"] for p in parts]).amax(dim=0)
-                pairwise = pairwise.clamp_min(0.0)
+            # No pairwise term (z is None): zeros.
+            zero = torch.zeros_like(lo)
+            pairwise = torch.stack([p.get("pairwise", zero) for p in parts])
+            pairwise = pairwise.amax(dim=0).clamp_min(0.0)
             if options["method"] == "pairwise":
                 out[block] = pairwise
             else:
