@@ -496,8 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.records import (
         add_record_options,
         command_line,
-        records_of,
-        run_resumable,
+        resume,
         write_summary,
     )
 
@@ -526,20 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in config.n_inits
     ]
     run = functools.partial(run_one, config=config)
-    records = records_of(
-        args,
-        "stopping",
-        lambda: run_resumable(
-            tasks,
-            args.out,
-            "stopping",
-            config.key(),
-            run,
-            force=args.force,
-            progress=not args.no_progress,
-            jobs=args.jobs,
-        ),
-    )
+    records = resume(args, "stopping", tasks, config.key(), run)
     rows, costs = summarize(records, config), cost_rows(records)
     pooled = summarize(records, config, pool=True)
     final, unchecked = final_rows(records), unchecked_rows(records)
