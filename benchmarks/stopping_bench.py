@@ -23,10 +23,12 @@ that fit, whether to stop and which evaluated row to keep:
 
 from __future__ import annotations
 
+import argparse
 import functools
 import math
+import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,7 @@ import torch
 
 from benchmarks import molecules_bench as mol
 from benchmarks._tables import md_row
+from benchmarks.records import add_record_options, command_line, resume, write_summary
 
 #: Regret tolerances as fractions of the table's range, and top-R fractions.
 EPS_FRACTIONS = (0.01, 0.05, 0.1)
@@ -489,17 +492,6 @@ def main(argv: list[str] | None = None) -> int:
     run (or resume) the loops, or with ``--summary-only`` read the stored
     records; print the tables and write ``summary.md`` and ``summary.json``
     under ``--out``."""
-    import argparse
-    import sys
-    from dataclasses import asdict, replace
-
-    from benchmarks.records import (
-        add_record_options,
-        command_line,
-        resume,
-        write_summary,
-    )
-
     parser = argparse.ArgumentParser(prog="python -m benchmarks stopping")
     add_record_options(parser, "results/stopping", "a test's size", plot=False)
     parser.add_argument("--runs", type=int)
