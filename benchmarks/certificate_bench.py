@@ -36,8 +36,7 @@ from benchmarks._tables import fill_preset, json_lines, parse_names
 from benchmarks.records import (
     add_record_options,
     command_line,
-    records_of,
-    run_resumable,
+    resume,
     write_summary,
 )
 from benchmarks.runner import fixed_model
@@ -464,15 +463,15 @@ def main(argv: list[str] | None = None) -> int:
     # Every (problem, seed); a run of another configuration is refused.
     tasks = [(p, s) for p in problems for s in range(config.runs)]
     run = functools.partial(run_one, config=config)
-    options = {"force": args.force, "jobs": args.jobs, "progress": not args.no_progress}
-    options |= {"refuse_other": True}
-    options["complete"] = functools.partial(_is_complete, config=config)
-    records = records_of(
+    complete = functools.partial(_is_complete, config=config)
+    records = resume(
         args,
         "certificate",
-        lambda: run_resumable(
-            tasks, args.out, "certificate", config.key(), run, **options
-        ),
+        tasks,
+        config.key(),
+        run,
+        refuse_other=True,
+        complete=complete,
     )
     rows = summarize(select(records, problems, config), config.delta)
     text = format_table(rows)

@@ -113,10 +113,16 @@ def expected_best_of_uniform(values: Sequence[float], draws: int = 5) -> float:
     )
 
 
-def _grid_problem(name: str, num_trials: int) -> Any:
-    """A BoTorch test function on an integer grid (index ``0..k-1`` mapped onto
-    its domain); optimum: the best grid point; baseline: the expected best of
-    5 uniform grid points."""
+def get_problem(name: str, num_trials: int) -> Any:
+    """The Ax ``BenchmarkProblem`` called ``name`` (see :data:`PROBLEMS`): Ax's
+    Discrete Hartmann, or a BoTorch test function on an integer grid (index
+    ``0..k-1`` mapped onto its domain); optimum: the best grid point;
+    baseline: the expected best of 5 uniform grid points."""
+    check_choice("name", name, PROBLEMS)
+    if _GRIDS[name] is None:
+        from ax.benchmark.problems.registry import get_benchmark_problem
+
+        return get_benchmark_problem("Discrete Hartmann", num_trials=num_trials)
     import botorch.test_functions.synthetic as synthetic
     import torch
     from ax.benchmark.benchmark_problem import BenchmarkProblem, get_soo_opt_config
@@ -160,16 +166,6 @@ def _grid_problem(name: str, num_trials: int) -> Any:
         baseline_value=expected_best_of_uniform(values.tolist(), draws=5),
         opt_config_metrics=metrics,
     )
-
-
-def get_problem(name: str, num_trials: int) -> Any:
-    """The Ax ``BenchmarkProblem`` called ``name`` (see :data:`PROBLEMS`)."""
-    check_choice("name", name, PROBLEMS)
-    if _GRIDS[name] is None:
-        from ax.benchmark.problems.registry import get_benchmark_problem
-
-        return get_benchmark_problem("Discrete Hartmann", num_trials=num_trials)
-    return _grid_problem(name, num_trials)
 
 
 def get_method(name: str, config: HarnessConfig) -> Any:

@@ -236,6 +236,24 @@ def records_of(
     return run()
 
 
+def resume(
+    args: argparse.Namespace,
+    kind: str,
+    tasks: Sequence[tuple[Any, ...]],
+    key: Any,
+    run: Callable[..., dict[str, Any]],
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """:func:`records_of` a command line whose runs are ``tasks``, run (or
+    resumed) by :func:`run_resumable` with its ``--force``, ``--jobs`` and
+    ``--no-progress`` (and ``options``)."""
+    options |= {"force": args.force, "jobs": args.jobs}
+    options["progress"] = not args.no_progress
+    return records_of(
+        args, kind, lambda: run_resumable(tasks, args.out, kind, key, run, **options)
+    )
+
+
 def run_resumable(
     tasks: Sequence[tuple[Any, ...]],
     out: str | Path,

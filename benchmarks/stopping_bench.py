@@ -23,10 +23,12 @@ that fit, whether to stop and which evaluated row to keep:
 
 from __future__ import annotations
 
+import argparse
 import functools
 import math
+import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,7 @@ import torch
 
 from benchmarks import molecules_bench as mol
 from benchmarks._tables import md_row
+from benchmarks.records import add_record_options, command_line, resume, write_summary
 
 #: Regret tolerances as fractions of the table's range, and top-R fractions.
 EPS_FRACTIONS = (0.01, 0.05, 0.1)
@@ -489,18 +492,6 @@ def main(argv: list[str] | None = None) -> int:
     run (or resume) the loops, or with ``--summary-only`` read the stored
     records; print the tables and write ``summary.md`` and ``summary.json``
     under ``--out``."""
-    import argparse
-    import sys
-    from dataclasses import asdict, replace
-
-    from benchmarks.records import (
-        add_record_options,
-        command_line,
-        records_of,
-        run_resumable,
-        write_summary,
-    )
-
     parser = argparse.ArgumentParser(prog="python -m benchmarks stopping")
     add_record_options(parser, "results/stopping", "a test's size", plot=False)
     parser.add_argument("--runs", type=int)
@@ -526,20 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in config.n_inits
     ]
     run = functools.partial(run_one, config=config)
-    records = records_of(
-        args,
-        "stopping",
-        lambda: run_resumable(
-            tasks,
-            args.out,
-            "stopping",
-            config.key(),
-            run,
-            force=args.force,
-            progress=not args.no_progress,
-            jobs=args.jobs,
-        ),
-    )
+    records = resume(args, "stopping", tasks, config.key(), run)
     rows, costs = summarize(records, config), cost_rows(records)
     pooled = summarize(records, config, pool=True)
     final, unchecked = final_rows(records), unchecked_rows(records)

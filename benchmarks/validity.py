@@ -52,8 +52,7 @@ from benchmarks.records import (
     add_record_options,
     command_line,
     read_packed,
-    records_of,
-    run_resumable,
+    resume,
     write_summary,
 )
 
@@ -883,14 +882,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(config.first_seed, config.first_seed + config.runs)
     tasks = [(p, m, s) for s in seeds for p in config.problems for m in config.methods]
     run = functools.partial(run_one, config=config)
-    options = {"jobs": args.jobs, "force": args.force, "progress": not args.no_progress}
-    records = records_of(
-        args,
-        "validity",
-        lambda: run_resumable(
-            tasks, args.out, "validity", config.key(), run, **options
-        ),
-    )
+    records = resume(args, "validity", tasks, config.key(), run)
     summary = summarize(records)
     text = format_markdown(summary)
     write_summary(args.out, command_line(["validity", *argv]), text, summary)
