@@ -17,6 +17,9 @@ that fit, whether to stop and which evaluated row to keep:
   ucb_lcb_rule` at its defaults; claims regret at most its bound.
 * ``prb``: Wilson (2024), :func:`~ax_chaining.certificate.peers.
   probabilistic_regret_bound` at each ``eps``; claims regret at most ``eps``.
+* ``prb-checked``: PRB's statement trusted only once the model passed the
+  certificate's leave-one-out check at that step (the model-exact statement,
+  checked by the loop's own data before it is trusted).
 * ``ax-improvement``: Ax's ``ImprovementGlobalStoppingStrategy`` as Ax ships
   it (``min_trials`` the initial rows plus 5); keeps the best observed row.
 """
@@ -41,7 +44,7 @@ from benchmarks.records import add_record_options, command_line, resume, write_s
 #: Regret tolerances as fractions of the table's range, and top-R fractions.
 EPS_FRACTIONS = (0.01, 0.05, 0.1)
 TOP_FRACTIONS = (0.01, 0.05)
-RULES = ("certificate", "rank", "ucb-lcb", "prb", "ax-improvement")
+RULES = ("certificate", "rank", "ucb-lcb", "prb", "prb-checked", "ax-improvement")
 
 
 @dataclass(frozen=True)
@@ -260,9 +263,11 @@ def first_stops(record: dict[str, Any], config: StoppingConfig) -> list[dict[str
         for name, level in levels:
             stop, query, true = None, None, None
             for step in record["steps"]:
-                if rule == "prb":
+                if rule in ("prb", "prb-checked"):
                     s = step["prb"][str(float(name.split()[1]))]
                     stop, kept = s["stop"], s["index"]
+                    # Checked: only where the step's certificate is valid.
+                    stop = stop and (rule == "prb" or step["certificate"]["valid"])
                 else:
                     stop, kept = decision(step, rule, level)
                 if stop:

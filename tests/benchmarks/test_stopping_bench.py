@@ -69,6 +69,25 @@ def test_first_stops_and_their_claims_by_hand():
         stops["ax-improvement", "eps 0.1"]["query"],
         stops["ax-improvement", "eps 0.1"]["true"],
     ) == (3, True)
+    # PRB checked: the same stop where the step's model passed the check; a
+    # step whose check refused (or could not yet run) does not stop it.
+    assert stops["prb-checked", "eps 0.1"] == dict(
+        stops["prb", "eps 0.1"], rule="prb-checked"
+    )
+    unchecked = dict(record, steps=[dict(st) for st in record["steps"]])
+    unchecked["steps"][1]["certificate"] = dict(
+        unchecked["steps"][1]["certificate"], valid=False
+    )
+    late = {
+        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(unchecked, CONFIG)
+    }
+    assert late["prb-checked", "eps 0.1"] == {
+        "rule": "prb-checked",
+        "tolerance": "eps 0.1",
+        "query": 3,
+        "true": True,  # the third step keeps row 3, 0.5 from the best
+    }
+    assert late["prb", "eps 0.1"]["query"] == 2
     never = dict(record, steps=record["steps"][:1])
     assert all(s["query"] is None for s in stopping.first_stops(never, CONFIG))
 
