@@ -1108,6 +1108,10 @@ def test_table_errors_name_the_users_index_labels_and_ids_after_dropna() -> None
     ids = r"row with index label 3 and `candidates` row with index label 8 both have"
     with pytest.raises(ValueError, match=ids):
         chaining_generation_strategy(init_trials=2, candidates=twin, id_column="sku")
+    # A misspelt ID column: the error lists the table's columns.
+    wrong = r"`id_column`='SKU' is not a column of every row; the table's columns "
+    with pytest.raises(ValueError, match=wrong + r"are \['coating', .*'sku'"):
+        chaining_generation_strategy(init_trials=2, candidates=table, id_column="SKU")
 
 
 def test_a_failed_candidate_is_not_proposed_again_unless_asked() -> None:

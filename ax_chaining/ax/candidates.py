@@ -94,7 +94,11 @@ class CandidateSetSpec:
             if not isinstance(column, str) or any(
                 column not in row for row in self.candidates
             ):
-                msg = f"`id_column`={column!r} is not a column of every row."
+                columns = sorted({str(k) for row in self.candidates for k in row})
+                msg = (
+                    f"`id_column`={column!r} is not a column of every row; the "
+                    f"table's columns are {columns}."
+                )
                 raise ValueError(msg)
             seen: dict[str, int] = {}
             for i, row in enumerate(self.candidates):
