@@ -20,6 +20,10 @@ that fit, whether to stop and which evaluated row to keep:
 * ``prb-checked``: PRB's statement trusted only once the model passed the
   certificate's leave-one-out check at that step (the model-exact statement,
   checked by the loop's own data before it is trusted).
+* ``gap``: Ishibashi et al. (2023), :func:`~ax_chaining.certificate.peers.
+  regret_gap_rule` at its defaults, from the previous and the current fit,
+  from their 10th observation on (their experiments' start); it claims no
+  regret, so it is scored as regret at most ``eps``.
 * ``ax-improvement``: Ax's ``ImprovementGlobalStoppingStrategy`` as Ax ships
   it (``min_trials`` the initial rows plus 5); keeps the best observed row.
 """
@@ -44,7 +48,17 @@ from benchmarks.records import add_record_options, command_line, resume, write_s
 #: Regret tolerances as fractions of the table's range, and top-R fractions.
 EPS_FRACTIONS = (0.01, 0.05, 0.1)
 TOP_FRACTIONS = (0.01, 0.05)
-RULES = ("certificate", "rank", "ucb-lcb", "prb", "prb-checked", "ax-improvement")
+#: The cost table's columns: the step, the rules' shared refit, each rule.
+COST_PARTS = ("step", "fit", "certificate", "ucb-lcb", "prb", "gap", "ax-improvement")
+RULES = (
+    "certificate",
+    "rank",
+    "ucb-lcb",
+    "prb",
+    "prb-checked",
+    "gap",
+    "ax-improvement",
+)
 
 
 @dataclass(frozen=True)
@@ -129,9 +143,11 @@ def step_statements(
     config: StoppingConfig,
     min_trials: int,
     seed: int,
-) -> dict[str, Any]:
+    previous: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every rule's statement after the queries so far: values and kept rows
-    (the stop decisions follow from them at each tolerance)."""
+    (the stop decisions follow from them at each tolerance); and the fit's
+    posterior, which the next step's gap rule compares with (``previous``)."""
     from ax.global_stopping.strategies.improvement import (
         ImprovementGlobalStoppingStrategy,
     )
@@ -140,6 +156,7 @@ def step_statements(
     from ax_chaining.certificate import certify_model
     from ax_chaining.certificate.peers import (
         probabilistic_regret_bound,
+        regret_gap_rule,
         ucb_lcb_rule,
     )
 
@@ -165,6 +182,36 @@ def step_statements(
         for f in config.eps_fractions
     }
     seconds["prb"], start = clock() - start, clock()
+    # Ax's StandardizeY centres the model's outcome on the observations' mean:
+    # the gap rule compares two fits, so it needs the objective's own units.
+    current = {"mean": mean + float(np.mean(y[tested])), "std": std}
+    current["evaluated"] = evaluated
+    gap = None
+    if previous is not None:
+        new = tested[-1]
+        with torch.no_grad():
+            at = X[new : new + 1]
+            noisy = model.posterior(at, observation_noise=True).variance
+            noise = float((noisy - model.posterior(at).variance).squeeze()) * scale**2
+        statement = regret_gap_rule(
+            current["mean"],
+            cov,
+            previous["mean"],
+            previous["std"],
+            previous["evaluated"],
+            evaluated,
+            new,
+            float(y[new]),
+            noise,
+            t,
+        )
+        gap = {
+            "stop": statement.stop,
+            "value": statement.value,
+            "threshold": statement.threshold,
+            "index": statement.index,
+        }
+    seconds["gap"], start = clock() - start, clock()
     ax_rule = ImprovementGlobalStoppingStrategy(min_trials=min_trials)
     ax_stop, _ = ax_rule.should_stop_optimization(experiment_of(strategy)[0])
     seconds["ax-improvement"] = clock() - start
@@ -181,9 +228,10 @@ def step_statements(
             k: {"stop": s.stop, "value": s.value, "index": s.index}
             for k, s in prb.items()
         },
+        "gap": gap,
         "ax-improvement": bool(ax_stop),
         "seconds": seconds,
-    }
+    }, current
 
 
 def run_one(
@@ -195,9 +243,12 @@ def run_one(
     spec, y = table(dataset, seed)
     strategy = mol.make_strategy(acquisition, spec, n_init, config)
     steps: list[dict[str, Any]] = []
+    previous: list[Any] = [None]
 
     def after_step(tested: list[int]) -> None:
-        statements = step_statements(strategy, y, tested, config, n_init + 5, seed)
+        statements, previous[0] = step_statements(
+            strategy, y, tested, config, n_init + 5, seed, previous[0]
+        )
         steps.append(statements)
 
     initial = mol.initial_items(len(y), n_init, seed)
@@ -242,6 +293,11 @@ def decision(step: dict[str, Any], rule: str, level: float) -> tuple[bool, int]:
         return cert["valid"] and cert["rank_bound"] <= level, kept
     if rule == "ucb-lcb":
         return step["ucb-lcb"]["bound"] <= level, step["ucb-lcb"]["index"]
+    if rule == "gap":  # from the 10th observation on, as the authors start
+        gap = step.get("gap")
+        if gap is None or step["t"] <= 10:
+            return False, kept
+        return gap["stop"], gap["index"]
     if rule == "ax-improvement":
         return step["ax-improvement"], kept
     raise ValueError(f"unknown rule {rule!r}")
@@ -256,6 +312,8 @@ def first_stops(record: dict[str, Any], config: StoppingConfig) -> list[dict[str
     rank = {int(i): k for i, (_, k) in record["truth"].items()}
     out = []
     for rule in RULES:
+        if rule == "gap" and "gap" not in record["steps"][-1]:
+            continue  # a record made before the rule was measured
         if rule == "rank":
             levels = [(f"top {f:g}", math.ceil(f * n)) for f in config.top_fractions]
         else:
@@ -440,9 +498,10 @@ def cost_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"dataset": dataset, "acquisition": acq}
         row["runs"] = len(recs)
         row["step"] = float(np.median([s for r in recs for s in r["step_seconds"]]))
-        for part in ("fit", "certificate", "ucb-lcb", "prb", "ax-improvement"):
-            values = [s["seconds"][part] for r in recs for s in r["steps"]]
-            row[part] = float(np.median(values))
+        for part in COST_PARTS[1:]:
+            steps = (s["seconds"] for r in recs for s in r["steps"])
+            values = [s[part] for s in steps if part in s]  # gap: newer records
+            row[part] = float(np.median(values)) if values else None
         rows.append(row)
     return rows
 
@@ -451,7 +510,7 @@ def format_costs(rows: list[dict[str, Any]]) -> str:
     """The cost table, or nothing where no record was timed."""
     if not rows:
         return ""
-    parts = ("step", "fit", "certificate", "ucb-lcb", "prb", "ax-improvement")
+    parts = COST_PARTS
     lines = [
         "**Seconds per query** (median; the step is `get_next_trials`, the fit "
         "the rules' shared refit; prb: all its tolerances)",
@@ -460,7 +519,7 @@ def format_costs(rows: list[dict[str, Any]]) -> str:
         "|---|---|---:|" + "---:|" * len(parts),
     ]
     for r in rows:
-        cells = (f"{r[p]:.3g}" for p in parts)
+        cells = ("-" if r[p] is None else f"{r[p]:.3g}" for p in parts)
         lines.append(md_row(r["dataset"], r["acquisition"], r["runs"], *cells))
     return "\n".join(lines) + "\n"
 

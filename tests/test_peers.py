@@ -11,7 +11,11 @@ import torch
 from scipy.stats import multivariate_normal
 
 from ax_chaining.acquisition import gp_ucb_beta
-from ax_chaining.certificate import probabilistic_regret_bound, ucb_lcb_rule
+from ax_chaining.certificate import (
+    probabilistic_regret_bound,
+    regret_gap_rule,
+    ucb_lcb_rule,
+)
 
 MEAN = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)
 STD = torch.tensor([0.5, 0.1, 1.0], dtype=torch.float64)
@@ -87,3 +91,42 @@ def test_prb_stops_on_a_clear_winner_and_refuses_bad_input():
         probabilistic_regret_bound(mean, cov, [0], eps=-1.0)
     with pytest.raises(ValueError, match="`prob` must be in"):
         probabilistic_regret_bound(mean, cov, [0], eps=0.1, prob=1.5)
+
+
+def test_regret_gap_rule_by_hand():
+    # Ishibashi et al. (2023), maximizing. Before: rows 0 and 1 evaluated, the
+    # best mean row 1; row 2 is then observed at 2.0 and becomes the best.
+    from scipy.stats import norm
+
+    m0 = torch.tensor([0.0, 1.0, 0.5], dtype=torch.float64)
+    s0 = torch.tensor([1.0, 0.5, 2.0], dtype=torch.float64)
+    m1 = torch.tensor([0.0, 1.0, 1.8], dtype=torch.float64)
+    cov = torch.diag(torch.tensor([0.04, 0.09, 0.01], dtype=torch.float64))
+    cov[1, 2] = cov[2, 1] = 0.02
+    noise, t, delta = 0.25, 3, 0.1
+    out = regret_gap_rule(m1, cov, m0, s0, [0, 1], [0, 1, 2], 2, 2.0, noise, t)
+    change = abs(1.0 - 1.8)
+    g, sd = 1.0 - 1.8, math.sqrt(0.09 + 0.01 - 2 * 0.02)
+    gain = sd * norm.pdf(g / sd) + g * norm.cdf(g / sd)  # E[(f_1 - f_2)_+]
+    root = math.sqrt(2 * math.log(3 * t**2 * math.pi**2 / (6 * delta)))
+    ucb = max(0 + root * 1.0, 1 + root * 0.5, 0.5 + root * 2.0)
+    kappa = ucb - max(0 - root * 1.0, 1 - root * 0.5)
+    s2, r = 4.0, 2.0 - 0.5
+    kl = 0.5 * (noise / (s2 + noise) + s2 * r**2 / (s2 + noise) ** 2 - 1)
+    kl += 0.5 * math.log(1 + s2 / noise)
+    value = change + gain + kappa * math.sqrt(kl / 2)
+    threshold = math.sqrt(-2 * math.log(delta)) * 0.5 * 2.0 * (2.0 + kappa / 2)
+    threshold /= s2 + noise
+    assert (out.rule, out.index) == ("gap", 2)
+    assert out.value == pytest.approx(value, rel=1e-12)
+    assert out.threshold == pytest.approx(threshold, rel=1e-12)
+    assert out.stop == (value <= threshold)
+    # An observation where the model expected it, barely informative, with
+    # the same best row: no change, no gain, a KL of order s^4: stop.
+    s0 = torch.tensor([1.0, 0.5, 0.01], dtype=torch.float64)
+    same = regret_gap_rule(m0, cov, m0, s0, [0, 1], [0, 1, 2], 2, 0.5, noise, t)
+    assert same.index == 1 and same.stop and same.value < same.threshold
+    with pytest.raises(ValueError, match="noise"):
+        regret_gap_rule(m0, cov, m0, s0, [0, 1], [0, 1, 2], 2, 0.5, 0.0, t)
+    with pytest.raises(ValueError, match="evaluated"):
+        regret_gap_rule(m0, cov, m0, s0, [0, 1], [0, 5], 2, 0.5, noise, t)

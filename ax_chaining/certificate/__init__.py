@@ -24,7 +24,7 @@ _LAZY = dict.fromkeys(
     "ax_chaining.certificate.calibration",
 )
 _LAZY |= dict.fromkeys(
-    "PeerStatement probabilistic_regret_bound ucb_lcb_rule".split(),
+    "PeerStatement probabilistic_regret_bound regret_gap_rule ucb_lcb_rule".split(),
     "ax_chaining.certificate.peers",
 )
 

@@ -1,9 +1,10 @@
 r"""The literature's stopping rules over a finite candidate set, from the
-posterior there (maximizing): Makarova et al.'s UCB-LCB regret bound and
-Wilson's probabilistic regret bound."""
+posterior there (maximizing): Makarova et al.'s UCB-LCB regret bound,
+Wilson's probabilistic regret bound and Ishibashi et al.'s regret gap."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -14,15 +15,21 @@ from ax_chaining.certificate.bounds import ucb_lcb_bound
 from ax_chaining.certificate.schedule import DEFAULT_DELTA
 from ax_chaining.checks import check_delta, check_float, check_int
 
-__all__ = ["PeerStatement", "probabilistic_regret_bound", "ucb_lcb_rule"]
+__all__ = [
+    "PeerStatement",
+    "probabilistic_regret_bound",
+    "regret_gap_rule",
+    "ucb_lcb_rule",
+]
 
 
 @dataclass(frozen=True)
 class PeerStatement:
     """What a rule says at one step: ``stop`` or not, its ``value`` (a regret
     bound, or the probability that the regret exceeds ``eps``), the evaluated
-    candidate it recommends (``index``) and, for PRB, the Monte Carlo
-    ``interval`` of its estimate and its ``samples``."""
+    candidate it recommends (``index``), for PRB the Monte Carlo ``interval``
+    of its estimate and its ``samples``, and the ``threshold`` a rule with a
+    data-dependent one compares ``value`` with."""
 
     rule: str
     stop: bool
@@ -30,6 +37,7 @@ class PeerStatement:
     index: int
     interval: tuple[float, float] | None = None
     samples: int = 0
+    threshold: float | None = None
 
 
 def _checked(mean: Tensor, evaluated: Sequence[int]) -> list[int]:
@@ -166,3 +174,99 @@ def probabilistic_regret_bound(
         (float(lower[best]), float(upper[best])),
         size,
     )
+
+
+def regret_gap_rule(
+    mean: Tensor,
+    covariance: Tensor,
+    previous_mean: Tensor,
+    previous_std: Tensor,
+    previous_evaluated: Sequence[int],
+    evaluated: Sequence[int],
+    new: int,
+    y_new: float,
+    noise: float,
+    t: int,
+    delta: float = 0.1,
+) -> PeerStatement:
+    r"""Ishibashi et al. (2023, *A stopping criterion for Bayesian optimization
+    by the gap of expected minimum simple regrets*), maximizing: stop when the
+    bound on the change of the expected simple regret that the last
+    observation :math:`(x_t, y_t)` made is below its noise level.
+
+    With :math:`\hat x_{t-1}, \hat x_t` the evaluated candidates of largest
+    posterior mean before and after the observation (``previous_*`` and the
+    current posterior), :math:`\sqrt{\beta} = \sqrt{2 \log(N t^2 \pi^2 /
+    6\delta)}` (GP-UCB's for :math:`N` candidates) and :math:`s^2, r` the
+    previous variance and residual at :math:`x_t`, the value is
+
+    .. math::
+        |m_{t-1}(\hat x_{t-1}) - m_t(\hat x_t)|
+        + \mathbb{E}_t[(f(\hat x_{t-1}) - f(\hat x_t))_+]
+        + \kappa_{t-1} \sqrt{\mathrm{KL}/2},
+
+    :math:`\kappa_{t-1}` the previous UCB-LCB bound (largest UCB over the set
+    less largest LCB over the previously evaluated) and :math:`\mathrm{KL} =
+    \tfrac12(\sigma^2/(s^2+\sigma^2) + s^2 r^2/(s^2+\sigma^2)^2 - 1 +
+    \log(1 + s^2/\sigma^2))` between the posteriors after and before; the
+    threshold is :math:`c\,\sigma s\,(s_{t-1}(\hat x_t) + \kappa_{t-1}/2) /
+    (s^2 + \sigma^2)`, :math:`c = \sqrt{-2 \log \delta}` (the authors'
+    automatic threshold; ``delta`` their default). It recommends
+    :math:`\hat x_t`. It states no regret bound: the value bounds a change.
+
+    Args:
+        mean, covariance: The current joint posterior over the set (``N``,
+            ``N x N``; only the two recommended candidates' entries are read).
+        previous_mean, previous_std: The posterior before the observation.
+        previous_evaluated, evaluated: Rows evaluated before and after it.
+        new: The row observed last; ``y_new`` its observation.
+        noise: The observation noise variance :math:`\sigma^2`, in the units
+            of ``mean`` squared.
+        t: The number of observations.
+        delta: The threshold's and :math:`\beta`'s confidence.
+
+    Example:
+        >>> m, cov = torch.tensor([0.0, 1.0]), torch.eye(2) * 0.01
+        >>> s = regret_gap_rule(m, cov, m, torch.ones(2), [0], [0, 1], 1, 1.0, 0.1, 2)
+        >>> s.index, s.stop
+        (1, False)
+    """
+    rows, before = (
+        _checked(mean, evaluated),
+        _checked(previous_mean, previous_evaluated),
+    )
+    n = mean.numel()
+    if covariance.shape != (n, n) or previous_std.shape != (n,):
+        raise ValueError(
+            f"`covariance` must be {n} x {n} and `previous_std` of length {n}; "
+            f"got {tuple(covariance.shape)} and {tuple(previous_std.shape)}."
+        )
+    _checked(mean, [new])
+    check_float("noise", noise, (lambda v: v > 0, "> 0"))
+    check_int("t", t, 1)
+    check_delta(delta)
+    m0, s0 = previous_mean.double().cpu(), previous_std.double().cpu()
+    m1, cov = mean.double().cpu(), covariance.double().cpu()
+    old = before[int(m0[before].argmax())]
+    best = rows[int(m1[rows].argmax())]
+    change = abs(float(m0[old] - m1[best]))
+    gain = 0.0  # E[(f(old) - f(best))_+] under the current posterior
+    if old != best:
+        g = float(m1[old] - m1[best])
+        var = float(cov[old, old] + cov[best, best] - 2 * cov[old, best])
+        if var > 0:
+            u = torch.tensor(g / math.sqrt(var), dtype=torch.float64)
+            normal = torch.distributions.Normal(0.0, 1.0)
+            pdf, cdf = float(normal.log_prob(u).exp()), float(normal.cdf(u))
+            gain = math.sqrt(var) * pdf + g * cdf
+        else:
+            gain = max(g, 0.0)
+    root_beta = math.sqrt(2 * math.log(n * t**2 * math.pi**2 / (6 * delta)))
+    kappa = float((m0 + root_beta * s0).max() - (m0 - root_beta * s0)[before].max())
+    s2, r = float(s0[new]) ** 2, y_new - float(m0[new])
+    total = s2 + noise
+    kl = 0.5 * (noise / total + s2 * r**2 / total**2 - 1 + math.log(total / noise))
+    value = change + gain + kappa * math.sqrt(max(kl, 0.0) / 2)
+    c = math.sqrt(-2 * math.log(delta))
+    threshold = c * math.sqrt(noise * s2) * (float(s0[best]) + kappa / 2) / total
+    return PeerStatement("gap", value <= threshold, value, best, threshold=threshold)

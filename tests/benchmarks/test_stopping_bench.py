@@ -111,6 +111,26 @@ def test_first_stops_and_their_claims_by_hand():
     assert "**toy**, all runs" in stopping.format_markdown(pooled)
 
 
+def test_the_gap_rule_stops_from_the_tenth_observation_on():
+    step = _step(10, 0.0, 1, 3.0, 7, False, 3, False)
+    step["gap"] = {"stop": True, "value": 0.1, "threshold": 0.2, "index": 7}
+    assert stopping.decision(step, "gap", 1.0) == (False, 3)  # 10 observations
+    assert stopping.decision(dict(step, t=11), "gap", 1.0) == (True, 7)
+    assert stopping.decision(dict(step, t=11, gap=None), "gap", 1.0) == (False, 3)
+    # A record made before the rule was measured has no gap row at all.
+    record = {
+        "n_init": 5,
+        "num_items": 10,
+        "span": 10.0,
+        "truth": {"3": [0.5, 2], "7": [4.0, 6]},
+        "steps": [_step(11, 9.0, 9, 9.0, 7, False, 3, False)],
+    }
+    assert "gap" not in {s["rule"] for s in stopping.first_stops(record, CONFIG)}
+    record["steps"][0]["gap"] = step["gap"]
+    stops = {s["rule"]: s for s in stopping.first_stops(record, CONFIG)}
+    assert (stops["gap"]["query"], stops["gap"]["true"]) == (6, False)
+
+
 def test_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="unknown rule"):
         stopping.decision(_step(1, 0, 0, 0, 0, False, 0, False), "oracle", 1.0)
@@ -139,9 +159,10 @@ def test_cost_table_takes_medians_of_the_timed_records():
         }
 
     untimed = {"dataset": "toy", "acquisition": "chaining", "steps": [{}]}
-    rows = stopping.cost_rows(
-        [timed([1.0, 3.0], [0.1, 0.2]), timed([2.0], [0.6]), untimed]
-    )
+    # Only the newer record times the gap rule: its median is that record's.
+    newer = timed([2.0], [0.6])
+    newer["steps"][0]["seconds"]["gap"] = 0.004
+    rows = stopping.cost_rows([timed([1.0, 3.0], [0.1, 0.2]), newer, untimed])
     assert rows == [
         {
             "dataset": "toy",
@@ -152,11 +173,15 @@ def test_cost_table_takes_medians_of_the_timed_records():
             "certificate": 0.5,
             "ucb-lcb": 0.0,
             "prb": 0.2,
+            "gap": 0.004,
             "ax-improvement": 0.0,
         }
     ]
     text = stopping.format_costs(rows)
-    assert "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0 |" in text
+    assert "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0.004 | 0 |" in text
+    rows = stopping.cost_rows([timed([1.0], [0.1])])  # no record times the gap
+    assert rows[0]["gap"] is None
+    assert "| 0.1 | - | 0 |" in stopping.format_costs(rows)
     assert stopping.format_costs([]) == ""
 
 
