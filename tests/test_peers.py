@@ -130,3 +130,5 @@ def test_regret_gap_rule_by_hand():
         regret_gap_rule(m0, cov, m0, s0, [0, 1], [0, 1, 2], 2, 0.5, 0.0, t)
     with pytest.raises(ValueError, match="evaluated"):
         regret_gap_rule(m0, cov, m0, s0, [0, 1], [0, 5], 2, 0.5, noise, t)
+    with pytest.raises(ValueError, match="`previous_mean` and `previous_std`"):
+        regret_gap_rule(m0, cov, m0[:2], s0, [0, 1], [0, 1, 2], 2, 0.5, noise, t)

@@ -236,10 +236,11 @@ def regret_gap_rule(
         _checked(previous_mean, previous_evaluated),
     )
     n = mean.numel()
-    if covariance.shape != (n, n) or previous_std.shape != (n,):
+    shapes = (covariance.shape, previous_mean.shape, previous_std.shape)
+    if shapes != ((n, n), (n,), (n,)):
         raise ValueError(
-            f"`covariance` must be {n} x {n} and `previous_std` of length {n}; "
-            f"got {tuple(covariance.shape)} and {tuple(previous_std.shape)}."
+            f"`covariance` must be {n} x {n}, `previous_mean` and `previous_std` "
+            f"of length {n}; got {[tuple(x) for x in shapes]}."
         )
     _checked(mean, [new])
     check_float("noise", noise, (lambda v: v > 0, "> 0"))
