@@ -20,6 +20,10 @@ that fit, whether to stop and which evaluated row to keep:
 * ``prb-checked``: PRB's statement trusted only once the model passed the
   certificate's leave-one-out check at that step (the model-exact statement,
   checked by the loop's own data before it is trusted).
+* ``prb-t``: PRB under the certificate's calibration: the covariance widened
+  by the leave-one-out check's scale, Student-t draws with the certificate's
+  default tails for unexplored candidates (``min(n - 1, 10)`` degrees of
+  freedom), trusted only where the check passed.
 * ``gap``: Ishibashi et al. (2023), :func:`~ax_chaining.certificate.peers.
   regret_gap_rule` at its defaults, from the previous and the current fit,
   from their 10th observation on (their experiments' start); it claims no
@@ -49,13 +53,23 @@ from benchmarks.records import add_record_options, command_line, resume, write_s
 EPS_FRACTIONS = (0.01, 0.05, 0.1)
 TOP_FRACTIONS = (0.01, 0.05)
 #: The cost table's columns: the step, the rules' shared refit, each rule.
-COST_PARTS = ("step", "fit", "certificate", "ucb-lcb", "prb", "gap", "ax-improvement")
+COST_PARTS = (
+    "step",
+    "fit",
+    "certificate",
+    "ucb-lcb",
+    "prb",
+    "prb-t",
+    "gap",
+    "ax-improvement",
+)
 RULES = (
     "certificate",
     "rank",
     "ucb-lcb",
     "prb",
     "prb-checked",
+    "prb-t",
     "gap",
     "ax-improvement",
 )
@@ -153,12 +167,13 @@ def step_statements(
     )
 
     from ax_chaining.ax.certificates import experiment_of
-    from ax_chaining.certificate import certify_model
+    from ax_chaining.certificate import certify_model, loo_check
     from ax_chaining.certificate.peers import (
         probabilistic_regret_bound,
         regret_gap_rule,
         ucb_lcb_rule,
     )
+    from ax_chaining.certificate.tails import AUTO_DOF_CAP
 
     seconds: dict[str, float] = {}
     clock = time.perf_counter
@@ -182,6 +197,15 @@ def step_statements(
         for f in config.eps_fractions
     }
     seconds["prb"], start = clock() - start, clock()
+    check = loo_check(model)
+    dof = min(max(1, len(tested) - 1), AUTO_DOF_CAP)
+    prb_t = {
+        str(f): probabilistic_regret_bound(
+            mean, cov * check.scale**2, evaluated, f * span, generator=gen, dof=dof
+        )
+        for f in config.eps_fractions
+    }
+    seconds["prb-t"], start = clock() - start, clock()
     # Ax's StandardizeY centres the model's outcome on the observations' mean:
     # the gap rule compares two fits, so it needs the objective's own units.
     current = {"mean": mean + float(np.mean(y[tested])), "std": std}
@@ -227,6 +251,13 @@ def step_statements(
         "prb": {
             k: {"stop": s.stop, "value": s.value, "index": s.index}
             for k, s in prb.items()
+        },
+        "prb-t": {
+            "valid": bool(check.valid),
+            **{
+                k: {"stop": s.stop, "value": s.value, "index": s.index}
+                for k, s in prb_t.items()
+            },
         },
         "gap": gap,
         "ax-improvement": bool(ax_stop),
@@ -312,7 +343,7 @@ def first_stops(record: dict[str, Any], config: StoppingConfig) -> list[dict[str
     rank = {int(i): k for i, (_, k) in record["truth"].items()}
     out = []
     for rule in RULES:
-        if rule == "gap" and "gap" not in record["steps"][-1]:
+        if rule in ("gap", "prb-t") and rule not in record["steps"][-1]:
             continue  # a record made before the rule was measured
         if rule == "rank":
             levels = [(f"top {f:g}", math.ceil(f * n)) for f in config.top_fractions]
@@ -321,11 +352,13 @@ def first_stops(record: dict[str, Any], config: StoppingConfig) -> list[dict[str
         for name, level in levels:
             stop, query, true = None, None, None
             for step in record["steps"]:
-                if rule in ("prb", "prb-checked"):
-                    s = step["prb"][str(float(name.split()[1]))]
+                if rule in ("prb", "prb-checked", "prb-t"):
+                    key = "prb-t" if rule == "prb-t" else "prb"
+                    s = step[key][str(float(name.split()[1]))]
                     stop, kept = s["stop"], s["index"]
-                    # Checked: only where the step's certificate is valid.
-                    stop = stop and (rule == "prb" or step["certificate"]["valid"])
+                    # Checked: only where the step's model check passed.
+                    valid = step[key].get("valid", step["certificate"]["valid"])
+                    stop = stop and (rule == "prb" or valid)
                 else:
                     stop, kept = decision(step, rule, level)
                 if stop:

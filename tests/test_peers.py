@@ -71,6 +71,39 @@ def test_prb_monte_carlo_probability_against_the_exact_value():
     )
 
 
+def test_prb_student_draws_against_the_exact_t_probability():
+    # Two candidates, row 0 kept: the failure event is f1 - f0 > eps, and under
+    # the joint Student-t f1 - f0 is a univariate t with the same dof, centre
+    # m1 - m0 and scale sqrt(a' S a), a = (-1, 1).
+    from scipy.stats import t as student
+
+    mean = torch.tensor([0.0, -0.5], dtype=torch.float64)
+    cov = torch.tensor([[0.2, 0.05], [0.05, 0.3]], dtype=torch.float64)
+    eps, dof = 0.1, 3.0
+    scale = math.sqrt(0.2 + 0.3 - 2 * 0.05)
+    exact = float(student.sf((eps + 0.5) / scale, dof))
+    gaussian = float(student.sf((eps + 0.5) / scale, 1e9))
+    assert exact - gaussian > 0.02  # heavier tails fail more often
+    out = probabilistic_regret_bound(
+        mean,
+        cov,
+        [0],
+        eps,
+        prob=exact,
+        max_samples=20_000,
+        generator=torch.Generator().manual_seed(3),
+        dof=dof,
+    )
+    assert out.samples == 20_000
+    lower, upper = out.interval
+    assert lower <= exact <= upper
+    assert out.value == pytest.approx(
+        exact, abs=4 * math.sqrt(exact * (1 - exact) / 2e4)
+    )
+    with pytest.raises(ValueError, match="`dof` must be > 0 or inf"):
+        probabilistic_regret_bound(mean, cov, [0], eps, dof=0.0)
+
+
 def test_prb_stops_on_a_clear_winner_and_refuses_bad_input():
     cov = 0.01 * torch.eye(3, dtype=torch.float64)
     mean = torch.tensor([0.0, 5.0, 0.0], dtype=torch.float64)

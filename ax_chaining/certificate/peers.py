@@ -100,6 +100,7 @@ def probabilistic_regret_bound(
     test_points: int = 5,
     max_samples: int = 1000,
     generator: torch.Generator | None = None,
+    dof: float = math.inf,
 ) -> PeerStatement:
     r"""Wilson (2024, *Stopping Bayesian optimization with probabilistic regret
     bounds*; defaults of his experiments): stop when for an evaluated
@@ -112,6 +113,12 @@ def probabilistic_regret_bound(
     risk :math:`(0.1/1.1)\,\text{risk}\, k^{-1.1} / |\text{tests}|` lies below
     ``prob``, or every one lies above it. The value is the best estimate.
 
+    Wilson draws from the Gaussian posterior (``dof=inf``, the default). A
+    finite ``dof`` (an option of this package, not his) draws from the
+    multivariate Student-t with the same mean and scale matrix: each draw's
+    deviation :math:`L z` times :math:`\sqrt{\nu / \chi^2_\nu}`, for heavier
+    tails than the model's.
+
     Args:
         mean, covariance: The joint posterior over the set (``N``, ``N x N``).
         evaluated: Rows of the evaluated candidates.
@@ -120,7 +127,14 @@ def probabilistic_regret_bound(
         risk: The Monte Carlo test's error rate over this step's batches.
         test_points, max_samples: As above.
         generator: Seeds the draws.
+        dof: Degrees of freedom of the draws' law (``inf``: Gaussian).
+
+    Example:
+        >>> mean, cov = torch.tensor([0.0, 1.0]), torch.eye(2) * 0.01
+        >>> probabilistic_regret_bound(mean, cov, [1], eps=0.1).stop
+        True
     """
+    import numpy as np
     from scipy.stats import beta
 
     rows = _checked(mean, evaluated)
@@ -134,6 +148,8 @@ def probabilistic_regret_bound(
     check_delta(risk, "risk")
     check_int("test_points", test_points, 1)
     check_int("max_samples", max_samples, 16)
+    if dof != math.inf:
+        check_float("dof", dof, (lambda v: v > 0, "> 0 or inf"))
     jitter = 1e-9 * float(covariance.diagonal().abs().max().clamp_min(1.0))
     eye = torch.eye(n, dtype=covariance.dtype, device=covariance.device)
     # A posterior covariance is PSD up to round-off; the jitter makes it PD.
@@ -141,6 +157,10 @@ def probabilistic_regret_bound(
 
     def draw(k: int) -> Tensor:
         z = torch.randn(n, k, dtype=mean.dtype, generator=generator, device="cpu")
+        if math.isfinite(dof):  # one chi-square per draw: a joint Student-t
+            seed = int(torch.randint(2**62, (1,), generator=generator))
+            chi2 = np.random.default_rng(seed).chisquare(dof, k)
+            z *= torch.as_tensor(np.sqrt(dof / chi2), dtype=z.dtype)
         return mean[:, None] + root @ z.to(mean.device)  # N x k
 
     first = draw(16)

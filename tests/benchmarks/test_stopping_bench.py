@@ -88,6 +88,20 @@ def test_first_stops_and_their_claims_by_hand():
         "true": True,  # the third step keeps row 3, 0.5 from the best
     }
     assert late["prb", "eps 0.1"]["query"] == 2
+    # PRB under the calibrated law: its own check decides, not the certificate's.
+    assert ("prb-t", "eps 0.1") not in stops  # a record made before the rule
+    widened = dict(unchecked, steps=[dict(st) for st in unchecked["steps"]])
+    for st, valid in zip(widened["steps"], (False, True, True), strict=True):
+        st["prb-t"] = {"valid": valid, "0.1": {"stop": True, "value": 0.0, "index": 3}}
+    calibrated = {
+        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(widened, CONFIG)
+    }
+    assert calibrated["prb-t", "eps 0.1"] == {
+        "rule": "prb-t",
+        "tolerance": "eps 0.1",
+        "query": 2,  # the first step's check refused; the second's passed
+        "true": True,
+    }
     never = dict(record, steps=record["steps"][:1])
     assert all(s["query"] is None for s in stopping.first_stops(never, CONFIG))
 
@@ -162,6 +176,7 @@ def test_cost_table_takes_medians_of_the_timed_records():
     # Only the newer record times the gap rule: its median is that record's.
     newer = timed([2.0], [0.6])
     newer["steps"][0]["seconds"]["gap"] = 0.004
+    newer["steps"][0]["seconds"]["prb-t"] = 0.7
     rows = stopping.cost_rows([timed([1.0, 3.0], [0.1, 0.2]), newer, untimed])
     assert rows == [
         {
@@ -173,15 +188,16 @@ def test_cost_table_takes_medians_of_the_timed_records():
             "certificate": 0.5,
             "ucb-lcb": 0.0,
             "prb": 0.2,
+            "prb-t": 0.7,
             "gap": 0.004,
             "ax-improvement": 0.0,
         }
     ]
     text = stopping.format_costs(rows)
-    assert "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0.004 | 0 |" in text
+    assert "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0.7 | 0.004 | 0 |" in text
     rows = stopping.cost_rows([timed([1.0], [0.1])])  # no record times the gap
     assert rows[0]["gap"] is None
-    assert "| 0.1 | - | 0 |" in stopping.format_costs(rows)
+    assert "| 0.1 | - | - | 0 |" in stopping.format_costs(rows)
     assert stopping.format_costs([]) == ""
 
 
