@@ -262,10 +262,11 @@ class LowRankDistance(PseudoDistance):
         self.prior_block = prior_block
         self.upper_blocks = prior_block is not None
         self.prior_scale = float(prior_scale)
-        self.factor = factor
         # [W; s^2; 1]: the variances ride in the correction's matrix product.
         ones = torch.ones_like(self.variance).unsqueeze(0)
         self._right = torch.cat([factor, self.variance.unsqueeze(0), ones])
+        # W as rows of that matrix: a caller may drop its own copy for this one.
+        self.factor = self._right[:-2]
 
     def rows(self, idx: Tensor) -> Tensor:
         return self._rows(idx.to(device=self.device, dtype=torch.long)).clamp_(min=0.0)

@@ -957,6 +957,8 @@ def candidate_posterior(
                 prior_block=factors.prior_rows,
             )
             distance.row_batch = low_rank_row_batch(n, itemsize, memory_budget)
+            if not p:  # one r x N factor kept, not two (equal values)
+                factors.factor = distance.factor
             if not first_radius:
                 # eps_1 = the largest prior standard deviation (the default scale).
                 first_radius = float(prior_var.max().clamp_min(0).sqrt())
