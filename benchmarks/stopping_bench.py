@@ -24,6 +24,11 @@ that fit, whether to stop and which evaluated row to keep:
   by the leave-one-out check's scale, Student-t draws with the certificate's
   default tails for unexplored candidates (``min(n - 1, 10)`` degrees of
   freedom), trusted only where the check passed.
+* ``prb-forecast``: PRB under the package's ``"forecast"`` calibration
+  (:class:`~ax_chaining.certificate.residuals.ResidualCalibration` of the
+  loop's own forecast residuals: each observation against the previous fit's
+  prediction, noise included): the covariance widened by its scale, Student-t
+  draws with its degrees of freedom, from the step with enough residuals on.
 * ``gap``: Ishibashi et al. (2023), :func:`~ax_chaining.certificate.peers.
   regret_gap_rule` at its defaults, from the previous and the current fit,
   from their 10th observation on (their experiments' start); it claims no
@@ -36,9 +41,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import math
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -60,9 +67,12 @@ COST_PARTS = (
     "ucb-lcb",
     "prb",
     "prb-t",
+    "prb-forecast",
     "gap",
     "ax-improvement",
 )
+#: Rules that records made before they were measured lack.
+NEWER_RULES = ("gap", "prb-t", "prb-forecast")
 RULES = (
     "certificate",
     "rank",
@@ -70,6 +80,7 @@ RULES = (
     "prb",
     "prb-checked",
     "prb-t",
+    "prb-forecast",
     "gap",
     "ax-improvement",
 )
@@ -173,6 +184,7 @@ def step_statements(
         regret_gap_rule,
         ucb_lcb_rule,
     )
+    from ax_chaining.certificate.residuals import ResidualCalibration
     from ax_chaining.certificate.tails import AUTO_DOF_CAP
 
     seconds: dict[str, float] = {}
@@ -207,16 +219,39 @@ def step_statements(
     }
     seconds["prb-t"], start = clock() - start, clock()
     # Ax's StandardizeY centres the model's outcome on the observations' mean:
-    # the gap rule compares two fits, so it needs the objective's own units.
+    # the gap rule and the forecasts compare two fits, so they need the
+    # objective's own units.
     current = {"mean": mean + float(np.mean(y[tested])), "std": std}
     current["evaluated"] = evaluated
-    gap = None
+    forecast, prb_f = list(previous["forecast"]) if previous else [], {}
     if previous is not None:
         new = tested[-1]
         with torch.no_grad():
             at = X[new : new + 1]
             noisy = model.posterior(at, observation_noise=True).variance
             noise = float((noisy - model.posterior(at).variance).squeeze()) * scale**2
+        # The previous fit's forecast of the row just observed, noise included.
+        sd = math.sqrt(float(previous["std"][new]) ** 2 + max(noise, 0.0))
+        if sd > 0:
+            forecast.append((float(y[new]) - float(previous["mean"][new])) / sd)
+    current["forecast"] = forecast
+    calibration = ResidualCalibration(tuple(forecast), source="forecast")
+    if calibration.usable():
+        fit = calibration.fit()
+        prb_f = {"scale": fit.scale, "dof": fit.dof}
+        for f in config.eps_fractions:
+            st = probabilistic_regret_bound(
+                mean,
+                cov * fit.scale**2,
+                evaluated,
+                f * span,
+                generator=gen,
+                dof=fit.dof,
+            )
+            prb_f[str(f)] = {"stop": st.stop, "value": st.value, "index": st.index}
+    seconds["prb-forecast"], start = clock() - start, clock()
+    gap = None
+    if previous is not None:
         statement = regret_gap_rule(
             current["mean"],
             cov,
@@ -259,6 +294,7 @@ def step_statements(
                 for k, s in prb_t.items()
             },
         },
+        "prb-forecast": {"valid": bool(prb_f), **prb_f},
         "gap": gap,
         "ax-improvement": bool(ax_stop),
         "seconds": seconds,
@@ -343,7 +379,7 @@ def first_stops(record: dict[str, Any], config: StoppingConfig) -> list[dict[str
     rank = {int(i): k for i, (_, k) in record["truth"].items()}
     out = []
     for rule in RULES:
-        if rule in ("gap", "prb-t") and rule not in record["steps"][-1]:
+        if rule in NEWER_RULES and rule not in record["steps"][-1]:
             continue  # a record made before the rule was measured
         if rule == "rank":
             levels = [(f"top {f:g}", math.ceil(f * n)) for f in config.top_fractions]
@@ -352,10 +388,10 @@ def first_stops(record: dict[str, Any], config: StoppingConfig) -> list[dict[str
         for name, level in levels:
             stop, query, true = None, None, None
             for step in record["steps"]:
-                if rule in ("prb", "prb-checked", "prb-t"):
-                    key = "prb-t" if rule == "prb-t" else "prb"
-                    s = step[key][str(float(name.split()[1]))]
-                    stop, kept = s["stop"], s["index"]
+                if rule.startswith("prb"):
+                    key = "prb" if rule == "prb-checked" else rule
+                    s = step[key].get(str(float(name.split()[1])))
+                    stop, kept = (s["stop"], s["index"]) if s else (False, None)
                     # Checked: only where the step's model check passed.
                     valid = step[key].get("valid", step["certificate"]["valid"])
                     stop = stop and (rule == "prb" or valid)
@@ -379,16 +415,39 @@ def summarize(
     acquisition and initial rows ``"all"``), rule and tolerance: runs, the
     runs that stopped, the median query at the stop, and the stops whose
     claim held."""
+    return aggregate(
+        (_group(rec, pool), stop)
+        for rec in records
+        for stop in first_stops(rec, config)
+    )
+
+
+def bofire_summary(path: str, pool: bool = False) -> list[dict[str, Any]]:
+    """:func:`summarize`'s rows for BoFire's criteria, from the JSON lines of
+    ``benchmarks/bofire_stops.py`` (run in BoFire's environment)."""
+    with open(path) as fh:
+        lines = [json.loads(line) for line in fh if line.strip()]
+    return aggregate(
+        (_group(line, pool), {**line, "tolerance": f"eps {line['eps']:g}"})
+        for line in lines
+    )
+
+
+def _group(record: dict[str, Any], pool: bool) -> tuple[Any, ...]:
+    if pool:
+        return (record["dataset"], "all", "all")
+    return (record["dataset"], record["acquisition"], record["n_init"])
+
+
+def aggregate(stops: Iterable[tuple[tuple, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per group key, rule and tolerance of ``(key, stop)`` pairs: the runs,
+    the stops, their median query, and the stops whose claim held."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
-    for rec in records:
-        key = (rec["dataset"], rec["acquisition"], rec["n_init"])
-        if pool:
-            key = (rec["dataset"], "all", "all")
-        for stop in first_stops(rec, config):
-            groups.setdefault((*key, stop["rule"], stop["tolerance"]), []).append(stop)
+    for key, stop in stops:
+        groups.setdefault((*key, stop["rule"], stop["tolerance"]), []).append(stop)
     rows = []
-    for (dataset, acq, n_init, rule, tol), stops in groups.items():
-        stopped = [s for s in stops if s["query"] is not None]
+    for (dataset, acq, n_init, rule, tol), group in groups.items():
+        stopped = [s for s in group if s["query"] is not None]
         rows.append(
             {
                 "dataset": dataset,
@@ -396,7 +455,7 @@ def summarize(
                 "n_init": n_init,
                 "rule": rule,
                 "tolerance": tol,
-                "runs": len(stops),
+                "runs": len(group),
                 "stopped": len(stopped),
                 "median_query": (
                     float(np.median([s["query"] for s in stopped])) if stopped else None
@@ -557,17 +616,21 @@ def format_costs(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def format_markdown(rows: list[dict[str, Any]]) -> str:
-    """One table per dataset, acquisition and initial rows."""
+def format_markdown(rows: list[dict[str, Any]], title: str = "") -> str:
+    """One table per dataset, acquisition and initial rows; ``title`` opens
+    each table's heading."""
     lines: list[str] = []
     for key in dict.fromkeys(
         (r["dataset"], r["acquisition"], r["n_init"]) for r in rows
     ):
         dataset, acq, n_init = key
         lines += [
-            f"**{dataset}**, {acq}, {n_init} initial rows"
-            if acq != "all"
-            else f"**{dataset}**, all runs (both acquisitions, every start)",
+            title
+            + (
+                f"**{dataset}**, {acq}, {n_init} initial rows"
+                if acq != "all"
+                else f"**{dataset}**, all runs (both acquisitions, every start)"
+            ),
             "",
             "| rule | tolerance | stopped | median query at stop | claim true |",
             "|---|---|---:|---:|---:|",
@@ -596,6 +659,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", nargs="+")
     parser.add_argument("--acquisition", nargs="+")
     parser.add_argument("--init", type=int, nargs="+")
+    parser.add_argument(
+        "--bofire", help="BoFire's stops (benchmarks/bofire_stops.py) to tabulate"
+    )
     args = parser.parse_args(argv)
     config = SMALL_CONFIG if args.small else StoppingConfig()
     changes = {
@@ -618,9 +684,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, costs = summarize(records, config), cost_rows(records)
     pooled = summarize(records, config, pool=True)
     final, unchecked = final_rows(records), unchecked_rows(records)
+    bofire = bofire_summary(args.bofire, pool=True) if args.bofire else []
     markdown = "\n".join(
         [
             format_markdown(pooled),
+            format_markdown(bofire, "BoFire 0.5's criteria, "),
             format_markdown(rows),
             format_final(final),
             format_unchecked(unchecked),
@@ -633,6 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "config": config_json,
         "pooled": pooled,
+        "bofire": bofire,
         "rows": rows,
         "final": final,
         "unchecked": unchecked,

@@ -3,6 +3,8 @@ row it keeps, and whether its claim held."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -102,6 +104,16 @@ def test_first_stops_and_their_claims_by_hand():
         "query": 2,  # the first step's check refused; the second's passed
         "true": True,
     }
+    # Under the forecast calibration: no statement until enough residuals.
+    for st, usable in zip(widened["steps"], (False, False, True), strict=True):
+        st["prb-forecast"] = {"valid": usable}
+        if usable:
+            st["prb-forecast"]["0.1"] = {"stop": True, "value": 0.0, "index": 7}
+    forecast = {
+        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(widened, CONFIG)
+    }
+    assert forecast["prb-forecast", "eps 0.1"]["query"] == 3
+    assert forecast["prb-forecast", "eps 0.1"]["true"] is False  # row 7: 4.0 off
     never = dict(record, steps=record["steps"][:1])
     assert all(s["query"] is None for s in stopping.first_stops(never, CONFIG))
 
@@ -189,15 +201,16 @@ def test_cost_table_takes_medians_of_the_timed_records():
             "ucb-lcb": 0.0,
             "prb": 0.2,
             "prb-t": 0.7,
+            "prb-forecast": None,
             "gap": 0.004,
             "ax-improvement": 0.0,
         }
     ]
     text = stopping.format_costs(rows)
-    assert "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0.7 | 0.004 | 0 |" in text
+    assert "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0.7 | - | 0.004 | 0 |" in text
     rows = stopping.cost_rows([timed([1.0], [0.1])])  # no record times the gap
     assert rows[0]["gap"] is None
-    assert "| 0.1 | - | - | 0 |" in stopping.format_costs(rows)
+    assert "| 0.1 | - | - | - | 0 |" in stopping.format_costs(rows)
     assert stopping.format_costs([]) == ""
 
 
@@ -277,3 +290,30 @@ def test_unchecked_statements_table_by_hand():
     ]
     assert "| toy | qlognei | 1 | 2 | 1 | 0 |" in stopping.format_unchecked(rows)
     assert stopping.format_unchecked([]) == ""
+
+
+def test_bofire_stops_are_tabulated_like_the_rules(tmp_path):
+    # Two runs of one criterion at eps 0.1: one stopped at query 4 (true), one
+    # never; a second group's run stopped at query 2 (false).
+    lines = [
+        {"dataset": "toy", "acquisition": "qlognei", "n_init": 5, "seed": 0},
+        {"dataset": "toy", "acquisition": "qlognei", "n_init": 5, "seed": 1},
+        {"dataset": "toy", "acquisition": "chaining", "n_init": 5, "seed": 0},
+    ]
+    stops = [(4, True), (None, None), (2, False)]
+    path = tmp_path / "bofire.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({**line, "rule": "r", "eps": 0.1, "query": q, "true": t}) + "\n"
+            for line, (q, t) in zip(lines, stops, strict=True)
+        )
+    )
+    rows = stopping.bofire_summary(str(path))
+    assert [(r["acquisition"], r["runs"], r["stopped"], r["true"]) for r in rows] == [
+        ("qlognei", 2, 1, 1),
+        ("chaining", 1, 1, 0),
+    ]
+    assert rows[0]["tolerance"] == "eps 0.1" and rows[0]["median_query"] == 4.0
+    (pooled,) = stopping.bofire_summary(str(path), pool=True)
+    assert (pooled["runs"], pooled["stopped"], pooled["median_query"]) == (3, 2, 3.0)
+    assert "| r | eps 0.1 | 2 / 3 | 3 | 1 / 2 |" in stopping.format_markdown([pooled])
