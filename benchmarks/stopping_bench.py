@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gzip
 import json
 import math
 import sys
@@ -423,9 +424,9 @@ def summarize(
 
 
 def bofire_summary(path: str, pool: bool = False) -> list[dict[str, Any]]:
-    """:func:`summarize`'s rows for BoFire's criteria, from the JSON lines of
-    ``benchmarks/bofire_stops.py`` (run in BoFire's environment)."""
-    with open(path) as fh:
+    """:func:`summarize`'s rows for BoFire's criteria, from the gzipped JSON
+    lines of ``benchmarks/bofire_stops.py`` (run in BoFire's environment)."""
+    with gzip.open(path, "rt") as fh:
         lines = [json.loads(line) for line in fh if line.strip()]
     return aggregate(
         (_group(line, pool), {**line, "tolerance": f"eps {line['eps']:g}"})

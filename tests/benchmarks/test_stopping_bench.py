@@ -3,6 +3,7 @@ row it keeps, and whether its claim held."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import numpy as np
@@ -301,13 +302,15 @@ def test_bofire_stops_are_tabulated_like_the_rules(tmp_path):
         {"dataset": "toy", "acquisition": "chaining", "n_init": 5, "seed": 0},
     ]
     stops = [(4, True), (None, None), (2, False)]
-    path = tmp_path / "bofire.jsonl"
-    path.write_text(
-        "".join(
-            json.dumps({**line, "rule": "r", "eps": 0.1, "query": q, "true": t}) + "\n"
-            for line, (q, t) in zip(lines, stops, strict=True)
+    path = tmp_path / "bofire.jsonl.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write(
+            "".join(
+                json.dumps({**line, "rule": "r", "eps": 0.1, "query": q, "true": t})
+                + "\n"
+                for line, (q, t) in zip(lines, stops, strict=True)
+            )
         )
-    )
     rows = stopping.bofire_summary(str(path))
     assert [(r["acquisition"], r["runs"], r["stopped"], r["true"]) for r in rows] == [
         ("qlognei", 2, 1, 1),
