@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ax_chaining.certificate.schedule import DEFAULT_DELTA
 from ax_chaining.checks import check_choice, check_delta, check_float, check_int
 from ax_chaining.covers import (
     NearestCentres,
@@ -235,7 +236,7 @@ class ChainingResult:
 def chaining_covers(
     distance: PseudoDistance,
     t: int,
-    delta: float = 0.05,
+    delta: float = DEFAULT_DELTA,
     scale: float = 1.0,
     sigma_floor: float = 1e-6,
     h_radius: HRadius = "algorithm",
