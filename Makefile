@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-min demo test test-slow test-min lint format docs notebooks bench-speed clean
+.PHONY: install install-min demo test test-slow test-min lint format docs notebooks bench-speed bofire-stops clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -83,5 +83,18 @@ notebooks: $(STAMP)
 bench-speed: $(STAMP)
 	$(BIN)/python -m benchmarks speed
 
+## BoFire's convergence criteria on the stopping benchmark's stored runs, in
+## BoFire's own environment (.venv-bofire: it pulls jax, cvxpy and shap).
+BOFIRE := .venv-bofire
+
+$(BOFIRE)/.installed:
+	test -x $(BOFIRE)/bin/python || $(PYTHON) -m venv $(BOFIRE)
+	$(BOFIRE)/bin/python -m pip install --quiet torch==2.13.0
+	$(BOFIRE)/bin/python -m pip install --quiet "bofire[optimization]==0.5.0"
+	touch $@
+
+bofire-stops: $(BOFIRE)/.installed
+	$(BOFIRE)/bin/python benchmarks/bofire_stops.py benchmarks/results/stopping.jsonl.gz benchmarks/results/stopping_bofire.jsonl.gz
+
 clean:
-	rm -rf $(VENV) $(MIN) .pytest_cache .ruff_cache .hypothesis site
+	rm -rf $(VENV) $(MIN) $(BOFIRE) .pytest_cache .ruff_cache .hypothesis site

@@ -663,6 +663,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bofire", help="BoFire's stops (benchmarks/bofire_stops.py) to tabulate"
     )
+    parser.add_argument(
+        "--measured", choices=NEWER_RULES, help="only the runs that measured this rule"
+    )
     args = parser.parse_args(argv)
     config = SMALL_CONFIG if args.small else StoppingConfig()
     changes = {
@@ -682,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     run = functools.partial(run_one, config=config)
     records = resume(args, "stopping", tasks, config.key(), run)
+    if args.measured:  # every rule on the same runs
+        records = [r for r in records if args.measured in r["steps"][-1]]
     rows, costs = summarize(records, config), cost_rows(records)
     pooled = summarize(records, config, pool=True)
     final, unchecked = final_rows(records), unchecked_rows(records)
