@@ -320,3 +320,41 @@ def test_bofire_stops_are_tabulated_like_the_rules(tmp_path):
     (pooled,) = stopping.bofire_summary(str(path), pool=True)
     assert (pooled["runs"], pooled["stopped"], pooled["median_query"]) == (3, 2, 3.0)
     assert "| r | eps 0.1 | 2 / 3 | 3 | 1 / 2 |" in stopping.format_markdown([pooled])
+
+
+def test_measured_keeps_only_the_runs_with_the_rule(tmp_path):
+    from benchmarks.records import write_packed
+
+    def record(seed, with_rule):
+        step = _step(6, 2.0, 5, 3.0, 7, False, 3, False)
+        step["seconds"] = {}
+        if with_rule:
+            step["prb-t"] = {
+                "valid": True,
+                "0.1": {"stop": True, "value": 0, "index": 3},
+            }
+        return {
+            "dataset": "toy",
+            "acquisition": "qlognei",
+            "n_init": 5,
+            "seed": seed,
+            "config": {},
+            "num_items": 10,
+            "span": 10.0,
+            "items": [0, 1, 2, 3, 4, 7],
+            "truth": {"3": [0.5, 2], "7": [4.0, 6]},
+            "steps": [step],
+            "step_seconds": [1.0],
+        }
+
+    packed = tmp_path / "runs.jsonl.gz"
+    write_packed([record(0, True), record(1, False)], packed, "stopping")
+    out = tmp_path / "out"
+    argv = ["--records", str(packed), "--summary-only", "--no-progress"]
+    assert stopping.main([*argv, "--out", str(out), "--measured", "prb-t"]) == 0
+    rows = json.loads((out / "summary.json").read_text())["pooled"]
+    assert {r["runs"] for r in rows} == {1}
+    assert stopping.main([*argv, "--out", str(out)]) == 0
+    rows = json.loads((out / "summary.json").read_text())["pooled"]
+    runs = {r["rule"]: r["runs"] for r in rows}
+    assert runs["prb"] == 2 and runs["prb-t"] == 1  # the rule only where measured
