@@ -203,21 +203,22 @@ def step_statements(
     ucb = ucb_lcb_rule(mean, std, evaluated, t, threshold=0.0, delta=config.delta)
     seconds["ucb-lcb"], start = clock() - start, clock()
     gen = torch.Generator().manual_seed(seed * 100_003 + t)
-    prb = {
-        str(f): probabilistic_regret_bound(
-            mean, cov, evaluated, f * span, generator=gen
-        )
-        for f in config.eps_fractions
-    }
+
+    def prb_at_each_eps(scale: float = 1.0, dof: float = math.inf) -> dict:
+        # One generator for every PRB of the step, in a fixed order.
+        out = {}
+        for f in config.eps_fractions:
+            s = probabilistic_regret_bound(
+                mean, cov * scale**2, evaluated, f * span, generator=gen, dof=dof
+            )
+            out[str(f)] = {"stop": s.stop, "value": s.value, "index": s.index}
+        return out
+
+    prb = prb_at_each_eps()
     seconds["prb"], start = clock() - start, clock()
     check = loo_check(model)
     dof = min(max(1, len(tested) - 1), AUTO_DOF_CAP)
-    prb_t = {
-        str(f): probabilistic_regret_bound(
-            mean, cov * check.scale**2, evaluated, f * span, generator=gen, dof=dof
-        )
-        for f in config.eps_fractions
-    }
+    prb_t = {"valid": bool(check.valid), **prb_at_each_eps(check.scale, dof)}
     seconds["prb-t"], start = clock() - start, clock()
     # Ax's StandardizeY centres the model's outcome on the observations' mean:
     # the gap rule and the forecasts compare two fits, so they need the
@@ -240,16 +241,7 @@ def step_statements(
     if calibration.usable():
         fit = calibration.fit()
         prb_f = {"scale": fit.scale, "dof": fit.dof}
-        for f in config.eps_fractions:
-            st = probabilistic_regret_bound(
-                mean,
-                cov * fit.scale**2,
-                evaluated,
-                f * span,
-                generator=gen,
-                dof=fit.dof,
-            )
-            prb_f[str(f)] = {"stop": st.stop, "value": st.value, "index": st.index}
+        prb_f |= prb_at_each_eps(fit.scale, fit.dof)
     seconds["prb-forecast"], start = clock() - start, clock()
     gap = None
     if previous is not None:
@@ -284,17 +276,8 @@ def step_statements(
             "valid": bool(cert.valid),
         },
         "ucb-lcb": {"bound": ucb.value, "index": ucb.index},
-        "prb": {
-            k: {"stop": s.stop, "value": s.value, "index": s.index}
-            for k, s in prb.items()
-        },
-        "prb-t": {
-            "valid": bool(check.valid),
-            **{
-                k: {"stop": s.stop, "value": s.value, "index": s.index}
-                for k, s in prb_t.items()
-            },
-        },
+        "prb": prb,
+        "prb-t": prb_t,
         "prb-forecast": {"valid": bool(prb_f), **prb_f},
         "gap": gap,
         "ax-improvement": bool(ax_stop),
