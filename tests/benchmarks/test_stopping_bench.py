@@ -115,6 +115,20 @@ def test_first_stops_and_their_claims_by_hand():
     }
     assert forecast["prb-forecast", "eps 0.1"]["query"] == 3
     assert forecast["prb-forecast", "eps 0.1"]["true"] is False  # row 7: 4.0 off
+    # Held at scale 1 or more, it may stop later, on another row.
+    for st, stop in zip(widened["steps"], (False, False, True), strict=True):
+        st["prb-widened"] = {"valid": stop, "scale": 1.0, "dof": 4.0}
+        if stop:
+            st["prb-widened"]["0.1"] = {"stop": True, "value": 0.0, "index": 3}
+    held = {
+        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(widened, CONFIG)
+    }
+    assert held["prb-widened", "eps 0.1"] == {
+        "rule": "prb-widened",
+        "tolerance": "eps 0.1",
+        "query": 3,
+        "true": True,
+    }
     never = dict(record, steps=record["steps"][:1])
     assert all(s["query"] is None for s in stopping.first_stops(never, CONFIG))
 
@@ -203,15 +217,17 @@ def test_cost_table_takes_medians_of_the_timed_records():
             "prb": 0.2,
             "prb-t": 0.7,
             "prb-forecast": None,
+            "prb-widened": None,
             "gap": 0.004,
             "ax-improvement": 0.0,
         }
     ]
     text = stopping.format_costs(rows)
-    assert "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0.7 | - | 0.004 | 0 |" in text
+    row = "| toy | qlognei | 2 | 2 | 1 | 0.5 | 0 | 0.2 | 0.7 | - | - | 0.004 | 0 |"
+    assert row in text
     rows = stopping.cost_rows([timed([1.0], [0.1])])  # no record times the gap
     assert rows[0]["gap"] is None
-    assert "| 0.1 | - | - | - | 0 |" in stopping.format_costs(rows)
+    assert "| 0.1 | - | - | - | - | 0 |" in stopping.format_costs(rows)
     assert stopping.format_costs([]) == ""
 
 
