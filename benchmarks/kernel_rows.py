@@ -1,9 +1,12 @@
 r"""Speed and memory of Tanimoto kernel rows per route of
 :meth:`ax_chaining.kernels.PackedFingerprints.tanimoto` against RDKit's
 ``BulkTanimotoSimilarity``, each (route, N) in a fresh subprocess; one JSON
-line per measurement (``--quick``: a test)::
+line per measurement (``--quick``: a test); ``--columns K``: rows against
+``K`` scattered columns instead of the whole library::
 
     python -m benchmarks.kernel_rows --sizes 10000 100000 1000000
+    python -m benchmarks.kernel_rows --sizes 100000 --columns 64 4096
+    python -m benchmarks.kernel_rows --table rows.jsonl   # its markdown table
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks._tables import md_row
 from benchmarks.speed import random_fingerprints
 
 ROUTES = ("inverted", "popcount", "matmul", "rdkit")
@@ -58,6 +62,12 @@ def _worker(args: argparse.Namespace) -> dict:
     rng = np.random.default_rng(args.seed + 1)
     rows = np.sort(rng.choice(args.n, size=min(args.rows, args.n), replace=False))
     blocks = [rows[i : i + args.block] for i in range(0, rows.shape[0], args.block)]
+    # All columns (one run), or K scattered ones drawn from another stream.
+    cols: slice | np.ndarray = slice(0, args.n)
+    if args.column:
+        draw = np.random.default_rng(args.seed + 2)
+        k = min(args.column, args.n)
+        cols = np.sort(draw.choice(args.n, size=k, replace=False))
     start = time.perf_counter()
     if args.route == "rdkit":
         from rdkit import DataStructs
@@ -69,9 +79,11 @@ def _worker(args: argparse.Namespace) -> dict:
                 fp.SetBitsFromList(np.flatnonzero(bits).tolist())
                 fps.append(fp)
 
+        targets = fps if isinstance(cols, slice) else [fps[j] for j in cols]
+
         def compute(block: np.ndarray) -> np.ndarray:
             return np.array(
-                [DataStructs.BulkTanimotoSimilarity(fps[i], fps) for i in block]
+                [DataStructs.BulkTanimotoSimilarity(fps[i], targets) for i in block]
             )
 
     else:
@@ -79,7 +91,7 @@ def _worker(args: argparse.Namespace) -> dict:
             library.build_index()
 
         def compute(block: np.ndarray) -> np.ndarray:
-            out = library.tanimoto(block, slice(0, args.n), route=args.route)
+            out = library.tanimoto(block, cols, route=args.route)
             return out.numpy()
 
     setup = time.perf_counter() - start
@@ -97,6 +109,7 @@ def _worker(args: argparse.Namespace) -> dict:
         "route": args.route,
         "n": args.n,
         "rows": int(rows.shape[0]),
+        "columns": args.n if isinstance(cols, slice) else int(cols.shape[0]),
         "block": args.block,
         "rows_per_s": round(rows.shape[0] / best_wall, 2),
         "rows_per_cpu_s": round(rows.shape[0] / best_cpu, 2),
@@ -117,18 +130,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--routes", nargs="+", choices=ROUTES, default=list(ROUTES))
     parser.add_argument("--rows", type=int, help="rows per measurement (~1e7 / N)")
+    parser.add_argument("--columns", type=int, nargs="+", help="scattered columns")
     parser.add_argument("--block", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--library", help="featurize_library cache or .npy file")
     parser.add_argument("--quick", action="store_true", help="N = 2000, 32 rows")
+    parser.add_argument("--table", nargs="+", help="markdown table of JSON lines")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--route", choices=ROUTES, help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--column", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--label", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(_worker(args)), flush=True)
+        return
+    if args.table:
+        print(table(args.table))
         return
     if args.quick:
         args.sizes, args.repeats, args.rows = [2000], 1, 32
@@ -142,11 +161,40 @@ def main(argv: list[str] | None = None) -> None:
                 library = str(Path(tmp) / f"{n}.npy")
                 random_fingerprints(n, args.seed, Path(library))
                 label = f"random, 40-60 of 2048 bits set, seed {args.seed}"
-            for route in args.routes:
-                print(_run_worker(args, route, n, library, label), flush=True)
+            for columns in args.columns or [None]:
+                for route in args.routes:
+                    line = _run_worker(args, route, n, library, label, columns)
+                    print(line, flush=True)
 
 
-def _run_worker(args: argparse.Namespace, route: str, n: int, library: str, label: str):
+def table(paths: list[str]) -> str:
+    """The markdown table of the JSON lines in ``paths``: rows per second of
+    each route, per library size and column count, and the fastest of this
+    package's routes (RDKit's ``BulkTanimotoSimilarity`` shown beside)."""
+    groups: dict[tuple[int, int], dict[str, float]] = {}
+    for path in paths:
+        for line in map(json.loads, filter(str.strip, open(path))):
+            key = (line["n"], line["columns"])
+            groups.setdefault(key, {})[line["route"]] = line["rows_per_s"]
+    header = md_row("N", "columns", *ROUTES, "fastest of ours")
+    out = [header, md_row(*["---:"] * (2 + len(ROUTES)), "---")]
+    for (n, columns), speed in groups.items():
+        ours = {r: v for r, v in speed.items() if r != "rdkit"}
+        best = max(ours, key=lambda r: ours[r]) if ours else "-"
+        cells = [f"{speed[r]:,.0f}" if r in speed else "-" for r in ROUTES]
+        shown = "all" if columns == n else f"{columns:,}"
+        out.append(md_row(f"{n:,}", shown, *cells, best))
+    return "\n".join(out)
+
+
+def _run_worker(
+    args: argparse.Namespace,
+    route: str,
+    n: int,
+    library: str,
+    label: str,
+    columns: int | None,
+):
     options = {
         "route": route,
         "n": n,
@@ -156,6 +204,7 @@ def _run_worker(args: argparse.Namespace, route: str, n: int, library: str, labe
         "seed": args.seed,
         "library": library,
         "label": label,
+        **({} if columns is None else {"column": columns}),
     }
     cmd = [sys.executable, "-m", "benchmarks.kernel_rows", "--worker"]
     cmd += [f"--{k}={v}" for k, v in options.items()]

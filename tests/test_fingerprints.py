@@ -448,12 +448,30 @@ def test_speed_benchmark_runs_and_all_routes_agree_with_rdkit(capsys: Any) -> No
 
     from benchmarks import kernel_rows
 
-    kernel_rows.main(["--quick"])
+    kernel_rows.main(["--quick", "--columns", "16"])
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["route"] for line in lines] == list(kernel_rows.ROUTES)
-    assert {line["n"] for line in lines} == {2000}
+    assert {(line["n"], line["columns"]) for line in lines} == {(2000, 16)}
     assert len({line["checksum"] for line in lines}) == 1  # bit-identical values
     assert all(line["rows_per_s"] > 0 and line["peak_rss_mb"] > 0 for line in lines)
+
+
+def test_tanimoto_route_table_names_the_fastest_of_this_package(tmp_path) -> None:
+    import json
+
+    from benchmarks import kernel_rows
+
+    speeds = {"inverted": 10.0, "popcount": 30.0, "matmul": 20.0, "rdkit": 90.0}
+    lines = [
+        {"n": 5000, "columns": 5000, "route": r, "rows_per_s": v}
+        for r, v in speeds.items()
+    ]
+    lines += [{"n": 5000, "columns": 64, "route": "inverted", "rows_per_s": 7.0}]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rows = kernel_rows.table([str(path)]).splitlines()
+    assert rows[2] == "| 5,000 | all | 10 | 30 | 20 | 90 | popcount |"  # not RDKit
+    assert rows[3] == "| 5,000 | 64 | 7 | - | - | - | inverted |"
 
 
 def _library_model(n: int = 300, obs: int = 20, scaled: bool = True, seed: int = 0):

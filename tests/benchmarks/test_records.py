@@ -323,6 +323,11 @@ def test_committed_summary_is_remade_from_the_committed_records(
         ),
         ("speed", "docs/results/speed/cpu_certificate.jsonl", "docs/results/speed.md"),
         ("speed", "docs/results/speed/cpu_union_solver.jsonl", "docs/results/speed.md"),
+        (
+            "kernel_rows",
+            "docs/results/speed/tanimoto_routes.jsonl",
+            "docs/results/speed.md",
+        ),
     ],
 )
 def test_tables_in_the_docs_are_remade_from_their_committed_lines(
