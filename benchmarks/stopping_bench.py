@@ -76,6 +76,8 @@ COST_PARTS = (
     "gap",
     "ax-improvement",
 )
+#: The field's rules: the literature's, Ax's and (``bofire-`` prefixed) BoFire's.
+PEER_RULES = ("ucb-lcb", "prb", "gap", "ax-improvement")
 #: Rules that records made before they were measured lack.
 NEWER_RULES = ("gap", "prb-t", "prb-forecast", "prb-widened")
 RULES = (
@@ -615,6 +617,132 @@ def format_costs(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_stops(
+    records: list[dict[str, Any]], config: StoppingConfig, bofire: str | None = None
+) -> dict[tuple, dict[tuple[str, str], int | None]]:
+    """Per run (dataset, acquisition, initial rows, seed): each rule's query
+    at its first stop per tolerance (None: never), BoFire's (``bofire``, the
+    file of ``benchmarks/bofire_stops.py``) included."""
+    out: dict[tuple, dict[tuple[str, str], int | None]] = {}
+    for rec in records:
+        run = (rec["dataset"], rec["acquisition"], rec["n_init"], rec["seed"])
+        stops = {
+            (s["rule"], s["tolerance"]): s["query"] for s in first_stops(rec, config)
+        }
+        out[run] = stops
+    if bofire:
+        with gzip.open(bofire, "rt") as fh:
+            for line in map(json.loads, filter(str.strip, fh)):
+                run = (
+                    line["dataset"],
+                    line["acquisition"],
+                    line["n_init"],
+                    line["seed"],
+                )
+                if run in out:  # the runs of ``records`` only
+                    out[run][line["rule"], f"eps {line['eps']:g}"] = line["query"]
+    return out
+
+
+def verdict_rows(
+    pooled: list[dict[str, Any]],
+    stops: dict[tuple, dict[tuple[str, str], int | None]],
+    delta: float = 0.05,
+) -> list[dict[str, Any]]:
+    """Per dataset and regret tolerance, pooled over acquisitions and starts:
+    the package's stop (the checked ``certificate``) against each of the
+    field's rules (:data:`PEER_RULES`, BoFire's) that was correct there, i.e.
+    whose claims held in at least ``1 - delta`` of its stops. In each run where
+    such a peer stopped, the package stopped no later, or later (never
+    stopping counts as later); it loses to a peer where it was later in more
+    of those runs than not, and wins where it was correct and lost to none."""
+    out = []
+    keys = dict.fromkeys(
+        (r["dataset"], r["tolerance"]) for r in pooled if r["rule"] == "certificate"
+    )
+
+    def correct(r: dict[str, Any]) -> bool:
+        return r["stopped"] > 0 and r["true"] >= (1 - delta) * r["stopped"]
+
+    for dataset, tolerance in keys:
+        here = [
+            r for r in pooled if (r["dataset"], r["tolerance"]) == (dataset, tolerance)
+        ]
+        ours = next(r for r in here if r["rule"] == "certificate")
+        runs = [v for k, v in stops.items() if k[0] == dataset]
+        peers = []
+        for r in here:
+            peer = r["rule"] in PEER_RULES or r["rule"].startswith("bofire-")
+            if not (peer and correct(r)):
+                continue
+            later = no_later = 0
+            for run in runs:
+                theirs = run.get((r["rule"], tolerance))
+                if theirs is None:
+                    continue
+                mine = run.get(("certificate", tolerance))
+                if mine is None or mine > theirs:
+                    later += 1
+                else:
+                    no_later += 1
+            peers.append({**r, "later": later, "no_later": no_later})
+        beaten = [p for p in peers if p["later"] > p["no_later"]]
+        if ours["stopped"] and not correct(ours):
+            verdict = "the package's stop was wrong"
+        elif beaten:
+            verdict = "loses to " + ", ".join(p["rule"] for p in beaten)
+        elif ours["stopped"]:
+            verdict = "wins" if peers else "wins: no peer correct"
+        else:
+            verdict = "no stop" if peers else "no rule correct and stopping"
+        out.append(
+            {
+                "dataset": dataset,
+                "tolerance": tolerance,
+                "ours": ours,
+                "correct_peers": peers,
+                "verdict": verdict,
+            }
+        )
+    return out
+
+
+def format_verdicts(rows: list[dict[str, Any]]) -> str:
+    """The verdict table, or nothing without rows."""
+    if not rows:
+        return ""
+
+    def stops(r: dict[str, Any]) -> str:
+        med = "-" if r["median_query"] is None else f"{r['median_query']:g}"
+        return f"{r['stopped']} / {r['runs']}, query {med}, {r['true']} true"
+
+    lines = [
+        "**The package's stop against the correct peers** (the checked regret "
+        "bound; a peer is correct where at least 95% of its stops held; in the "
+        "runs where a peer stopped, the package stopped later in k of m)",
+        "",
+        "| dataset | tolerance | package: stops, median query, true | correct "
+        "peers: stops, median query, true | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for v in rows:
+        peers = "; ".join(
+            f"{p['rule']}: {stops(p)}, package later in {p['later']} of "
+            f"{p['later'] + p['no_later']}"
+            for p in v["correct_peers"]
+        )
+        lines.append(
+            md_row(
+                v["dataset"],
+                v["tolerance"],
+                stops(v["ours"]),
+                peers or "none",
+                v["verdict"],
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
 def format_markdown(rows: list[dict[str, Any]], title: str = "") -> str:
     """One table per dataset, acquisition and initial rows; ``title`` opens
     each table's heading."""
@@ -689,8 +817,11 @@ def main(argv: list[str] | None = None) -> int:
     pooled = summarize(records, config, pool=True)
     final, unchecked = final_rows(records), unchecked_rows(records)
     bofire = bofire_summary(args.bofire, pool=True) if args.bofire else []
+    per_run = run_stops(records, config, args.bofire)
+    verdicts = verdict_rows(pooled + bofire, per_run, config.delta)
     markdown = "\n".join(
         [
+            format_verdicts(verdicts),
             format_markdown(pooled),
             format_markdown(bofire, "BoFire 0.5's criteria, "),
             format_markdown(rows),
@@ -706,6 +837,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": config_json,
         "pooled": pooled,
         "bofire": bofire,
+        "verdicts": verdicts,
         "rows": rows,
         "final": final,
         "unchecked": unchecked,

@@ -336,6 +336,21 @@ def test_bofire_stops_are_tabulated_like_the_rules(tmp_path):
     (pooled,) = stopping.bofire_summary(str(path), pool=True)
     assert (pooled["runs"], pooled["stopped"], pooled["median_query"]) == (3, 2, 3.0)
     assert "| r | eps 0.1 | 2 / 3 | 3 | 1 / 2 |" in stopping.format_markdown([pooled])
+    # Per run, beside the package's rules: only the runs of the records.
+    record = {
+        "dataset": "toy",
+        "acquisition": "qlognei",
+        "n_init": 5,
+        "seed": 0,
+        "num_items": 10,
+        "span": 10.0,
+        "truth": {"3": [0.5, 2]},
+        "steps": [_step(6, 0.5, 1, 3.0, 3, False, 3, False)],
+    }
+    runs = stopping.run_stops([record], CONFIG, str(path))
+    assert list(runs) == [("toy", "qlognei", 5, 0)]
+    assert runs["toy", "qlognei", 5, 0]["r", "eps 0.1"] == 4
+    assert runs["toy", "qlognei", 5, 0]["certificate", "eps 0.1"] == 1
 
 
 def test_measured_keeps_only_the_runs_with_the_rule(tmp_path):
@@ -374,3 +389,46 @@ def test_measured_keeps_only_the_runs_with_the_rule(tmp_path):
     rows = json.loads((out / "summary.json").read_text())["pooled"]
     runs = {r["rule"]: r["runs"] for r in rows}
     assert runs["prb"] == 2 and runs["prb-t"] == 1  # the rule only where measured
+
+
+def test_the_package_stop_is_judged_against_the_correct_peers_run_by_run():
+    def row(rule, stopped, median, true, tol="eps 0.1"):
+        return {
+            "dataset": "toy",
+            "acquisition": "all",
+            "n_init": "all",
+            "rule": rule,
+            "tolerance": tol,
+            "runs": 4,
+            "stopped": stopped,
+            "median_query": median,
+            "true": true,
+        }
+
+    pooled = [
+        row("certificate", 3, 20.0, 3),
+        row("prb", 4, 10.0, 3),  # 3 of 4 true: not correct, never compared
+        row("ucb-lcb", 2, 15.0, 2),
+        row("bofire-improvement n_lookback=10", 1, 30.0, 1),
+        row("certificate", 1, 30.0, 0, "eps 0.01"),  # its one stop was false
+    ]
+    runs = {
+        ("toy", "qlognei", 5, seed): {("certificate", "eps 0.1"): q}
+        for seed, q in enumerate([20, 12, 25, None])
+    }
+    runs["toy", "qlognei", 5, 0]["ucb-lcb", "eps 0.1"] = 15  # the package later
+    runs["toy", "qlognei", 5, 3]["ucb-lcb", "eps 0.1"] = 18  # it never stopped
+    runs["toy", "qlognei", 5, 1]["bofire-improvement n_lookback=10", "eps 0.1"] = 30
+    runs["toy", "qlognei", 5, 0]["certificate", "eps 0.01"] = 30
+    loose, tight = stopping.verdict_rows(pooled, runs)
+    peers = {p["rule"]: (p["later"], p["no_later"]) for p in loose["correct_peers"]}
+    assert peers == {"ucb-lcb": (2, 0), "bofire-improvement n_lookback=10": (0, 1)}
+    assert loose["verdict"] == "loses to ucb-lcb"
+    assert tight["verdict"] == "the package's stop was wrong"
+    text = stopping.format_verdicts([loose])
+    assert "ucb-lcb: 2 / 4, query 15, 2 true, package later in 2 of 2" in text
+    # Without UCB-LCB the package wins against the one correct peer left.
+    (alone,) = stopping.verdict_rows([pooled[0], pooled[3]], runs)
+    assert alone["verdict"] == "wins"
+    (none,) = stopping.verdict_rows([pooled[0], pooled[1]], runs)
+    assert none["verdict"] == "wins: no peer correct"
