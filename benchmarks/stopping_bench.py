@@ -251,14 +251,12 @@ def step_statements(
         fit = calibration.fit()
         prb_f = {"scale": fit.scale, "dof": fit.dof}
         prb_f |= prb_at_each_eps(fit.scale, fit.dof)
-        seconds["prb-forecast"], start = clock() - start, clock()
-        # Drawn after the other PRBs, so that theirs stay as recorded before.
-        widened = max(1.0, fit.scale)
-        prb_w = {"scale": widened, "dof": fit.dof}
-        prb_w |= prb_at_each_eps(widened, fit.dof)
+    seconds["prb-forecast"], start = clock() - start, clock()
+    if prb_f:  # drawn after the other PRBs, so that theirs stay as recorded
+        widened = max(1.0, prb_f["scale"])
+        prb_w = {"scale": widened, "dof": prb_f["dof"]}
+        prb_w |= prb_at_each_eps(widened, prb_f["dof"])
         seconds["prb-widened"], start = clock() - start, clock()
-    else:
-        seconds["prb-forecast"], start = clock() - start, clock()
     gap = None
     if previous is not None:
         statement = regret_gap_rule(
@@ -626,10 +624,9 @@ def run_stops(
     out: dict[tuple, dict[tuple[str, str], int | None]] = {}
     for rec in records:
         run = (rec["dataset"], rec["acquisition"], rec["n_init"], rec["seed"])
-        stops = {
+        out[run] = {
             (s["rule"], s["tolerance"]): s["query"] for s in first_stops(rec, config)
         }
-        out[run] = stops
     if bofire:
         with gzip.open(bofire, "rt") as fh:
             for line in map(json.loads, filter(str.strip, fh)):
