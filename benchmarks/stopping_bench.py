@@ -300,6 +300,78 @@ def step_statements(
     }, current
 
 
+#: The certificate's widenings taken away one at a time (:func:`final_widths`).
+WIDTHS = ("default", "Gaussian tails", "model as true", "model as true, Gaussian")
+
+
+def final_widths(record: dict[str, Any]) -> dict[str, Any]:
+    """The default statement about a run's best observed row after its last
+    query, refitted on its observations, and the same statement with Gaussian
+    tails, with the model taken as true (whose default tails are Gaussian),
+    and with both: bound over the range and rank bound over the rows of each
+    (:data:`WIDTHS`)."""
+    import logging
+
+    from ax.api.client import Client
+    from ax.utils.common.logger import set_stderr_log_level
+
+    from ax_chaining.ax import candidate_index_parameter, qlognei_generation_strategy
+    from ax_chaining.ax.certificates import fit_candidates
+    from ax_chaining.certificate import CertificateOptions, GaussianTail, certify_model
+    from ax_chaining.certificate.calibration import loo_check
+
+    set_stderr_log_level(logging.WARNING)
+    spec, y = table(record["dataset"], record["seed"])
+    client = Client(random_seed=record["seed"])
+    client.configure_experiment(parameters=[candidate_index_parameter(len(y))])
+    client.configure_optimization(objective="y")
+    # A strategy only to carry the run's surrogate spec into the refit.
+    client.set_generation_strategy(qlognei_generation_strategy(0, surrogate_spec=spec))
+    for item in record["items"]:
+        trial = client.attach_trial({"item": int(item)})
+        client.complete_trial(trial, raw_data={"y": float(y[item])})
+    fitted = fit_candidates(client)
+    X = fitted.X[torch.tensor([int(r["item"]) for r in fitted.rows]).argsort()]
+    best = max(set(record["items"]), key=lambda i: y[i])
+    options = {
+        "default": CertificateOptions(),
+        "Gaussian tails": CertificateOptions(tail=GaussianTail()),
+        "model as true": CertificateOptions(calibration="none"),
+        "model as true, Gaussian": CertificateOptions(
+            calibration="none", tail=GaussianTail()
+        ),
+    }
+    out = {k: record[k] for k in ("dataset", "acquisition", "n_init", "seed")}
+    out["loo_scale"] = float(loo_check(fitted.model).scale)
+    for name in WIDTHS:
+        cert = certify_model(fitted.model, X, [best], options=options[name])
+        bound = float(cert.bound) * (fitted.scale or 1.0) / record["span"]
+        out[name] = {"bound": bound, "rank": cert.rank_bound / len(y)}
+    return out
+
+
+def format_widths(lines: list[dict[str, Any]]) -> str:
+    """Per dataset and acquisition, the median of each statement of
+    :func:`final_widths` (bound / range, rank / rows) and of the check's scale."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for line in lines:
+        groups.setdefault((line["dataset"], line["acquisition"]), []).append(line)
+    head = [f"{w}: bound, rank" for w in WIDTHS]
+    out = [
+        md_row("dataset", "acquisition", "runs", "leave-one-out scale", *head),
+        "|---|---|---:|---:|" + "---:|" * len(WIDTHS),
+    ]
+    for (dataset, acq), group in groups.items():
+        cells = [
+            f"{np.median([g[w]['bound'] for g in group]):.3f}, "
+            f"{np.median([g[w]['rank'] for g in group]):.3f}"
+            for w in WIDTHS
+        ]
+        scale = f"{np.median([g['loo_scale'] for g in group]):.2f}"
+        out.append(md_row(dataset, acq, len(group), scale, *cells))
+    return "\n".join(out) + "\n"
+
+
 def run_one(
     dataset: str, acquisition: str, n_init: int, seed: int, config: StoppingConfig
 ) -> dict[str, Any]:
@@ -789,6 +861,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--measured", choices=NEWER_RULES, help="only the runs that measured this rule"
     )
+    parser.add_argument(
+        "--widths",
+        action="store_true",
+        help="with --summary-only: the final statement without each widening",
+    )
     args = parser.parse_args(argv)
     config = SMALL_CONFIG if args.small else StoppingConfig()
     changes = {
@@ -810,6 +887,20 @@ def main(argv: list[str] | None = None) -> int:
     records = resume(args, "stopping", tasks, config.key(), run)
     if args.measured:  # every rule on the same runs
         records = [r for r in records if args.measured in r["steps"][-1]]
+    if args.widths:
+        chosen = [
+            r
+            for r in records
+            if r["dataset"] in config.datasets
+            and r["acquisition"] in config.acquisitions
+            and r["n_init"] in config.n_inits
+        ]
+        lines = [final_widths(r) for r in chosen]
+        text = format_widths(lines)
+        print(text)
+        command = command_line(["stopping", *(sys.argv[1:] if argv is None else argv)])
+        write_summary(args.out, command, text, {"widths": lines})
+        return 0
     rows, costs = summarize(records, config), cost_rows(records)
     pooled = summarize(records, config, pool=True)
     final, unchecked = final_rows(records), unchecked_rows(records)

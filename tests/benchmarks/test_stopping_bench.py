@@ -432,3 +432,16 @@ def test_the_package_stop_is_judged_against_the_correct_peers_run_by_run():
     assert alone["verdict"] == "wins"
     (none,) = stopping.verdict_rows([pooled[0], pooled[1]], runs)
     assert none["verdict"] == "wins: no peer correct"
+
+
+def test_widths_table_takes_medians_per_dataset_and_acquisition():
+    def line(seed, scale, bound, rank):
+        out = {"dataset": "toy", "acquisition": "qlognei", "n_init": 10}
+        out |= {"seed": seed, "loo_scale": scale}
+        return out | {w: {"bound": bound, "rank": rank} for w in stopping.WIDTHS}
+
+    lines = [line(0, 1.0, 0.2, 0.1), line(1, 2.0, 0.4, 0.3), line(2, 3.0, 0.9, 0.2)]
+    lines[0]["default"] = {"bound": 0.5, "rank": 0.5}
+    text = stopping.format_widths(lines)
+    row = "| toy | qlognei | 3 | 2.00 | 0.500, 0.300 | 0.400, 0.200 |"
+    assert row in text  # default: medians of (0.5, 0.4, 0.9) and (0.5, 0.3, 0.2)
