@@ -25,6 +25,13 @@ def _step(t, bound, rank_bound, ucb, ucb_index, prb_stop, prb_index, ax_stop):
     }
 
 
+def _by_rule(record):
+    """A record's first stops, by rule and tolerance."""
+    return {
+        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(record, CONFIG)
+    }
+
+
 def test_truth_ranks_ties_together():
     y = np.array([1.0, 3.0, 3.0, 2.0])
     assert stopping.truth(y, 1) == (0.0, 1) and stopping.truth(y, 2) == (0.0, 1)
@@ -49,9 +56,7 @@ def test_first_stops_and_their_claims_by_hand():
             _step(8, 0.5, 1, 0.1, 3, True, 3, True),
         ],
     }
-    stops = {
-        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(record, CONFIG)
-    }
+    stops = _by_rule(record)
     assert stops["certificate", "eps 0.1"] == {
         "rule": "certificate",
         "tolerance": "eps 0.1",
@@ -81,9 +86,7 @@ def test_first_stops_and_their_claims_by_hand():
     unchecked["steps"][1]["certificate"] = dict(
         unchecked["steps"][1]["certificate"], valid=False
     )
-    late = {
-        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(unchecked, CONFIG)
-    }
+    late = _by_rule(unchecked)
     assert late["prb-checked", "eps 0.1"] == {
         "rule": "prb-checked",
         "tolerance": "eps 0.1",
@@ -96,9 +99,7 @@ def test_first_stops_and_their_claims_by_hand():
     widened = dict(unchecked, steps=[dict(st) for st in unchecked["steps"]])
     for st, valid in zip(widened["steps"], (False, True, True), strict=True):
         st["prb-t"] = {"valid": valid, "0.1": {"stop": True, "value": 0.0, "index": 3}}
-    calibrated = {
-        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(widened, CONFIG)
-    }
+    calibrated = _by_rule(widened)
     assert calibrated["prb-t", "eps 0.1"] == {
         "rule": "prb-t",
         "tolerance": "eps 0.1",
@@ -110,9 +111,7 @@ def test_first_stops_and_their_claims_by_hand():
         st["prb-forecast"] = {"valid": usable}
         if usable:
             st["prb-forecast"]["0.1"] = {"stop": True, "value": 0.0, "index": 7}
-    forecast = {
-        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(widened, CONFIG)
-    }
+    forecast = _by_rule(widened)
     assert forecast["prb-forecast", "eps 0.1"]["query"] == 3
     assert forecast["prb-forecast", "eps 0.1"]["true"] is False  # row 7: 4.0 off
     # Held at scale 1 or more, it may stop later, on another row.
@@ -120,9 +119,7 @@ def test_first_stops_and_their_claims_by_hand():
         st["prb-widened"] = {"valid": stop, "scale": 1.0, "dof": 4.0}
         if stop:
             st["prb-widened"]["0.1"] = {"stop": True, "value": 0.0, "index": 3}
-    held = {
-        (s["rule"], s["tolerance"]): s for s in stopping.first_stops(widened, CONFIG)
-    }
+    held = _by_rule(widened)
     assert held["prb-widened", "eps 0.1"] == {
         "rule": "prb-widened",
         "tolerance": "eps 0.1",
