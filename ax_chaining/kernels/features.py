@@ -66,7 +66,7 @@ class FeatureTableKernel(ItemIndexKernel):
         >>> features = torch.rand(100, 5, dtype=torch.float64)
         >>> kernel = FeatureTableKernel(features, base="matern52", prior="baybe")
         >>> x = torch.tensor([[0.0], [7.0]], dtype=torch.float64)
-        >>> kernel(x, x).toto_dense().shape
+        >>> kernel(x, x).to_dense().shape
         torch.Size([2, 2])
     """
 
@@ -93,7 +93,7 @@ class FeatureTableKernel(ItemIndexKernel):
         check_choice("base", base, BASES)
         check_choice("prior", prior, PRIORS)
         if base == "minmax":
-            low = min(float(block.min()) for block in _row_blocks(features))
+            low = min(float(block.min()) for block in features.split(1 << 16))
             if low < 0:
                 raise ValueError(
                     "`features` must be non-negative for base='minmax' (counts), "
@@ -147,16 +147,16 @@ class FeatureTableKernel(ItemIndexKernel):
         fc = self._rows(idx.reshape(-1, idx.shape[-1])[0, c], x)
         uv, inv = torch.unique(idx[..., v], return_inverse=True)
         fv = self._rows(idx[..., v], x)
+
+        def k(a: Tensor, b: Tensor) -> Tensor:
+            return to_dense(self.base_kernel.forward(a, b, **params))
+
         out = torch.empty(*idx.shape, idx.shape[-1], dtype=fc.dtype, device=fc.device)
-        out[..., c.unsqueeze(-1), c] = to_dense(
-            self.base_kernel.forward(fc, fc, **params)
-        )
-        cross = to_dense(self.base_kernel.forward(self._rows(uv, x), fc, **params))[inv]
+        out[..., c.unsqueeze(-1), c] = k(fc, fc)
+        cross = k(self._rows(uv, x), fc)[inv]
         out[..., v.unsqueeze(-1), c] = cross
         out[..., c.unsqueeze(-1), v] = cross.transpose(-1, -2)
-        out[..., v.unsqueeze(-1), v] = to_dense(
-            self.base_kernel.forward(fv, fv, **params)
-        )
+        out[..., v.unsqueeze(-1), v] = k(fv, fv)
         return out
 
     def _rows(self, idx: Tensor, x: Tensor) -> Tensor:
@@ -199,17 +199,13 @@ def _check_features(features: Any) -> Tensor:
         )
     if not features.is_floating_point():
         raise ValueError(f"`features` must be floating, got dtype {features.dtype}.")
-    if not all(bool(torch.isfinite(b).all()) for b in _row_blocks(features)):
+    # A memory-mapped table is read block by block, never copied whole.
+    if not all(bool(torch.isfinite(b).all()) for b in features.split(1 << 16)):
         raise ValueError(
             "`features` must be finite; clean the table first "
             "(ax_chaining.molecules.clean_features)."
         )
     return features
-
-
-def _row_blocks(features: Tensor) -> list[Tensor]:
-    # A memory-mapped table is read block by block, never copied whole.
-    return list(features.split(1 << 16))
 
 
 _KEY_PREFIX = "sha256:"

@@ -116,12 +116,9 @@ class PackedFingerprints:
     @classmethod
     def from_bits(cls, bits: Tensor | np.ndarray) -> PackedFingerprints:
         r"""Pack an ``N x m`` tensor or array of 0/1 fingerprints (any dtype)."""
-        if isinstance(bits, Tensor):
-            array = bits.detach().cpu().numpy()
-        elif isinstance(bits, np.ndarray):
-            array = bits
-        else:
+        if not isinstance(bits, Tensor | np.ndarray):
             raise type_error("bits", "a torch.Tensor or numpy array", bits)
+        array = bits.detach().cpu().numpy() if isinstance(bits, Tensor) else bits
         if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
             raise ValueError(
                 "`bits` must be an N x m array of fingerprints with N >= 1 and "
@@ -225,11 +222,7 @@ class PackedFingerprints:
     def unpack(self, rows: Sequence[int] | np.ndarray | slice | None = None) -> Tensor:
         r"""The 0/1 bits of some rows (all if None), ``len(rows) x m`` uint8."""
         words = self._words[slice(None) if rows is None else rows]
-        words = np.ascontiguousarray(np.atleast_2d(words))
-        bits = np.unpackbits(
-            words.view(np.uint8), axis=-1, count=self.n_bits, bitorder="little"
-        )
-        return torch.from_numpy(bits)
+        return torch.from_numpy(_unpack_numpy(np.atleast_2d(words), self.n_bits))
 
     def build_index(self) -> PackedFingerprints:
         r"""Build the inverted index of the ``inverted`` route now (else on first
@@ -404,13 +397,7 @@ class PackedFingerprints:
         for r in range(row_words.shape[0]):
             target = out[r] if run else buffer
             pop_r = row_pop[r]
-            bits = np.flatnonzero(
-                np.unpackbits(
-                    np.ascontiguousarray(row_words[r]).view(np.uint8),
-                    count=self.n_bits,
-                    bitorder="little",
-                )
-            )
+            bits = np.flatnonzero(_unpack_numpy(row_words[r], self.n_bits))
             for tile in range(lo // _TILE, -(-hi // _TILE)):
                 t0 = tile * _TILE
                 t1 = min(t0 + _TILE, len(self))
@@ -732,15 +719,15 @@ class MinMaxKernel(_FingerprintKernel):
         if diag:
             low = torch.minimum(x1, x2).sum(-1)
             high = torch.maximum(x1, x2).sum(-1)
-            return torch.where(high > 0, low / high.clamp_min(tiny), 1.0)
-        batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
-        x1 = x1.expand(*batch, *x1.shape[-2:])
-        x2 = x2.expand(*batch, *x2.shape[-2:])
-        dist = torch.cdist(x1, x2, p=1.0)
-        total = x1.sum(-1).unsqueeze(-1) + x2.sum(-1).unsqueeze(-2)
-        # max sum = (s + d) / 2 > 0 unless both are 0; min sum = (s - d) / 2.
-        high = total + dist
-        return torch.where(high > 0, (total - dist) / high.clamp_min(tiny), 1.0)
+        else:
+            batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+            x1 = x1.expand(*batch, *x1.shape[-2:])
+            x2 = x2.expand(*batch, *x2.shape[-2:])
+            dist = torch.cdist(x1, x2, p=1.0)
+            total = x1.sum(-1).unsqueeze(-1) + x2.sum(-1).unsqueeze(-2)
+            # max sum = (s + d) / 2 > 0 unless both are 0; min sum = (s - d) / 2.
+            low, high = total - dist, total + dist
+        return torch.where(high > 0, low / high.clamp_min(tiny), 1.0)
 
 
 def _same_width(name: str, x1: Tensor, x2: Tensor) -> None:
@@ -847,6 +834,12 @@ def _tile_postings(
         bits = np.concatenate([bits[~mine], flipped[which].astype(bits.dtype)])
         rows = np.concatenate([rows[~mine], lacking.astype(np.uint16)])
     return bits, rows, flip
+
+
+def _unpack_numpy(words: np.ndarray, n_bits: int) -> np.ndarray:
+    r"""Unpack ``... x W`` packed words into ``... x n_bits`` 0/1 ``uint8``."""
+    words = np.ascontiguousarray(words).view(np.uint8)
+    return np.unpackbits(words, axis=-1, count=n_bits, bitorder="little")
 
 
 def _unpack_torch(

@@ -16,13 +16,7 @@ from gpytorch.priors import GammaPrior
 from ax_chaining.checks import check_choice
 from ax_chaining.kernels.fingerprints import MinMaxKernel
 
-__all__ = [
-    "PRIORS",
-    "base_kernel",
-    "baybe_priors",
-    "chen_priors",
-    "likelihood_options",
-]
+__all__ = ["PRIORS", "base_kernel", "baybe_priors", "chen_priors", "likelihood_options"]
 
 #: The priors of a feature table's GP.
 PRIORS = ("botorch", "baybe", "chen")

@@ -209,10 +209,8 @@ def graph_problem(
     norms = H.norm(dim=-1)
     Phi = H / norms.unsqueeze(-1)
     gram = H @ H.T  # integer-valued, hence exact and exactly symmetric
-    block = 2048
-    for start in range(0, n, block):
-        stop = min(start + block, n)
-        gram[start:stop].div_(norms[start:stop, None] * norms[None, :])
+    for start in range(0, n, 2048):
+        gram[start : start + 2048].div_(norms[start : start + 2048, None] * norms)
     gram.fill_diagonal_(1.0)
     f = Phi @ torch.from_numpy(w)
     info = {
