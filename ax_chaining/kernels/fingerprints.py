@@ -653,14 +653,13 @@ class TanimotoKernel(_FingerprintKernel):
             return super().forward(x1, x2, diag, last_dim_is_batch)
         library = self.library
         dtype = x1.dtype if x1.is_floating_point() else torch.get_default_dtype()
-        device = x1.device
         # Broadcast copies (training inputs expanded over b test points) once.
         x1, x2 = _drop_expanded(x1), _drop_expanded(x2)
         i1 = item_indices(x1, len(library), self.normalized_inputs, "TanimotoKernel")
         i2 = item_indices(x2, len(library), self.normalized_inputs, "TanimotoKernel")
         if diag:
             return library.tanimoto_pairs(i1, i2, dtype=dtype)
-        kw = {"route": self.route, "dtype": dtype, "device": device}
+        kw = {"route": self.route, "dtype": dtype, "device": x1.device}
         if i1.dim() == 1 and i2.dim() == 1:
             return library.tanimoto(i1, i2, **kw)
         # Batches: the kernel of the distinct items, then indexed (no b^2
@@ -669,10 +668,9 @@ class TanimotoKernel(_FingerprintKernel):
         u2, inv2 = torch.unique(i2, return_inverse=True)
         pairs = torch.broadcast_shapes(i1.unsqueeze(-1).shape, i2.unsqueeze(-2).shape)
         if math.prod(pairs) < u1.numel() * u2.numel():
-            out = library.tanimoto_pairs(
+            return library.tanimoto_pairs(
                 i1.unsqueeze(-1), i2.unsqueeze(-2), dtype=dtype
             )
-            return out.to(x1.device)
         values = library.tanimoto(u1, u2, **kw)
         return values[inv1.unsqueeze(-1), inv2.unsqueeze(-2)]
 
