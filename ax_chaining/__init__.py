@@ -1,7 +1,6 @@
 """Chaining-UCB for BoTorch and Ax. The torch-only engine is imported eagerly; the
-BoTorch and Ax layers on first use of one of their names. Importing the Ax layer
-registers its classes with Ax's JSON storage, so a saved snapshot loads with
-``ax_chaining.load_client(path)`` or after ``import ax_chaining.ax``."""
+BoTorch and Ax layers on first use of one of their names (importing the Ax layer
+registers its classes with Ax's JSON storage)."""
 
 from __future__ import annotations
 

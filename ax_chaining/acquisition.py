@@ -116,15 +116,12 @@ class ChainingOptions:
             rule = (lambda v: v > 0, "finite and > 0")
             checked["scale"] = check_float("scale", self.scale, rule)
         if self.max_cover_size is not None:
-            checked["max_cover_size"] = check_int(
-                "max_cover_size", self.max_cover_size, 1
-            )
-        for name, kind in (
-            ("h_radius", HRadius),
-            ("path", Path),
-            ("cover", CoverMethod),
-            ("pending_covers", PendingCovers),
-            ("bonus", BonusShape),
+            size = check_int("max_cover_size", self.max_cover_size, 1)
+            checked["max_cover_size"] = size
+        for name, kind in zip(
+            ("h_radius", "path", "cover", "pending_covers", "bonus"),
+            (HRadius, Path, CoverMethod, PendingCovers, BonusShape),
+            strict=True,
         ):
             value = getattr(self, name)
             if value is not None or name != "cover":

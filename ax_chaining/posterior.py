@@ -405,9 +405,7 @@ class _Rows:
         return out.mul_(self.scale) if self.scale != 1.0 else out
 
     def _rows(self, left: Tensor, first: int, stop: int) -> Tensor:
-        out = torch.empty(
-            left.shape[0], stop - first, dtype=left.dtype, device=left.device
-        )
+        out = left.new_empty(left.shape[0], stop - first)
         for a, b in column_blocks(first, stop, self.offset):
             self._fill(out[:, a - first : b - first], left, a, b)
         return out
@@ -440,12 +438,8 @@ class KernelRows(_Rows):
 
     def diag(self, first: int, stop: int) -> Tensor:
         """Prior variances (model space) of the candidates ``first..stop-1``."""
-        return torch.cat(
-            [
-                self.covar_module(self.Zt[a:b], diag=True)
-                for a, b in column_blocks(first, stop, self.offset)
-            ]
-        )
+        cols = column_blocks(first, stop, self.offset)
+        return torch.cat([self.covar_module(self.Zt[a:b], diag=True) for a, b in cols])
 
 
 def _unscale(kernel) -> tuple[Tensor | None, object]:
@@ -915,16 +909,13 @@ def candidate_posterior(
                 first_radius = float(prior_var.max().clamp_min(0).sqrt())
         else:  # any Gaussian posterior: its covariance, pending points included
             Z = torch.cat([candidates, X_pending.to(candidates)]) if p else candidates
+            chunks = [candidates[i : i + _MEAN_CHUNK] for i in range(0, n, _MEAN_CHUNK)]
             with gpytorch.settings.skip_posterior_variances():
-                mean = torch.cat(
-                    [
-                        model.posterior(
-                            candidates[i : i + _MEAN_CHUNK],
-                            posterior_transform=posterior_transform,
-                        ).mean.reshape(-1)
-                        for i in range(0, n, _MEAN_CHUNK)
-                    ]
-                )
+                means = [
+                    model.posterior(c, posterior_transform=posterior_transform).mean
+                    for c in chunks
+                ]
+            mean = torch.cat([m.reshape(-1) for m in means])
             post = model.posterior(Z, posterior_transform=posterior_transform)
             try:
                 cov = post.distribution.covariance_matrix
