@@ -542,10 +542,8 @@ class TensorCandidates:
         return ChainingStep(post, chaining)
 
     def prior_variance(self, post: CandidatePosterior) -> Tensor:
-        acqf = self.acqf
-        return known_prior_variance(
-            post, acqf.model, self.candidates, acqf.posterior_transform
-        )
+        model, transform = self.acqf.model, self.acqf.posterior_transform
+        return known_prior_variance(post, model, self.candidates, transform)
 
     def match(self, rows: Tensor) -> Tensor:
         index = match_rows(rows, self.candidates)

@@ -188,10 +188,7 @@ class DenseDistance(PseudoDistance):
     """
 
     def __init__(
-        self,
-        covariance: Tensor,
-        inplace: bool = False,
-        block_bytes: int = 16 * 2**20,
+        self, covariance: Tensor, inplace: bool = False, block_bytes: int = 16 * 2**20
     ) -> None:
         if covariance.ndim != 2 or covariance.shape[0] != covariance.shape[1]:
             raise ValueError(

@@ -779,12 +779,11 @@ class _LowRankFactors:
     def condition(self, X_pending: Tensor, noise: Tensor) -> Tensor:
         """The ``(r + p) x N`` factor given pending points (:func:`pending_rows`)."""
         Pt, W_p, A = self.model_factors.pending(X_pending, noise)
-        r, n = self.factor.shape
-        out = self.factor.new_empty(r + Pt.shape[-2], n)
-        out[:r] = self.factor
-        pending_factor_blocks(
-            self.kernel, Pt, W_p, A, self.factor, self.out_var, out[r:]
-        )
+        W = self.factor
+        r, n = W.shape
+        out = W.new_empty(r + Pt.shape[-2], n)
+        out[:r] = W
+        pending_factor_blocks(self.kernel, Pt, W_p, A, W, self.out_var, out[r:])
         return out
 
 
