@@ -99,9 +99,8 @@ def chaining_bonus(
       non-decreasing and :math:`b(\sigma) \le c(\sigma) \le b(2\sigma)`
       (``docs/algorithm.md``).
 
-    ``eps`` are the ``L`` decreasing radii, ``H`` the ``L`` terms and
-    ``sigma_min_used`` the floored :math:`\sigma^{\min}`; the bonus has the
-    shape, dtype and device of ``sigma``.
+    ``sigma_min_used`` is the floored :math:`\sigma^{\min}`; the bonus has
+    the shape, dtype and device of ``sigma``.
 
     Example:
         >>> eps, H = torch.tensor([1.0, 0.5]), torch.tensor([2.0, 1.0])
@@ -175,7 +174,6 @@ class ChainingResult:
 
     @property
     def num_levels(self) -> int:
-        """Number of levels ``L``."""
         return self.eps.numel()
 
     def bonus(self, sigma: Tensor, shape: BonusShape = "paper") -> Tensor:
@@ -190,17 +188,16 @@ class ChainingResult:
             3 \sum_{i \ge 1:\, \epsilon_i < \sigma} \epsilon_{i-1} \sqrt{2 u_i},
             \qquad \epsilon_{i-1} = 2 \epsilon_i,
 
-        with :math:`|T_i| \le N` beyond the ``L`` levels, summed until the tail
-        is below :math:`2^{-64}` of the sum; for comparison with the paper only
-        (:mod:`ax_chaining.certificate` is valid at points chosen from the data).
+        with :math:`|T_i| \le N` beyond the ``L`` levels, summed to 64 levels
+        past the smallest ``sigma`` (the rest is below :math:`2^{-64}` of the
+        sum); for comparison with the paper only (:mod:`ax_chaining.certificate`
+        is valid at points chosen from the data).
         """
         dtype = torch.float64
         sig = sigma.to(dtype)
         positive = sig[sig > 0]
         if positive.numel() == 0:
             return torch.zeros_like(sigma)
-        # 64 levels past the smallest sigma: eps_i halves while u_i grows like
-        # log i, so the rest of the tail is below 2^-64 of the first term.
         below = math.log2(max(self.scale / float(positive.min()), 1.0))
         depth = max(self.num_levels, int(math.ceil(below)) + 1) + 64
         levels = torch.arange(1, depth + 1, dtype=dtype, device=sig.device)
@@ -210,8 +207,7 @@ class ChainingResult:
         u = union_bound_log(sizes, levels, self.t, self.delta)
         terms = 2.0 * eps * torch.sqrt(2.0 * u)
         active = eps < sig.unsqueeze(-1)
-        total = 3.0 * (active.to(dtype) * terms).sum(dim=-1)
-        return total.to(sigma)
+        return (3.0 * (active.to(dtype) * terms).sum(dim=-1)).to(sigma)
 
     def summary(self) -> str:
         """A table of levels, radii, cover sizes and ``H_i`` (``*``: a level
@@ -291,8 +287,7 @@ def chaining_covers(
     n = distance.n
     if n == 0:
         raise ValueError("`distance` has no candidate; expected N >= 1.")
-    if max_cover_size is None:
-        max_cover_size = n
+    max_cover_size = n if max_cover_size is None else max_cover_size
     max_cover_size = check_int("max_cover_size", max_cover_size, 1)
     sigma_min = float(distance.sigma.min())
     _, eps = level_radii(sigma_min, scale, sigma_floor)
@@ -462,10 +457,8 @@ LAZY_EDGE_FACTOR = 4.0
 def lazy_levels(distance: PseudoDistance, eps: list[float]) -> tuple[int, int]:
     """Number ``k`` of leading levels for the lazy greedy, and the estimated
     edges of the first level kept as lists (level ``k + 1``)."""
-    n = distance.n
-    k = 0
-    edges = distance.estimate_edges(eps[0])
-    while k < len(eps) - 1 and edges > LAZY_EDGE_FACTOR * n**1.5:
+    k, edges = 0, distance.estimate_edges(eps[0])
+    while k < len(eps) - 1 and edges > LAZY_EDGE_FACTOR * distance.n**1.5:
         k += 1
         edges = distance.estimate_edges(eps[k])
     return k, edges

@@ -47,12 +47,7 @@ def greedy_dominating_set(adjacency: Tensor) -> Tensor:
     # the degrees that drop when R is covered are read off the rows of R. Rows
     # in blocks: sum(dtype=int32) converts its whole input first.
     step = max(1, 2**20 // m)
-    degree = torch.cat(
-        [
-            adjacency[start : start + step].sum(dim=1, dtype=torch.int32)
-            for start in range(0, m, step)
-        ]
-    )
+    degree = torch.cat([b.sum(dim=1, dtype=torch.int32) for b in adjacency.split(step)])
     chosen: list[Tensor] = []
     minus_one = torch.tensor(-1, dtype=torch.int32, device=device)
     while True:
@@ -68,19 +63,16 @@ def greedy_dominating_set(adjacency: Tensor) -> Tensor:
         newly = (adjacency[best] & uncovered).nonzero().squeeze(-1)
         uncovered[newly] = False
         # Fixed-size blocks: large varying allocations cost fresh mmaps.
-        for start in range(0, newly.numel(), step):
-            block = adjacency.index_select(0, newly[start : start + step])
-            degree -= block.sum(dim=0, dtype=torch.int32)
+        for rows in newly.split(step):
+            degree -= adjacency.index_select(0, rows).sum(dim=0, dtype=torch.int32)
     return torch.cat(chosen)
 
 
 def gather_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray):
     """Concatenated neighbour lists of ``rows`` (CSR)."""
-    starts = indptr[rows]
-    stops = indptr[rows + 1]
+    starts, stops = indptr[rows], indptr[rows + 1]
     lengths = stops - starts
-    total = int(lengths.sum())
-    if total >= 64 * rows.size:
+    if int(lengths.sum()) >= 64 * rows.size:
         # Long rows: copying slices beats building an index per element.
         return np.concatenate(
             [indices[a:b] for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
@@ -377,11 +369,9 @@ class NearestCentres:
         self._taken_count = 0
         #: Each closed level's cover size (centres taken when it closed).
         self.sizes: list[int] = []
-        self._best: Tensor | None = None  # squared distance to the prefix
-        self._arg: Tensor | None = None  # nearest centre of the prefix
-        self._taken: Tensor | None = None
-        self._parent: Tensor | None = None
-        self._link2: Tensor | None = None
+        # The first centre sets the squared distance to the prefix (_best), the
+        # nearest centre there (_arg), _taken, _parent and _link2.
+        self._best: Tensor | None = None
 
     def __call__(self, centre: int, row: Tensor, radius2: float) -> None:
         """Take ``centre`` (its squared-distance row ``row``); the prefix that

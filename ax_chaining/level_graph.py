@@ -103,9 +103,8 @@ def levels_np(d2: np.ndarray, eps2: Sequence[float], start: int = 0) -> np.ndarr
 def level_counts(d2: Tensor, eps2: list[float], out: Tensor | None = None) -> Tensor:
     """uint8 ``sum_i [d2 <= eps_i^2]`` (the comparisons of :func:`levels_np`)."""
     if out is None:
-        out = torch.zeros(d2.shape, dtype=torch.uint8, device=d2.device)
-    else:
-        out.zero_()
+        out = torch.empty(d2.shape, dtype=torch.uint8, device=d2.device)
+    out.zero_()
     for e2 in eps2:
         out.add_(d2 <= e2)
     return out
@@ -143,7 +142,6 @@ class LevelGraph:
 
     @property
     def n(self) -> int:
-        """Number of points."""
         return self.indptr.numel() - 1
 
     @property
@@ -319,16 +317,13 @@ def build_level_graph(
     if device.type == "cpu" and eps2:
         graph = _symmetric_level_graph if source.upper_blocks else _numpy_level_graph
         return graph(source, eps2, counted, step)
-    counts = torch.empty(n, dtype=torch.int64, device=device)
-    cols: list[Tensor] = []
-    levels: list[Tensor] = []
+    counts = torch.zeros(n, dtype=torch.int64, device=device)
+    cols = [torch.empty(0, dtype=torch.int32, device=device)]
+    levels = [torch.empty(0, dtype=torch.uint8, device=device)]
     degrees = torch.empty(counted, n, dtype=torch.int64, device=device)
-    for start in range(0, n, step):
+    for start in range(0, n if eps2 else 0, step):  # no edges without radii
         stop = min(n, start + step)
         d2 = source.row_range(start, stop)
-        if not eps2:
-            counts[start:stop] = 0
-            continue
         for i in range(counted):
             degrees[i, start:stop] = (d2 <= eps2[i]).sum(dim=1)
         mask = d2 <= eps2[counted]
@@ -337,8 +332,5 @@ def build_level_graph(
         levels.append(level_counts(d2[mask], eps2[counted:]).add_(counted))
     indptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
     torch.cumsum(counts, dim=0, out=indptr[1:])
-    if not cols:  # no radii
-        cols = [torch.empty(0, dtype=torch.int32, device=device)]
-        levels = [torch.empty(0, dtype=torch.uint8, device=device)]
     kept_degrees = degrees if counted else None
     return LevelGraph(indptr, torch.cat(cols), torch.cat(levels), kept_degrees)
