@@ -123,12 +123,10 @@ def chaining_bonus(
     knots_x = torch.cat([eps[-1:] / 2, torch.flip(eps, (0,))])
     knots_y = torch.cat([B.new_zeros(1), torch.flip(B, (0,))])
     flat = sigma.clamp(min=float(knots_x[0]), max=float(knots_x[-1])).reshape(-1)
-    right = torch.searchsorted(knots_x, flat.contiguous())
-    right = right.clamp(1, knots_x.numel() - 1)
+    right = torch.searchsorted(knots_x, flat.contiguous()).clamp(1, knots_x.numel() - 1)
     x0, x1 = knots_x[right - 1], knots_x[right]
     y0, y1 = knots_y[right - 1], knots_y[right]
-    value = y0 + (y1 - y0) * (flat - x0) / (x1 - x0)
-    return value.reshape(sigma.shape)
+    return (y0 + (y1 - y0) * (flat - x0) / (x1 - x0)).reshape(sigma.shape)
 
 
 @dataclass(frozen=True)

@@ -221,53 +221,31 @@ def issue_certificate(
     law = candidates.bind(resolve_tail(opts.tail, opts.calibration, n_obs))
     mean, x = candidates.values(index)
     mean = mean.to(torch.float64)
-    common = {"delta": float(delta), "t": int(t), "certified": tuple(index.tolist())}
-    common |= {"checks": dict(check.stats), "reason": check.reason}
+    out = {"delta": float(delta), "t": int(t), "certified": tuple(index.tolist())}
+    out |= {"checks": dict(check.stats), "reason": check.reason}
+    chosen = {"method": method, "links": opts.links, "split_delta": opts.split_delta}
     if not check.valid and not check.unchecked:  # no rank statement: among all N
         pos = int(torch.argmax(mean))
-        rank = {"rank_bound": candidates.n, "rank_method": "refused"}
-        return Certificate(
-            int(index[pos]),
-            x[pos].detach().clone(),
-            math.inf,
-            method="refused",
-            rule="max_mean",
-            mean=float(mean[pos]) * sign,
-            valid=False,
-            **(rank if candidates.ranks else {}),
-            **common,
-        )
-    share = step_delta(delta, t) if share is None else share
-    chosen = {"method": method, "links": opts.links, "split_delta": opts.split_delta}
-    parts = candidates.bounds(index, scale=check.scale, tail=law, share=share, **chosen)
-    bounds = parts.pop("bound")
-    pos = recommend(bounds, torch.arange(len(index)), mean, opts.rule)
-    best = int(index[pos])
-    rank = {}
-    if candidates.ranks:
-        stmt = candidates.rank(
-            best, share=share, tail=law, scale=check.scale, options=opts.rank
-        )
-        rank = {
-            "rank_bound": stmt.rank_bound,
-            "expected_better": stmt.expected_better,
-            "rank_tolerance": stmt.tolerance,
-            "rank_method": stmt.method,
-        }
+        out |= {"bound": math.inf, "method": "refused", "rule": "max_mean"}
+        out["valid"] = False
+        if candidates.ranks:
+            out |= {"rank_bound": candidates.n, "rank_method": "refused"}
+    else:
+        share = step_delta(delta, t) if share is None else share
+        kw = {"share": share, "tail": law, "scale": check.scale}
+        parts = candidates.bounds(index, **kw, **chosen)
+        bounds = parts.pop("bound")
+        pos = recommend(bounds, torch.arange(len(index)), mean, opts.rule)
+        out |= {"bound": float(bounds[pos]), "rule": opts.rule, "tail": law.name}
+        out |= {"share": float(share), "valid": check.valid, **chosen}
+        out |= {"components": {k: float(v[pos]) for k, v in parts.items()}}
+        out |= {"bounds": tuple(float(b) for b in bounds.tolist())}
+        if candidates.ranks:
+            s = candidates.rank(int(index[pos]), **kw, options=opts.rank)
+            out |= {"rank_bound": s.rank_bound, "rank_method": s.method}
+            out |= {"expected_better": s.expected_better, "rank_tolerance": s.tolerance}
     return Certificate(
-        best,
-        x[pos].detach().clone(),
-        float(bounds[pos]),
-        rule=opts.rule,
-        tail=law.name,
-        mean=float(mean[pos]) * sign,
-        components={k: float(v[pos]) for k, v in parts.items()},
-        bounds=tuple(float(b) for b in bounds.tolist()),
-        share=float(share),
-        valid=check.valid,
-        **chosen,
-        **rank,
-        **common,
+        int(index[pos]), x[pos].detach().clone(), mean=float(mean[pos]) * sign, **out
     )
 
 

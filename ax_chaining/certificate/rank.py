@@ -133,9 +133,7 @@ def monte_carlo_rank_bound(
     dof = float(tail.dof)
     var = distance.variance.to(torch.float64)
     rows = torch.arange(n, device=distance.device)
-    d2 = torch.cat(
-        [distance.rows(rows[a : a + 256]).to(torch.float64) for a in range(0, n, 256)]
-    )
+    d2 = torch.cat([distance.rows(r).to(torch.float64) for r in rows.split(256)])
     cov = 0.5 * (var.unsqueeze(0) + var.unsqueeze(1) - d2)
     del d2
     cov = 0.5 * (cov + cov.T)
