@@ -459,8 +459,7 @@ def recommend(
     m = mean.to(torch.float64)[index]
     if rule == "max_mean":
         return int(torch.argmax(m))
-    low = bounds.min()
-    tied = (bounds <= low).nonzero().squeeze(-1)
+    tied = (bounds <= bounds.min()).nonzero().squeeze(-1)
     return int(tied[torch.argmax(m[tied])])
 
 

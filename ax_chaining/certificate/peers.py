@@ -183,14 +183,9 @@ def probabilistic_regret_bound(
         batch = draw(nxt)
     estimate = failures.double() / size
     best = int(estimate.argmin())
-    return PeerStatement(
-        "prb",
-        bool(estimate[best] <= prob),
-        float(estimate[best]),
-        tested[best],
-        (float(lower[best]), float(upper[best])),
-        size,
-    )
+    ci = (float(lower[best]), float(upper[best]))
+    stop = bool(estimate[best] <= prob)
+    return PeerStatement("prb", stop, float(estimate[best]), tested[best], ci, size)
 
 
 def regret_gap_rule(

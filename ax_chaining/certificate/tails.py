@@ -166,8 +166,7 @@ class StudentTail(TailLaw):
             return torch.as_tensor(values, dtype=z.dtype, device=z.device)
         table = _student_sf_table(self.dof).to(device=z.device)
         u = torch.asinh(z.to(torch.float64))
-        k = torch.floor((u + GRID_MAX) / GRID_STEP)
-        k = k.clamp(0, table.numel() - 1).long()
+        k = torch.floor((u + GRID_MAX) / GRID_STEP).clamp(0, table.numel() - 1).long()
         return table[k].to(z.dtype)
 
     def isf(self, p: Tensor) -> Tensor:
