@@ -65,7 +65,8 @@ from ax_chaining.posterior import (
     to_model,
 )
 
-#: Default cap on farthest-first cover sizes (low-rank path).
+#: Default cap on farthest-first cover sizes (low-rank path): a traversal costs
+#: one row of N distances per centre; levels past the cap use |T_i| <= N.
 DEFAULT_MAX_COVER_SIZE = 2048
 
 __all__ = [
@@ -136,7 +137,8 @@ class ChainingOptions:
 
 def default_t(model: Model, num_pending: int = 0) -> int:
     """Iteration index ``t >= 1``: observations in ``model`` + pending points + 1
-    (Algorithm 1 of Contal et al. (2015), initial points included)."""
+    (in Algorithm 1 of Contal et al. (2015) the ``t``-th query is chosen from
+    ``t - 1`` observations, initial points included)."""
     n = num_training_points(model)
     if n is None:
         raise ValueError(
@@ -178,9 +180,9 @@ def positive_scale(scale: float) -> float:
 
 
 class CandidateStore(Protocol):
-    """Where a :class:`ChainingUCB`'s candidates are held (a tensor, or
-    :class:`~ax_chaining.distributed.ShardedCandidates`) and how a step of
-    Algorithm 1 is built on them."""
+    """Where a :class:`ChainingUCB`'s candidates are held (a tensor, or the
+    shards of :class:`~ax_chaining.distributed.ShardedCandidates`) and how a step
+    of Algorithm 1, with a ``chaining`` and a ``posterior``, is built on them."""
 
     candidates: Any
 
@@ -201,7 +203,8 @@ class CandidateStore(Protocol):
         """The candidate index of each row of ``rows`` (raises for a non-candidate)."""
 
     def certified(self, base: Any) -> CertifiedSet:
-        """The candidates as the certificate reads them, on the step ``base``."""
+        """The candidates as the certificate reads them, on the step without pending
+        points."""
 
 
 class ChainingUCB(AcquisitionFunction):
@@ -221,7 +224,8 @@ class ChainingUCB(AcquisitionFunction):
     with radii :math:`\epsilon_i = s\, 2^{1-i}`, nested greedy covers
     :math:`T_i` (Algorithms 1 and 2 of the paper), :math:`\sigma_t^{\min} =
     \min_{x \in X} \sigma_t(x)`, and :math:`\mu_t, \sigma_t, k_t` the posterior of
-    the latent function (the mean negated for ``maximize=False``).
+    the latent function (the mean negated for ``maximize=False``). The covers
+    are rebuilt when pending points change; ``forward`` evaluates at any ``X``.
 
     Example:
         >>> acqf = ChainingUCB(SingleTaskGP(train_X, train_Y), candidates)
@@ -234,26 +238,31 @@ class ChainingUCB(AcquisitionFunction):
         candidates: ``N x d`` tensor, the finite search space :math:`X`, in the
             input space of ``forward``'s ``X``; or ``ShardedCandidates``.
         delta: Confidence parameter :math:`\delta \in (0, 1)`.
-        t: Iteration index :math:`t \ge 1`; default :func:`default_t`.
+        t: Iteration index :math:`t \ge 1`; default observations + pending + 1
+            (shared with :class:`GPUCB`).
         posterior_transform: Maps a multi-output posterior to a single output.
         maximize: If True, consider the problem a maximization problem.
         X_pending: ``p x d`` points chosen but not yet observed, conditioned on
             at their posterior mean (GP-BUCB).
-        scale: :math:`s`; default the largest prior standard deviation over
-            the candidates (then scaling the objective scales every :math:`H_i`).
+        scale: :math:`s` (the paper's :math:`s = 1` for :math:`k(x, x) \le 1`);
+            default the largest prior standard deviation over the candidates,
+            so that scaling the objective by :math:`c > 0` scales every
+            :math:`H_i` by :math:`c` and keeps the selected point.
         sigma_floor: Floor on :math:`\sigma_t^{\min}`, relative to ``scale``
             (noise-free data give :math:`\sigma_t^{\min} = 0`).
         h_radius: ``"algorithm"`` writes :math:`H_i` with :math:`\epsilon_i`
             (Algorithm 1); ``"proof"`` with :math:`\epsilon_{i-1}`.
-        path: ``"auto"``, ``"dense"`` or ``"low_rank"``
-            (:func:`~ax_chaining.posterior.candidate_posterior`).
+        path: ``"auto"``, ``"dense"`` (exact, greedy covers) or ``"low_rank"``
+            (rows on demand; :mod:`ax_chaining.posterior`).
         cover: ``"greedy"`` or ``"farthest_first"``; default greedy on the dense
             path and farthest-first on the low-rank path.
         max_cover_size: Size cap for farthest-first covers (default
-            ``min(N, 2048)`` on the low-rank path).
-        memory_budget: Bytes the largest allocations may take.
+            ``min(N, 2048)`` on the low-rank path); deeper levels use
+            :math:`|T_i| \le N`.
+        memory_budget: Bytes the largest allocations may take (default 4 GiB).
         pending_covers: With pending points, ``"rebuild"`` runs Algorithm 1
-            again given them; ``"reuse"`` keeps the covers built without them.
+            again given them; ``"reuse"`` keeps the covers built without them
+            (still covers: pending points only shrink :math:`d_t`).
         bonus: ``"paper"`` (the staircase above) or ``"continuous"``
             (:func:`~ax_chaining.chaining.chaining_bonus`).
     """
@@ -339,9 +348,10 @@ class ChainingUCB(AcquisitionFunction):
         return self._current().posterior.distance.sigma
 
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
-        r"""Condition on ``p x d`` pending points (or None) observed at their
-        posterior mean (GP-BUCB, Desautels et al., 2014); the covers are rebuilt
-        on the next evaluation or read of :attr:`chaining`."""
+        r"""Condition on ``p x d`` pending points (or None), treated as observed at
+        their posterior mean: :math:`\mu_t` unchanged, :math:`k_t` shrunk as by a
+        real observation (GP-BUCB, Desautels et al., 2014); the covers are rebuilt
+        lazily, on the next evaluation or read of :attr:`chaining`."""
         if X_pending is not None:
             X_pending = self.store.pending_inputs(X_pending)
         self.X_pending = X_pending
@@ -381,9 +391,11 @@ class ChainingUCB(AcquisitionFunction):
     def regret_bound(self, X: Tensor) -> Tensor:
         r"""Regret certificate :math:`B_t(x)` at candidate points ``X``: with
         probability at least :math:`1 - \delta` (jointly over all steps),
-        :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)`; as
-        :meth:`certificate`'s default (``inf`` where its ``"loo"`` check rejects
-        the model).
+        :math:`\max_{x^\star \in X} f(x^\star) - f(x) \le B_t(x)` for any ``x``
+        chosen from the data; :meth:`certificate`'s default (``"loo"`` calibration,
+        ``inf`` where that check rejects the model, and the model's own numbers,
+        which :meth:`certificate` marks unchecked, below its minimum of
+        observations).
 
         Args:
             X: Rows of ``candidates``: ``N x d`` (as ``optimize_acqf_discrete``
@@ -429,9 +441,10 @@ class ChainingUCB(AcquisitionFunction):
 
         With probability at least :math:`1 - \delta`, jointly over all steps (or
         ``options.schedule``'s checks), :math:`\max_{x^\star \in X} f(x^\star) -
-        f(\texttt{x}) \le \texttt{bound}` if the model's GP prior is the true one;
-        the default leave-one-out calibration refuses or widens it
-        (:mod:`ax_chaining.certificate.calibration`).
+        f(\texttt{x}) \le \texttt{bound}` if the model's GP prior is the true one,
+        from the posterior and covers without pending points; the default
+        leave-one-out calibration refuses or widens it where the data show the
+        model overconfident (:mod:`ax_chaining.certificate.calibration`).
 
         Example:
             >>> cert = acqf.certificate()  # the evaluated candidate with least bound
@@ -442,8 +455,8 @@ class ChainingUCB(AcquisitionFunction):
                 ones), ``"all"``, a boolean mask of length ``N``, or indices.
             options: :class:`~ax_chaining.certificate.CertificateOptions`.
             delta: Confidence parameter; default the acquisition's.
-            t: Step whose share of ``delta`` is used (default the acquisition's
-                ``t`` without pending points); each step must use its own.
+            t: Step whose share of ``delta`` is used (default observations + 1, or
+                the ``t`` given at construction); each step must use its own.
         """
         opts = check_options(options)
         delta = self.delta if delta is None else check_delta(delta)
@@ -466,7 +479,8 @@ class ChainingUCB(AcquisitionFunction):
 
 @dataclass
 class ChainingStep:
-    """One build of Algorithm 1 on a tensor (the tree built on first use)."""
+    """One build of Algorithm 1 on a tensor: the posterior, the covers, and the
+    chaining tree the certificate builds on first use."""
 
     posterior: CandidatePosterior
     chaining: ChainingResult
@@ -474,7 +488,8 @@ class ChainingStep:
 
 
 class TensorCandidates:
-    """The :class:`CandidateStore` of an ``N x d`` tensor."""
+    """The :class:`CandidateStore` of an ``N x d`` tensor (in the model's dtype
+    and device): :func:`~ax_chaining.posterior.candidate_posterior`'s routes."""
 
     def __init__(self, acqf: ChainingUCB, candidates: Tensor) -> None:
         check_posterior_transform(acqf.model, acqf.posterior_transform)
@@ -567,6 +582,8 @@ class TensorCandidates:
     def certified(self, base: ChainingStep) -> PosteriorSet:
         if base.tree is None:
             c = base.chaining
+            # Farthest-first covers recorded the tree's parents as they were
+            # built; greedy covers leave them to chaining_tree.
             base.tree = chaining_tree(
                 base.posterior.distance, c.covers, c.eps, c.bounded, c.parents
             )
@@ -583,8 +600,9 @@ class TensorCandidates:
 
 class UCB(UpperConfidenceBound):
     r"""BoTorch's ``UpperConfidenceBound`` (:math:`\mu + \sqrt{\beta}\sigma`), with
-    an input constructor that ignores ``X_pending`` and the set, evaluated at
-    points converted to the model's dtype and device.
+    an input constructor that ignores the ``X_pending`` Ax passes and the set,
+    evaluated at points converted to the model's dtype and device (GPyTorch
+    fails on, or caches in, the first points' dtype).
 
     Example:
         >>> acqf = UCB(model, beta=0.2)
@@ -599,14 +617,15 @@ class UCB(UpperConfidenceBound):
 
 
 class GPUCB(UCB):
-    r"""GP-UCB with the schedule of Srinivas et al. (2010) for a finite set:
+    r"""GP-UCB with the schedule of Srinivas et al. (2010) for a finite set, the
+    competitor of Chaining-UCB in Contal et al. (2015):
 
     .. math::
 
         \mathrm{UCB}(x) = \mu_t(x) + \sqrt{\beta_t}\, \sigma_t(x), \qquad
         \beta_t = 2 \log\big(|X|\, t^2 \pi^2 / (6 \delta)\big),
 
-    ``t`` as in :class:`ChainingUCB`.
+    ``t`` as in :class:`ChainingUCB` (observations + pending + 1).
 
     Example:
         >>> acqf = GPUCB(model, num_candidates=candidates.shape[0])
@@ -660,8 +679,9 @@ def construct_inputs_ucb(
 
 @acqf_input_constructor(ChainingUCB)
 def construct_inputs_chaining_ucb(**kwargs: Any) -> dict[str, Any]:
-    """:class:`ChainingUCB`'s own arguments, unchanged; its signature is
-    :class:`ChainingUCB`'s (BoTorch's registry refuses unknown keywords)."""
+    """:class:`ChainingUCB`'s own arguments, unchanged (checked when it is built);
+    its signature is :class:`ChainingUCB`'s, which BoTorch's registry reads to
+    refuse unknown keywords."""
     return kwargs
 
 
@@ -681,8 +701,8 @@ def construct_inputs_gp_ucb(
     maximize: bool = True,
     X_pending: Tensor | None = None,
 ) -> dict[str, Any]:
-    """Kwargs for :class:`GPUCB`; ``candidates`` (``N x d``) gives
-    ``num_candidates`` when it is None."""
+    """Kwargs for :class:`GPUCB`; ``candidates`` (``N x d``, as the Ax layer passes
+    the set) gives ``num_candidates`` when it is None."""
     if num_candidates is None:
         if candidates is None:
             raise ValueError(

@@ -1,6 +1,8 @@
 r"""The posterior pseudo-distance :math:`d_t(x, x')^2 = \sigma_t^2(x) - 2 k_t(x, x')
-+ \sigma_t^2(x')` as rows on demand (round-off negatives clamped to 0,
-:math:`d_t(x, x) = 0` exactly)."""
++ \sigma_t^2(x')` (Section 2 of the paper), as rows on demand: a dense matrix
+(:class:`DenseDistance`) or a prior kernel with a low-rank posterior correction
+(:class:`LowRankDistance`). Round-off negatives are clamped to 0, and
+:math:`d_t(x, x) = 0` exactly."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ __all__ = [
 DEFAULT_MEMORY_BUDGET: int = 4 * 2**30
 
 #: Columns per block of the low-rank route's matrix products, over blocks of
-#: *global* candidate indices (a shard computes the whole set's bits).
+#: *global* candidate indices so that a shard computes the whole set's bits.
 COLUMN_BLOCK: int = 4096
 
 
@@ -71,13 +73,14 @@ def format_bytes(n: float) -> str:
 
 def dense_memory_bytes(n: int, dtype: torch.dtype, copies: float = 3.0) -> int:
     r"""Peak bytes of the dense path for ``n`` candidates: ``copies`` ``n x n``
-    matrices of ``dtype`` plus the greedy covers' graph."""
+    matrices of ``dtype`` plus the greedy covers' level matrix and adjacency."""
     itemsize = torch.finfo(dtype).bits // 8
     return int(math.ceil(copies * n * n * itemsize + 2 * n * n))
 
 
 class PseudoDistance(ABC):
-    r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row.
+    r"""Squared pseudo-distances :math:`d_t^2` over ``N`` points, row by row:
+    subclasses provide :meth:`rows`.
 
     Args:
         variance: ``N`` posterior variances :math:`\sigma_t^2(x)` (negatives
@@ -85,9 +88,11 @@ class PseudoDistance(ABC):
         block_bytes: Largest temporary block when many rows are needed.
     """
 
-    #: Rows worth computing together in a farthest-first traversal.
+    #: Rows worth computing together in a farthest-first traversal: 1 where a
+    #: row is a cheap lookup, more where each call has a fixed cost.
     row_batch: int = 1
-    #: Whether :meth:`upper_block` computes the pairs ``(a, b >= start)``.
+    #: Whether :meth:`upper_block` computes the pairs ``(a, b >= start)`` of a
+    #: block of rows, so that :meth:`level_graph` computes each pair once.
     upper_blocks: bool = False
 
     def __init__(self, variance: Tensor, block_bytes: int = 16 * 2**20) -> None:
@@ -130,7 +135,8 @@ class PseudoDistance(ABC):
 
     def level_matrix(self, eps: Sequence[float]) -> Tensor:
         r"""``N x N`` uint8 levels :math:`q(a, b) = |\{i : d_t(a, b) \le
-        \epsilon_i\}|` for at most 255 decreasing radii ``eps``."""
+        \epsilon_i\}|` for at most 255 decreasing radii ``eps``, from blocks of
+        rows: :math:`d_t(a, b) \le \epsilon_i` iff :math:`q(a, b) \ge i`."""
         eps2 = check_radii(eps)
         n = self.n
         out = torch.empty(n, n, dtype=torch.uint8, device=self.device)
@@ -142,7 +148,7 @@ class PseudoDistance(ABC):
 
     def estimate_edges(self, eps: float, sample: int = 64) -> int:
         r"""Pairs with :math:`d(a, b) \le \epsilon`, counted on ``sample`` evenly
-        spaced rows and scaled to ``N``."""
+        spaced rows and scaled to ``N`` (deterministic)."""
         n = self.n
         k = max(1, min(n, int(sample)))
         idx = torch.linspace(0, n - 1, k, device=self.device).round().long().unique()
@@ -169,8 +175,9 @@ def column_square_sums(factor: Tensor, offset: int = 0) -> Tensor:
 def low_rank_rows(
     prior: Tensor, left: Tensor, right: Tensor, scale: float, offset: int = 0
 ) -> Tensor:
-    r"""Rows of :math:`d^2`, in place, from ``b x m`` prior rows (column ``j``:
-    candidate ``offset + j``): ``-2 c prior + left @ right`` per column block."""
+    r"""Rows of :math:`d^2`, in place, from ``b x m`` prior rows (local column
+    ``j`` is candidate ``offset + j``): ``-2 c prior + left @ right`` per block
+    of :func:`column_blocks` (:class:`LowRankDistance`)."""
     beta = -2.0 * scale
     for a, b in column_blocks(0, prior.shape[-1], offset):
         prior[:, a:b].addmm_(left, right[:, a:b], beta=beta)
@@ -178,8 +185,9 @@ def low_rank_rows(
 
 
 class DenseDistance(PseudoDistance):
-    r"""Pseudo-distance from the ``N x N`` posterior covariance :math:`k_t`
-    (overwritten by :math:`d_t^2` if ``inplace``).
+    r"""Pseudo-distance backed by a dense ``N x N`` matrix of :math:`d_t^2`, from
+    the ``N x N`` symmetric posterior covariance :math:`k_t` (overwritten if
+    ``inplace``).
 
     Example:
         >>> cov = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
@@ -212,16 +220,17 @@ class LowRankDistance(PseudoDistance):
 
     For an exact GP with ``r`` observations, :math:`k_t(x, x') = k(x, x') -
     w(x)^\top w(x')` with :math:`w(x) = L^{-1} k_n(x)`, :math:`L L^\top = K_n +
-    \eta^2 I`; memory ``O(N r)`` plus one block.
+    \eta^2 I`. Rows are computed on demand: memory ``O(N r)`` plus one block.
 
     Args:
         prior_rows: Maps indices to the ``len(idx) x N`` prior covariance rows.
         prior_variance: ``N`` prior variances :math:`k(x, x)`.
         factor: ``r x N`` matrix whose columns are :math:`w(x)`.
-        prior_scale: Constant :math:`c` multiplying ``prior_rows`` (already in
-            the other two).
+        prior_scale: Constant :math:`c` multiplying ``prior_rows`` (e.g. an
+            outcome transform's variance), already in the other two.
         prior_block: Optional map ``(idx, first)`` to the prior covariance of
-            ``idx`` and ``first..N-1`` (:meth:`upper_block`).
+            ``idx`` and ``first..N-1``: :meth:`level_graph` then computes each
+            pair once.
 
     Example:
         >>> K = torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
@@ -253,6 +262,7 @@ class LowRankDistance(PseudoDistance):
         # [W; s^2; 1]: the variances ride in the correction's matrix product.
         ones = torch.ones_like(self.variance).unsqueeze(0)
         self._right = torch.cat([factor, self.variance.unsqueeze(0), ones])
+        # W as rows of that matrix: a caller may drop its own copy for this one.
         self.factor = self._right[:-2]
 
     def rows(self, idx: Tensor) -> Tensor:

@@ -1,6 +1,7 @@
 """From a BoTorch model to the engine: the posterior mean and :math:`d_t` over
-the candidates, pending points conditioned on at their posterior mean (GP-BUCB).
-The routes ``"dense"`` and ``"low_rank"``: see "Large candidate sets"."""
+the candidates (the only module that reads BoTorch models for the engine).
+Pending points are conditioned on at their posterior mean (GP-BUCB). The
+routes ``"dense"`` and ``"low_rank"`` are described on "Large candidate sets"."""
 
 from __future__ import annotations
 
@@ -78,14 +79,16 @@ __all__ = [
 
 Path = Literal["auto", "dense", "low_rank"]
 
-#: Largest N for which ``path="auto"`` builds exact greedy covers.
+#: Largest N for which ``path="auto"`` builds exact greedy covers (they read
+#: all N^2 pairs of d_t; beyond, farthest-first covers on rows on demand).
 AUTO_EXACT_MAX_N = 32_768
 
 #: Candidates per call when a quantity is computed in chunks.
 _CHUNK = 8192
 #: Entries of a kernel block above which its exponential is split over threads.
 _SPLIT_EXP = 2**22
-#: Candidates per posterior call for the mean.
+#: Candidates per posterior call for the mean (kept small in case a model
+#: builds a covariance anyway).
 _MEAN_CHUNK = 2048
 
 
@@ -126,7 +129,8 @@ def sign_flip(
     model: Model, posterior_transform: PosteriorTransform | None
 ) -> tuple[float, float] | None:
     """``(w, b)`` when ``posterior_transform`` maps a single output ``y`` to
-    ``w y + b`` with ``|w| = 1`` (which leaves :math:`d_t` unchanged), else None."""
+    ``w y + b`` with ``|w| = 1`` (Ax's single objective), else None: it leaves
+    :math:`d_t` unchanged, so the low-rank route stays exact under it."""
     if not isinstance(posterior_transform, ScalarizedPosteriorTransform):
         return None
     weights = posterior_transform.weights.reshape(-1)
@@ -152,8 +156,9 @@ def require_low_rank(
 def supports_low_rank(
     model: Model, posterior_transform: PosteriorTransform | None
 ) -> bool:
-    """Whether the low-rank route reproduces ``model.posterior`` exactly (the
-    models :func:`require_low_rank` names)."""
+    """Whether the low-rank route reproduces ``model.posterior`` exactly: a
+    one-output ``ExactGP`` with a Gaussian likelihood, no or a ``Standardize``
+    outcome transform, and no posterior transform but a :func:`sign_flip`."""
     return bool(
         (posterior_transform is None or sign_flip(model, posterior_transform))
         and isinstance(model, ExactGP)
@@ -187,8 +192,9 @@ def prior_variance(
     model: Model, X: Tensor, posterior_transform: PosteriorTransform | None = None
 ) -> Tensor:
     """Prior variance :math:`k(x, x)` of the objective at ``X`` (``N x d``, raw
-    inputs), in outcome units; ``UnsupportedError`` for a model without a
-    ``covar_module`` or with another outcome transform than ``Standardize``.
+    inputs), in outcome units: models with a ``covar_module`` (one output, or
+    batched outputs under a ``ScalarizedPosteriorTransform``), ``ModelListGP``,
+    ``Standardize`` outcome transforms; else ``UnsupportedError``.
 
     Example:
         >>> prior_variance(model, candidates).sqrt().max()  # the default scale
@@ -234,7 +240,8 @@ def known_prior_variance(
     X: Tensor,
     posterior_transform: PosteriorTransform | None = None,
 ) -> Tensor:
-    """``post``'s prior variances over ``X``, else :func:`prior_variance`'s."""
+    """The prior variances of ``post``'s candidates ``X``: its route's, else
+    :func:`prior_variance`'s."""
     if post.prior_variance is not None:
         return post.prior_variance
     return prior_variance(model, X, posterior_transform)
@@ -272,8 +279,9 @@ def pending_rows(
 def evaluated_candidates(
     model: Model, candidates: Tensor, given_dtype: torch.dtype | None = None
 ) -> Tensor:
-    """Mask of the candidates (``N x d``, given in ``given_dtype``) that are
-    training inputs of ``model`` or of a model of its list (:func:`training_mask`)."""
+    """Boolean mask of the candidates (``N x d`` in the model's dtype; given in
+    ``given_dtype``) that are training inputs of ``model`` or of a model of its
+    list, compared by :func:`training_mask`."""
     mask = torch.zeros(candidates.shape[0], dtype=torch.bool, device=candidates.device)
     for sub in getattr(model, "models", None) or [model]:
         sub.eval()  # BoTorch stores transformed training inputs in eval mode
@@ -306,8 +314,9 @@ def posterior_at(
     factors: ModelFactors | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Posterior mean and standard deviation of the objective at ``X`` (``b x 1 x
-    d``), given pending points at their mean (``noise``: :func:`pending_noise`),
-    their effect from ``factors`` (:meth:`ModelFactors.pending`) where given.
+    d``), given pending points hallucinated at their mean (:func:`pending_rows`;
+    ``noise``: :func:`pending_noise`). With an exact GP's ``factors`` holding
+    ``X_pending`` (:meth:`ModelFactors.pending`), their effect comes from them.
 
     Returns:
         ``(mean, std)``, each of shape ``b``.
@@ -335,7 +344,8 @@ def posterior_at(
 
 
 def to_model(model: Model, X: Tensor) -> Tensor:
-    """``X`` on the model's device and in its floating dtype."""
+    """``X`` on the model's device and in its floating dtype (``X`` itself when
+    they match already)."""
     device = dtype = None
     for tensor in (*model.parameters(), *model.buffers()):
         device = device or tensor.device
@@ -346,8 +356,8 @@ def to_model(model: Model, X: Tensor) -> Tensor:
 
 
 def model_inputs(model: Model, X: Tensor, name: str = "candidates") -> Tensor:
-    """``X`` (``N x d``, checked) :func:`to_model`; a width the model's
-    ``transform_inputs`` refuses raises ValueError."""
+    """``X`` (``N x d``, checked) on the model's device and in its dtype; its
+    width checked through the model's ``transform_inputs`` (ValueError)."""
     X = to_model(model, check_matrix(name, X))
     models = getattr(model, "models", None) or [model]
     inputs = getattr(models[0], "train_inputs", None)
@@ -389,10 +399,14 @@ def check_posterior_transform(
 
 
 class _Rows:
-    r"""A row source: prior covariance rows :math:`k(a, Z[\text{first}:
-    \text{stop}])` times ``scale`` over the ``n`` candidates ``Z`` (global column
-    ``offset + column``), ``a`` given as :meth:`features`. A source defines
-    ``_fill(block, left, a, b)`` per block of :func:`column_blocks`, or ``_rows``."""
+    r"""The protocol of a row source: prior covariance rows :math:`k(a,
+    Z[\text{first}:\text{stop}])` over the ``n`` candidates ``Z`` (global column
+    ``offset + column``), the points ``a`` given as :meth:`features` (a shard
+    asks for rows of points held elsewhere). A source defines ``_fill(block,
+    left, a, b)``, called per block of
+    :func:`~ax_chaining.distances.column_blocks`, or overrides ``_rows``; the
+    rows are then multiplied by ``scale``. ``exact`` sources equal
+    ``covar_module``'s values, the others to round-off."""
 
     offset = 0
     scale = 1.0
@@ -413,14 +427,16 @@ class _Rows:
 
 class KernelRows(_Rows):
     """Rows through any ``covar_module`` (``Zt``: the candidates in model space),
-    per block of :func:`column_blocks`, or in ranges of up to 2^16 if ``exact``
-    (a fingerprint library's tile)."""
+    per block of :func:`~ax_chaining.distances.column_blocks`, or, for an
+    ``exact`` kernel, in ranges of up to ``chunk``."""
 
     def __init__(
         self, covar_module, Zt: Tensor, offset: int = 0, exact: bool = False
     ) -> None:
         self.covar_module, self.Zt, self.offset = covar_module, Zt, int(offset)
         self.n, self.exact = Zt.shape[-2], exact
+        # A tile of a fingerprint library's inverted index: a smaller range
+        # would read a whole tile for a part.
         self.chunk = 2**16 if exact else COLUMN_BLOCK
 
     def features(self, idx: Tensor) -> Tensor:
@@ -457,8 +473,9 @@ def _plain(*kernels) -> bool:
 class SERows(_Rows):
     r"""Rows of a plain SE kernel :math:`c\,\exp(-\tfrac12 \|(a - b)/\ell\|^2)`:
     the exponent is one product of :math:`[z_a, 1, \log c - \tfrac12\|z_a\|^2]`
-    and :math:`[z_b, -\tfrac12\|z_b\|^2, 1]` (inputs scaled, centred on the
-    training inputs). :meth:`of` returns None for other kernels."""
+    and :math:`[z_b, -\tfrac12\|z_b\|^2, 1]`, inputs scaled by the lengthscales
+    and centred on the scaled training inputs' mean. :meth:`of` returns None for
+    other kernels, batch shapes or ``active_dims``."""
 
     def __init__(self, Zs: Tensor, log_scale: float, offset: int = 0) -> None:
         self.n, self.log_scale, self.offset = Zs.shape[0], log_scale, int(offset)
@@ -489,10 +506,13 @@ class SERows(_Rows):
         half = -left[:, -2]
         left[:, -2] = 1.0
         left[:, -1] = self.log_scale - half
+        # Round-off may leave the exponent a few ulps above log c on the
+        # diagonal; d_t^2 is clamped at 0 downstream, so no clamp here.
         out = super()._rows(left, first, stop)
         if out.device.type != "cpu":
             return out.exp_()
-        # numpy's exp is faster on CPU, but single-threaded: split a large block.
+        # numpy's exp is faster than torch's on CPU float64 (same memory),
+        # but single-threaded: split a large block over torch's threads.
         array, threads = out.numpy(), torch.get_num_threads()
         if array.size < _SPLIT_EXP or threads < 2:
             np.exp(array, out=array)
@@ -508,9 +528,12 @@ class SERows(_Rows):
 
 class FeatureRows(_Rows):
     r"""Rows of a :class:`~ax_chaining.kernels.FeatureTableKernel` with an RBF or
-    Matern-3/2 or 5/2 base: with :math:`z = F / \ell - c` (centred on the
-    training rows), a block is :math:`s\,\kappa(\|z_a - z_b\|)` from one
-    ``addmm`` clamped at 0. :meth:`of` returns None for other kernels."""
+    Matern-3/2 or 5/2 base (ARD or not, optionally in ``ScaleKernel``\ s): with
+    :math:`z = F / \ell - c` (rows scaled, centred on the scaled training rows'
+    mean), a block is :math:`s\,\kappa(\|z_a - z_b\|)` from one ``addmm``
+    clamped at 0. :meth:`of` returns None for other bases (Matern-1/2 would
+    amplify the round-off of :math:`r^2 \approx 0`), batch shapes and
+    ``active_dims``."""
 
     def __init__(
         self,
@@ -574,8 +597,9 @@ class FeatureRows(_Rows):
 
 
 def _profile(sq: Tensor, profile: str) -> None:
-    r""":math:`r^2 \mapsto e^{-r^2/2}`, :math:`(1 + \sqrt3 r) e^{-\sqrt3 r}` or
-    :math:`(1 + \sqrt5 r + \tfrac53 r^2) e^{-\sqrt5 r}`, in place."""
+    r""":math:`r^2 \mapsto` the profile :math:`e^{-r^2/2}`, :math:`(1 + \sqrt3 r)
+    e^{-\sqrt3 r}` or :math:`(1 + \sqrt5 r + \tfrac53 r^2) e^{-\sqrt5 r}`, in
+    place."""
     if profile == "rbf":
         sq.mul_(-0.5).exp_()
         return
@@ -591,13 +615,15 @@ def _profile(sq: Tensor, profile: str) -> None:
 
 class LibraryRows(_Rows):
     """Rows of a library-mode ``TanimotoKernel`` (optionally in a ``ScaleKernel``)
-    from :meth:`~ax_chaining.kernels.PackedFingerprints.tanimoto`."""
+    straight from :meth:`~ax_chaining.kernels.PackedFingerprints.tanimoto`, one
+    call per block, no GPyTorch call, computed where the candidates live."""
 
     def __init__(self, base, scale: float, Zt: Tensor) -> None:
         self.library, self.scale, self.route = base.library, scale, base.route
         n = len(base.library)
         items = item_indices(Zt, n, base.normalized_inputs, "TanimotoKernel").cpu()
         self.items, self.n, self.device = items, items.numel(), Zt.device
+        # Contiguous items: a slice of the library's columns (the fast case).
         start = int(items[0]) if self.n else 0
         contiguous = self.n and torch.equal(items, torch.arange(start, start + self.n))
         self.start = start if contiguous else None
@@ -622,7 +648,7 @@ class LibraryRows(_Rows):
 
 def library_kernel_parts(covar_module) -> tuple[object, float] | None:
     """``(TanimotoKernel, output scale)`` of a library-mode Tanimoto kernel
-    without ``active_dims``, else None."""
+    (optionally in a ``ScaleKernel``, no ``active_dims``), else None."""
     scale, base = _unscale(covar_module)
     scale = 1.0 if scale is None else float(scale)
     if type(base) is not TanimotoKernel or base.library is None:
@@ -643,12 +669,15 @@ def factor_blocks(
     out: Tensor,
 ) -> Tensor:
     """The factor :math:`W = c^{1/2} L^{-1} k(X_n, Z)` into ``out[:r]`` and the
-    posterior means (outcome units, returned) over ``kernel``'s candidates."""
+    posterior means (outcome units, returned) over ``kernel``'s candidates, per
+    block of :func:`~ax_chaining.distances.column_blocks`: the one place one
+    machine and a shard compute them."""
     r, root = L.shape[-1], out_var.sqrt()
     mean = torch.empty(kernel.n, dtype=out.dtype, device=out.device)
     for cross, a, b in _kernel_blocks(kernel, train_features):
         W = torch.linalg.solve_triangular(L, cross, upper=False)
-        # m(z) + w(z)^T L^{-1} (y - m(X_n)) from the same factor.
+        # m(z) + w(z)^T L^{-1} (y - m(X_n)) from the same factor: no
+        # predictive covariance, which model.posterior would build.
         m = mean_module(kernel.Zt[a:b]) + (W.T @ whitened).squeeze(-1)
         if outcome_transform is not None:
             m = outcome_transform.untransform(m.unsqueeze(-1))[0].squeeze(-1)
@@ -666,8 +695,10 @@ def pending_factor_blocks(
     out_var: Tensor,
     out: Tensor,
 ) -> None:
-    r"""The rows :math:`A^{-1} k_t(P, Z)` that pending points add to the factor
-    ``W``, into ``out`` (``p x m``); ``W_p``, ``A``: :meth:`ModelFactors.pending`."""
+    r"""The rows :math:`A^{-1} k_t(P, Z)` that pending points add to the factor,
+    into ``out`` (``p x m``), per block: :math:`k_t(P, z) = c\, k(P, z) -
+    W_P^\top w(z)` (``W``: the candidates' factor; ``W_p``, ``A``:
+    :meth:`ModelFactors.pending`)."""
     for cov, a, b in _kernel_blocks(kernel, pending_features):
         block = cov.clone().addmm_(W_p.T, W[:, a:b], beta=float(out_var), alpha=-1.0)
         out[:, a:b] = torch.linalg.solve_triangular(A, block, upper=False)
@@ -676,7 +707,8 @@ def pending_factor_blocks(
 def _kernel_blocks(
     kernel: KernelRows, feats: Tensor
 ) -> Iterator[tuple[Tensor, int, int]]:
-    """``(k(feats, Z[a:b]), a, b)`` per block of :func:`column_blocks`."""
+    """``(k(feats, Z[a:b]), a, b)`` per block of
+    :func:`~ax_chaining.distances.column_blocks`, computed per ``kernel.ranges``."""
     for a0, b0 in kernel.ranges(0, kernel.n):
         cross = kernel(feats, b0, a0)
         for a, b in column_blocks(a0, b0, kernel.offset):
@@ -684,9 +716,11 @@ def _kernel_blocks(
 
 
 class ModelFactors:
-    r"""What the posterior over any candidates needs of an exact single-output GP
-    (``r x r``): the Cholesky factor :math:`L` of :math:`K_n + \eta^2 I`, the
-    whitened residual :math:`L^{-1}(y - m(X_n))`, the outcome scale :math:`c`."""
+    r"""What the posterior over any candidates needs of an exact single-output GP,
+    small enough (``r x r``) to send to other machines: the Cholesky factor
+    :math:`L` of :math:`K_n + \eta^2 I`, the whitened residual :math:`L^{-1}(y -
+    m(X_n))`, the outcome scale :math:`c`, and, given pending points, their
+    :math:`W_P` and :math:`A`."""
 
     def __init__(self, model: ExactGP, like: Tensor) -> None:
         self.model = model
@@ -710,9 +744,9 @@ class ModelFactors:
     def pending(
         self, X_pending: Tensor, noise: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
-        r"""``(Pt, W_P, A)`` for pending points (raw inputs): :math:`W_P =
-        c^{1/2} L^{-1} k(X_n, P)`, :math:`A A^\top = k_t(P, P) +
-        \mathrm{diag}(\text{noise})`."""
+        r"""``(Pt, W_P, A)`` for pending points (raw inputs): :math:`W_P = c^{1/2}
+        L^{-1} k(X_n, P)`, :math:`A A^\top = k_t(P, P) + \mathrm{diag}(\text{noise})`;
+        kept for :meth:`pending_variance_drop`."""
         Pt = self.model.transform_inputs(X_pending)
         W_p = self._whiten(Pt)
         cov_pp = self.covar_module(Pt, Pt).to_dense()
@@ -737,7 +771,7 @@ class ModelFactors:
 
 class _LowRankFactors:
     """The candidates' factor :math:`W`, posterior mean and prior rows of an exact
-    single-output GP."""
+    single-output GP; pending points append rows to :math:`W` (:meth:`condition`)."""
 
     def __init__(self, model: ExactGP, Z: Tensor) -> None:
         self.model_factors = mf = ModelFactors(model, Z)
@@ -788,8 +822,9 @@ class _LowRankFactors:
 
 
 class PosteriorCache:
-    """The candidates' factor, posterior mean and prior variance, kept by
-    :func:`candidate_posterior` for later calls with the same model and candidates."""
+    """The candidates' factor, posterior mean and prior variance (which pending
+    points leave unchanged), kept by :func:`candidate_posterior` for later calls
+    with the same model and candidates; a refit model needs a new one."""
 
     def __init__(self) -> None:
         self.factors: _LowRankFactors | None = None
@@ -803,7 +838,9 @@ class PosteriorCache:
 
 
 def row_budgets(memory_budget: int) -> tuple[int, int]:
-    """Bytes of a block of rows of :math:`d_t`, and of a farthest-first pool."""
+    """Bytes of a block of rows of :math:`d_t`, and of a farthest-first pool
+    (which must hold many rows per call at large ``N``)."""
+    # A few MiB keep a block's passes (kernel, correction, thresholds) in cache.
     block_bytes = max(2**20, min(4 * 2**20, memory_budget // 32))
     pool_bytes = max(block_bytes, min(512 * 2**20, memory_budget // 8))
     return block_bytes, pool_bytes
@@ -816,7 +853,8 @@ def low_rank_bytes(r: int, p: int, n: int, itemsize: int, pool_bytes: int) -> in
 
 
 def low_rank_row_batch(n: int, itemsize: int, memory_budget: int) -> int:
-    """Rows per farthest-first batch over ``n`` candidates."""
+    """Rows per farthest-first batch over ``n`` candidates: a pool of ``2 * batch``
+    rows fits in the pool's budget."""
     pool_bytes = row_budgets(memory_budget)[1]
     return max(1, min(32, pool_bytes // (2 * n * itemsize)))
 
@@ -846,11 +884,13 @@ def candidate_posterior(
 ) -> CandidatePosterior:
     r"""Posterior mean and pseudo-distance :math:`d_t` over ``candidates``.
 
-    ``"low_rank"`` (:func:`supports_low_rank`) computes rows of :math:`d_t` on
-    demand from the prior kernel and the factor :math:`W` (``O(N r)`` memory);
-    ``"dense"`` builds the exact greedy covers, from those rows where it can,
-    else from ``model.posterior``'s ``N x N`` covariance; ``"auto"`` is dense
-    unless ``N >`` :data:`AUTO_EXACT_MAX_N` or the covers' graph exceeds the budget.
+    ``"low_rank"`` (exact single-output GPs, :func:`supports_low_rank`) computes
+    rows of :math:`d_t` on demand from the prior kernel and the factor :math:`W`
+    (``O(N r)`` memory); ``"dense"`` builds the exact greedy covers, from those
+    rows where the model has the low-rank form, else from ``model.posterior``'s
+    ``N x N`` covariance; ``"auto"`` takes the dense route without the
+    low-rank form, or while ``N <=`` :data:`AUTO_EXACT_MAX_N` and the greedy
+    covers' graph fits the budget beside the low-rank form.
 
     Example:
         >>> post = candidate_posterior(model, candidates, path="low_rank")
@@ -861,7 +901,8 @@ def candidate_posterior(
         path: ``"auto"``, ``"dense"`` or ``"low_rank"``.
         memory_budget: Bytes the largest allocations may take (else
             ``MemoryBudgetError``, before any allocation).
-        cache: A :class:`PosteriorCache` to fill and reuse.
+        cache: A :class:`PosteriorCache` to fill and reuse (a batch then
+            computes only the pending points' rows of the factor).
         first_radius: :math:`\epsilon_1`, for ``"auto"``'s estimate (default the
             largest prior standard deviation).
     """
@@ -875,7 +916,9 @@ def candidate_posterior(
     r = num_training_points(model) or 0
     block_bytes, pool_bytes = row_budgets(memory_budget)
     low_rank_need = low_rank_bytes(r, p, n, itemsize, pool_bytes)
-    # model.posterior's covariance (three N x N copies) and the covers' graph.
+    # Without the low-rank form: model.posterior's covariance (about three
+    # N x N copies at its peak) and the greedy covers' graph (at most 2 N^2
+    # bytes, as a level matrix).
     dense_bytes = dense_memory_bytes(n, candidates.dtype, 3.0) + 4 * block_bytes
     if not low_rank_form and dense_bytes > memory_budget:
         raise _budget_error("The dense path", n, dense_bytes, memory_budget)
@@ -892,6 +935,8 @@ def candidate_posterior(
             factor = factors.factor
             if p:
                 factor = factors.condition(X_pending.to(candidates), noise)
+            # Both routes read rows of d_t on demand: the dense one into the
+            # graphs of the exact greedy covers, a block at a time.
             prior_var = factors.prior_variance
             distance = LowRankDistance(
                 factors.prior_rows,
@@ -904,10 +949,13 @@ def candidate_posterior(
             distance.row_batch = low_rank_row_batch(n, itemsize, memory_budget)
             if not p:  # one r x N factor kept, not two (equal values)
                 factors.factor = distance.factor
-            if not first_radius:  # the largest prior standard deviation
+            if not first_radius:
+                # eps_1 = the largest prior standard deviation (the default scale).
                 first_radius = float(prior_var.max().clamp_min(0).sqrt())
         else:  # any Gaussian posterior: its covariance, pending points included
             Z = torch.cat([candidates, X_pending.to(candidates)]) if p else candidates
+            # Only the mean: GPyTorch would otherwise build a chunk x chunk
+            # covariance.
             chunks = [candidates[i : i + _MEAN_CHUNK] for i in range(0, n, _MEAN_CHUNK)]
             with gpytorch.settings.skip_posterior_variances():
                 means = [
@@ -934,7 +982,9 @@ def candidate_posterior(
             if low_rank_form and n > AUTO_EXACT_MAX_N:
                 route = "low_rank"
             elif low_rank_form and GRAPH_PEAK_EDGE_BYTES * n * n + need > memory_budget:
-                # The pairs within eps_1 from sampled rows, or a level matrix.
+                # The pairs within eps_1, from sampled rows (dense coarse levels
+                # are covered lazily and keep no edges), or a level matrix
+                # where the lists are larger.
                 radii = [first_radius * 2.0**-i for i in range(8)]
                 counted, edges = lazy_levels(distance, radii)
                 graph = GRAPH_PEAK_EDGE_BYTES * edges
