@@ -1,5 +1,6 @@
-r"""The regret bounds :math:`B_t(x)` of :mod:`ax_chaining.certificate` and the
-chaining tree they chain along."""
+r"""Regret bounds :math:`B_t(x)`: with probability at least :math:`1 - \delta`
+jointly over all steps, :math:`\max_{x^\star} f(x^\star) - f(x) \le B_t(x)` at
+any :math:`x` fixed by the data, for :math:`f` a sample of the GP prior."""
 
 from __future__ import annotations
 

@@ -123,8 +123,11 @@ def probabilistic_regret_bound(
         mean, covariance: The joint posterior over the set (``N``, ``N x N``).
         evaluated: Rows of the evaluated candidates.
         eps: The regret tolerance, in the units of ``mean``.
+        prob: The largest failure probability to stop at.
         risk: The Monte Carlo test's error rate over this step's batches.
+        test_points, max_samples: As above.
         generator: Seeds the draws.
+        dof: Degrees of freedom of the draws' law (``inf``: Gaussian).
 
     Example:
         >>> mean, cov = torch.tensor([0.0, 1.0]), torch.eye(2) * 0.01

@@ -84,6 +84,7 @@ class ResidualCalibration:
             (``"upper"`` for forecasts, ``"conformal"`` for audits).
         min_residuals: With fewer, :meth:`usable` is False (the certificate
             falls back to the leave-one-out check).
+        min_scale: The smallest scale.
     """
 
     residuals: tuple[float, ...]
