@@ -98,16 +98,10 @@ def _selection(
     (its ``names`` and ``METHODS``; ``DEFAULT_METHODS`` if it has them)."""
     mod = importlib.import_module(f"benchmarks.{module}")
     methods = getattr(mod, "DEFAULT_METHODS", mod.METHODS)
-    parser.add_argument(
-        flag,
-        default=default,
-        help=f"comma-separated subset of {','.join(getattr(mod, names))}, or all",
-    )
-    parser.add_argument(
-        "--methods",
-        default=",".join(methods),
-        help=f"comma-separated subset of {','.join(mod.METHODS)}",
-    )
+    subset = f"comma-separated subset of {','.join(getattr(mod, names))}, or all"
+    parser.add_argument(flag, default=default, help=subset)
+    subset = f"comma-separated subset of {','.join(mod.METHODS)}"
+    parser.add_argument("--methods", default=",".join(methods), help=subset)
 
 
 def _summary_outputs(
@@ -253,16 +247,9 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
     start = time.perf_counter()
 
     def run() -> list[dict[str, Any]]:
-        return runner.run_benchmark(
-            problems=problems,
-            methods=methods,
-            out=args.out,
-            jobs=args.jobs,
-            threads=args.threads,
-            force=args.force,
-            progress=not args.no_progress,
-            config=config,
-        )
+        options = {"jobs": args.jobs, "threads": args.threads, "force": args.force}
+        options |= {"out": args.out, "progress": not args.no_progress}
+        return runner.run_benchmark(problems, methods, config=config, **options)
 
     # Summary-only: whatever finished; the `runs` column says how many.
     records = runner.select_results(
@@ -312,21 +299,15 @@ def _pack(args: argparse.Namespace) -> int:
 def _figure1(args: argparse.Namespace) -> int:
     from benchmarks.plots import figure1_data, plot_figure1
 
-    data = figure1_data(
-        n=args.n, seed=args.seed, num_obs=args.num_obs, obs_seed=args.obs_seed
-    )
+    data = figure1_data(args.n, args.seed, args.num_obs, obs_seed=args.obs_seed)
     path = Path(args.out) / "figure1.png"
     plot_figure1(path, data=data)
     covers = data["covers"]
     print(covers.summary())
-    info = {
-        "figure1": str(path),
-        "t": data["t"],
-        "beta": data["beta"],
-        "cover_sizes": covers.cover_sizes.tolist(),
-        "argmax_chaining": float(data["x"][data["chaining"].argmax()]),
-        "argmax_gp_ucb": float(data["x"][data["gp_ucb"].argmax()]),
-    }
+    info = {"figure1": str(path), "t": data["t"], "beta": data["beta"]}
+    info["cover_sizes"] = covers.cover_sizes.tolist()
+    for key in ("chaining", "gp_ucb"):
+        info[f"argmax_{key}"] = float(data["x"][data[key].argmax()])
     print(json.dumps(info))
     return 0
 
@@ -352,10 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "harness":
         return _harness(args, argv)
     if args.command in ("molecules", "reactions"):
-        module = "molecules_bench" if args.command == "molecules" else "reactions_bench"
-        return _lookup_tables(
-            args, argv, importlib.import_module(f"benchmarks.{module}")
-        )
+        module = importlib.import_module(f"benchmarks.{args.command}_bench")
+        return _lookup_tables(args, argv, module)
     return _pack(args)
 
 

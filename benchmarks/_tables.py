@@ -39,15 +39,8 @@ def paired(
     sign = 1.0 if higher_is_better else -1.0
     wins = sum(sign * d > tol for d in diff)
     losses = sum(sign * d < -tol for d in diff)
-    ties, n = len(diff) - wins - losses, len(diff)
-    return {
-        "mean": mean,
-        "se": se,
-        "wins": wins,
-        "ties": ties,
-        "losses": losses,
-        "n": n,
-    }
+    ties = len(diff) - wins - losses
+    return dict(mean=mean, se=se, wins=wins, ties=ties, losses=losses, n=len(diff))
 
 
 def num(x: float | None, digits: int = 3, sign: bool = False) -> str:
@@ -87,12 +80,8 @@ def common_seed_groups(
         present = [m for m in methods if m in by[name]]
         seeds = sorted(set.intersection(*(set(by[name][m]) for m in present)))
         if seeds:
-            yield (
-                name,
-                present,
-                seeds,
-                {m: [by[name][m][s] for s in seeds] for m in present},
-            )
+            runs = {m: [by[name][m][s] for s in seeds] for m in present}
+            yield name, present, seeds, runs
 
 
 def initial_items(n: int, n_init: int, seed: int) -> list[int]:

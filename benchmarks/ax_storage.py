@@ -96,9 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         for target in sorted(args.trials):
             while done < target:
                 for index, p in client.get_next_trials(max_trials=1).items():
-                    y = float(f[p["item"]]) + 0.05 * float(
-                        torch.randn(1, generator=noise)
-                    )
+                    eps = float(torch.randn(1, generator=noise))
+                    y = float(f[p["item"]]) + 0.05 * eps
                     client.complete_trial(index, raw_data={"f": y})
                     done += 1
             path = Path(tmp) / f"snapshot_{target}.json"

@@ -81,10 +81,9 @@ def _labels(smiles: Sequence[str], prefix: str) -> tuple[list[str], dict[str, st
     canonical = _canonical(smiles)
     width = len(str(len(canonical)))
     first: dict[str, str] = {}
-    labels = []
-    for i, c in enumerate(canonical):
-        label = first.setdefault(c, f"{prefix}{i:0{width}d}")
-        labels.append(label)
+    labels = [
+        first.setdefault(c, f"{prefix}{i:0{width}d}") for i, c in enumerate(canonical)
+    ]
     data = {first[c]: smiles[canonical.index(c)] for c in first}
     return labels, data
 

@@ -177,10 +177,8 @@ def table(paths: list[str]) -> str:
         sizes = ", ".join(str(c) for c in r["cover_sizes"])
         lines.append(
             f"| {name(r)} | {r['seed']} | {r['queries']} | {r['scale']:.2f} | "
-            f"{sizes} | "
-            f"{r['sqrt_beta']:.2f} | {three(r['bonus'])} | "
-            f"{three(r['bonus_over_gp_ucb'])} | {three(r['sigma'])} | "
-            f"{ranks(r)} |"
+            f"{sizes} | {r['sqrt_beta']:.2f} | {three(r['bonus'])} | "
+            f"{three(r['bonus_over_gp_ucb'])} | {three(r['sigma'])} | {ranks(r)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -189,18 +187,18 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.molecules_bench import MODEL_VARIANTS
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks bonus")
-    parser.add_argument("--table", nargs="+", help="JSON-lines files to tabulate")
-    parser.add_argument("--dataset", default="freesolv")
-    parser.add_argument(
+    add = parser.add_argument
+    add("--table", nargs="+", help="JSON-lines files to tabulate")
+    add("--dataset", default="freesolv")
+    add(
         "--model",
-        default=None,
         choices=tuple(MODEL_VARIANTS),
         help="a model variant of the molecule benchmark (e.g. mordred-chen); "
         "default: the Tanimoto Gram",
     )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--steps", type=int, nargs="+", default=[1, 10, 25, 50])
-    parser.add_argument("--small", action="store_true", help="one seed, 2 steps")
+    add("--seeds", type=int, nargs="+", default=[0])
+    add("--steps", type=int, nargs="+", default=[1, 10, 25, 50])
+    add("--small", action="store_true", help="one seed, 2 steps")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.table:
         print(table(args.table), end="")

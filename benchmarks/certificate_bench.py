@@ -33,12 +33,7 @@ from ax_chaining.certificate import (
 )
 from ax_chaining.test_functions.problems import fixed_se_kernel, grid_problem
 from benchmarks._tables import fill_preset, json_lines, parse_names
-from benchmarks.records import (
-    add_record_options,
-    command_line,
-    resume,
-    write_summary,
-)
+from benchmarks.records import add_record_options, command_line, resume, write_summary
 from benchmarks.runner import fixed_model
 from benchmarks.testbeds import se_problem
 
@@ -61,11 +56,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "chaining": {"method": "chaining", "links": "actual", "tail": GAUSSIAN},
     "chaining-chernoff": {"method": "chaining", "links": "actual", "tail": CHERNOFF},
     "chaining-radius": {"method": "chaining", "links": "radius", "tail": GAUSSIAN},
-    "chaining-radius-chernoff": {
-        "method": "chaining",
-        "links": "radius",
-        "tail": CHERNOFF,
-    },
+    "chaining-radius-chernoff": dict(method="chaining", links="radius", tail=CHERNOFF),
 }
 #: Comparators: UCB - LCB (valid at any evaluated point), Eq. (ucb) at the query.
 OTHERS = ("ucb-lcb", "eq-ucb@query")
@@ -110,8 +101,7 @@ _PAIRWISE = CertificateOptions(method="pairwise", calibration="none")
 
 
 def _options(variant: Variant, num_obs: int) -> CertificateOptions:
-    """The options of ``variant`` at a step with ``num_obs`` observations
-    (``calibration="none"`` unless given)."""
+    """The options of ``variant`` at a step with ``num_obs`` observations."""
     kwargs = variant(num_obs) if callable(variant) else variant
     return CertificateOptions(**{"calibration": "none", **kwargs})
 
@@ -183,10 +173,8 @@ def run_one(
         sigma = acqf.candidate_sigma[nxt : nxt + 1]
         add("eq-ucb@query", float(acqf.chaining.regret_bound(sigma)), nxt)
         idx.append(nxt)
-        ys.append(
-            float(f[nxt])
-            + config.noise_std * float(torch.randn(1, generator=gen, dtype=DTYPE))
-        )
+        eps = float(torch.randn(1, generator=gen, dtype=DTYPE))
+        ys.append(float(f[nxt]) + config.noise_std * eps)
     return {
         "format_version": FORMAT_VERSION,
         "complete": True,
@@ -235,12 +223,9 @@ def _median(values: list[float]) -> float:
 def summarize(
     records: list[dict[str, Any]], delta: float = 0.05
 ) -> list[dict[str, Any]]:
-    """Per (problem, variant): violations, usefulness and the checkpoint medians.
-
-    The checkpoints use the *running minimum* of the bound over steps (what a
-    user stops on; valid jointly) and the true regret of the point that attained
-    it.
-    """
+    """Per (problem, variant): violations, usefulness and the checkpoint
+    medians of the *running minimum* of the bound (what a user stops on) and
+    the true regret of the point that attained it."""
     rows = []
     problems = sorted({r["problem"] for r in records})
     for problem in problems:
@@ -342,14 +327,10 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def scaling(
     sizes: list[int], num_obs: int = 50, side: float = 20.0, seed: int = 0
 ) -> list[dict[str, Any]]:
-    r"""Union against chaining certificates on one posterior, as ``N`` grows.
-
-    ``N`` uniform points in :math:`[0, \text{side}]^2` (the paper's SE domain by
-    default), SE kernel with lengthscale 1, ``num_obs`` noisy observations at
-    random candidates of a prior sample drawn at those points only (so no
-    ``N x N`` Cholesky is needed). Each variant certifies the evaluated
-    candidates; the row gives the bound of its recommended point.
-    """
+    r"""Union against chaining certificates on one posterior, as ``N`` grows:
+    ``N`` uniform points of :math:`[0, \text{side}]^2`, SE kernel with
+    lengthscale 1, ``num_obs`` noisy observations of a prior sample drawn at
+    those points only; each variant's bound at its recommended point."""
     rows = []
     for n in sizes:
         gen = torch.Generator().manual_seed(seed)
@@ -419,23 +400,15 @@ def main(argv: list[str] | None = None) -> int:
         description="Soundness and usefulness of the regret certificates.",
     )
     add_record_options(parser, "results/certificate", "tiny preset (tests)", False)
-    parser.add_argument("--problem", default="grid,se", help="grid, se or both")
-    parser.add_argument("--runs", type=int)
-    parser.add_argument("--iters", type=int)
-    parser.add_argument("--grid-side", type=int)
-    parser.add_argument("--se-n", type=int)
-    parser.add_argument("--threads", type=int)
-    parser.add_argument(
-        "--table", action="store_true", help="print the finished runs' table only"
-    )
-    parser.add_argument(
-        "--scaling", type=int, nargs="+", metavar="N", help="union vs chaining at N"
-    )
-    parser.add_argument("--obs", type=int, default=50, help="observations (--scaling)")
-    parser.add_argument(
-        "--scaling-table", nargs="+", metavar="JSONL", help="the --scaling table"
-    )
-    parser.add_argument("--side", type=float, default=20.0, help="square (--scaling)")
+    add = parser.add_argument
+    add("--problem", default="grid,se", help="grid, se or both")
+    for name in ("--runs", "--iters", "--grid-side", "--se-n", "--threads"):
+        add(name, type=int)
+    add("--table", action="store_true", help="print the finished runs' table only")
+    add("--scaling", type=int, nargs="+", metavar="N", help="union vs chaining at N")
+    add("--obs", type=int, default=50, help="observations (--scaling)")
+    add("--scaling-table", nargs="+", metavar="JSONL", help="the --scaling table")
+    add("--side", type=float, default=20.0, help="square (--scaling)")
     args = parser.parse_args(argv)
     if args.scaling_table:
         print(table(args.scaling_table))

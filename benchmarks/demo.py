@@ -101,11 +101,8 @@ def reading(
     better = [m for m, mean, _, sep in rows if sep and mean < 0]
     worse = [m for m, mean, _, sep in rows if sep and mean > 0]
     tied = [m for m, _, _, sep in rows if not sep]
-    parts = []
-    if better:
-        parts.append(f"lower than {_join(better)}")
-    if worse:
-        parts.append(f"higher than {_join(worse)}")
+    pairs = (("lower", better), ("higher", worse))
+    parts = [f"{word} than {_join(names)}" for word, names in pairs if names]
     if parts:
         sentence = (
             f"After {iters} queries, {reference}'s simple regret is "

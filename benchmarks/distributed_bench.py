@@ -10,10 +10,10 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
+from statistics import median as _median
 from typing import Any
 
 import numpy as np
@@ -28,8 +28,8 @@ BACKENDS = ("actors",)
 
 
 def _progress(message: str) -> None:
-    print(f"[distributed {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr)
-    sys.stderr.flush()
+    stamp = time.strftime("%H:%M:%S")
+    print(f"[distributed {stamp}] {message}", file=sys.stderr, flush=True)
 
 
 def _problem(args: argparse.Namespace, n: int) -> dict[str, Any]:
@@ -51,10 +51,6 @@ def _problem(args: argparse.Namespace, n: int) -> dict[str, Any]:
 
 def _import_on_worker() -> None:
     import ax_chaining.distributed._shard  # noqa: F401
-
-
-def _median(values: list[float]) -> float:
-    return float(statistics.median(values))
 
 
 def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -382,67 +378,48 @@ def main(argv: list[str] | None = None) -> int:
         description="One Chaining-UCB step on candidates sharded over a Dask "
         "LocalCluster against the single-machine step; JSON lines on stdout.",
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
-    parser.add_argument("--workers", type=int, default=2, help="LocalCluster workers")
-    parser.add_argument(
-        "--backends",
-        default="actors",
-        help="the shards' backend: actors (the only one)",
-    )
-    parser.add_argument("--kernel", default="tanimoto", choices=["tanimoto", "se"])
-    parser.add_argument("--obs", type=int, default=50, help="observations")
-    parser.add_argument("--repeats", type=int, default=3, help="steps per measure")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-cover-size", type=int)
-    parser.add_argument(
-        "--memory-budget-gib", type=float, help="ChainingUCB's memory_budget"
-    )
-    parser.add_argument(
-        "--batch-size", type=int, help="rows per farthest-first batch on the shards"
-    )
-    parser.add_argument(
-        "--threads", type=int, help="torch threads of one machine (default --workers)"
-    )
-    parser.add_argument("--no-single", action="store_true", help="no one-machine step")
-    parser.add_argument(
-        "--library-dir", help="write the fingerprints there and shard them by path"
-    )
-    parser.add_argument(
-        "--round-trips",
-        type=int,
-        metavar="CALLS",
-        help="time one round trip (median of CALLS rounds, 10,000 rows a shard)",
-    )
-    parser.add_argument("--small", action="store_true", help="seconds: N = 6,000")
-    parser.add_argument("--table", nargs="+", help="JSON-lines files to tabulate")
+    add = parser.add_argument
+    add("--sizes", type=int, nargs="+", default=[100_000])
+    add("--workers", type=int, default=2, help="LocalCluster workers")
+    backends = "the shards' backend: actors (the only one)"
+    add("--backends", default="actors", help=backends)
+    add("--kernel", default="tanimoto", choices=["tanimoto", "se"])
+    add("--obs", type=int, default=50, help="observations")
+    add("--repeats", type=int, default=3, help="steps per measure")
+    add("--seed", type=int, default=0)
+    add("--max-cover-size", type=int)
+    add("--memory-budget-gib", type=float, help="ChainingUCB's memory_budget")
+    add("--batch-size", type=int, help="rows per farthest-first batch on the shards")
+    add("--threads", type=int, help="torch threads of one machine (default --workers)")
+    add("--no-single", action="store_true", help="no one-machine step")
+    add("--library-dir", help="write the fingerprints there and shard them by path")
+    trips = "time one round trip (median of CALLS rounds, 10,000 rows a shard)"
+    add("--round-trips", type=int, metavar="CALLS", help=trips)
+    add("--small", action="store_true", help="seconds: N = 6,000")
+    add("--table", nargs="+", help="JSON-lines files to tabulate")
     args = parser.parse_args(argv)
     if args.table:
         print(table(args.table))
         return 0
-    for b in [b for b in args.backends.split(",") if b]:
-        if b not in BACKENDS:
-            parser.error(
-                f"--backends: {b!r} is not a backend: ShardedCandidates has one, "
-                "Dask actors (--backends actors); the 'futures' and 'local' "
-                "backends were removed."
-            )
+    for b in (b for b in args.backends.split(",") if b and b not in BACKENDS):
+        parser.error(
+            f"--backends: {b!r} is not a backend: ShardedCandidates has one, "
+            "Dask actors (--backends actors); the 'futures' and 'local' "
+            "backends were removed."
+        )
     if args.small:
         args.sizes, args.repeats, args.obs = [6000], 1, 20
         args.max_cover_size = args.max_cover_size or 64
     try:
         import distributed
     except ImportError:
-        print(
-            "The distributed benchmark needs pip install 'ax-chaining[distributed]'.",
-            file=sys.stderr,
-        )
+        need = "The distributed benchmark needs pip install 'ax-chaining[distributed]'."
+        print(need, file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads or args.workers)
     command = "python -m benchmarks distributed " + " ".join(argv)
-    print(
-        json.dumps({"kind": "command", "command": command, "machine": _machine()}),
-        flush=True,
-    )
+    info = {"kind": "command", "command": command, "machine": _machine()}
+    print(json.dumps(info), flush=True)
     _progress(f"starting a LocalCluster of {args.workers} workers (1 thread each)")
     cluster = distributed.LocalCluster(
         n_workers=args.workers,

@@ -236,9 +236,8 @@ def run_harness(
     out: str | Path,
     **options: Any,
 ) -> list[dict[str, Any]]:
-    """Run (or resume) every replication, seed by seed (so a run stopped early
-    has balanced results); ``options`` of
-    :func:`~benchmarks.records.run_resumable`. Returns all records."""
+    """Run (or resume) every replication, seed by seed; ``options`` of
+    :func:`~benchmarks.records.run_resumable`."""
     check_names(problems, PROBLEMS, "problem")
     check_names(methods, METHODS, "method")
     tasks = [
@@ -281,16 +280,10 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     "curve_se": curve_se.tolist(),
                 }
             )
-        if "chaining" in final:
-            pairs += [
-                {
-                    "problem": problem,
-                    "method": m,
-                    **paired(final["chaining"], final[m], True),
-                }
-                for m in methods
-                if m != "chaining"
-            ]
+        for m in methods if "chaining" in final else []:
+            if m != "chaining":
+                pair = paired(final["chaining"], final[m], True)
+                pairs.append({"problem": problem, "method": m, **pair})
     return {"rows": rows, "paired": pairs}
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks._tables import md_row
+from benchmarks._tables import json_lines, md_row
 from benchmarks.speed import random_fingerprints
 
 ROUTES = ("inverted", "popcount", "matmul", "rdkit")
@@ -91,8 +91,7 @@ def _worker(args: argparse.Namespace) -> dict:
             library.build_index()
 
         def compute(block: np.ndarray) -> np.ndarray:
-            out = library.tanimoto(block, cols, route=args.route)
-            return out.numpy()
+            return library.tanimoto(block, cols, route=args.route).numpy()
 
     setup = time.perf_counter() - start
     first = np.ascontiguousarray(compute(blocks[0]))
@@ -172,10 +171,9 @@ def table(paths: list[str]) -> str:
     each route, per library size and column count, and the fastest of this
     package's routes (RDKit's ``BulkTanimotoSimilarity`` shown beside)."""
     groups: dict[tuple[int, int], dict[str, float]] = {}
-    for path in paths:
-        for line in map(json.loads, filter(str.strip, open(path))):
-            key = (line["n"], line["columns"])
-            groups.setdefault(key, {})[line["route"]] = line["rows_per_s"]
+    for line in json_lines(paths):
+        key = (line["n"], line["columns"])
+        groups.setdefault(key, {})[line["route"]] = line["rows_per_s"]
     header = md_row("N", "columns", *ROUTES, "fastest of ours")
     out = [header, md_row(*["---:"] * (2 + len(ROUTES)), "---")]
     for (n, columns), speed in groups.items():

@@ -79,13 +79,11 @@ def one(name: str, seed: int, obs: int, samples: int, delta: float) -> dict[str,
         draws = mean.unsqueeze(-1) + L @ z  # N x m
         values.append((draws.max(dim=0).values - draws[x]).numpy())
     s = np.concatenate(values)
-    t = obs + 1
+    geometric = CheckSchedule("geometric", start=10)
     shares = {
         "per_step": delta,
-        "every_step": step_delta(delta, t),
-        "geometric": CheckSchedule("geometric", start=10).share(
-            delta, CheckSchedule("geometric", start=10).next_check(obs)
-        ),
+        "every_step": step_delta(delta, obs + 1),
+        "geometric": geometric.share(delta, geometric.next_check(obs)),
     }
     bounds = {
         k: float(union_bound(mean, dist[pick : pick + 1], idx[pick : pick + 1], p))

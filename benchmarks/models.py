@@ -165,11 +165,8 @@ def _raw_encodings(
             if np.array_equal(stored["rows"], rows):
                 out[encoding] = stored["values"]
                 continue
-        print(
-            f"models: encoding {dataset} {encoding} ({len(rows)} molecules)",
-            file=sys.stderr,
-            flush=True,
-        )
+        message = f"models: encoding {dataset} {encoding} ({len(rows)} molecules)"
+        print(message, file=sys.stderr, flush=True)
         chosen = [smiles[i] for i in rows]
         if encoding == "morgan_bits":
             values = morgan_fingerprints(chosen).numpy()
@@ -206,9 +203,7 @@ def run(
     lines = []
     for k, (dataset, size, seed, model) in enumerate(tasks):
         data = load_dataset(dataset)
-        union = np.unique(
-            np.concatenate([subset(len(data), max(sizes), s) for s in seeds])
-        )
+        union = np.unique([subset(len(data), max(sizes), s) for s in seeds])
         raw = _raw_encodings(
             dataset, union, {_parse_model(m)[0] for m in models}, cache
         )
@@ -216,9 +211,7 @@ def run(
         at = np.searchsorted(union, rows)
         encoding = _parse_model(model)[0]
         record = {"dataset": dataset, "size": size, "seed": seed, "model": model}
-        record.update(
-            evaluate(model, raw[encoding][at], data.y[torch.from_numpy(rows)])
-        )
+        record |= evaluate(model, raw[encoding][at], data.y[torch.from_numpy(rows)])
         text = json.dumps(record, sort_keys=True)
         print(text, flush=True)
         print(
@@ -254,11 +247,8 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for m in MEASURES:
             values = [r[m] for r in rs]
             row[m] = statistics.mean(values)
-            row[m + "_se"] = (
-                statistics.stdev(values) / math.sqrt(len(values))
-                if len(values) > 1
-                else 0.0
-            )
+            n = len(values)
+            row[m + "_se"] = statistics.stdev(values) / math.sqrt(n) if n > 1 else 0.0
         rows.append(row)
     return rows
 

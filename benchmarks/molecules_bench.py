@@ -42,30 +42,17 @@ FORMAT_VERSION = 1
 DATASET_NAMES: tuple[str, ...] = ("esol", "freesolv", "lipo")
 DATASET_LABELS = {"esol": "ESOL", "freesolv": "FreeSolv", "lipo": "Lipophilicity"}
 #: The methods a run without ``--methods`` runs.
-DEFAULT_METHODS: tuple[str, ...] = (
-    "chaining",
-    "chaining-continuous",
-    "gp-ucb",
-    "ucb",
-    "logei",
-    "qlognei",
-    "random",
+DEFAULT_METHODS: tuple[str, ...] = tuple(
+    "chaining chaining-continuous gp-ucb ucb logei qlognei random".split()
 )
 #: The descriptor models of ``method@variant``: ``molecule_surrogate_spec``
 #: keywords in full, so that a record keeps its meaning when defaults change.
+_AT_07 = {"max_correlation": 0.7}
 MODEL_VARIANTS: dict[str, dict[str, Any]] = {
     "rdkit2d-botorch": {"encoding": "rdkit2d", "prior": "botorch"},
     "rdkit2d-baybe": {"encoding": "rdkit2d", "prior": "baybe"},
-    "mordred-baybe": {
-        "encoding": "mordred",
-        "prior": "baybe",
-        "cleaning": {"max_correlation": 0.7},
-    },
-    "mordred-chen": {
-        "encoding": "mordred",
-        "prior": "chen",
-        "cleaning": {"max_correlation": 0.7},
-    },
+    "mordred-baybe": {"encoding": "mordred", "prior": "baybe", "cleaning": _AT_07},
+    "mordred-chen": {"encoding": "mordred", "prior": "chen", "cleaning": _AT_07},
     "rdkit2d-chen": {"encoding": "rdkit2d", "prior": "chen"},
 }
 #: The variants and their colour (in the order of :data:`METHODS`).
@@ -265,9 +252,9 @@ def screen_record(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of one run ``(dataset, method, seed)`` maximizing ``y`` over
-    items ``0..len(y)-1``: ``config.queries`` queries of ``family`` after the
-    initial items (``"baybe"`` on ``baybe``, a table and its search space;
-    ``"random"``; or a :func:`make_strategy` method on ``spec``), then ``extra``."""
+    the items: ``config.queries`` queries of ``family`` (``"baybe"`` on
+    ``baybe``, a table and its search space; ``"random"``; or a
+    :func:`make_strategy` method on ``spec``), then ``extra``."""
     dataset, method, seed = run
     n = len(y)
     if config.n_init + config.queries > n:
@@ -312,11 +299,10 @@ def run_client(
     name: str,
     after_step: Callable[[list[int]], None] | None = None,
 ) -> tuple[list[int], list[float], list[float]]:
-    """One Ax ``Client`` loop over the items ``0..len(y)-1`` maximizing ``y``:
-    the initial items attached and completed, then ``queries`` trials one at a
-    time, ``after_step(tested items)`` after each. Returns the tested items,
-    the seconds of each ``get_next_trials`` and of the certificate each step
-    recorded (within them)."""
+    """One Ax ``Client`` loop over the items maximizing ``y``: the ``initial``
+    items completed, then ``queries`` trials one at a time,
+    ``after_step(tested items)`` after each. Returns the tested items and the
+    seconds of each ``get_next_trials`` and of its certificate."""
     from ax.api.client import Client
 
     from ax_chaining.ax import candidate_index_parameter
@@ -422,9 +408,8 @@ def run_tables(
     out: str | Path,
     **options: Any,
 ) -> list[dict[str, Any]]:
-    """Run (or resume) ``run(dataset, method, seed, config=config)`` for every
-    seed, dataset of ``config`` and method, seed by seed, as records of
-    ``bench.kind``; ``options`` of :func:`~benchmarks.records.run_resumable`."""
+    """Run (or resume) ``run(dataset, method, seed, config=config)`` seed by
+    seed; ``options`` of :func:`~benchmarks.records.run_resumable`."""
     check_names(methods, bench.methods, "method")
     tasks = [
         (d, m, s) for s in range(config.runs) for d in config.datasets for m in methods
@@ -546,7 +531,8 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
             for k in ks:
                 c = pm(*r["regret"][str(k)])
                 cells.append(f"**{c}**" if r["regret"][str(k)][0] == best[k] else c)
-            med = r["top1_median"]
+            med, step = r["top1_median"], r["s_per_step"]
+            speed = [num(step / per_ref, 2) if step else "-"] if per_ref else []
             lines.append(
                 md_row(
                     labels[r["method"]],
@@ -554,12 +540,8 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
                     pm(*r["auc"], digits=2),
                     f"{r['top1_reached']} / {r['runs']}",
                     "> T" if med is None else num(med, 1),
-                    num(r["s_per_step"], 3),
-                    *(
-                        [num(r["s_per_step"] / per_ref, 2) if r["s_per_step"] else "-"]
-                        if per_ref
-                        else []
-                    ),
+                    num(step, 3),
+                    *speed,
                     *(_without_certificate(r, per_ref) if cert else []),
                     r["runs"],
                 )
@@ -602,34 +584,26 @@ def format_markdown(summary: dict[str, Any], bench: TableBenchmark = BENCHMARK) 
                 )
             )
         lines.append("")
-    baybe = any(r["method"].startswith("baybe") for r in summary["rows"])
-    lines.append(
+    note = (
         f"S_n: simple regret max y - max y(tested) after the initial {item}s and "
         "n queries, in the property's units, mean ± standard error over runs "
         "(bold: lowest mean). AUC: sum of S_n over n = 1..T. Top 1%: runs in "
         f"which a {item} among the ceil(N/100) best was tested; median queries "
         f'to it, 0 if an initial {item} was ("> T": more than half never). '
         "s/step: mean wall time of one `get_next_trials` call (fit + acquisition)."
-        + (
-            " BayBE's: one `Campaign.recommend` call (fit + acquisition)."
-            if baybe
-            else ""
-        )
-        + (
-            f" ÷ ref: s/step over {bench.labels[bench.speed_reference]}'s in "
-            "the same runs."
-            if bench.speed_reference
-            else ""
-        )
-        + (
+    )
+    if any(r["method"].startswith("baybe") for r in summary["rows"]):
+        note += " BayBE's: one `Campaign.recommend` call (fit + acquisition)."
+    if bench.speed_reference:
+        ref_label = bench.labels[bench.speed_reference]
+        note += f" ÷ ref: s/step over {ref_label}'s in the same runs."
+    if any(r.get("certificate_s_per_step") for r in summary["rows"]):
+        note += (
             " Certificate s/step: the part of a step that records the certificate"
             " (every step of the package's strategies does); ÷ ref without it:"
             " the step less that part, over the reference's step."
-            if any(r.get("certificate_s_per_step") for r in summary["rows"])
-            else ""
         )
-    )
-    return "\n".join(lines)
+    return "\n".join([*lines, note])
 
 
 def plot_regret(

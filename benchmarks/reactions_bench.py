@@ -85,11 +85,10 @@ def _surrogate(dataset: str, encoding: str) -> tuple[Any, dict[str, Any]]:
     features = component_features(*args[:2], encoding, numeric=data.numeric)
     spec = reaction_surrogate_spec(*args)
     options = spec.model_configs[0].covar_module_options
+    per = {c: s.stop - s.start for c, s in features.blocks.items()}
     return spec, {
         "num_features": len(features.names),
-        "features_per_component": {
-            c: s.stop - s.start for c, s in features.blocks.items()
-        },
+        "features_per_component": per,
         "model": {"kernel": options["base"], "prior": options["prior"]},
     }
 

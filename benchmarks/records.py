@@ -196,23 +196,17 @@ def add_record_options(
     parser: argparse.ArgumentParser, out: str | None, small: str, plot: bool = True
 ) -> None:
     """The options of every resumable benchmark that writes one record per run."""
-    parser.add_argument("--small", action="store_true", help=small)
-    parser.add_argument("--out", default=out, help="working directory and summary")
-    parser.add_argument("--force", action="store_true", help="recompute stored runs")
-    parser.add_argument(
-        "--jobs", type=int, default=1, help="worker processes (results do not change)"
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add = parser.add_argument
+    add("--small", action="store_true", help=small)
+    add("--out", default=out, help="working directory and summary")
+    add("--force", action="store_true", help="recompute stored runs")
+    add("--jobs", type=int, default=1, help="worker processes (results do not change)")
+    add("--no-progress", action="store_true", help="no progress bar")
     if plot:
-        parser.add_argument("--no-plot", action="store_true", help="skip the figures")
-    parser.add_argument(
-        "--summary-only",
-        action="store_true",
-        help="run nothing: summarize the records under --out (or in --records)",
-    )
-    parser.add_argument(
-        "--records", metavar="FILE", help="with --summary-only: a packed file to read"
-    )
+        add("--no-plot", action="store_true", help="skip the figures")
+    text = "run nothing: summarize the records under --out (or in --records)"
+    add("--summary-only", action="store_true", help=text)
+    add("--records", metavar="FILE", help="with --summary-only: a packed file to read")
 
 
 def records_of(
@@ -274,12 +268,10 @@ def run_resumable(
     (``record["config"]``; and ``complete(record)`` if given), run the rest
     with ``run(*task)``, each record written as soon as it is made.
 
-    ``jobs > 1`` runs the tasks in spawned worker processes (``run`` must be
-    picklable), ``threads`` torch threads each (default: the cores shared
-    out); every task seeds itself, so the records do not depend on ``jobs``.
-    ``fresh_process`` runs each task in a new process (its peak memory its
-    own). ``refuse_other`` refuses a stored run of another configuration
-    instead of recomputing it.
+    ``jobs > 1``: in spawned worker processes (``run`` picklable), ``threads``
+    torch threads each (default: the cores shared out); ``fresh_process``: each
+    task in a new process; ``refuse_other``: a stored run of another
+    configuration refused instead of recomputed.
     """
     lay = layout(kind)
     records, todo = [], []

@@ -100,22 +100,14 @@ def make_problem(name: str, n: int, seed: int) -> DiscreteProblem:
 
 
 def _engine_fingerprint() -> dict[str, str]:
-    """Short SHA-256 of the source files the results depend on, stored with
-    every run to tell apart results of different versions of the engine."""
+    """Short SHA-256 of the source files the results depend on."""
     import hashlib
     import importlib
 
     digests = {}
-    for name in (
-        "ax_chaining.acquisition",
-        "ax_chaining.chaining",
-        "ax_chaining.covers",
-        "ax_chaining.distances",
-        "ax_chaining.posterior",
-        "ax_chaining.kernels",
-        "ax_chaining.test_functions.problems",
-        "benchmarks.runner",
-    ):
+    modules = "acquisition chaining covers distances posterior kernels"
+    names = [f"ax_chaining.{m}" for m in (*modules.split(), "test_functions.problems")]
+    for name in (*names, "benchmarks.runner"):
         try:
             path = importlib.import_module(name).__file__
             with open(path, "rb") as fh:  # type: ignore[arg-type]
@@ -215,9 +207,8 @@ def run_method(
     config: BenchmarkConfig,
     setup: _RunSetup | None = None,
 ) -> dict[str, Any]:
-    """One method on one problem instance (built with ``seed``) for
-    ``config.iters`` queries (``setup``: the kernel and initial design its
-    methods share); the JSON-ready record."""
+    """The record of one method on one problem instance for ``config.iters``
+    queries (``setup``: the kernel and initial design its methods share)."""
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; expected one of {METHODS}.")
     setup = setup or _setup_run(problem, seed, config)
@@ -230,7 +221,7 @@ def run_method(
     evaluated[idx] = True
     best_init = float(f[idx].max())
     best, best_queries, cum = best_init, -math.inf, 0.0
-    queries, y_queries, simple, simple_q, cumulative, seconds = [], [], [], [], [], []
+    simple, simple_q, cumulative, seconds = [], [], [], []
     diagnostics: dict[str, list[float]] = {}
     for _ in range(config.iters):
         start = time.perf_counter()
@@ -263,13 +254,12 @@ def run_method(
         idx.append(nxt)
         ys.append(y)
         evaluated[nxt] = True
-        queries.append(nxt)
-        y_queries.append(y)
         fx = float(f[nxt])
         best, best_queries, cum = max(best, fx), max(best_queries, fx), cum + f_max - fx
         simple.append(f_max - best)
         simple_q.append(f_max - best_queries)
         cumulative.append(cum)
+    queries = idx[len(setup.init_idx) :]
     return {
         "format_version": FORMAT_VERSION,
         "complete": True,
@@ -285,7 +275,7 @@ def run_method(
         "kernel": _kernel_description(setup.kernel),
         "kernel_seconds": setup.kernel_seconds,
         "queries": queries,
-        "y": y_queries,
+        "y": ys[len(setup.init_y) :],
         "f_queries": [float(f[i]) for i in queries],
         "simple_regret_init": f_max - best_init,
         "simple_regret": simple,
@@ -334,10 +324,9 @@ def run_benchmark(
     config: BenchmarkConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) the paper's experiment: one record per problem, method
-    and seed under ``out`` (a stored run of the same configuration is reused,
-    one of another is refused unless ``force``). ``config`` overrides
-    ``runs``, ``iters`` and ``n``. Returns the records in problem, method,
-    seed order.
+    and seed under ``out`` (a stored run of another configuration refused
+    unless ``force``); ``config`` overrides ``runs``, ``iters`` and ``n``.
+    Returns the records in problem, method, seed order.
 
     Example:
         >>> records = run_benchmark(["graph"], ["chaining", "random"], runs=2,
@@ -416,11 +405,9 @@ def summarize(
         groups, key=lambda k: (p_order.get(k[0], 99), k[0], m_order.get(k[1], 99))
     ):
         group = sorted(groups[(problem, method)], key=lambda r: r["seed"])
-        lengths = {len(r["simple_regret"]) for r in group}
-        if len(lengths) != 1:
-            raise ValueError(
-                f"Runs of {problem}/{method} have different lengths {lengths}."
-            )
+        if len(lengths := {len(r["simple_regret"]) for r in group}) != 1:
+            message = f"Runs of {problem}/{method} have different lengths {lengths}."
+            raise ValueError(message)
         T = lengths.pop()
         S = np.array([[r["simple_regret_init"], *r["simple_regret"]] for r in group])
         R = np.array([r["cumulative_regret"] for r in group])
@@ -484,9 +471,7 @@ def paired_comparison(
                     "dS_T_se": final["se"],
                     "dauc_mean": auc["mean"],
                     "dauc_se": auc["se"],
-                    "wins": final["wins"],
-                    "ties": final["ties"],
-                    "losses": final["losses"],
+                    **{k: final[k] for k in ("wins", "ties", "losses")},
                 }
             )
     return out

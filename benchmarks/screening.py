@@ -176,13 +176,9 @@ def prepare(
     else:
         from ax_chaining.molecules import featurize_library
 
-        lib = featurize_library(
-            smiles,
-            cache / f"{prefix}morgan{config.radius}_{config.n_bits}",
-            radius=config.radius,
-            n_bits=config.n_bits,
-            progress=progress,
-        )
+        bits = {"radius": config.radius, "n_bits": config.n_bits}
+        folder = cache / f"{prefix}morgan{config.radius}_{config.n_bits}"
+        lib = featurize_library(smiles, folder, **bits, progress=progress)
         library, inputs, suffix = lib.path / "fingerprints.npy", lib.rows, ""
     if max_size > len(inputs):
         raise ValueError(
@@ -306,22 +302,11 @@ def run_screening(
     check_names(methods, METHODS, "method")
     library, scores = prepare(cache, sizes, config, options.get("progress", True), jobs)
     tasks = [(n, m, s) for n in sizes for s in seeds for m in methods]
-    run = functools.partial(
-        run_one,
-        config=config,
-        library=str(library),
-        scores=str(scores),
-        max_size=max(sizes),
-    )
+    paths = {"library": str(library), "scores": str(scores)}
+    run = functools.partial(run_one, config=config, max_size=max(sizes), **paths)
+    key = config.key()
     return run_resumable(
-        tasks,
-        out,
-        "screening",
-        config.key(),
-        run,
-        jobs=jobs,
-        fresh_process=True,
-        **options,
+        tasks, out, "screening", key, run, jobs=jobs, fresh_process=True, **options
     )
 
 
@@ -433,11 +418,9 @@ def plot(summary: dict[str, Any], path: str | Path) -> Path:
     """Top-k fractions against queries, one column per size, one row per k."""
     sizes = list(dict.fromkeys(r["size"] for r in summary["rows"]))
     top_k = summary["rows"][0]["top_k"]
+    figsize = (4.4 * len(sizes), 3.2 * len(top_k))
     fig, axes = pyplot().subplots(
-        len(top_k),
-        len(sizes),
-        figsize=(4.4 * len(sizes), 3.2 * len(top_k)),
-        squeeze=False,
+        len(top_k), len(sizes), figsize=figsize, squeeze=False
     )
     for col, size in enumerate(sizes):
         rows = [r for r in summary["rows"] if r["size"] == size]
@@ -468,18 +451,15 @@ def main(argv: list[str] | None = None) -> int:
         f"one seed, {SMALL_CONFIG.queries} queries (seconds)"
     )
     add_record_options(parser, None, small)
-    parser.add_argument("--sizes", type=int, nargs="+")
-    parser.add_argument("--methods")
-    parser.add_argument("--seeds", type=int, nargs="+")
-    parser.add_argument("--queries", type=int)
-    parser.add_argument("--n-init", type=int)
-    parser.add_argument(
-        "--checks", choices=["every", "geometric"], help="when to certify (every step)"
-    )
-    parser.add_argument(
-        "--model", choices=list(MODELS), help="Tanimoto (default), or the default"
-    )
-    parser.add_argument("--cache", help="cache (default .cache/moses, .cache/esol)")
+    add = parser.add_argument
+    add("--sizes", type=int, nargs="+")
+    add("--methods")
+    add("--seeds", type=int, nargs="+")
+    add("--queries", type=int)
+    add("--n-init", type=int)
+    add("--checks", choices=["every", "geometric"], help="when to certify (every step)")
+    add("--model", choices=list(MODELS), help="Tanimoto (default), or the default")
+    add("--cache", help="cache (default .cache/moses, .cache/esol)")
     args = parser.parse_args(argv)
     preset = SMALL_CONFIG if args.small else ScreeningConfig()
     presets = {

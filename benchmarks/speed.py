@@ -26,9 +26,8 @@ DTYPE = torch.float64
 
 
 def random_fingerprints(n: int, seed: int, path: Path | None = None) -> Any:
-    """``n`` random fingerprints, 40 to 60 of 2,048 bits set a row, made in
-    chunks; in a library file at ``path`` (by path, nothing in memory) if
-    given."""
+    """``n`` random fingerprints, 40 to 60 of 2,048 bits set a row; in a
+    library file at ``path`` if given."""
     from ax_chaining.kernels import PackedFingerprints
 
     rng = np.random.default_rng(seed)
@@ -67,12 +66,10 @@ def _problem(
     dims: int = 200,
 ) -> tuple[Any, torch.Tensor]:
     """A GP with ``num_obs`` observations at random candidates (noise sd 0.05),
-    and the candidates: ``n`` points in a square of side 20 under an SE kernel
-    (lengthscale 1); or items of a fingerprint library (the first rows of
-    ``library``, or random) under a Tanimoto kernel; or items of an ``n x dims``
-    feature table (a smooth map of 8 latent coordinates, correlated as
-    descriptors are) under the default molecule model's ARD Matern-5/2 with
-    CHEN priors. Drawn on the CPU, so every device gets the same problem."""
+    and the candidates: ``n`` points of a square of side 20 (SE kernel), items
+    of a fingerprint library (the first rows of ``library``, or random;
+    Tanimoto) or of an ``n x dims`` feature table (a smooth map of 8 latent
+    coordinates; ARD Matern-5/2, CHEN priors). Drawn on the CPU."""
     from botorch.models import SingleTaskGP
     from gpytorch.kernels import RBFKernel, ScaleKernel
 
@@ -210,20 +207,9 @@ def _worker(args: argparse.Namespace) -> dict:
 def _run_worker(
     method: str, n: int, q: int, args: argparse.Namespace, pending: str = "rebuild"
 ) -> dict:
-    options = {
-        "method": method,
-        "n": n,
-        "q": q,
-        "obs": args.obs,
-        "repeats": args.repeats,
-        "seed": args.seed,
-        "path": args.path,
-        "device": args.device,
-        "pending-covers": pending,
-        "kernel": args.kernel,
-        "dims": args.dims,
-        "library": args.library,
-    }
+    options = {"method": method, "n": n, "q": q, "pending-covers": pending}
+    for k in ("obs", "repeats", "seed", "path", "device", "kernel", "dims", "library"):
+        options[k] = getattr(args, k)
     cmd = [sys.executable, "-m", "benchmarks.speed", "--worker"]
     cmd += [f"--{k}={v}" for k, v in options.items() if v is not None]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -378,16 +364,10 @@ def _floor_rows(n: int, args: argparse.Namespace) -> list[dict]:
     row: dict = {"bench": "floor", "n": n, "obs": args.obs}
     with torch.no_grad():
         _warm_up(model, C)
-        row["ucb_s"] = _median_s(
-            lambda: optimize_acqf_discrete(
-                UpperConfidenceBound(model, beta=0.2), q=1, choices=C
-            ),
-            args.repeats,
-        )
-        row["step_s"] = _median_s(
-            lambda: optimize_acqf_discrete(ChainingUCB(model, C), q=1, choices=C),
-            args.repeats,
-        )
+        ucb = lambda: UpperConfidenceBound(model, beta=0.2)  # noqa: E731
+        for key, make in (("ucb", ucb), ("step", lambda: ChainingUCB(model, C))):
+            step = lambda m=make: optimize_acqf_discrete(m(), q=1, choices=C)  # noqa: E731
+            row[f"{key}_s"] = _median_s(step, args.repeats)
         for key, m, c in (("floor", model, C), ("floor32", single, C.float())):
             distance = candidate_posterior(m, c, path="low_rank").distance
             row[f"{key}_s"] = _median_s(

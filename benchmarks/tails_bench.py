@@ -201,16 +201,9 @@ def table_from_rows(rows: list[dict[str, Any]]) -> str:
                 else f"never (0/{len(runs)})"
             )
             early = sum(q <= 60 for q in hit)
+            counts = f"{viol}/{len(runs)}", f"{steps}/{total}"
             lines.append(
-                md_row(
-                    problem,
-                    method,
-                    d,
-                    f"{viol}/{len(runs)}",
-                    f"{steps}/{total}",
-                    first,
-                    f"{early}/{len(runs)}",
-                )
+                md_row(problem, method, d, *counts, first, f"{early}/{len(runs)}")
             )
     return "\n".join(lines)
 

@@ -82,10 +82,9 @@ class BenchmarkProblem(DiscreteProblem):
     def get_covar_module(
         self, n_subset: int = 500, seed: int = 0, noise_std: float | None = None
     ) -> Kernel:
-        r"""A deep copy of :attr:`covar_module` (a Gram matrix is shared), or an
-        isotropic SE kernel fitted by :func:`fit_isotropic_se_lengthscale` to
-        noisy observations (``noise_std``, default :attr:`noise_std`) at
-        ``n_subset`` random candidates, deterministic given ``seed``."""
+        r"""A deep copy of :attr:`covar_module`, or an isotropic SE kernel fitted
+        by :func:`fit_isotropic_se_lengthscale` to noisy observations at
+        ``n_subset`` random candidates (``seed``)."""
         if self.covar_module is not None:
             return copy.deepcopy(self.covar_module)
         noise_std = self.noise_std if noise_std is None else noise_std
@@ -130,9 +129,7 @@ def default_cache_dir() -> Path:
     """Where the problems and benchmarks cache what they compute once:
     ``$AX_CHAINING_CACHE`` if set, else ``~/.cache/ax_chaining``."""
     env = os.environ.get("AX_CHAINING_CACHE")
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "ax_chaining"
+    return Path(env) if env else Path.home() / ".cache" / "ax_chaining"
 
 
 def _load_se_cache(path: Path, n: int, seed: int) -> tuple[Tensor, Tensor, dict]:
@@ -142,19 +139,12 @@ def _load_se_cache(path: Path, n: int, seed: int) -> tuple[Tensor, Tensor, dict]
         raise ValueError("unexpected cache format")
     X, f = data["X"], data["f"]
     info = json.loads(data["info"])
-    ok = (
-        isinstance(X, Tensor)
-        and isinstance(f, Tensor)
-        and X.dtype == _DTYPE
-        and f.dtype == _DTYPE
-        and X.shape == (n, 2)
-        and f.shape == (n,)
-        and bool(torch.isfinite(X).all())
-        and bool(torch.isfinite(f).all())
-        and info.get("n") == n
-        and info.get("seed") == seed
+    ok = all(
+        isinstance(t, Tensor) and t.dtype == _DTYPE and t.shape == shape
+        for t, shape in ((X, (n, 2)), (f, (n,)))
     )
-    if not ok:
+    ok = ok and bool(torch.isfinite(X).all()) and bool(torch.isfinite(f).all())
+    if not (ok and info.get("n") == n and info.get("seed") == seed):
         raise ValueError("cache content does not match (n, seed)")
     return X, f, info
 
@@ -195,12 +185,10 @@ def se_problem(
     ``n`` i.i.d. uniform points in :math:`[0, 20]^2` and :math:`f = L z`,
     :math:`L L^\top = K + \delta I` with
     :math:`k(x, x') = \exp(-\lVert x - x' \rVert^2 / 2)` and the smallest
-    working jitter :math:`\delta` of :data:`JITTERS` (``info["jitter"]``). It
-    costs ``O(n^3)`` time and ``2 n^2`` float64 entries, so it is cached
-    (atomically) as ``se_problem_v1_n{n}_seed{seed}.pt`` in ``cache_dir``
-    (default :func:`default_cache_dir`; ``use_cache=False``: neither read nor
-    written); an unreadable or mismatched file is regenerated with a warning.
-    The kernel is ``fixed_se_kernel(1.0, 1.0)``.
+    working jitter :math:`\delta` of :data:`JITTERS`; cached as
+    ``se_problem_v1_n{n}_seed{seed}.pt`` in ``cache_dir`` (default
+    :func:`default_cache_dir`) unless ``use_cache=False``, an unreadable file
+    regenerated with a warning.
 
     Example:
         >>> problem = se_problem(n=200, seed=0, use_cache=False)
@@ -216,11 +204,9 @@ def se_problem(
             try:
                 loaded = _load_se_cache(path, n, seed)
             except Exception as e:
+                message = f"Ignoring unreadable SE problem cache file {path} ({e!r})"
                 warnings.warn(
-                    f"Ignoring unreadable SE problem cache file {path} ({e!r}); "
-                    "regenerating it.",
-                    RuntimeWarning,
-                    stacklevel=2,
+                    f"{message}; regenerating it.", RuntimeWarning, stacklevel=2
                 )
     if loaded is None:
         X, f, info = _sample_se(n, seed)
@@ -230,11 +216,8 @@ def se_problem(
             try:
                 write_atomic(path, lambda fh: torch.save(obj, fh), binary=True)
             except OSError as e:
-                warnings.warn(
-                    f"Could not write SE problem cache file {path} ({e!r}).",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+                message = f"Could not write SE problem cache file {path} ({e!r})."
+                warnings.warn(message, RuntimeWarning, stacklevel=2)
     else:
         X, f, info = loaded
     return BenchmarkProblem(
@@ -273,12 +256,10 @@ def himmelblau_objective(X: Tensor) -> Tensor:
 
 
 def himmelblau_problem(n: int = 10_000, seed: int = 0) -> BenchmarkProblem:
-    r"""Himmelblau's function with a linear trend (the paper's "Himmelblau").
-
-    ``n`` i.i.d. uniform points of :math:`[-5, 5]^2` (``torch.Generator`` of
-    ``seed``) and :func:`himmelblau_objective`. The kernel is learned
-    (``covar_module=None``): as in the paper, an isotropic SE bandwidth by
-    marginal likelihood (:meth:`BenchmarkProblem.get_covar_module`).
+    r"""Himmelblau's function with a linear trend (the paper's "Himmelblau"):
+    :func:`himmelblau_objective` at ``n`` i.i.d. uniform points of
+    :math:`[-5, 5]^2`; its kernel learned as in the paper
+    (:meth:`BenchmarkProblem.get_covar_module`).
 
     Example:
         >>> problem = himmelblau_problem(n=1000, seed=0)
@@ -320,13 +301,11 @@ def fit_isotropic_se_lengthscale(
 ) -> ScaleKernel:
     r"""Fit an isotropic SE bandwidth by maximum marginal likelihood on a subset.
 
-    A ``SingleTaskGP`` with a constant mean (discarded) and the kernel
-    :math:`s \exp(-\lVert x - x' \rVert^2 / (2 \ell^2))`, no priors and no
-    transforms, is fitted by ``fit_gpytorch_mll`` to ``n_subset`` random points of
-    ``(X, y)`` (``seed``) from :math:`\ell = 1`. As in the paper only :math:`\ell`
-    is learned, with :math:`s = \max(\widehat{\mathrm{Var}}(y) - \sigma^2,
-    10^{-6})` on the subset. ``noise_std=None`` learns the noise (and
-    :math:`\sigma = 0` above).
+    The kernel :math:`s \exp(-\lVert x - x' \rVert^2 / (2 \ell^2))` (no priors,
+    no transforms) on ``n_subset`` random points of ``(X, y)``: as in the paper
+    only :math:`\ell` is learned, from 1, with :math:`s =
+    \max(\widehat{\mathrm{Var}}(y) - \sigma^2, 10^{-6})`; ``noise_std=None``
+    learns the noise (and :math:`\sigma = 0`).
 
     Returns:
         ``ScaleKernel(RBFKernel())`` (float64) with every parameter fixed.
@@ -448,12 +427,8 @@ _MEMBER = "moses/dataset/data/train.csv.gz"
 
 
 def moses_smiles(cache_dir: str | Path) -> list[str]:
-    """The 1,584,663 SMILES of the MOSES training set, in file order.
-
-    Downloads the ``molsets`` wheel (``pip download --no-deps molsets==0.3.1``)
-    into ``cache_dir`` on first use (about 90 MB; nothing else of it is
-    installed or imported) and reads ``moses/dataset/data/train.csv.gz``.
-    """
+    """The 1,584,663 SMILES of the MOSES training set, in file order, from the
+    ``molsets`` wheel downloaded (not installed) into ``cache_dir`` once."""
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     csv_path = cache / "moses_train.csv.gz"
@@ -470,10 +445,8 @@ def moses_smiles(cache_dir: str | Path) -> list[str]:
             data = wheel.read(_MEMBER)
         write_atomic(csv_path, lambda fh: fh.write(data), binary=True)
     with gzip.open(csv_path, "rt") as fh:
-        text = fh.read()
-    lines = text.splitlines()
-    header = lines[0].split(",")
-    column = header.index("SMILES")
+        lines = fh.read().splitlines()
+    column = lines[0].split(",").index("SMILES")
     return [line.split(",")[column] for line in lines[1:] if line]
 
 
@@ -520,19 +493,17 @@ def mpo_scores(
     progress: bool = True,
     chunk_size: int = 20_000,
 ) -> np.ndarray:
-    """:func:`mpo` of every molecule, in parallel, with a progress bar.
-
-    With ``cache`` (a ``.npy`` path) the scores are kept there, beside a
-    ``.json`` naming the SHA-256 of the SMILES, and reused only for the same
-    SMILES in the same order; an interrupted run resumes from its finished
-    chunks (kept in ``<cache>.parts/`` until the last one is done).
-    """
+    """:func:`mpo` of every molecule, in parallel; with ``cache`` (a ``.npy``
+    path) kept there and reused for the same SMILES in the same order (their
+    SHA-256 beside it), an interrupted run resuming from its finished chunks."""
     check_int("workers", workers, 1)
     check_int("chunk_size", chunk_size, 1)
     items = list(smiles)
     digest = hashlib.sha256("\n".join(map(str, items)).encode()).hexdigest()
     meta = {"num_smiles": len(items), "smiles_sha256": digest}
     path = None if cache is None else Path(cache)
+    starts = list(range(0, len(items), chunk_size))
+    done: dict[int, np.ndarray] = {}
     if path is not None:
         side = path.with_suffix(".json")
         if path.exists() and side.exists() and json.loads(side.read_text()) == meta:
@@ -545,12 +516,8 @@ def mpo_scores(
             shutil.rmtree(parts)  # parts of other SMILES
         parts.mkdir(parents=True, exist_ok=True)
         manifest.write_text(json.dumps(meta))
-    starts = list(range(0, len(items), chunk_size))
-    done: dict[int, np.ndarray] = {}
-    if path is not None:
         for start in starts:
-            part = parts / f"{start:012d}.npy"
-            if part.exists():
+            if (part := parts / f"{start:012d}.npy").exists():
                 done[start] = np.load(part)
     todo = [s for s in starts if s not in done]
     bar = None

@@ -94,13 +94,11 @@ PROBLEM_LABELS = {
     "lipo": "Lipophilicity",
     "grid": "30 x 30 grid, GP samples",
 }
-PROBLEM_LABELS.update(
-    {
-        name + suffix: f"{PROBLEM_LABELS[name]}, {label}"
-        for suffix, label in MODEL_SUFFIXES.items()
-        for name in MOLECULE_PROBLEMS
-    }
-)
+PROBLEM_LABELS |= {
+    name + suffix: f"{PROBLEM_LABELS[name]}, {label}"
+    for suffix, label in MODEL_SUFFIXES.items()
+    for name in MOLECULE_PROBLEMS
+}
 
 
 @dataclass(frozen=True)
@@ -193,8 +191,8 @@ def _variants(n: int, experiment: Any, audits: bool) -> dict[str, Any]:
     out: dict[str, dict[str, Any]] = {
         "plain": {"calibration": "none"},
         "loo_gaussian": {"tail": GAUSSIAN},
-        "loo_student": {"tail": StudentTail(max(1, n - 1))},
-        "loo_capped": {"tail": StudentTail(max(1, min(n - 1, AUTO_DOF_CAP)))},
+        "loo_student": {"tail": StudentTail(light)},
+        "loo_capped": {"tail": StudentTail(heavy)},
         "loo_upper": {"scale_level": 0.05},
         "loo_light20": {"tail": ExplorationTail(heavy, min(light, 20))},
         "forecast": {"calibration": residual_calibration(experiment, "forecast")},
@@ -412,12 +410,8 @@ def calibration_limits(
 
     def usable(step: dict[str, Any]) -> bool:
         bound, regret = step.get("plain_bound"), step.get("plain_regret")
-        return (
-            step["n"] >= floor
-            and regret is not None
-            and bound is not None
-            and (bound < math.inf)
-        )
+        known = regret is not None and bound is not None
+        return step["n"] >= floor and known and bound < math.inf
 
     def ok(s: dict[str, Any]) -> bool:
         return usable(s) and s.get(statistic) is not None
@@ -546,11 +540,8 @@ LOO_RULES = ("robust", "geometric", "loo_gaussian", "loo_student", "loo_capped")
 
 def as_current(record: dict[str, Any]) -> dict[str, Any]:
     """A record as the current code would have made it: its problem under its
-    current name (``esol@default`` is ``esol@rdkit2d-botorch``) and, in records
-    of format 5 and before (made before the LOO check refused below
-    ``LOO_MIN_OBSERVATIONS`` observations, a refusal that depends on the
-    number of observations alone), the LOO-checked certificates of the steps
-    below it marked refused."""
+    current name and, in records of format 5 and before, the LOO-checked
+    certificates of the steps below ``LOO_MIN_OBSERVATIONS`` marked refused."""
     record = {**record, "problem": current_name(record["problem"])}
     if record["config"].get("format", 0) >= 6:
         return record
@@ -648,10 +639,9 @@ def _rule_row(
         rank_viol += rank_run
 
         k10, s10 = _first(r["steps"], lambda s, at=0.10 * rng: _within(rule, s, at))
+        k5, _ = _first(r["steps"], lambda s, at=0.05 * rng: _within(rule, s, at))
         first10.append(k10)
-        first5.append(
-            _first(r["steps"], lambda s, at=0.05 * rng: _within(rule, s, at))[0]
-        )
+        first5.append(k5)
         if s10 is not None:
             regret10.append(s10[f"{rule}_regret"] / rng)
     return {
@@ -842,19 +832,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m benchmarks validity")
     add_record_options(parser, "results/validity", "the tiny preset", plot=False)
-    parser.add_argument("--problems", help="comma-separated subset")
-    parser.add_argument("--methods", help="comma-separated subset")
-    parser.add_argument("--runs", type=int)
-    parser.add_argument(
-        "--first-seed", type=int, help="seeds first-seed .. first-seed + runs - 1"
-    )
-    parser.add_argument("--queries", type=int)
-    parser.add_argument("--n-init", type=int)
-    parser.add_argument(
-        "--calibration-limits",
-        action="store_true",
-        help="with --records: calibration_limits instead of the summary",
-    )
+    add = parser.add_argument
+    add("--problems", help="comma-separated subset")
+    add("--methods", help="comma-separated subset")
+    add("--runs", type=int)
+    add("--first-seed", type=int, help="seeds first-seed .. first-seed + runs - 1")
+    add("--queries", type=int)
+    add("--n-init", type=int)
+    text = "with --records: calibration_limits instead of the summary"
+    add("--calibration-limits", action="store_true", help=text)
     args = parser.parse_args(argv)
     changes: dict[str, Any] = {
         k: getattr(args, k)
@@ -872,18 +858,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--calibration-limits reads --records (a packed file)")
         records = read_packed(args.records)
         rows = [
-            row
-            for statistic in CALIBRATION_STATISTICS
-            for row in calibration_limits(records, statistic)
+            r for s in CALIBRATION_STATISTICS for r in calibration_limits(records, s)
         ]
         print(format_calibration_limits(rows), end="")
         return 0
-    # Every (problem, method, seed), seed by seed.
     seeds = range(config.first_seed, config.first_seed + config.runs)
     tasks = [(p, m, s) for s in seeds for p in config.problems for m in config.methods]
     run = functools.partial(run_one, config=config)
-    records = resume(args, "validity", tasks, config.key(), run)
-    summary = summarize(records)
+    summary = summarize(resume(args, "validity", tasks, config.key(), run))
     text = format_markdown(summary)
     write_summary(args.out, command_line(["validity", *argv]), text, summary)
     print(text)
