@@ -176,15 +176,10 @@ def _ax_benchmark(
         if r[field] in names and r["method"] in methods
     ]
     summary = module.summarize(records, **bench)
-    _summary_outputs(
-        args,
-        argv,
-        summary,
-        module.format_markdown(summary, **bench),
-        {"summary_only": True} if args.summary_only else asdict(config),
-        start,
-        lambda s, out: [plot(s, out / png, **bench)],
-    )
+    markdown = module.format_markdown(summary, **bench)
+    meta = {"summary_only": True} if args.summary_only else asdict(config)
+    figures = lambda s, out: [plot(s, out / png, **bench)]  # noqa: E731
+    _summary_outputs(args, argv, summary, markdown, meta, start, figures)
     return 0
 
 
@@ -267,15 +262,10 @@ def _paper(args: argparse.Namespace, argv: list[str]) -> int:
 
     # The methods asked for that have records (older records may lack one).
     ran = [m for m in methods if any(r["method"] == m for r in records)]
-    _summary_outputs(
-        args,
-        argv,
-        {"problems": problems, "methods": ran, **summary},
-        runner.format_summary_markdown(summary),
-        {**config.run_key(), "runs": config.runs},
-        start,
-        figures,
-    )
+    markdown = runner.format_summary_markdown(summary)
+    meta = {**config.run_key(), "runs": config.runs}
+    full = {"problems": problems, "methods": ran, **summary}
+    _summary_outputs(args, argv, full, markdown, meta, start, figures)
     for row in summary["rows"]:
         print(json.dumps({"summary_row": row}, sort_keys=True))
     return 0

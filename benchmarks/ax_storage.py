@@ -84,12 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     client = Client(random_seed=args.seed)
     client.configure_experiment(parameters=[candidate_index_parameter(args.items)])
     client.configure_optimization(objective="f")
-    client.set_generation_strategy(
-        chaining_generation_strategy(
-            init_trials=args.init_trials,
-            surrogate_spec=precomputed_kernel_surrogate_spec(gram),
-        )
-    )
+    spec = precomputed_kernel_surrogate_spec(gram)
+    gs = chaining_generation_strategy(init_trials=args.init_trials, surrogate_spec=spec)
+    client.set_generation_strategy(gs)
     noise = torch.Generator().manual_seed(args.seed + 1)
     done, t0 = 0, time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

@@ -436,16 +436,11 @@ def main(argv: list[str] | None = None) -> int:
     # Every (problem, seed); a run of another configuration is refused.
     tasks = [(p, s) for p in problems for s in range(config.runs)]
     run = functools.partial(run_one, config=config)
-    complete = functools.partial(_is_complete, config=config)
-    records = resume(
-        args,
-        "certificate",
-        tasks,
-        config.key(),
-        run,
-        refuse_other=True,
-        complete=complete,
-    )
+    kw = {
+        "refuse_other": True,
+        "complete": functools.partial(_is_complete, config=config),
+    }
+    records = resume(args, "certificate", tasks, config.key(), run, **kw)
     rows = summarize(select(records, problems, config), config.delta)
     text = format_table(rows)
     if args.table:

@@ -193,17 +193,11 @@ def _run_worker(
     label: str,
     columns: int | None,
 ):
-    options = {
-        "route": route,
-        "n": n,
-        "rows": args.rows or int(min(256, max(8, 10_000_000 // n))),
-        "block": args.block,
-        "repeats": args.repeats,
-        "seed": args.seed,
-        "library": library,
-        "label": label,
-        **({} if columns is None else {"column": columns}),
-    }
+    options = {"route": route, "n": n, "library": library, "label": label}
+    options["rows"] = args.rows or int(min(256, max(8, 10_000_000 // n)))
+    options |= {k: getattr(args, k) for k in ("block", "repeats", "seed")}
+    if columns is not None:
+        options["column"] = columns
     cmd = [sys.executable, "-m", "benchmarks.kernel_rows", "--worker"]
     cmd += [f"--{k}={v}" for k, v in options.items()]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)

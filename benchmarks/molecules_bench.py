@@ -620,11 +620,9 @@ def plot_regret(
             x = np.arange(len(r["curve_mean"]))
             color, label = bench.colors[r["method"]], bench.labels[r["method"]]
             band(ax, x, r["curve_mean"], r["curve_se"], color, label)
-            ax.set_title(
-                f"{bench.dataset_labels[dataset]} ({r[bench.size_field]} "
-                f"{bench.item}s, {r['runs']} runs)",
-                fontsize=9,
-            )
+            size = f"{r[bench.size_field]} {bench.item}s"
+            title = f"{bench.dataset_labels[dataset]} ({size}, {r['runs']} runs)"
+            ax.set_title(title, fontsize=9)
         ax.set_xlabel(f"queries after {rows[0]['n_init']} initial {bench.item}s")
         ax.set_ylabel("simple regret")
     axes.flat[0].legend(fontsize=7)

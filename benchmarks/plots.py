@@ -42,11 +42,8 @@ def _curve_panels(
             style = _STYLES.get(method, "-")
             band(ax, x, mean, se, COLORS.get(method), label, style=style, lw=1.6)
         row = rows.get(problem, {"n": "?", "runs": "?"})
-        ax.set_title(
-            f"{PROBLEM_LABELS.get(problem, problem)} "
-            f"(N={row['n']}, {row['runs']} runs)",
-            fontsize=10,
-        )
+        name = PROBLEM_LABELS.get(problem, problem)
+        ax.set_title(f"{name} (N={row['n']}, {row['runs']} runs)", fontsize=10)
         ax.set_xlabel("iteration n (queries after 10 initial points)")
         if logy:
             ax.set_yscale("symlog", linthresh=1e-2)

@@ -187,9 +187,7 @@ def unpack(kind: str, path: str | Path, out: str | Path) -> int:
     return written
 
 
-# ---------------------------------------------------------------------------
 # Command lines, running and resuming.
-# ---------------------------------------------------------------------------
 
 
 def add_record_options(

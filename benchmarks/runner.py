@@ -338,21 +338,13 @@ def run_benchmark(
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}.")
     # Seed by seed, the methods of a run in a row: they share its instance.
-    tasks = list(product(problems, range(config.runs), methods))
-    records = run_resumable(
-        [(p, m, s) for p, s, m in tasks],
-        out,
-        "paper",
-        config.run_key(),
-        functools.partial(_run_task, config=config),
-        force=force,
-        progress=progress,
-        desc="runs",
-        jobs=jobs,
-        threads=threads or (1 if jobs > 1 else None),
-        refuse_other=True,
-        complete=functools.partial(_is_complete, config=config),
-    )
+    tasks = [(p, m, s) for p, s, m in product(problems, range(config.runs), methods)]
+    run = functools.partial(_run_task, config=config)
+    options = {"force": force, "progress": progress, "desc": "runs", "jobs": jobs}
+    options["threads"] = threads or (1 if jobs > 1 else None)
+    options["complete"] = functools.partial(_is_complete, config=config)
+    key = config.run_key()
+    records = run_resumable(tasks, out, "paper", key, run, refuse_other=True, **options)
     return select_results(records, problems, methods, config)
 
 

@@ -491,9 +491,8 @@ def _step_line(r: dict) -> str:
     targets = {"se": TARGETS, "tanimoto": TANIMOTO_TARGETS}.get(kernel, {})
     targets = GPU_TARGETS if gpu and kernel in ("se", "tanimoto") else targets
     previous = PREVIOUS.get(key) if chaining and kernel == "se" and not gpu else None
-    method = ("ChainingUCB" if chaining else "UCB") + _KERNEL_LABELS.get(
-        kernel, f", {kernel}"
-    )
+    label = _KERNEL_LABELS.get(kernel, f", {kernel}")
+    method = ("ChainingUCB" if chaining else "UCB") + label
     gpu_gb = r.get("peak_gpu_mb")
     return _row(
         f"{r['n']:,}",

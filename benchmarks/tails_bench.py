@@ -115,14 +115,12 @@ def run_one(
             regrets[d].append(f_max - float(f[cert.index]))
     tails = {}
     for d in dofs:
-        first = next(
-            (
-                s["n"] - n_init + 1
-                for s, b in zip(steps, bounds[d], strict=True)
-                if b is not None and b <= 0.1 * f_range
-            ),
-            None,
-        )
+        hits = [
+            s["n"] - n_init + 1
+            for s, b in zip(steps, bounds[d], strict=True)
+            if b is not None and b <= 0.1 * f_range
+        ]
+        first = hits[0] if hits else None
         tails[d] = _summary(bounds[d], regrets[d], first, f_range)
     return {
         "problem": record["problem"],

@@ -336,9 +336,7 @@ def run_one(
     }
 
 
-# ---------------------------------------------------------------------------
 # Summary.
-# ---------------------------------------------------------------------------
 
 RULES = tuple(
     "robust loo_upper loo_light20 forecast audit loo_capped loo_student "
