@@ -285,9 +285,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         "|---|---:|---:|",
     ]
     for model in sorted(ranks, key=lambda m: statistics.mean(ranks[m])):
-        out.append(
-            f"| {model} | {statistics.mean(ranks[model]):.2f} | {len(ranks[model])} |"
-        )
+        mean = statistics.mean(ranks[model])
+        out.append(f"| {model} | {mean:.2f} | {len(ranks[model])} |")
     return "\n".join(out) + "\n"
 
 

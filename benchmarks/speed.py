@@ -415,14 +415,9 @@ def _compare_covers(n: int, seed: int, args: argparse.Namespace) -> dict:
 
     model, C = _problem(n, args.obs, seed)
     timing, acqfs = {}, {}
-    for name, kwargs in {
-        "greedy": {"path": "dense", "cover": "greedy"},
-        "farthest_first": {
-            "path": "low_rank",
-            "cover": "farthest_first",
-            "max_cover_size": n,
-        },
-    }.items():
+    dense = {"path": "dense", "cover": "greedy"}
+    low_rank = {"path": "low_rank", "cover": "farthest_first", "max_cover_size": n}
+    for name, kwargs in (("greedy", dense), ("farthest_first", low_rank)):
         start = time.perf_counter()
         acqfs[name] = ChainingUCB(model, C, **kwargs)
         timing[name] = time.perf_counter() - start
