@@ -80,10 +80,9 @@ def certificate_record(
     scale: float | None,
     options: CertificateOptions | None,
 ) -> dict[str, Any] | None:
-    """A step's certificate among candidates ``among`` as JSON, from the
-    acquisition's model; None off the schedule's checks or when ``options`` is
-    None. ``bound`` is in the objective's units (None without a ``scale``),
-    ``bound_model_units`` in Ax's."""
+    """A step's certificate among ``among`` as JSON; None off the schedule's
+    checks or without ``options``. ``bound`` is in the objective's units (None
+    without a ``scale``), ``bound_model_units`` in Ax's."""
     acqf = acquisition.acqf
     n = num_training_points(acqf.model) or 0
     if options is None or (options.schedule or EVERY_STEP).index(n) is None:
@@ -235,8 +234,7 @@ def _number(value: Any) -> float:
 def certificate_history(
     source: Source, units: Units = "objective"
 ) -> list[dict[str, Any]]:
-    """Every certificate the steps recorded, in trial order, with its running
-    minimum.
+    """Every certificate the steps recorded, in trial order.
 
     Args:
         source: An Ax ``Client``, its ``Experiment``, or the generation strategy.
@@ -307,13 +305,10 @@ def certify(
     units: Units = "objective",
     tolerance: float | None = None,
 ) -> dict[str, Any]:
-    r"""A regret certificate for the best evaluated candidate of any Ax loop.
-
-    Fits Ax's GP (the strategy's surrogate spec if any) and certifies the
-    evaluated point with the smallest bound: with probability at least
-    :math:`1 - \delta`, no point of the set (:func:`fit_candidates`) is more
-    than ``bound`` better than ``parameters`` (assumptions:
-    :mod:`ax_chaining.certificate`).
+    r"""A regret certificate for the evaluated point of any Ax loop with the
+    smallest bound, from Ax's GP (:func:`fit_candidates`): with probability at
+    least :math:`1 - \delta`, no point of its set is more than ``bound`` better
+    than ``parameters`` (assumptions: :mod:`ax_chaining.certificate`).
 
     Example:
         >>> certify(client)["bound"]
@@ -365,8 +360,7 @@ def recommend(
         >>> answer["id"], answer["value"], answer["certificate"]["bound"]
 
     Args:
-        source, candidates, delta, options, units, tolerance: As in
-            :func:`certify`.
+        source, candidates, delta, options, units, tolerance: As in :func:`certify`.
 
     Returns:
         ``parameters``; ``arm_name`` and ``trial_index`` (the last trial that
@@ -436,9 +430,8 @@ def fit_candidates(
     for node in gs.nodes_by_name.values() if gs is not None else []:
         spec = getattr(node, "candidate_spec", None) or spec
         for gen_spec in getattr(node, "generator_specs", []):
-            surrogate_spec = (
-                gen_spec.generator_kwargs.get("surrogate_spec") or surrogate_spec
-            )
+            given = gen_spec.generator_kwargs.get("surrogate_spec")
+            surrogate_spec = given or surrogate_spec
     if candidates is not None or spec is None:
         spec = CandidateSetSpec(candidates=candidates)
     if spec.seed is None:

@@ -190,7 +190,6 @@ def candidate_set_strategy(
         candidates: A table (DataFrame or list of dicts; default the whole
             discrete space or a fixed Sobol design), or
             :class:`~ax_chaining.distributed.ShardedCandidates`.
-        init: ``"uniform"`` or ``"sobol"``.
         name: Default the class name.
         kwargs: :class:`~ax_chaining.ax.candidates.CandidateSetSpec` fields
             (``seed`` defaults to None: the caller's seed), and

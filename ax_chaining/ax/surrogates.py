@@ -66,10 +66,7 @@ def fingerprint_kernel_surrogate_spec(
     Gram matrix); ``metric``: ``"tanimoto"``, the only library mode.
 
     Example:
-        >>> library = featurize_library("train.csv.gz", "cache/moses").fingerprints
-        >>> client.configure_experiment([candidate_index_parameter(len(library))])
-        >>> client.set_generation_strategy(chaining_generation_strategy(
-        ...     surrogate_spec=fingerprint_kernel_surrogate_spec(library)))
+        >>> spec = fingerprint_kernel_surrogate_spec(library)
     """
     if not isinstance(library, PackedFingerprints):
         raise type_error("library", "a PackedFingerprints", library)

@@ -12,10 +12,9 @@ __all__ = ["DaskMetric", "DaskRunner"]
 
 
 class DaskRunner(IRunner):
-    """An Ax runner that evaluates each trial as a task on a Dask cluster.
-
-    The task's key is recorded in the trial's metadata, where
-    :class:`DaskMetric` finds its result; a task that raised fails its trial.
+    """An Ax runner that evaluates each trial as a task on a Dask cluster; the
+    task's key is in the trial's metadata, where :class:`DaskMetric` finds its
+    result, and a task that raised fails its trial.
 
     Example:
         >>> client.configure_runner(DaskRunner(dask_client, evaluate))
