@@ -134,14 +134,13 @@ def forecast_record(
         var = sum(
             c[a] * c[b] * cov[outcomes[a]][outcomes[b]][i] for a in used for b in used
         )
-        out.append(
-            {
-                "parameters": dict(arm.parameters),
-                "mean": float(mu),
-                "sd": math.sqrt(max(float(var), 0.0)),
-                "weights": {outcomes[k]: float(c[k]) for k in used},
-            }
-        )
+        forecast = {
+            "parameters": dict(arm.parameters),
+            "mean": float(mu),
+            "sd": math.sqrt(max(float(var), 0.0)),
+            "weights": {outcomes[k]: float(c[k]) for k in used},
+        }
+        out.append(forecast)
     return out
 
 
@@ -257,23 +256,22 @@ def certificate_history(
             continue
         bound = float(cert[key])
         params = cert.get("parameters") or {}
-        out.append(
-            {
-                "recorded_at": index,
-                "trial_index": _evaluated_in(experiment, params),
-                "bound": bound,
-                "running_min": min([bound] + [c["running_min"] for c in out[-1:]]),
-                "parameters": params,
-                "delta": _number(cert.get("delta")),
-                "share": _number(cert.get("share")),
-                "valid": bool(cert.get("valid", True)),
-                "reason": cert.get("reason", ""),
-                "units": units,
-                "rank_bound": cert.get("rank_bound"),
-                "expected_better": _number(cert.get("expected_better")),
-                "num_candidates": meta.get("num_candidates"),
-            }
-        )
+        record = {
+            "recorded_at": index,
+            "trial_index": _evaluated_in(experiment, params),
+            "bound": bound,
+            "running_min": min([bound] + [c["running_min"] for c in out[-1:]]),
+            "parameters": params,
+            "delta": _number(cert.get("delta")),
+            "share": _number(cert.get("share")),
+            "valid": bool(cert.get("valid", True)),
+            "reason": cert.get("reason", ""),
+            "units": units,
+            "rank_bound": cert.get("rank_bound"),
+            "expected_better": _number(cert.get("expected_better")),
+            "num_candidates": meta.get("num_candidates"),
+        }
+        out.append(record)
     return out
 
 
@@ -508,6 +506,7 @@ def _certificate(
     model_units = float(cert.bound)
     bound = None if factor is None else model_units * factor
     expected = float(cert.expected_better)
+    margin = math.nan if factor is None else float(cert.rank_tolerance) * factor
     return {
         "parameters": parameters,
         "bound": bound,
@@ -521,9 +520,7 @@ def _certificate(
         "rank_bound": cert.rank_bound,
         "expected_better": expected,
         "p_better": min(1.0, expected) if math.isfinite(expected) else math.nan,
-        "tolerance": (
-            math.nan if factor is None else float(cert.rank_tolerance) * factor
-        ),
+        "tolerance": margin,
         "num_candidates": len(fitted.rows),
     }
 

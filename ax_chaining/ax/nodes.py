@@ -14,11 +14,7 @@ from ax.core import Data, Experiment, GeneratorRun, ObservationFeatures
 from ax.core.search_space import SearchSpaceDigest
 from ax.core.trial_status import TrialStatus
 from ax.core.types import TParameterization
-from ax.exceptions.core import (
-    DataRequiredError,
-    SearchSpaceExhausted,
-    UnsupportedError,
-)
+from ax.exceptions.core import DataRequiredError, SearchSpaceExhausted, UnsupportedError
 from ax.generation_strategy.external_generation_node import ExternalGenerationNode
 from ax.generation_strategy.generation_node import GenerationNode
 from ax.generation_strategy.generator_spec import GeneratorSpec
@@ -444,15 +440,13 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
         """The candidate rows in the adapter's model space; the last step's
         tensor is reused when :data:`PROBE_ROWS` rows spread over the set
         transform to the same values now (Ax transforms row by row)."""
-        cached = self._model_space
-        if cached is not None and cached[0] is rows:
+        if self._model_space is not None and self._model_space[0] is rows:
+            X = self._model_space[1]
             probe = torch.linspace(0, len(rows) - 1, min(len(rows), PROBE_ROWS))
             probe = probe.round().long().unique()
             fresh = _transform(adapter, [rows[i] for i in probe.tolist()])
-            if fresh.shape[-1] == cached[1].shape[-1] and torch.equal(
-                fresh, cached[1][probe]
-            ):
-                return cached[1]
+            if fresh.shape[-1] == X.shape[-1] and torch.equal(fresh, X[probe]):
+                return X
         X = _transform(adapter, rows)
         self._model_space = (rows, X)
         return X
@@ -481,10 +475,9 @@ class CandidateSetNode(_CandidateNode, GenerationNode):
             acquisition = chosen[-1]
             acqf, weights = acquisition.acqf, acquisition.objective_weights
             meta["acquisition_function"] = type(acqf).__name__
-            casts = {"t": int, "delta": float}
-            meta |= {
-                k: f(getattr(acqf, k)) for k, f in casts.items() if hasattr(acqf, k)
-            }
+            for k, cast in (("t", int), ("delta", float)):
+                if hasattr(acqf, k):
+                    meta[k] = cast(getattr(acqf, k))
             if cset.metadata:
                 picked = [cset.index_of(a.parameters) for a in gr.arms]
                 meta["rows"] = [

@@ -141,11 +141,10 @@ def candidate_set_node(
             f"one acquisition whose step is distributed), got "
             f"{botorch_acqf_class.__name__}."
         )
+    options = _checked_options(botorch_acqf_class, botorch_acqf_options)
     kwargs = {
         "botorch_acqf_class": botorch_acqf_class,
-        "botorch_acqf_options": _checked_options(
-            botorch_acqf_class, botorch_acqf_options
-        ),
+        "botorch_acqf_options": options,
         "acquisition_class": CandidateSetAcquisition,
         # Refit from scratch, so that a reloaded client suggests the same.
         "warm_start_refit": False,
