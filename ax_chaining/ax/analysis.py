@@ -36,12 +36,11 @@ CERTIFICATE_COLUMNS = (
 
 @dataclass(eq=False, repr=False)
 class RecommendationAnalysis(Analysis):
-    r"""The evaluated candidate :func:`~ax_chaining.ax.recommend` returns, and
-    its regret certificate, as an Ax ``AnalysisCard``: one row (``id``,
-    ``row``, ``trial_index``, ``value``, the certificate's
-    ``CERTIFICATE_COLUMNS``, then the candidate's parameters) and a subtitle
-    that reads out the bound, the rank and ``p_better``, under
-    :func:`recommend`'s assumptions (:mod:`ax_chaining.certificate`).
+    r"""The evaluated candidate :func:`~ax_chaining.ax.recommend` returns, and its
+    regret certificate, as an Ax ``AnalysisCard``: one row (``id``, ``row``,
+    ``trial_index``, ``value``, the certificate's ``CERTIFICATE_COLUMNS``, then the
+    candidate's parameters) and a subtitle that reads out the bound, the rank and
+    ``p_better``, under the assumptions of :mod:`ax_chaining.certificate`.
 
     Example:
         >>> analysis = RecommendationAnalysis(tolerance=0.5)
@@ -49,9 +48,7 @@ class RecommendationAnalysis(Analysis):
         >>> card.df[["id", "value", "bound", "rank_bound", "p_better"]]
 
     Args:
-        candidates, delta, options, units, tolerance: As in :func:`recommend`
-            (default: the strategy's candidate set and the ``delta`` its steps
-            recorded).
+        candidates, delta, options, units, tolerance: As in :func:`recommend`.
     """
 
     candidates: CandidateTable | None = None

@@ -147,9 +147,8 @@ def forecast_record(
 def recorded_residuals(
     experiment: Experiment, source: ResidualSource = "forecast"
 ) -> np.ndarray:
-    r"""The standardized residuals :math:`(y - \mu) / s` of the recorded
-    forecasts of evaluated trials, in trial order (``"audit"``: of the audit
-    steps only)."""
+    r"""The standardized residuals :math:`(y - \mu) / s` of the recorded forecasts of
+    evaluated trials, in trial order (``"audit"``: of the audit steps only)."""
     df = experiment.lookup_data().df
     names = list(experiment.search_space.parameters)
     out: list[float] = []
@@ -411,10 +410,9 @@ class FittedCandidates:
 def fit_candidates(
     source: Source, candidates: CandidateTable | None = None
 ) -> FittedCandidates:
-    """Ax's GP (the strategy's surrogate spec if any) fitted to all the data,
-    over the set :func:`certify` uses: ``candidates``, else the strategy's
-    candidate set, a fully discrete space or a Sobol design of 1,024 points,
-    with every evaluated point.
+    """Ax's GP (the strategy's surrogate spec if any) fitted to all the data, over the
+    set :func:`certify` uses: ``candidates``, else the strategy's candidate set, a fully
+    discrete space or a Sobol design of 1,024 points, with every evaluated point.
 
     Example:
         >>> fitted = fit_candidates(client)

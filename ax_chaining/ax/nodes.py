@@ -351,10 +351,9 @@ class SobolCandidateNode(_CandidateNode, GenerationNode):
 
 
 class CandidateSetNode(_CandidateNode, GenerationNode):
-    """A ``GenerationNode`` that optimizes a BoTorch acquisition function over
-    a finite candidate set and records each step under
-    ``gen_metadata[GEN_METADATA_KEY]``; built by
-    :func:`~ax_chaining.ax.strategies.candidate_set_node`.
+    """A ``GenerationNode`` that optimizes a BoTorch acquisition function over a finite
+    candidate set and records each step under ``gen_metadata[GEN_METADATA_KEY]``; built
+    by :func:`~ax_chaining.ax.strategies.candidate_set_node`.
 
     Args:
         name, generator_specs, transition_criteria, kwargs: ``GenerationNode``'s.

@@ -81,11 +81,10 @@ class RegretBoundGlobalStoppingStrategy(_CertificateStop):
 
 
 class RankBoundGlobalStoppingStrategy(_CertificateStop):
-    r"""Stop when the certified candidate is among the best few: the current
-    certificate's ``rank_bound`` (with probability at least :math:`1 -
-    \delta`, the point is among the ``rank_bound`` best candidates) is at most
-    ``max_rank``, or at most ``max_fraction`` of the candidates (one of the
-    two). A certificate that is not valid (refused or unchecked) never stops.
+    r"""Stop when the current certificate's ``rank_bound`` (with probability at
+    least :math:`1 - \delta`, the point is among the ``rank_bound`` best
+    candidates) is at most ``max_rank`` or ``max_fraction`` of the candidates
+    (pass one); a certificate not valid (refused or unchecked) never stops.
 
     Example:
         >>> stopping = RankBoundGlobalStoppingStrategy(max_fraction=0.01)

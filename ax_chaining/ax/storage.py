@@ -94,10 +94,9 @@ def register_storage() -> None:
 
 
 def load_client(filepath: str | os.PathLike[str]) -> Client:
-    """Ax's ``Client.load_from_json_file``, once this package's classes are
-    registered. A Gram matrix, fingerprint library or feature table is stored
-    by content key: register it again (e.g. the same ``*_surrogate_spec``
-    call) before generating.
+    """Ax's ``Client.load_from_json_file``, once this package's classes are registered.
+    A Gram matrix, fingerprint library or feature table is stored by content key:
+    register it again (e.g. the same ``*_surrogate_spec`` call) before generating.
 
     Raises:
         ValueError: The snapshot names a class Ax's storage does not know (one
@@ -124,9 +123,8 @@ def load_client(filepath: str | os.PathLike[str]) -> Client:
 
 
 def storage_config(url: str) -> StorageConfig:
-    """An Ax ``StorageConfig`` for the SQL database at ``url`` (a SQLAlchemy
-    URL): Ax's engine initialized, missing tables created and this package's
-    classes registered.
+    """An Ax ``StorageConfig`` for the SQL database at ``url`` (a SQLAlchemy URL): Ax's
+    engine initialized, missing tables created and this package's classes registered.
 
     Raises:
         ImportError: SQLAlchemy or ``tabulate`` is missing (the ``sql`` extra).
@@ -168,9 +166,8 @@ def storage_config(url: str) -> StorageConfig:
 def load_client_from_database(
     experiment_name: str, storage: str | StorageConfig
 ) -> Client:
-    """Ax's ``Client.load_from_database`` of ``experiment_name`` in ``storage``
-    (a URL or a :func:`storage_config`), once this package's classes are
-    registered.
+    """Ax's ``Client.load_from_database`` of ``experiment_name`` in ``storage`` (a URL
+    or a :func:`storage_config`), once this package's classes are registered.
 
     Example:
         >>> client = ax_chaining.load_client_from_database("catalogue", url)

@@ -99,8 +99,7 @@ def candidate_set_node(
     certificate: CertificateOptions | None = CertificateOptions(),  # noqa: B008
     sharded: Any = None,
 ) -> CandidateSetNode:
-    """A :class:`~ax_chaining.ax.nodes.CandidateSetNode` running
-    ``botorch_acqf_class`` over the candidate set.
+    """A :class:`~ax_chaining.ax.nodes.CandidateSetNode` running ``botorch_acqf_class``.
 
     Example:
         >>> node = candidate_set_node(ChainingUCB, {"delta": 0.1})

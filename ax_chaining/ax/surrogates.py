@@ -79,10 +79,9 @@ def feature_table_surrogate_spec(
     kernel: str = "matern52",
     prior: str = "botorch",
 ) -> SurrogateSpec:
-    r"""An Ax ``SurrogateSpec`` whose GP sees each item's row of a feature
-    table through :class:`~ax_chaining.kernels.FeatureTableKernel`, with the
-    noise prior of ``prior``. A tensor is stored by content key, a ``.npy``
-    file by its path (memory-mapped).
+    r"""An Ax ``SurrogateSpec`` whose GP sees each item's row of a feature table through
+    :class:`~ax_chaining.kernels.FeatureTableKernel`, with the noise prior of ``prior``.
+    A tensor is stored by content key, a ``.npy`` file by its path (memory-mapped).
 
     Args:
         features: ``N x d`` finite table in the unit cube, row ``i`` for item
