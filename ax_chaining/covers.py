@@ -369,9 +369,11 @@ class NearestCentres:
         self._taken_count = 0
         #: Each closed level's cover size (centres taken when it closed).
         self.sizes: list[int] = []
-        # The first centre sets the squared distance to the prefix (_best), the
-        # nearest centre there (_arg), _taken, _parent and _link2.
-        self._best: Tensor | None = None
+        self._best: Tensor | None = None  # squared distance to the prefix
+        self._arg: Tensor | None = None  # nearest centre of the prefix
+        self._taken: Tensor | None = None
+        self._parent: Tensor | None = None
+        self._link2: Tensor | None = None
 
     def __call__(self, centre: int, row: Tensor, radius2: float) -> None:
         """Take ``centre`` (its squared-distance row ``row``); the prefix that
