@@ -10,7 +10,9 @@ model's own numbers, and where ``recommend`` adds ``p_better`` and
 exact, long vectors as a SHA-256 of their float64 bytes beside their sum; one
 torch thread, so that sums are taken in one order. Cases: ``botorch``,
 ``ax``, ``dask`` (a 2-worker ``LocalCluster``), ``freesolv`` (the default
-molecule model) and ``reaction`` (a Buchwald-Hartwig table).
+molecule model) and ``reaction`` (a Buchwald-Hartwig table). Another CPU
+changes the last digits (and the reaction case's fitted hyperparameters in
+the fourth): compare two commits' outputs made on the same machine.
 """
 
 from __future__ import annotations
