@@ -188,6 +188,7 @@ def step_statements(
     from ax_chaining.ax.certificates import experiment_of
     from ax_chaining.certificate import certify_model, loo_check
     from ax_chaining.certificate.peers import (
+        posterior_scale_tril,
         probabilistic_regret_bound,
         regret_gap_rule,
         ucb_lcb_rule,
@@ -212,11 +213,19 @@ def step_statements(
     gen = torch.Generator().manual_seed(seed * 100_003 + t)
 
     def prb_at_each_eps(scale: float = 1.0, dof: float = math.inf) -> dict:
-        # One generator for every PRB of the step, in a fixed order.
-        out = {}
+        # One generator for every PRB of the step, in a fixed order; one
+        # Cholesky factor for the tolerances of one scale.
+        out, scaled = {}, cov * scale**2
+        root = posterior_scale_tril(scaled)
         for f in config.eps_fractions:
             s = probabilistic_regret_bound(
-                mean, cov * scale**2, evaluated, f * span, generator=gen, dof=dof
+                mean,
+                scaled,
+                evaluated,
+                f * span,
+                generator=gen,
+                dof=dof,
+                scale_tril=root,
             )
             out[str(f)] = {"stop": s.stop, "value": s.value, "index": s.index}
         return out

@@ -12,6 +12,7 @@ from scipy.stats import multivariate_normal
 
 from ax_chaining.acquisition import gp_ucb_beta
 from ax_chaining.certificate import (
+    posterior_scale_tril,
     probabilistic_regret_bound,
     regret_gap_rule,
     ucb_lcb_rule,
@@ -124,6 +125,31 @@ def test_prb_stops_on_a_clear_winner_and_refuses_bad_input():
         probabilistic_regret_bound(mean, cov, [0], eps=-1.0)
     with pytest.raises(ValueError, match="`prob` must be in"):
         probabilistic_regret_bound(mean, cov, [0], eps=0.1, prob=1.5)
+    with pytest.raises(ValueError, match="`scale_tril` must be 3 x 3"):
+        probabilistic_regret_bound(mean, cov, [0], 0.1, scale_tril=cov[:2, :2])
+
+
+def test_prb_with_a_shared_factor_draws_as_without():
+    # Three tolerances from one decomposition make the statements each call
+    # makes alone, with one generator drawing in the same order.
+    a = torch.tensor([[1.0, 0.3, 0.0], [0.3, 0.5, 0.2], [0.0, 0.2, 0.8]])
+    cov = (a @ a.T).double()
+    mean = torch.tensor([0.2, 0.0, 0.1], dtype=torch.float64)
+    root = posterior_scale_tril(cov)
+    assert torch.allclose(root @ root.T, cov)
+    gens = [torch.Generator().manual_seed(4) for _ in range(2)]
+    alone = [
+        probabilistic_regret_bound(mean, cov, [0, 1], e, generator=gens[0])
+        for e in (0.1, 0.5, 1.0)
+    ]
+    shared = [
+        probabilistic_regret_bound(
+            mean, cov, [0, 1], e, generator=gens[1], scale_tril=root
+        )
+        for e in (0.1, 0.5, 1.0)
+    ]
+    assert shared == alone
+    assert len({s.value for s in alone}) == 3  # three different statements
 
 
 def test_regret_gap_rule_by_hand():

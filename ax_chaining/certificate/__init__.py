@@ -24,7 +24,8 @@ _LAZY = dict.fromkeys(
     "ax_chaining.certificate.calibration",
 )
 _LAZY |= dict.fromkeys(
-    "PeerStatement probabilistic_regret_bound regret_gap_rule ucb_lcb_rule".split(),
+    "PeerStatement posterior_scale_tril probabilistic_regret_bound regret_gap_rule "
+    "ucb_lcb_rule".split(),
     "ax_chaining.certificate.peers",
 )
 

@@ -17,6 +17,7 @@ from ax_chaining.checks import check_delta, check_float, check_int
 
 __all__ = [
     "PeerStatement",
+    "posterior_scale_tril",
     "probabilistic_regret_bound",
     "regret_gap_rule",
     "ucb_lcb_rule",
@@ -90,6 +91,20 @@ def ucb_lcb_rule(
     return PeerStatement("ucb-lcb", value <= threshold, value, rows[best])
 
 
+def posterior_scale_tril(covariance: Tensor) -> Tensor:
+    r"""The Cholesky factor :func:`probabilistic_regret_bound` draws with: of
+    ``covariance`` plus :math:`10^{-9} \max(1, \max_i \Sigma_{ii})` on the
+    diagonal, since a posterior covariance is PSD only up to round-off.
+
+    Example:
+        >>> posterior_scale_tril(torch.eye(2)).diagonal()
+        tensor([1., 1.])
+    """
+    jitter = 1e-9 * float(covariance.diagonal().abs().max().clamp_min(1.0))
+    eye = torch.eye(len(covariance), dtype=covariance.dtype, device=covariance.device)
+    return torch.linalg.cholesky(covariance + jitter * eye)
+
+
 def probabilistic_regret_bound(
     mean: Tensor,
     covariance: Tensor,
@@ -101,6 +116,7 @@ def probabilistic_regret_bound(
     max_samples: int = 1000,
     generator: torch.Generator | None = None,
     dof: float = math.inf,
+    scale_tril: Tensor | None = None,
 ) -> PeerStatement:
     r"""Wilson (2024, *Stopping Bayesian optimization with probabilistic regret
     bounds*; defaults of his experiments): stop when for an evaluated
@@ -128,6 +144,10 @@ def probabilistic_regret_bound(
         test_points, max_samples: As above.
         generator: Seeds the draws.
         dof: Degrees of freedom of the draws' law (``inf``: Gaussian).
+        scale_tril: :func:`posterior_scale_tril` of ``covariance``, when the
+            caller has it: the statements at several ``eps`` of one posterior
+            then share one decomposition (an ``N x N`` Cholesky, the rule's
+            main cost on a large table).
 
     Example:
         >>> mean, cov = torch.tensor([0.0, 1.0]), torch.eye(2) * 0.01
@@ -150,10 +170,14 @@ def probabilistic_regret_bound(
     check_int("max_samples", max_samples, 16)
     if dof != math.inf:
         check_float("dof", dof, (lambda v: v > 0, "> 0 or inf"))
-    jitter = 1e-9 * float(covariance.diagonal().abs().max().clamp_min(1.0))
-    eye = torch.eye(n, dtype=covariance.dtype, device=covariance.device)
-    # A posterior covariance is PSD up to round-off; the jitter makes it PD.
-    root = torch.linalg.cholesky(covariance + jitter * eye)
+    if scale_tril is None:
+        root = posterior_scale_tril(covariance)
+    elif scale_tril.shape != (n, n):
+        raise ValueError(
+            f"`scale_tril` must be {n} x {n}; got {tuple(scale_tril.shape)}."
+        )
+    else:
+        root = scale_tril
 
     def draw(k: int) -> Tensor:
         z = torch.randn(n, k, dtype=mean.dtype, generator=generator, device="cpu")
