@@ -149,6 +149,8 @@ def test_prb_with_a_shared_factor_draws_as_without():
         for e in (0.1, 0.5, 1.0)
     ]
     assert shared == alone
+    with pytest.raises(ValueError, match="`covariance` must be a square matrix"):
+        posterior_scale_tril(cov[:2])
     assert len({s.value for s in alone}) == 3  # three different statements
 
 

@@ -100,6 +100,9 @@ def posterior_scale_tril(covariance: Tensor) -> Tensor:
         >>> posterior_scale_tril(torch.eye(2)).diagonal()
         tensor([1., 1.])
     """
+    if covariance.ndim != 2 or covariance.shape[0] != covariance.shape[1]:
+        shape = tuple(covariance.shape)
+        raise ValueError(f"`covariance` must be a square matrix; got {shape}.")
     jitter = 1e-9 * float(covariance.diagonal().abs().max().clamp_min(1.0))
     eye = torch.eye(len(covariance), dtype=covariance.dtype, device=covariance.device)
     return torch.linalg.cholesky(covariance + jitter * eye)
